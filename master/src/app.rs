@@ -1,0 +1,164 @@
+//! Assembling the master: connect and migrate the database, seed it, build the shared state,
+//! bind the listener and serve until told to stop. Also the one-shot commands of the CLI.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use nubo_common::secret::Secret;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::db::Db;
+use crate::service;
+
+/// What every request handler shares; cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<AppInner>);
+
+struct AppInner {
+    config: Config,
+    db: Db,
+}
+
+impl AppState {
+    pub fn new(config: Config, db: Db) -> Self {
+        Self(Arc::new(AppInner { config, db }))
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.0.config
+    }
+
+    pub fn db(&self) -> &Db {
+        &self.0.db
+    }
+}
+
+/// A master serving in the background (used by `serve` and by the test harness).
+pub struct Running {
+    pub addr: SocketAddr,
+    pub state: AppState,
+    shutdown: CancellationToken,
+    server: JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// Stops accepting connections, lets in-flight requests finish within `grace`, then closes
+    /// the database.
+    pub async fn shutdown(self, grace: Duration) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        let mut server = self.server;
+        match tokio::time::timeout(grace, &mut server).await {
+            Ok(joined) => joined
+                .context("server task failed")?
+                .context("server failed")?,
+            Err(_) => {
+                tracing::warn!(
+                    grace_seconds = grace.as_secs(),
+                    "in-flight requests did not finish in time; closing"
+                );
+                server.abort();
+            }
+        }
+        self.state.db().close().await;
+        Ok(())
+    }
+}
+
+/// Opens the database named by the configuration and applies pending migrations.
+pub async fn open_database(config: &Config) -> anyhow::Result<Db> {
+    let db = Db::connect(
+        &config.effective_database_url(),
+        config.database_max_connections,
+    )
+    .await
+    .context("cannot open the database")?;
+    db.migrate().await.context("cannot migrate the database")?;
+    service::bootstrap::seed(&db)
+        .await
+        .context("cannot seed the database")?;
+    Ok(db)
+}
+
+/// Starts serving in the background and answers once the listener is bound.
+pub async fn start(config: Config) -> anyhow::Result<Running> {
+    config.signing_secret()?;
+    let db = open_database(&config).await?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    let state = AppState::new(config, db);
+    let router = crate::http::router(state.clone());
+    let shutdown = CancellationToken::new();
+    let server = tokio::spawn(
+        axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+            .into_future(),
+    );
+    tracing::info!(%addr, version = env!("CARGO_PKG_VERSION"), "nubo-master listening on {addr}");
+    Ok(Running {
+        addr,
+        state,
+        shutdown,
+        server,
+    })
+}
+
+/// `nubo-master serve`: runs until SIGINT or SIGTERM, then shuts down gracefully.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let grace = Duration::from_secs(config.shutdown_grace_seconds);
+    let running = start(config).await?;
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    running.shutdown(grace).await
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("installing a SIGTERM handler cannot fail on unix");
+        tokio::select! {
+            _ = interrupt => {},
+            _ = terminate.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}
+
+/// `nubo-master migrate`: applies pending migrations and reports how many are applied.
+pub async fn migrate(config: &Config) -> anyhow::Result<i64> {
+    let db = open_database(config).await?;
+    let applied = db.applied_migrations().await?;
+    db.close().await;
+    Ok(applied)
+}
+
+/// `nubo-master user create-admin`: answers the new user's id and, when no password was given,
+/// the generated one (shown once).
+pub async fn create_admin(
+    config: &Config,
+    email: &str,
+    password: Option<Secret>,
+) -> anyhow::Result<(Uuid, Option<Secret>)> {
+    let db = open_database(config).await?;
+    let (password, generated) = match password {
+        Some(p) => (p, false),
+        None => (crate::auth::password::generate_password(), true),
+    };
+    let result = service::accounts::create_admin(&db, email, &password).await;
+    db.close().await;
+    let id = result.map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    Ok((id, generated.then_some(password)))
+}

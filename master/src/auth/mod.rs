@@ -1,0 +1,3 @@
+//! Authentication: password hashing now; tokens, guards and sign-in providers as they land.
+
+pub mod password;

@@ -1,0 +1,116 @@
+//! Password hashing with argon2id. Hashing is CPU-heavy, so it runs on the blocking pool and at
+//! most a few hashes run at once; a burst of logins queues instead of starving the runtime.
+
+use std::sync::LazyLock;
+
+use argon2::Argon2;
+use argon2::password_hash::rand_core::OsRng;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use nubo_common::secret::Secret;
+use tokio::sync::Semaphore;
+
+/// Concurrent hash computations; each takes ~19 MiB and one core for tens of milliseconds.
+static HASHING_SLOTS: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(4));
+
+/// Shortest and longest accepted password, in bytes.
+pub const MIN_PASSWORD_LEN: usize = 8;
+pub const MAX_PASSWORD_LEN: usize = 256;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PasswordError {
+    #[error("password must be {MIN_PASSWORD_LEN} to {MAX_PASSWORD_LEN} bytes long")]
+    Length,
+    #[error("password hashing failed: {0}")]
+    Hash(String),
+}
+
+/// A random 24-character password (letters and digits, ~142 bits) for generated credentials.
+pub fn generate_password() -> Secret {
+    use rand::Rng;
+    use rand::distr::Alphanumeric;
+    Secret::new(
+        rand::rng()
+            .sample_iter(&Alphanumeric)
+            .take(24)
+            .map(char::from)
+            .collect::<String>(),
+    )
+}
+
+/// Checks the length rule without hashing.
+pub fn check_password_rules(password: &Secret) -> Result<(), PasswordError> {
+    if (MIN_PASSWORD_LEN..=MAX_PASSWORD_LEN).contains(&password.len()) {
+        Ok(())
+    } else {
+        Err(PasswordError::Length)
+    }
+}
+
+/// Hashes a password into a PHC string (argon2id, random salt).
+pub async fn hash_password(password: &Secret) -> Result<String, PasswordError> {
+    check_password_rules(password)?;
+    let password = password.clone();
+    let _slot = HASHING_SLOTS
+        .acquire()
+        .await
+        .map_err(|e| PasswordError::Hash(e.to_string()))?;
+    tokio::task::spawn_blocking(move || {
+        let salt = SaltString::generate(&mut OsRng);
+        Argon2::default()
+            .hash_password(password.expose().as_bytes(), &salt)
+            .map(|hash| hash.to_string())
+            .map_err(|e| PasswordError::Hash(e.to_string()))
+    })
+    .await
+    .map_err(|e| PasswordError::Hash(e.to_string()))?
+}
+
+/// Verifies a password against a PHC string; the comparison inside argon2 is constant-time.
+/// A malformed stored hash verifies as false rather than erroring out to the caller.
+pub async fn verify_password(password: &Secret, phc: &str) -> bool {
+    let password = password.clone();
+    let phc = phc.to_owned();
+    let Ok(_slot) = HASHING_SLOTS.acquire().await else {
+        return false;
+    };
+    tokio::task::spawn_blocking(move || {
+        PasswordHash::new(&phc)
+            .map(|hash| {
+                Argon2::default()
+                    .verify_password(password.expose().as_bytes(), &hash)
+                    .is_ok()
+            })
+            .unwrap_or(false)
+    })
+    .await
+    .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_hash_verifies_its_password_only() {
+        let hash = hash_password(&Secret::new("correct horse")).await.unwrap();
+        assert!(hash.starts_with("$argon2id$"));
+        assert!(verify_password(&Secret::new("correct horse"), &hash).await);
+        assert!(!verify_password(&Secret::new("correct horsE"), &hash).await);
+    }
+
+    #[tokio::test]
+    async fn the_same_password_hashes_differently_each_time() {
+        let a = hash_password(&Secret::new("password1")).await.unwrap();
+        let b = hash_password(&Secret::new("password1")).await.unwrap();
+        assert_ne!(a, b);
+    }
+
+    #[tokio::test]
+    async fn short_and_garbage_inputs_are_refused() {
+        assert!(matches!(
+            hash_password(&Secret::new("short")).await,
+            Err(PasswordError::Length)
+        ));
+        assert!(!verify_password(&Secret::new("whatever1"), "not-a-phc-string").await);
+    }
+}

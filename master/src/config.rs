@@ -1,0 +1,269 @@
+//! The one typed configuration of the master: documented defaults, then the TOML file named by
+//! `NUBO_CONFIG`, then `NUBO_*` environment variables, then command-line flags. Nothing else in
+//! the master reads the environment.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use nubo_common::secret::Secret;
+use serde::{Deserialize, Serialize};
+
+/// Shortest signing secret accepted, in bytes: HS256 wants a key at least as long as its output.
+pub const MIN_SECRET_LEN: usize = 32;
+
+/// How to write log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Every setting of the master. Field names are the TOML keys; the environment variable is the
+/// name upper-cased with the `NUBO_` prefix (`database_url` -> `NUBO_DATABASE_URL`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address and port to listen on.
+    pub listen: SocketAddr,
+    /// Where the SQLite file and local-disk blobs live by default.
+    pub data_dir: PathBuf,
+    /// `sqlite://PATH` or `postgres://...`; unset means `sqlite://<data_dir>/nubo.db`.
+    pub database_url: Option<String>,
+    /// Largest database pool (PostgreSQL; SQLite readers).
+    pub database_max_connections: u32,
+    /// `redis://...`; unset means the in-memory stores of a single master.
+    pub redis_url: Option<String>,
+    /// The JWT signing secret; required by `serve`.
+    pub secret: Option<Secret>,
+    /// A file holding the signing secret (used when `secret` is unset).
+    pub secret_file: Option<PathBuf>,
+    /// `text` or `json`.
+    pub log_format: LogFormat,
+    /// A tracing filter, e.g. `info` or `info,nubo_master=debug`.
+    pub log_level: String,
+    /// Largest JSON request body in bytes.
+    pub max_json_body: usize,
+    /// Seconds in-flight requests get to finish after SIGINT/SIGTERM.
+    pub shutdown_grace_seconds: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 5212)),
+            data_dir: PathBuf::from("./data"),
+            database_url: None,
+            database_max_connections: 16,
+            redis_url: None,
+            secret: None,
+            secret_file: None,
+            log_format: LogFormat::Text,
+            log_level: "info".to_owned(),
+            max_json_body: 1024 * 1024,
+            shutdown_grace_seconds: 30,
+        }
+    }
+}
+
+/// Settings given on the command line; `None` leaves the lower layers in charge.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CliOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_file: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_format: Option<LogFormat>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid configuration: {0}")]
+    Invalid(#[from] Box<figment::Error>),
+    #[error(transparent)]
+    SecretFile(#[from] nubo_common::secret::SecretFileError),
+    #[error(
+        "NUBO_SECRET is not set: the master needs a JWT signing secret of at least {MIN_SECRET_LEN} bytes. \
+         Generate one with `head -c 48 /dev/urandom | base64` and set NUBO_SECRET, NUBO_SECRET_FILE or `secret` in the config file."
+    )]
+    MissingSecret,
+    #[error(
+        "NUBO_SECRET is too short ({0} bytes): use at least {MIN_SECRET_LEN} bytes, e.g. `head -c 48 /dev/urandom | base64`."
+    )]
+    ShortSecret(usize),
+}
+
+/// The environment keys read; anything else with the `NUBO_` prefix (test switches, the config
+/// path itself) is not configuration.
+const ENV_KEYS: &[&str] = &[
+    "listen",
+    "data_dir",
+    "database_url",
+    "database_max_connections",
+    "redis_url",
+    "secret",
+    "secret_file",
+    "log_format",
+    "log_level",
+    "max_json_body",
+    "shutdown_grace_seconds",
+];
+
+impl Config {
+    /// Layers defaults, the TOML file (if any), `NUBO_*` variables and CLI flags, then resolves
+    /// `secret_file`. Does not demand the secret: only `serve` needs it (see [`Config::signing_secret`]).
+    pub fn load(file: Option<&Path>, cli: &CliOverrides) -> Result<Self, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(path) = file {
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        figment = figment
+            .merge(Env::prefixed("NUBO_").only(ENV_KEYS))
+            .merge(Serialized::defaults(cli));
+        let mut config: Config = figment.extract().map_err(Box::new)?;
+        if config.secret.is_none()
+            && let Some(path) = &config.secret_file
+        {
+            config.secret = Some(Secret::from_file(path)?);
+        }
+        Ok(config)
+    }
+
+    /// The signing secret, refused when missing or shorter than [`MIN_SECRET_LEN`].
+    pub fn signing_secret(&self) -> Result<&Secret, ConfigError> {
+        match &self.secret {
+            None => Err(ConfigError::MissingSecret),
+            Some(secret) if secret.is_empty() => Err(ConfigError::MissingSecret),
+            Some(secret) if secret.len() < MIN_SECRET_LEN => {
+                Err(ConfigError::ShortSecret(secret.len()))
+            }
+            Some(secret) => Ok(secret),
+        }
+    }
+
+    /// The database URL in force: the configured one, else a SQLite file in the data directory.
+    pub fn effective_database_url(&self) -> String {
+        match &self.database_url {
+            Some(url) => url.clone(),
+            None => format!(
+                "sqlite://{}?mode=rwc",
+                self.data_dir.join("nubo.db").display()
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use figment::Jail;
+
+    #[test]
+    fn defaults_give_the_embedded_setup() {
+        Jail::expect_with(|_jail| {
+            let config = Config::load(None, &CliOverrides::default()).unwrap();
+            assert_eq!(config.listen.to_string(), "127.0.0.1:5212");
+            assert_eq!(config.data_dir, PathBuf::from("./data"));
+            assert_eq!(
+                config.effective_database_url(),
+                "sqlite://./data/nubo.db?mode=rwc"
+            );
+            assert!(config.redis_url.is_none());
+            assert!(config.secret.is_none());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn file_then_env_then_cli_take_precedence_in_that_order() {
+        Jail::expect_with(|jail| {
+            jail.create_file(
+                "nubo.toml",
+                r#"
+                listen = "127.0.0.1:7000"
+                data_dir = "/from-file"
+                log_level = "debug"
+                redis_url = "redis://file"
+                "#,
+            )?;
+            jail.set_env("NUBO_DATA_DIR", "/from-env");
+            jail.set_env("NUBO_REDIS_URL", "redis://env");
+            let cli = CliOverrides {
+                redis_url: Some("redis://cli".into()),
+                ..CliOverrides::default()
+            };
+            let config = Config::load(Some(Path::new("nubo.toml")), &cli).unwrap();
+            assert_eq!(config.listen.port(), 7000, "file beats default");
+            assert_eq!(config.log_level, "debug", "file beats default");
+            assert_eq!(
+                config.data_dir,
+                PathBuf::from("/from-env"),
+                "env beats file"
+            );
+            assert_eq!(
+                config.redis_url.as_deref(),
+                Some("redis://cli"),
+                "cli beats env"
+            );
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn secret_file_is_read_when_secret_is_unset() {
+        Jail::expect_with(|jail| {
+            jail.create_file("secret.txt", &"s".repeat(40))?;
+            jail.set_env("NUBO_SECRET_FILE", "secret.txt");
+            let config = Config::load(None, &CliOverrides::default()).unwrap();
+            assert_eq!(config.signing_secret().unwrap().len(), 40);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn missing_and_short_secrets_are_refused() {
+        Jail::expect_with(|jail| {
+            let config = Config::load(None, &CliOverrides::default()).unwrap();
+            assert!(matches!(
+                config.signing_secret(),
+                Err(ConfigError::MissingSecret)
+            ));
+            jail.set_env("NUBO_SECRET", "too-short");
+            let config = Config::load(None, &CliOverrides::default()).unwrap();
+            assert!(matches!(
+                config.signing_secret(),
+                Err(ConfigError::ShortSecret(9))
+            ));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_keys_in_the_file_are_refused() {
+        Jail::expect_with(|jail| {
+            jail.create_file("nubo.toml", "listne = \"127.0.0.1:1\"")?;
+            let err = Config::load(Some(Path::new("nubo.toml")), &CliOverrides::default());
+            assert!(err.unwrap_err().to_string().contains("listne"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unrelated_nubo_variables_are_ignored() {
+        Jail::expect_with(|jail| {
+            jail.set_env("NUBO_TEST_REQUIRE_SERVICES", "1");
+            jail.set_env("NUBO_CONFIG", "/nowhere.toml");
+            assert!(Config::load(None, &CliOverrides::default()).is_ok());
+            Ok(())
+        });
+    }
+}

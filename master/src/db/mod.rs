@@ -1,0 +1,201 @@
+//! The database: connection pools for SQLite or PostgreSQL behind one `Any` code path, the
+//! migrations of both backends, and (in the submodules) every SQL statement of the master.
+//! Business rules live in `service`, not here.
+//!
+//! SQLite allows one writer at a time. Rather than letting concurrent transactions race for the
+//! write lock (and fail with "database is locked" when a reader tries to upgrade), every write
+//! goes through a dedicated single-connection pool; reads use a separate pool and, under WAL,
+//! never wait for the writer. On PostgreSQL both handles are the same pool.
+
+pub mod groups;
+pub mod settings;
+pub mod users;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::migrate::Migrator;
+use sqlx::{AnyPool, Executor};
+
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// How long a SQLite connection waits for a lock held by another process (e.g. the CLI).
+const SQLITE_BUSY_TIMEOUT_MS: u32 = 10_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("unsupported database URL {0:?}: use sqlite://PATH or postgres://...")]
+    UnsupportedUrl(String),
+    #[error("cannot create the database directory {path}: {source}")]
+    CreateDir {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Sqlx(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// The master's database handle; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Db {
+    reader: AnyPool,
+    writer: AnyPool,
+    backend: Backend,
+}
+
+impl Db {
+    /// Connects to `sqlite://...` or `postgres://...`. For SQLite the file (and its directory)
+    /// is created when missing, and WAL, a busy timeout and foreign keys are switched on.
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self, DbError> {
+        sqlx::any::install_default_drivers();
+        let backend = if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Backend::Postgres
+        } else {
+            return Err(DbError::UnsupportedUrl(url.to_owned()));
+        };
+        let options = AnyConnectOptions::from_str(url)?;
+        match backend {
+            Backend::Postgres => {
+                let pool = AnyPoolOptions::new()
+                    .max_connections(max_connections.max(2))
+                    .acquire_timeout(Duration::from_secs(30))
+                    .connect_with(options)
+                    .await?;
+                Ok(Self {
+                    reader: pool.clone(),
+                    writer: pool,
+                    backend,
+                })
+            }
+            Backend::Sqlite => {
+                create_sqlite_parent_dir(url)?;
+                let writer = sqlite_pool(1).connect_with(options.clone()).await?;
+                // WAL is a property of the file: set it once, through the writer.
+                writer.execute("PRAGMA journal_mode = WAL").await?;
+                let reader = sqlite_pool(max_connections.max(1))
+                    .connect_with(options)
+                    .await?;
+                Ok(Self {
+                    reader,
+                    writer,
+                    backend,
+                })
+            }
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Applies pending migrations of this backend; applying them again is a no-op.
+    pub async fn migrate(&self) -> Result<(), DbError> {
+        let migrator = match self.backend {
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        migrator.run(&self.writer).await?;
+        Ok(())
+    }
+
+    /// Number of migrations this build knows for the backend.
+    pub fn known_migrations(&self) -> usize {
+        match self.backend {
+            Backend::Sqlite => SQLITE_MIGRATIONS.iter().count(),
+            Backend::Postgres => POSTGRES_MIGRATIONS.iter().count(),
+        }
+    }
+
+    /// The pool for statements that only read.
+    pub(crate) fn reader(&self) -> &AnyPool {
+        &self.reader
+    }
+
+    /// The pool for statements and transactions that write.
+    pub(crate) fn writer(&self) -> &AnyPool {
+        &self.writer
+    }
+
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+
+    /// Names of the tables in the database, sorted (for diagnostics and migration tests).
+    pub async fn table_names(&self) -> Result<Vec<String>, DbError> {
+        let sql = match self.backend {
+            Backend::Sqlite => {
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            }
+            Backend::Postgres => {
+                "SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename"
+            }
+        };
+        let names: Vec<(String,)> = sqlx::query_as(sql).fetch_all(&self.reader).await?;
+        Ok(names.into_iter().map(|(n,)| n).collect())
+    }
+
+    /// Number of migrations recorded as applied.
+    pub async fn applied_migrations(&self) -> Result<i64, DbError> {
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
+            .fetch_one(&self.reader)
+            .await?;
+        Ok(n)
+    }
+}
+
+fn sqlite_pool(max_connections: u32) -> AnyPoolOptions {
+    AnyPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(30))
+        .after_connect(|conn, _meta| {
+            Box::pin(async move {
+                conn.execute(
+                    format!(
+                        "PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;"
+                    )
+                    .as_str(),
+                )
+                .await?;
+                Ok(())
+            })
+        })
+}
+
+fn create_sqlite_parent_dir(url: &str) -> Result<(), DbError> {
+    let path = url
+        .trim_start_matches("sqlite:")
+        .trim_start_matches("//")
+        .split('?')
+        .next()
+        .unwrap_or_default();
+    if path.is_empty() || path == ":memory:" {
+        return Ok(());
+    }
+    if let Some(parent) = std::path::Path::new(path).parent()
+        && !parent.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(parent).map_err(|source| DbError::CreateDir {
+            path: parent.display().to_string(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// True when the error is a unique-constraint violation, on either backend.
+pub fn is_unique_violation(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
+}

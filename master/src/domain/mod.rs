@@ -1,0 +1,6 @@
+//! Pure types and rules of Nubo: enumerations, validated values, time. No I/O lives here.
+
+pub mod group;
+pub mod settings;
+pub mod time;
+pub mod user;

@@ -1,0 +1,197 @@
+//! Site settings: the `SettingsType` categories, the known setting names with their defaults,
+//! and the sign-in methods that `auth_methods` may enable.
+
+use serde::{Deserialize, Serialize};
+
+/// The category a setting belongs to; stored beside each row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SettingsType {
+    Basic,
+    Login,
+    Register,
+    Oauth,
+    Mail,
+    Captcha,
+    Theme,
+    Upload,
+    Share,
+    Task,
+}
+
+impl SettingsType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SettingsType::Basic => "BASIC",
+            SettingsType::Login => "LOGIN",
+            SettingsType::Register => "REGISTER",
+            SettingsType::Oauth => "OAUTH",
+            SettingsType::Mail => "MAIL",
+            SettingsType::Captcha => "CAPTCHA",
+            SettingsType::Theme => "THEME",
+            SettingsType::Upload => "UPLOAD",
+            SettingsType::Share => "SHARE",
+            SettingsType::Task => "TASK",
+        }
+    }
+}
+
+/// A sign-in provider that the site may enable through `auth_methods`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthMethod {
+    EmailPassword,
+    Github,
+    Qq,
+    Passkey,
+    MagicLink,
+}
+
+/// The value type a setting holds, used to validate writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingKind {
+    Text,
+    Url,
+    Bool,
+    AuthMethods,
+}
+
+/// One setting the service knows: its name, category, value type and default (as stored text).
+#[derive(Debug, Clone, Copy)]
+pub struct KnownSetting {
+    pub name: &'static str,
+    pub category: SettingsType,
+    pub kind: SettingKind,
+    pub default: &'static str,
+}
+
+/// Every setting the service reads. A name not listed here is refused on write.
+pub const KNOWN_SETTINGS: &[KnownSetting] = &[
+    KnownSetting {
+        name: "site_name",
+        category: SettingsType::Basic,
+        kind: SettingKind::Text,
+        default: "Nubo",
+    },
+    KnownSetting {
+        name: "footer_code",
+        category: SettingsType::Basic,
+        kind: SettingKind::Text,
+        default: "",
+    },
+    KnownSetting {
+        name: "tos_url",
+        category: SettingsType::Basic,
+        kind: SettingKind::Url,
+        default: "",
+    },
+    KnownSetting {
+        name: "privacy_url",
+        category: SettingsType::Basic,
+        kind: SettingKind::Url,
+        default: "",
+    },
+    KnownSetting {
+        name: "auth_methods",
+        category: SettingsType::Login,
+        kind: SettingKind::AuthMethods,
+        default: r#"["email_password"]"#,
+    },
+    KnownSetting {
+        name: "register_enabled",
+        category: SettingsType::Register,
+        kind: SettingKind::Bool,
+        default: "true",
+    },
+    KnownSetting {
+        name: "github_client_id",
+        category: SettingsType::Oauth,
+        kind: SettingKind::Text,
+        default: "",
+    },
+];
+
+pub fn known_setting(name: &str) -> Option<&'static KnownSetting> {
+    KNOWN_SETTINGS.iter().find(|s| s.name == name)
+}
+
+/// Checks a value against its setting's type and returns the text to store.
+pub fn validate_setting_value(
+    setting: &KnownSetting,
+    value: &serde_json::Value,
+) -> Result<String, String> {
+    match (setting.kind, value) {
+        (SettingKind::Text, serde_json::Value::String(s)) => Ok(s.clone()),
+        (SettingKind::Url, serde_json::Value::String(s)) => {
+            if s.is_empty()
+                || s.starts_with("https://")
+                || s.starts_with("http://")
+                || s.starts_with('/')
+            {
+                Ok(s.clone())
+            } else {
+                Err("must be empty, an absolute http(s) URL or a site path".to_owned())
+            }
+        }
+        (SettingKind::Bool, serde_json::Value::Bool(b)) => Ok(b.to_string()),
+        (SettingKind::AuthMethods, v @ serde_json::Value::Array(_)) => {
+            let methods: Vec<AuthMethod> = serde_json::from_value(v.clone()).map_err(|_| {
+                "must be a list of: email_password, github, qq, passkey, magic_link".to_owned()
+            })?;
+            Ok(serde_json::to_string(&methods).unwrap_or_default())
+        }
+        (SettingKind::Text | SettingKind::Url, _) => Err("must be a string".to_owned()),
+        (SettingKind::Bool, _) => Err("must be true or false".to_owned()),
+        (SettingKind::AuthMethods, _) => Err("must be a list of sign-in methods".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn email_password_sign_in_is_enabled_by_default() {
+        let methods: Vec<AuthMethod> =
+            serde_json::from_str(known_setting("auth_methods").unwrap().default).unwrap();
+        assert_eq!(methods, vec![AuthMethod::EmailPassword]);
+    }
+
+    #[test]
+    fn settings_type_includes_oauth() {
+        assert_eq!(
+            serde_json::to_value(SettingsType::Oauth).unwrap(),
+            json!("OAUTH")
+        );
+        assert_eq!(SettingsType::Oauth.as_str(), "OAUTH");
+    }
+
+    #[test]
+    fn values_are_checked_against_their_kind() {
+        let tos = known_setting("tos_url").unwrap();
+        assert!(validate_setting_value(tos, &json!("https://example.com/tos")).is_ok());
+        assert!(validate_setting_value(tos, &json!("javascript:alert(1)")).is_err());
+        assert!(validate_setting_value(tos, &json!(5)).is_err());
+        let methods = known_setting("auth_methods").unwrap();
+        assert_eq!(
+            validate_setting_value(methods, &json!(["passkey", "email_password"])).unwrap(),
+            r#"["passkey","email_password"]"#
+        );
+        assert!(validate_setting_value(methods, &json!(["telepathy"])).is_err());
+        let register = known_setting("register_enabled").unwrap();
+        assert_eq!(
+            validate_setting_value(register, &json!(false)).unwrap(),
+            "false"
+        );
+        assert!(validate_setting_value(register, &json!("no")).is_err());
+    }
+
+    #[test]
+    fn known_setting_names_are_unique() {
+        let mut names: Vec<_> = KNOWN_SETTINGS.iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), KNOWN_SETTINGS.len());
+    }
+}

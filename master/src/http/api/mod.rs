@@ -1,0 +1,69 @@
+//! The `/api/v1` routers, one module per area, and the OpenAPI document generated from them.
+
+pub mod site;
+
+use std::sync::Arc;
+
+use axum::extract::Extension;
+use axum::http::{HeaderValue, header};
+use axum::response::IntoResponse;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::app::AppState;
+use crate::http::error::ErrorBody;
+
+/// Top-level facts of the document; paths are collected from the routers below.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Nubo API",
+        description = "Nubo: a multi-user cloud file storage and sharing service.\n\n\
+Errors: every failure answers `{\"code\", \"message\", \"field\"?, \"request_id\"}` (see `ErrorBody`). \
+Codes are stable `area.snake_case` strings. Status codes: 400 malformed request, 401 missing or invalid token, \
+403 not allowed, 404 unknown record or route, 405 wrong method, 409 conflict, 413 body too large, \
+415 wrong content type, 422 invalid field, 429 rate limited, 500 internal error (details only in the server log), \
+501 not implemented yet, 503 dependency unavailable, 507 quota exceeded.\n\n\
+Choices of ours where the interface specification is silent (not taken from it): the error body fields and \
+codes above; the JSON body limit (1 MiB by default, `max_json_body`); the `x-request-id` header echoed on every answer."
+    ),
+    components(schemas(ErrorBody)),
+    tags((name = "site", description = "Public facts about this instance"))
+)]
+struct ApiDoc;
+
+/// The document as served, built once at start-up.
+#[derive(Clone)]
+pub struct OpenApiJson(Arc<String>);
+
+/// The OpenAPI 3.1 document of this API.
+#[utoipa::path(get, path = "/openapi.json", tag = "site",
+    responses((status = 200, description = "OpenAPI 3.1 document", content_type = "application/json")))]
+async fn openapi_json(Extension(doc): Extension<OpenApiJson>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        doc.0.as_str().to_owned(),
+    )
+}
+
+/// All routes under `/api/v1` with their document.
+pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
+    let v1 = OpenApiRouter::new()
+        .routes(routes!(site::ping))
+        .routes(routes!(site::config))
+        .routes(routes!(openapi_json));
+    let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .nest("/api/v1", v1)
+        .split_for_parts();
+    let json = OpenApiJson(Arc::new(doc.to_json().unwrap_or_default()));
+    (router.layer(Extension(json)), doc)
+}
+
+/// The generated document (for tooling and tests).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    routes().1
+}

@@ -1,0 +1,164 @@
+//! Rendering of every failure as the uniform JSON error body
+//! `{"code", "message", "field"?, "request_id"}`: errors raised by the service layer, rejected
+//! extractors, and responses the framework or a middleware produced on its own (405, 413, a
+//! panic...), which [`uniform_errors`] rewrites so no client ever sees another shape.
+
+use axum::Json;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::service::{ErrorKind, ServiceError};
+
+/// Response header carrying the request id; also accepted from a trusted proxy.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+tokio::task_local! {
+    /// The id of the request being handled, so every error body can name it.
+    static REQUEST_ID: String;
+}
+
+/// The body of every error answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// Stable machine-readable code, `area.snake_case` (e.g. `route.not_found`).
+    pub code: String,
+    /// Human-readable explanation, safe to show to the user.
+    pub message: String,
+    /// The request field the error is about, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// The id of this request (also in the `x-request-id` header), for support and logs.
+    pub request_id: String,
+}
+
+/// Marks a response whose body is already the uniform error body.
+#[derive(Clone, Copy)]
+struct RenderedError;
+
+pub fn status_of(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
+        ErrorKind::Unauthorized => StatusCode::UNAUTHORIZED,
+        ErrorKind::Forbidden => StatusCode::FORBIDDEN,
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        ErrorKind::Conflict => StatusCode::CONFLICT,
+        ErrorKind::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ErrorKind::Validation => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+        ErrorKind::NotImplemented => StatusCode::NOT_IMPLEMENTED,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::QuotaExceeded => StatusCode::INSUFFICIENT_STORAGE,
+        ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+fn current_request_id() -> String {
+    REQUEST_ID.try_with(Clone::clone).unwrap_or_default()
+}
+
+fn render(status: StatusCode, code: String, message: String, field: Option<String>) -> Response {
+    let body = ErrorBody {
+        code,
+        message,
+        field,
+        request_id: current_request_id(),
+    };
+    let mut response = (status, Json(body)).into_response();
+    response.extensions_mut().insert(RenderedError);
+    response
+}
+
+impl IntoResponse for ServiceError {
+    fn into_response(self) -> Response {
+        let status = status_of(self.kind);
+        // Logged once here, inside the request span; the client gets the generic message.
+        if self.kind == ErrorKind::Internal {
+            tracing::error!(error = %self, "request failed");
+        } else if let Some(source) = &self.source {
+            tracing::debug!(code = %self.code, cause = %source, "request refused");
+        }
+        let unauthorized = self.kind == ErrorKind::Unauthorized;
+        let mut response = render(
+            status,
+            self.code.into_owned(),
+            self.message.into_owned(),
+            self.field,
+        );
+        if unauthorized && !response.headers().contains_key(header::WWW_AUTHENTICATE) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+/// Stable code and message for an error response the framework produced without a body of ours.
+fn code_for_status(status: StatusCode) -> (String, String) {
+    let (code, message) = match status {
+        StatusCode::NOT_FOUND => ("route.not_found", "no such route"),
+        StatusCode::METHOD_NOT_ALLOWED => (
+            "route.method_not_allowed",
+            "method not allowed on this route",
+        ),
+        StatusCode::PAYLOAD_TOO_LARGE => ("request.too_large", "request body is too large"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+            ("request.unsupported_media_type", "unsupported content type")
+        }
+        StatusCode::REQUEST_TIMEOUT => ("request.timeout", "request took too long"),
+        StatusCode::INTERNAL_SERVER_ERROR => ("server.internal", "internal server error"),
+        other => {
+            let reason = other.canonical_reason().unwrap_or("error");
+            return (format!("http.{}", other.as_u16()), reason.to_lowercase());
+        }
+    };
+    (code.to_owned(), message.to_owned())
+}
+
+/// Middleware: makes the request id available to error rendering and rewrites any error
+/// response not produced by [`ServiceError`] into the uniform body, keeping its headers
+/// (e.g. `Allow` on a 405).
+pub async fn uniform_errors(request: Request, next: Next) -> Response {
+    let request_id = request
+        .headers()
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    REQUEST_ID
+        .scope(request_id, async move {
+            let response = next.run(request).await;
+            let status = response.status();
+            if !(status.is_client_error() || status.is_server_error())
+                || response.extensions().get::<RenderedError>().is_some()
+            {
+                return response;
+            }
+            let (mut parts, _body) = response.into_parts();
+            let (code, message) = code_for_status(status);
+            let rendered = render(status, code, message, None);
+            parts.headers.remove(header::CONTENT_LENGTH);
+            parts.headers.remove(header::CONTENT_TYPE);
+            let (rendered_parts, body) = rendered.into_parts();
+            parts.headers.extend(rendered_parts.headers);
+            parts.extensions.extend(rendered_parts.extensions);
+            Response::from_parts(parts, body)
+        })
+        .await
+}
+
+/// Converts a caught panic into a logged 500 with the uniform body.
+pub fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let detail = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("unknown panic")
+        .to_owned();
+    ServiceError::internal(anyhow::anyhow!("handler panicked: {detail}")).into_response()
+}

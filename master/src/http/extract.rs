@@ -1,0 +1,86 @@
+//! Request extractors whose rejections speak the uniform error body instead of axum's plain text.
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use crate::service::{ErrorKind, ServiceError};
+
+/// A JSON body. Malformed JSON answers 400, a wrong content type 415, a body over the route's
+/// limit 413, and well-formed JSON with wrong or missing fields 422.
+pub struct ApiJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ServiceError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(request, state).await {
+            Ok(Json(value)) => Ok(Self(value)),
+            Err(rejection) => Err(json_rejection(rejection)),
+        }
+    }
+}
+
+fn json_rejection(rejection: JsonRejection) -> ServiceError {
+    match rejection {
+        JsonRejection::JsonDataError(e) => {
+            ServiceError::new(ErrorKind::Validation, "request.invalid_body", e.body_text())
+        }
+        JsonRejection::JsonSyntaxError(e) => ServiceError::new(
+            ErrorKind::BadRequest,
+            "request.malformed_json",
+            e.body_text(),
+        ),
+        JsonRejection::MissingJsonContentType(_) => ServiceError::new(
+            ErrorKind::UnsupportedMediaType,
+            "request.unsupported_media_type",
+            "expected a body with Content-Type: application/json",
+        ),
+        JsonRejection::BytesRejection(e)
+            if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE =>
+        {
+            ServiceError::new(
+                ErrorKind::PayloadTooLarge,
+                "request.too_large",
+                "request body is too large",
+            )
+        }
+        other => ServiceError::new(
+            ErrorKind::BadRequest,
+            "request.unreadable_body",
+            other.body_text(),
+        ),
+    }
+}
+
+/// Query parameters; unreadable ones answer 400 with the uniform body.
+pub struct ApiQuery<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiQuery<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ServiceError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(value)) => Ok(Self(value)),
+            Err(rejection) => Err(query_rejection(rejection)),
+        }
+    }
+}
+
+fn query_rejection(rejection: QueryRejection) -> ServiceError {
+    ServiceError::new(
+        ErrorKind::BadRequest,
+        "request.invalid_query",
+        rejection.body_text(),
+    )
+}

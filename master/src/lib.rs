@@ -1,0 +1,11 @@
+//! Nubo master: metadata, authentication, the REST API and (later) WebDAV and the storage-node
+//! router. `main.rs` only parses the command line and calls into this library.
+
+pub mod app; // assembling state, serving, one-shot commands
+pub mod auth; // passwords, tokens, guards, sign-in providers
+pub mod config; // the one typed configuration
+pub mod db; // pools, migrations, all SQL
+pub mod domain; // pure types and rules
+pub mod http; // routers, middleware, error rendering, OpenAPI
+pub mod service; // use cases
+pub mod telemetry; // logging set-up

@@ -1,0 +1,121 @@
+//! `nubo-master` command line: parses arguments, loads the configuration and calls the library.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use nubo_common::secret::Secret;
+use nubo_master::config::{CliOverrides, Config, LogFormat};
+use nubo_master::{app, telemetry};
+
+#[derive(Parser)]
+#[command(name = "nubo-master", version, about = "Nubo master server")]
+struct Cli {
+    /// TOML configuration file.
+    #[arg(long, env = "NUBO_CONFIG", global = true)]
+    config: Option<PathBuf>,
+    /// Address and port to listen on (overrides NUBO_LISTEN).
+    #[arg(long, global = true)]
+    listen: Option<SocketAddr>,
+    /// Data directory (overrides NUBO_DATA_DIR).
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+    /// Database URL, sqlite://... or postgres://... (overrides NUBO_DATABASE_URL).
+    #[arg(long, global = true)]
+    database_url: Option<String>,
+    /// Redis URL (overrides NUBO_REDIS_URL).
+    #[arg(long, global = true)]
+    redis_url: Option<String>,
+    /// File holding the JWT signing secret (overrides NUBO_SECRET_FILE).
+    #[arg(long, global = true)]
+    secret_file: Option<PathBuf>,
+    /// Log format (overrides NUBO_LOG_FORMAT).
+    #[arg(long, global = true, value_parser = parse_log_format)]
+    log_format: Option<LogFormat>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server (the default).
+    Serve,
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Manage users.
+    #[command(subcommand)]
+    User(UserCommand),
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Create an administrator with an e-mail and password.
+    CreateAdmin {
+        #[arg(long)]
+        email: String,
+        /// File holding the password; without it a random password is generated and printed once.
+        #[arg(long)]
+        password_file: Option<PathBuf>,
+    },
+}
+
+fn parse_log_format(value: &str) -> Result<LogFormat, String> {
+    match value {
+        "text" => Ok(LogFormat::Text),
+        "json" => Ok(LogFormat::Json),
+        other => Err(format!("{other:?} is not a log format: use text or json")),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let overrides = CliOverrides {
+        listen: cli.listen,
+        data_dir: cli.data_dir,
+        database_url: cli.database_url,
+        redis_url: cli.redis_url,
+        secret_file: cli.secret_file,
+        log_format: cli.log_format,
+    };
+    let config = match Config::load(cli.config.as_deref(), &overrides) {
+        Ok(config) => config,
+        Err(err) => return fail(err),
+    };
+    telemetry::init(config.log_format, &config.log_level);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => return fail(err),
+    };
+    let outcome = runtime.block_on(async move {
+        match cli.command.unwrap_or(Command::Serve) {
+            Command::Serve => app::serve(config).await,
+            Command::Migrate => {
+                let applied = app::migrate(&config).await?;
+                println!("database is up to date ({applied} migrations applied)");
+                Ok(())
+            }
+            Command::User(UserCommand::CreateAdmin {
+                email,
+                password_file,
+            }) => {
+                let password = password_file.map(|p| Secret::from_file(&p)).transpose()?;
+                let (id, generated) = app::create_admin(&config, &email, password).await?;
+                println!("created administrator {email} ({id})");
+                if let Some(password) = generated {
+                    println!("generated password (shown once): {}", password.expose());
+                }
+                Ok(())
+            }
+        }
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => fail(err),
+    }
+}
+
+fn fail(err: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {err:#}");
+    ExitCode::FAILURE
+}

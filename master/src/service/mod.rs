@@ -1,0 +1,131 @@
+//! Use cases of the master, one file per area. Service functions know nothing about HTTP: they
+//! take typed inputs and answer typed results or a [`ServiceError`], which each front end (the
+//! JSON API, WebDAV) renders in its own dialect.
+
+pub mod accounts;
+pub mod bootstrap;
+pub mod site;
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::db::DbError;
+
+/// What went wrong, in terms every front end can map to its own status codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request is malformed (syntax, unreadable parameters).
+    BadRequest,
+    /// No valid credentials were presented.
+    Unauthorized,
+    /// The caller is known but may not do this.
+    Forbidden,
+    /// No such record, or not one the caller may see.
+    NotFound,
+    /// The method is not allowed on this resource.
+    MethodNotAllowed,
+    /// The request clashes with current state (name taken, cycle, token already used).
+    Conflict,
+    /// The body or file is larger than allowed.
+    PayloadTooLarge,
+    /// The body has a media type the operation does not take.
+    UnsupportedMediaType,
+    /// Well-formed but invalid values.
+    Validation,
+    /// Too many requests; try later.
+    RateLimited,
+    /// The operation exists in the interface but is not built yet.
+    NotImplemented,
+    /// A dependency (storage node, database) is unreachable.
+    Unavailable,
+    /// The caller's storage quota does not allow this.
+    QuotaExceeded,
+    /// A fault of ours; details go to the log only.
+    Internal,
+}
+
+/// The one error vocabulary of the service layer: a kind, a stable code (`area.snake_case`), a
+/// message safe to show to the caller, the offending field when there is one, and, for the log
+/// only, the underlying cause.
+#[derive(Debug)]
+pub struct ServiceError {
+    pub kind: ErrorKind,
+    pub code: Cow<'static, str>,
+    pub message: Cow<'static, str>,
+    pub field: Option<String>,
+    pub source: Option<anyhow::Error>,
+}
+
+pub type ServiceResult<T> = Result<T, ServiceError>;
+
+impl ServiceError {
+    pub fn new(
+        kind: ErrorKind,
+        code: impl Into<Cow<'static, str>>,
+        message: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        Self {
+            kind,
+            code: code.into(),
+            message: message.into(),
+            field: None,
+            source: None,
+        }
+    }
+
+    /// Names the request field the error is about.
+    pub fn with_field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    pub fn not_found(code: &'static str, message: &'static str) -> Self {
+        Self::new(ErrorKind::NotFound, code, message)
+    }
+
+    pub fn conflict(code: &'static str, message: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorKind::Conflict, code, message)
+    }
+
+    pub fn validation(field: &str, message: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorKind::Validation, "request.invalid_field", message).with_field(field)
+    }
+
+    /// An operation of the interface that is not built yet.
+    pub fn not_implemented(what: &str) -> Self {
+        Self::new(
+            ErrorKind::NotImplemented,
+            "server.not_implemented",
+            format!("{what} is not implemented yet"),
+        )
+    }
+
+    /// A fault of ours: the caller sees a generic message, the log sees `cause`.
+    pub fn internal(cause: impl Into<anyhow::Error>) -> Self {
+        let mut err = Self::new(
+            ErrorKind::Internal,
+            "server.internal",
+            "internal server error",
+        );
+        err.source = Some(cause.into());
+        err
+    }
+}
+
+impl fmt::Display for ServiceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)?;
+        if let Some(source) = &self.source {
+            write!(f, " ({source:#})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ServiceError {}
+
+impl From<DbError> for ServiceError {
+    fn from(err: DbError) -> Self {
+        ServiceError::internal(err)
+    }
+}

@@ -1,0 +1,86 @@
+//! Site-wide information: version, the public site configuration, and writing site settings.
+
+use std::collections::HashMap;
+
+use crate::db::{self, Db};
+use crate::domain::settings::{AuthMethod, KNOWN_SETTINGS, known_setting, validate_setting_value};
+use crate::domain::time::now_ms;
+use crate::service::{ErrorKind, ServiceError, ServiceResult};
+
+/// The public configuration clients need before anyone signs in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SiteConfig {
+    pub site_name: String,
+    pub footer_code: String,
+    pub tos_url: String,
+    pub privacy_url: String,
+    pub auth_methods: Vec<AuthMethod>,
+    pub register_enabled: bool,
+}
+
+/// Every known setting with its stored value, or its default when none is stored.
+pub async fn effective_settings(db: &Db) -> ServiceResult<HashMap<&'static str, String>> {
+    let stored: HashMap<String, String> = db::settings::all(db)
+        .await?
+        .into_iter()
+        .map(|row| (row.name, row.value))
+        .collect();
+    Ok(KNOWN_SETTINGS
+        .iter()
+        .map(|s| {
+            (
+                s.name,
+                stored
+                    .get(s.name)
+                    .cloned()
+                    .unwrap_or_else(|| s.default.to_owned()),
+            )
+        })
+        .collect())
+}
+
+pub async fn site_config(db: &Db) -> ServiceResult<SiteConfig> {
+    let mut settings = effective_settings(db).await?;
+    let mut take = |name: &str| settings.remove(name).unwrap_or_default();
+    let auth_methods = serde_json::from_str(&take("auth_methods")).map_err(|e| {
+        ServiceError::internal(anyhow::anyhow!("stored auth_methods is not valid: {e}"))
+    })?;
+    Ok(SiteConfig {
+        site_name: take("site_name"),
+        footer_code: take("footer_code"),
+        tos_url: take("tos_url"),
+        privacy_url: take("privacy_url"),
+        register_enabled: take("register_enabled") == "true",
+        auth_methods,
+    })
+}
+
+/// Validates and stores several settings at once; all are written or none.
+pub async fn update_settings(
+    db: &Db,
+    values: &serde_json::Map<String, serde_json::Value>,
+) -> ServiceResult<()> {
+    if values.is_empty() {
+        return Err(ServiceError::new(
+            ErrorKind::Validation,
+            "settings.empty",
+            "no settings given",
+        ));
+    }
+    let mut rows = Vec::with_capacity(values.len());
+    for (name, value) in values {
+        let setting = known_setting(name).ok_or_else(|| {
+            ServiceError::new(
+                ErrorKind::Validation,
+                "settings.unknown",
+                format!("unknown setting {name:?}"),
+            )
+            .with_field(name.clone())
+        })?;
+        let text = validate_setting_value(setting, value)
+            .map_err(|why| ServiceError::validation(name, format!("{name} {why}")))?;
+        rows.push((setting.name, setting.category.as_str(), text));
+    }
+    db::settings::upsert_many(db, &rows, now_ms()).await?;
+    Ok(())
+}
