@@ -30,10 +30,8 @@ impl Secret {
     /// Reads a secret from a file, as `NUBO_SECRET_FILE` and friends do. Surrounding whitespace
     /// (a trailing newline from `echo` or an editor) is not part of the secret.
     pub fn from_file(path: &Path) -> Result<Self, SecretFileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SecretFileError {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| SecretFileError { path: path.display().to_string(), source })?;
         Ok(Self(text.trim().to_owned()))
     }
 }

@@ -12,9 +12,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::auth::token::TokenKeys;
 use crate::config::Config;
 use crate::db::Db;
 use crate::service;
+use crate::store::{self, KvStore, SharedStore};
 
 /// What every request handler shares; cheap to clone.
 #[derive(Clone)]
@@ -23,11 +25,23 @@ pub struct AppState(Arc<AppInner>);
 struct AppInner {
     config: Config,
     db: Db,
+    store: SharedStore,
+    tokens: TokenKeys,
 }
 
 impl AppState {
-    pub fn new(config: Config, db: Db) -> Self {
-        Self(Arc::new(AppInner { config, db }))
+    /// Fails only when the signing secret is missing or too short.
+    pub fn new(config: Config, db: Db, store: SharedStore) -> anyhow::Result<Self> {
+        let tokens = TokenKeys::new(config.signing_secret()?);
+        Ok(Self(Arc::new(AppInner { config, db, store, tokens })))
+    }
+
+    pub fn store(&self) -> &dyn KvStore {
+        self.0.store.as_ref()
+    }
+
+    pub fn tokens(&self) -> &TokenKeys {
+        &self.0.tokens
     }
 
     pub fn config(&self) -> &Config {
@@ -54,14 +68,9 @@ impl Running {
         self.shutdown.cancel();
         let mut server = self.server;
         match tokio::time::timeout(grace, &mut server).await {
-            Ok(joined) => joined
-                .context("server task failed")?
-                .context("server failed")?,
+            Ok(joined) => joined.context("server task failed")?.context("server failed")?,
             Err(_) => {
-                tracing::warn!(
-                    grace_seconds = grace.as_secs(),
-                    "in-flight requests did not finish in time; closing"
-                );
+                tracing::warn!(grace_seconds = grace.as_secs(), "in-flight requests did not finish in time; closing");
                 server.abort();
             }
         }
@@ -72,16 +81,11 @@ impl Running {
 
 /// Opens the database named by the configuration and applies pending migrations.
 pub async fn open_database(config: &Config) -> anyhow::Result<Db> {
-    let db = Db::connect(
-        &config.effective_database_url(),
-        config.database_max_connections,
-    )
-    .await
-    .context("cannot open the database")?;
-    db.migrate().await.context("cannot migrate the database")?;
-    service::bootstrap::seed(&db)
+    let db = Db::connect(&config.effective_database_url(), config.database_max_connections)
         .await
-        .context("cannot seed the database")?;
+        .context("cannot open the database")?;
+    db.migrate().await.context("cannot migrate the database")?;
+    service::bootstrap::seed(&db).await.context("cannot seed the database")?;
     Ok(db)
 }
 
@@ -89,25 +93,23 @@ pub async fn open_database(config: &Config) -> anyhow::Result<Db> {
 pub async fn start(config: Config) -> anyhow::Result<Running> {
     config.signing_secret()?;
     let db = open_database(&config).await?;
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let listener =
+        TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
-    let state = AppState::new(config, db);
+    let store =
+        store::connect(config.redis_url.as_deref(), &config.redis_prefix).await.context("cannot connect to Redis")?;
+    service::bootstrap::seed_first_admin(&db, &config).await.context("cannot create the first administrator")?;
+    crate::auth::revocation::restore_bans(&db, store.as_ref()).await.context("cannot restore bans")?;
+    let state = AppState::new(config, db, store)?;
     let router = crate::http::router(state.clone());
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(
-        axum::serve(listener, router)
+        axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
             .with_graceful_shutdown(shutdown.clone().cancelled_owned())
             .into_future(),
     );
     tracing::info!(%addr, version = env!("CARGO_PKG_VERSION"), "nubo-master listening on {addr}");
-    Ok(Running {
-        addr,
-        state,
-        shutdown,
-        server,
-    })
+    Ok(Running { addr, state, shutdown, server })
 }
 
 /// `nubo-master serve`: runs until SIGINT or SIGTERM, then shuts down gracefully.
@@ -123,9 +125,8 @@ async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .expect("installing a SIGTERM handler cannot fail on unix");
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler cannot fail on unix");
         tokio::select! {
             _ = interrupt => {},
             _ = terminate.recv() => {},

@@ -36,6 +36,8 @@ pub struct Config {
     pub database_max_connections: u32,
     /// `redis://...`; unset means the in-memory stores of a single master.
     pub redis_url: Option<String>,
+    /// Prefix of every Redis key, so deployments (or test runs) can share one Redis.
+    pub redis_prefix: String,
     /// The JWT signing secret; required by `serve`.
     pub secret: Option<Secret>,
     /// A file holding the signing secret (used when `secret` is unset).
@@ -48,6 +50,20 @@ pub struct Config {
     pub max_json_body: usize,
     /// Seconds in-flight requests get to finish after SIGINT/SIGTERM.
     pub shutdown_grace_seconds: u64,
+    /// Lifetime of refresh tokens, in days.
+    pub refresh_token_days: u32,
+    /// E-mail of the administrator created on first start (empty database).
+    pub admin_email: String,
+    /// Password of that administrator; unset means a random one, printed once to the log.
+    pub admin_password: Option<Secret>,
+    /// A file holding that password (used when `admin_password` is unset).
+    pub admin_password_file: Option<PathBuf>,
+    /// Failed sign-ins allowed per identifier (e-mail) within `login_rate_window_seconds`.
+    pub login_failures_per_identifier: u64,
+    /// Sign-in and registration attempts allowed per client address within the window.
+    pub login_attempts_per_address: u64,
+    /// Length of the sign-in rate-limit window, in seconds.
+    pub login_rate_window_seconds: u64,
 }
 
 impl Default for Config {
@@ -64,6 +80,14 @@ impl Default for Config {
             log_level: "info".to_owned(),
             max_json_body: 1024 * 1024,
             shutdown_grace_seconds: 30,
+            redis_prefix: "nubo:".to_owned(),
+            refresh_token_days: 30,
+            admin_email: "admin@nubo.local".to_owned(),
+            admin_password: None,
+            admin_password_file: None,
+            login_failures_per_identifier: 10,
+            login_attempts_per_address: 100,
+            login_rate_window_seconds: 900,
         }
     }
 }
@@ -116,6 +140,14 @@ const ENV_KEYS: &[&str] = &[
     "log_level",
     "max_json_body",
     "shutdown_grace_seconds",
+    "redis_prefix",
+    "refresh_token_days",
+    "admin_email",
+    "admin_password",
+    "admin_password_file",
+    "login_failures_per_identifier",
+    "login_attempts_per_address",
+    "login_rate_window_seconds",
 ];
 
 impl Config {
@@ -126,14 +158,17 @@ impl Config {
         if let Some(path) = file {
             figment = figment.merge(Toml::file_exact(path));
         }
-        figment = figment
-            .merge(Env::prefixed("NUBO_").only(ENV_KEYS))
-            .merge(Serialized::defaults(cli));
+        figment = figment.merge(Env::prefixed("NUBO_").only(ENV_KEYS)).merge(Serialized::defaults(cli));
         let mut config: Config = figment.extract().map_err(Box::new)?;
         if config.secret.is_none()
             && let Some(path) = &config.secret_file
         {
             config.secret = Some(Secret::from_file(path)?);
+        }
+        if config.admin_password.is_none()
+            && let Some(path) = &config.admin_password_file
+        {
+            config.admin_password = Some(Secret::from_file(path)?);
         }
         Ok(config)
     }
@@ -143,9 +178,7 @@ impl Config {
         match &self.secret {
             None => Err(ConfigError::MissingSecret),
             Some(secret) if secret.is_empty() => Err(ConfigError::MissingSecret),
-            Some(secret) if secret.len() < MIN_SECRET_LEN => {
-                Err(ConfigError::ShortSecret(secret.len()))
-            }
+            Some(secret) if secret.len() < MIN_SECRET_LEN => Err(ConfigError::ShortSecret(secret.len())),
             Some(secret) => Ok(secret),
         }
     }
@@ -154,10 +187,7 @@ impl Config {
     pub fn effective_database_url(&self) -> String {
         match &self.database_url {
             Some(url) => url.clone(),
-            None => format!(
-                "sqlite://{}?mode=rwc",
-                self.data_dir.join("nubo.db").display()
-            ),
+            None => format!("sqlite://{}?mode=rwc", self.data_dir.join("nubo.db").display()),
         }
     }
 }
@@ -173,10 +203,7 @@ mod tests {
             let config = Config::load(None, &CliOverrides::default()).unwrap();
             assert_eq!(config.listen.to_string(), "127.0.0.1:5212");
             assert_eq!(config.data_dir, PathBuf::from("./data"));
-            assert_eq!(
-                config.effective_database_url(),
-                "sqlite://./data/nubo.db?mode=rwc"
-            );
+            assert_eq!(config.effective_database_url(), "sqlite://./data/nubo.db?mode=rwc");
             assert!(config.redis_url.is_none());
             assert!(config.secret.is_none());
             Ok(())
@@ -197,23 +224,12 @@ mod tests {
             )?;
             jail.set_env("NUBO_DATA_DIR", "/from-env");
             jail.set_env("NUBO_REDIS_URL", "redis://env");
-            let cli = CliOverrides {
-                redis_url: Some("redis://cli".into()),
-                ..CliOverrides::default()
-            };
+            let cli = CliOverrides { redis_url: Some("redis://cli".into()), ..CliOverrides::default() };
             let config = Config::load(Some(Path::new("nubo.toml")), &cli).unwrap();
             assert_eq!(config.listen.port(), 7000, "file beats default");
             assert_eq!(config.log_level, "debug", "file beats default");
-            assert_eq!(
-                config.data_dir,
-                PathBuf::from("/from-env"),
-                "env beats file"
-            );
-            assert_eq!(
-                config.redis_url.as_deref(),
-                Some("redis://cli"),
-                "cli beats env"
-            );
+            assert_eq!(config.data_dir, PathBuf::from("/from-env"), "env beats file");
+            assert_eq!(config.redis_url.as_deref(), Some("redis://cli"), "cli beats env");
             Ok(())
         });
     }
@@ -233,16 +249,10 @@ mod tests {
     fn missing_and_short_secrets_are_refused() {
         Jail::expect_with(|jail| {
             let config = Config::load(None, &CliOverrides::default()).unwrap();
-            assert!(matches!(
-                config.signing_secret(),
-                Err(ConfigError::MissingSecret)
-            ));
+            assert!(matches!(config.signing_secret(), Err(ConfigError::MissingSecret)));
             jail.set_env("NUBO_SECRET", "too-short");
             let config = Config::load(None, &CliOverrides::default()).unwrap();
-            assert!(matches!(
-                config.signing_secret(),
-                Err(ConfigError::ShortSecret(9))
-            ));
+            assert!(matches!(config.signing_secret(), Err(ConfigError::ShortSecret(9))));
             Ok(())
         });
     }

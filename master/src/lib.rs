@@ -8,4 +8,5 @@ pub mod db; // pools, migrations, all SQL
 pub mod domain; // pure types and rules
 pub mod http; // routers, middleware, error rendering, OpenAPI
 pub mod service; // use cases
+pub mod store; // shared key-value state: memory or Redis
 pub mod telemetry; // logging set-up

@@ -95,10 +95,7 @@ fn main() -> ExitCode {
                 println!("database is up to date ({applied} migrations applied)");
                 Ok(())
             }
-            Command::User(UserCommand::CreateAdmin {
-                email,
-                password_file,
-            }) => {
+            Command::User(UserCommand::CreateAdmin { email, password_file }) => {
                 let password = password_file.map(|p| Secret::from_file(&p)).transpose()?;
                 let (id, generated) = app::create_admin(&config, &email, password).await?;
                 println!("created administrator {email} ({id})");

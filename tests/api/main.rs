@@ -1,1 +1,6 @@
+//! End-to-end API tests: each starts a real master over HTTP (see `nubo_tests`). One test binary
+//! for the whole crate keeps link times down.
 
+mod database;
+mod errors;
+mod site;

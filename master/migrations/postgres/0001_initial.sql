@@ -1,6 +1,6 @@
 -- Nubo initial schema (PostgreSQL). Mirrors sqlite/0001_initial.sql column for column.
--- Conventions: ids are UUID strings (TEXT); times are BIGINT milliseconds since the Unix epoch;
--- sizes are BIGINT bytes; JSON documents are TEXT; booleans are BOOLEAN.
+-- Conventions (the sqlx Any driver reads only these types on both backends): ids are UUID strings (TEXT); times are BIGINT milliseconds since the Unix epoch;
+-- sizes are BIGINT bytes; JSON documents are TEXT; booleans are INTEGER 0/1.
 
 CREATE TABLE settings (
     name        TEXT PRIMARY KEY NOT NULL,
@@ -14,7 +14,7 @@ CREATE TABLE nodes (
     name            TEXT NOT NULL UNIQUE,
     base_url        TEXT NOT NULL,
     secret_key      TEXT NOT NULL,
-    enabled         BOOLEAN NOT NULL DEFAULT TRUE,
+    enabled         INTEGER NOT NULL DEFAULT 1 CHECK (enabled IN (0, 1)),
     status          TEXT NOT NULL DEFAULT 'unknown',
     last_heartbeat  BIGINT,
     free_space      BIGINT,
@@ -29,7 +29,7 @@ CREATE TABLE policies (
     type            TEXT NOT NULL CHECK (type IN ('local', 's3')),
     node_id         TEXT REFERENCES nodes(id) ON DELETE RESTRICT,
     max_size        BIGINT NOT NULL DEFAULT 0 CHECK (max_size >= 0),
-    is_private      BOOLEAN NOT NULL DEFAULT TRUE,
+    is_private      INTEGER NOT NULL DEFAULT 1 CHECK (is_private IN (0, 1)),
     chunk_size      BIGINT NOT NULL CHECK (chunk_size > 0),
     options         TEXT NOT NULL DEFAULT '{}',
     dir_name_rule   TEXT NOT NULL,
@@ -41,7 +41,7 @@ CREATE TABLE policies (
 CREATE TABLE groups (
     id           TEXT PRIMARY KEY NOT NULL,
     name         TEXT NOT NULL UNIQUE,
-    is_admin     BOOLEAN NOT NULL DEFAULT FALSE,
+    is_admin     INTEGER NOT NULL DEFAULT 0 CHECK (is_admin IN (0, 1)),
     max_storage  BIGINT NOT NULL CHECK (max_storage >= 0),
     permissions  TEXT NOT NULL DEFAULT '{}',
     created_at   BIGINT NOT NULL,
@@ -67,12 +67,12 @@ CREATE TABLE theme_presets (
     warning_color    TEXT NOT NULL,
     error_color      TEXT NOT NULL,
     neutral_color    TEXT NOT NULL,
-    is_default       BOOLEAN NOT NULL DEFAULT FALSE,
+    is_default       INTEGER NOT NULL DEFAULT 0 CHECK (is_default IN (0, 1)),
     created_at       BIGINT NOT NULL,
     updated_at       BIGINT NOT NULL
 );
 -- At most one default preset.
-CREATE UNIQUE INDEX theme_presets_one_default ON theme_presets (is_default) WHERE is_default;
+CREATE UNIQUE INDEX theme_presets_one_default ON theme_presets (is_default) WHERE is_default = 1;
 
 -- A user has no password: credentials live in auth_identities.
 CREATE TABLE users (
@@ -308,7 +308,7 @@ CREATE TABLE webdav_accounts (
     name           TEXT NOT NULL,
     password_hash  TEXT NOT NULL,
     root_path      TEXT NOT NULL DEFAULT '/',
-    read_only      BOOLEAN NOT NULL DEFAULT FALSE,
+    read_only      INTEGER NOT NULL DEFAULT 0 CHECK (read_only IN (0, 1)),
     created_at     BIGINT NOT NULL,
     updated_at     BIGINT NOT NULL,
     UNIQUE (owner_id, name)

@@ -1,3 +1,7 @@
-//! Authentication: password hashing now; tokens, guards and sign-in providers as they land.
+//! Authentication: password hashing, tokens, the per-user revocation state and the three
+//! guard levels. Sign-in use cases live in `service::sessions`.
 
+pub mod guard;
 pub mod password;
+pub mod revocation;
+pub mod token;

@@ -28,32 +28,19 @@ pub enum PasswordError {
 pub fn generate_password() -> Secret {
     use rand::Rng;
     use rand::distr::Alphanumeric;
-    Secret::new(
-        rand::rng()
-            .sample_iter(&Alphanumeric)
-            .take(24)
-            .map(char::from)
-            .collect::<String>(),
-    )
+    Secret::new(rand::rng().sample_iter(&Alphanumeric).take(24).map(char::from).collect::<String>())
 }
 
 /// Checks the length rule without hashing.
 pub fn check_password_rules(password: &Secret) -> Result<(), PasswordError> {
-    if (MIN_PASSWORD_LEN..=MAX_PASSWORD_LEN).contains(&password.len()) {
-        Ok(())
-    } else {
-        Err(PasswordError::Length)
-    }
+    if (MIN_PASSWORD_LEN..=MAX_PASSWORD_LEN).contains(&password.len()) { Ok(()) } else { Err(PasswordError::Length) }
 }
 
 /// Hashes a password into a PHC string (argon2id, random salt).
 pub async fn hash_password(password: &Secret) -> Result<String, PasswordError> {
     check_password_rules(password)?;
     let password = password.clone();
-    let _slot = HASHING_SLOTS
-        .acquire()
-        .await
-        .map_err(|e| PasswordError::Hash(e.to_string()))?;
+    let _slot = HASHING_SLOTS.acquire().await.map_err(|e| PasswordError::Hash(e.to_string()))?;
     tokio::task::spawn_blocking(move || {
         let salt = SaltString::generate(&mut OsRng);
         Argon2::default()
@@ -75,11 +62,7 @@ pub async fn verify_password(password: &Secret, phc: &str) -> bool {
     };
     tokio::task::spawn_blocking(move || {
         PasswordHash::new(&phc)
-            .map(|hash| {
-                Argon2::default()
-                    .verify_password(password.expose().as_bytes(), &hash)
-                    .is_ok()
-            })
+            .map(|hash| Argon2::default().verify_password(password.expose().as_bytes(), &hash).is_ok())
             .unwrap_or(false)
     })
     .await
@@ -107,10 +90,7 @@ mod tests {
 
     #[tokio::test]
     async fn short_and_garbage_inputs_are_refused() {
-        assert!(matches!(
-            hash_password(&Secret::new("short")).await,
-            Err(PasswordError::Length)
-        ));
+        assert!(matches!(hash_password(&Secret::new("short")).await, Err(PasswordError::Length)));
         assert!(!verify_password(&Secret::new("whatever1"), "not-a-phc-string").await);
     }
 }

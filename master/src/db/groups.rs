@@ -1,21 +1,23 @@
-//! SQL of the `groups` table.
+//! SQL of the `groups` and `group_policies` tables.
 
 use super::{Db, DbError};
 use crate::domain::time::Millis;
+
+const COLUMNS: &str = "id, name, is_admin, max_storage, permissions, created_at, updated_at";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct GroupRow {
     pub id: String,
     pub name: String,
-    pub is_admin: bool,
+    pub is_admin: i64,
     pub max_storage: i64,
     pub permissions: String,
     pub created_at: Millis,
     pub updated_at: Millis,
 }
 
-pub struct NewGroup<'a> {
-    pub id: &'a str,
+/// A group's columns as written.
+pub struct GroupValues<'a> {
     pub name: &'a str,
     pub is_admin: bool,
     pub max_storage: i64,
@@ -23,33 +25,63 @@ pub struct NewGroup<'a> {
 }
 
 pub async fn count(db: &Db) -> Result<i64, DbError> {
-    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM groups")
-        .fetch_one(db.reader())
-        .await?;
+    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM groups").fetch_one(db.reader()).await?;
     Ok(n)
+}
+
+pub async fn list(db: &Db) -> Result<Vec<(GroupRow, i64)>, DbError> {
+    let groups: Vec<GroupRow> = sqlx::query_as(&format!("SELECT {COLUMNS} FROM groups ORDER BY created_at, name"))
+        .fetch_all(db.reader())
+        .await?;
+    let counts: Vec<(String, i64)> =
+        sqlx::query_as("SELECT group_id, COUNT(*) FROM users GROUP BY group_id").fetch_all(db.reader()).await?;
+    Ok(groups
+        .into_iter()
+        .map(|g| {
+            let members = counts.iter().find(|(id, _)| *id == g.id).map_or(0, |(_, n)| *n);
+            (g, members)
+        })
+        .collect())
+}
+
+pub async fn find(db: &Db, id: &str) -> Result<Option<GroupRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM groups WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(db.reader())
+        .await?)
+}
+
+pub async fn find_by_name(db: &Db, name: &str) -> Result<Option<GroupRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM groups WHERE name = $1"))
+        .bind(name)
+        .fetch_optional(db.reader())
+        .await?)
 }
 
 /// The first administrators' group, by creation time.
 pub async fn first_admin_group(db: &Db) -> Result<Option<GroupRow>, DbError> {
-    Ok(sqlx::query_as(
-        "SELECT id, name, is_admin, max_storage, permissions, created_at, updated_at
-         FROM groups WHERE is_admin ORDER BY created_at, name LIMIT 1",
-    )
-    .fetch_optional(db.reader())
-    .await?)
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM groups WHERE is_admin = 1 ORDER BY created_at, name LIMIT 1"))
+        .fetch_optional(db.reader())
+        .await?)
 }
 
-/// Inserts the groups in one transaction (used to seed an empty database).
-pub async fn insert_all(db: &Db, groups: &[NewGroup<'_>], now: Millis) -> Result<(), DbError> {
+pub async fn member_count(db: &Db, id: &str) -> Result<i64, DbError> {
+    let (n,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM users WHERE group_id = $1").bind(id).fetch_one(db.reader()).await?;
+    Ok(n)
+}
+
+/// Inserts groups in one transaction.
+pub async fn insert_all(db: &Db, groups: &[(&str, GroupValues<'_>)], now: Millis) -> Result<(), DbError> {
     let mut tx = db.writer().begin().await?;
-    for group in groups {
+    for (id, group) in groups {
         sqlx::query(
             "INSERT INTO groups (id, name, is_admin, max_storage, permissions, created_at, updated_at)
              VALUES ($1, $2, $3, $4, $5, $6, $6)",
         )
-        .bind(group.id)
+        .bind(*id)
         .bind(group.name)
-        .bind(group.is_admin)
+        .bind(i64::from(group.is_admin))
         .bind(group.max_storage)
         .bind(group.permissions)
         .bind(now)
@@ -58,4 +90,70 @@ pub async fn insert_all(db: &Db, groups: &[NewGroup<'_>], now: Millis) -> Result
     }
     tx.commit().await?;
     Ok(())
+}
+
+pub async fn update(db: &Db, id: &str, group: &GroupValues<'_>, now: Millis) -> Result<bool, DbError> {
+    let done = sqlx::query(
+        "UPDATE groups SET name = $2, is_admin = $3, max_storage = $4, permissions = $5, updated_at = $6 WHERE id = $1",
+    )
+    .bind(id)
+    .bind(group.name)
+    .bind(i64::from(group.is_admin))
+    .bind(group.max_storage)
+    .bind(group.permissions)
+    .bind(now)
+    .execute(db.writer())
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Deletes a group that has no members; answers false when it does not exist. A group that
+/// still has members is refused by the foreign key, reported as a constraint error.
+pub async fn delete(db: &Db, id: &str) -> Result<bool, DbError> {
+    let mut tx = db.writer().begin().await?;
+    sqlx::query("DELETE FROM group_policies WHERE group_id = $1").bind(id).execute(&mut *tx).await?;
+    let done = sqlx::query("DELETE FROM groups WHERE id = $1").bind(id).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// The group's policy ids in order (the first is the default for new users).
+pub async fn policy_ids(db: &Db, group_id: &str) -> Result<Vec<String>, DbError> {
+    let rows: Vec<(String,)> =
+        sqlx::query_as("SELECT policy_id FROM group_policies WHERE group_id = $1 ORDER BY position")
+            .bind(group_id)
+            .fetch_all(db.reader())
+            .await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
+/// Replaces the group's ordered policy list.
+pub async fn set_policies(db: &Db, group_id: &str, policy_ids: &[String]) -> Result<(), DbError> {
+    let mut tx = db.writer().begin().await?;
+    sqlx::query("DELETE FROM group_policies WHERE group_id = $1").bind(group_id).execute(&mut *tx).await?;
+    for (position, policy_id) in policy_ids.iter().enumerate() {
+        sqlx::query("INSERT INTO group_policies (group_id, policy_id, position) VALUES ($1, $2, $3)")
+            .bind(group_id)
+            .bind(policy_id.as_str())
+            .bind(position as i64)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Ids among `ids` that name no policy.
+pub async fn unknown_policies(db: &Db, ids: &[String]) -> Result<Vec<String>, DbError> {
+    let mut unknown = Vec::new();
+    for id in ids {
+        let found: Option<(String,)> = sqlx::query_as("SELECT id FROM policies WHERE id = $1")
+            .bind(id.as_str())
+            .fetch_optional(db.reader())
+            .await?;
+        if found.is_none() {
+            unknown.push(id.clone());
+        }
+    }
+    Ok(unknown)
 }

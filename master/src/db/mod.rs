@@ -8,7 +8,9 @@
 //! never wait for the writer. On PostgreSQL both handles are the same pool.
 
 pub mod groups;
+pub mod refresh_tokens;
 pub mod settings;
+pub mod themes;
 pub mod users;
 
 use std::str::FromStr;
@@ -35,10 +37,7 @@ pub enum DbError {
     #[error("unsupported database URL {0:?}: use sqlite://PATH or postgres://...")]
     UnsupportedUrl(String),
     #[error("cannot create the database directory {path}: {source}")]
-    CreateDir {
-        path: String,
-        source: std::io::Error,
-    },
+    CreateDir { path: String, source: std::io::Error },
     #[error(transparent)]
     Sqlx(#[from] sqlx::Error),
     #[error("migration failed: {0}")]
@@ -73,25 +72,15 @@ impl Db {
                     .acquire_timeout(Duration::from_secs(30))
                     .connect_with(options)
                     .await?;
-                Ok(Self {
-                    reader: pool.clone(),
-                    writer: pool,
-                    backend,
-                })
+                Ok(Self { reader: pool.clone(), writer: pool, backend })
             }
             Backend::Sqlite => {
                 create_sqlite_parent_dir(url)?;
                 let writer = sqlite_pool(1).connect_with(options.clone()).await?;
                 // WAL is a property of the file: set it once, through the writer.
                 writer.execute("PRAGMA journal_mode = WAL").await?;
-                let reader = sqlite_pool(max_connections.max(1))
-                    .connect_with(options)
-                    .await?;
-                Ok(Self {
-                    reader,
-                    writer,
-                    backend,
-                })
+                let reader = sqlite_pool(max_connections.max(1)).connect_with(options).await?;
+                Ok(Self { reader, writer, backend })
             }
         }
     }
@@ -140,7 +129,7 @@ impl Db {
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
             }
             Backend::Postgres => {
-                "SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename"
+                "SELECT tablename::text AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename"
             }
         };
         let names: Vec<(String,)> = sqlx::query_as(sql).fetch_all(&self.reader).await?;
@@ -149,9 +138,8 @@ impl Db {
 
     /// Number of migrations recorded as applied.
     pub async fn applied_migrations(&self) -> Result<i64, DbError> {
-        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
-            .fetch_one(&self.reader)
-            .await?;
+        let (n,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM _sqlx_migrations WHERE success").fetch_one(&self.reader).await?;
         Ok(n)
     }
 }
@@ -175,22 +163,15 @@ fn sqlite_pool(max_connections: u32) -> AnyPoolOptions {
 }
 
 fn create_sqlite_parent_dir(url: &str) -> Result<(), DbError> {
-    let path = url
-        .trim_start_matches("sqlite:")
-        .trim_start_matches("//")
-        .split('?')
-        .next()
-        .unwrap_or_default();
+    let path = url.trim_start_matches("sqlite:").trim_start_matches("//").split('?').next().unwrap_or_default();
     if path.is_empty() || path == ":memory:" {
         return Ok(());
     }
     if let Some(parent) = std::path::Path::new(path).parent()
         && !parent.as_os_str().is_empty()
     {
-        std::fs::create_dir_all(parent).map_err(|source| DbError::CreateDir {
-            path: parent.display().to_string(),
-            source,
-        })?;
+        std::fs::create_dir_all(parent)
+            .map_err(|source| DbError::CreateDir { path: parent.display().to_string(), source })?;
     }
     Ok(())
 }

@@ -13,19 +13,13 @@ pub struct SettingRow {
 }
 
 pub async fn all(db: &Db) -> Result<Vec<SettingRow>, DbError> {
-    Ok(
-        sqlx::query_as("SELECT name, type, value, updated_at FROM settings ORDER BY name")
-            .fetch_all(db.reader())
-            .await?,
-    )
+    Ok(sqlx::query_as("SELECT name, type, value, updated_at FROM settings ORDER BY name")
+        .fetch_all(db.reader())
+        .await?)
 }
 
 /// Inserts or replaces each `(name, type, value)` in one transaction.
-pub async fn upsert_many(
-    db: &Db,
-    rows: &[(&str, &str, String)],
-    now: Millis,
-) -> Result<(), DbError> {
+pub async fn upsert_many(db: &Db, rows: &[(&str, &str, String)], now: Millis) -> Result<(), DbError> {
     let mut tx = db.writer().begin().await?;
     for (name, kind, value) in rows {
         sqlx::query(

@@ -1,7 +1,36 @@
 //! SQL of the `users` and `auth_identities` tables.
 
+use sqlx::{Any, QueryBuilder};
+
 use super::{Db, DbError};
 use crate::domain::time::Millis;
+
+const USER_COLUMNS: &str = "id, email, nickname, status, group_id, storage, language, timezone, \
+     two_factor_key, color_primary, color_secondary, color_success, \
+     color_info, color_warning, color_error, color_neutral, created_at, updated_at";
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct UserRow {
+    pub id: String,
+    pub email: String,
+    pub nickname: String,
+    pub status: String,
+    pub group_id: String,
+    pub storage: i64,
+    pub language: String,
+    pub timezone: i32,
+    /// TOTP secret when two-factor sign-in is on; never leaves the server.
+    pub two_factor_key: Option<String>,
+    pub color_primary: Option<String>,
+    pub color_secondary: Option<String>,
+    pub color_success: Option<String>,
+    pub color_info: Option<String>,
+    pub color_warning: Option<String>,
+    pub color_error: Option<String>,
+    pub color_neutral: Option<String>,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
 
 pub struct NewUser<'a> {
     pub id: &'a str,
@@ -54,17 +83,194 @@ pub async fn insert_with_identity(
     Ok(())
 }
 
-/// The credential of `(provider, identifier)` with its user's id, if such an identity exists.
+pub async fn count(db: &Db) -> Result<i64, DbError> {
+    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM users").fetch_one(db.reader()).await?;
+    Ok(n)
+}
+
+/// The user id and stored credential of `(provider, identifier)`, if such an identity exists.
 pub async fn find_identity(
     db: &Db,
     provider: &str,
     identifier: &str,
 ) -> Result<Option<(String, Option<String>)>, DbError> {
-    Ok(sqlx::query_as(
-        "SELECT user_id, credential FROM auth_identities WHERE provider = $1 AND identifier = $2",
+    Ok(sqlx::query_as("SELECT user_id, credential FROM auth_identities WHERE provider = $1 AND identifier = $2")
+        .bind(provider)
+        .bind(identifier)
+        .fetch_optional(db.reader())
+        .await?)
+}
+
+/// The stored credential of a user for a provider.
+pub async fn credential_of(db: &Db, user_id: &str, provider: &str) -> Result<Option<String>, DbError> {
+    let row: Option<(Option<String>,)> =
+        sqlx::query_as("SELECT credential FROM auth_identities WHERE user_id = $1 AND provider = $2")
+            .bind(user_id)
+            .bind(provider)
+            .fetch_optional(db.reader())
+            .await?;
+    Ok(row.and_then(|(c,)| c))
+}
+
+/// Replaces a user's credential for a provider; answers whether the identity exists.
+pub async fn set_credential(db: &Db, user_id: &str, provider: &str, credential: &str) -> Result<bool, DbError> {
+    let done = sqlx::query("UPDATE auth_identities SET credential = $3 WHERE user_id = $1 AND provider = $2")
+        .bind(user_id)
+        .bind(provider)
+        .bind(credential)
+        .execute(db.writer())
+        .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+pub async fn touch_identity(db: &Db, provider: &str, identifier: &str, now: Millis) -> Result<(), DbError> {
+    sqlx::query("UPDATE auth_identities SET last_used_at = $3 WHERE provider = $1 AND identifier = $2")
+        .bind(provider)
+        .bind(identifier)
+        .bind(now)
+        .execute(db.writer())
+        .await?;
+    Ok(())
+}
+
+pub async fn find(db: &Db, id: &str) -> Result<Option<UserRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(db.reader())
+        .await?)
+}
+
+/// A user-editable profile column.
+#[derive(Debug, Clone, Copy)]
+pub enum ProfileField {
+    Nickname,
+    Language,
+}
+
+pub async fn set_profile_text(
+    db: &Db,
+    id: &str,
+    field: ProfileField,
+    value: &str,
+    now: Millis,
+) -> Result<bool, DbError> {
+    // One fixed statement per column: column names never come from input.
+    let sql = match field {
+        ProfileField::Nickname => "UPDATE users SET nickname = $2, updated_at = $3 WHERE id = $1",
+        ProfileField::Language => "UPDATE users SET language = $2, updated_at = $3 WHERE id = $1",
+    };
+    let done = sqlx::query(sql).bind(id).bind(value).bind(now).execute(db.writer()).await?;
+    Ok(done.rows_affected() > 0)
+}
+
+pub async fn set_timezone(db: &Db, id: &str, timezone: i32, now: Millis) -> Result<bool, DbError> {
+    let done = sqlx::query("UPDATE users SET timezone = $2, updated_at = $3 WHERE id = $1")
+        .bind(id)
+        .bind(timezone)
+        .bind(now)
+        .execute(db.writer())
+        .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Sets (or with `None` clears) the user's theme colour snapshot, in the order primary,
+/// secondary, success, info, warning, error, neutral.
+pub async fn set_colors(db: &Db, id: &str, colors: Option<[&str; 7]>, now: Millis) -> Result<bool, DbError> {
+    let c = colors.map(|c| c.map(Some)).unwrap_or([None; 7]);
+    let done = sqlx::query(
+        "UPDATE users SET color_primary = $2, color_secondary = $3, color_success = $4, color_info = $5,
+         color_warning = $6, color_error = $7, color_neutral = $8, updated_at = $9 WHERE id = $1",
     )
-    .bind(provider)
-    .bind(identifier)
-    .fetch_optional(db.reader())
-    .await?)
+    .bind(id)
+    .bind(c[0])
+    .bind(c[1])
+    .bind(c[2])
+    .bind(c[3])
+    .bind(c[4])
+    .bind(c[5])
+    .bind(c[6])
+    .bind(now)
+    .execute(db.writer())
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Filters of the administrators' user list; `None` means no restriction.
+#[derive(Debug, Default, Clone)]
+pub struct UserFilter {
+    pub group_id: Option<String>,
+    pub status: Option<String>,
+    pub email_contains: Option<String>,
+    pub nickname_contains: Option<String>,
+}
+
+fn push_user_filter(query: &mut QueryBuilder<'_, Any>, filter: &UserFilter) {
+    query.push(" WHERE 1 = 1");
+    if let Some(group) = &filter.group_id {
+        query.push(" AND group_id = ").push_bind(group.clone());
+    }
+    if let Some(status) = &filter.status {
+        query.push(" AND status = ").push_bind(status.clone());
+    }
+    if let Some(email) = &filter.email_contains {
+        query.push(" AND email LIKE ").push_bind(like_pattern(&email.to_lowercase())).push(" ESCAPE '\\'");
+    }
+    if let Some(nickname) = &filter.nickname_contains {
+        query.push(" AND LOWER(nickname) LIKE ").push_bind(like_pattern(&nickname.to_lowercase())).push(" ESCAPE '\\'");
+    }
+}
+
+/// `%text%` with LIKE wildcards in `text` escaped, so they match literally.
+fn like_pattern(text: &str) -> String {
+    let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+    format!("%{escaped}%")
+}
+
+/// One page of users matching `filter`, newest first, with the total count.
+pub async fn list(db: &Db, filter: &UserFilter, offset: i64, limit: i64) -> Result<(i64, Vec<UserRow>), DbError> {
+    let mut count = QueryBuilder::<Any>::new("SELECT COUNT(*) FROM users");
+    push_user_filter(&mut count, filter);
+    let (total,): (i64,) = count.build_query_as().fetch_one(db.reader()).await?;
+    let mut page = QueryBuilder::<Any>::new(format!("SELECT {USER_COLUMNS} FROM users"));
+    push_user_filter(&mut page, filter);
+    page.push(" ORDER BY created_at DESC, id LIMIT ").push_bind(limit).push(" OFFSET ").push_bind(offset);
+    let rows = page.build_query_as().fetch_all(db.reader()).await?;
+    Ok((total, rows))
+}
+
+/// Changes administrators may make; `None` leaves a column as it is.
+#[derive(Debug, Default)]
+pub struct UserChanges<'a> {
+    pub nickname: Option<&'a str>,
+    pub group_id: Option<&'a str>,
+    pub status: Option<&'a str>,
+}
+
+pub async fn update(db: &Db, id: &str, changes: &UserChanges<'_>, now: Millis) -> Result<bool, DbError> {
+    let done = sqlx::query(
+        "UPDATE users SET nickname = COALESCE($2, nickname), group_id = COALESCE($3, group_id),
+         status = COALESCE($4, status), updated_at = $5 WHERE id = $1",
+    )
+    .bind(id)
+    .bind(changes.nickname)
+    .bind(changes.group_id)
+    .bind(changes.status)
+    .bind(now)
+    .execute(db.writer())
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+pub async fn delete(db: &Db, id: &str) -> Result<bool, DbError> {
+    let done = sqlx::query("DELETE FROM users WHERE id = $1").bind(id).execute(db.writer()).await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Users whose status is not `ACTIVE` and changed since `since` (to restore bans at start-up).
+pub async fn inactive_changed_since(db: &Db, since: Millis) -> Result<Vec<String>, DbError> {
+    let rows: Vec<(String,)> = sqlx::query_as("SELECT id FROM users WHERE status <> 'ACTIVE' AND updated_at >= $1")
+        .bind(since)
+        .fetch_all(db.reader())
+        .await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
 }

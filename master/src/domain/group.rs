@@ -17,11 +17,7 @@ pub struct GroupPermissions {
 
 impl GroupPermissions {
     pub fn all() -> Self {
-        Self {
-            share: true,
-            webdav: true,
-            external_download: true,
-        }
+        Self { share: true, webdav: true, external_download: true }
     }
 }
 

@@ -2,5 +2,6 @@
 
 pub mod group;
 pub mod settings;
+pub mod theme;
 pub mod time;
 pub mod user;

@@ -67,30 +67,10 @@ pub struct KnownSetting {
 
 /// Every setting the service reads. A name not listed here is refused on write.
 pub const KNOWN_SETTINGS: &[KnownSetting] = &[
-    KnownSetting {
-        name: "site_name",
-        category: SettingsType::Basic,
-        kind: SettingKind::Text,
-        default: "Nubo",
-    },
-    KnownSetting {
-        name: "footer_code",
-        category: SettingsType::Basic,
-        kind: SettingKind::Text,
-        default: "",
-    },
-    KnownSetting {
-        name: "tos_url",
-        category: SettingsType::Basic,
-        kind: SettingKind::Url,
-        default: "",
-    },
-    KnownSetting {
-        name: "privacy_url",
-        category: SettingsType::Basic,
-        kind: SettingKind::Url,
-        default: "",
-    },
+    KnownSetting { name: "site_name", category: SettingsType::Basic, kind: SettingKind::Text, default: "Nubo" },
+    KnownSetting { name: "footer_code", category: SettingsType::Basic, kind: SettingKind::Text, default: "" },
+    KnownSetting { name: "tos_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "" },
+    KnownSetting { name: "privacy_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "" },
     KnownSetting {
         name: "auth_methods",
         category: SettingsType::Login,
@@ -104,11 +84,12 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
         default: "true",
     },
     KnownSetting {
-        name: "github_client_id",
-        category: SettingsType::Oauth,
+        name: "register_default_group",
+        category: SettingsType::Register,
         kind: SettingKind::Text,
         default: "",
     },
+    KnownSetting { name: "github_client_id", category: SettingsType::Oauth, kind: SettingKind::Text, default: "" },
 ];
 
 pub fn known_setting(name: &str) -> Option<&'static KnownSetting> {
@@ -116,18 +97,11 @@ pub fn known_setting(name: &str) -> Option<&'static KnownSetting> {
 }
 
 /// Checks a value against its setting's type and returns the text to store.
-pub fn validate_setting_value(
-    setting: &KnownSetting,
-    value: &serde_json::Value,
-) -> Result<String, String> {
+pub fn validate_setting_value(setting: &KnownSetting, value: &serde_json::Value) -> Result<String, String> {
     match (setting.kind, value) {
         (SettingKind::Text, serde_json::Value::String(s)) => Ok(s.clone()),
         (SettingKind::Url, serde_json::Value::String(s)) => {
-            if s.is_empty()
-                || s.starts_with("https://")
-                || s.starts_with("http://")
-                || s.starts_with('/')
-            {
+            if s.is_empty() || s.starts_with("https://") || s.starts_with("http://") || s.starts_with('/') {
                 Ok(s.clone())
             } else {
                 Err("must be empty, an absolute http(s) URL or a site path".to_owned())
@@ -135,9 +109,8 @@ pub fn validate_setting_value(
         }
         (SettingKind::Bool, serde_json::Value::Bool(b)) => Ok(b.to_string()),
         (SettingKind::AuthMethods, v @ serde_json::Value::Array(_)) => {
-            let methods: Vec<AuthMethod> = serde_json::from_value(v.clone()).map_err(|_| {
-                "must be a list of: email_password, github, qq, passkey, magic_link".to_owned()
-            })?;
+            let methods: Vec<AuthMethod> = serde_json::from_value(v.clone())
+                .map_err(|_| "must be a list of: email_password, github, qq, passkey, magic_link".to_owned())?;
             Ok(serde_json::to_string(&methods).unwrap_or_default())
         }
         (SettingKind::Text | SettingKind::Url, _) => Err("must be a string".to_owned()),
@@ -153,17 +126,13 @@ mod tests {
 
     #[test]
     fn email_password_sign_in_is_enabled_by_default() {
-        let methods: Vec<AuthMethod> =
-            serde_json::from_str(known_setting("auth_methods").unwrap().default).unwrap();
+        let methods: Vec<AuthMethod> = serde_json::from_str(known_setting("auth_methods").unwrap().default).unwrap();
         assert_eq!(methods, vec![AuthMethod::EmailPassword]);
     }
 
     #[test]
     fn settings_type_includes_oauth() {
-        assert_eq!(
-            serde_json::to_value(SettingsType::Oauth).unwrap(),
-            json!("OAUTH")
-        );
+        assert_eq!(serde_json::to_value(SettingsType::Oauth).unwrap(), json!("OAUTH"));
         assert_eq!(SettingsType::Oauth.as_str(), "OAUTH");
     }
 
@@ -180,10 +149,7 @@ mod tests {
         );
         assert!(validate_setting_value(methods, &json!(["telepathy"])).is_err());
         let register = known_setting("register_enabled").unwrap();
-        assert_eq!(
-            validate_setting_value(register, &json!(false)).unwrap(),
-            "false"
-        );
+        assert_eq!(validate_setting_value(register, &json!(false)).unwrap(), "false");
         assert!(validate_setting_value(register, &json!("no")).is_err());
     }
 

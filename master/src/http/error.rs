@@ -62,12 +62,7 @@ fn current_request_id() -> String {
 }
 
 fn render(status: StatusCode, code: String, message: String, field: Option<String>) -> Response {
-    let body = ErrorBody {
-        code,
-        message,
-        field,
-        request_id: current_request_id(),
-    };
+    let body = ErrorBody { code, message, field, request_id: current_request_id() };
     let mut response = (status, Json(body)).into_response();
     response.extensions_mut().insert(RenderedError);
     response
@@ -83,16 +78,9 @@ impl IntoResponse for ServiceError {
             tracing::debug!(code = %self.code, cause = %source, "request refused");
         }
         let unauthorized = self.kind == ErrorKind::Unauthorized;
-        let mut response = render(
-            status,
-            self.code.into_owned(),
-            self.message.into_owned(),
-            self.field,
-        );
+        let mut response = render(status, self.code.into_owned(), self.message.into_owned(), self.field);
         if unauthorized && !response.headers().contains_key(header::WWW_AUTHENTICATE) {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
     }
@@ -102,14 +90,9 @@ impl IntoResponse for ServiceError {
 fn code_for_status(status: StatusCode) -> (String, String) {
     let (code, message) = match status {
         StatusCode::NOT_FOUND => ("route.not_found", "no such route"),
-        StatusCode::METHOD_NOT_ALLOWED => (
-            "route.method_not_allowed",
-            "method not allowed on this route",
-        ),
+        StatusCode::METHOD_NOT_ALLOWED => ("route.method_not_allowed", "method not allowed on this route"),
         StatusCode::PAYLOAD_TOO_LARGE => ("request.too_large", "request body is too large"),
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => {
-            ("request.unsupported_media_type", "unsupported content type")
-        }
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("request.unsupported_media_type", "unsupported content type"),
         StatusCode::REQUEST_TIMEOUT => ("request.timeout", "request took too long"),
         StatusCode::INTERNAL_SERVER_ERROR => ("server.internal", "internal server error"),
         other => {
@@ -124,12 +107,8 @@ fn code_for_status(status: StatusCode) -> (String, String) {
 /// response not produced by [`ServiceError`] into the uniform body, keeping its headers
 /// (e.g. `Allow` on a 405).
 pub async fn uniform_errors(request: Request, next: Next) -> Response {
-    let request_id = request
-        .headers()
-        .get(REQUEST_ID_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+    let request_id =
+        request.headers().get(REQUEST_ID_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     REQUEST_ID
         .scope(request_id, async move {
             let response = next.run(request).await;

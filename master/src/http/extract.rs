@@ -32,30 +32,18 @@ fn json_rejection(rejection: JsonRejection) -> ServiceError {
         JsonRejection::JsonDataError(e) => {
             ServiceError::new(ErrorKind::Validation, "request.invalid_body", e.body_text())
         }
-        JsonRejection::JsonSyntaxError(e) => ServiceError::new(
-            ErrorKind::BadRequest,
-            "request.malformed_json",
-            e.body_text(),
-        ),
+        JsonRejection::JsonSyntaxError(e) => {
+            ServiceError::new(ErrorKind::BadRequest, "request.malformed_json", e.body_text())
+        }
         JsonRejection::MissingJsonContentType(_) => ServiceError::new(
             ErrorKind::UnsupportedMediaType,
             "request.unsupported_media_type",
             "expected a body with Content-Type: application/json",
         ),
-        JsonRejection::BytesRejection(e)
-            if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE =>
-        {
-            ServiceError::new(
-                ErrorKind::PayloadTooLarge,
-                "request.too_large",
-                "request body is too large",
-            )
+        JsonRejection::BytesRejection(e) if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
+            ServiceError::new(ErrorKind::PayloadTooLarge, "request.too_large", "request body is too large")
         }
-        other => ServiceError::new(
-            ErrorKind::BadRequest,
-            "request.unreadable_body",
-            other.body_text(),
-        ),
+        other => ServiceError::new(ErrorKind::BadRequest, "request.unreadable_body", other.body_text()),
     }
 }
 
@@ -78,9 +66,40 @@ where
 }
 
 fn query_rejection(rejection: QueryRejection) -> ServiceError {
-    ServiceError::new(
-        ErrorKind::BadRequest,
-        "request.invalid_query",
-        rejection.body_text(),
-    )
+    ServiceError::new(ErrorKind::BadRequest, "request.invalid_query", rejection.body_text())
+}
+
+/// Path parameters; unreadable ones (e.g. a malformed UUID) answer 400 with the uniform body.
+pub struct ApiPath<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ServiceError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(Self(value)),
+            Err(rejection) => {
+                Err(ServiceError::new(ErrorKind::BadRequest, "request.invalid_path", rejection.body_text()))
+            }
+        }
+    }
+}
+
+/// The address of the connected client (the peer of the TCP connection).
+pub struct ClientAddress(pub std::net::IpAddr);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientAddress {
+    type Rejection = ServiceError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|info| Self(info.0.ip()))
+            .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("server started without connection info")))
+    }
 }

@@ -49,9 +49,5 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn unknown_route(method: Method, uri: Uri) -> ServiceError {
-    ServiceError::new(
-        ErrorKind::NotFound,
-        "route.not_found",
-        format!("no route for {method} {}", uri.path()),
-    )
+    ServiceError::new(ErrorKind::NotFound, "route.not_found", format!("no route for {method} {}", uri.path()))
 }

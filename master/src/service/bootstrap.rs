@@ -1,15 +1,19 @@
-//! What an empty database needs before anyone can use it: the administrators' group and the
-//! default group for registrations.
+//! What an empty database needs before anyone can use it: the administrators' group, the
+//! default group for registrations, and the first administrator.
 
 use uuid::Uuid;
 
+use crate::config::Config;
+use crate::db::groups::GroupValues;
 use crate::db::{self, Db};
 use crate::domain::group::{GIB, GroupPermissions};
 use crate::domain::time::now_ms;
-use crate::service::ServiceResult;
+use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, site};
 
 pub const ADMIN_GROUP_NAME: &str = "Administrators";
 pub const USER_GROUP_NAME: &str = "Users";
+/// Setting naming the group new registrations join.
+pub const REGISTRATION_GROUP_SETTING: &str = "register_default_group";
 
 /// Seeds the built-in groups when no group exists yet; a no-op afterwards, so administrators
 /// may rename or reshape them freely.
@@ -19,34 +23,74 @@ pub async fn seed(db: &Db) -> ServiceResult<()> {
     }
     let admin_id = Uuid::new_v4().to_string();
     let user_id = Uuid::new_v4().to_string();
-    let all = serde_json::to_string(&GroupPermissions::all())
-        .map_err(crate::service::ServiceError::internal)?;
-    let users = serde_json::to_string(&GroupPermissions {
-        share: true,
-        webdav: true,
-        external_download: false,
-    })
-    .map_err(crate::service::ServiceError::internal)?;
+    let all = serde_json::to_string(&GroupPermissions::all()).map_err(ServiceError::internal)?;
+    let users = serde_json::to_string(&GroupPermissions { share: true, webdav: true, external_download: false })
+        .map_err(ServiceError::internal)?;
     let groups = [
-        db::groups::NewGroup {
-            id: &admin_id,
-            name: ADMIN_GROUP_NAME,
-            is_admin: true,
-            max_storage: 1024 * GIB,
-            permissions: &all,
-        },
-        db::groups::NewGroup {
-            id: &user_id,
-            name: USER_GROUP_NAME,
-            is_admin: false,
-            max_storage: GIB,
-            permissions: &users,
-        },
+        (
+            admin_id.as_str(),
+            GroupValues { name: ADMIN_GROUP_NAME, is_admin: true, max_storage: 1024 * GIB, permissions: &all },
+        ),
+        (
+            user_id.as_str(),
+            GroupValues { name: USER_GROUP_NAME, is_admin: false, max_storage: GIB, permissions: &users },
+        ),
     ];
     match db::groups::insert_all(db, &groups, now_ms()).await {
-        Ok(()) => Ok(()),
+        Ok(()) => {}
         // Another master seeded at the same moment: theirs stands.
-        Err(db::DbError::Sqlx(e)) if db::is_unique_violation(&e) => Ok(()),
-        Err(e) => Err(e.into()),
+        Err(db::DbError::Sqlx(e)) if db::is_unique_violation(&e) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    let mut values = serde_json::Map::new();
+    values.insert(REGISTRATION_GROUP_SETTING.into(), user_id.into());
+    site::update_settings(db, &values).await
+}
+
+/// The group registrations join: the one named by the setting, else the seeded users' group.
+pub async fn registration_group(db: &Db) -> ServiceResult<String> {
+    let settings = site::effective_settings(db).await?;
+    if let Some(id) = settings.get(REGISTRATION_GROUP_SETTING).filter(|id| !id.is_empty())
+        && db::groups::find(db, id).await?.is_some()
+    {
+        return Ok(id.clone());
+    }
+    match db::groups::find_by_name(db, USER_GROUP_NAME).await? {
+        Some(group) => Ok(group.id),
+        None => Err(ServiceError::new(
+            ErrorKind::Unavailable,
+            "user.no_registration_group",
+            "no group is configured for new users",
+        )),
+    }
+}
+
+/// On a database without users, creates the first administrator from `admin_email` and
+/// `admin_password`, generating (and logging once) a password when none is configured.
+pub async fn seed_first_admin(db: &Db, config: &Config) -> ServiceResult<()> {
+    if db::users::count(db).await? > 0 {
+        return Ok(());
+    }
+    let (password, generated) = match &config.admin_password {
+        Some(password) => (password.clone(), false),
+        None => (crate::auth::password::generate_password(), true),
+    };
+    match accounts::create_admin(db, &config.admin_email, &password).await {
+        Ok(id) => {
+            if generated {
+                tracing::warn!(
+                    email = %config.admin_email,
+                    "created the first administrator {} with the generated password {} (shown once: change it)",
+                    config.admin_email,
+                    password.expose()
+                );
+            } else {
+                tracing::info!(email = %config.admin_email, %id, "created the first administrator");
+            }
+            Ok(())
+        }
+        // Another master created it concurrently.
+        Err(e) if e.kind == ErrorKind::Conflict => Ok(()),
+        Err(e) => Err(e),
     }
 }

@@ -4,7 +4,11 @@
 
 pub mod accounts;
 pub mod bootstrap;
+pub mod groups;
+pub mod sessions;
 pub mod site;
+pub mod themes;
+pub mod users;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -59,18 +63,8 @@ pub struct ServiceError {
 pub type ServiceResult<T> = Result<T, ServiceError>;
 
 impl ServiceError {
-    pub fn new(
-        kind: ErrorKind,
-        code: impl Into<Cow<'static, str>>,
-        message: impl Into<Cow<'static, str>>,
-    ) -> Self {
-        Self {
-            kind,
-            code: code.into(),
-            message: message.into(),
-            field: None,
-            source: None,
-        }
+    pub fn new(kind: ErrorKind, code: impl Into<Cow<'static, str>>, message: impl Into<Cow<'static, str>>) -> Self {
+        Self { kind, code: code.into(), message: message.into(), field: None, source: None }
     }
 
     /// Names the request field the error is about.
@@ -93,20 +87,12 @@ impl ServiceError {
 
     /// An operation of the interface that is not built yet.
     pub fn not_implemented(what: &str) -> Self {
-        Self::new(
-            ErrorKind::NotImplemented,
-            "server.not_implemented",
-            format!("{what} is not implemented yet"),
-        )
+        Self::new(ErrorKind::NotImplemented, "server.not_implemented", format!("{what} is not implemented yet"))
     }
 
     /// A fault of ours: the caller sees a generic message, the log sees `cause`.
     pub fn internal(cause: impl Into<anyhow::Error>) -> Self {
-        let mut err = Self::new(
-            ErrorKind::Internal,
-            "server.internal",
-            "internal server error",
-        );
+        let mut err = Self::new(ErrorKind::Internal, "server.internal", "internal server error");
         err.source = Some(cause.into());
         err
     }
@@ -127,5 +113,36 @@ impl std::error::Error for ServiceError {}
 impl From<DbError> for ServiceError {
     fn from(err: DbError) -> Self {
         ServiceError::internal(err)
+    }
+}
+
+/// One page of a list and the total number of matching records.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct Page<T> {
+    pub count: i64,
+    pub items: Vec<T>,
+}
+
+/// Paging of a list request: `offset` >= 0, `limit` 1..=1000 (default 50).
+#[derive(Debug, Clone, Copy)]
+pub struct PageRequest {
+    pub offset: i64,
+    pub limit: i64,
+}
+
+impl PageRequest {
+    pub const DEFAULT_LIMIT: i64 = 50;
+    pub const MAX_LIMIT: i64 = 1000;
+
+    pub fn parse(offset: Option<i64>, limit: Option<i64>) -> ServiceResult<Self> {
+        let offset = offset.unwrap_or(0);
+        let limit = limit.unwrap_or(Self::DEFAULT_LIMIT);
+        if offset < 0 {
+            return Err(ServiceError::validation("offset", "offset must be 0 or more"));
+        }
+        if !(1..=Self::MAX_LIMIT).contains(&limit) {
+            return Err(ServiceError::validation("limit", "limit must be from 1 to 1000"));
+        }
+        Ok(Self { offset, limit })
     }
 }

@@ -20,31 +20,19 @@ pub struct SiteConfig {
 
 /// Every known setting with its stored value, or its default when none is stored.
 pub async fn effective_settings(db: &Db) -> ServiceResult<HashMap<&'static str, String>> {
-    let stored: HashMap<String, String> = db::settings::all(db)
-        .await?
-        .into_iter()
-        .map(|row| (row.name, row.value))
-        .collect();
+    let stored: HashMap<String, String> =
+        db::settings::all(db).await?.into_iter().map(|row| (row.name, row.value)).collect();
     Ok(KNOWN_SETTINGS
         .iter()
-        .map(|s| {
-            (
-                s.name,
-                stored
-                    .get(s.name)
-                    .cloned()
-                    .unwrap_or_else(|| s.default.to_owned()),
-            )
-        })
+        .map(|s| (s.name, stored.get(s.name).cloned().unwrap_or_else(|| s.default.to_owned())))
         .collect())
 }
 
 pub async fn site_config(db: &Db) -> ServiceResult<SiteConfig> {
     let mut settings = effective_settings(db).await?;
     let mut take = |name: &str| settings.remove(name).unwrap_or_default();
-    let auth_methods = serde_json::from_str(&take("auth_methods")).map_err(|e| {
-        ServiceError::internal(anyhow::anyhow!("stored auth_methods is not valid: {e}"))
-    })?;
+    let auth_methods = serde_json::from_str(&take("auth_methods"))
+        .map_err(|e| ServiceError::internal(anyhow::anyhow!("stored auth_methods is not valid: {e}")))?;
     Ok(SiteConfig {
         site_name: take("site_name"),
         footer_code: take("footer_code"),
@@ -55,27 +43,30 @@ pub async fn site_config(db: &Db) -> ServiceResult<SiteConfig> {
     })
 }
 
+/// Refuses a sign-in provider the site has not enabled in `auth_methods`.
+pub fn require_enabled_method(config: &SiteConfig, method: AuthMethod) -> ServiceResult<()> {
+    if config.auth_methods.contains(&method) {
+        Ok(())
+    } else {
+        Err(ServiceError::new(
+            ErrorKind::Forbidden,
+            "auth.provider_disabled",
+            "this sign-in method is not enabled on this site",
+        )
+        .with_field("provider"))
+    }
+}
+
 /// Validates and stores several settings at once; all are written or none.
-pub async fn update_settings(
-    db: &Db,
-    values: &serde_json::Map<String, serde_json::Value>,
-) -> ServiceResult<()> {
+pub async fn update_settings(db: &Db, values: &serde_json::Map<String, serde_json::Value>) -> ServiceResult<()> {
     if values.is_empty() {
-        return Err(ServiceError::new(
-            ErrorKind::Validation,
-            "settings.empty",
-            "no settings given",
-        ));
+        return Err(ServiceError::new(ErrorKind::Validation, "settings.empty", "no settings given"));
     }
     let mut rows = Vec::with_capacity(values.len());
     for (name, value) in values {
         let setting = known_setting(name).ok_or_else(|| {
-            ServiceError::new(
-                ErrorKind::Validation,
-                "settings.unknown",
-                format!("unknown setting {name:?}"),
-            )
-            .with_field(name.clone())
+            ServiceError::new(ErrorKind::Validation, "settings.unknown", format!("unknown setting {name:?}"))
+                .with_field(name.clone())
         })?;
         let text = validate_setting_value(setting, value)
             .map_err(|why| ServiceError::validation(name, format!("{name} {why}")))?;

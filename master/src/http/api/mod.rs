@@ -1,6 +1,9 @@
 //! The `/api/v1` routers, one module per area, and the OpenAPI document generated from them.
 
+pub mod admin;
 pub mod site;
+pub mod themes;
+pub mod user;
 
 use std::sync::Arc;
 
@@ -29,9 +32,32 @@ Choices of ours where the interface specification is silent (not taken from it):
 codes above; the JSON body limit (1 MiB by default, `max_json_body`); the `x-request-id` header echoed on every answer."
     ),
     components(schemas(ErrorBody)),
-    tags((name = "site", description = "Public facts about this instance"))
+    modifiers(&SecuritySchemes),
+    tags(
+        (name = "site", description = "Public facts about this instance"),
+        (name = "user", description = "Registration, sign-in and the caller's own account"),
+        (name = "admin", description = "Administration (admin_required)"),
+    )
 )]
 struct ApiDoc;
+
+/// Declares the bearer schemes: access tokens for most routes, refresh tokens for the session
+/// refresh and sign-out routes.
+struct SecuritySchemes;
+
+impl utoipa::Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        let bearer = |what: &str| {
+            SecurityScheme::Http(
+                HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").description(Some(what)).build(),
+            )
+        };
+        components.add_security_scheme("bearer", bearer("Access token from POST /user/session (1 hour)"));
+        components.add_security_scheme("refresh_token", bearer("Refresh token from POST /user/session"));
+    }
+}
 
 /// The document as served, built once at start-up.
 #[derive(Clone)]
@@ -41,13 +67,7 @@ pub struct OpenApiJson(Arc<String>);
 #[utoipa::path(get, path = "/openapi.json", tag = "site",
     responses((status = 200, description = "OpenAPI 3.1 document", content_type = "application/json")))]
 async fn openapi_json(Extension(doc): Extension<OpenApiJson>) -> impl IntoResponse {
-    (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        doc.0.as_str().to_owned(),
-    )
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], doc.0.as_str().to_owned())
 }
 
 /// All routes under `/api/v1` with their document.
@@ -55,10 +75,27 @@ pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
     let v1 = OpenApiRouter::new()
         .routes(routes!(site::ping))
         .routes(routes!(site::config))
+        .routes(routes!(themes::public_list))
+        .routes(routes!(user::register))
+        .routes(routes!(user::login, user::logout, user::session))
+        .routes(routes!(user::refresh))
+        .routes(routes!(user::me))
+        .routes(routes!(user::settings))
+        // Registered before the `{option}` wildcard so `password` and `theme` are never option names.
+        .routes(routes!(user::change_password))
+        .routes(routes!(user::set_theme))
+        .routes(routes!(user::update_setting))
+        .routes(routes!(user::set_theme_alias))
+        .routes(routes!(themes::list, themes::create))
+        .routes(routes!(themes::get, themes::update, themes::delete))
+        .routes(routes!(themes::set_default))
+        .routes(routes!(admin::list_users, admin::create_user))
+        .routes(routes!(admin::get_user, admin::update_user, admin::delete_user))
+        .routes(routes!(admin::list_groups, admin::create_group))
+        .routes(routes!(admin::get_group, admin::update_group, admin::delete_group))
+        .routes(routes!(admin::get_settings, admin::update_settings))
         .routes(routes!(openapi_json));
-    let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .nest("/api/v1", v1)
-        .split_for_parts();
+    let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts();
     let json = OpenApiJson(Arc::new(doc.to_json().unwrap_or_default()));
     (router.layer(Extension(json)), doc)
 }

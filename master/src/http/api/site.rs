@@ -25,10 +25,7 @@ pub struct PingResponse {
         (status = 500, description = "Internal error", body = ErrorBody),
     ))]
 pub async fn ping() -> Json<PingResponse> {
-    Json(PingResponse {
-        version: env!("CARGO_PKG_VERSION"),
-        protocol_version: nubo_protocol::PROTOCOL_VERSION,
-    })
+    Json(PingResponse { version: env!("CARGO_PKG_VERSION"), protocol_version: nubo_protocol::PROTOCOL_VERSION })
 }
 
 #[derive(Debug, Serialize, ToSchema)]

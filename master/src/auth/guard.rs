@@ -1,0 +1,86 @@
+//! The three access levels as axum extractors:
+//! - [`JwtRequired`]: a valid access token (and no ban), no database lookup;
+//! - [`AdminRequired`]: the same plus the admin flag of the token's group claims, no database lookup;
+//! - [`AuthRequired`]: the same as `JwtRequired` plus the user loaded from the database, which must be `ACTIVE`.
+//!
+//! Missing, malformed, expired or wrongly signed tokens answer 401 with `WWW-Authenticate: Bearer`.
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+
+use crate::app::AppState;
+use crate::auth::revocation;
+use crate::auth::token::{JwtPayload, TokenError};
+use crate::db::users::UserRow;
+use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts};
+
+/// The bearer token of the request, if it carries one.
+pub fn bearer_token(parts: &Parts) -> ServiceResult<&str> {
+    let header = parts.headers.get(AUTHORIZATION).ok_or_else(|| {
+        ServiceError::new(ErrorKind::Unauthorized, "auth.missing_token", "an access token is required")
+    })?;
+    header
+        .to_str()
+        .ok()
+        .and_then(|value| value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")))
+        .map(str::trim)
+        .filter(|token| !token.is_empty())
+        .ok_or_else(|| {
+            ServiceError::new(ErrorKind::Unauthorized, "auth.invalid_token", "expected an Authorization: Bearer token")
+        })
+}
+
+pub fn token_error(err: TokenError) -> ServiceError {
+    match err {
+        TokenError::Expired => ServiceError::new(ErrorKind::Unauthorized, "auth.token_expired", "token has expired"),
+        TokenError::Invalid => ServiceError::new(ErrorKind::Unauthorized, "auth.invalid_token", "token is invalid"),
+    }
+}
+
+/// `jwt_required`: a valid, unrevoked access token.
+#[derive(Debug, Clone)]
+pub struct JwtRequired(pub JwtPayload);
+
+impl FromRequestParts<AppState> for JwtRequired {
+    type Rejection = ServiceError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let claims = state.tokens().verify_access(bearer_token(parts)?).map_err(token_error)?;
+        revocation::check(state.store(), &claims).await?;
+        Ok(Self(claims))
+    }
+}
+
+/// `admin_required`: a valid access token whose group claims grant administration.
+#[derive(Debug, Clone)]
+pub struct AdminRequired(pub JwtPayload);
+
+impl FromRequestParts<AppState> for AdminRequired {
+    type Rejection = ServiceError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let JwtRequired(claims) = JwtRequired::from_request_parts(parts, state).await?;
+        if !claims.group.admin {
+            return Err(ServiceError::new(ErrorKind::Forbidden, "auth.admin_required", "administrators only"));
+        }
+        Ok(Self(claims))
+    }
+}
+
+/// `auth_required`: a valid access token and an `ACTIVE` user, loaded from the database.
+#[derive(Debug, Clone)]
+pub struct AuthRequired {
+    pub claims: JwtPayload,
+    pub user: UserRow,
+}
+
+impl FromRequestParts<AppState> for AuthRequired {
+    type Rejection = ServiceError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let JwtRequired(claims) = JwtRequired::from_request_parts(parts, state).await?;
+        let user = accounts::load_active_user(state.db(), claims.sub).await?;
+        Ok(Self { claims, user })
+    }
+}

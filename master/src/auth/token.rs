@@ -1,0 +1,192 @@
+//! JSON Web Tokens: access tokens (HS256, one hour, carrying a snapshot of the group's
+//! permissions) and refresh tokens (longer-lived, rotated on every use). The `typ` claim keeps
+//! one kind from being accepted as the other.
+
+use std::time::Duration;
+
+use jsonwebtoken::errors::ErrorKind as JwtErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, encode};
+use nubo_common::secret::Secret;
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::domain::group::GroupPermissions;
+
+/// Lifetime of an access token (fixed by the interface: one hour).
+pub const ACCESS_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenType {
+    Access,
+    Refresh,
+}
+
+/// The snapshot of the user's group taken when the token was issued.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct GroupClaims {
+    pub id: Uuid,
+    pub name: String,
+    /// Members may use `/admin`.
+    pub admin: bool,
+    /// Group storage capacity in bytes.
+    pub max_storage: i64,
+    pub permissions: GroupPermissions,
+}
+
+/// Claims of an access token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename = "JWTPayload")]
+pub struct JwtPayload {
+    /// The user's id.
+    pub sub: Uuid,
+    /// This token's id.
+    pub jti: Uuid,
+    /// Issued at, seconds since the epoch.
+    pub iat: i64,
+    /// Expires at, seconds since the epoch.
+    pub exp: i64,
+    pub typ: TokenType,
+    pub group: GroupClaims,
+}
+
+/// Claims of a refresh token; `jti` names its row, `fam` the chain it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefreshClaims {
+    pub sub: Uuid,
+    pub jti: Uuid,
+    pub fam: Uuid,
+    pub iat: i64,
+    pub exp: i64,
+    pub typ: TokenType,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    #[error("token expired")]
+    Expired,
+    #[error("token invalid")]
+    Invalid,
+}
+
+/// Issues and verifies tokens with the configured signing secret.
+#[derive(Clone)]
+pub struct TokenKeys {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
+}
+
+impl TokenKeys {
+    pub fn new(secret: &Secret) -> Self {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.leeway = 0;
+        validation.set_required_spec_claims(&["exp", "iat", "sub"]);
+        Self {
+            encoding: EncodingKey::from_secret(secret.expose().as_bytes()),
+            decoding: DecodingKey::from_secret(secret.expose().as_bytes()),
+            validation,
+        }
+    }
+
+    pub fn sign<T: Serialize>(&self, claims: &T) -> String {
+        // HS256 over serialisable claims cannot fail.
+        encode(&Header::new(Algorithm::HS256), claims, &self.encoding).unwrap_or_default()
+    }
+
+    fn verify<T: DeserializeOwned>(&self, token: &str) -> Result<T, TokenError> {
+        decode::<T>(token, &self.decoding, &self.validation).map(|data| data.claims).map_err(|e| match e.kind() {
+            JwtErrorKind::ExpiredSignature => TokenError::Expired,
+            _ => TokenError::Invalid,
+        })
+    }
+
+    pub fn verify_access(&self, token: &str) -> Result<JwtPayload, TokenError> {
+        let claims: JwtPayload = self.verify(token)?;
+        if claims.typ == TokenType::Access { Ok(claims) } else { Err(TokenError::Invalid) }
+    }
+
+    pub fn verify_refresh(&self, token: &str) -> Result<RefreshClaims, TokenError> {
+        let claims: RefreshClaims = self.verify(token)?;
+        if claims.typ == TokenType::Refresh { Ok(claims) } else { Err(TokenError::Invalid) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> TokenKeys {
+        TokenKeys::new(&Secret::new("0123456789abcdef0123456789abcdef"))
+    }
+
+    fn access(iat: i64, exp: i64) -> JwtPayload {
+        JwtPayload {
+            sub: Uuid::new_v4(),
+            jti: Uuid::new_v4(),
+            iat,
+            exp,
+            typ: TokenType::Access,
+            group: GroupClaims {
+                id: Uuid::new_v4(),
+                name: "Users".into(),
+                admin: false,
+                max_storage: 5 * 1024 * 1024 * 1024,
+                permissions: GroupPermissions::default(),
+            },
+        }
+    }
+
+    fn now() -> i64 {
+        time::OffsetDateTime::now_utc().unix_timestamp()
+    }
+
+    #[test]
+    fn access_token_round_trips_with_group_claims() {
+        let claims = access(now(), now() + 3600);
+        let token = keys().sign(&claims);
+        assert_eq!(keys().verify_access(&token).unwrap(), claims);
+    }
+
+    #[test]
+    fn expired_tampered_and_foreign_tokens_are_refused() {
+        let expired = keys().sign(&access(now() - 7200, now() - 1));
+        assert_eq!(keys().verify_access(&expired), Err(TokenError::Expired));
+
+        let token = keys().sign(&access(now(), now() + 3600));
+        let (rest, signature) = token.rsplit_once('.').unwrap();
+        let flipped = if signature.starts_with('A') { "B" } else { "A" };
+        assert_eq!(keys().verify_access(&format!("{rest}.{flipped}{}", &signature[1..])), Err(TokenError::Invalid));
+
+        let other = TokenKeys::new(&Secret::new("another-secret-another-secret-xx"));
+        assert_eq!(other.verify_access(&token), Err(TokenError::Invalid));
+        assert_eq!(keys().verify_access("not.a.jwt"), Err(TokenError::Invalid));
+    }
+
+    #[test]
+    fn a_refresh_token_is_not_an_access_token_and_back() {
+        let refresh = RefreshClaims {
+            sub: Uuid::new_v4(),
+            jti: Uuid::new_v4(),
+            fam: Uuid::new_v4(),
+            iat: now(),
+            exp: now() + 60,
+            typ: TokenType::Refresh,
+        };
+        let token = keys().sign(&refresh);
+        assert_eq!(keys().verify_access(&token), Err(TokenError::Invalid));
+        assert_eq!(keys().verify_refresh(&token).unwrap(), refresh);
+        let access = keys().sign(&access(now(), now() + 60));
+        assert_eq!(keys().verify_refresh(&access), Err(TokenError::Invalid));
+    }
+
+    #[test]
+    fn the_none_algorithm_is_refused() {
+        use base64::Engine;
+        let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let header = engine.encode(br#"{"alg":"none","typ":"JWT"}"#);
+        let body = engine.encode(serde_json::to_vec(&access(now(), now() + 60)).unwrap());
+        assert_eq!(keys().verify_access(&format!("{header}.{body}.")), Err(TokenError::Invalid));
+    }
+}

@@ -1,0 +1,321 @@
+//! `/admin`: users, groups and site settings (access level `admin_required`).
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use nubo_common::secret::Secret;
+use serde::Deserialize;
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::auth::guard::AdminRequired;
+use crate::db::users::UserFilter;
+use crate::domain::group::GroupPermissions;
+use crate::domain::user::UserStatus;
+use crate::http::error::ErrorBody;
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::service::accounts::{self, UserView};
+use crate::service::groups::{self, GroupInput, GroupView};
+use crate::service::{Page, PageRequest, ServiceResult, site, users};
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct UserListQuery {
+    pub group_id: Option<Uuid>,
+    pub status: Option<UserStatus>,
+    /// Case-insensitive substring of the e-mail address.
+    pub email_contains: Option<String>,
+    /// Case-insensitive substring of the nickname.
+    pub nickname_contains: Option<String>,
+    pub offset: Option<i64>,
+    /// 1..=1000, default 50.
+    pub limit: Option<i64>,
+}
+
+/// List users, newest first, with filters.
+#[utoipa::path(get, path = "/admin/user", tag = "admin", security(("bearer" = [])), params(UserListQuery),
+    responses(
+        (status = 200, description = "One page of users", body = Page<UserView>),
+        (status = 400, description = "Unreadable query", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 422, description = "Paging out of range", body = ErrorBody),
+    ))]
+pub async fn list_users(
+    State(state): State<AppState>,
+    _admin: AdminRequired,
+    ApiQuery(query): ApiQuery<UserListQuery>,
+) -> ServiceResult<Json<Page<UserView>>> {
+    let page = PageRequest::parse(query.offset, query.limit)?;
+    let filter = UserFilter {
+        group_id: query.group_id.map(|g| g.to_string()),
+        status: query.status.map(|s| s.as_str().to_owned()),
+        email_contains: query.email_contains.filter(|s| !s.is_empty()),
+        nickname_contains: query.nickname_contains.filter(|s| !s.is_empty()),
+    };
+    Ok(Json(users::list(&state, &filter, page).await?))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateUserRequest {
+    pub email: String,
+    #[schema(value_type = String, format = Password)]
+    pub password: Secret,
+    pub nickname: Option<String>,
+    pub group_id: Uuid,
+    /// Defaults to ACTIVE.
+    pub status: Option<UserStatus>,
+}
+
+/// Create a user.
+#[utoipa::path(post, path = "/admin/user", tag = "admin", security(("bearer" = [])), request_body = CreateUserRequest,
+    responses(
+        (status = 201, description = "Created", body = UserView),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 409, description = "E-mail taken", body = ErrorBody),
+        (status = 422, description = "Invalid field", body = ErrorBody),
+    ))]
+pub async fn create_user(
+    State(state): State<AppState>,
+    _admin: AdminRequired,
+    ApiJson(request): ApiJson<CreateUserRequest>,
+) -> ServiceResult<(StatusCode, Json<UserView>)> {
+    let status = request.status.unwrap_or(UserStatus::Active);
+    let user = accounts::create_user(
+        state.db(),
+        &request.email,
+        &request.password,
+        request.nickname.as_deref(),
+        request.group_id,
+        status,
+    )
+    .await?;
+    Ok((StatusCode::CREATED, Json(user)))
+}
+
+/// One user.
+#[utoipa::path(get, path = "/admin/user/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, description = "The user", body = UserView),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such user", body = ErrorBody),
+    ))]
+pub async fn get_user(
+    State(state): State<AppState>,
+    _admin: AdminRequired,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ServiceResult<Json<UserView>> {
+    Ok(Json(users::get(&state, id).await?))
+}
+
+/// Changes to a user; absent fields stay as they are.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateUserRequest {
+    pub nickname: Option<String>,
+    pub group_id: Option<Uuid>,
+    /// Anything but ACTIVE bans the user at once, also for tokens already issued.
+    pub status: Option<UserStatus>,
+    #[schema(value_type = Option<String>, format = Password)]
+    pub password: Option<Secret>,
+}
+
+/// Change a user: nickname, group (tokens issued before must be refreshed), status (ban/unban,
+/// effective at once) or password (signs out every session).
+#[utoipa::path(patch, path = "/admin/user/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    request_body = UpdateUserRequest,
+    responses(
+        (status = 200, description = "The changed user", body = UserView),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such user", body = ErrorBody),
+        (status = 409, description = "Administrators cannot ban themselves", body = ErrorBody),
+        (status = 422, description = "Invalid field", body = ErrorBody),
+    ))]
+pub async fn update_user(
+    State(state): State<AppState>,
+    AdminRequired(admin): AdminRequired,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(request): ApiJson<UpdateUserRequest>,
+) -> ServiceResult<Json<UserView>> {
+    let update = users::UserUpdate {
+        nickname: request.nickname,
+        group_id: request.group_id,
+        status: request.status,
+        password: request.password,
+    };
+    Ok(Json(users::update(&state, admin.sub, id, update).await?))
+}
+
+/// Delete a user and everything they own.
+#[utoipa::path(delete, path = "/admin/user/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such user", body = ErrorBody),
+        (status = 409, description = "Administrators cannot delete themselves", body = ErrorBody),
+    ))]
+pub async fn delete_user(
+    State(state): State<AppState>,
+    AdminRequired(admin): AdminRequired,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ServiceResult<StatusCode> {
+    users::delete(&state, admin.sub, id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A group as written.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GroupRequest {
+    pub name: String,
+    #[serde(default)]
+    pub is_admin: bool,
+    /// Bytes; 64-bit.
+    pub max_storage: i64,
+    #[serde(default)]
+    pub permissions: GroupPermissions,
+    /// Ordered; the first is the default policy of new members.
+    #[serde(default)]
+    pub policy_ids: Vec<Uuid>,
+}
+
+impl From<GroupRequest> for GroupInput {
+    fn from(r: GroupRequest) -> Self {
+        GroupInput {
+            name: r.name,
+            is_admin: r.is_admin,
+            max_storage: r.max_storage,
+            permissions: r.permissions,
+            policy_ids: r.policy_ids,
+        }
+    }
+}
+
+/// List groups with member counts.
+#[utoipa::path(get, path = "/admin/group", tag = "admin", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "All groups", body = Vec<GroupView>),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+    ))]
+pub async fn list_groups(State(state): State<AppState>, _admin: AdminRequired) -> ServiceResult<Json<Vec<GroupView>>> {
+    Ok(Json(groups::list(state.db()).await?))
+}
+
+/// Create a group.
+#[utoipa::path(post, path = "/admin/group", tag = "admin", security(("bearer" = [])), request_body = GroupRequest,
+    responses(
+        (status = 201, description = "Created", body = GroupView),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 409, description = "Name taken", body = ErrorBody),
+        (status = 422, description = "Invalid field or unknown policy", body = ErrorBody),
+    ))]
+pub async fn create_group(
+    State(state): State<AppState>,
+    _admin: AdminRequired,
+    ApiJson(request): ApiJson<GroupRequest>,
+) -> ServiceResult<(StatusCode, Json<GroupView>)> {
+    Ok((StatusCode::CREATED, Json(groups::create(state.db(), request.into()).await?)))
+}
+
+/// One group.
+#[utoipa::path(get, path = "/admin/group/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, description = "The group", body = GroupView),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such group", body = ErrorBody),
+    ))]
+pub async fn get_group(
+    State(state): State<AppState>,
+    _admin: AdminRequired,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ServiceResult<Json<GroupView>> {
+    Ok(Json(groups::get(state.db(), id).await?))
+}
+
+/// Replace a group's settings.
+#[utoipa::path(put, path = "/admin/group/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    request_body = GroupRequest,
+    responses(
+        (status = 200, description = "Updated", body = GroupView),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such group", body = ErrorBody),
+        (status = 409, description = "Name taken", body = ErrorBody),
+        (status = 422, description = "Invalid field or unknown policy", body = ErrorBody),
+    ))]
+pub async fn update_group(
+    State(state): State<AppState>,
+    _admin: AdminRequired,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(request): ApiJson<GroupRequest>,
+) -> ServiceResult<Json<GroupView>> {
+    Ok(Json(groups::update(state.db(), id, request.into()).await?))
+}
+
+/// Delete a group; refused while it has members.
+#[utoipa::path(delete, path = "/admin/group/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such group", body = ErrorBody),
+        (status = 409, description = "The group still has members", body = ErrorBody),
+    ))]
+pub async fn delete_group(
+    State(state): State<AppState>,
+    _admin: AdminRequired,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ServiceResult<StatusCode> {
+    groups::delete(state.db(), id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Every known site setting with its value (stored or default).
+#[utoipa::path(get, path = "/admin/settings", tag = "admin", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Setting name to value (as stored text)", body = std::collections::HashMap<String, String>),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+    ))]
+pub async fn get_settings(
+    State(state): State<AppState>,
+    _admin: AdminRequired,
+) -> ServiceResult<Json<std::collections::HashMap<&'static str, String>>> {
+    Ok(Json(site::effective_settings(state.db()).await?))
+}
+
+/// Change settings: an object of setting name to value (string, boolean or list as the
+/// setting requires). All are written or none.
+#[utoipa::path(patch, path = "/admin/settings", tag = "admin", security(("bearer" = [])),
+    request_body = Object,
+    responses(
+        (status = 204, description = "Saved"),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 422, description = "Unknown setting or invalid value; `field` names it", body = ErrorBody),
+    ))]
+pub async fn update_settings(
+    State(state): State<AppState>,
+    _admin: AdminRequired,
+    ApiJson(values): ApiJson<serde_json::Map<String, serde_json::Value>>,
+) -> ServiceResult<StatusCode> {
+    site::update_settings(state.db(), &values).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,309 @@
+//! `/user`: registration, sign-in sessions, the caller's profile, settings and theme.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use nubo_common::secret::Secret;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::auth::guard::{AuthRequired, JwtRequired, bearer_token};
+use crate::auth::token::GroupClaims;
+use crate::domain::settings::AuthMethod;
+use crate::domain::theme::ThemeColors;
+use crate::domain::time::to_rfc3339;
+use crate::http::error::ErrorBody;
+use crate::http::extract::{ApiJson, ApiPath, ClientAddress};
+use crate::service::accounts::{
+    self, EffectiveTheme, SettingOption, SettingValue, ThemeChoice, UserSettingsView, UserView,
+};
+use crate::service::sessions::{self, LoginView, TokenPair};
+use crate::service::{ErrorKind, ServiceError, ServiceResult};
+
+/// Registration request. `identifier` is the e-mail address and `credential` the password.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RegisterRequest {
+    pub provider: AuthMethod,
+    pub identifier: String,
+    #[schema(value_type = String, format = Password)]
+    pub credential: Secret,
+    pub nickname: Option<String>,
+}
+
+/// Create an account (e-mail and password). Refused when registration is closed or the
+/// provider is not enabled in `auth_methods`.
+#[utoipa::path(post, path = "/user", tag = "user", request_body = RegisterRequest,
+    responses(
+        (status = 201, description = "Account created", body = UserView),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 403, description = "Registration closed or provider disabled", body = ErrorBody),
+        (status = 409, description = "E-mail address taken", body = ErrorBody),
+        (status = 422, description = "Invalid e-mail or password", body = ErrorBody),
+        (status = 429, description = "Too many attempts from this address", body = ErrorBody),
+    ))]
+pub async fn register(
+    State(state): State<AppState>,
+    ClientAddress(address): ClientAddress,
+    ApiJson(request): ApiJson<RegisterRequest>,
+) -> ServiceResult<(StatusCode, Json<UserView>)> {
+    sessions::limit_registration(&state, address).await?;
+    let user = accounts::register(
+        &state,
+        request.provider,
+        &request.identifier,
+        &request.credential,
+        request.nickname.as_deref(),
+    )
+    .await?;
+    Ok((StatusCode::CREATED, Json(user)))
+}
+
+/// Unified sign-in request.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct LoginRequest {
+    pub provider: AuthMethod,
+    /// The e-mail address for `email_password`.
+    pub identifier: String,
+    /// The password for `email_password`.
+    #[schema(value_type = Option<String>, format = Password)]
+    pub credential: Option<Secret>,
+}
+
+/// Sign in. Answers an access token (1 hour) and a refresh token. Wrong e-mail and wrong
+/// password answer the same 401, so accounts cannot be discovered.
+#[utoipa::path(post, path = "/user/session", tag = "user", request_body = LoginRequest,
+    responses(
+        (status = 200, description = "Signed in", body = LoginView),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Wrong e-mail or password", body = ErrorBody),
+        (status = 403, description = "Provider disabled, or account not active", body = ErrorBody),
+        (status = 422, description = "Missing credential", body = ErrorBody),
+        (status = 429, description = "Too many attempts for this identifier or address", body = ErrorBody),
+        (status = 501, description = "Provider enabled but not built yet", body = ErrorBody),
+    ))]
+pub async fn login(
+    State(state): State<AppState>,
+    ClientAddress(address): ClientAddress,
+    ApiJson(request): ApiJson<LoginRequest>,
+) -> ServiceResult<Json<LoginView>> {
+    let view =
+        sessions::login(&state, request.provider, &request.identifier, request.credential.as_ref(), address).await?;
+    Ok(Json(view))
+}
+
+fn refresh_token(parts: &Parts) -> ServiceResult<String> {
+    bearer_token(parts).map(str::to_owned)
+}
+
+/// The refresh token presented as `Authorization: Bearer`.
+pub struct RefreshBearer(String);
+
+impl axum::extract::FromRequestParts<AppState> for RefreshBearer {
+    type Rejection = ServiceError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &AppState) -> Result<Self, Self::Rejection> {
+        refresh_token(parts).map(Self)
+    }
+}
+
+/// Exchange the refresh token (as Bearer) for a new pair; the old refresh token stops working.
+/// Presenting an already exchanged refresh token revokes its whole chain.
+#[utoipa::path(post, path = "/user/session/refresh", tag = "user", security(("refresh_token" = [])),
+    responses(
+        (status = 200, description = "New token pair", body = TokenPair),
+        (status = 401, description = "Refresh token missing, invalid, expired, revoked or reused", body = ErrorBody),
+        (status = 403, description = "Account not active", body = ErrorBody),
+    ))]
+pub async fn refresh(
+    State(state): State<AppState>,
+    RefreshBearer(token): RefreshBearer,
+) -> ServiceResult<Json<TokenPair>> {
+    Ok(Json(sessions::refresh(&state, &token).await?))
+}
+
+/// Sign out: revokes the refresh token (as Bearer) and every token rotated from the same sign-in.
+#[utoipa::path(delete, path = "/user/session", tag = "user", security(("refresh_token" = [])),
+    responses(
+        (status = 204, description = "Signed out"),
+        (status = 401, description = "Refresh token missing or invalid", body = ErrorBody),
+    ))]
+pub async fn logout(State(state): State<AppState>, RefreshBearer(token): RefreshBearer) -> ServiceResult<StatusCode> {
+    sessions::logout(&state, &token).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// What the access token itself says (no database lookup).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionView {
+    pub user_id: Uuid,
+    pub group: GroupClaims,
+    pub issued_at: String,
+    pub expires_at: String,
+}
+
+/// The current access token's facts: user id, group permissions snapshot, expiry.
+/// Access level `jwt_required`: token validity only.
+#[utoipa::path(get, path = "/user/session", tag = "user", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Token facts", body = SessionView),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Account banned", body = ErrorBody),
+    ))]
+pub async fn session(JwtRequired(claims): JwtRequired) -> Json<SessionView> {
+    Json(SessionView {
+        user_id: claims.sub,
+        group: claims.group,
+        issued_at: to_rfc3339(claims.iat * 1000),
+        expires_at: to_rfc3339(claims.exp * 1000),
+    })
+}
+
+/// The caller's profile. Access level `auth_required`.
+#[utoipa::path(get, path = "/user/me", tag = "user", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Profile", body = UserView),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Account not active", body = ErrorBody),
+    ))]
+pub async fn me(State(state): State<AppState>, caller: AuthRequired) -> ServiceResult<Json<UserView>> {
+    Ok(Json(accounts::user_view(state.db(), &caller.user).await?))
+}
+
+/// The caller's settings and effective theme.
+#[utoipa::path(get, path = "/user/settings", tag = "user", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Settings", body = UserSettingsView),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Account not active", body = ErrorBody),
+    ))]
+pub async fn settings(State(state): State<AppState>, caller: AuthRequired) -> ServiceResult<Json<UserSettingsView>> {
+    Ok(Json(accounts::settings(state.db(), &caller.user).await?))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ChangePasswordRequest {
+    #[schema(value_type = String, format = Password)]
+    pub old_password: Secret,
+    #[schema(value_type = String, format = Password)]
+    pub new_password: Secret,
+}
+
+/// Change the caller's password. Every refresh token of the caller is revoked (all devices
+/// must sign in again once their access token expires).
+#[utoipa::path(patch, path = "/user/settings/password", tag = "user", security(("bearer" = [])),
+    request_body = ChangePasswordRequest,
+    responses(
+        (status = 204, description = "Password changed"),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Current password wrong, or account not active", body = ErrorBody),
+        (status = 422, description = "New password too short or long", body = ErrorBody),
+    ))]
+pub async fn change_password(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiJson(request): ApiJson<ChangePasswordRequest>,
+) -> ServiceResult<StatusCode> {
+    accounts::change_password(state.db(), caller.claims.sub, &request.old_password, &request.new_password).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `UserSettingUpdateRequest`: carries the value for the option named in the path; other
+/// fields are ignored.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct UserSettingUpdateRequest {
+    pub nickname: Option<String>,
+    pub language: Option<String>,
+    /// Hours from UTC, -12..=14.
+    pub timezone: Option<i64>,
+}
+
+/// Change one setting: `nickname`, `language` or `timezone`. A null or missing value for the
+/// named option is refused, and so is a timezone outside -12..=14.
+#[utoipa::path(patch, path = "/user/settings/{option}", tag = "user", security(("bearer" = [])),
+    params(("option" = String, Path, description = "nickname, language or timezone")),
+    request_body = UserSettingUpdateRequest,
+    responses(
+        (status = 204, description = "Setting changed"),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Account not active", body = ErrorBody),
+        (status = 422, description = "Unknown option or invalid value; `field` names it", body = ErrorBody),
+    ))]
+pub async fn update_setting(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiPath(option): ApiPath<String>,
+    ApiJson(request): ApiJson<UserSettingUpdateRequest>,
+) -> ServiceResult<StatusCode> {
+    let option = SettingOption::parse(&option)?;
+    let value = match option {
+        SettingOption::Nickname => request.nickname.map(SettingValue::Text),
+        SettingOption::Language => request.language.map(SettingValue::Text),
+        SettingOption::Timezone => request.timezone.map(SettingValue::Timezone),
+    };
+    accounts::update_setting(state.db(), caller.claims.sub, option, value).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The caller's theme choice: a preset to copy, explicit colours, or neither to follow the
+/// site default again.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetThemeRequest {
+    pub preset_id: Option<Uuid>,
+    pub colors: Option<ThemeColors>,
+}
+
+/// Set the caller's theme. The chosen colours are copied into the user's `color_*` columns as
+/// a snapshot. Also answers at `PATCH /theme`.
+#[utoipa::path(patch, path = "/user/settings/theme", tag = "user", security(("bearer" = [])),
+    request_body = SetThemeRequest,
+    responses(
+        (status = 200, description = "The effective theme", body = EffectiveTheme),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such preset", body = ErrorBody),
+        (status = 422, description = "Both or an unknown colour given", body = ErrorBody),
+    ))]
+pub async fn set_theme(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiJson(request): ApiJson<SetThemeRequest>,
+) -> ServiceResult<Json<EffectiveTheme>> {
+    let choice = match (request.preset_id, request.colors) {
+        (Some(preset), None) => ThemeChoice::Preset(preset),
+        (None, Some(colors)) => ThemeChoice::Colors(colors),
+        (None, None) => ThemeChoice::Reset,
+        (Some(_), Some(_)) => {
+            return Err(ServiceError::new(
+                ErrorKind::Validation,
+                "theme.ambiguous",
+                "give preset_id or colors, not both",
+            )
+            .with_field("colors"));
+        }
+    };
+    Ok(Json(accounts::set_theme(state.db(), caller.claims.sub, choice).await?))
+}
+
+/// The spec's user-scope `PATCH /theme`, same as `PATCH /user/settings/theme`.
+#[utoipa::path(patch, path = "/theme", tag = "user", security(("bearer" = [])),
+    request_body = SetThemeRequest,
+    responses(
+        (status = 200, description = "The effective theme", body = EffectiveTheme),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such preset", body = ErrorBody),
+        (status = 422, description = "Both or an unknown colour given", body = ErrorBody),
+    ))]
+pub async fn set_theme_alias(
+    state: State<AppState>,
+    caller: AuthRequired,
+    request: ApiJson<SetThemeRequest>,
+) -> ServiceResult<Json<EffectiveTheme>> {
+    set_theme(state, caller, request).await
+}

@@ -1,0 +1,159 @@
+//! Administrators' management of user groups: quota, permissions, the ordered storage-policy
+//! list; a group that still has members cannot be deleted.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::db::groups::{GroupRow, GroupValues};
+use crate::db::{self, Db, DbError};
+use crate::domain::group::GroupPermissions;
+use crate::domain::time::now_ms;
+use crate::service::{ServiceError, ServiceResult};
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct GroupView {
+    pub id: Uuid,
+    pub name: String,
+    pub is_admin: bool,
+    /// Storage capacity of each member, in bytes.
+    pub max_storage: i64,
+    pub permissions: GroupPermissions,
+    /// Storage policies members may use, in order; the first is the default for new users.
+    pub policy_ids: Vec<Uuid>,
+    pub member_count: i64,
+}
+
+/// A group as written by administrators.
+#[derive(Debug, Clone)]
+pub struct GroupInput {
+    pub name: String,
+    pub is_admin: bool,
+    pub max_storage: i64,
+    pub permissions: GroupPermissions,
+    pub policy_ids: Vec<Uuid>,
+}
+
+fn not_found() -> ServiceError {
+    ServiceError::not_found("group.not_found", "no such group")
+}
+
+async fn view(db: &Db, row: GroupRow, member_count: i64) -> ServiceResult<GroupView> {
+    let policy_ids = db::groups::policy_ids(db, &row.id)
+        .await?
+        .iter()
+        .map(|id| id.parse().map_err(ServiceError::internal))
+        .collect::<ServiceResult<_>>()?;
+    Ok(GroupView {
+        id: row.id.parse().map_err(ServiceError::internal)?,
+        name: row.name,
+        is_admin: row.is_admin != 0,
+        max_storage: row.max_storage,
+        permissions: serde_json::from_str(&row.permissions).map_err(ServiceError::internal)?,
+        policy_ids,
+        member_count,
+    })
+}
+
+pub async fn list(db: &Db) -> ServiceResult<Vec<GroupView>> {
+    let mut views = Vec::new();
+    for (row, members) in db::groups::list(db).await? {
+        views.push(view(db, row, members).await?);
+    }
+    Ok(views)
+}
+
+pub async fn get(db: &Db, id: Uuid) -> ServiceResult<GroupView> {
+    let key = id.to_string();
+    let row = db::groups::find(db, &key).await?.ok_or_else(not_found)?;
+    let members = db::groups::member_count(db, &key).await?;
+    view(db, row, members).await
+}
+
+/// Checks the input and answers the stored forms of name, permissions and policy ids.
+async fn validate(db: &Db, input: &GroupInput) -> ServiceResult<(String, String, Vec<String>)> {
+    let name = input.name.trim();
+    if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
+        return Err(ServiceError::validation("name", "name must be 1 to 64 characters"));
+    }
+    if input.max_storage < 0 {
+        return Err(ServiceError::validation("max_storage", "max_storage must be 0 or more bytes"));
+    }
+    let policy_ids: Vec<String> = input.policy_ids.iter().map(Uuid::to_string).collect();
+    let mut unique = policy_ids.clone();
+    unique.sort();
+    unique.dedup();
+    if unique.len() != policy_ids.len() {
+        return Err(ServiceError::validation("policy_ids", "a policy is listed twice"));
+    }
+    let unknown = db::groups::unknown_policies(db, &policy_ids).await?;
+    if !unknown.is_empty() {
+        return Err(ServiceError::validation("policy_ids", format!("no such policy: {}", unknown.join(", "))));
+    }
+    let permissions = serde_json::to_string(&input.permissions).map_err(ServiceError::internal)?;
+    Ok((name.to_owned(), permissions, policy_ids))
+}
+
+fn name_taken(e: DbError, name: &str) -> ServiceError {
+    match e {
+        DbError::Sqlx(ref err) if db::is_unique_violation(err) => {
+            ServiceError::conflict("group.name_taken", format!("a group named {name:?} exists")).with_field("name")
+        }
+        other => other.into(),
+    }
+}
+
+pub async fn create(db: &Db, input: GroupInput) -> ServiceResult<GroupView> {
+    let (name, permissions, policy_ids) = validate(db, &input).await?;
+    let id = Uuid::new_v4();
+    let key = id.to_string();
+    let values = GroupValues {
+        name: &name,
+        is_admin: input.is_admin,
+        max_storage: input.max_storage,
+        permissions: &permissions,
+    };
+    db::groups::insert_all(db, &[(key.as_str(), values)], now_ms()).await.map_err(|e| name_taken(e, &name))?;
+    db::groups::set_policies(db, &key, &policy_ids).await?;
+    get(db, id).await
+}
+
+/// Replaces a group's settings. Members' access tokens keep the old claims until they refresh
+/// (at most an hour).
+pub async fn update(db: &Db, id: Uuid, input: GroupInput) -> ServiceResult<GroupView> {
+    let (name, permissions, policy_ids) = validate(db, &input).await?;
+    let key = id.to_string();
+    let values = GroupValues {
+        name: &name,
+        is_admin: input.is_admin,
+        max_storage: input.max_storage,
+        permissions: &permissions,
+    };
+    if !db::groups::update(db, &key, &values, now_ms()).await.map_err(|e| name_taken(e, &name))? {
+        return Err(not_found());
+    }
+    db::groups::set_policies(db, &key, &policy_ids).await?;
+    get(db, id).await
+}
+
+pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
+    let key = id.to_string();
+    if db::groups::find(db, &key).await?.is_none() {
+        return Err(not_found());
+    }
+    let members = db::groups::member_count(db, &key).await?;
+    if members > 0 {
+        return Err(ServiceError::conflict(
+            "group.has_users",
+            format!("the group still has {members} member(s): move them to another group first"),
+        ));
+    }
+    match db::groups::delete(db, &key).await {
+        Ok(_) => Ok(()),
+        // A member joined between the check and the delete.
+        Err(DbError::Sqlx(e)) if matches!(&e, sqlx::Error::Database(d) if d.is_foreign_key_violation()) => {
+            Err(ServiceError::conflict("group.has_users", "the group still has members"))
+        }
+        Err(e) => Err(e.into()),
+    }
+}

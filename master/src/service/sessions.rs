@@ -1,0 +1,214 @@
+//! Sign-in sessions: the unified login, refresh-token rotation with reuse detection, and
+//! sign-out.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use nubo_common::secret::Secret;
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::auth::guard::token_error;
+use crate::auth::password::{generate_password, hash_password, verify_password};
+use crate::auth::token::{ACCESS_TOKEN_LIFETIME, GroupClaims, JwtPayload, RefreshClaims, TokenType};
+use crate::db::users::UserRow;
+use crate::db::{self};
+use crate::domain::group::GroupPermissions;
+use crate::domain::settings::AuthMethod;
+use crate::domain::time::{now_ms, to_rfc3339};
+use crate::domain::user::{Email, UserStatus};
+use crate::service::accounts::{self, EMAIL_PASSWORD, UserView};
+use crate::service::{ErrorKind, ServiceError, ServiceResult, site};
+
+/// A freshly issued pair of tokens.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TokenPair {
+    pub access_token: String,
+    /// When the access token expires (RFC 3339).
+    pub access_expires: String,
+    pub refresh_token: String,
+    /// When the refresh token expires (RFC 3339).
+    pub refresh_expires: String,
+}
+
+/// The answer to a successful sign-in.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct LoginView {
+    #[serde(flatten)]
+    pub tokens: TokenPair,
+    pub user: UserView,
+}
+
+fn invalid_credentials() -> ServiceError {
+    ServiceError::new(ErrorKind::Unauthorized, "auth.invalid_credentials", "e-mail or password is wrong")
+}
+
+fn rate_limited() -> ServiceError {
+    ServiceError::new(ErrorKind::RateLimited, "auth.rate_limited", "too many sign-in attempts, try again later")
+}
+
+/// A hash of a password nobody knows, verified when the account does not exist so that a
+/// missing account costs the same time as a wrong password.
+async fn dummy_hash() -> ServiceResult<&'static str> {
+    static DUMMY: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+    DUMMY
+        .get_or_try_init(|| async { hash_password(&generate_password()).await.map_err(ServiceError::internal) })
+        .await
+        .map(String::as_str)
+}
+
+/// Counts an attempt from `address`; refuses when the address is over its budget.
+async fn limit_address(ctx: &AppState, scope: &str, address: IpAddr) -> ServiceResult<()> {
+    let window = Duration::from_secs(ctx.config().login_rate_window_seconds);
+    let attempts = ctx.store().increment(&format!("rate:{scope}:addr:{address}"), window).await?;
+    if attempts > ctx.config().login_attempts_per_address {
+        return Err(rate_limited());
+    }
+    Ok(())
+}
+
+pub async fn limit_registration(ctx: &AppState, address: IpAddr) -> ServiceResult<()> {
+    limit_address(ctx, "register", address).await
+}
+
+/// Unified sign-in. Only providers enabled in `auth_methods` are accepted; of those, e-mail and
+/// password is built, others answer 501 until they land.
+pub async fn login(
+    ctx: &AppState,
+    provider: AuthMethod,
+    identifier: &str,
+    credential: Option<&Secret>,
+    address: IpAddr,
+) -> ServiceResult<LoginView> {
+    let config = site::site_config(ctx.db()).await?;
+    site::require_enabled_method(&config, provider)?;
+    if provider != AuthMethod::EmailPassword {
+        return Err(ServiceError::not_implemented("sign-in with this provider"));
+    }
+    limit_address(ctx, "login", address).await?;
+    let credential = credential.ok_or_else(|| ServiceError::validation("credential", "password is required"))?;
+    let email = Email::parse(identifier).map_err(|_| invalid_credentials())?;
+
+    let window = Duration::from_secs(ctx.config().login_rate_window_seconds);
+    let failures_key = format!("rate:login:id:{email}");
+    let failures = ctx.store().get(&failures_key).await?.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    if failures >= ctx.config().login_failures_per_identifier {
+        return Err(rate_limited());
+    }
+
+    let identity = db::users::find_identity(ctx.db(), EMAIL_PASSWORD, email.as_str()).await?;
+    let (user_id, stored) = match identity {
+        Some((user_id, Some(hash))) => (Some(user_id), hash),
+        _ => (None, dummy_hash().await?.to_owned()),
+    };
+    let verified = verify_password(credential, &stored).await;
+    let Some(user_id) = user_id.filter(|_| verified) else {
+        ctx.store().increment(&failures_key, window).await?;
+        return Err(invalid_credentials());
+    };
+    ctx.store().delete(&failures_key).await?;
+
+    let user = db::users::find(ctx.db(), &user_id).await?.ok_or_else(invalid_credentials)?;
+    if accounts::parse_status(&user.status)? != UserStatus::Active {
+        return Err(ServiceError::new(ErrorKind::Forbidden, "auth.user_inactive", "this account is not active"));
+    }
+    db::users::touch_identity(ctx.db(), EMAIL_PASSWORD, email.as_str(), now_ms()).await?;
+    let tokens = issue(ctx, &user, Uuid::new_v4()).await?;
+    Ok(LoginView { tokens, user: accounts::user_view(ctx.db(), &user).await? })
+}
+
+/// The group claims snapshot of a user's current group.
+async fn group_claims(ctx: &AppState, user: &UserRow) -> ServiceResult<GroupClaims> {
+    let group = db::groups::find(ctx.db(), &user.group_id)
+        .await?
+        .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("user {} has no group", user.id)))?;
+    let permissions: GroupPermissions = serde_json::from_str(&group.permissions).map_err(ServiceError::internal)?;
+    Ok(GroupClaims {
+        id: group.id.parse().map_err(ServiceError::internal)?,
+        name: group.name,
+        admin: group.is_admin != 0,
+        max_storage: group.max_storage,
+        permissions,
+    })
+}
+
+/// Issues an access token and a refresh token in `family`, recording the refresh token.
+async fn issue(ctx: &AppState, user: &UserRow, family: Uuid) -> ServiceResult<TokenPair> {
+    let user_id: Uuid = user.id.parse().map_err(ServiceError::internal)?;
+    let now_ms = now_ms();
+    let now = now_ms / 1000;
+    let access_exp = now + ACCESS_TOKEN_LIFETIME.as_secs() as i64;
+    let refresh_exp = now + i64::from(ctx.config().refresh_token_days) * 86_400;
+    let access = JwtPayload {
+        sub: user_id,
+        jti: Uuid::new_v4(),
+        iat: now,
+        exp: access_exp,
+        typ: TokenType::Access,
+        group: group_claims(ctx, user).await?,
+    };
+    let refresh = RefreshClaims {
+        sub: user_id,
+        jti: Uuid::new_v4(),
+        fam: family,
+        iat: now,
+        exp: refresh_exp,
+        typ: TokenType::Refresh,
+    };
+    db::refresh_tokens::insert(
+        ctx.db(),
+        &refresh.jti.to_string(),
+        &user.id,
+        &family.to_string(),
+        refresh_exp * 1000,
+        now_ms,
+    )
+    .await?;
+    Ok(TokenPair {
+        access_token: ctx.tokens().sign(&access),
+        access_expires: to_rfc3339(access_exp * 1000),
+        refresh_token: ctx.tokens().sign(&refresh),
+        refresh_expires: to_rfc3339(refresh_exp * 1000),
+    })
+}
+
+fn refresh_refused() -> ServiceError {
+    ServiceError::new(
+        ErrorKind::Unauthorized,
+        "auth.refresh_token_invalid",
+        "refresh token is no longer valid: sign in again",
+    )
+}
+
+/// Exchanges a refresh token for a new pair and retires it. Presenting a token that was
+/// already exchanged means it leaked (or a client replays it): the whole family is revoked.
+pub async fn refresh(ctx: &AppState, token: &str) -> ServiceResult<TokenPair> {
+    let claims = ctx.tokens().verify_refresh(token).map_err(token_error)?;
+    let now = now_ms();
+    let id = claims.jti.to_string();
+    let row = db::refresh_tokens::find(ctx.db(), &id).await?.ok_or_else(refresh_refused)?;
+    if row.revoked_at.is_some() {
+        return Err(refresh_refused());
+    }
+    if !db::refresh_tokens::retire(ctx.db(), &id, now).await? {
+        // Retired before (or concurrently): reuse. Revoke the family, refuse.
+        let revoked = db::refresh_tokens::revoke_family(ctx.db(), &row.family_id, now).await?;
+        tracing::warn!(user = %row.user_id, family = %row.family_id, revoked, "refresh token reused; family revoked");
+        return Err(ServiceError::new(
+            ErrorKind::Unauthorized,
+            "auth.refresh_token_reused",
+            "refresh token was already used: sign in again",
+        ));
+    }
+    let user = accounts::load_active_user(ctx.db(), claims.sub).await?;
+    issue(ctx, &user, claims.fam).await
+}
+
+/// Signs out: revokes the refresh token's whole family. Idempotent.
+pub async fn logout(ctx: &AppState, token: &str) -> ServiceResult<()> {
+    let claims = ctx.tokens().verify_refresh(token).map_err(token_error)?;
+    db::refresh_tokens::revoke_family(ctx.db(), &claims.fam.to_string(), now_ms()).await?;
+    Ok(())
+}

@@ -1,0 +1,96 @@
+//! Theme presets: administrators' CRUD, the single default preset, and the public list.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::db::themes::ThemeRow;
+use crate::db::{self, Db, DbError};
+use crate::domain::theme::ThemeColors;
+use crate::domain::time::{now_ms, to_rfc3339};
+use crate::service::{ServiceError, ServiceResult};
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ThemePresetView {
+    pub id: Uuid,
+    pub name: String,
+    pub colors: ThemeColors,
+    pub is_default: bool,
+    pub updated_at: String,
+}
+
+fn view(row: &ThemeRow) -> ServiceResult<ThemePresetView> {
+    Ok(ThemePresetView {
+        id: row.id.parse().map_err(ServiceError::internal)?,
+        name: row.name.clone(),
+        colors: ThemeColors::from_columns(row.color_columns())
+            .map_err(|e| ServiceError::internal(anyhow::anyhow!(e)))?,
+        is_default: row.is_default != 0,
+        updated_at: to_rfc3339(row.updated_at),
+    })
+}
+
+fn not_found() -> ServiceError {
+    ServiceError::not_found("theme.not_found", "no such theme preset")
+}
+
+fn parse_name(raw: &str) -> ServiceResult<String> {
+    let name = raw.trim();
+    if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
+        return Err(ServiceError::validation("name", "name must be 1 to 64 characters"));
+    }
+    Ok(name.to_owned())
+}
+
+fn name_taken(e: DbError, name: &str) -> ServiceError {
+    match e {
+        DbError::Sqlx(ref err) if db::is_unique_violation(err) => {
+            ServiceError::conflict("theme.name_taken", format!("a preset named {name:?} exists")).with_field("name")
+        }
+        other => other.into(),
+    }
+}
+
+pub async fn list(db: &Db) -> ServiceResult<Vec<ThemePresetView>> {
+    db::themes::list(db).await?.iter().map(view).collect()
+}
+
+pub async fn get(db: &Db, id: Uuid) -> ServiceResult<ThemePresetView> {
+    view(&db::themes::find(db, &id.to_string()).await?.ok_or_else(not_found)?)
+}
+
+pub async fn default_preset(db: &Db) -> ServiceResult<Option<ThemePresetView>> {
+    db::themes::find_default(db).await?.as_ref().map(view).transpose()
+}
+
+pub async fn create(db: &Db, name: &str, colors: ThemeColors) -> ServiceResult<ThemePresetView> {
+    let name = parse_name(name)?;
+    let id = Uuid::new_v4();
+    db::themes::insert(db, &id.to_string(), &name, colors.as_columns(), now_ms())
+        .await
+        .map_err(|e| name_taken(e, &name))?;
+    get(db, id).await
+}
+
+pub async fn update(db: &Db, id: Uuid, name: &str, colors: ThemeColors) -> ServiceResult<ThemePresetView> {
+    let name = parse_name(name)?;
+    let found = db::themes::update(db, &id.to_string(), &name, colors.as_columns(), now_ms())
+        .await
+        .map_err(|e| name_taken(e, &name))?;
+    if !found {
+        return Err(not_found());
+    }
+    get(db, id).await
+}
+
+/// Deletes a preset. Users who copied its colours keep them (they hold a snapshot).
+pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
+    if db::themes::delete(db, &id.to_string()).await? { Ok(()) } else { Err(not_found()) }
+}
+
+pub async fn set_default(db: &Db, id: Uuid) -> ServiceResult<ThemePresetView> {
+    if !db::themes::set_default(db, &id.to_string(), now_ms()).await? {
+        return Err(not_found());
+    }
+    get(db, id).await
+}

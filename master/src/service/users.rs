@@ -1,0 +1,106 @@
+//! Administrators' management of users: list with filters, create, change (including bans and
+//! group moves, which take effect on already-issued tokens), delete.
+
+use nubo_common::secret::Secret;
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::auth::password::hash_password;
+use crate::auth::revocation;
+use crate::db::users::{UserChanges, UserFilter};
+use crate::db::{self};
+use crate::domain::time::now_ms;
+use crate::domain::user::UserStatus;
+use crate::service::accounts::{self, EMAIL_PASSWORD, UserView};
+use crate::service::{ErrorKind, Page, PageRequest, ServiceError, ServiceResult};
+
+fn not_found() -> ServiceError {
+    ServiceError::not_found("user.not_found", "no such user")
+}
+
+pub async fn list(ctx: &AppState, filter: &UserFilter, page: PageRequest) -> ServiceResult<Page<UserView>> {
+    let (count, rows) = db::users::list(ctx.db(), filter, page.offset, page.limit).await?;
+    let mut items = Vec::with_capacity(rows.len());
+    for row in &rows {
+        items.push(accounts::user_view(ctx.db(), row).await?);
+    }
+    Ok(Page { count, items })
+}
+
+pub async fn get(ctx: &AppState, id: Uuid) -> ServiceResult<UserView> {
+    let row = db::users::find(ctx.db(), &id.to_string()).await?.ok_or_else(not_found)?;
+    accounts::user_view(ctx.db(), &row).await
+}
+
+/// What an administrator may change about a user; `None` keeps the current value.
+#[derive(Debug, Default)]
+pub struct UserUpdate {
+    pub nickname: Option<String>,
+    pub group_id: Option<Uuid>,
+    pub status: Option<UserStatus>,
+    pub password: Option<Secret>,
+}
+
+pub async fn update(ctx: &AppState, actor: Uuid, id: Uuid, update: UserUpdate) -> ServiceResult<UserView> {
+    let key = id.to_string();
+    let current = db::users::find(ctx.db(), &key).await?.ok_or_else(not_found)?;
+    if actor == id && update.status.is_some_and(|s| s != UserStatus::Active) {
+        return Err(ServiceError::conflict("user.cannot_ban_self", "administrators cannot deactivate themselves"));
+    }
+    let nickname = update.nickname.as_deref().map(accounts::parse_nickname).transpose()?;
+    let group_id = update.group_id.map(|g| g.to_string());
+    if let Some(group) = &group_id
+        && db::groups::find(ctx.db(), group).await?.is_none()
+    {
+        return Err(ServiceError::validation("group_id", "no such group"));
+    }
+    let password_hash = match &update.password {
+        Some(password) => {
+            Some(hash_password(password).await.map_err(|e| ServiceError::validation("password", e.to_string()))?)
+        }
+        None => None,
+    };
+    let changes = UserChanges {
+        nickname: nickname.as_deref(),
+        group_id: group_id.as_deref(),
+        status: update.status.map(UserStatus::as_str),
+    };
+    db::users::update(ctx.db(), &key, &changes, now_ms()).await?;
+    let now = now_ms();
+    if let Some(hash) = password_hash {
+        db::users::set_credential(ctx.db(), &key, EMAIL_PASSWORD, &hash).await?;
+        db::refresh_tokens::revoke_user(ctx.db(), &key, now).await?;
+    }
+    // Token effects, strongest last so it wins: a new group needs new claims; a ban refuses all.
+    if group_id.as_ref().is_some_and(|g| *g != current.group_id) {
+        revocation::reissue_required(ctx.store(), id).await?;
+    }
+    match update.status {
+        Some(UserStatus::Active) if current.status != UserStatus::Active.as_str() => {
+            revocation::unban(ctx.store(), id).await?
+        }
+        Some(status) if status != UserStatus::Active => {
+            revocation::ban(ctx.store(), id).await?;
+            db::refresh_tokens::revoke_user(ctx.db(), &key, now).await?;
+        }
+        _ => {}
+    }
+    get(ctx, id).await
+}
+
+pub async fn delete(ctx: &AppState, actor: Uuid, id: Uuid) -> ServiceResult<()> {
+    if actor == id {
+        return Err(ServiceError::new(
+            ErrorKind::Conflict,
+            "user.cannot_delete_self",
+            "administrators cannot delete themselves",
+        ));
+    }
+    // Refuse the user's tokens first, so nothing slips through between the two steps.
+    revocation::ban(ctx.store(), id).await?;
+    if !db::users::delete(ctx.db(), &id.to_string()).await? {
+        revocation::unban(ctx.store(), id).await?;
+        return Err(not_found());
+    }
+    Ok(())
+}

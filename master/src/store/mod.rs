@@ -1,0 +1,55 @@
+//! The key-value store every piece of short-lived shared state goes through: bans, single-use
+//! tokens, challenges, rate-limit counters, caches, locks. Redis when configured, so several
+//! masters agree; otherwise an in-process map for the single-machine setup. No module keeps its
+//! own map beside it.
+
+mod memory;
+mod redis;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+pub use self::memory::MemoryStore;
+pub use self::redis::RedisStore;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("key-value store unavailable: {0}")]
+    Unavailable(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Operations the master needs; each is atomic on its own, in both implementations.
+#[async_trait]
+pub trait KvStore: Send + Sync + 'static {
+    async fn get(&self, key: &str) -> StoreResult<Option<String>>;
+    /// Sets `key`, replacing any value; `ttl` of `None` keeps it until deleted.
+    async fn set(&self, key: &str, value: &str, ttl: Option<Duration>) -> StoreResult<()>;
+    /// Sets `key` only when absent; answers whether it was set (claims, single-use tokens, locks).
+    async fn set_if_absent(&self, key: &str, value: &str, ttl: Duration) -> StoreResult<bool>;
+    /// Removes `key`; answers whether it existed.
+    async fn delete(&self, key: &str) -> StoreResult<bool>;
+    /// Reads and removes `key` in one step (challenges that may be answered once).
+    async fn take(&self, key: &str) -> StoreResult<Option<String>>;
+    /// Adds one to the counter at `key` and answers the new value; the first increment starts a
+    /// window of `window` after which the counter disappears (fixed-window rate limits).
+    async fn increment(&self, key: &str, window: Duration) -> StoreResult<u64>;
+}
+
+/// The store in use, shared by every service.
+pub type SharedStore = Arc<dyn KvStore>;
+
+/// Connects to Redis when a URL is configured, else gives the in-memory store. Keys are
+/// prefixed with `prefix`, so several deployments (or test runs) can share one Redis.
+pub async fn connect(redis_url: Option<&str>, prefix: &str) -> StoreResult<SharedStore> {
+    match redis_url {
+        Some(url) => Ok(Arc::new(RedisStore::connect(url, prefix).await?)),
+        None => Ok(Arc::new(MemoryStore::new())),
+    }
+}
+
+#[cfg(test)]
+mod tests;

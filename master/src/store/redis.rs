@@ -1,0 +1,93 @@
+//! Redis-backed [`KvStore`], shared by every master of a deployment. Uses a multiplexed
+//! connection manager that reconnects by itself.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::ConnectionManager;
+
+use super::{KvStore, StoreError, StoreResult};
+
+pub struct RedisStore {
+    connection: ConnectionManager,
+    prefix: String,
+}
+
+impl From<redis::RedisError> for StoreError {
+    fn from(err: redis::RedisError) -> Self {
+        StoreError::Unavailable(err.to_string())
+    }
+}
+
+/// Milliseconds for PX/PEXPIRE, never 0 (Redis refuses a zero expiry).
+fn millis(ttl: Duration) -> u64 {
+    (ttl.as_millis() as u64).max(1)
+}
+
+impl RedisStore {
+    pub async fn connect(url: &str, prefix: &str) -> StoreResult<Self> {
+        let client = redis::Client::open(url)?;
+        let connection = ConnectionManager::new(client).await?;
+        Ok(Self { connection, prefix: prefix.to_owned() })
+    }
+
+    fn key(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+}
+
+#[async_trait]
+impl KvStore for RedisStore {
+    async fn get(&self, key: &str) -> StoreResult<Option<String>> {
+        let mut conn = self.connection.clone();
+        Ok(redis::cmd("GET").arg(self.key(key)).query_async(&mut conn).await?)
+    }
+
+    async fn set(&self, key: &str, value: &str, ttl: Option<Duration>) -> StoreResult<()> {
+        let mut conn = self.connection.clone();
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(self.key(key)).arg(value);
+        if let Some(ttl) = ttl {
+            cmd.arg("PX").arg(millis(ttl));
+        }
+        cmd.query_async::<()>(&mut conn).await?;
+        Ok(())
+    }
+
+    async fn set_if_absent(&self, key: &str, value: &str, ttl: Duration) -> StoreResult<bool> {
+        let mut conn = self.connection.clone();
+        let reply: Option<String> = redis::cmd("SET")
+            .arg(self.key(key))
+            .arg(value)
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(ttl))
+            .query_async(&mut conn)
+            .await?;
+        Ok(reply.is_some())
+    }
+
+    async fn delete(&self, key: &str) -> StoreResult<bool> {
+        let mut conn = self.connection.clone();
+        let removed: u64 = redis::cmd("DEL").arg(self.key(key)).query_async(&mut conn).await?;
+        Ok(removed > 0)
+    }
+
+    async fn take(&self, key: &str) -> StoreResult<Option<String>> {
+        let mut conn = self.connection.clone();
+        Ok(redis::cmd("GETDEL").arg(self.key(key)).query_async(&mut conn).await?)
+    }
+
+    async fn increment(&self, key: &str, window: Duration) -> StoreResult<u64> {
+        // INCR and the first PEXPIRE must happen together, or a crash in between leaves a
+        // counter that never expires.
+        let script = redis::Script::new(
+            "local n = redis.call('INCR', KEYS[1]) \
+             if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end \
+             return n",
+        );
+        let mut conn = self.connection.clone();
+        let count: u64 = script.key(self.key(key)).arg(millis(window)).invoke_async(&mut conn).await?;
+        Ok(count)
+    }
+}

@@ -1,0 +1,83 @@
+//! The same behaviour checks for both stores; the Redis half needs the server of this machine
+//! (skipped when absent unless `NUBO_TEST_REQUIRE_SERVICES=1`).
+
+use std::time::Duration;
+
+use super::*;
+
+async fn redis_store() -> Option<RedisStore> {
+    let url = std::env::var("NUBO_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let prefix = format!("nubo-unit-{}:", uuid::Uuid::new_v4().simple());
+    match RedisStore::connect(&url, &prefix).await {
+        Ok(store) => Some(store),
+        Err(err) if std::env::var("NUBO_TEST_REQUIRE_SERVICES").is_ok_and(|v| v == "1") => {
+            panic!("Redis is required but unavailable: {err}")
+        }
+        Err(err) => {
+            eprintln!("skipped: Redis unavailable: {err}");
+            None
+        }
+    }
+}
+
+async fn behaves_as_a_store(store: &dyn KvStore) {
+    assert_eq!(store.get("a").await.unwrap(), None);
+    store.set("a", "1", None).await.unwrap();
+    assert_eq!(store.get("a").await.unwrap().as_deref(), Some("1"));
+    store.set("a", "2", None).await.unwrap();
+    assert_eq!(store.get("a").await.unwrap().as_deref(), Some("2"));
+
+    assert!(store.set_if_absent("once", "x", Duration::from_secs(60)).await.unwrap());
+    assert!(!store.set_if_absent("once", "y", Duration::from_secs(60)).await.unwrap());
+    assert_eq!(store.get("once").await.unwrap().as_deref(), Some("x"));
+
+    assert_eq!(store.take("once").await.unwrap().as_deref(), Some("x"));
+    assert_eq!(store.take("once").await.unwrap(), None, "take answers once");
+
+    assert!(store.delete("a").await.unwrap());
+    assert!(!store.delete("a").await.unwrap());
+
+    for expected in 1..=3 {
+        assert_eq!(store.increment("counter", Duration::from_secs(60)).await.unwrap(), expected);
+    }
+
+    store.set("short", "v", Some(Duration::from_millis(50))).await.unwrap();
+    assert!(store.set_if_absent("short-claim", "v", Duration::from_millis(50)).await.unwrap());
+    assert_eq!(store.increment("short-counter", Duration::from_millis(50)).await.unwrap(), 1);
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert_eq!(store.get("short").await.unwrap(), None, "expired value is gone");
+    assert!(store.set_if_absent("short-claim", "v", Duration::from_secs(5)).await.unwrap(), "expired claim is free");
+    assert_eq!(store.increment("short-counter", Duration::from_secs(5)).await.unwrap(), 1, "window restarted");
+}
+
+#[tokio::test]
+async fn memory_store_behaves_as_a_store() {
+    behaves_as_a_store(&MemoryStore::new()).await;
+}
+
+#[tokio::test]
+async fn redis_store_behaves_as_a_store() {
+    if let Some(store) = redis_store().await {
+        behaves_as_a_store(&store).await;
+    }
+}
+
+#[tokio::test]
+async fn concurrent_claims_have_exactly_one_winner() {
+    let memory: SharedStore = Arc::new(MemoryStore::new());
+    let mut stores = vec![memory];
+    if let Some(redis) = redis_store().await {
+        stores.push(Arc::new(redis));
+    }
+    for store in stores {
+        let attempts = (0..32).map(|i| {
+            let store = store.clone();
+            tokio::spawn(
+                async move { store.set_if_absent("race", &i.to_string(), Duration::from_secs(30)).await.unwrap() },
+            )
+        });
+        let winners =
+            futures_util::future::join_all(attempts).await.into_iter().filter(|r| *r.as_ref().unwrap()).count();
+        assert_eq!(winners, 1);
+    }
+}

@@ -1,0 +1,64 @@
+//! `/site` endpoints and the OpenAPI document.
+
+use nubo_tests::{TestApp, on_every_backend};
+use serde_json::Value;
+
+on_every_backend!(
+    ping_reports_the_version,
+    site_config_enables_email_password_by_default,
+    site_config_reflects_stored_settings,
+    openapi_document_is_3_1_and_lists_every_route_with_errors
+);
+
+async fn ping_reports_the_version(app: TestApp) {
+    let response = app.get("/site/ping").await;
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().contains_key("x-request-id"));
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(body["protocol_version"], 1);
+}
+
+async fn site_config_enables_email_password_by_default(app: TestApp) {
+    let body: Value = app.get("/site/config").await.json().await.unwrap();
+    assert_eq!(body["auth_methods"], serde_json::json!(["email_password"]));
+    assert_eq!(body["footer_code"], "");
+    assert_eq!(body["tos_url"], "");
+    assert_eq!(body["privacy_url"], "");
+}
+
+async fn site_config_reflects_stored_settings(app: TestApp) {
+    let mut values = serde_json::Map::new();
+    values.insert("tos_url".into(), "https://example.com/tos".into());
+    values.insert("auth_methods".into(), serde_json::json!(["email_password", "passkey"]));
+    nubo_master::service::site::update_settings(app.state().db(), &values).await.unwrap();
+    let body: Value = app.get("/site/config").await.json().await.unwrap();
+    assert_eq!(body["tos_url"], "https://example.com/tos");
+    assert_eq!(body["auth_methods"], serde_json::json!(["email_password", "passkey"]));
+}
+
+async fn openapi_document_is_3_1_and_lists_every_route_with_errors(app: TestApp) {
+    let response = app.get("/openapi.json").await;
+    assert_eq!(response.status(), 200);
+    let doc: Value = response.json().await.unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+    assert!(doc["components"]["schemas"]["ErrorBody"].is_object());
+    let paths = doc["paths"].as_object().unwrap();
+    for path in ["/api/v1/site/ping", "/api/v1/site/config", "/api/v1/openapi.json"] {
+        assert!(paths.contains_key(path), "{path} missing from the document");
+    }
+    // Every operation that can fail documents its error body.
+    for (path, item) in paths {
+        for (method, operation) in item.as_object().unwrap() {
+            if path.ends_with("openapi.json") {
+                continue;
+            }
+            let responses = operation["responses"].as_object().unwrap();
+            let documents_error = responses.iter().any(|(status, r)| {
+                status.starts_with(['4', '5'])
+                    && r["content"]["application/json"]["schema"]["$ref"] == "#/components/schemas/ErrorBody"
+            });
+            assert!(documents_error, "{method} {path} documents no error response");
+        }
+    }
+}
