@@ -50,3 +50,25 @@ async fn sqlite_database_runs_in_wal_mode() {
     let wal = std::fs::exists(app.database.dir.path().join("nubo.db-wal")).unwrap();
     assert!(wal, "WAL file exists next to the database");
 }
+
+nubo_tests::on_every_backend!(two_hundred_concurrent_setting_writes_all_succeed);
+
+async fn two_hundred_concurrent_setting_writes_all_succeed(app: TestApp) {
+    let admin = app.login_admin().await;
+    let app = std::sync::Arc::new(app);
+    let writes = (0..200).map(|i| {
+        let app = app.clone();
+        let token = admin.access.clone();
+        tokio::spawn(async move {
+            let body = serde_json::json!({"footer_code": format!("footer {i}"), "site_name": format!("Nubo {i}")});
+            app.call(reqwest::Method::PATCH, "/admin/settings", Some(&token), Some(body)).await.status().as_u16()
+        })
+    });
+    let statuses: Vec<u16> = futures_util::future::join_all(writes).await.into_iter().map(Result::unwrap).collect();
+    assert!(statuses.iter().all(|s| *s == 204), "not all writes succeeded: {statuses:?}");
+    // Every write landed whole: footer and name come from the same request.
+    let config: serde_json::Value = app.get("/site/config").await.json().await.unwrap();
+    let footer = config["footer_code"].as_str().unwrap().trim_start_matches("footer ");
+    let name = config["site_name"].as_str().unwrap().trim_start_matches("Nubo ");
+    assert_eq!(footer, name);
+}

@@ -1,6 +1,10 @@
 //! End-to-end API tests: each starts a real master over HTTP (see `nubo_tests`). One test binary
 //! for the whole crate keeps link times down.
 
+mod admin;
+mod auth;
 mod database;
 mod errors;
+mod settings;
 mod site;
+mod themes;

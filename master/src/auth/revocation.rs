@@ -61,7 +61,9 @@ pub async fn check(store: &dyn KvStore, claims: &JwtPayload) -> ServiceResult<()
         }
         Some(state) => {
             let not_before = state.strip_prefix("nbf:").and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
-            if claims.iat < not_before {
+            // `iat` has one-second resolution: a token issued in the same second as the change
+            // may predate it, so it is refused too (a refresh a second later succeeds).
+            if claims.iat <= not_before {
                 Err(ServiceError::new(
                     ErrorKind::Unauthorized,
                     "auth.token_revoked",

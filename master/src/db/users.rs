@@ -1,7 +1,5 @@
 //! SQL of the `users` and `auth_identities` tables.
 
-use sqlx::{Any, QueryBuilder};
-
 use super::{Db, DbError};
 use crate::domain::time::Millis;
 
@@ -204,20 +202,28 @@ pub struct UserFilter {
     pub nickname_contains: Option<String>,
 }
 
-fn push_user_filter(query: &mut QueryBuilder<'_, Any>, filter: &UserFilter) {
-    query.push(" WHERE 1 = 1");
+/// The WHERE clause for `filter` with `$n` placeholders, and the text values to bind in order.
+/// (sqlx's `QueryBuilder` writes `?` placeholders for `Any`, which PostgreSQL does not accept.)
+fn user_filter_sql(filter: &UserFilter) -> (String, Vec<String>) {
+    let mut sql = String::from(" WHERE 1 = 1");
+    let mut binds = Vec::new();
+    let mut add = |condition: &str, value: String| {
+        binds.push(value);
+        sql.push_str(&condition.replace("{}", &format!("${}", binds.len())));
+    };
     if let Some(group) = &filter.group_id {
-        query.push(" AND group_id = ").push_bind(group.clone());
+        add(" AND group_id = {}", group.clone());
     }
     if let Some(status) = &filter.status {
-        query.push(" AND status = ").push_bind(status.clone());
+        add(" AND status = {}", status.clone());
     }
     if let Some(email) = &filter.email_contains {
-        query.push(" AND email LIKE ").push_bind(like_pattern(&email.to_lowercase())).push(" ESCAPE '\\'");
+        add(" AND email LIKE {} ESCAPE '\\'", like_pattern(&email.to_lowercase()));
     }
     if let Some(nickname) = &filter.nickname_contains {
-        query.push(" AND LOWER(nickname) LIKE ").push_bind(like_pattern(&nickname.to_lowercase())).push(" ESCAPE '\\'");
+        add(" AND LOWER(nickname) LIKE {} ESCAPE '\\'", like_pattern(&nickname.to_lowercase()));
     }
+    (sql, binds)
 }
 
 /// `%text%` with LIKE wildcards in `text` escaped, so they match literally.
@@ -228,13 +234,24 @@ fn like_pattern(text: &str) -> String {
 
 /// One page of users matching `filter`, newest first, with the total count.
 pub async fn list(db: &Db, filter: &UserFilter, offset: i64, limit: i64) -> Result<(i64, Vec<UserRow>), DbError> {
-    let mut count = QueryBuilder::<Any>::new("SELECT COUNT(*) FROM users");
-    push_user_filter(&mut count, filter);
-    let (total,): (i64,) = count.build_query_as().fetch_one(db.reader()).await?;
-    let mut page = QueryBuilder::<Any>::new(format!("SELECT {USER_COLUMNS} FROM users"));
-    push_user_filter(&mut page, filter);
-    page.push(" ORDER BY created_at DESC, id LIMIT ").push_bind(limit).push(" OFFSET ").push_bind(offset);
-    let rows = page.build_query_as().fetch_all(db.reader()).await?;
+    let (condition, binds) = user_filter_sql(filter);
+    let count_sql = format!("SELECT COUNT(*) FROM users{condition}");
+    let mut count = sqlx::query_as::<_, (i64,)>(&count_sql);
+    for value in &binds {
+        count = count.bind(value.as_str());
+    }
+    let (total,) = count.fetch_one(db.reader()).await?;
+    let n = binds.len();
+    let page_sql = format!(
+        "SELECT {USER_COLUMNS} FROM users{condition} ORDER BY created_at DESC, id LIMIT ${} OFFSET ${}",
+        n + 1,
+        n + 2
+    );
+    let mut page = sqlx::query_as::<_, UserRow>(&page_sql);
+    for value in &binds {
+        page = page.bind(value.as_str());
+    }
+    let rows = page.bind(limit).bind(offset).fetch_all(db.reader()).await?;
     Ok((total, rows))
 }
 

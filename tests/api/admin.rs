@@ -1,0 +1,153 @@
+//! `/admin`: access control on every route, users with filters, groups.
+
+use nubo_tests::{TestApp, error_body, on_every_backend};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+on_every_backend!(
+    non_admins_get_403_on_every_admin_route,
+    user_list_filters_and_pages,
+    groups_are_managed_and_a_group_with_users_cannot_be_deleted,
+    administrators_cannot_ban_or_delete_themselves,
+    deleted_users_lose_access_at_once,
+    first_start_seeds_groups_and_the_configured_administrator
+);
+
+async fn non_admins_get_403_on_every_admin_route(app: TestApp) {
+    let user = app.register("rita@example.com", "rita-password").await;
+    let doc: Value = app.get("/openapi.json").await.json().await.unwrap();
+    let mut checked = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        let Some(relative) = path.strip_prefix("/api/v1") else { continue };
+        if !relative.starts_with("/admin") {
+            continue;
+        }
+        let concrete = relative.replace("{id}", &uuid::Uuid::new_v4().to_string());
+        for method in item.as_object().unwrap().keys() {
+            let method: Method = method.to_uppercase().parse().unwrap();
+            let response = app.call(method.clone(), &concrete, Some(&user.access), Some(json!({}))).await;
+            let body = error_body(response, 403).await;
+            assert_eq!(body["code"], "auth.admin_required", "{method} {concrete}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "only {checked} admin operations found");
+}
+
+async fn user_list_filters_and_pages(app: TestApp) {
+    let admin = app.login_admin().await;
+    for name in ["sam", "sara", "tom"] {
+        app.register(&format!("{name}@example.com"), "some-password").await;
+    }
+    let list = |query: &str| {
+        let path = format!("/admin/user?{query}");
+        let app = &app;
+        let token = admin.access.clone();
+        async move { app.call(Method::GET, &path, Some(&token), None).await.json::<Value>().await.unwrap() }
+    };
+    assert_eq!(list("").await["count"], 4, "three users and the administrator");
+    let sa = list("email_contains=SA").await;
+    assert_eq!(sa["count"], 2);
+    let emails: Vec<&str> = sa["items"].as_array().unwrap().iter().map(|u| u["email"].as_str().unwrap()).collect();
+    assert!(emails.contains(&"sam@example.com") && emails.contains(&"sara@example.com"));
+    assert_eq!(list("nickname_contains=tom").await["count"], 1);
+    assert_eq!(list("email_contains=%25").await["count"], 0, "LIKE wildcards match literally");
+
+    let groups: Value = app.call(Method::GET, "/admin/group", Some(&admin.access), None).await.json().await.unwrap();
+    let users_group =
+        groups.as_array().unwrap().iter().find(|g| g["name"] == "Users").unwrap()["id"].as_str().unwrap().to_owned();
+    assert_eq!(list(&format!("group_id={users_group}")).await["count"], 3);
+    assert_eq!(list("status=ACTIVE").await["count"], 4);
+    assert_eq!(list("status=BANNED").await["count"], 0);
+
+    let page = list("limit=2&offset=1").await;
+    assert_eq!(page["count"], 4);
+    assert_eq!(page["items"].as_array().unwrap().len(), 2);
+    for bad in ["limit=0", "limit=1001", "offset=-1"] {
+        let response = app.call(Method::GET, &format!("/admin/user?{bad}"), Some(&admin.access), None).await;
+        assert_eq!(response.status(), 422, "{bad}");
+    }
+    let response = app.call(Method::GET, "/admin/user?status=SLEEPING", Some(&admin.access), None).await;
+    assert_eq!(error_body(response, 400).await["code"], "request.invalid_query");
+}
+
+async fn groups_are_managed_and_a_group_with_users_cannot_be_deleted(app: TestApp) {
+    let admin = app.login_admin().await;
+    let five_gib = 5_i64 * 1024 * 1024 * 1024;
+    let body = json!({"name": "Family", "max_storage": five_gib, "permissions": {"share": true, "webdav": false}});
+    let response = app.call(Method::POST, "/admin/group", Some(&admin.access), Some(body.clone())).await;
+    assert_eq!(response.status(), 201);
+    let group: Value = response.json().await.unwrap();
+    assert_eq!(group["max_storage"], five_gib, "sizes above 4 GiB survive");
+    assert_eq!(group["permissions"]["share"], true);
+    let id = group["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        error_body(app.call(Method::POST, "/admin/group", Some(&admin.access), Some(body)).await, 409).await["code"],
+        "group.name_taken"
+    );
+
+    let unknown_policy = json!({"name": "Family", "max_storage": 1, "policy_ids": [uuid::Uuid::new_v4()]});
+    let response =
+        app.call(Method::PUT, &format!("/admin/group/{id}"), Some(&admin.access), Some(unknown_policy)).await;
+    assert_eq!(error_body(response, 422).await["field"], "policy_ids");
+    let negative = json!({"name": "Family", "max_storage": -1});
+    let response = app.call(Method::PUT, &format!("/admin/group/{id}"), Some(&admin.access), Some(negative)).await;
+    assert_eq!(error_body(response, 422).await["field"], "max_storage");
+
+    let member = app.register("uma@example.com", "uma-password").await;
+    let response = app
+        .call(
+            Method::PATCH,
+            &format!("/admin/user/{}", member.user_id),
+            Some(&admin.access),
+            Some(json!({"group_id": id})),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let response = app.call(Method::DELETE, &format!("/admin/group/{id}"), Some(&admin.access), None).await;
+    assert_eq!(error_body(response, 409).await["code"], "group.has_users");
+    let group: Value =
+        app.call(Method::GET, &format!("/admin/group/{id}"), Some(&admin.access), None).await.json().await.unwrap();
+    assert_eq!(group["member_count"], 1);
+
+    let response =
+        app.call(Method::DELETE, &format!("/admin/user/{}", member.user_id), Some(&admin.access), None).await;
+    assert_eq!(response.status(), 204);
+    assert_eq!(app.call(Method::DELETE, &format!("/admin/group/{id}"), Some(&admin.access), None).await.status(), 204);
+    let response = app.call(Method::GET, &format!("/admin/group/{id}"), Some(&admin.access), None).await;
+    assert_eq!(error_body(response, 404).await["code"], "group.not_found");
+}
+
+async fn administrators_cannot_ban_or_delete_themselves(app: TestApp) {
+    let admin = app.login_admin().await;
+    let path = format!("/admin/user/{}", admin.user_id);
+    let response = app.call(Method::PATCH, &path, Some(&admin.access), Some(json!({"status": "BANNED"}))).await;
+    assert_eq!(error_body(response, 409).await["code"], "user.cannot_ban_self");
+    let response = app.call(Method::DELETE, &path, Some(&admin.access), None).await;
+    assert_eq!(error_body(response, 409).await["code"], "user.cannot_delete_self");
+    assert_eq!(app.call(Method::GET, "/user/me", Some(&admin.access), None).await.status(), 200);
+}
+
+async fn deleted_users_lose_access_at_once(app: TestApp) {
+    let admin = app.login_admin().await;
+    let user = app.register("vera@example.com", "vera-password").await;
+    assert_eq!(
+        app.call(Method::DELETE, &format!("/admin/user/{}", user.user_id), Some(&admin.access), None).await.status(),
+        204
+    );
+    assert_eq!(app.call(Method::GET, "/user/session", Some(&user.access), None).await.status(), 403);
+    assert_eq!(app.call(Method::GET, "/user/me", Some(&user.access), None).await.status(), 403);
+    let response = app.call(Method::GET, &format!("/admin/user/{}", user.user_id), Some(&admin.access), None).await;
+    assert_eq!(error_body(response, 404).await["code"], "user.not_found");
+}
+
+async fn first_start_seeds_groups_and_the_configured_administrator(app: TestApp) {
+    let admin = app.login_admin().await;
+    let groups: Value = app.call(Method::GET, "/admin/group", Some(&admin.access), None).await.json().await.unwrap();
+    let names: Vec<&str> = groups.as_array().unwrap().iter().map(|g| g["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["Administrators", "Users"]);
+    let users: Value = app.call(Method::GET, "/admin/user", Some(&admin.access), None).await.json().await.unwrap();
+    assert_eq!(users["count"], 1);
+    assert_eq!(users["items"][0]["email"], nubo_tests::ADMIN_EMAIL);
+    assert_eq!(users["items"][0]["group"]["name"], "Administrators");
+}
