@@ -193,6 +193,8 @@ impl Config {
 }
 
 #[cfg(test)]
+// figment's `Jail` closures return its own large error type.
+#[allow(clippy::result_large_err)]
 mod tests {
     use super::*;
     use figment::Jail;
@@ -263,6 +265,19 @@ mod tests {
             jail.create_file("nubo.toml", "listne = \"127.0.0.1:1\"")?;
             let err = Config::load(Some(Path::new("nubo.toml")), &CliOverrides::default());
             assert!(err.unwrap_err().to_string().contains("listne"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn the_example_config_in_deploy_is_valid() {
+        Jail::expect_with(|_jail| {
+            let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nubo.example.toml");
+            let mut figment = Figment::from(Serialized::defaults(Config::default()));
+            figment = figment.merge(Toml::file_exact(&example));
+            let config: Config = figment.extract().map_err(|e| e.to_string())?;
+            assert_eq!(config.secret_file.as_deref(), Some(Path::new("/etc/nubo/secret")));
+            assert_eq!(config.listen, Config::default().listen);
             Ok(())
         });
     }

@@ -27,7 +27,7 @@ mod tests {
     #[test]
     fn formats_epoch_millis_as_rfc3339_utc() {
         assert_eq!(to_rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(to_rfc3339(1_795_000_000_123), "2026-11-18T09:46:40.123Z");
+        assert_eq!(to_rfc3339(1_795_000_000_123), "2026-11-18T11:06:40.123Z");
     }
 
     #[test]

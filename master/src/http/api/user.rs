@@ -94,10 +94,6 @@ pub async fn login(
     Ok(Json(view))
 }
 
-fn refresh_token(parts: &Parts) -> ServiceResult<String> {
-    bearer_token(parts).map(str::to_owned)
-}
-
 /// The refresh token presented as `Authorization: Bearer`.
 pub struct RefreshBearer(String);
 
@@ -105,7 +101,7 @@ impl axum::extract::FromRequestParts<AppState> for RefreshBearer {
     type Rejection = ServiceError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &AppState) -> Result<Self, Self::Rejection> {
-        refresh_token(parts).map(Self)
+        bearer_token(parts).map(|token| Self(token.to_owned()))
     }
 }
 

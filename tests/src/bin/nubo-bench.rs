@@ -1,0 +1,196 @@
+//! `nubo-bench`: throughput and latency figures for Nubo, printed as a table. Not a test: run
+//! it in release mode on a quiet machine and compare figures measured in the same run.
+//!
+//! `nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL]` starts a master on
+//! SQLite (in-memory store), signs in, then drives a `jwt_required` endpoint
+//! (`GET /user/session`) and an `auth_required` one (`GET /user/me`) with C concurrent
+//! keep-alive connections for N seconds each. With `--static-url` it measures that URL (e.g. a
+//! tiny file served by nginx) the same way, as the yardstick.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use nubo_tests::{Backend, TestApp};
+
+struct Options {
+    seconds: u64,
+    concurrency: usize,
+    static_url: Option<String>,
+}
+
+fn parse_options(args: &[String]) -> Result<Options, String> {
+    let mut options = Options { seconds: 10, concurrency: 64, static_url: None };
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let mut value = || iter.next().cloned().ok_or_else(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--seconds" => options.seconds = value()?.parse().map_err(|e| format!("--seconds: {e}"))?,
+            "--concurrency" => options.concurrency = value()?.parse().map_err(|e| format!("--concurrency: {e}"))?,
+            "--static-url" => options.static_url = Some(value()?),
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    Ok(options)
+}
+
+/// Figures of one load run.
+struct Figures {
+    label: String,
+    requests: usize,
+    errors: usize,
+    seconds: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+fn percentile(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    f64::from(sorted[index]) / 1000.0
+}
+
+/// Sends GET `url` from `concurrency` workers for `duration`; each worker keeps its connection.
+async fn load(label: &str, url: &str, token: Option<&str>, concurrency: usize, duration: Duration) -> Figures {
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let client = reqwest::Client::builder().pool_max_idle_per_host(1).build().expect("client");
+            let url = url.to_owned();
+            let token = token.map(str::to_owned);
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(100_000);
+                let mut errors = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let begin = Instant::now();
+                    let mut request = client.get(&url);
+                    if let Some(token) = &token {
+                        request = request.bearer_auth(token);
+                    }
+                    match request.send().await {
+                        Ok(response) if response.status().is_success() => {
+                            let _ = response.bytes().await;
+                            latencies.push(begin.elapsed().as_micros() as u32);
+                        }
+                        _ => errors += 1,
+                    }
+                }
+                (latencies, errors)
+            })
+        })
+        .collect();
+    tokio::time::sleep(duration).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    for worker in workers {
+        let (mut l, e) = worker.await.expect("worker");
+        latencies.append(&mut l);
+        errors += e;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    latencies.sort_unstable();
+    Figures {
+        label: label.to_owned(),
+        requests: latencies.len(),
+        errors,
+        seconds,
+        p50_ms: percentile(&latencies, 0.50),
+        p99_ms: percentile(&latencies, 0.99),
+    }
+}
+
+fn print_table(rows: &[Figures], concurrency: usize) {
+    println!("\n| endpoint | requests/s | p50 ms | p99 ms | errors | concurrency |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for row in rows {
+        println!(
+            "| {} | {:.0} | {:.2} | {:.2} | {} | {} |",
+            row.label,
+            row.requests as f64 / row.seconds,
+            row.p50_ms,
+            row.p99_ms,
+            row.errors,
+            concurrency
+        );
+    }
+}
+
+async fn bench_auth(options: Options) {
+    // The server gets its own runtime (two workers, like the machine's two cores) so the load
+    // generator does not starve it of executor time.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(async move {
+            let app = TestApp::spawn(Backend::Sqlite).await.expect("SQLite needs no service");
+            let admin = app.login_admin().await;
+            ready_tx.send((app.api(""), admin.access)).expect("bench waits");
+            let _ = stop_rx.await;
+            drop(app);
+        });
+    });
+    let (base, token) = ready_rx.recv().expect("server starts");
+    let duration = Duration::from_secs(options.seconds);
+    let mut rows = Vec::new();
+    if let Some(url) = &options.static_url {
+        rows.push(load(&format!("static file {url}"), url, None, options.concurrency, duration).await);
+    }
+    rows.push(
+        load(
+            "GET /user/session (jwt_required)",
+            &format!("{base}/user/session"),
+            Some(&token),
+            options.concurrency,
+            duration,
+        )
+        .await,
+    );
+    rows.push(
+        load(
+            "GET /user/me (auth_required, SQLite)",
+            &format!("{base}/user/me"),
+            Some(&token),
+            options.concurrency,
+            duration,
+        )
+        .await,
+    );
+    print_table(&rows, options.concurrency);
+    if options.static_url.is_some() {
+        let ratio = (rows[0].requests as f64 / rows[0].seconds) / (rows[1].requests as f64 / rows[1].seconds);
+        println!("\nstatic / jwt_required throughput ratio: {ratio:.2} (target: at most 2)");
+    }
+    let _ = stop_tx.send(());
+    let _ = server.join();
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL]";
+    let Some((command, rest)) = args.split_first() else {
+        eprintln!("{usage}");
+        std::process::exit(2);
+    };
+    let options = match parse_options(rest) {
+        Ok(options) => options,
+        Err(err) => {
+            eprintln!("{err}\n{usage}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    match command.as_str() {
+        "auth" => runtime.block_on(bench_auth(options)),
+        other => {
+            eprintln!("unknown benchmark {other:?}\n{usage}");
+            std::process::exit(2);
+        }
+    }
+}
