@@ -62,3 +62,28 @@ async fn openapi_document_is_3_1_and_lists_every_route_with_errors(app: TestApp)
         }
     }
 }
+
+/// Requests already received when shutdown starts are answered; the server then stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_lets_in_flight_requests_finish() {
+    let mut app = TestApp::spawn(nubo_tests::Backend::Sqlite).await.unwrap();
+    // Sign-ins hash with argon2 (a few at a time), so twenty of them are still running when
+    // shutdown begins.
+    let in_flight: Vec<_> = (0..20)
+        .map(|_| {
+            let client = app.client.clone();
+            let url = app.api("/user/session");
+            tokio::spawn(async move {
+                let body = nubo_tests::login_body(nubo_tests::ADMIN_EMAIL, nubo_tests::ADMIN_PASSWORD);
+                client.post(url).json(&body).send().await.map(|r| r.status().as_u16())
+            })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    let base = app.base_url.clone();
+    app.stop().await;
+    let statuses: Vec<_> = futures_util::future::join_all(in_flight).await.into_iter().map(|r| r.unwrap()).collect();
+    assert!(statuses.iter().all(|s| matches!(s, Ok(200))), "in-flight requests completed: {statuses:?}");
+    let after = reqwest::get(format!("{base}/api/v1/site/ping")).await;
+    assert!(after.is_err(), "no longer accepting connections");
+}
