@@ -1,3 +1,6 @@
-//! What the Nubo master and its storage nodes share: secret values and their loading rules.
+//! What the Nubo master and its storage nodes share: secret values and their loading rules,
+//! blake3 content hashing and the blob storage drivers.
 
+pub mod hash;
 pub mod secret;
+pub mod storage;

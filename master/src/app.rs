@@ -16,6 +16,7 @@ use crate::auth::token::TokenKeys;
 use crate::config::Config;
 use crate::db::Db;
 use crate::service;
+use crate::storage::StorageRegistry;
 use crate::store::{self, KvStore, SharedStore};
 
 /// What every request handler shares; cheap to clone.
@@ -27,13 +28,15 @@ struct AppInner {
     db: Db,
     store: SharedStore,
     tokens: TokenKeys,
+    storage: StorageRegistry,
 }
 
 impl AppState {
     /// Fails only when the signing secret is missing or too short.
     pub fn new(config: Config, db: Db, store: SharedStore) -> anyhow::Result<Self> {
         let tokens = TokenKeys::new(config.signing_secret()?);
-        Ok(Self(Arc::new(AppInner { config, db, store, tokens })))
+        let storage = StorageRegistry::new(&config.data_dir);
+        Ok(Self(Arc::new(AppInner { config, db, store, tokens, storage })))
     }
 
     pub fn store(&self) -> &dyn KvStore {
@@ -42,6 +45,11 @@ impl AppState {
 
     pub fn tokens(&self) -> &TokenKeys {
         &self.0.tokens
+    }
+
+    /// The blob store of each storage policy.
+    pub fn storage(&self) -> &StorageRegistry {
+        &self.0.storage
     }
 
     pub fn config(&self) -> &Config {
@@ -59,6 +67,7 @@ pub struct Running {
     pub state: AppState,
     shutdown: CancellationToken,
     server: JoinHandle<std::io::Result<()>>,
+    jobs: Vec<JoinHandle<()>>,
 }
 
 impl Running {
@@ -73,6 +82,9 @@ impl Running {
                 tracing::warn!(grace_seconds = grace.as_secs(), "in-flight requests did not finish in time; closing");
                 server.abort();
             }
+        }
+        for job in self.jobs {
+            let _ = tokio::time::timeout(grace, job).await;
         }
         self.state.db().close().await;
         Ok(())
@@ -103,13 +115,14 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let state = AppState::new(config, db, store)?;
     let router = crate::http::router(state.clone());
     let shutdown = CancellationToken::new();
+    let jobs = crate::jobs::start(&state, &shutdown);
     let server = tokio::spawn(
         axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
             .with_graceful_shutdown(shutdown.clone().cancelled_owned())
             .into_future(),
     );
     tracing::info!(%addr, version = env!("CARGO_PKG_VERSION"), "nubo-master listening on {addr}");
-    Ok(Running { addr, state, shutdown, server })
+    Ok(Running { addr, state, shutdown, server, jobs })
 }
 
 /// `nubo-master serve`: runs until SIGINT or SIGTERM, then shuts down gracefully.

@@ -7,6 +7,8 @@ pub mod config; // the one typed configuration
 pub mod db; // pools, migrations, all SQL
 pub mod domain; // pure types and rules
 pub mod http; // routers, middleware, error rendering, OpenAPI
+pub mod jobs; // periodic background work
 pub mod service; // use cases
+pub mod storage; // the blob store of each storage policy
 pub mod store; // shared key-value state: memory or Redis
 pub mod telemetry; // logging set-up

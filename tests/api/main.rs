@@ -5,6 +5,8 @@ mod admin;
 mod auth;
 mod database;
 mod errors;
+mod files;
 mod settings;
 mod site;
+mod storage;
 mod themes;

@@ -5,6 +5,9 @@
 //! PostgreSQL tests skip when no server answers, unless `NUBO_TEST_REQUIRE_SERVICES=1` (set by
 //! CI), which turns a missing service into a failure.
 
+pub mod files;
+pub mod s3;
+
 use std::time::Duration;
 
 use nubo_common::secret::Secret;
@@ -144,6 +147,8 @@ pub struct TestApp {
     pub base_url: String,
     pub client: reqwest::Client,
     pub backend: Backend,
+    /// The configuration it runs with (its listen address pinned once bound, for restarts).
+    pub config: Config,
     running: Option<Running>,
     // Dropped last: the database outlives the server using it.
     pub database: TestDatabase,
@@ -171,14 +176,16 @@ impl TestApp {
         if std::env::var_os("NUBO_TEST_LOG").is_some() {
             nubo_master::telemetry::init(config.log_format, "debug");
         }
-        let running = app::start(config).await.expect("master starts");
+        let mut config = config;
+        let running = app::start(config.clone()).await.expect("master starts");
+        config.listen = running.addr;
         let base_url = format!("http://{}", running.addr);
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(60))
             .build()
             .expect("http client");
-        Self { base_url, client, backend: database.backend, running: Some(running), database }
+        Self { base_url, client, backend: database.backend, config, running: Some(running), database }
     }
 
     /// The server's shared state (database handle, configuration).
@@ -238,6 +245,14 @@ impl TestApp {
             response.text().await.unwrap_or_default()
         );
         self.login(email, password).await
+    }
+
+    /// Stops the server and starts a new one on the same address, database, data directory and
+    /// secret, as an operator restarting the master would.
+    pub async fn restart(&mut self) {
+        self.stop().await;
+        let running = app::start(self.config.clone()).await.expect("master restarts");
+        self.running = Some(running);
     }
 
     /// Stops the server gracefully (in-flight requests finish) and keeps the database.

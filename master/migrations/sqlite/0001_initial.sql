@@ -178,6 +178,8 @@ CREATE TABLE objects (
     physical_file_id  TEXT REFERENCES physical_files(id) ON DELETE RESTRICT,
     size              BIGINT NOT NULL DEFAULT 0 CHECK (size >= 0),
     trashed_at        BIGINT,
+    -- The object whose deletion put this one in the trash (itself, or a trashed ancestor).
+    trash_root_id     TEXT,
     created_at        BIGINT NOT NULL,
     updated_at        BIGINT NOT NULL
 );
@@ -186,6 +188,7 @@ CREATE UNIQUE INDEX objects_live_name ON objects (owner_id, parent_id, name) WHE
 CREATE UNIQUE INDEX objects_one_root ON objects (owner_id) WHERE parent_id IS NULL;
 CREATE INDEX objects_parent ON objects (parent_id, name);
 CREATE INDEX objects_physical_file ON objects (physical_file_id);
+CREATE INDEX objects_trash ON objects (owner_id, trash_root_id);
 
 CREATE TABLE object_metadata (
     object_id  TEXT NOT NULL REFERENCES objects(id) ON DELETE CASCADE,
@@ -209,7 +212,9 @@ CREATE TABLE custom_property_definitions (
 CREATE TABLE upload_sessions (
     id                 TEXT PRIMARY KEY NOT NULL,
     owner_id           TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-    parent_id          TEXT NOT NULL REFERENCES objects(id) ON DELETE CASCADE,
+    -- NO ACTION: a folder with an upload in progress cannot be purged on its own (the
+    -- session's quota reservation and staged bytes must be released first).
+    parent_id          TEXT NOT NULL REFERENCES objects(id),
     file_name          TEXT NOT NULL,
     policy_id          TEXT NOT NULL REFERENCES policies(id) ON DELETE RESTRICT,
     node_id            TEXT REFERENCES nodes(id) ON DELETE RESTRICT,
@@ -218,7 +223,7 @@ CREATE TABLE upload_sessions (
     total_chunks       INTEGER NOT NULL CHECK (total_chunks >= 0),
     storage_key        TEXT NOT NULL,
     driver_state       TEXT NOT NULL DEFAULT '{}',
-    replace_object_id  TEXT REFERENCES objects(id) ON DELETE CASCADE,
+    replace_object_id  TEXT REFERENCES objects(id),
     status             TEXT NOT NULL,
     expires_at         BIGINT NOT NULL,
     created_at         BIGINT NOT NULL
@@ -230,6 +235,8 @@ CREATE TABLE upload_chunks (
     chunk_index  INTEGER NOT NULL CHECK (chunk_index >= 0),
     size         BIGINT NOT NULL CHECK (size >= 0),
     etag         TEXT,
+    -- blake3 chaining value of the chunk as a subtree at its offset (hex).
+    chaining_value TEXT NOT NULL,
     received_at  BIGINT NOT NULL,
     PRIMARY KEY (session_id, chunk_index)
 );

@@ -21,6 +21,7 @@ pub const ACCESS_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 pub enum TokenType {
     Access,
     Refresh,
+    Download,
 }
 
 /// The snapshot of the user's group taken when the token was issued.
@@ -57,6 +58,18 @@ pub struct RefreshClaims {
     pub sub: Uuid,
     pub jti: Uuid,
     pub fam: Uuid,
+    pub iat: i64,
+    pub exp: i64,
+    pub typ: TokenType,
+}
+
+/// Claims of a single-use download token: which object, for whom.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DownloadClaims {
+    pub sub: Uuid,
+    pub jti: Uuid,
+    /// The object to serve.
+    pub obj: Uuid,
     pub iat: i64,
     pub exp: i64,
     pub typ: TokenType,
@@ -105,6 +118,11 @@ impl TokenKeys {
     pub fn verify_access(&self, token: &str) -> Result<JwtPayload, TokenError> {
         let claims: JwtPayload = self.verify(token)?;
         if claims.typ == TokenType::Access { Ok(claims) } else { Err(TokenError::Invalid) }
+    }
+
+    pub fn verify_download(&self, token: &str) -> Result<DownloadClaims, TokenError> {
+        let claims: DownloadClaims = self.verify(token)?;
+        if claims.typ == TokenType::Download { Ok(claims) } else { Err(TokenError::Invalid) }
     }
 
     pub fn verify_refresh(&self, token: &str) -> Result<RefreshClaims, TokenError> {

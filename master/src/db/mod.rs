@@ -7,10 +7,15 @@
 //! goes through a dedicated single-connection pool; reads use a separate pool and, under WAL,
 //! never wait for the writer. On PostgreSQL both handles are the same pool.
 
+pub mod blobs;
 pub mod groups;
+pub mod objects;
+pub mod policies;
+pub mod properties;
 pub mod refresh_tokens;
 pub mod settings;
 pub mod themes;
+pub mod uploads;
 pub mod users;
 
 use std::str::FromStr;
@@ -25,6 +30,10 @@ static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
 
 /// How long a SQLite connection waits for a lock held by another process (e.g. the CLI).
 const SQLITE_BUSY_TIMEOUT_MS: u32 = 10_000;
+
+/// A write transaction; statements that must commit together take `&mut Conn` (`&mut *tx`).
+pub type Tx = sqlx::Transaction<'static, sqlx::Any>;
+pub type Conn = sqlx::AnyConnection;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -105,6 +114,11 @@ impl Db {
             Backend::Sqlite => SQLITE_MIGRATIONS.iter().count(),
             Backend::Postgres => POSTGRES_MIGRATIONS.iter().count(),
         }
+    }
+
+    /// Starts a write transaction.
+    pub async fn begin(&self) -> Result<Tx, DbError> {
+        Ok(self.writer.begin().await?)
     }
 
     /// The pool for statements that only read.

@@ -1,6 +1,6 @@
 //! SQL of the `users` and `auth_identities` tables.
 
-use super::{Db, DbError};
+use super::{Conn, Db, DbError};
 use crate::domain::time::Millis;
 
 const USER_COLUMNS: &str = "id, email, nickname, status, group_id, storage, language, timezone, \
@@ -290,4 +290,48 @@ pub async fn inactive_changed_since(db: &Db, since: Millis) -> Result<Vec<String
         .fetch_all(db.reader())
         .await?;
     Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
+// ---- storage quota ----
+
+/// A user's capacity: the group's `max_storage` plus storage packs active at `now`.
+pub async fn capacity(db: &Db, user_id: &str, now: Millis) -> Result<i64, DbError> {
+    let (group, packs): (i64, Option<i64>) = sqlx::query_as(
+        "SELECT g.max_storage,
+                (SELECT CAST(SUM(p.size) AS BIGINT) FROM storage_packs p WHERE p.user_id = u.id AND p.active_from <= $2 AND p.expires_at > $2)
+         FROM users u JOIN groups g ON g.id = u.group_id WHERE u.id = $1",
+    )
+    .bind(user_id)
+    .bind(now)
+    .fetch_one(db.reader())
+    .await?;
+    Ok(group.saturating_add(packs.unwrap_or(0)))
+}
+
+/// Adds `bytes` to the user's used storage only if the total stays within `capacity`; answers
+/// whether it did. One conditional statement, so concurrent reservations cannot overshoot.
+pub async fn reserve_storage(conn: &mut Conn, user_id: &str, bytes: i64, capacity: i64) -> Result<bool, DbError> {
+    let done = sqlx::query("UPDATE users SET storage = storage + $2 WHERE id = $1 AND storage + $2 <= $3")
+        .bind(user_id)
+        .bind(bytes)
+        .bind(capacity)
+        .execute(conn)
+        .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Gives back `bytes` of used storage (never below zero).
+pub async fn release_storage(conn: &mut Conn, user_id: &str, bytes: i64) -> Result<(), DbError> {
+    sqlx::query("UPDATE users SET storage = CASE WHEN storage > $2 THEN storage - $2 ELSE 0 END WHERE id = $1")
+        .bind(user_id)
+        .bind(bytes)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Sets the user's used storage (calibration).
+pub async fn set_storage(db: &Db, user_id: &str, bytes: i64) -> Result<(), DbError> {
+    sqlx::query("UPDATE users SET storage = $2 WHERE id = $1").bind(user_id).bind(bytes).execute(db.writer()).await?;
+    Ok(())
 }

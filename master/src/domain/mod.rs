@@ -1,6 +1,9 @@
 //! Pure types and rules of Nubo: enumerations, validated values, time. No I/O lives here.
 
 pub mod group;
+pub mod naming;
+pub mod object;
+pub mod policy;
 pub mod settings;
 pub mod theme;
 pub mod time;

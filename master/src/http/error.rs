@@ -52,6 +52,8 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         ErrorKind::NotImplemented => StatusCode::NOT_IMPLEMENTED,
         ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::BadGateway => StatusCode::BAD_GATEWAY,
+        ErrorKind::RangeNotSatisfiable => StatusCode::RANGE_NOT_SATISFIABLE,
         ErrorKind::QuotaExceeded => StatusCode::INSUFFICIENT_STORAGE,
         ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
@@ -78,7 +80,11 @@ impl IntoResponse for ServiceError {
             tracing::debug!(code = %self.code, cause = %source, "request refused");
         }
         let unauthorized = self.kind == ErrorKind::Unauthorized;
+        let content_range = self.content_range.clone();
         let mut response = render(status, self.code.into_owned(), self.message.into_owned(), self.field);
+        if let Some(range) = content_range.and_then(|r| HeaderValue::from_str(&r).ok()) {
+            response.headers_mut().insert(header::CONTENT_RANGE, range);
+        }
         if unauthorized && !response.headers().contains_key(header::WWW_AUTHENTICATE) {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }

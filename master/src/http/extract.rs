@@ -103,3 +103,14 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddress {
             .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("server started without connection info")))
     }
 }
+
+/// A request body as a stream of bytes, never collected in memory.
+pub fn body_stream(body: axum::body::Body) -> nubo_common::storage::ByteStream {
+    use futures_util::TryStreamExt;
+    Box::pin(body.into_data_stream().map_err(std::io::Error::other))
+}
+
+/// The declared `Content-Length`, if any.
+pub fn content_length(headers: &axum::http::HeaderMap) -> Option<u64> {
+    headers.get(axum::http::header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}

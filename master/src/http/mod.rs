@@ -2,6 +2,7 @@
 //! (request ids, tracing, panic capture, body limits, the uniform error body).
 
 pub mod api;
+pub mod download;
 pub mod error;
 pub mod extract;
 

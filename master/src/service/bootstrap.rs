@@ -5,13 +5,17 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::db::groups::GroupValues;
+use crate::db::policies::PolicyValues;
 use crate::db::{self, Db};
 use crate::domain::group::{GIB, GroupPermissions};
+use crate::domain::policy::{DEFAULT_CHUNK_SIZE, PolicyType};
 use crate::domain::time::now_ms;
-use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, site};
+use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, policies, site};
 
 pub const ADMIN_GROUP_NAME: &str = "Administrators";
 pub const USER_GROUP_NAME: &str = "Users";
+/// The local-disk policy (`<data_dir>/uploads`) both seeded groups start with.
+pub const DEFAULT_POLICY_NAME: &str = "Local disk";
 /// Setting naming the group new registrations join.
 pub const REGISTRATION_GROUP_SETTING: &str = "register_default_group";
 
@@ -42,6 +46,20 @@ pub async fn seed(db: &Db) -> ServiceResult<()> {
         Err(db::DbError::Sqlx(e)) if db::is_unique_violation(&e) => return Ok(()),
         Err(e) => return Err(e.into()),
     }
+    let policy_id = Uuid::new_v4().to_string();
+    let policy = PolicyValues {
+        name: DEFAULT_POLICY_NAME,
+        kind: PolicyType::Local.as_str(),
+        max_size: 0,
+        is_private: true,
+        chunk_size: DEFAULT_CHUNK_SIZE,
+        options: r#"{"root":"uploads"}"#,
+        dir_name_rule: policies::DEFAULT_DIR_RULE,
+        file_name_rule: policies::DEFAULT_FILE_RULE,
+    };
+    db::policies::insert(db, &policy_id, &policy, now_ms()).await?;
+    db::groups::set_policies(db, &admin_id, std::slice::from_ref(&policy_id)).await?;
+    db::groups::set_policies(db, &user_id, std::slice::from_ref(&policy_id)).await?;
     let mut values = serde_json::Map::new();
     values.insert(REGISTRATION_GROUP_SETTING.into(), user_id.into());
     site::update_settings(db, &values).await

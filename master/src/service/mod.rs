@@ -4,10 +4,15 @@
 
 pub mod accounts;
 pub mod bootstrap;
+pub mod files;
 pub mod groups;
+pub mod metadata;
+pub mod policies;
 pub mod sessions;
 pub mod site;
 pub mod themes;
+pub mod transfers;
+pub mod uploads;
 pub mod users;
 
 use std::borrow::Cow;
@@ -42,6 +47,10 @@ pub enum ErrorKind {
     NotImplemented,
     /// A dependency (storage node, database) is unreachable.
     Unavailable,
+    /// A dependency answered, but with an error (storage misconfigured or failing).
+    BadGateway,
+    /// A requested range lies outside the content.
+    RangeNotSatisfiable,
     /// The caller's storage quota does not allow this.
     QuotaExceeded,
     /// A fault of ours; details go to the log only.
@@ -58,13 +67,15 @@ pub struct ServiceError {
     pub message: Cow<'static, str>,
     pub field: Option<String>,
     pub source: Option<anyhow::Error>,
+    /// For 416 answers: the `Content-Range` (`bytes */size`) to send along.
+    pub content_range: Option<String>,
 }
 
 pub type ServiceResult<T> = Result<T, ServiceError>;
 
 impl ServiceError {
     pub fn new(kind: ErrorKind, code: impl Into<Cow<'static, str>>, message: impl Into<Cow<'static, str>>) -> Self {
-        Self { kind, code: code.into(), message: message.into(), field: None, source: None }
+        Self { kind, code: code.into(), message: message.into(), field: None, source: None, content_range: None }
     }
 
     /// Names the request field the error is about.
@@ -144,5 +155,34 @@ impl PageRequest {
             return Err(ServiceError::validation("limit", "limit must be from 1 to 1000"));
         }
         Ok(Self { offset, limit })
+    }
+}
+
+impl From<nubo_common::storage::StorageError> for ServiceError {
+    fn from(err: nubo_common::storage::StorageError) -> Self {
+        use nubo_common::storage::StorageError as E;
+        let (kind, code, message): (ErrorKind, &'static str, String) = match &err {
+            E::LengthMismatch { expected, actual } => (
+                ErrorKind::BadRequest,
+                "upload.wrong_length",
+                format!("expected exactly {expected} bytes, got {actual}"),
+            ),
+            E::ChunkOutOfRange { .. } => (ErrorKind::Validation, "upload.chunk_out_of_range", err.to_string()),
+            E::TooLarge { limit } => (
+                ErrorKind::PayloadTooLarge,
+                "file.too_large",
+                format!("the file is larger than the policy's limit of {limit} bytes"),
+            ),
+            E::Body(_) => (ErrorKind::BadRequest, "request.body_failed", "the request body broke off".to_owned()),
+            E::Unavailable(_) => {
+                (ErrorKind::Unavailable, "storage.unavailable", "storage is unavailable, try again".to_owned())
+            }
+            E::NotFound(_) | E::AlreadyExists(_) | E::InvalidKey(_) | E::Failed(_) => {
+                return ServiceError::internal(anyhow::Error::new(err).context("storage"));
+            }
+        };
+        let mut e = ServiceError::new(kind, code, message);
+        e.source = Some(err.into());
+        e
     }
 }

@@ -96,11 +96,22 @@ pub async fn delete(ctx: &AppState, actor: Uuid, id: Uuid) -> ServiceResult<()> 
             "administrators cannot delete themselves",
         ));
     }
-    // Refuse the user's tokens first, so nothing slips through between the two steps.
-    revocation::ban(ctx.store(), id).await?;
-    if !db::users::delete(ctx.db(), &id.to_string()).await? {
-        revocation::unban(ctx.store(), id).await?;
+    if db::users::find(ctx.db(), &id.to_string()).await?.is_none() {
         return Err(not_found());
     }
+    // Refuse the user's tokens first, so nothing slips through while the files go.
+    revocation::ban(ctx.store(), id).await?;
+    crate::service::files::delete_everything_of(ctx, id).await?;
+    db::users::delete(ctx.db(), &id.to_string()).await?;
     Ok(())
+}
+
+/// Recomputes a user's used storage from their files and open upload sessions, repairing any
+/// drift. Answers the user with the corrected figure.
+pub async fn calibrate(ctx: &AppState, id: Uuid) -> ServiceResult<UserView> {
+    let key = id.to_string();
+    db::users::find(ctx.db(), &key).await?.ok_or_else(not_found)?;
+    let used = db::objects::owned_bytes(ctx.db(), &key).await? + db::uploads::reserved_bytes(ctx.db(), &key).await?;
+    db::users::set_storage(ctx.db(), &key, used).await?;
+    get(ctx, id).await
 }

@@ -171,6 +171,22 @@ pub async fn delete_user(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Recompute a user's used storage from their files and open uploads.
+#[utoipa::path(post, path = "/admin/user/{id}/calibrate", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, description = "The user with the recomputed storage", body = UserView),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such user", body = ErrorBody),
+    ))]
+pub async fn calibrate_user(
+    State(state): State<AppState>,
+    _admin: AdminRequired,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ServiceResult<Json<UserView>> {
+    Ok(Json(users::calibrate(&state, id).await?))
+}
+
 /// A group as written.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -1,13 +1,17 @@
 //! The `/api/v1` routers, one module per area, and the OpenAPI document generated from them.
 
 pub mod admin;
+pub mod files;
+pub mod metadata;
+pub mod policies;
 pub mod site;
 pub mod themes;
+pub mod transfers;
 pub mod user;
 
 use std::sync::Arc;
 
-use axum::extract::Extension;
+use axum::extract::{DefaultBodyLimit, Extension};
 use axum::http::{HeaderValue, header};
 use axum::response::IntoResponse;
 use utoipa::OpenApi;
@@ -31,11 +35,13 @@ Codes are stable `area.snake_case` strings. Status codes: 400 malformed request,
 Choices of ours where the interface specification is silent (not taken from it): the error body fields and \
 codes above; the JSON body limit (1 MiB by default, `max_json_body`); the `x-request-id` header echoed on every answer."
     ),
+    paths(files::list_path),
     components(schemas(ErrorBody)),
     modifiers(&SecuritySchemes),
     tags(
         (name = "site", description = "Public facts about this instance"),
         (name = "user", description = "Registration, sign-in and the caller's own account"),
+        (name = "files", description = "Files and folders, uploads and downloads"),
         (name = "admin", description = "Administration (admin_required)"),
     )
 )]
@@ -91,13 +97,52 @@ pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(themes::set_default))
         .routes(routes!(admin::list_users, admin::create_user))
         .routes(routes!(admin::get_user, admin::update_user, admin::delete_user))
+        .routes(routes!(admin::calibrate_user))
         .routes(routes!(admin::list_groups, admin::create_group))
         .routes(routes!(admin::get_group, admin::update_group, admin::delete_group))
         .routes(routes!(admin::get_settings, admin::update_settings))
+        .routes(routes!(policies::mine))
+        .routes(routes!(policies::list, policies::create))
+        .routes(routes!(policies::get, policies::update, policies::delete))
+        .routes(routes!(policies::test))
+        .routes(routes!(files::list_root, files::create_folder))
+        .routes(routes!(files::get, files::rename))
+        .routes(routes!(files::detail))
+        .routes(routes!(files::move_objects, files::trash))
+        .routes(routes!(files::copy_objects))
+        .routes(routes!(files::list_trash, files::purge))
+        .routes(routes!(files::restore))
+        .routes(routes!(files::change_policy))
+        .routes(routes!(metadata::get, metadata::patch))
+        .routes(routes!(metadata::list_properties, metadata::create_property))
+        .routes(routes!(metadata::update_property, metadata::delete_property))
+        .routes(routes!(transfers::create_upload))
+        .routes(routes!(transfers::upload_status, transfers::abort_upload))
+        .routes(routes!(transfers::complete_upload))
+        .routes(routes!(transfers::create_download, transfers::download))
+        .routes(routes!(transfers::create_source, transfers::get_source))
+        .routes(routes!(transfers::serve_source))
+        // Streamed bodies: no size limit here, the services count bytes themselves.
+        .routes(unlimited_body(routes!(transfers::put_chunk)))
+        .routes(unlimited_body(routes!(transfers::replace_content)))
+        // The wildcard path is documented through `ApiDoc` (utoipa-axum cannot register it).
+        .route("/directory/{*path}", axum::routing::get(files::list_path))
+        .route("/directory/", axum::routing::get(files::list_root))
         .routes(routes!(openapi_json));
     let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts();
     let json = OpenApiJson(Arc::new(doc.to_json().unwrap_or_default()));
     (router.layer(Extension(json)), doc)
+}
+
+type DocumentedRoute = (
+    Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>,
+    utoipa::openapi::path::Paths,
+    axum::routing::MethodRouter<AppState>,
+);
+
+/// Lifts the JSON body limit from a route whose body is a byte stream the service meters itself.
+fn unlimited_body((schemas, paths, router): DocumentedRoute) -> DocumentedRoute {
+    (schemas, paths, router.layer(DefaultBodyLimit::disable()))
 }
 
 /// The generated document (for tooling and tests).

@@ -1,0 +1,82 @@
+//! SQL of `physical_files`: stored blobs with their content hash and reference count.
+
+use super::{Conn, Db, DbError};
+use crate::domain::time::Millis;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct BlobRow {
+    pub id: String,
+    pub policy_id: String,
+    pub storage_key: String,
+    pub size: i64,
+    pub blake3: Option<String>,
+    pub ref_count: i64,
+}
+
+const COLUMNS: &str = "id, policy_id, storage_key, size, blake3, ref_count";
+
+pub async fn find(db: &Db, id: &str) -> Result<Option<BlobRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM physical_files WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(db.reader())
+        .await?)
+}
+
+/// A blob of the policy with the same content, for de-duplication.
+pub async fn find_same_content(
+    conn: &mut Conn,
+    policy_id: &str,
+    blake3: &str,
+    size: i64,
+) -> Result<Option<BlobRow>, DbError> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM physical_files WHERE policy_id = $1 AND blake3 = $2 AND size = $3 AND ref_count > 0 LIMIT 1"
+    ))
+    .bind(policy_id)
+    .bind(blake3)
+    .bind(size)
+    .fetch_optional(conn)
+    .await?)
+}
+
+pub async fn insert(conn: &mut Conn, blob: &BlobRow, now: Millis) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO physical_files (id, policy_id, storage_key, size, blake3, ref_count, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(blob.id.as_str())
+    .bind(blob.policy_id.as_str())
+    .bind(blob.storage_key.as_str())
+    .bind(blob.size)
+    .bind(blob.blake3.as_deref())
+    .bind(blob.ref_count)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Adds `by` (which may be negative) to the reference count and answers the new count.
+pub async fn add_refs(conn: &mut Conn, id: &str, by: i64) -> Result<i64, DbError> {
+    let (count,): (i64,) =
+        sqlx::query_as("UPDATE physical_files SET ref_count = ref_count + $2 WHERE id = $1 RETURNING ref_count")
+            .bind(id)
+            .bind(by)
+            .fetch_one(conn)
+            .await?;
+    Ok(count)
+}
+
+/// Removes the row of an unreferenced blob; answers whether it was removed.
+pub async fn delete_unreferenced(conn: &mut Conn, id: &str) -> Result<bool, DbError> {
+    let done = sqlx::query("DELETE FROM physical_files WHERE id = $1 AND ref_count = 0").bind(id).execute(conn).await?;
+    Ok(done.rows_affected() > 0)
+}
+
+pub async fn count_for_policy(db: &Db, policy_id: &str) -> Result<i64, DbError> {
+    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM physical_files WHERE policy_id = $1")
+        .bind(policy_id)
+        .fetch_one(db.reader())
+        .await?;
+    Ok(n)
+}

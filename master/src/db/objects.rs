@@ -1,0 +1,380 @@
+//! SQL of the object tree (`objects`), source links and object metadata. An object's path is
+//! derived from its parent chain with a recursive query, so moving a folder updates one row.
+
+use super::{Conn, Db, DbError};
+use crate::domain::time::Millis;
+
+pub const COLUMNS: &str = "id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, trashed_at, trash_root_id, created_at, updated_at";
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ObjectRow {
+    pub id: String,
+    pub owner_id: String,
+    pub parent_id: Option<String>,
+    pub name: String,
+    pub kind: String,
+    pub policy_id: Option<String>,
+    pub physical_file_id: Option<String>,
+    pub size: i64,
+    pub trashed_at: Option<Millis>,
+    pub trash_root_id: Option<String>,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+impl ObjectRow {
+    pub fn is_folder(&self) -> bool {
+        self.kind == "folder"
+    }
+}
+
+pub struct NewObject<'a> {
+    pub id: &'a str,
+    pub owner_id: &'a str,
+    pub parent_id: Option<&'a str>,
+    pub name: &'a str,
+    pub kind: &'a str,
+    pub policy_id: Option<&'a str>,
+    pub physical_file_id: Option<&'a str>,
+    pub size: i64,
+}
+
+pub async fn insert(conn: &mut Conn, object: &NewObject<'_>, now: Millis) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO objects (id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
+    )
+    .bind(object.id)
+    .bind(object.owner_id)
+    .bind(object.parent_id)
+    .bind(object.name)
+    .bind(object.kind)
+    .bind(object.policy_id)
+    .bind(object.physical_file_id)
+    .bind(object.size)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The user's root folder (the one object without a parent).
+pub async fn root_of(db: &Db, owner_id: &str) -> Result<Option<ObjectRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM objects WHERE owner_id = $1 AND parent_id IS NULL"))
+        .bind(owner_id)
+        .fetch_optional(db.reader())
+        .await?)
+}
+
+/// Any object by id (for public source links; everything else asks with the owner).
+pub async fn find_by_id(db: &Db, id: &str) -> Result<Option<ObjectRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM objects WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(db.reader())
+        .await?)
+}
+
+/// An object of `owner_id` by id, trashed or not.
+pub async fn find_owned(db: &Db, owner_id: &str, id: &str) -> Result<Option<ObjectRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM objects WHERE id = $1 AND owner_id = $2"))
+        .bind(id)
+        .bind(owner_id)
+        .fetch_optional(db.reader())
+        .await?)
+}
+
+pub async fn find_owned_in(conn: &mut Conn, owner_id: &str, id: &str) -> Result<Option<ObjectRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM objects WHERE id = $1 AND owner_id = $2"))
+        .bind(id)
+        .bind(owner_id)
+        .fetch_optional(conn)
+        .await?)
+}
+
+/// A live child of `parent_id` by name.
+pub async fn child_by_name(db: &Db, parent_id: &str, name: &str) -> Result<Option<ObjectRow>, DbError> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM objects WHERE parent_id = $1 AND name = $2 AND trashed_at IS NULL"
+    ))
+    .bind(parent_id)
+    .bind(name)
+    .fetch_optional(db.reader())
+    .await?)
+}
+
+/// Names from the root down to `id` (the root's own name, empty, first).
+pub async fn path_names(db: &Db, id: &str) -> Result<Vec<String>, DbError> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "WITH RECURSIVE chain(id, parent_id, name, depth) AS (
+             SELECT id, parent_id, name, 0 FROM objects WHERE id = $1
+             UNION ALL
+             SELECT o.id, o.parent_id, o.name, c.depth + 1 FROM objects o JOIN chain c ON o.id = c.parent_id
+         )
+         SELECT name FROM chain ORDER BY depth DESC",
+    )
+    .bind(id)
+    .fetch_all(db.reader())
+    .await?;
+    Ok(rows.into_iter().map(|(n,)| n).collect())
+}
+
+/// Ids of `id` and all its ancestors.
+pub async fn ancestor_ids(conn: &mut Conn, id: &str) -> Result<Vec<String>, DbError> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "WITH RECURSIVE chain(id, parent_id) AS (
+             SELECT id, parent_id FROM objects WHERE id = $1
+             UNION ALL
+             SELECT o.id, o.parent_id FROM objects o JOIN chain c ON o.id = c.parent_id
+         )
+         SELECT id FROM chain",
+    )
+    .bind(id)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|(i,)| i).collect())
+}
+
+/// `id` and everything below it, parents before children.
+pub async fn subtree(conn: &mut Conn, id: &str) -> Result<Vec<ObjectRow>, DbError> {
+    let columns = COLUMNS.split(", ").map(|c| format!("o.{c}")).collect::<Vec<_>>().join(", ");
+    let rows = sqlx::query_as(&format!(
+        "WITH RECURSIVE tree(id, depth) AS (
+             SELECT id, 0 FROM objects WHERE id = $1
+             UNION ALL
+             SELECT o.id, t.depth + 1 FROM objects o JOIN tree t ON o.parent_id = t.id
+         )
+         SELECT {columns} FROM objects o JOIN tree t ON o.id = t.id ORDER BY t.depth, o.name"
+    ))
+    .bind(id)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows)
+}
+
+/// Sort orders of a folder listing; folders always come first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListOrder {
+    Name,
+    Size,
+    CreatedAt,
+    UpdatedAt,
+}
+
+/// One page of the live children of `parent_id`, folders first, and their total count.
+pub async fn children(
+    db: &Db,
+    parent_id: &str,
+    order: ListOrder,
+    descending: bool,
+    offset: i64,
+    limit: i64,
+) -> Result<(i64, Vec<ObjectRow>), DbError> {
+    let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM objects WHERE parent_id = $1 AND trashed_at IS NULL")
+        .bind(parent_id)
+        .fetch_one(db.reader())
+        .await?;
+    let column = match order {
+        ListOrder::Name => "name",
+        ListOrder::Size => "size",
+        ListOrder::CreatedAt => "created_at",
+        ListOrder::UpdatedAt => "updated_at",
+    };
+    let direction = if descending { "DESC" } else { "ASC" };
+    let sql = format!(
+        "SELECT {COLUMNS} FROM objects WHERE parent_id = $1 AND trashed_at IS NULL
+         ORDER BY CASE WHEN kind = 'folder' THEN 0 ELSE 1 END, {column} {direction}, name, id LIMIT $2 OFFSET $3"
+    );
+    let rows = sqlx::query_as(&sql).bind(parent_id).bind(limit).bind(offset).fetch_all(db.reader()).await?;
+    Ok((count, rows))
+}
+
+pub async fn rename(conn: &mut Conn, id: &str, name: &str, now: Millis) -> Result<(), DbError> {
+    sqlx::query("UPDATE objects SET name = $2, updated_at = $3 WHERE id = $1")
+        .bind(id)
+        .bind(name)
+        .bind(now)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+pub async fn set_parent(conn: &mut Conn, id: &str, parent_id: &str, now: Millis) -> Result<(), DbError> {
+    sqlx::query("UPDATE objects SET parent_id = $2, updated_at = $3 WHERE id = $1")
+        .bind(id)
+        .bind(parent_id)
+        .bind(now)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Points a file at new content.
+pub async fn set_content(
+    conn: &mut Conn,
+    id: &str,
+    physical_file_id: &str,
+    size: i64,
+    now: Millis,
+) -> Result<(), DbError> {
+    sqlx::query("UPDATE objects SET physical_file_id = $2, size = $3, updated_at = $4 WHERE id = $1")
+        .bind(id)
+        .bind(physical_file_id)
+        .bind(size)
+        .bind(now)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Puts `root_id` and its live descendants in the trash, remembering `root_id` as the cause.
+pub async fn trash_subtree(conn: &mut Conn, root_id: &str, now: Millis) -> Result<(), DbError> {
+    sqlx::query(
+        "WITH RECURSIVE tree(id) AS (
+             SELECT id FROM objects WHERE id = $1
+             UNION ALL
+             SELECT o.id FROM objects o JOIN tree t ON o.parent_id = t.id WHERE o.trashed_at IS NULL
+         )
+         UPDATE objects SET trashed_at = $2, trash_root_id = $1 WHERE id IN (SELECT id FROM tree)",
+    )
+    .bind(root_id)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Takes everything trashed together with `root_id` out of the trash.
+pub async fn restore_subtree(conn: &mut Conn, root_id: &str) -> Result<(), DbError> {
+    sqlx::query("UPDATE objects SET trashed_at = NULL, trash_root_id = NULL WHERE trash_root_id = $1")
+        .bind(root_id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// The user's trash: the objects whose deletion put something in the trash.
+pub async fn trash_roots(db: &Db, owner_id: &str, offset: i64, limit: i64) -> Result<(i64, Vec<ObjectRow>), DbError> {
+    let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM objects WHERE owner_id = $1 AND trash_root_id = id")
+        .bind(owner_id)
+        .fetch_one(db.reader())
+        .await?;
+    let rows = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM objects WHERE owner_id = $1 AND trash_root_id = id
+         ORDER BY trashed_at DESC, id LIMIT $2 OFFSET $3"
+    ))
+    .bind(owner_id)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(db.reader())
+    .await?;
+    Ok((count, rows))
+}
+
+/// Deletes one object row (its descendants go with it through the foreign key).
+pub async fn delete(conn: &mut Conn, id: &str) -> Result<(), DbError> {
+    sqlx::query("DELETE FROM objects WHERE id = $1").bind(id).execute(conn).await?;
+    Ok(())
+}
+
+/// Sum of file sizes and counts of files and folders below (and including) `id`.
+pub async fn subtree_totals(db: &Db, id: &str) -> Result<(i64, i64, i64), DbError> {
+    let row: (Option<i64>, i64, i64) = sqlx::query_as(
+        "WITH RECURSIVE tree(id) AS (
+             SELECT id FROM objects WHERE id = $1
+             UNION ALL
+             SELECT o.id FROM objects o JOIN tree t ON o.parent_id = t.id WHERE o.trashed_at IS NULL
+         )
+         SELECT CAST(SUM(CASE WHEN kind = 'file' THEN size ELSE 0 END) AS BIGINT),
+                CAST(SUM(CASE WHEN kind = 'file' THEN 1 ELSE 0 END) AS BIGINT),
+                CAST(SUM(CASE WHEN kind = 'folder' THEN 1 ELSE 0 END) AS BIGINT)
+         FROM objects WHERE id IN (SELECT id FROM tree)",
+    )
+    .bind(id)
+    .fetch_one(db.reader())
+    .await?;
+    Ok((row.0.unwrap_or(0), row.1, row.2))
+}
+
+/// Logical bytes a user's files take (for calibration).
+pub async fn owned_bytes(db: &Db, owner_id: &str) -> Result<i64, DbError> {
+    let (n,): (Option<i64>,) =
+        sqlx::query_as("SELECT CAST(SUM(size) AS BIGINT) FROM objects WHERE owner_id = $1 AND kind = 'file'")
+            .bind(owner_id)
+            .fetch_one(db.reader())
+            .await?;
+    Ok(n.unwrap_or(0))
+}
+
+// ---- source links ----
+
+pub async fn source_link_of(db: &Db, object_id: &str) -> Result<Option<(String, i64)>, DbError> {
+    Ok(sqlx::query_as("SELECT id, downloads FROM source_links WHERE object_id = $1")
+        .bind(object_id)
+        .fetch_optional(db.reader())
+        .await?)
+}
+
+/// Creates the object's source link unless it has one; answers whether it was created.
+pub async fn insert_source_link(db: &Db, id: &str, object_id: &str, name: &str, now: Millis) -> Result<bool, DbError> {
+    let done = sqlx::query(
+        "INSERT INTO source_links (id, object_id, name, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (object_id) DO NOTHING",
+    )
+    .bind(id)
+    .bind(object_id)
+    .bind(name)
+    .bind(now)
+    .execute(db.writer())
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+pub async fn count_source_download(db: &Db, object_id: &str) -> Result<(), DbError> {
+    sqlx::query("UPDATE source_links SET downloads = downloads + 1 WHERE object_id = $1")
+        .bind(object_id)
+        .execute(db.writer())
+        .await?;
+    Ok(())
+}
+
+// ---- metadata ----
+
+pub async fn metadata(db: &Db, object_id: &str) -> Result<Vec<(String, String, String)>, DbError> {
+    Ok(sqlx::query_as(
+        "SELECT namespace, name, value FROM object_metadata WHERE object_id = $1 ORDER BY namespace, name",
+    )
+    .bind(object_id)
+    .fetch_all(db.reader())
+    .await?)
+}
+
+pub async fn set_metadata(
+    conn: &mut Conn,
+    object_id: &str,
+    namespace: &str,
+    name: &str,
+    value: Option<&str>,
+) -> Result<(), DbError> {
+    match value {
+        Some(value) => {
+            sqlx::query(
+                "INSERT INTO object_metadata (object_id, namespace, name, value) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (object_id, namespace, name) DO UPDATE SET value = excluded.value",
+            )
+            .bind(object_id)
+            .bind(namespace)
+            .bind(name)
+            .bind(value)
+            .execute(conn)
+            .await?;
+        }
+        None => {
+            sqlx::query("DELETE FROM object_metadata WHERE object_id = $1 AND namespace = $2 AND name = $3")
+                .bind(object_id)
+                .bind(namespace)
+                .bind(name)
+                .execute(conn)
+                .await?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,118 @@
+//! SQL of the `policies` table.
+
+use super::{Db, DbError};
+use crate::domain::time::Millis;
+
+const COLUMNS: &str = "id, name, type, node_id, max_size, is_private, chunk_size, options, dir_name_rule, file_name_rule, created_at, updated_at";
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct PolicyRow {
+    pub id: String,
+    pub name: String,
+    #[sqlx(rename = "type")]
+    pub kind: String,
+    pub node_id: Option<String>,
+    pub max_size: i64,
+    pub is_private: i64,
+    pub chunk_size: i64,
+    pub options: String,
+    pub dir_name_rule: String,
+    pub file_name_rule: String,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+/// A policy's columns as written.
+pub struct PolicyValues<'a> {
+    pub name: &'a str,
+    pub kind: &'a str,
+    pub max_size: i64,
+    pub is_private: bool,
+    pub chunk_size: i64,
+    pub options: &'a str,
+    pub dir_name_rule: &'a str,
+    pub file_name_rule: &'a str,
+}
+
+pub async fn list(db: &Db) -> Result<Vec<PolicyRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM policies ORDER BY created_at, name"))
+        .fetch_all(db.reader())
+        .await?)
+}
+
+pub async fn find(db: &Db, id: &str) -> Result<Option<PolicyRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM policies WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(db.reader())
+        .await?)
+}
+
+/// The policies of a group, in the group's order.
+pub async fn of_group(db: &Db, group_id: &str) -> Result<Vec<PolicyRow>, DbError> {
+    let columns = COLUMNS.split(", ").map(|c| format!("p.{c}")).collect::<Vec<_>>().join(", ");
+    Ok(sqlx::query_as(&format!(
+        "SELECT {columns} FROM policies p JOIN group_policies gp ON gp.policy_id = p.id
+         WHERE gp.group_id = $1 ORDER BY gp.position"
+    ))
+    .bind(group_id)
+    .fetch_all(db.reader())
+    .await?)
+}
+
+pub async fn insert(db: &Db, id: &str, policy: &PolicyValues<'_>, now: Millis) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO policies (id, name, type, max_size, is_private, chunk_size, options, dir_name_rule, file_name_rule,
+         created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+    )
+    .bind(id)
+    .bind(policy.name)
+    .bind(policy.kind)
+    .bind(policy.max_size)
+    .bind(i64::from(policy.is_private))
+    .bind(policy.chunk_size)
+    .bind(policy.options)
+    .bind(policy.dir_name_rule)
+    .bind(policy.file_name_rule)
+    .bind(now)
+    .execute(db.writer())
+    .await?;
+    Ok(())
+}
+
+pub async fn update(db: &Db, id: &str, policy: &PolicyValues<'_>, now: Millis) -> Result<bool, DbError> {
+    let done = sqlx::query(
+        "UPDATE policies SET name = $2, type = $3, max_size = $4, is_private = $5, chunk_size = $6, options = $7,
+         dir_name_rule = $8, file_name_rule = $9, updated_at = $10 WHERE id = $1",
+    )
+    .bind(id)
+    .bind(policy.name)
+    .bind(policy.kind)
+    .bind(policy.max_size)
+    .bind(i64::from(policy.is_private))
+    .bind(policy.chunk_size)
+    .bind(policy.options)
+    .bind(policy.dir_name_rule)
+    .bind(policy.file_name_rule)
+    .bind(now)
+    .execute(db.writer())
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// How many groups, stored blobs and upload sessions use the policy.
+pub async fn usage(db: &Db, id: &str) -> Result<i64, DbError> {
+    let (n,): (i64,) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM group_policies WHERE policy_id = $1)
+              + (SELECT COUNT(*) FROM physical_files WHERE policy_id = $1)
+              + (SELECT COUNT(*) FROM upload_sessions WHERE policy_id = $1)",
+    )
+    .bind(id)
+    .fetch_one(db.reader())
+    .await?;
+    Ok(n)
+}
+
+pub async fn delete(db: &Db, id: &str) -> Result<bool, DbError> {
+    let done = sqlx::query("DELETE FROM policies WHERE id = $1").bind(id).execute(db.writer()).await?;
+    Ok(done.rows_affected() > 0)
+}

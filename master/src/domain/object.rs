@@ -1,0 +1,160 @@
+//! Files and folders as values: names and kinds.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Whether an object is a file or a folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectKind {
+    File,
+    Folder,
+}
+
+impl ObjectKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectKind::File => "file",
+            ObjectKind::Folder => "folder",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "file" => Some(ObjectKind::File),
+            "folder" => Some(ObjectKind::Folder),
+            _ => None,
+        }
+    }
+}
+
+/// A valid object name: 1..=255 bytes of UTF-8, no `/`, no NUL, not `.` or `..`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObjectName(String);
+
+pub const MAX_NAME_BYTES: usize = 255;
+
+impl ObjectName {
+    pub fn parse(raw: &str) -> Result<Self, &'static str> {
+        if raw.is_empty() {
+            return Err("name may not be empty");
+        }
+        if raw.len() > MAX_NAME_BYTES {
+            return Err("name is longer than 255 bytes");
+        }
+        if raw == "." || raw == ".." {
+            return Err("name may not be . or ..");
+        }
+        if raw.contains('/') || raw.contains('\0') {
+            return Err("name may not contain / or NUL");
+        }
+        Ok(Self(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The extension without the dot, lower-cased (`""` when none).
+    pub fn extension(&self) -> String {
+        match self.0.rsplit_once('.') {
+            Some((stem, ext)) if !stem.is_empty() => ext.to_lowercase(),
+            _ => String::new(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// RFC 6266 `Content-Disposition` for downloading a file called `name`: an ASCII fallback in
+/// `filename` and the exact UTF-8 name in `filename*`, so non-ASCII names survive.
+pub fn attachment_disposition(name: &str) -> String {
+    use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+    // RFC 5987 attr-char: ALPHA / DIGIT / "!" / "#" / "$" / "&" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~"
+    const ATTR: &AsciiSet = &NON_ALPHANUMERIC
+        .remove(b'!')
+        .remove(b'#')
+        .remove(b'$')
+        .remove(b'&')
+        .remove(b'+')
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'^')
+        .remove(b'_')
+        .remove(b'`')
+        .remove(b'|')
+        .remove(b'~');
+    let fallback: String = name
+        .chars()
+        .map(|c| if c.is_ascii() && !c.is_ascii_control() && c != '"' && c != '\\' { c } else { '_' })
+        .collect();
+    format!("attachment; filename=\"{fallback}\"; filename*=UTF-8''{}", utf8_percent_encode(name, ATTR))
+}
+
+/// Splits a slash-separated path relative to a user's root into validated names; `""` and `"/"`
+/// are the root itself.
+pub fn parse_path(path: &str) -> Result<Vec<ObjectName>, &'static str> {
+    path.split('/').filter(|s| !s.is_empty()).map(ObjectName::parse).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordinary_and_unusual_names_are_accepted() {
+        for name in [
+            "a",
+            "report.pdf",
+            ".hidden",
+            "...",
+            "名前 with spaces",
+            "a\\b",
+            "x".repeat(255).as_str(),
+            "ü".repeat(127).as_str(),
+        ] {
+            assert!(ObjectName::parse(name).is_ok(), "{name:?} refused");
+        }
+    }
+
+    #[test]
+    fn invalid_names_are_refused() {
+        for name in ["", ".", "..", "a/b", "/", "a\0b", "x".repeat(256).as_str(), "ü".repeat(128).as_str()] {
+            assert!(ObjectName::parse(name).is_err(), "{name:?} accepted");
+        }
+    }
+
+    #[test]
+    fn extensions_are_lower_case_and_dotfiles_have_none() {
+        assert_eq!(ObjectName::parse("Photo.JPG").unwrap().extension(), "jpg");
+        assert_eq!(ObjectName::parse(".bashrc").unwrap().extension(), "");
+        assert_eq!(ObjectName::parse("archive.tar.gz").unwrap().extension(), "gz");
+        assert_eq!(ObjectName::parse("README").unwrap().extension(), "");
+    }
+
+    #[test]
+    fn content_disposition_survives_non_ascii_and_quotes() {
+        assert_eq!(
+            attachment_disposition("résumé \"final\".pdf"),
+            "attachment; filename=\"r_sum_ _final_.pdf\"; filename*=UTF-8''r%C3%A9sum%C3%A9%20%22final%22.pdf"
+        );
+        assert_eq!(
+            attachment_disposition("plain.txt"),
+            "attachment; filename=\"plain.txt\"; filename*=UTF-8''plain.txt"
+        );
+    }
+
+    #[test]
+    fn paths_split_into_names() {
+        let names: Vec<String> = parse_path("/a/b c/").unwrap().iter().map(|n| n.to_string()).collect();
+        assert_eq!(names, vec!["a", "b c"]);
+        assert!(parse_path("").unwrap().is_empty());
+        assert!(parse_path("/a/../b").is_err());
+    }
+}

@@ -1,0 +1,322 @@
+//! The object tree: `/directory`, `/object`, `/trash`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::auth::guard::AuthRequired;
+use crate::db::objects::ListOrder;
+use crate::http::error::ErrorBody;
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::service::files::{self, DirectoryView, ObjectDetail, ObjectView};
+use crate::service::{Page, PageRequest, ServiceResult, transfers};
+
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderBy {
+    #[default]
+    Name,
+    Size,
+    CreatedAt,
+    UpdatedAt,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ListQuery {
+    /// Sort key; folders always come first.
+    pub order: Option<OrderBy>,
+    #[serde(default)]
+    pub desc: bool,
+    pub offset: Option<i64>,
+    /// 1..=1000, default 50.
+    pub limit: Option<i64>,
+}
+
+async fn list(
+    state: &AppState,
+    caller: &AuthRequired,
+    path: &str,
+    query: ListQuery,
+) -> ServiceResult<Json<DirectoryView>> {
+    let page = PageRequest::parse(query.offset, query.limit)?;
+    let order = match query.order.unwrap_or_default() {
+        OrderBy::Name => ListOrder::Name,
+        OrderBy::Size => ListOrder::Size,
+        OrderBy::CreatedAt => ListOrder::CreatedAt,
+        OrderBy::UpdatedAt => ListOrder::UpdatedAt,
+    };
+    Ok(Json(files::list_directory(state.db(), caller.claims.sub, path, order, query.desc, page).await?))
+}
+
+/// List the caller's root folder.
+#[utoipa::path(get, path = "/directory", tag = "files", security(("bearer" = [])), params(ListQuery),
+    responses(
+        (status = 200, description = "The folder and one page of its children, folders first", body = DirectoryView),
+        (status = 400, description = "Unreadable query", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 422, description = "Paging out of range", body = ErrorBody),
+    ))]
+pub async fn list_root(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> ServiceResult<Json<DirectoryView>> {
+    list(&state, &caller, "", query).await
+}
+
+/// List a folder by its path below the caller's root (`/api/v1/directory/photos/2026`).
+#[utoipa::path(get, path = "/api/v1/directory/{path}", tag = "files", security(("bearer" = [])),
+    params(("path" = String, Path, description = "Slash-separated folder path"), ListQuery),
+    responses(
+        (status = 200, description = "The folder and one page of its children, folders first", body = DirectoryView),
+        (status = 400, description = "Unreadable query", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such folder", body = ErrorBody),
+        (status = 409, description = "The path names a file", body = ErrorBody),
+        (status = 422, description = "Invalid path or paging", body = ErrorBody),
+    ))]
+pub async fn list_path(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiPath(path): ApiPath<String>,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> ServiceResult<Json<DirectoryView>> {
+    list(&state, &caller, &path, query).await
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateFolderRequest {
+    pub parent_id: Uuid,
+    pub name: String,
+}
+
+/// Create a folder.
+#[utoipa::path(post, path = "/directory", tag = "files", security(("bearer" = [])), request_body = CreateFolderRequest,
+    responses(
+        (status = 201, description = "Created", body = ObjectView),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such parent folder", body = ErrorBody),
+        (status = 409, description = "Name taken, or the parent is a file", body = ErrorBody),
+        (status = 422, description = "Invalid name", body = ErrorBody),
+    ))]
+pub async fn create_folder(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiJson(request): ApiJson<CreateFolderRequest>,
+) -> ServiceResult<(StatusCode, Json<ObjectView>)> {
+    let folder = files::create_folder(state.db(), caller.claims.sub, request.parent_id, &request.name).await?;
+    Ok((StatusCode::CREATED, Json(folder)))
+}
+
+/// An object's properties.
+#[utoipa::path(get, path = "/object/{id}", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, description = "The object", body = ObjectView),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such object (or not the caller's)", body = ErrorBody),
+    ))]
+pub async fn get(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ServiceResult<Json<ObjectView>> {
+    Ok(Json(files::get(state.db(), caller.claims.sub, id).await?))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RenameRequest {
+    pub name: String,
+}
+
+/// Rename an object.
+#[utoipa::path(patch, path = "/object/{id}", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    request_body = RenameRequest,
+    responses(
+        (status = 200, description = "Renamed", body = ObjectView),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "The root cannot be renamed", body = ErrorBody),
+        (status = 404, description = "No such object", body = ErrorBody),
+        (status = 409, description = "Name taken", body = ErrorBody),
+        (status = 422, description = "Invalid name", body = ErrorBody),
+    ))]
+pub async fn rename(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(request): ApiJson<RenameRequest>,
+) -> ServiceResult<Json<ObjectView>> {
+    Ok(Json(files::rename(state.db(), caller.claims.sub, id, &request.name).await?))
+}
+
+/// Size, counts, policy and hash of an object.
+#[utoipa::path(get, path = "/object/{id}/detail", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, description = "Details", body = ObjectDetail),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such object", body = ErrorBody),
+    ))]
+pub async fn detail(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ServiceResult<Json<ObjectDetail>> {
+    Ok(Json(files::detail(state.db(), caller.claims.sub, id).await?))
+}
+
+/// Objects to move or copy, always a list, and the destination folder.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct TransferRequest {
+    pub src_ids: Vec<Uuid>,
+    pub dst_id: Uuid,
+}
+
+/// Move objects into a folder: all or none. Moving a folder into itself or its descendants is
+/// refused (409), and so is a name taken in the destination.
+#[utoipa::path(patch, path = "/object", tag = "files", security(("bearer" = [])), request_body = TransferRequest,
+    responses(
+        (status = 204, description = "Moved"),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "The root cannot be moved", body = ErrorBody),
+        (status = 404, description = "A source or the destination does not exist", body = ErrorBody),
+        (status = 409, description = "Cycle, name taken, or the destination is a file", body = ErrorBody),
+        (status = 422, description = "No source given", body = ErrorBody),
+    ))]
+pub async fn move_objects(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiJson(request): ApiJson<TransferRequest>,
+) -> ServiceResult<StatusCode> {
+    files::move_objects(state.db(), caller.claims.sub, &request.src_ids, request.dst_id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Copy objects into a folder. Copies share their originals' blobs; the quota counts their size.
+#[utoipa::path(post, path = "/object/copies", tag = "files", security(("bearer" = [])), request_body = TransferRequest,
+    responses(
+        (status = 201, description = "The copies", body = Vec<ObjectView>),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "A source or the destination does not exist", body = ErrorBody),
+        (status = 409, description = "Cycle or name taken", body = ErrorBody),
+        (status = 507, description = "Quota exceeded", body = ErrorBody),
+    ))]
+pub async fn copy_objects(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiJson(request): ApiJson<TransferRequest>,
+) -> ServiceResult<(StatusCode, Json<Vec<ObjectView>>)> {
+    let copies = files::copy_objects(state.db(), caller.claims.sub, &request.src_ids, request.dst_id).await?;
+    Ok((StatusCode::CREATED, Json(copies)))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct IdsRequest {
+    pub ids: Vec<Uuid>,
+}
+
+/// Put objects in the trash (folders with their contents).
+#[utoipa::path(delete, path = "/object", tag = "files", security(("bearer" = [])), request_body = IdsRequest,
+    responses(
+        (status = 204, description = "In the trash"),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such object", body = ErrorBody),
+    ))]
+pub async fn trash(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiJson(request): ApiJson<IdsRequest>,
+) -> ServiceResult<StatusCode> {
+    files::trash(state.db(), caller.claims.sub, &request.ids).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct PageQuery {
+    pub offset: Option<i64>,
+    pub limit: Option<i64>,
+}
+
+/// The caller's trash, most recently deleted first.
+#[utoipa::path(get, path = "/trash", tag = "files", security(("bearer" = [])), params(PageQuery),
+    responses(
+        (status = 200, description = "Trashed objects", body = Page<ObjectView>),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 422, description = "Paging out of range", body = ErrorBody),
+    ))]
+pub async fn list_trash(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> ServiceResult<Json<Page<ObjectView>>> {
+    let page = PageRequest::parse(query.offset, query.limit)?;
+    Ok(Json(files::list_trash(state.db(), caller.claims.sub, page).await?))
+}
+
+/// Restore objects from the trash to where they were.
+#[utoipa::path(patch, path = "/trash/restore", tag = "files", security(("bearer" = [])), request_body = IdsRequest,
+    responses(
+        (status = 204, description = "Restored"),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "Not in the trash", body = ErrorBody),
+        (status = 409, description = "Name taken, or its folder is in the trash", body = ErrorBody),
+    ))]
+pub async fn restore(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiJson(request): ApiJson<IdsRequest>,
+) -> ServiceResult<StatusCode> {
+    files::restore(state.db(), caller.claims.sub, &request.ids).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Delete trashed objects for good; their space is released.
+#[utoipa::path(delete, path = "/trash", tag = "files", security(("bearer" = [])), request_body = IdsRequest,
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "Not in the trash", body = ErrorBody),
+        (status = 409, description = "An upload into the folder is in progress", body = ErrorBody),
+    ))]
+pub async fn purge(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiJson(request): ApiJson<IdsRequest>,
+) -> ServiceResult<StatusCode> {
+    files::purge(&state, caller.claims.sub, &request.ids).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ChangePolicyRequest {
+    pub policy_id: Uuid,
+}
+
+/// Switch an object's storage policy. The caller must be allowed to use the target policy
+/// (403). The migration itself is not built yet: a permitted request answers 501.
+#[utoipa::path(patch, path = "/object/{id}/policy", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    request_body = ChangePolicyRequest,
+    responses(
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "The caller's group may not use the target policy", body = ErrorBody),
+        (status = 404, description = "No such object", body = ErrorBody),
+        (status = 501, description = "Policy migration is not implemented yet", body = ErrorBody),
+    ))]
+pub async fn change_policy(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(request): ApiJson<ChangePolicyRequest>,
+) -> ServiceResult<StatusCode> {
+    transfers::change_policy(&state, caller.claims.sub, &caller.user.group_id, id, request.policy_id).await?;
+    Ok(StatusCode::ACCEPTED)
+}

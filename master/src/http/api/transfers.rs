@@ -1,0 +1,262 @@
+//! Bytes in and out: upload sessions and chunks (`/file/upload`), download tokens
+//! (`/file/download`), content replacement (`/file/content`) and source links (`/file/source`).
+//! Bodies stream as raw bytes, never multipart and never collected whole.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
+use serde::Deserialize;
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::auth::guard::AuthRequired;
+use crate::http::download;
+use crate::http::error::ErrorBody;
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery, body_stream, content_length};
+use crate::service::ServiceResult;
+use crate::service::files::ObjectView;
+use crate::service::transfers::{self, DownloadTokenView, SourceLinkView};
+use crate::service::uploads::{self, NewUpload, SessionView};
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateUploadRequest {
+    pub file_name: String,
+    /// Exact size in bytes (64-bit).
+    pub file_size: i64,
+    pub parent_id: Uuid,
+    /// One of the caller's group's policies; default: the group's first.
+    pub policy_id: Option<Uuid>,
+}
+
+/// Start an upload. Checks the caller may use the policy (403), its `max_size` (413), the name
+/// (422, 409 when taken) and reserves `file_size` against the quota (507). A 0-byte file is
+/// created at once (`object` in the answer). Sessions live 24 hours.
+#[utoipa::path(post, path = "/file/upload", tag = "files", security(("bearer" = [])), request_body = CreateUploadRequest,
+    responses(
+        (status = 201, description = "Session created", body = SessionView),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Policy not allowed", body = ErrorBody),
+        (status = 404, description = "No such folder", body = ErrorBody),
+        (status = 409, description = "Name taken", body = ErrorBody),
+        (status = 413, description = "Larger than the policy's max_size", body = ErrorBody),
+        (status = 422, description = "Invalid name or size", body = ErrorBody),
+        (status = 507, description = "Quota exceeded", body = ErrorBody),
+    ))]
+pub async fn create_upload(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiJson(request): ApiJson<CreateUploadRequest>,
+) -> ServiceResult<(StatusCode, Json<SessionView>)> {
+    let upload = NewUpload {
+        file_name: request.file_name,
+        file_size: request.file_size,
+        parent_id: request.parent_id,
+        policy_id: request.policy_id,
+    };
+    let session = uploads::create(&state, caller.claims.sub, &caller.user.group_id, upload).await?;
+    Ok((StatusCode::CREATED, Json(session)))
+}
+
+/// Which chunks have arrived (to resume after a crash).
+#[utoipa::path(get, path = "/file/upload/{id}", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, description = "The session", body = SessionView),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+    ))]
+pub async fn upload_status(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ServiceResult<Json<SessionView>> {
+    Ok(Json(uploads::status(&state, caller.claims.sub, id).await?))
+}
+
+/// Send chunk `index` as the raw body; it must be exactly `chunk_size` bytes (the last one:
+/// the rest). Idempotent; any order; in parallel. The last missing chunk completes the upload
+/// and the answer carries the new `object`.
+#[utoipa::path(put, path = "/file/upload/{id}/{index}", tag = "files", security(("bearer" = [])),
+    params(("id" = Uuid, Path), ("index" = u32, Path)),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    responses(
+        (status = 200, description = "Chunk stored (and the upload completed when it was the last)", body = SessionView),
+        (status = 400, description = "Wrong chunk length, or the body broke off", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such or expired session", body = ErrorBody),
+        (status = 409, description = "Session being completed or cancelled; or the name was taken meanwhile", body = ErrorBody),
+        (status = 422, description = "Chunk index out of range", body = ErrorBody),
+        (status = 503, description = "Storage unavailable", body = ErrorBody),
+    ))]
+pub async fn put_chunk(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiPath((id, index)): ApiPath<(Uuid, u32)>,
+    headers: HeaderMap,
+    body: Body,
+) -> ServiceResult<Json<SessionView>> {
+    let session =
+        uploads::put_chunk(&state, caller.claims.sub, id, index, content_length(&headers), body_stream(body)).await?;
+    Ok(Json(session))
+}
+
+/// Complete an upload whose chunks have all arrived (normally the last chunk does this).
+#[utoipa::path(post, path = "/file/upload/{id}/complete", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, description = "Completed", body = SessionView),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+        (status = 409, description = "Chunks missing, or already being completed", body = ErrorBody),
+    ))]
+pub async fn complete_upload(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ServiceResult<Json<SessionView>> {
+    Ok(Json(uploads::complete(&state, caller.claims.sub, id).await?))
+}
+
+/// Cancel an upload; its reserved space and staged bytes are released.
+#[utoipa::path(delete, path = "/file/upload/{id}", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses(
+        (status = 204, description = "Cancelled"),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+        (status = 409, description = "Already being completed", body = ErrorBody),
+    ))]
+pub async fn abort_upload(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ServiceResult<StatusCode> {
+    uploads::abort(&state, caller.claims.sub, id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Create a single-use download token for a file (valid for one hour).
+#[utoipa::path(post, path = "/file/download/{id}", tag = "files", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The file's id")),
+    responses(
+        (status = 200, description = "Token and URL", body = DownloadTokenView),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such file", body = ErrorBody),
+        (status = 409, description = "The object is a folder", body = ErrorBody),
+    ))]
+pub async fn create_download(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ServiceResult<Json<DownloadTokenView>> {
+    Ok(Json(transfers::create_download_token(&state, caller.claims.sub, id).await?))
+}
+
+/// Download with a token from `POST /file/download/{id}`; the token works once (`HEAD` does not
+/// use it up). Supports one `Range` (206, 416), `ETag`/`If-None-Match`, `Last-Modified`. Files
+/// of a public S3 policy answer 302 to a presigned URL.
+#[utoipa::path(get, path = "/file/download/{id}", tag = "files",
+    params(("id" = String, Path, description = "The download token")),
+    responses(
+        (status = 200, description = "The file", content_type = "application/octet-stream"),
+        (status = 206, description = "The requested range"),
+        (status = 302, description = "Redirect to the storage service"),
+        (status = 304, description = "Not modified"),
+        (status = 401, description = "Invalid or expired token", body = ErrorBody),
+        (status = 404, description = "The file is gone", body = ErrorBody),
+        (status = 409, description = "Token already used", body = ErrorBody),
+        (status = 416, description = "Range not satisfiable", body = ErrorBody),
+    ))]
+pub async fn download(
+    State(state): State<AppState>,
+    ApiPath(token): ApiPath<String>,
+    method: Method,
+    headers: HeaderMap,
+) -> ServiceResult<Response> {
+    let file = transfers::open_download(&state, &token, method != Method::HEAD).await?;
+    download::serve(file, &method, &headers).await
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ContentQuery {
+    /// The file whose content is replaced.
+    pub id: Uuid,
+}
+
+/// Replace a file's content with the raw body. `max_size` answers 413 with nothing changed; the
+/// quota is settled by the difference (507 when it does not fit); the old content is released.
+#[utoipa::path(patch, path = "/file/content", tag = "files", security(("bearer" = [])), params(ContentQuery),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    responses(
+        (status = 200, description = "The file with its new size", body = ObjectView),
+        (status = 400, description = "The body broke off", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such file", body = ErrorBody),
+        (status = 409, description = "The object is a folder", body = ErrorBody),
+        (status = 413, description = "Larger than the policy's max_size", body = ErrorBody),
+        (status = 507, description = "Quota exceeded", body = ErrorBody),
+    ))]
+pub async fn replace_content(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiQuery(query): ApiQuery<ContentQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> ServiceResult<Json<ObjectView>> {
+    let object =
+        transfers::replace_content(&state, caller.claims.sub, query.id, content_length(&headers), body_stream(body))
+            .await?;
+    Ok(Json(object))
+}
+
+/// Create (or return) a file's permanent source link.
+#[utoipa::path(post, path = "/file/source/{id}", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, description = "The link", body = SourceLinkView),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such file", body = ErrorBody),
+        (status = 409, description = "The object is a folder", body = ErrorBody),
+    ))]
+pub async fn create_source(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ServiceResult<Json<SourceLinkView>> {
+    Ok(Json(transfers::create_source_link(&state, caller.claims.sub, id).await?))
+}
+
+/// Read a file's source link.
+#[utoipa::path(get, path = "/file/source/{id}", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, description = "The link", body = SourceLinkView),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such file or no link", body = ErrorBody),
+    ))]
+pub async fn get_source(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ServiceResult<Json<SourceLinkView>> {
+    Ok(Json(transfers::source_link(&state, caller.claims.sub, id).await?))
+}
+
+/// Public source link: streams the file when its policy is private, otherwise answers 302 to
+/// the storage service where it can (S3); local public policies are streamed too.
+#[utoipa::path(get, path = "/file/source/{id}/{name}", tag = "files", params(("id" = Uuid, Path), ("name" = String, Path)),
+    responses(
+        (status = 200, description = "The file", content_type = "application/octet-stream"),
+        (status = 206, description = "The requested range"),
+        (status = 302, description = "Redirect to the storage service"),
+        (status = 404, description = "No such link", body = ErrorBody),
+        (status = 416, description = "Range not satisfiable", body = ErrorBody),
+    ))]
+pub async fn serve_source(
+    State(state): State<AppState>,
+    ApiPath((id, name)): ApiPath<(Uuid, String)>,
+    method: Method,
+    headers: HeaderMap,
+) -> ServiceResult<Response> {
+    let file = transfers::open_source(&state, id, &name).await?;
+    download::serve(file, &method, &headers).await
+}

@@ -1,0 +1,532 @@
+//! The object tree: each user's root, folders and files; listing, rename, move, copy, trash,
+//! restore and permanent deletion with reference counting of blobs. Every access is checked
+//! against the owner: another user's object is answered as if it did not exist.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::db::objects::{ListOrder, NewObject, ObjectRow};
+use crate::db::{self, Conn, Db, DbError};
+use crate::domain::object::{ObjectKind, ObjectName, parse_path};
+use crate::domain::time::{now_ms, to_rfc3339};
+use crate::service::{ErrorKind, Page, PageRequest, ServiceError, ServiceResult};
+
+/// A file or folder as the API shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ObjectView {
+    pub id: Uuid,
+    pub name: String,
+    pub kind: ObjectKind,
+    /// Bytes; 0 for folders.
+    pub size: i64,
+    /// Slash-separated path from the owner's root, e.g. `/photos/2026/a.jpg`; the root is `/`.
+    pub path: String,
+    pub parent_id: Option<Uuid>,
+    pub policy_id: Option<Uuid>,
+    /// When it was put in the trash, if it is there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trashed_at: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// An object the caller owns: only [`authorize`] makes one, so holding it proves the check ran.
+#[derive(Debug, Clone)]
+pub struct Owned(ObjectRow);
+
+impl Owned {
+    pub fn row(&self) -> &ObjectRow {
+        &self.0
+    }
+
+    pub fn into_row(self) -> ObjectRow {
+        self.0
+    }
+}
+
+pub fn not_found() -> ServiceError {
+    ServiceError::not_found("object.not_found", "no such file or folder")
+}
+
+fn name_taken() -> ServiceError {
+    ServiceError::conflict("object.name_taken", "an object with that name exists in the folder").with_field("name")
+}
+
+/// Maps a unique-constraint violation to "name taken"; other errors pass through.
+pub fn on_name_clash(err: DbError) -> ServiceError {
+    match err {
+        DbError::Sqlx(ref e) if db::is_unique_violation(e) => name_taken(),
+        other => other.into(),
+    }
+}
+
+pub fn parse_uuid(id: &str) -> ServiceResult<Uuid> {
+    id.parse().map_err(|_| ServiceError::internal(anyhow::anyhow!("stored id {id:?} is not a UUID")))
+}
+
+fn parse_name(raw: &str) -> ServiceResult<ObjectName> {
+    ObjectName::parse(raw).map_err(|why| ServiceError::validation("name", why))
+}
+
+/// The API view of a row whose path is known.
+pub fn view(row: &ObjectRow, path: String) -> ServiceResult<ObjectView> {
+    Ok(ObjectView {
+        id: parse_uuid(&row.id)?,
+        name: row.name.clone(),
+        kind: ObjectKind::parse(&row.kind)
+            .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("bad kind {}", row.kind)))?,
+        size: row.size,
+        path,
+        parent_id: row.parent_id.as_deref().map(parse_uuid).transpose()?,
+        policy_id: row.policy_id.as_deref().map(parse_uuid).transpose()?,
+        trashed_at: row.trashed_at.map(to_rfc3339),
+        created_at: to_rfc3339(row.created_at),
+        updated_at: to_rfc3339(row.updated_at),
+    })
+}
+
+fn join_path(parent: &str, name: &str) -> String {
+    if parent == "/" { format!("/{name}") } else { format!("{parent}/{name}") }
+}
+
+/// The path of an object from its parent chain.
+pub async fn path_of(db: &Db, id: &str) -> ServiceResult<String> {
+    let names = db::objects::path_names(db, id).await?;
+    Ok(format!("/{}", names.iter().skip(1).cloned().collect::<Vec<_>>().join("/")))
+}
+
+pub async fn view_of(db: &Db, row: &ObjectRow) -> ServiceResult<ObjectView> {
+    view(row, path_of(db, &row.id).await?)
+}
+
+/// The owner's root folder, created on first use.
+pub async fn ensure_root(db: &Db, owner: Uuid) -> ServiceResult<ObjectRow> {
+    let owner_id = owner.to_string();
+    if let Some(root) = db::objects::root_of(db, &owner_id).await? {
+        return Ok(root);
+    }
+    let id = Uuid::new_v4().to_string();
+    let root = NewObject {
+        id: &id,
+        owner_id: &owner_id,
+        parent_id: None,
+        name: "",
+        kind: ObjectKind::Folder.as_str(),
+        policy_id: None,
+        physical_file_id: None,
+        size: 0,
+    };
+    let mut conn = db.writer().acquire().await.map_err(DbError::from)?;
+    match db::objects::insert(&mut conn, &root, now_ms()).await {
+        Ok(()) => {}
+        // Created concurrently by another request.
+        Err(DbError::Sqlx(e)) if db::is_unique_violation(&e) => {}
+        Err(e) => return Err(e.into()),
+    }
+    drop(conn);
+    db::objects::root_of(db, &owner_id).await?.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("root vanished")))
+}
+
+/// Checks that `owner` owns object `id` (trashed or not); 404 otherwise.
+pub async fn authorize(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<Owned> {
+    db::objects::find_owned(db, &owner.to_string(), &id.to_string()).await?.map(Owned).ok_or_else(not_found)
+}
+
+/// Like [`authorize`], but the object must not be in the trash.
+pub async fn authorize_live(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<Owned> {
+    let owned = authorize(db, owner, id).await?;
+    if owned.0.trashed_at.is_some() { Err(not_found()) } else { Ok(owned) }
+}
+
+/// Like [`authorize_live`], and the object must be a folder.
+pub async fn authorize_folder(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<Owned> {
+    let owned = authorize_live(db, owner, id).await?;
+    if owned.0.is_folder() {
+        Ok(owned)
+    } else {
+        Err(ServiceError::conflict("object.not_a_folder", "the object is a file, not a folder"))
+    }
+}
+
+/// The object at `path` below the owner's root.
+pub async fn resolve_path(db: &Db, owner: Uuid, path: &str) -> ServiceResult<ObjectRow> {
+    let names = parse_path(path).map_err(|why| ServiceError::validation("path", why))?;
+    let mut current = ensure_root(db, owner).await?;
+    for name in names {
+        if !current.is_folder() {
+            return Err(not_found());
+        }
+        current = db::objects::child_by_name(db, &current.id, name.as_str()).await?.ok_or_else(not_found)?;
+    }
+    Ok(current)
+}
+
+/// A folder and one page of its children.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DirectoryView {
+    pub folder: ObjectView,
+    pub count: i64,
+    pub items: Vec<ObjectView>,
+}
+
+pub async fn list_directory(
+    db: &Db,
+    owner: Uuid,
+    path: &str,
+    order: ListOrder,
+    descending: bool,
+    page: PageRequest,
+) -> ServiceResult<DirectoryView> {
+    let folder = resolve_path(db, owner, path).await?;
+    if !folder.is_folder() {
+        return Err(ServiceError::conflict("object.not_a_folder", "the path names a file, not a folder"));
+    }
+    let folder_path = path_of(db, &folder.id).await?;
+    let (count, rows) = db::objects::children(db, &folder.id, order, descending, page.offset, page.limit).await?;
+    let items = rows.iter().map(|row| view(row, join_path(&folder_path, &row.name))).collect::<ServiceResult<_>>()?;
+    Ok(DirectoryView { folder: view(&folder, folder_path)?, count, items })
+}
+
+pub async fn create_folder(db: &Db, owner: Uuid, parent_id: Uuid, name: &str) -> ServiceResult<ObjectView> {
+    let parent = authorize_folder(db, owner, parent_id).await?;
+    let name = parse_name(name)?;
+    let id = Uuid::new_v4().to_string();
+    let owner_id = owner.to_string();
+    let folder = NewObject {
+        id: &id,
+        owner_id: &owner_id,
+        parent_id: Some(&parent.0.id),
+        name: name.as_str(),
+        kind: ObjectKind::Folder.as_str(),
+        policy_id: None,
+        physical_file_id: None,
+        size: 0,
+    };
+    let mut conn = db.writer().acquire().await.map_err(DbError::from)?;
+    db::objects::insert(&mut conn, &folder, now_ms()).await.map_err(on_name_clash)?;
+    drop(conn);
+    let row = db::objects::find_owned(db, &owner_id, &id).await?.ok_or_else(not_found)?;
+    view_of(db, &row).await
+}
+
+pub async fn get(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<ObjectView> {
+    let owned = authorize(db, owner, id).await?;
+    view_of(db, &owned.0).await
+}
+
+/// Facts about an object beyond its listing entry.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ObjectDetail {
+    pub object: ObjectView,
+    /// Total bytes of the files inside (the file's own size for a file).
+    pub total_size: i64,
+    pub file_count: i64,
+    /// Folders inside, the folder itself included.
+    pub folder_count: i64,
+    pub policy: Option<crate::service::policies::PolicySummary>,
+    /// blake3 of the content (files only).
+    pub blake3: Option<String>,
+}
+
+pub async fn detail(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<ObjectDetail> {
+    let owned = authorize(db, owner, id).await?;
+    let row = owned.row();
+    let (total_size, file_count, folder_count) = db::objects::subtree_totals(db, &row.id).await?;
+    let policy = match &row.policy_id {
+        Some(policy_id) => {
+            db::policies::find(db, policy_id).await?.as_ref().map(crate::service::policies::summary).transpose()?
+        }
+        None => None,
+    };
+    let blake3 = match &row.physical_file_id {
+        Some(blob) => db::blobs::find(db, blob).await?.and_then(|b| b.blake3),
+        None => None,
+    };
+    Ok(ObjectDetail { object: view_of(db, row).await?, total_size, file_count, folder_count, policy, blake3 })
+}
+
+pub async fn rename(db: &Db, owner: Uuid, id: Uuid, name: &str) -> ServiceResult<ObjectView> {
+    let owned = authorize_live(db, owner, id).await?;
+    if owned.0.parent_id.is_none() {
+        return Err(ServiceError::new(ErrorKind::Forbidden, "object.root", "the root folder cannot be renamed"));
+    }
+    let name = parse_name(name)?;
+    let mut conn = db.writer().acquire().await.map_err(DbError::from)?;
+    db::objects::rename(&mut conn, &owned.0.id, name.as_str(), now_ms()).await.map_err(on_name_clash)?;
+    drop(conn);
+    get(db, owner, id).await
+}
+
+fn unique(ids: &[Uuid]) -> ServiceResult<Vec<String>> {
+    if ids.is_empty() {
+        return Err(ServiceError::validation("src_ids", "give at least one object"));
+    }
+    let mut seen = HashSet::new();
+    Ok(ids.iter().filter(|id| seen.insert(**id)).map(Uuid::to_string).collect())
+}
+
+/// Loads an owned, live, non-root object inside a transaction.
+async fn owned_in(conn: &mut Conn, owner_id: &str, id: &str) -> ServiceResult<ObjectRow> {
+    let row = db::objects::find_owned_in(conn, owner_id, id).await?.ok_or_else(not_found)?;
+    if row.trashed_at.is_some() {
+        return Err(not_found());
+    }
+    if row.parent_id.is_none() {
+        return Err(ServiceError::new(
+            ErrorKind::Forbidden,
+            "object.root",
+            "the root folder cannot be moved, copied or deleted",
+        ));
+    }
+    Ok(row)
+}
+
+async fn destination_in(conn: &mut Conn, owner_id: &str, dst: Uuid) -> ServiceResult<ObjectRow> {
+    let row = db::objects::find_owned_in(conn, owner_id, &dst.to_string()).await?.ok_or_else(not_found)?;
+    if row.trashed_at.is_some() {
+        return Err(not_found());
+    }
+    if !row.is_folder() {
+        return Err(ServiceError::conflict("object.not_a_folder", "the destination is a file, not a folder"));
+    }
+    Ok(row)
+}
+
+/// Moves objects into `dst`: all of them or none. Moving a folder into itself or below itself
+/// is refused, and so is a name that is taken in the destination.
+pub async fn move_objects(db: &Db, owner: Uuid, src_ids: &[Uuid], dst: Uuid) -> ServiceResult<()> {
+    let sources = unique(src_ids)?;
+    let owner_id = owner.to_string();
+    let mut tx = db.begin().await?;
+    let destination = destination_in(&mut tx, &owner_id, dst).await?;
+    let ancestors: HashSet<String> = db::objects::ancestor_ids(&mut tx, &destination.id).await?.into_iter().collect();
+    let now = now_ms();
+    for id in &sources {
+        let row = owned_in(&mut tx, &owner_id, id).await?;
+        if ancestors.contains(&row.id) {
+            return Err(ServiceError::conflict(
+                "object.move_cycle",
+                "a folder cannot move into itself or its descendants",
+            ));
+        }
+        if row.parent_id.as_deref() == Some(destination.id.as_str()) {
+            continue;
+        }
+        db::objects::set_parent(&mut tx, &row.id, &destination.id, now).await.map_err(on_name_clash)?;
+    }
+    tx.commit().await.map_err(DbError::from)?;
+    Ok(())
+}
+
+/// Copies objects (folders with everything inside) into `dst`. Copies share the blobs of their
+/// originals (reference counts go up, no bytes are copied) but count against the quota with
+/// their logical size.
+pub async fn copy_objects(db: &Db, owner: Uuid, src_ids: &[Uuid], dst: Uuid) -> ServiceResult<Vec<ObjectView>> {
+    let sources = unique(src_ids)?;
+    let owner_id = owner.to_string();
+    let capacity = db::users::capacity(db, &owner_id, now_ms()).await?;
+    let mut tx = db.begin().await?;
+    let destination = destination_in(&mut tx, &owner_id, dst).await?;
+    let ancestors: HashSet<String> = db::objects::ancestor_ids(&mut tx, &destination.id).await?.into_iter().collect();
+    let now = now_ms();
+    let mut bytes = 0_i64;
+    let mut refs: HashMap<String, i64> = HashMap::new();
+    let mut new_roots = Vec::new();
+    for id in &sources {
+        let root = owned_in(&mut tx, &owner_id, id).await?;
+        if ancestors.contains(&root.id) {
+            return Err(ServiceError::conflict(
+                "object.copy_cycle",
+                "a folder cannot be copied into itself or its descendants",
+            ));
+        }
+        let tree = db::objects::subtree(&mut tx, &root.id).await?;
+        let mut new_ids: HashMap<String, String> = HashMap::new();
+        for row in tree.iter().filter(|r| r.trashed_at.is_none()) {
+            let parent = if row.id == root.id {
+                destination.id.clone()
+            } else {
+                match row.parent_id.as_ref().and_then(|p| new_ids.get(p)) {
+                    Some(parent) => parent.clone(),
+                    None => continue, // below a trashed folder
+                }
+            };
+            let new_id = Uuid::new_v4().to_string();
+            let copy = NewObject {
+                id: &new_id,
+                owner_id: &owner_id,
+                parent_id: Some(&parent),
+                name: &row.name,
+                kind: &row.kind,
+                policy_id: row.policy_id.as_deref(),
+                physical_file_id: row.physical_file_id.as_deref(),
+                size: row.size,
+            };
+            db::objects::insert(&mut tx, &copy, now).await.map_err(on_name_clash)?;
+            if let Some(blob) = &row.physical_file_id {
+                *refs.entry(blob.clone()).or_default() += 1;
+                bytes += row.size;
+            }
+            if row.id == root.id {
+                new_roots.push(new_id.clone());
+            }
+            new_ids.insert(row.id.clone(), new_id);
+        }
+    }
+    for (blob, count) in &refs {
+        db::blobs::add_refs(&mut tx, blob, *count).await?;
+    }
+    if bytes > 0 && !db::users::reserve_storage(&mut tx, &owner_id, bytes, capacity).await? {
+        return Err(quota_exceeded());
+    }
+    tx.commit().await.map_err(DbError::from)?;
+    let mut views = Vec::new();
+    for id in new_roots {
+        let row = db::objects::find_owned(db, &owner_id, &id).await?.ok_or_else(not_found)?;
+        views.push(view_of(db, &row).await?);
+    }
+    Ok(views)
+}
+
+pub fn quota_exceeded() -> ServiceError {
+    ServiceError::new(ErrorKind::QuotaExceeded, "storage.quota_exceeded", "not enough storage space left")
+}
+
+/// Puts objects (and what is inside folders) in the trash; they keep counting against the quota
+/// until deleted for good.
+pub async fn trash(db: &Db, owner: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
+    let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
+    let owner_id = owner.to_string();
+    let mut tx = db.begin().await?;
+    let now = now_ms();
+    for id in &ids {
+        let row = owned_in(&mut tx, &owner_id, id).await?;
+        db::objects::trash_subtree(&mut tx, &row.id, now).await?;
+    }
+    tx.commit().await.map_err(DbError::from)?;
+    Ok(())
+}
+
+pub async fn list_trash(db: &Db, owner: Uuid, page: PageRequest) -> ServiceResult<Page<ObjectView>> {
+    let (count, rows) = db::objects::trash_roots(db, &owner.to_string(), page.offset, page.limit).await?;
+    let mut items = Vec::with_capacity(rows.len());
+    for row in &rows {
+        items.push(view_of(db, row).await?);
+    }
+    Ok(Page { count, items })
+}
+
+/// Loads a trash root (an object whose deletion put things in the trash) inside a transaction.
+async fn trash_root_in(conn: &mut Conn, owner_id: &str, id: &str) -> ServiceResult<ObjectRow> {
+    let row = db::objects::find_owned_in(conn, owner_id, id).await?.ok_or_else(not_found)?;
+    if row.trash_root_id.as_deref() != Some(row.id.as_str()) {
+        return Err(ServiceError::not_found("trash.not_found", "the object is not in the trash"));
+    }
+    Ok(row)
+}
+
+/// Takes objects out of the trash, back where they were. Refused when the name is taken there
+/// by now, or the folder they were in is itself in the trash.
+pub async fn restore(db: &Db, owner: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
+    let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
+    let owner_id = owner.to_string();
+    let mut tx = db.begin().await?;
+    for id in &ids {
+        let row = trash_root_in(&mut tx, &owner_id, id).await?;
+        if let Some(parent) = &row.parent_id {
+            let parent = db::objects::find_owned_in(&mut tx, &owner_id, parent).await?.ok_or_else(not_found)?;
+            if parent.trashed_at.is_some() {
+                return Err(ServiceError::conflict("trash.parent_trashed", "restore the folder it was in first"));
+            }
+        }
+        db::objects::restore_subtree(&mut tx, &row.id).await.map_err(on_name_clash)?;
+    }
+    tx.commit().await.map_err(DbError::from)?;
+    Ok(())
+}
+
+/// Deletes trashed objects for good: their quota is released and each blob whose last
+/// reference goes is deleted from storage after the change commits.
+pub async fn purge(ctx: &AppState, owner: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
+    let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
+    let owner_id = owner.to_string();
+    let mut tx = ctx.db().begin().await?;
+    let mut roots = Vec::new();
+    for id in &ids {
+        roots.push(trash_root_in(&mut tx, &owner_id, id).await?);
+    }
+    let orphans = delete_trees(&mut tx, &owner_id, &roots).await?;
+    tx.commit().await.map_err(DbError::from)?;
+    release_blobs(ctx, &orphans).await;
+    Ok(())
+}
+
+/// Deletes everything a user owns (before the user is deleted), releasing blobs.
+pub async fn delete_everything_of(ctx: &AppState, owner: Uuid) -> ServiceResult<()> {
+    let Some(root) = db::objects::root_of(ctx.db(), &owner.to_string()).await? else { return Ok(()) };
+    let mut tx = ctx.db().begin().await?;
+    let orphans = delete_trees(&mut tx, &owner.to_string(), &[root]).await?;
+    tx.commit().await.map_err(DbError::from)?;
+    release_blobs(ctx, &orphans).await;
+    Ok(())
+}
+
+/// Deletes the trees under `roots` inside `tx`, drops their blob references and quota, and
+/// answers the blobs left without references.
+async fn delete_trees(tx: &mut Conn, owner_id: &str, roots: &[ObjectRow]) -> ServiceResult<Vec<String>> {
+    let mut refs: HashMap<String, i64> = HashMap::new();
+    let mut bytes = 0_i64;
+    for root in roots {
+        for row in db::objects::subtree(tx, &root.id).await? {
+            if let Some(blob) = &row.physical_file_id {
+                *refs.entry(blob.clone()).or_default() += 1;
+                bytes += row.size;
+            }
+        }
+        db::objects::delete(tx, &root.id).await.map_err(|e| match e {
+            DbError::Sqlx(sqlx::Error::Database(ref d)) if d.is_foreign_key_violation() => ServiceError::conflict(
+                "object.upload_in_progress",
+                "an upload into this folder is in progress: finish or cancel it first",
+            ),
+            other => other.into(),
+        })?;
+    }
+    let mut orphans = Vec::new();
+    for (blob, count) in refs {
+        if db::blobs::add_refs(tx, &blob, -count).await? == 0 {
+            orphans.push(blob);
+        }
+    }
+    db::users::release_storage(tx, owner_id, bytes).await?;
+    Ok(orphans)
+}
+
+/// Deletes unreferenced blobs from storage and then their rows. Failures are logged and left
+/// for the orphan collector: the metadata change has already committed.
+pub async fn release_blobs(ctx: &AppState, blob_ids: &[String]) {
+    for id in blob_ids {
+        if let Err(err) = release_blob(ctx, id).await {
+            tracing::warn!(blob = %id, error = %err, "could not delete an unreferenced blob; the collector will retry");
+        }
+    }
+}
+
+async fn release_blob(ctx: &AppState, id: &str) -> ServiceResult<()> {
+    let Some(blob) = db::blobs::find(ctx.db(), id).await? else { return Ok(()) };
+    if blob.ref_count > 0 {
+        return Ok(());
+    }
+    let policy = db::policies::find(ctx.db(), &blob.policy_id)
+        .await?
+        .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("policy gone")))?;
+    let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+    let key = nubo_common::storage::StorageKey::parse(&blob.storage_key)?;
+    store.delete(&key).await?;
+    let mut conn = ctx.db().writer().acquire().await.map_err(DbError::from)?;
+    db::blobs::delete_unreferenced(&mut conn, id).await?;
+    Ok(())
+}

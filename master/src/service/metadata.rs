@@ -1,0 +1,255 @@
+//! Object metadata (key-value pairs in namespaces) and the caller's custom property
+//! definitions. Namespaces: `sys` is written by Nubo only (read-only to users), `user` holds
+//! free-form pairs, `props` holds values of the owner's custom properties, checked against
+//! their definitions.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::db::properties::PropertyRow;
+use crate::db::{self, Db, DbError};
+use crate::domain::time::now_ms;
+use crate::service::{ErrorKind, ServiceError, ServiceResult, files};
+
+pub const SYSTEM_NAMESPACE: &str = "sys";
+pub const USER_NAMESPACE: &str = "user";
+pub const PROPERTY_NAMESPACE: &str = "props";
+const MAX_KEY_BYTES: usize = 128;
+const MAX_VALUE_BYTES: usize = 4096;
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MetadataEntry {
+    pub namespace: String,
+    pub name: String,
+    pub value: String,
+}
+
+/// One change: set `value`, or remove the pair when `value` is null.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct MetadataChange {
+    pub namespace: String,
+    pub name: String,
+    pub value: Option<String>,
+}
+
+pub async fn get(db: &Db, owner: Uuid, object_id: Uuid) -> ServiceResult<Vec<MetadataEntry>> {
+    let owned = files::authorize(db, owner, object_id).await?;
+    Ok(db::objects::metadata(db, &owned.row().id)
+        .await?
+        .into_iter()
+        .map(|(namespace, name, value)| MetadataEntry { namespace, name, value })
+        .collect())
+}
+
+/// Applies changes all together, or none when one is refused.
+pub async fn patch(
+    db: &Db,
+    owner: Uuid,
+    object_id: Uuid,
+    changes: &[MetadataChange],
+) -> ServiceResult<Vec<MetadataEntry>> {
+    let owned = files::authorize_live(db, owner, object_id).await?;
+    for change in changes {
+        if change.name.is_empty() || change.name.len() > MAX_KEY_BYTES || change.name.chars().any(char::is_control) {
+            return Err(ServiceError::validation(
+                "name",
+                "metadata names are 1 to 128 bytes without control characters",
+            ));
+        }
+        if change.value.as_ref().is_some_and(|v| v.len() > MAX_VALUE_BYTES) {
+            return Err(ServiceError::validation("value", "metadata values are at most 4096 bytes"));
+        }
+        match change.namespace.as_str() {
+            USER_NAMESPACE => {}
+            SYSTEM_NAMESPACE => {
+                return Err(ServiceError::new(
+                    ErrorKind::Forbidden,
+                    "metadata.read_only",
+                    "the sys namespace is read-only",
+                ));
+            }
+            PROPERTY_NAMESPACE => {
+                let definition =
+                    db::properties::find_by_name(db, &owner.to_string(), &change.name).await?.ok_or_else(|| {
+                        ServiceError::validation("name", format!("no custom property named {:?}", change.name))
+                    })?;
+                if let Some(value) = &change.value {
+                    check_value(&definition, value)?;
+                }
+            }
+            other => {
+                return Err(ServiceError::validation(
+                    "namespace",
+                    format!("unknown namespace {other:?}: use user or props"),
+                ));
+            }
+        }
+    }
+    let mut tx = db.begin().await?;
+    for change in changes {
+        db::objects::set_metadata(&mut tx, &owned.row().id, &change.namespace, &change.name, change.value.as_deref())
+            .await?;
+    }
+    tx.commit().await.map_err(DbError::from)?;
+    get(db, owner, object_id).await
+}
+
+/// The value types of custom properties.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PropertyType {
+    Text,
+    Number,
+    Boolean,
+    /// One of `options.choices`.
+    Select,
+    /// A date, `YYYY-MM-DD`.
+    Date,
+}
+
+impl PropertyType {
+    fn as_str(self) -> &'static str {
+        match self {
+            PropertyType::Text => "text",
+            PropertyType::Number => "number",
+            PropertyType::Boolean => "boolean",
+            PropertyType::Select => "select",
+            PropertyType::Date => "date",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(s.to_owned())).ok()
+    }
+}
+
+/// Options of a property; `choices` for `select`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+pub struct PropertyOptions {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PropertyView {
+    pub id: Uuid,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: PropertyType,
+    pub options: PropertyOptions,
+    pub default: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct PropertyInput {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: PropertyType,
+    #[serde(default)]
+    pub options: PropertyOptions,
+    pub default: Option<String>,
+}
+
+fn check_value(definition: &PropertyRow, value: &str) -> ServiceResult<()> {
+    let kind = PropertyType::parse(&definition.kind).unwrap_or(PropertyType::Text);
+    let options: PropertyOptions = serde_json::from_str(&definition.options).unwrap_or_default();
+    check_typed(kind, &options, value)
+}
+
+fn check_typed(kind: PropertyType, options: &PropertyOptions, value: &str) -> ServiceResult<()> {
+    let valid = match kind {
+        PropertyType::Text => true,
+        PropertyType::Number => value.parse::<f64>().is_ok_and(f64::is_finite),
+        PropertyType::Boolean => value == "true" || value == "false",
+        PropertyType::Select => options.choices.iter().any(|c| c == value),
+        PropertyType::Date => {
+            let format = time::macros::format_description!("[year]-[month]-[day]");
+            time::Date::parse(value, &format).is_ok()
+        }
+    };
+    if valid {
+        Ok(())
+    } else {
+        Err(ServiceError::validation("value", format!("{value:?} is not a valid {} value", kind.as_str())))
+    }
+}
+
+fn property_view(row: &PropertyRow) -> ServiceResult<PropertyView> {
+    Ok(PropertyView {
+        id: files::parse_uuid(&row.id)?,
+        name: row.name.clone(),
+        kind: PropertyType::parse(&row.kind).unwrap_or(PropertyType::Text),
+        options: serde_json::from_str(&row.options).unwrap_or_default(),
+        default: row.default_value.clone(),
+    })
+}
+
+fn property_not_found() -> ServiceError {
+    ServiceError::not_found("property.not_found", "no such custom property")
+}
+
+fn validate_property(input: &PropertyInput) -> ServiceResult<String> {
+    let name = input.name.trim();
+    if name.is_empty() || name.len() > MAX_KEY_BYTES {
+        return Err(ServiceError::validation("name", "property names are 1 to 128 bytes"));
+    }
+    if input.kind == PropertyType::Select && input.options.choices.is_empty() {
+        return Err(ServiceError::validation("options", "a select property needs choices"));
+    }
+    if let Some(default) = &input.default {
+        check_typed(input.kind, &input.options, default).map_err(|e| e.with_field("default"))?;
+    }
+    Ok(name.to_owned())
+}
+
+fn property_name_taken(err: DbError) -> ServiceError {
+    match err {
+        DbError::Sqlx(ref e) if db::is_unique_violation(e) => {
+            ServiceError::conflict("property.name_taken", "a property with that name exists").with_field("name")
+        }
+        other => other.into(),
+    }
+}
+
+pub async fn list_properties(db: &Db, owner: Uuid) -> ServiceResult<Vec<PropertyView>> {
+    db::properties::list(db, &owner.to_string()).await?.iter().map(property_view).collect()
+}
+
+pub async fn create_property(db: &Db, owner: Uuid, input: PropertyInput) -> ServiceResult<PropertyView> {
+    let name = validate_property(&input)?;
+    let row = PropertyRow {
+        id: Uuid::new_v4().to_string(),
+        owner_id: owner.to_string(),
+        name,
+        kind: input.kind.as_str().to_owned(),
+        options: serde_json::to_string(&input.options).map_err(ServiceError::internal)?,
+        default_value: input.default,
+        created_at: now_ms(),
+    };
+    db::properties::insert(db, &row).await.map_err(property_name_taken)?;
+    property_view(&row)
+}
+
+pub async fn update_property(db: &Db, owner: Uuid, id: Uuid, input: PropertyInput) -> ServiceResult<PropertyView> {
+    let name = validate_property(&input)?;
+    let existing =
+        db::properties::find_owned(db, &owner.to_string(), &id.to_string()).await?.ok_or_else(property_not_found)?;
+    let row = PropertyRow {
+        name,
+        kind: input.kind.as_str().to_owned(),
+        options: serde_json::to_string(&input.options).map_err(ServiceError::internal)?,
+        default_value: input.default,
+        ..existing
+    };
+    db::properties::update(db, &row).await.map_err(property_name_taken)?;
+    property_view(&row)
+}
+
+pub async fn delete_property(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<()> {
+    if db::properties::delete(db, &owner.to_string(), &id.to_string()).await? {
+        Ok(())
+    } else {
+        Err(property_not_found())
+    }
+}

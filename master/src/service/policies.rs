@@ -1,0 +1,234 @@
+//! Storage policies: administrators' CRUD with a connection test, the policies a group may use,
+//! and the check that a caller may use a policy.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::db::policies::{PolicyRow, PolicyValues};
+use crate::db::{self, Db, DbError};
+use crate::domain::naming;
+use crate::domain::policy::{DEFAULT_CHUNK_SIZE, LocalOptions, PolicyType, S3Options, validate_chunk_size};
+use crate::domain::time::now_ms;
+use crate::service::{ErrorKind, ServiceError, ServiceResult};
+
+/// A policy as administrators see it; the S3 secret key is never included.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PolicyView {
+    pub id: Uuid,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: PolicyType,
+    /// Largest file in bytes; 0 means no limit.
+    pub max_size: i64,
+    /// true: downloads are streamed by Nubo; false: answered with a redirect where the backend can.
+    pub is_private: bool,
+    pub chunk_size: i64,
+    /// `LocalOptions` or `S3Options`, with `secret_key` blanked and `has_secret_key` added.
+    pub options: serde_json::Value,
+    pub dir_name_rule: String,
+    pub file_name_rule: String,
+}
+
+/// A policy as its users see it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PolicySummary {
+    pub id: Uuid,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: PolicyType,
+    pub max_size: i64,
+    pub chunk_size: i64,
+}
+
+/// A policy as administrators write it.
+#[derive(Debug, Clone)]
+pub struct PolicyInput {
+    pub name: String,
+    pub kind: PolicyType,
+    pub max_size: i64,
+    pub is_private: bool,
+    pub chunk_size: Option<i64>,
+    pub options: serde_json::Value,
+    pub dir_name_rule: Option<String>,
+    pub file_name_rule: Option<String>,
+}
+
+pub const DEFAULT_DIR_RULE: &str = "{uid}/{year}/{month}";
+pub const DEFAULT_FILE_RULE: &str = "{uuid}_{originname}";
+
+fn not_found() -> ServiceError {
+    ServiceError::not_found("policy.not_found", "no such storage policy")
+}
+
+fn kind_of(row: &PolicyRow) -> ServiceResult<PolicyType> {
+    PolicyType::parse(&row.kind)
+        .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("policy {} has type {}", row.id, row.kind)))
+}
+
+pub fn view(row: &PolicyRow) -> ServiceResult<PolicyView> {
+    let kind = kind_of(row)?;
+    let mut options: serde_json::Value = serde_json::from_str(&row.options).map_err(ServiceError::internal)?;
+    if let Some(map) = options.as_object_mut()
+        && let Some(secret) = map.remove("secret_key")
+    {
+        map.insert("has_secret_key".into(), serde_json::Value::Bool(secret.as_str().is_some_and(|s| !s.is_empty())));
+    }
+    Ok(PolicyView {
+        id: row.id.parse().map_err(ServiceError::internal)?,
+        name: row.name.clone(),
+        kind,
+        max_size: row.max_size,
+        is_private: row.is_private != 0,
+        chunk_size: row.chunk_size,
+        options,
+        dir_name_rule: row.dir_name_rule.clone(),
+        file_name_rule: row.file_name_rule.clone(),
+    })
+}
+
+pub fn summary(row: &PolicyRow) -> ServiceResult<PolicySummary> {
+    Ok(PolicySummary {
+        id: row.id.parse().map_err(ServiceError::internal)?,
+        name: row.name.clone(),
+        kind: kind_of(row)?,
+        max_size: row.max_size,
+        chunk_size: row.chunk_size,
+    })
+}
+
+pub async fn find(db: &Db, id: Uuid) -> ServiceResult<PolicyRow> {
+    db::policies::find(db, &id.to_string()).await?.ok_or_else(not_found)
+}
+
+/// Checks the input; answers the options as stored (an S3 secret left blank keeps `previous`'s).
+fn validate(input: &PolicyInput, previous: Option<&PolicyRow>) -> ServiceResult<(String, i64, String, String, String)> {
+    let name = input.name.trim();
+    if name.is_empty() || name.chars().count() > 64 {
+        return Err(ServiceError::validation("name", "name must be 1 to 64 characters"));
+    }
+    if input.max_size < 0 {
+        return Err(ServiceError::validation("max_size", "max_size must be 0 (no limit) or more bytes"));
+    }
+    let chunk_size = input.chunk_size.unwrap_or(DEFAULT_CHUNK_SIZE);
+    validate_chunk_size(input.kind, chunk_size).map_err(|e| ServiceError::validation("chunk_size", e))?;
+    let dir_rule = input.dir_name_rule.clone().unwrap_or_else(|| DEFAULT_DIR_RULE.to_owned());
+    let file_rule = input.file_name_rule.clone().unwrap_or_else(|| DEFAULT_FILE_RULE.to_owned());
+    naming::validate_rule(&dir_rule).map_err(|e| ServiceError::validation("dir_name_rule", e))?;
+    naming::validate_rule(&file_rule).map_err(|e| ServiceError::validation("file_name_rule", e))?;
+    let options = match input.kind {
+        PolicyType::Local => {
+            let options: LocalOptions = serde_json::from_value(input.options.clone())
+                .map_err(|e| ServiceError::validation("options", format!("local options: {e}")))?;
+            serde_json::to_string(&options).map_err(ServiceError::internal)?
+        }
+        PolicyType::S3 => {
+            let mut options: S3Options = serde_json::from_value(input.options.clone())
+                .map_err(|e| ServiceError::validation("options", format!("s3 options: {e}")))?;
+            if options.bucket.is_empty() || options.region.is_empty() || options.access_key.is_empty() {
+                return Err(ServiceError::validation("options", "s3 options need bucket, region and access_key"));
+            }
+            if options.secret_key.is_empty()
+                && let Some(previous) = previous
+                && let Ok(old) = serde_json::from_str::<S3Options>(&previous.options)
+            {
+                options.secret_key = old.secret_key;
+            }
+            if options.secret_key.is_empty() {
+                return Err(ServiceError::validation("options", "s3 options need secret_key"));
+            }
+            serde_json::to_string(&options).map_err(ServiceError::internal)?
+        }
+    };
+    Ok((name.to_owned(), chunk_size, options, dir_rule, file_rule))
+}
+
+fn name_taken(e: DbError, name: &str) -> ServiceError {
+    match e {
+        DbError::Sqlx(ref err) if db::is_unique_violation(err) => {
+            ServiceError::conflict("policy.name_taken", format!("a policy named {name:?} exists")).with_field("name")
+        }
+        other => other.into(),
+    }
+}
+
+pub async fn list(db: &Db) -> ServiceResult<Vec<PolicyView>> {
+    db::policies::list(db).await?.iter().map(view).collect()
+}
+
+pub async fn create(db: &Db, input: PolicyInput) -> ServiceResult<PolicyView> {
+    let (name, chunk_size, options, dir_rule, file_rule) = validate(&input, None)?;
+    let id = Uuid::new_v4();
+    let values = PolicyValues {
+        name: &name,
+        kind: input.kind.as_str(),
+        max_size: input.max_size,
+        is_private: input.is_private,
+        chunk_size,
+        options: &options,
+        dir_name_rule: &dir_rule,
+        file_name_rule: &file_rule,
+    };
+    db::policies::insert(db, &id.to_string(), &values, now_ms()).await.map_err(|e| name_taken(e, &name))?;
+    view(&find(db, id).await?)
+}
+
+pub async fn update(db: &Db, id: Uuid, input: PolicyInput) -> ServiceResult<PolicyView> {
+    let previous = find(db, id).await?;
+    if kind_of(&previous)? != input.kind && db::blobs::count_for_policy(db, &previous.id).await? > 0 {
+        return Err(ServiceError::conflict("policy.in_use", "the type of a policy that stores files cannot change"));
+    }
+    let (name, chunk_size, options, dir_rule, file_rule) = validate(&input, Some(&previous))?;
+    let values = PolicyValues {
+        name: &name,
+        kind: input.kind.as_str(),
+        max_size: input.max_size,
+        is_private: input.is_private,
+        chunk_size,
+        options: &options,
+        dir_name_rule: &dir_rule,
+        file_name_rule: &file_rule,
+    };
+    // A new version stamp makes the storage registry rebuild the store.
+    let stamp = now_ms().max(previous.updated_at + 1);
+    db::policies::update(db, &previous.id, &values, stamp).await.map_err(|e| name_taken(e, &name))?;
+    view(&find(db, id).await?)
+}
+
+pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
+    let policy = find(db, id).await?;
+    if db::policies::usage(db, &policy.id).await? > 0 {
+        return Err(ServiceError::conflict("policy.in_use", "the policy is linked to groups or stores files"));
+    }
+    db::policies::delete(db, &policy.id).await?;
+    Ok(())
+}
+
+/// Writes, reads back and deletes a probe blob with the policy's store.
+pub async fn test(ctx: &AppState, id: Uuid) -> ServiceResult<()> {
+    let policy = find(ctx.db(), id).await?;
+    let store = ctx.storage().build(&policy).map_err(|e| ServiceError::validation("options", e.to_string()))?;
+    store.check().await.map_err(|e| {
+        ServiceError::new(ErrorKind::BadGateway, "policy.unreachable", format!("the storage does not work: {e}"))
+    })
+}
+
+/// The policies of a group, in order.
+pub async fn of_group(db: &Db, group_id: &str) -> ServiceResult<Vec<PolicySummary>> {
+    db::policies::of_group(db, group_id).await?.iter().map(summary).collect()
+}
+
+/// The policy an upload by a member of `group_id` goes to: the requested one if the group may
+/// use it (403 otherwise), else the group's first policy.
+pub async fn policy_for(db: &Db, group_id: &str, requested: Option<Uuid>) -> ServiceResult<PolicyRow> {
+    let policies = db::policies::of_group(db, group_id).await?;
+    let chosen = match requested {
+        Some(id) => policies.into_iter().find(|p| p.id == id.to_string()),
+        None => policies.into_iter().next(),
+    };
+    chosen.ok_or_else(|| {
+        ServiceError::new(ErrorKind::Forbidden, "policy.not_allowed", "your group may not use this storage policy")
+            .with_field("policy_id")
+    })
+}

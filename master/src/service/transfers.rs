@@ -1,0 +1,304 @@
+//! Bytes out and in outside upload sessions: single-use download tokens, permanent source
+//! links, and replacing a file's content with a streamed body.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nubo_common::storage::{BlobStore, ByteStream, StorageKey};
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::auth::guard::token_error;
+use crate::auth::token::{DownloadClaims, TokenType};
+use crate::db::blobs::BlobRow;
+use crate::db::objects::ObjectRow;
+use crate::db::{self, DbError};
+use crate::domain::naming::{self, NamingContext};
+use crate::domain::object::attachment_disposition;
+use crate::domain::policy::PolicyType;
+use crate::domain::time::{Millis, now_ms, to_rfc3339};
+use crate::domain::user::UserStatus;
+use crate::service::files::{self, ObjectView, quota_exceeded};
+use crate::service::uploads::check_max_size;
+use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, policies};
+
+/// Lifetime of a download token (the interface leaves it open): one hour to start using it.
+pub const DOWNLOAD_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
+/// Lifetime of the presigned URL a redirect points at.
+const REDIRECT_LIFETIME: Duration = Duration::from_secs(15 * 60);
+
+/// A download token and where to use it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DownloadTokenView {
+    /// A JWT valid for one download.
+    pub access_token: String,
+    /// `GET` this (relative to the site) to download.
+    pub url: String,
+    pub expires: String,
+}
+
+/// A file ready to be served: either a stream from its store or a redirect elsewhere.
+pub struct Download {
+    pub name: String,
+    pub size: u64,
+    pub blake3: Option<String>,
+    pub updated_at: Millis,
+    pub store: Arc<dyn BlobStore>,
+    pub key: StorageKey,
+    /// Set when the policy is public and its store can hand out a direct URL.
+    pub redirect: Option<String>,
+}
+
+fn not_a_file() -> ServiceError {
+    ServiceError::conflict("object.not_a_file", "the object is a folder, not a file")
+}
+
+fn expect_file(row: &ObjectRow) -> ServiceResult<()> {
+    if row.is_folder() { Err(not_a_file()) } else { Ok(()) }
+}
+
+pub async fn create_download_token(ctx: &AppState, owner: Uuid, object_id: Uuid) -> ServiceResult<DownloadTokenView> {
+    let owned = files::authorize_live(ctx.db(), owner, object_id).await?;
+    expect_file(owned.row())?;
+    let now = now_ms() / 1000;
+    let exp = now + DOWNLOAD_TOKEN_LIFETIME.as_secs() as i64;
+    let claims =
+        DownloadClaims { sub: owner, jti: Uuid::new_v4(), obj: object_id, iat: now, exp, typ: TokenType::Download };
+    let token = ctx.tokens().sign(&claims);
+    Ok(DownloadTokenView {
+        url: format!("/api/v1/file/download/{token}"),
+        access_token: token,
+        expires: to_rfc3339(exp * 1000),
+    })
+}
+
+/// Opens the file a download token names. With `consume`, the token is spent: a second use
+/// is refused, also on another master sharing the store. (`HEAD` does not consume it.)
+pub async fn open_download(ctx: &AppState, token: &str, consume: bool) -> ServiceResult<Download> {
+    let claims = ctx.tokens().verify_download(token).map_err(token_error)?;
+    if consume {
+        let remaining = (claims.exp - now_ms() / 1000).max(1) as u64 + 60;
+        let first = ctx
+            .store()
+            .set_if_absent(&format!("download-used:{}", claims.jti), "1", Duration::from_secs(remaining))
+            .await?;
+        if !first {
+            return Err(ServiceError::conflict("download.token_used", "this download link was already used"));
+        }
+    }
+    // The owner must still be allowed in, and the file still theirs and not in the trash.
+    accounts::load_active_user(ctx.db(), claims.sub).await?;
+    let owned = files::authorize_live(ctx.db(), claims.sub, claims.obj).await?;
+    prepare(ctx, owned.row()).await
+}
+
+async fn prepare(ctx: &AppState, row: &ObjectRow) -> ServiceResult<Download> {
+    expect_file(row)?;
+    let blob_id =
+        row.physical_file_id.as_deref().ok_or_else(|| ServiceError::internal(anyhow::anyhow!("file without blob")))?;
+    let blob = db::blobs::find(ctx.db(), blob_id)
+        .await?
+        .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("blob row missing")))?;
+    let policy = policies::find(ctx.db(), files::parse_uuid(&blob.policy_id)?).await?;
+    let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+    let key = StorageKey::parse(&blob.storage_key)?;
+    let redirect = if policy.is_private == 0 && PolicyType::parse(&policy.kind) == Some(PolicyType::S3) {
+        store.presigned_get(&key, REDIRECT_LIFETIME, &attachment_disposition(&row.name)).await?
+    } else {
+        None
+    };
+    Ok(Download {
+        name: row.name.clone(),
+        size: blob.size as u64,
+        blake3: blob.blake3,
+        updated_at: row.updated_at,
+        store,
+        key,
+        redirect,
+    })
+}
+
+/// The permanent source link of a file.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SourceLinkView {
+    /// Public URL (relative to the site); works until the file is deleted.
+    pub url: String,
+    pub downloads: i64,
+}
+
+fn source_url(object_id: &str, name: &str) -> String {
+    let name = percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC);
+    format!("/api/v1/file/source/{object_id}/{name}")
+}
+
+/// Creates the file's source link (or answers the existing one).
+pub async fn create_source_link(ctx: &AppState, owner: Uuid, object_id: Uuid) -> ServiceResult<SourceLinkView> {
+    let owned = files::authorize_live(ctx.db(), owner, object_id).await?;
+    expect_file(owned.row())?;
+    let row = owned.row();
+    db::objects::insert_source_link(ctx.db(), &Uuid::new_v4().to_string(), &row.id, &row.name, now_ms()).await?;
+    source_link(ctx, owner, object_id).await
+}
+
+pub async fn source_link(ctx: &AppState, owner: Uuid, object_id: Uuid) -> ServiceResult<SourceLinkView> {
+    let owned = files::authorize(ctx.db(), owner, object_id).await?;
+    let (_, downloads) = db::objects::source_link_of(ctx.db(), &owned.row().id)
+        .await?
+        .ok_or_else(|| ServiceError::not_found("source.not_found", "the file has no source link"))?;
+    Ok(SourceLinkView { url: source_url(&owned.row().id, &owned.row().name), downloads })
+}
+
+/// Opens a file through its public source link. The name in the URL must be the file's name;
+/// a trashed file, or one whose owner is not active, is not served.
+pub async fn open_source(ctx: &AppState, object_id: Uuid, name: &str) -> ServiceResult<Download> {
+    let missing = || ServiceError::not_found("source.not_found", "no such source link");
+    let id = object_id.to_string();
+    db::objects::source_link_of(ctx.db(), &id).await?.ok_or_else(missing)?;
+    let row = db::objects::find_by_id(ctx.db(), &id).await?.ok_or_else(missing)?;
+    if row.trashed_at.is_some() || row.name != name {
+        return Err(missing());
+    }
+    let owner = db::users::find(ctx.db(), &row.owner_id).await?.ok_or_else(missing)?;
+    if owner.status != UserStatus::Active.as_str() {
+        return Err(missing());
+    }
+    let download = prepare(ctx, &row).await?;
+    db::objects::count_source_download(ctx.db(), &id).await?;
+    Ok(download)
+}
+
+/// Replaces a file's content with a streamed body. The policy's `max_size` is enforced before
+/// (declared length) and while bytes arrive; the quota is settled by the difference in size;
+/// the old blob loses a reference (and is deleted when it was the last).
+pub async fn replace_content(
+    ctx: &AppState,
+    owner: Uuid,
+    object_id: Uuid,
+    content_length: Option<u64>,
+    body: ByteStream,
+) -> ServiceResult<ObjectView> {
+    let db = ctx.db();
+    let owned = files::authorize_live(db, owner, object_id).await?;
+    let row = owned.into_row();
+    expect_file(&row)?;
+    let policy_id =
+        row.policy_id.clone().ok_or_else(|| ServiceError::internal(anyhow::anyhow!("file without policy")))?;
+    let policy = policies::find(db, files::parse_uuid(&policy_id)?).await?;
+    if let Some(length) = content_length {
+        check_max_size(policy.max_size, length as i64)?;
+    }
+    let owner_id = owner.to_string();
+    let capacity = db::users::capacity(db, &owner_id, now_ms()).await?;
+    // Reserve the growth up front when the length is declared, so a full quota refuses the
+    // request before any byte is stored.
+    let mut reserved = 0_i64;
+    if let Some(length) = content_length {
+        let growth = length as i64 - row.size;
+        if growth > 0 {
+            let mut conn = db.writer().acquire().await.map_err(DbError::from)?;
+            if !db::users::reserve_storage(&mut conn, &owner_id, growth, capacity).await? {
+                return Err(quota_exceeded());
+            }
+            reserved = growth;
+        }
+    }
+    let give_back = |bytes: i64| async move {
+        if bytes > 0
+            && let Ok(mut conn) = db.writer().acquire().await
+        {
+            let _ = db::users::release_storage(&mut conn, &owner_id, bytes).await;
+        }
+    };
+    let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+    let context = NamingContext { user_id: owner, original_name: &row.name, now: time::OffsetDateTime::now_utc() };
+    let key = StorageKey::parse(&naming::storage_key(&policy.dir_name_rule, &policy.file_name_rule, &context))?;
+    let max_len = (policy.max_size > 0).then_some(policy.max_size as u64);
+    let outcome = match store.put_stream(&key, body, max_len).await {
+        Ok(outcome) => outcome,
+        Err(err) => {
+            give_back(reserved).await;
+            return Err(err.into());
+        }
+    };
+    let size = outcome.size as i64;
+    let growth = size - row.size;
+    let settled = async {
+        let mut tx = db.begin().await?;
+        // Settle the reservation against the real growth.
+        if growth > reserved && !db::users::reserve_storage(&mut tx, &row.owner_id, growth - reserved, capacity).await?
+        {
+            return Ok(None);
+        }
+        if growth < reserved {
+            db::users::release_storage(&mut tx, &row.owner_id, reserved - growth).await?;
+        }
+        let existing = db::blobs::find_same_content(&mut tx, &policy.id, &outcome.blake3, size).await?;
+        let (blob_id, duplicate) = match existing {
+            Some(blob) => {
+                db::blobs::add_refs(&mut tx, &blob.id, 1).await?;
+                (blob.id, true)
+            }
+            None => {
+                let blob = BlobRow {
+                    id: Uuid::new_v4().to_string(),
+                    policy_id: policy.id.clone(),
+                    storage_key: key.to_string(),
+                    size,
+                    blake3: Some(outcome.blake3.clone()),
+                    ref_count: 1,
+                };
+                db::blobs::insert(&mut tx, &blob, now_ms()).await?;
+                (blob.id, false)
+            }
+        };
+        db::objects::set_content(&mut tx, &row.id, &blob_id, size, now_ms()).await?;
+        let mut orphans = Vec::new();
+        if let Some(old) = &row.physical_file_id
+            && db::blobs::add_refs(&mut tx, old, -1).await? == 0
+        {
+            orphans.push(old.clone());
+        }
+        tx.commit().await?;
+        Ok::<_, DbError>(Some((duplicate, orphans)))
+    }
+    .await;
+    match settled {
+        Ok(Some((duplicate, orphans))) => {
+            if duplicate {
+                let _ = store.delete(&key).await;
+            }
+            files::release_blobs(ctx, &orphans).await;
+            files::get(db, owner, object_id).await
+        }
+        Ok(None) => {
+            let _ = store.delete(&key).await;
+            give_back(reserved).await;
+            Err(quota_exceeded())
+        }
+        Err(err) => {
+            let _ = store.delete(&key).await;
+            give_back(reserved).await;
+            Err(err.into())
+        }
+    }
+}
+
+/// Checks that the caller may use `policy_id` for an object; moving the bytes is a later
+/// feature (POLICY_MIGRATE tasks), so a permitted request answers 501 for now.
+pub async fn change_policy(
+    ctx: &AppState,
+    owner: Uuid,
+    group_id: &str,
+    object_id: Uuid,
+    policy_id: Uuid,
+) -> ServiceResult<()> {
+    files::authorize_live(ctx.db(), owner, object_id).await?;
+    policies::policy_for(ctx.db(), group_id, Some(policy_id)).await?;
+    Err(ServiceError::new(
+        ErrorKind::NotImplemented,
+        "server.not_implemented",
+        "policy migration is not implemented yet",
+    ))
+}

@@ -1,0 +1,386 @@
+//! Resumable chunked uploads: a session reserves the declared size against the quota, chunks
+//! arrive in any order (idempotently), and the last one finalises: hash, de-duplicate, create
+//! the object. Sessions that are aborted or expire give back their reservation and bytes.
+
+use std::time::Duration;
+
+use nubo_common::hash;
+use nubo_common::storage::{ByteStream, ChunkReceipt, StagedUpload, StorageKey};
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::db::blobs::BlobRow;
+use crate::db::objects::NewObject;
+use crate::db::uploads::{ABORTING, ChunkRow, FINISHING, SessionRow, UPLOADING};
+use crate::db::{self, DbError};
+use crate::domain::naming::{self, NamingContext};
+use crate::domain::object::{ObjectKind, ObjectName};
+use crate::domain::time::{now_ms, to_rfc3339};
+use crate::service::files::{self, ObjectView, quota_exceeded};
+use crate::service::{ErrorKind, ServiceError, ServiceResult, policies};
+
+/// How long a session may wait for its chunks (the interface leaves it open): a day.
+pub const SESSION_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
+/// What a client needs to send (or resume) an upload.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SessionView {
+    pub id: Uuid,
+    pub file_name: String,
+    pub file_size: i64,
+    pub chunk_size: i64,
+    pub total_chunks: i32,
+    /// Indexes of the chunks already received.
+    pub uploaded: Vec<i32>,
+    pub expires_at: String,
+    pub policy_id: Uuid,
+    /// The created file, once the upload is complete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object: Option<ObjectView>,
+}
+
+/// A new upload as requested.
+pub struct NewUpload {
+    pub file_name: String,
+    pub file_size: i64,
+    pub parent_id: Uuid,
+    pub policy_id: Option<Uuid>,
+}
+
+fn session_not_found() -> ServiceError {
+    ServiceError::not_found("upload.not_found", "no such upload session")
+}
+
+fn view(session: &SessionRow, uploaded: Vec<i32>, object: Option<ObjectView>) -> ServiceResult<SessionView> {
+    Ok(SessionView {
+        id: files::parse_uuid(&session.id)?,
+        file_name: session.file_name.clone(),
+        file_size: session.declared_size,
+        chunk_size: session.chunk_size,
+        total_chunks: session.total_chunks,
+        uploaded,
+        expires_at: to_rfc3339(session.expires_at),
+        policy_id: files::parse_uuid(&session.policy_id)?,
+        object,
+    })
+}
+
+fn staged(session: &SessionRow) -> ServiceResult<StagedUpload> {
+    serde_json::from_str(&session.driver_state).map_err(ServiceError::internal)
+}
+
+/// Refuses a file larger than the policy allows (0 = no limit).
+pub fn check_max_size(max_size: i64, size: i64) -> ServiceResult<()> {
+    if max_size > 0 && size > max_size {
+        return Err(ServiceError::new(
+            ErrorKind::PayloadTooLarge,
+            "file.too_large",
+            format!("the file is larger than the policy's limit of {max_size} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// Opens a session: checks the folder, the name, the policy and its size limit, and reserves
+/// the declared size against the quota in the same transaction as the session row, so
+/// concurrent sessions can never exceed the quota together.
+pub async fn create(ctx: &AppState, owner: Uuid, group_id: &str, request: NewUpload) -> ServiceResult<SessionView> {
+    let db = ctx.db();
+    let parent = files::authorize_folder(db, owner, request.parent_id).await?;
+    let name = ObjectName::parse(&request.file_name).map_err(|why| ServiceError::validation("file_name", why))?;
+    if request.file_size < 0 {
+        return Err(ServiceError::validation("file_size", "file_size must be 0 or more bytes"));
+    }
+    let policy = policies::policy_for(db, group_id, request.policy_id).await?;
+    check_max_size(policy.max_size, request.file_size)?;
+    if db::objects::child_by_name(db, &parent.row().id, name.as_str()).await?.is_some() {
+        return Err(ServiceError::conflict("object.name_taken", "an object with that name exists in the folder")
+            .with_field("file_name"));
+    }
+    let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+    let context = NamingContext { user_id: owner, original_name: name.as_str(), now: time::OffsetDateTime::now_utc() };
+    let key = StorageKey::parse(&naming::storage_key(&policy.dir_name_rule, &policy.file_name_rule, &context))?;
+    let capacity = db::users::capacity(db, &owner.to_string(), now_ms()).await?;
+    let upload = store.begin_upload(&key, request.file_size as u64, policy.chunk_size as u64).await?;
+    let now = now_ms();
+    let session = SessionRow {
+        id: Uuid::new_v4().to_string(),
+        owner_id: owner.to_string(),
+        parent_id: parent.row().id.clone(),
+        file_name: name.to_string(),
+        policy_id: policy.id.clone(),
+        declared_size: request.file_size,
+        chunk_size: policy.chunk_size,
+        total_chunks: upload.total_chunks() as i32,
+        storage_key: key.to_string(),
+        driver_state: serde_json::to_string(&upload).map_err(ServiceError::internal)?,
+        replace_object_id: None,
+        status: UPLOADING.to_owned(),
+        expires_at: now + SESSION_LIFETIME.as_millis() as i64,
+        created_at: now,
+    };
+    let reserved = async {
+        let mut tx = db.begin().await?;
+        if !db::users::reserve_storage(&mut tx, &session.owner_id, session.declared_size, capacity).await? {
+            return Ok::<bool, DbError>(false);
+        }
+        db::uploads::insert(&mut tx, &session).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+    .await;
+    match reserved {
+        Ok(true) => {}
+        Ok(false) => {
+            let _ = store.abort_upload(&upload).await;
+            return Err(quota_exceeded());
+        }
+        Err(err) => {
+            let _ = store.abort_upload(&upload).await;
+            return Err(err.into());
+        }
+    }
+    // An empty file has no chunks to wait for.
+    if session.total_chunks == 0 {
+        let object = finish(ctx, &session).await?;
+        return view(&session, Vec::new(), Some(object));
+    }
+    view(&session, Vec::new(), None)
+}
+
+async fn load(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<SessionRow> {
+    db::uploads::find_owned(ctx.db(), &owner.to_string(), &id.to_string()).await?.ok_or_else(session_not_found)
+}
+
+fn check_open(session: &SessionRow) -> ServiceResult<()> {
+    if session.status != UPLOADING {
+        return Err(ServiceError::conflict("upload.not_open", "the upload is being completed or cancelled"));
+    }
+    if session.expires_at < now_ms() {
+        return Err(ServiceError::not_found("upload.expired", "the upload session has expired"));
+    }
+    Ok(())
+}
+
+pub async fn status(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<SessionView> {
+    let session = load(ctx, owner, id).await?;
+    let uploaded = db::uploads::chunks(ctx.db(), &session.id).await?.iter().map(|c| c.chunk_index).collect();
+    view(&session, uploaded, None)
+}
+
+/// Stores chunk `index`. Idempotent: a re-sent chunk replaces the earlier copy. When this was
+/// the last missing chunk, the upload is finalised and the answer carries the new object.
+pub async fn put_chunk(
+    ctx: &AppState,
+    owner: Uuid,
+    id: Uuid,
+    index: u32,
+    content_length: Option<u64>,
+    body: ByteStream,
+) -> ServiceResult<SessionView> {
+    let session = load(ctx, owner, id).await?;
+    check_open(&session)?;
+    let upload = staged(&session)?;
+    let expected = upload.chunk_len(index).ok_or_else(|| {
+        ServiceError::new(
+            ErrorKind::Validation,
+            "upload.chunk_out_of_range",
+            format!("chunk {index} does not exist: the upload has {} chunks", upload.total_chunks()),
+        )
+        .with_field("index")
+    })?;
+    if let Some(length) = content_length
+        && length != expected
+    {
+        return Err(ServiceError::new(
+            ErrorKind::BadRequest,
+            "upload.wrong_length",
+            format!("chunk {index} must be exactly {expected} bytes, the request says {length}"),
+        ));
+    }
+    let policy = policies::find(ctx.db(), files::parse_uuid(&session.policy_id)?).await?;
+    let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+    let receipt = store.put_chunk(&upload, index, body).await?;
+    let chunk = ChunkRow {
+        chunk_index: index as i32,
+        size: receipt.size as i64,
+        etag: receipt.etag,
+        chaining_value: receipt.chaining_value,
+    };
+    db::uploads::upsert_chunk(ctx.db(), &session.id, &chunk, now_ms()).await?;
+    let uploaded: Vec<i32> = db::uploads::chunks(ctx.db(), &session.id).await?.iter().map(|c| c.chunk_index).collect();
+    if uploaded.len() as i32 == session.total_chunks {
+        return complete_session(ctx, session).await;
+    }
+    view(&session, uploaded, None)
+}
+
+/// Explicitly finalises an upload whose chunks have all arrived (also retries a finalisation
+/// that failed half-way).
+pub async fn complete(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<SessionView> {
+    let session = load(ctx, owner, id).await?;
+    check_open(&session)?;
+    let uploaded = db::uploads::chunks(ctx.db(), &session.id).await?.len() as i32;
+    if uploaded != session.total_chunks {
+        return Err(ServiceError::conflict(
+            "upload.incomplete",
+            format!("{uploaded} of {} chunks have arrived", session.total_chunks),
+        ));
+    }
+    complete_session(ctx, session).await
+}
+
+/// Claims the session (so of two concurrent last chunks only one finalises) and finishes it;
+/// on failure the claim is released so the client can retry.
+async fn complete_session(ctx: &AppState, session: SessionRow) -> ServiceResult<SessionView> {
+    if !db::uploads::transition(ctx.db(), &session.id, UPLOADING, FINISHING).await? {
+        return Err(ServiceError::conflict("upload.not_open", "the upload is being completed or cancelled"));
+    }
+    match finish(ctx, &session).await {
+        Ok(object) => {
+            let uploaded = (0..session.total_chunks).collect();
+            view(&session, uploaded, Some(object))
+        }
+        Err(err) => {
+            let _ = db::uploads::transition(ctx.db(), &session.id, FINISHING, UPLOADING).await;
+            Err(err)
+        }
+    }
+}
+
+/// Completes the staged blob, then in one transaction de-duplicates against blobs with the same
+/// content, creates the object and deletes the session. A blob made redundant by
+/// de-duplication is deleted after the commit.
+async fn finish(ctx: &AppState, session: &SessionRow) -> ServiceResult<ObjectView> {
+    let db = ctx.db();
+    let upload = staged(session)?;
+    let chunks = db::uploads::chunks(db, &session.id).await?;
+    let receipts: Vec<ChunkReceipt> = chunks
+        .iter()
+        .map(|c| ChunkReceipt {
+            index: c.chunk_index as u32,
+            size: c.size as u64,
+            etag: c.etag.clone(),
+            chaining_value: c.chaining_value.clone(),
+        })
+        .collect();
+    let chaining_values: Vec<String> = chunks.iter().map(|c| c.chaining_value.clone()).collect();
+    let content_hash = hash::combine(&chaining_values, upload.chunk_size, upload.size)
+        .map_err(|e| ServiceError::internal(anyhow::anyhow!("combining chunk hashes: {e}")))?;
+    let policy = policies::find(db, files::parse_uuid(&session.policy_id)?).await?;
+    let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+    store.complete_upload(&upload, &receipts).await?;
+
+    let now = now_ms();
+    let committed = async {
+        let mut tx = db.begin().await?;
+        let existing = db::blobs::find_same_content(&mut tx, &policy.id, &content_hash, session.declared_size).await?;
+        let (blob_id, duplicate) = match existing {
+            Some(blob) => {
+                db::blobs::add_refs(&mut tx, &blob.id, 1).await?;
+                (blob.id, true)
+            }
+            None => {
+                let blob = BlobRow {
+                    id: Uuid::new_v4().to_string(),
+                    policy_id: policy.id.clone(),
+                    storage_key: session.storage_key.clone(),
+                    size: session.declared_size,
+                    blake3: Some(content_hash.clone()),
+                    ref_count: 1,
+                };
+                db::blobs::insert(&mut tx, &blob, now).await?;
+                (blob.id, false)
+            }
+        };
+        let object_id = Uuid::new_v4().to_string();
+        let object = NewObject {
+            id: &object_id,
+            owner_id: &session.owner_id,
+            parent_id: Some(&session.parent_id),
+            name: &session.file_name,
+            kind: ObjectKind::File.as_str(),
+            policy_id: Some(&policy.id),
+            physical_file_id: Some(&blob_id),
+            size: session.declared_size,
+        };
+        db::objects::insert(&mut tx, &object, now).await?;
+        db::uploads::delete(&mut tx, &session.id).await?;
+        tx.commit().await?;
+        Ok::<_, DbError>((object_id, duplicate))
+    }
+    .await;
+    let key = StorageKey::parse(&session.storage_key)?;
+    match committed {
+        Ok((object_id, duplicate)) => {
+            if duplicate && let Err(err) = store.delete(&key).await {
+                tracing::warn!(key = %key, error = %err, "could not delete a duplicate blob; the collector will");
+            }
+            let row = db::objects::find_owned(db, &session.owner_id, &object_id).await?.ok_or_else(files::not_found)?;
+            files::view_of(db, &row).await
+        }
+        Err(err) => {
+            // The bytes are complete but no row points at them: remove them, give back the
+            // reservation and end the session, so nothing is left behind.
+            let _ = store.delete(&key).await;
+            let clash = matches!(&err, DbError::Sqlx(e) if db::is_unique_violation(e));
+            release_session(ctx, session).await?;
+            if clash {
+                return Err(ServiceError::conflict(
+                    "object.name_taken",
+                    "an object with that name appeared in the folder meanwhile",
+                ));
+            }
+            Err(err.into())
+        }
+    }
+}
+
+/// Deletes a session row and gives back its reservation, in one transaction.
+async fn release_session(ctx: &AppState, session: &SessionRow) -> ServiceResult<()> {
+    let mut tx = ctx.db().begin().await?;
+    db::uploads::delete(&mut tx, &session.id).await?;
+    db::users::release_storage(&mut tx, &session.owner_id, session.declared_size).await?;
+    tx.commit().await.map_err(DbError::from)?;
+    Ok(())
+}
+
+/// Cancels a session: its reservation and its staged bytes are released.
+pub async fn abort(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<()> {
+    let session = load(ctx, owner, id).await?;
+    if !db::uploads::transition(ctx.db(), &session.id, UPLOADING, ABORTING).await? {
+        return Err(ServiceError::conflict("upload.not_open", "the upload is being completed or cancelled"));
+    }
+    drop_session(ctx, &session).await
+}
+
+async fn drop_session(ctx: &AppState, session: &SessionRow) -> ServiceResult<()> {
+    release_session(ctx, session).await?;
+    let policy = policies::find(ctx.db(), files::parse_uuid(&session.policy_id)?).await?;
+    let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+    if let Err(err) = store.abort_upload(&staged(session)?).await {
+        tracing::warn!(session = %session.id, error = %err, "could not drop staged bytes; the collector will");
+    }
+    Ok(())
+}
+
+/// Expires sessions whose time ran out before `now`: reservations and staged bytes are
+/// released. Answers how many were reaped.
+pub async fn reap_expired(ctx: &AppState, now: i64) -> ServiceResult<usize> {
+    let mut reaped = 0;
+    loop {
+        let sessions = db::uploads::expired(ctx.db(), now, 100).await?;
+        if sessions.is_empty() {
+            return Ok(reaped);
+        }
+        for session in &sessions {
+            // Claim it first: a chunk arriving at the same moment must not race the reaper.
+            if db::uploads::transition(ctx.db(), &session.id, UPLOADING, ABORTING).await? {
+                drop_session(ctx, session).await?;
+                reaped += 1;
+            }
+        }
+    }
+}

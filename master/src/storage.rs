@@ -1,0 +1,87 @@
+//! The blob store of each storage policy, built from the policy's options on first use and
+//! rebuilt when the policy changes.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use nubo_common::secret::Secret;
+use nubo_common::storage::BlobStore;
+use nubo_common::storage::local::LocalBlobStore;
+use nubo_common::storage::s3::{S3BlobStore, S3Config};
+
+use crate::db::policies::PolicyRow;
+use crate::domain::policy::{LocalOptions, PolicyType, S3Options};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("policy {0} has an unknown type")]
+    UnknownType(String),
+    #[error("policy options are invalid: {0}")]
+    Options(String),
+}
+
+/// A built store and the policy version (`updated_at`) it was built from.
+type Versioned = (i64, Arc<dyn BlobStore>);
+
+/// Blob stores by policy id.
+pub struct StorageRegistry {
+    data_dir: PathBuf,
+    stores: Mutex<HashMap<String, Versioned>>,
+}
+
+impl StorageRegistry {
+    pub fn new(data_dir: &Path) -> Self {
+        Self { data_dir: data_dir.to_owned(), stores: Mutex::new(HashMap::new()) }
+    }
+
+    /// Where a local policy keeps its blobs.
+    pub fn local_root(&self, options: &LocalOptions) -> PathBuf {
+        let root = if options.root.is_empty() { "uploads" } else { options.root.as_str() };
+        let path = Path::new(root);
+        if path.is_absolute() { path.to_owned() } else { self.data_dir.join(path) }
+    }
+
+    /// The store of `policy`, built now if the policy is new or changed since.
+    pub fn store(&self, policy: &PolicyRow) -> Result<Arc<dyn BlobStore>, RegistryError> {
+        if let Some((version, store)) = self.lock().get(&policy.id)
+            && *version == policy.updated_at
+        {
+            return Ok(store.clone());
+        }
+        let store = self.build(policy)?;
+        self.lock().insert(policy.id.clone(), (policy.updated_at, store.clone()));
+        Ok(store)
+    }
+
+    /// Builds a store without caching it (to test options before saving them).
+    pub fn build(&self, policy: &PolicyRow) -> Result<Arc<dyn BlobStore>, RegistryError> {
+        match PolicyType::parse(&policy.kind) {
+            Some(PolicyType::Local) => {
+                let options: LocalOptions =
+                    serde_json::from_str(&policy.options).map_err(|e| RegistryError::Options(e.to_string()))?;
+                Ok(Arc::new(LocalBlobStore::new(self.local_root(&options))))
+            }
+            Some(PolicyType::S3) => {
+                let options: S3Options =
+                    serde_json::from_str(&policy.options).map_err(|e| RegistryError::Options(e.to_string()))?;
+                let config = S3Config {
+                    endpoint: (!options.endpoint.is_empty()).then_some(options.endpoint),
+                    region: options.region,
+                    bucket: options.bucket,
+                    path_style: options.path_style,
+                    access_key: options.access_key,
+                    secret_key: Secret::new(options.secret_key),
+                    prefix: (!options.prefix.is_empty()).then_some(options.prefix),
+                };
+                let store = S3BlobStore::new(&config).map_err(|e| RegistryError::Options(e.to_string()))?;
+                Ok(Arc::new(store))
+            }
+            None => Err(RegistryError::UnknownType(policy.id.clone())),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Versioned>> {
+        self.stores.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}

@@ -1,0 +1,643 @@
+//! The object tree, uploads, downloads, quota and de-duplication on the local policy.
+
+use nubo_tests::files::{SMALL_CHUNK, content};
+use nubo_tests::{TestApp, error_body, on_every_backend};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+on_every_backend!(
+    multi_chunk_upload_downloads_byte_for_byte,
+    chunks_may_arrive_out_of_order_and_twice,
+    wrong_chunk_length_and_index_are_refused,
+    status_lists_received_chunks_and_upload_resumes_after_restart,
+    zero_byte_files_work,
+    concurrent_sessions_never_exceed_the_quota,
+    abort_and_reaper_release_the_reservation_and_bytes,
+    max_size_is_enforced_at_session_creation,
+    duplicate_content_is_stored_once_and_deleted_with_its_last_reference,
+    moving_a_folder_into_its_descendant_changes_nothing,
+    a_batch_move_with_one_bad_id_changes_nothing,
+    copies_share_blobs_and_count_against_the_quota,
+    trash_restore_and_purge,
+    listing_puts_folders_first_sorts_and_pages,
+    download_tokens_work_once_and_serve_ranges,
+    content_replacement_enforces_max_size_and_settles_quota,
+    source_links_serve_private_files_publicly,
+    names_are_validated_and_storage_keys_stay_inside_the_root,
+    other_users_ids_answer_404_everywhere,
+    policy_permission_is_checked
+);
+
+async fn setup(app: &TestApp) -> (nubo_tests::Session, String) {
+    let admin = app.login_admin().await;
+    app.use_small_chunks(&admin, 0).await;
+    let user = app.register("fiona@example.com", "fiona-password").await;
+    let root = app.root_id(&user).await;
+    (user, root)
+}
+
+async fn multi_chunk_upload_downloads_byte_for_byte(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    let bytes = content(3 * SMALL_CHUNK + 123, 1);
+    let object = app.upload(&user, &root, "data.bin", &bytes).await;
+    assert_eq!(object["size"], bytes.len());
+    assert_eq!(object["path"], "/data.bin");
+    assert_eq!(app.download(&user, object["id"].as_str().unwrap()).await, bytes);
+    let detail: Value = app
+        .call(Method::GET, &format!("/object/{}/detail", object["id"].as_str().unwrap()), Some(&user.access), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(detail["blake3"], blake3::hash(&bytes).to_hex().as_str());
+    assert_eq!(app.storage_used(&user).await, bytes.len() as i64);
+}
+
+async fn chunks_may_arrive_out_of_order_and_twice(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    let bytes = content(4 * SMALL_CHUNK, 2);
+    let session: Value = app.start_upload(&user, &root, "shuffled.bin", bytes.len()).await.json().await.unwrap();
+    let id = session["id"].as_str().unwrap();
+    let piece = |i: usize| bytes[i * SMALL_CHUNK..(i + 1) * SMALL_CHUNK].to_vec();
+    for index in [2, 0, 2, 3] {
+        assert_eq!(app.put_chunk(&user, id, index, piece(index)).await.status(), 200);
+    }
+    // A re-sent chunk with other bytes replaces the earlier copy and is not counted twice.
+    assert_eq!(app.put_chunk(&user, id, 0, vec![0xAA; SMALL_CHUNK]).await.status(), 200);
+    assert_eq!(app.put_chunk(&user, id, 0, piece(0)).await.status(), 200);
+    let last: Value = app.put_chunk(&user, id, 1, piece(1)).await.json().await.unwrap();
+    let object = &last["object"];
+    assert_eq!(app.download(&user, object["id"].as_str().unwrap()).await, bytes);
+    assert_eq!(app.storage_used(&user).await, bytes.len() as i64);
+}
+
+async fn wrong_chunk_length_and_index_are_refused(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    let session: Value = app.start_upload(&user, &root, "f.bin", 2 * SMALL_CHUNK + 10).await.json().await.unwrap();
+    let id = session["id"].as_str().unwrap();
+    assert_eq!(session["total_chunks"], 3);
+    // Streamed without Content-Length, so the length is found out while the bytes arrive.
+    let streamed = |index: usize, bytes: Vec<u8>| {
+        let body = reqwest::Body::wrap_stream(futures_util::stream::iter([Ok::<_, std::io::Error>(bytes)]));
+        app.request(Method::PUT, &format!("/file/upload/{id}/{index}")).bearer_auth(&user.access).body(body).send()
+    };
+    let short = streamed(0, vec![1; SMALL_CHUNK - 1]).await.unwrap();
+    assert_eq!(error_body(short, 400).await["code"], "upload.wrong_length");
+    let long = streamed(2, vec![1; 11]).await.unwrap();
+    assert_eq!(error_body(long, 400).await["code"], "upload.wrong_length");
+    let beyond = app.put_chunk(&user, id, 3, vec![1; 10]).await;
+    assert_eq!(error_body(beyond, 422).await["code"], "upload.chunk_out_of_range");
+    let status: Value =
+        app.call(Method::GET, &format!("/file/upload/{id}"), Some(&user.access), None).await.json().await.unwrap();
+    assert_eq!(status["uploaded"], json!([]), "refused chunks are not recorded");
+}
+
+async fn status_lists_received_chunks_and_upload_resumes_after_restart(mut app: TestApp) {
+    let (user, root) = setup(&app).await;
+    let bytes = content(3 * SMALL_CHUNK, 3);
+    let session: Value = app.start_upload(&user, &root, "resume.bin", bytes.len()).await.json().await.unwrap();
+    let id = session["id"].as_str().unwrap().to_owned();
+    app.put_chunk(&user, &id, 0, bytes[..SMALL_CHUNK].to_vec()).await;
+    app.put_chunk(&user, &id, 2, bytes[2 * SMALL_CHUNK..].to_vec()).await;
+
+    app.restart().await;
+    let status: Value =
+        app.call(Method::GET, &format!("/file/upload/{id}"), Some(&user.access), None).await.json().await.unwrap();
+    assert_eq!(status["uploaded"], json!([0, 2]));
+    let done: Value =
+        app.put_chunk(&user, &id, 1, bytes[SMALL_CHUNK..2 * SMALL_CHUNK].to_vec()).await.json().await.unwrap();
+    assert_eq!(app.download(&user, done["object"]["id"].as_str().unwrap()).await, bytes);
+}
+
+async fn zero_byte_files_work(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    let response = app.start_upload(&user, &root, "empty.txt", 0).await;
+    assert_eq!(response.status(), 201);
+    let session: Value = response.json().await.unwrap();
+    assert_eq!(session["total_chunks"], 0);
+    let object = &session["object"];
+    assert_eq!(object["size"], 0);
+    assert!(app.download(&user, object["id"].as_str().unwrap()).await.is_empty());
+}
+
+async fn concurrent_sessions_never_exceed_the_quota(app: TestApp) {
+    let admin = app.login_admin().await;
+    app.use_small_chunks(&admin, 0).await;
+    app.set_user_group(&admin, json!({"max_storage": 10 * 1024 * 1024})).await;
+    let user = app.register("gus@example.com", "gus-password").await;
+    let root = app.root_id(&user).await;
+    let app = std::sync::Arc::new(app);
+    let attempts = (0..12).map(|i| {
+        let (app, user, root) = (app.clone(), user.clone(), root.clone());
+        tokio::spawn(async move {
+            app.start_upload(&user, &root, &format!("f{i}"), 3 * 1024 * 1024).await.status().as_u16()
+        })
+    });
+    let statuses: Vec<u16> = futures_util::future::join_all(attempts).await.into_iter().map(Result::unwrap).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 201).count(), 3, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 507).count(), 9, "{statuses:?}");
+    assert_eq!(app.storage_used(&user).await, 9 * 1024 * 1024);
+    // Values above 4 GiB are fine too.
+    app.set_user_group(&admin, json!({"max_storage": 6_i64 * 1024 * 1024 * 1024})).await;
+    assert_eq!(app.start_upload(&user, &root, "big", 5 * 1024 * 1024 * 1024).await.status(), 201);
+    assert_eq!(app.storage_used(&user).await, 9 * 1024 * 1024 + 5 * 1024 * 1024 * 1024);
+}
+
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() { found.extend(files_under(&path)) } else { found.push(path) }
+        }
+    }
+    found
+}
+
+async fn abort_and_reaper_release_the_reservation_and_bytes(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    let staging = app.config.data_dir.join("small/.staging");
+    let aborted: Value = app.start_upload(&user, &root, "a.bin", 2 * SMALL_CHUNK).await.json().await.unwrap();
+    app.put_chunk(&user, aborted["id"].as_str().unwrap(), 0, vec![7; SMALL_CHUNK]).await;
+    assert_eq!(app.storage_used(&user).await, 2 * SMALL_CHUNK as i64);
+    let response = app
+        .call(Method::DELETE, &format!("/file/upload/{}", aborted["id"].as_str().unwrap()), Some(&user.access), None)
+        .await;
+    assert_eq!(response.status(), 204);
+    assert_eq!(app.storage_used(&user).await, 0);
+    assert!(files_under(&staging).is_empty(), "staged bytes removed");
+
+    let abandoned: Value = app.start_upload(&user, &root, "b.bin", SMALL_CHUNK + 1).await.json().await.unwrap();
+    let kept = app.upload(&user, &root, "kept.bin", &content(100, 4)).await;
+    assert_eq!(app.storage_used(&user).await, SMALL_CHUNK as i64 + 1 + 100);
+    let state = app.state();
+    let now = nubo_master::domain::time::now_ms();
+    assert_eq!(nubo_master::service::uploads::reap_expired(state, now).await.unwrap(), 0, "nothing expired yet");
+    let later = now + nubo_master::service::uploads::SESSION_LIFETIME.as_millis() as i64 + 1;
+    assert_eq!(nubo_master::service::uploads::reap_expired(state, later).await.unwrap(), 1);
+    assert_eq!(app.storage_used(&user).await, 100, "only the finished file counts");
+    let gone = app
+        .call(Method::GET, &format!("/file/upload/{}", abandoned["id"].as_str().unwrap()), Some(&user.access), None)
+        .await;
+    assert_eq!(error_body(gone, 404).await["code"], "upload.not_found");
+    assert!(files_under(&staging).is_empty());
+    assert_eq!(app.download(&user, kept["id"].as_str().unwrap()).await, content(100, 4));
+}
+
+async fn max_size_is_enforced_at_session_creation(app: TestApp) {
+    let admin = app.login_admin().await;
+    app.use_small_chunks(&admin, 1000).await;
+    let user = app.register("hank@example.com", "hank-password").await;
+    let root = app.root_id(&user).await;
+    let response = app.start_upload(&user, &root, "big.bin", 1001).await;
+    assert_eq!(error_body(response, 413).await["code"], "file.too_large");
+    assert_eq!(app.storage_used(&user).await, 0);
+    assert_eq!(app.start_upload(&user, &root, "ok.bin", 1000).await.status(), 201);
+}
+
+async fn blob_count(app: &TestApp, policy: &str) -> i64 {
+    nubo_master::db::blobs::count_for_policy(app.state().db(), policy).await.unwrap()
+}
+
+async fn duplicate_content_is_stored_once_and_deleted_with_its_last_reference(app: TestApp) {
+    let admin = app.login_admin().await;
+    let policy = app.use_small_chunks(&admin, 0).await;
+    let user = app.register("ida@example.com", "ida-password").await;
+    let root = app.root_id(&user).await;
+    let bytes = content(2 * SMALL_CHUNK + 5, 5);
+    let first = app.upload(&user, &root, "one.bin", &bytes).await;
+    let second = app.upload(&user, &root, "two.bin", &bytes).await;
+    assert_eq!(blob_count(&app, &policy).await, 1, "one physical file");
+    let blobs_dir = app.config.data_dir.join("small");
+    let stored = |dir: &std::path::Path| {
+        files_under(dir).into_iter().filter(|p| !p.to_string_lossy().contains(".staging")).count()
+    };
+    assert_eq!(stored(&blobs_dir), 1, "the duplicate's bytes were removed");
+    assert_eq!(app.storage_used(&user).await, 2 * bytes.len() as i64, "quota counts logical size");
+
+    let delete = |id: &str| json!({"ids": [id]});
+    app.call(Method::DELETE, "/object", Some(&user.access), Some(delete(first["id"].as_str().unwrap()))).await;
+    app.call(Method::DELETE, "/trash", Some(&user.access), Some(delete(first["id"].as_str().unwrap()))).await;
+    assert_eq!(blob_count(&app, &policy).await, 1, "still referenced by the second object");
+    assert_eq!(app.download(&user, second["id"].as_str().unwrap()).await, bytes);
+    app.call(Method::DELETE, "/object", Some(&user.access), Some(delete(second["id"].as_str().unwrap()))).await;
+    app.call(Method::DELETE, "/trash", Some(&user.access), Some(delete(second["id"].as_str().unwrap()))).await;
+    assert_eq!(blob_count(&app, &policy).await, 0);
+    assert_eq!(stored(&blobs_dir), 0, "bytes deleted with the last reference");
+    assert_eq!(app.storage_used(&user).await, 0);
+}
+
+async fn names_of(app: &TestApp, user: &nubo_tests::Session, path: &str) -> Vec<String> {
+    let listing: Value =
+        app.call(Method::GET, &format!("/directory{path}"), Some(&user.access), None).await.json().await.unwrap();
+    listing["items"].as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap().to_owned()).collect()
+}
+
+async fn moving_a_folder_into_its_descendant_changes_nothing(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    let a = app.mkdir(&user, &root, "a").await;
+    let b = app.mkdir(&user, &a, "b").await;
+    let c = app.mkdir(&user, &b, "c").await;
+    for target in [&a, &b, &c] {
+        let response = app
+            .call(Method::PATCH, "/object", Some(&user.access), Some(json!({"src_ids": [a], "dst_id": target})))
+            .await;
+        assert_eq!(error_body(response, 409).await["code"], "object.move_cycle");
+    }
+    assert_eq!(names_of(&app, &user, "/a/b").await, vec!["c"]);
+    // A legal move touches the folder only, and paths follow.
+    let x = app.mkdir(&user, &root, "x").await;
+    let moved =
+        app.call(Method::PATCH, "/object", Some(&user.access), Some(json!({"src_ids": [b], "dst_id": x}))).await;
+    assert_eq!(moved.status(), 204);
+    let c_now: Value =
+        app.call(Method::GET, &format!("/object/{c}"), Some(&user.access), None).await.json().await.unwrap();
+    assert_eq!(c_now["path"], "/x/b/c");
+}
+
+async fn a_batch_move_with_one_bad_id_changes_nothing(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    let dst = app.mkdir(&user, &root, "dst").await;
+    let one = app.mkdir(&user, &root, "one").await;
+    let two = app.mkdir(&user, &root, "two").await;
+    let body = json!({"src_ids": [one, uuid::Uuid::new_v4(), two], "dst_id": dst});
+    let response = app.call(Method::PATCH, "/object", Some(&user.access), Some(body)).await;
+    assert_eq!(response.status(), 404);
+    assert!(names_of(&app, &user, "/dst").await.is_empty(), "nothing moved");
+    // A name clash part-way also rolls everything back.
+    app.mkdir(&user, &dst, "two").await;
+    let body = json!({"src_ids": [one, two], "dst_id": dst});
+    let response = app.call(Method::PATCH, "/object", Some(&user.access), Some(body)).await;
+    assert_eq!(error_body(response, 409).await["code"], "object.name_taken");
+    assert_eq!(names_of(&app, &user, "/dst").await, vec!["two"]);
+    let root_names = names_of(&app, &user, "").await;
+    assert!(root_names.contains(&"one".to_owned()) && root_names.contains(&"two".to_owned()));
+}
+
+async fn copies_share_blobs_and_count_against_the_quota(app: TestApp) {
+    let admin = app.login_admin().await;
+    let policy = app.use_small_chunks(&admin, 0).await;
+    let user = app.register("jon@example.com", "jon-password").await;
+    let root = app.root_id(&user).await;
+    let folder = app.mkdir(&user, &root, "docs").await;
+    let inner = app.mkdir(&user, &folder, "inner").await;
+    let bytes = content(1000, 6);
+    app.upload(&user, &inner, "f.txt", &bytes).await;
+    let dst = app.mkdir(&user, &root, "backup").await;
+    let response = app
+        .call(Method::POST, "/object/copies", Some(&user.access), Some(json!({"src_ids": [folder], "dst_id": dst})))
+        .await;
+    assert_eq!(response.status(), 201);
+    assert_eq!(blob_count(&app, &policy).await, 1, "no bytes copied");
+    assert_eq!(app.storage_used(&user).await, 2000);
+    let listing: Value =
+        app.call(Method::GET, "/directory/backup/docs/inner", Some(&user.access), None).await.json().await.unwrap();
+    let copy = &listing["items"][0];
+    assert_eq!(app.download(&user, copy["id"].as_str().unwrap()).await, bytes);
+    let cycle = app
+        .call(Method::POST, "/object/copies", Some(&user.access), Some(json!({"src_ids": [folder], "dst_id": inner})))
+        .await;
+    assert_eq!(cycle.status(), 409);
+    // Out of quota: the copy is refused as a whole.
+    app.set_user_group(&admin, json!({"max_storage": 2500})).await;
+    let full = app
+        .call(Method::POST, "/object/copies", Some(&user.access), Some(json!({"src_ids": [folder], "dst_id": root})))
+        .await;
+    assert_eq!(full.status(), 409, "name taken comes first");
+    let other = app.mkdir(&user, &root, "other").await;
+    let full = app
+        .call(Method::POST, "/object/copies", Some(&user.access), Some(json!({"src_ids": [folder], "dst_id": other})))
+        .await;
+    assert_eq!(error_body(full, 507).await["code"], "storage.quota_exceeded");
+    assert!(names_of(&app, &user, "/other").await.is_empty());
+}
+
+async fn trash_restore_and_purge(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    let folder = app.mkdir(&user, &root, "old").await;
+    let file = app.upload(&user, &folder, "f.txt", b"hello").await;
+    let file_id = file["id"].as_str().unwrap();
+    let ids = |id: &str| json!({"ids": [id]});
+    assert_eq!(app.call(Method::DELETE, "/object", Some(&user.access), Some(ids(&folder))).await.status(), 204);
+    assert!(names_of(&app, &user, "").await.is_empty());
+    let trash: Value = app.call(Method::GET, "/trash", Some(&user.access), None).await.json().await.unwrap();
+    assert_eq!(trash["count"], 1);
+    assert_eq!(trash["items"][0]["name"], "old");
+    // Things inside a trashed folder are not downloadable.
+    assert_eq!(
+        app.call(Method::POST, &format!("/file/download/{file_id}"), Some(&user.access), None).await.status(),
+        404
+    );
+    assert_eq!(app.storage_used(&user).await, 5, "trash still counts");
+    // The name is free again while the old folder is in the trash; restoring then clashes.
+    let newer = app.mkdir(&user, &root, "old").await;
+    let clash = app.call(Method::PATCH, "/trash/restore", Some(&user.access), Some(ids(&folder))).await;
+    assert_eq!(error_body(clash, 409).await["code"], "object.name_taken");
+    app.call(Method::DELETE, "/object", Some(&user.access), Some(ids(&newer))).await;
+    app.call(Method::DELETE, "/trash", Some(&user.access), Some(ids(&newer))).await;
+    assert_eq!(app.call(Method::PATCH, "/trash/restore", Some(&user.access), Some(ids(&folder))).await.status(), 204);
+    assert_eq!(names_of(&app, &user, "/old").await, vec!["f.txt"]);
+    assert_eq!(app.download(&user, file_id).await, b"hello");
+    // Purge only from the trash.
+    let not_trashed = app.call(Method::DELETE, "/trash", Some(&user.access), Some(ids(&folder))).await;
+    assert_eq!(error_body(not_trashed, 404).await["code"], "trash.not_found");
+    app.call(Method::DELETE, "/object", Some(&user.access), Some(ids(&folder))).await;
+    assert_eq!(app.call(Method::DELETE, "/trash", Some(&user.access), Some(ids(&folder))).await.status(), 204);
+    assert_eq!(app.storage_used(&user).await, 0);
+    assert_eq!(app.call(Method::GET, &format!("/object/{file_id}"), Some(&user.access), None).await.status(), 404);
+}
+
+async fn listing_puts_folders_first_sorts_and_pages(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    app.upload(&user, &root, "b.txt", &[1; 30]).await;
+    app.upload(&user, &root, "a.txt", &[1; 20]).await;
+    app.mkdir(&user, &root, "zeta").await;
+    app.mkdir(&user, &root, "alpha").await;
+    assert_eq!(names_of(&app, &user, "").await, vec!["alpha", "zeta", "a.txt", "b.txt"]);
+    assert_eq!(names_of(&app, &user, "/?order=size&desc=true").await, vec!["alpha", "zeta", "b.txt", "a.txt"]);
+    let page: Value =
+        app.call(Method::GET, "/directory?limit=2&offset=1", Some(&user.access), None).await.json().await.unwrap();
+    assert_eq!(page["count"], 4);
+    let names: Vec<&str> = page["items"].as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["zeta", "a.txt"]);
+    assert_eq!(page["folder"]["path"], "/");
+    let missing = app.call(Method::GET, "/directory/nope", Some(&user.access), None).await;
+    assert_eq!(error_body(missing, 404).await["code"], "object.not_found");
+    let file = app.call(Method::GET, "/directory/a.txt", Some(&user.access), None).await;
+    assert_eq!(error_body(file, 409).await["code"], "object.not_a_folder");
+}
+
+async fn download_tokens_work_once_and_serve_ranges(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    let bytes = content(SMALL_CHUNK + 100, 7);
+    let object = app.upload(&user, &root, "Résumé 2026.pdf", &bytes).await;
+    let id = object["id"].as_str().unwrap();
+    let len = bytes.len();
+
+    let url = app.download_url(&user, id).await;
+    let head = app.client.head(&url).send().await.unwrap();
+    assert_eq!(head.status(), 200, "HEAD does not use the token up");
+    assert_eq!(head.headers()["content-length"], len.to_string().as_str());
+    let response = app.client.get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let headers = response.headers().clone();
+    assert_eq!(headers["content-type"], "application/pdf");
+    assert_eq!(
+        headers["content-disposition"],
+        "attachment; filename=\"R_sum_ 2026.pdf\"; filename*=UTF-8''R%C3%A9sum%C3%A9%202026.pdf"
+    );
+    assert_eq!(headers["etag"], format!("\"{}\"", blake3::hash(&bytes).to_hex()).as_str());
+    assert!(headers.contains_key("last-modified"));
+    assert_eq!(response.bytes().await.unwrap().to_vec(), bytes);
+    let again = app.client.get(&url).send().await.unwrap();
+    assert_eq!(error_body(again, 409).await["code"], "download.token_used");
+
+    for (range, start, end) in [
+        ("bytes=0-0", 0, 0),
+        ("bytes=-1", len - 1, len - 1),
+        (&format!("bytes={}-", len - 10) as &str, len - 10, len - 1),
+        (&format!("bytes=100-{}", len + 500), 100, len - 1),
+    ] {
+        let url = app.download_url(&user, id).await;
+        let response = app.client.get(url).header("range", range).send().await.unwrap();
+        assert_eq!(response.status(), 206, "{range}");
+        assert_eq!(response.headers()["content-range"], format!("bytes {start}-{end}/{len}").as_str(), "{range}");
+        assert_eq!(response.bytes().await.unwrap().to_vec(), bytes[start..=end].to_vec(), "{range}");
+    }
+    let url = app.download_url(&user, id).await;
+    let response = app.client.get(url).header("range", format!("bytes={len}-")).send().await.unwrap();
+    assert_eq!(response.headers()["content-range"], format!("bytes */{len}").as_str());
+    assert_eq!(error_body(response, 416).await["code"], "download.range_not_satisfiable");
+    let url = app.download_url(&user, id).await;
+    let etag = format!("\"{}\"", blake3::hash(&bytes).to_hex());
+    let response = app.client.get(url).header("if-none-match", etag).send().await.unwrap();
+    assert_eq!(response.status(), 304);
+    let bad = app.client.get(format!("{}/api/v1/file/download/not-a-token", app.base_url)).send().await.unwrap();
+    assert_eq!(error_body(bad, 401).await["code"], "auth.invalid_token");
+}
+
+async fn replace(app: &TestApp, user: &nubo_tests::Session, id: &str, body: Vec<u8>) -> reqwest::Response {
+    app.request(Method::PATCH, &format!("/file/content?id={id}"))
+        .bearer_auth(&user.access)
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn content_replacement_enforces_max_size_and_settles_quota(app: TestApp) {
+    let admin = app.login_admin().await;
+    let policy = app.use_small_chunks(&admin, 1000).await;
+    let user = app.register("kai@example.com", "kai-password").await;
+    let root = app.root_id(&user).await;
+    let object = app.upload(&user, &root, "notes.txt", &[b'a'; 500]).await;
+    let id = object["id"].as_str().unwrap();
+    let too_big = replace(&app, &user, id, vec![b'b'; 1001]).await;
+    assert_eq!(error_body(too_big, 413).await["code"], "file.too_large");
+    assert_eq!(app.download(&user, id).await, vec![b'a'; 500], "nothing changed");
+    assert_eq!(app.storage_used(&user).await, 500);
+
+    let grown = replace(&app, &user, id, vec![b'c'; 800]).await;
+    assert_eq!(grown.status(), 200);
+    assert_eq!(grown.json::<Value>().await.unwrap()["size"], 800);
+    assert_eq!(app.download(&user, id).await, vec![b'c'; 800]);
+    assert_eq!(app.storage_used(&user).await, 800);
+    assert_eq!(blob_count(&app, &policy).await, 1, "the old blob was released");
+
+    app.set_user_group(&admin, json!({"max_storage": 900})).await;
+    let over_both = replace(&app, &user, id, vec![b'd'; 1001]).await;
+    assert_eq!(over_both.status(), 413, "max_size is checked first");
+    app.set_user_group(&admin, json!({"max_storage": 850})).await;
+    let over_quota = replace(&app, &user, id, vec![b'd'; 900]).await;
+    assert_eq!(error_body(over_quota, 507).await["code"], "storage.quota_exceeded");
+    assert_eq!(app.download(&user, id).await, vec![b'c'; 800]);
+    let shrunk = replace(&app, &user, id, b"short".to_vec()).await;
+    assert_eq!(shrunk.status(), 200);
+    assert_eq!(app.storage_used(&user).await, 5);
+}
+
+async fn source_links_serve_private_files_publicly(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    let object = app.upload(&user, &root, "logo.png", b"png bytes").await;
+    let id = object["id"].as_str().unwrap();
+    let missing = app.call(Method::GET, &format!("/file/source/{id}"), Some(&user.access), None).await;
+    assert_eq!(missing.status(), 404);
+    let link: Value =
+        app.call(Method::POST, &format!("/file/source/{id}"), Some(&user.access), None).await.json().await.unwrap();
+    let url = link["url"].as_str().unwrap();
+    assert_eq!(url, format!("/api/v1/file/source/{id}/logo%2Epng"));
+    for _ in 0..2 {
+        let response = app.client.get(format!("{}{url}", app.base_url)).send().await.unwrap();
+        assert_eq!(response.status(), 200, "no token needed, works every time");
+        assert_eq!(response.bytes().await.unwrap().as_ref(), b"png bytes");
+    }
+    let read: Value =
+        app.call(Method::GET, &format!("/file/source/{id}"), Some(&user.access), None).await.json().await.unwrap();
+    assert_eq!(read["downloads"], 2);
+    let wrong_name =
+        app.client.get(format!("{}/api/v1/file/source/{id}/other.png", app.base_url)).send().await.unwrap();
+    assert_eq!(wrong_name.status(), 404);
+    app.call(Method::DELETE, "/object", Some(&user.access), Some(json!({"ids": [id]}))).await;
+    let trashed = app.client.get(format!("{}{url}", app.base_url)).send().await.unwrap();
+    assert_eq!(trashed.status(), 404, "trashed files are not served");
+}
+
+async fn names_are_validated_and_storage_keys_stay_inside_the_root(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    for bad in ["", ".", "..", "a/b", &"x".repeat(256)] {
+        let response = app.start_upload(&user, &root, bad, 1).await;
+        assert_eq!(response.status(), 422, "{bad:?}");
+        let response = app
+            .call(Method::POST, "/directory", Some(&user.access), Some(json!({"parent_id": root, "name": bad})))
+            .await;
+        assert_eq!(response.status(), 422, "{bad:?}");
+    }
+    for (i, evil) in ["..\\..\\evil.txt", "...", "%2e%2e%2fetc", "\u{202e}gnp.exe", "名前.txt"].iter().enumerate() {
+        let object = app.upload(&user, &root, evil, &[i as u8; 10]).await;
+        assert_eq!(object["name"], *evil);
+        assert_eq!(app.download(&user, object["id"].as_str().unwrap()).await, vec![i as u8; 10]);
+    }
+    let policy_root = std::fs::canonicalize(app.config.data_dir.join("small")).unwrap();
+    let all = files_under(&app.config.data_dir);
+    assert!(!all.is_empty());
+    for path in all {
+        let path = std::fs::canonicalize(path).unwrap();
+        assert!(
+            path.starts_with(&policy_root)
+                || path.extension().is_some_and(|e| e == "db" || e == "db-wal" || e == "db-shm"),
+            "{path:?} outside the root"
+        );
+    }
+}
+
+async fn other_users_ids_answer_404_everywhere(app: TestApp) {
+    let (owner, root) = setup(&app).await;
+    let folder = app.mkdir(&owner, &root, "private").await;
+    let file = app.upload(&owner, &folder, "secret.txt", b"mine").await;
+    let file = file["id"].as_str().unwrap().to_owned();
+    let session: Value = app.start_upload(&owner, &folder, "pending.bin", 10).await.json().await.unwrap();
+    let session = session["id"].as_str().unwrap().to_owned();
+    let intruder = app.register("mallory@example.com", "mallory-password").await;
+    let their_root = app.root_id(&intruder).await;
+    let token = Some(intruder.access.as_str());
+    for (method, path, body) in [
+        (Method::GET, format!("/object/{file}"), None),
+        (Method::PATCH, format!("/object/{file}"), Some(json!({"name": "x"}))),
+        (Method::GET, format!("/object/{file}/detail"), None),
+        (Method::PATCH, "/object".to_owned(), Some(json!({"src_ids": [file], "dst_id": their_root}))),
+        (Method::PATCH, "/object".to_owned(), Some(json!({"src_ids": [], "dst_id": folder}))),
+        (Method::POST, "/object/copies".to_owned(), Some(json!({"src_ids": [file], "dst_id": their_root}))),
+        (Method::DELETE, "/object".to_owned(), Some(json!({"ids": [file]}))),
+        (Method::POST, "/directory".to_owned(), Some(json!({"parent_id": folder, "name": "x"}))),
+        (Method::POST, format!("/file/download/{file}"), None),
+        (Method::POST, format!("/file/source/{file}"), None),
+        (Method::GET, format!("/file/source/{file}"), None),
+        (Method::GET, format!("/file/upload/{session}"), None),
+        (Method::PUT, format!("/file/upload/{session}/0"), None),
+        (Method::DELETE, format!("/file/upload/{session}"), None),
+        (Method::POST, "/file/upload".to_owned(), Some(json!({"file_name": "x", "file_size": 1, "parent_id": folder}))),
+        (Method::PATCH, format!("/file/content?id={file}"), None),
+        (Method::PATCH, format!("/object/{file}/policy"), Some(json!({"policy_id": uuid::Uuid::new_v4()}))),
+    ] {
+        let status = app.call(method.clone(), &path, token, body.clone()).await.status().as_u16();
+        let allowed = if body.as_ref().is_some_and(|b| b["src_ids"] == json!([])) { 422 } else { 404 };
+        assert_eq!(status, allowed, "{method} {path}");
+    }
+    assert_eq!(app.download(&owner, &file).await, b"mine", "nothing happened to it");
+}
+
+async fn policy_permission_is_checked(app: TestApp) {
+    let admin = app.login_admin().await;
+    let allowed = app.use_small_chunks(&admin, 0).await;
+    let other = json!({"name": "admins only", "type": "local", "options": {"root": "admins"}});
+    let response = app.call(Method::POST, "/admin/policy", Some(&admin.access), Some(other)).await;
+    let forbidden = response.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let user = app.register("lena@example.com", "lena-password").await;
+    let root = app.root_id(&user).await;
+    let mine: Value =
+        app.call(Method::GET, "/user/settings/policies", Some(&user.access), None).await.json().await.unwrap();
+    assert_eq!(mine.as_array().unwrap().len(), 1);
+    assert_eq!(mine[0]["id"], allowed.as_str());
+    let body = json!({"file_name": "f", "file_size": 1, "parent_id": root, "policy_id": forbidden});
+    let response = app.call(Method::POST, "/file/upload", Some(&user.access), Some(body)).await;
+    assert_eq!(error_body(response, 403).await["code"], "policy.not_allowed");
+    assert_eq!(app.storage_used(&user).await, 0);
+    let file = app.upload(&user, &root, "f.txt", b"x").await;
+    let path = format!("/object/{}/policy", file["id"].as_str().unwrap());
+    let response = app.call(Method::PATCH, &path, Some(&user.access), Some(json!({"policy_id": forbidden}))).await;
+    assert_eq!(error_body(response, 403).await["code"], "policy.not_allowed");
+    let response = app.call(Method::PATCH, &path, Some(&user.access), Some(json!({"policy_id": allowed}))).await;
+    assert_eq!(error_body(response, 501).await["code"], "server.not_implemented");
+}
+
+on_every_backend!(
+    metadata_has_namespaces_and_typed_custom_properties,
+    calibrate_repairs_storage_drift,
+    deleting_a_user_releases_their_blobs
+);
+
+async fn metadata_has_namespaces_and_typed_custom_properties(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    let object = app.upload(&user, &root, "photo.jpg", b"jpeg").await;
+    let path = format!("/object/{}/metadata", object["id"].as_str().unwrap());
+    let patch = |changes: Value| app.call(Method::PATCH, &path, Some(&user.access), Some(json!({"changes": changes})));
+    let set = patch(json!([{"namespace": "user", "name": "camera", "value": "X100"}])).await;
+    assert_eq!(set.status(), 200);
+    let sys = patch(json!([{"namespace": "sys", "name": "blake3", "value": "forged"}])).await;
+    assert_eq!(error_body(sys, 403).await["code"], "metadata.read_only");
+    let undefined = patch(json!([{"namespace": "props", "name": "rating", "value": "5"}])).await;
+    assert_eq!(error_body(undefined, 422).await["field"], "name");
+
+    let definition =
+        json!({"name": "rating", "type": "select", "options": {"choices": ["1", "2", "3"]}, "default": "2"});
+    let created = app.call(Method::POST, "/object/custom_property", Some(&user.access), Some(definition.clone())).await;
+    assert_eq!(created.status(), 201);
+    let duplicate = app.call(Method::POST, "/object/custom_property", Some(&user.access), Some(definition)).await;
+    assert_eq!(error_body(duplicate, 409).await["code"], "property.name_taken");
+    let bad_default = json!({"name": "when", "type": "date", "default": "yesterday"});
+    let response = app.call(Method::POST, "/object/custom_property", Some(&user.access), Some(bad_default)).await;
+    assert_eq!(error_body(response, 422).await["field"], "default");
+
+    let wrong = patch(json!([{"namespace": "user", "name": "ok", "value": "1"}, {"namespace": "props", "name": "rating", "value": "9"}])).await;
+    assert_eq!(error_body(wrong, 422).await["field"], "value");
+    let entries: Value = app.call(Method::GET, &path, Some(&user.access), None).await.json().await.unwrap();
+    assert_eq!(entries.as_array().unwrap().len(), 1, "the refused batch changed nothing: {entries}");
+    let right = patch(json!([{"namespace": "props", "name": "rating", "value": "3"}, {"namespace": "user", "name": "camera", "value": null}])).await;
+    let entries: Value = right.json().await.unwrap();
+    assert_eq!(entries, json!([{"namespace": "props", "name": "rating", "value": "3"}]));
+    let list: Value =
+        app.call(Method::GET, "/object/custom_property", Some(&user.access), None).await.json().await.unwrap();
+    assert_eq!(list[0]["type"], "select");
+}
+
+async fn calibrate_repairs_storage_drift(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    app.upload(&user, &root, "a.bin", &[1; 300]).await;
+    app.start_upload(&user, &root, "pending.bin", 700).await;
+    let user_id = user.user_id.clone();
+    nubo_master::db::users::set_storage(app.state().db(), &user_id, 123_456).await.unwrap();
+    assert_eq!(app.storage_used(&user).await, 123_456);
+    let admin = app.login_admin().await;
+    let response = app.call(Method::POST, &format!("/admin/user/{user_id}/calibrate"), Some(&admin.access), None).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.json::<Value>().await.unwrap()["storage"], 1000);
+}
+
+async fn deleting_a_user_releases_their_blobs(app: TestApp) {
+    let admin = app.login_admin().await;
+    let policy = app.use_small_chunks(&admin, 0).await;
+    let user = app.register("nina@example.com", "nina-password").await;
+    let root = app.root_id(&user).await;
+    let folder = app.mkdir(&user, &root, "stuff").await;
+    app.upload(&user, &folder, "a.bin", &content(2 * SMALL_CHUNK, 9)).await;
+    app.upload(&user, &root, "b.bin", b"bee").await;
+    assert_eq!(blob_count(&app, &policy).await, 2);
+    let response = app.call(Method::DELETE, &format!("/admin/user/{}", user.user_id), Some(&admin.access), None).await;
+    assert_eq!(response.status(), 204);
+    assert_eq!(blob_count(&app, &policy).await, 0);
+    let left = files_under(&app.config.data_dir.join("small"))
+        .into_iter()
+        .filter(|p| !p.to_string_lossy().contains(".staging"))
+        .count();
+    assert_eq!(left, 0, "their bytes are gone");
+}

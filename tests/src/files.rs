@@ -1,0 +1,130 @@
+//! File helpers for tests: folders, uploads through sessions and chunks, downloads.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::{Session, TestApp};
+
+/// Chunk size of the policy [`TestApp::use_small_chunks`] installs: small, so multi-chunk
+/// uploads stay cheap.
+pub const SMALL_CHUNK: usize = 64 * 1024;
+
+/// Deterministic content of `len` bytes that differs with `seed`.
+pub fn content(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[1] ^ seed).collect()
+}
+
+impl TestApp {
+    /// The caller's root folder id.
+    pub async fn root_id(&self, session: &Session) -> String {
+        let listing: Value =
+            self.call(Method::GET, "/directory", Some(&session.access), None).await.json().await.unwrap();
+        listing["folder"]["id"].as_str().expect("root folder").to_owned()
+    }
+
+    pub async fn mkdir(&self, session: &Session, parent: &str, name: &str) -> String {
+        let response = self
+            .call(Method::POST, "/directory", Some(&session.access), Some(json!({"parent_id": parent, "name": name})))
+            .await;
+        assert_eq!(response.status(), 201, "mkdir {name}");
+        response.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Opens an upload session; answers the raw response.
+    pub async fn start_upload(&self, session: &Session, parent: &str, name: &str, size: usize) -> reqwest::Response {
+        let body = json!({"file_name": name, "file_size": size, "parent_id": parent});
+        self.call(Method::POST, "/file/upload", Some(&session.access), Some(body)).await
+    }
+
+    pub async fn put_chunk(&self, session: &Session, upload: &str, index: usize, bytes: Vec<u8>) -> reqwest::Response {
+        self.request(Method::PUT, &format!("/file/upload/{upload}/{index}"))
+            .bearer_auth(&session.access)
+            .body(bytes)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Uploads `bytes` as `name` into `parent` chunk by chunk; answers the created object.
+    pub async fn upload(&self, session: &Session, parent: &str, name: &str, bytes: &[u8]) -> Value {
+        let response = self.start_upload(session, parent, name, bytes.len()).await;
+        assert_eq!(response.status(), 201, "upload session for {name}: {}", response.text().await.unwrap_or_default());
+        let mut state: Value = response.json().await.unwrap();
+        let upload = state["id"].as_str().unwrap().to_owned();
+        let chunk = state["chunk_size"].as_u64().unwrap() as usize;
+        for (index, piece) in bytes.chunks(chunk).enumerate() {
+            let response = self.put_chunk(session, &upload, index, piece.to_vec()).await;
+            assert_eq!(
+                response.status(),
+                200,
+                "chunk {index} of {name}: {}",
+                response.text().await.unwrap_or_default()
+            );
+            state = response.json().await.unwrap();
+        }
+        assert!(state["object"].is_object(), "upload of {name} did not complete: {state}");
+        state["object"].clone()
+    }
+
+    /// A fresh single-use download URL for a file.
+    pub async fn download_url(&self, session: &Session, object: &str) -> String {
+        let response = self.call(Method::POST, &format!("/file/download/{object}"), Some(&session.access), None).await;
+        assert_eq!(response.status(), 200, "download token");
+        let token: Value = response.json().await.unwrap();
+        format!("{}{}", self.base_url, token["url"].as_str().unwrap())
+    }
+
+    pub async fn download(&self, session: &Session, object: &str) -> Vec<u8> {
+        let url = self.download_url(session, object).await;
+        let response = self.client.get(url).send().await.unwrap();
+        assert_eq!(response.status(), 200, "download");
+        response.bytes().await.unwrap().to_vec()
+    }
+
+    /// Bytes the user is charged for (used plus reserved).
+    pub async fn storage_used(&self, session: &Session) -> i64 {
+        let me: Value = self.call(Method::GET, "/user/me", Some(&session.access), None).await.json().await.unwrap();
+        me["storage"].as_i64().unwrap()
+    }
+
+    /// Id of a group by name.
+    pub async fn group_id(&self, admin: &Session, name: &str) -> String {
+        let groups: Value =
+            self.call(Method::GET, "/admin/group", Some(&admin.access), None).await.json().await.unwrap();
+        groups.as_array().unwrap().iter().find(|g| g["name"] == name).expect("group")["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Creates a policy and makes it the only one of the `Users` group; answers its id.
+    pub async fn use_policy(&self, admin: &Session, policy: Value) -> String {
+        let response = self.call(Method::POST, "/admin/policy", Some(&admin.access), Some(policy)).await;
+        assert_eq!(response.status(), 201, "create policy: {}", response.text().await.unwrap_or_default());
+        let id = response.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+        self.set_user_group(admin, json!({"policy_ids": [id]})).await;
+        id
+    }
+
+    /// Changes fields of the `Users` group (name, quota, policies...), keeping the others.
+    pub async fn set_user_group(&self, admin: &Session, changes: Value) {
+        let id = self.group_id(admin, "Users").await;
+        let mut group: Value = self
+            .call(Method::GET, &format!("/admin/group/{id}"), Some(&admin.access), None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        for (key, value) in changes.as_object().unwrap() {
+            group[key] = value.clone();
+        }
+        let body = json!({"name": group["name"], "is_admin": group["is_admin"], "max_storage": group["max_storage"],
+                          "permissions": group["permissions"], "policy_ids": group["policy_ids"]});
+        let response = self.call(Method::PUT, &format!("/admin/group/{id}"), Some(&admin.access), Some(body)).await;
+        assert_eq!(response.status(), 200, "update Users group: {}", response.text().await.unwrap_or_default());
+    }
+
+    /// Gives the `Users` group a local policy with 64 KiB chunks (and `max_size`); answers its id.
+    pub async fn use_small_chunks(&self, admin: &Session, max_size: u64) -> String {
+        let policy = json!({"name": "small chunks", "type": "local", "chunk_size": SMALL_CHUNK, "max_size": max_size,
+                            "options": {"root": "small"}});
+        self.use_policy(admin, policy).await
+    }
+}
