@@ -1,32 +1,43 @@
 //! The object tree, uploads, downloads, quota and de-duplication on the local policy.
 
-use nubo_tests::files::{SMALL_CHUNK, content};
+use nubo_tests::files::{PolicyKind, SMALL_CHUNK, TestPolicy, content};
 use nubo_tests::{TestApp, error_body, on_every_backend};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-on_every_backend!(
+nubo_tests::on_every_backend_and_storage!(
     multi_chunk_upload_downloads_byte_for_byte,
     chunks_may_arrive_out_of_order_and_twice,
-    wrong_chunk_length_and_index_are_refused,
     status_lists_received_chunks_and_upload_resumes_after_restart,
     zero_byte_files_work,
-    concurrent_sessions_never_exceed_the_quota,
     abort_and_reaper_release_the_reservation_and_bytes,
-    max_size_is_enforced_at_session_creation,
     duplicate_content_is_stored_once_and_deleted_with_its_last_reference,
+    download_tokens_work_once_and_serve_ranges,
+    content_replacement_enforces_max_size_and_settles_quota,
+    source_links_serve_private_files_publicly,
+);
+
+on_every_backend!(
+    wrong_chunk_length_and_index_are_refused,
+    concurrent_sessions_never_exceed_the_quota,
+    max_size_is_enforced_at_session_creation,
     moving_a_folder_into_its_descendant_changes_nothing,
     a_batch_move_with_one_bad_id_changes_nothing,
     copies_share_blobs_and_count_against_the_quota,
     trash_restore_and_purge,
     listing_puts_folders_first_sorts_and_pages,
-    download_tokens_work_once_and_serve_ranges,
-    content_replacement_enforces_max_size_and_settles_quota,
-    source_links_serve_private_files_publicly,
     names_are_validated_and_storage_keys_stay_inside_the_root,
     other_users_ids_answer_404_everywhere,
     policy_permission_is_checked
 );
+
+async fn setup_storage(app: &TestApp, kind: PolicyKind) -> (nubo_tests::Session, String, TestPolicy) {
+    let admin = app.login_admin().await;
+    let policy = app.use_test_policy(&admin, kind, 0).await;
+    let user = app.register("fiona@example.com", "fiona-password").await;
+    let root = app.root_id(&user).await;
+    (user, root, policy)
+}
 
 async fn setup(app: &TestApp) -> (nubo_tests::Session, String) {
     let admin = app.login_admin().await;
@@ -36,9 +47,9 @@ async fn setup(app: &TestApp) -> (nubo_tests::Session, String) {
     (user, root)
 }
 
-async fn multi_chunk_upload_downloads_byte_for_byte(app: TestApp) {
-    let (user, root) = setup(&app).await;
-    let bytes = content(3 * SMALL_CHUNK + 123, 1);
+async fn multi_chunk_upload_downloads_byte_for_byte(app: TestApp, kind: PolicyKind) {
+    let (user, root, policy) = setup_storage(&app, kind).await;
+    let bytes = content(3 * policy.chunk + 123, 1);
     let object = app.upload(&user, &root, "data.bin", &bytes).await;
     assert_eq!(object["size"], bytes.len());
     assert_eq!(object["path"], "/data.bin");
@@ -53,22 +64,24 @@ async fn multi_chunk_upload_downloads_byte_for_byte(app: TestApp) {
     assert_eq!(app.storage_used(&user).await, bytes.len() as i64);
 }
 
-async fn chunks_may_arrive_out_of_order_and_twice(app: TestApp) {
-    let (user, root) = setup(&app).await;
-    let bytes = content(4 * SMALL_CHUNK, 2);
+async fn chunks_may_arrive_out_of_order_and_twice(app: TestApp, kind: PolicyKind) {
+    let (user, root, policy) = setup_storage(&app, kind).await;
+    let chunk = policy.chunk;
+    let bytes = content(4 * chunk, 2);
     let session: Value = app.start_upload(&user, &root, "shuffled.bin", bytes.len()).await.json().await.unwrap();
     let id = session["id"].as_str().unwrap();
-    let piece = |i: usize| bytes[i * SMALL_CHUNK..(i + 1) * SMALL_CHUNK].to_vec();
+    let piece = |i: usize| bytes[i * chunk..(i + 1) * chunk].to_vec();
     for index in [2, 0, 2, 3] {
         assert_eq!(app.put_chunk(&user, id, index, piece(index)).await.status(), 200);
     }
     // A re-sent chunk with other bytes replaces the earlier copy and is not counted twice.
-    assert_eq!(app.put_chunk(&user, id, 0, vec![0xAA; SMALL_CHUNK]).await.status(), 200);
+    assert_eq!(app.put_chunk(&user, id, 0, vec![0xAA; chunk]).await.status(), 200);
     assert_eq!(app.put_chunk(&user, id, 0, piece(0)).await.status(), 200);
     let last: Value = app.put_chunk(&user, id, 1, piece(1)).await.json().await.unwrap();
     let object = &last["object"];
     assert_eq!(app.download(&user, object["id"].as_str().unwrap()).await, bytes);
     assert_eq!(app.storage_used(&user).await, bytes.len() as i64);
+    assert_eq!(policy.stored_blobs(&app), 1, "one blob, nothing staged left over");
 }
 
 async fn wrong_chunk_length_and_index_are_refused(app: TestApp) {
@@ -92,25 +105,25 @@ async fn wrong_chunk_length_and_index_are_refused(app: TestApp) {
     assert_eq!(status["uploaded"], json!([]), "refused chunks are not recorded");
 }
 
-async fn status_lists_received_chunks_and_upload_resumes_after_restart(mut app: TestApp) {
-    let (user, root) = setup(&app).await;
-    let bytes = content(3 * SMALL_CHUNK, 3);
+async fn status_lists_received_chunks_and_upload_resumes_after_restart(mut app: TestApp, kind: PolicyKind) {
+    let (user, root, policy) = setup_storage(&app, kind).await;
+    let chunk = policy.chunk;
+    let bytes = content(3 * chunk, 3);
     let session: Value = app.start_upload(&user, &root, "resume.bin", bytes.len()).await.json().await.unwrap();
     let id = session["id"].as_str().unwrap().to_owned();
-    app.put_chunk(&user, &id, 0, bytes[..SMALL_CHUNK].to_vec()).await;
-    app.put_chunk(&user, &id, 2, bytes[2 * SMALL_CHUNK..].to_vec()).await;
+    app.put_chunk(&user, &id, 0, bytes[..chunk].to_vec()).await;
+    app.put_chunk(&user, &id, 2, bytes[2 * chunk..].to_vec()).await;
 
     app.restart().await;
     let status: Value =
         app.call(Method::GET, &format!("/file/upload/{id}"), Some(&user.access), None).await.json().await.unwrap();
     assert_eq!(status["uploaded"], json!([0, 2]));
-    let done: Value =
-        app.put_chunk(&user, &id, 1, bytes[SMALL_CHUNK..2 * SMALL_CHUNK].to_vec()).await.json().await.unwrap();
+    let done: Value = app.put_chunk(&user, &id, 1, bytes[chunk..2 * chunk].to_vec()).await.json().await.unwrap();
     assert_eq!(app.download(&user, done["object"]["id"].as_str().unwrap()).await, bytes);
 }
 
-async fn zero_byte_files_work(app: TestApp) {
-    let (user, root) = setup(&app).await;
+async fn zero_byte_files_work(app: TestApp, kind: PolicyKind) {
+    let (user, root, _policy) = setup_storage(&app, kind).await;
     let response = app.start_upload(&user, &root, "empty.txt", 0).await;
     assert_eq!(response.status(), 201);
     let session: Value = response.json().await.unwrap();
@@ -143,33 +156,25 @@ async fn concurrent_sessions_never_exceed_the_quota(app: TestApp) {
     assert_eq!(app.storage_used(&user).await, 9 * 1024 * 1024 + 5 * 1024 * 1024 * 1024);
 }
 
-fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut found = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() { found.extend(files_under(&path)) } else { found.push(path) }
-        }
-    }
-    found
-}
+use nubo_tests::files::files_below as files_under;
 
-async fn abort_and_reaper_release_the_reservation_and_bytes(app: TestApp) {
-    let (user, root) = setup(&app).await;
-    let staging = app.config.data_dir.join("small/.staging");
-    let aborted: Value = app.start_upload(&user, &root, "a.bin", 2 * SMALL_CHUNK).await.json().await.unwrap();
-    app.put_chunk(&user, aborted["id"].as_str().unwrap(), 0, vec![7; SMALL_CHUNK]).await;
-    assert_eq!(app.storage_used(&user).await, 2 * SMALL_CHUNK as i64);
+async fn abort_and_reaper_release_the_reservation_and_bytes(app: TestApp, kind: PolicyKind) {
+    let (user, root, policy) = setup_storage(&app, kind).await;
+    let chunk = policy.chunk;
+    let aborted: Value = app.start_upload(&user, &root, "a.bin", 2 * chunk).await.json().await.unwrap();
+    app.put_chunk(&user, aborted["id"].as_str().unwrap(), 0, vec![7; chunk]).await;
+    assert_eq!(app.storage_used(&user).await, 2 * chunk as i64);
     let response = app
         .call(Method::DELETE, &format!("/file/upload/{}", aborted["id"].as_str().unwrap()), Some(&user.access), None)
         .await;
     assert_eq!(response.status(), 204);
     assert_eq!(app.storage_used(&user).await, 0);
-    assert!(files_under(&staging).is_empty(), "staged bytes removed");
+    assert_eq!(policy.stored_blobs(&app), 0, "staged bytes removed");
 
-    let abandoned: Value = app.start_upload(&user, &root, "b.bin", SMALL_CHUNK + 1).await.json().await.unwrap();
+    let abandoned: Value = app.start_upload(&user, &root, "b.bin", chunk + 1).await.json().await.unwrap();
+    app.put_chunk(&user, abandoned["id"].as_str().unwrap(), 1, vec![1]).await;
     let kept = app.upload(&user, &root, "kept.bin", &content(100, 4)).await;
-    assert_eq!(app.storage_used(&user).await, SMALL_CHUNK as i64 + 1 + 100);
+    assert_eq!(app.storage_used(&user).await, chunk as i64 + 1 + 100);
     let state = app.state();
     let now = nubo_master::domain::time::now_ms();
     assert_eq!(nubo_master::service::uploads::reap_expired(state, now).await.unwrap(), 0, "nothing expired yet");
@@ -180,7 +185,7 @@ async fn abort_and_reaper_release_the_reservation_and_bytes(app: TestApp) {
         .call(Method::GET, &format!("/file/upload/{}", abandoned["id"].as_str().unwrap()), Some(&user.access), None)
         .await;
     assert_eq!(error_body(gone, 404).await["code"], "upload.not_found");
-    assert!(files_under(&staging).is_empty());
+    assert_eq!(policy.stored_blobs(&app), 1, "only the finished file's blob is left");
     assert_eq!(app.download(&user, kept["id"].as_str().unwrap()).await, content(100, 4));
 }
 
@@ -199,20 +204,14 @@ async fn blob_count(app: &TestApp, policy: &str) -> i64 {
     nubo_master::db::blobs::count_for_policy(app.state().db(), policy).await.unwrap()
 }
 
-async fn duplicate_content_is_stored_once_and_deleted_with_its_last_reference(app: TestApp) {
-    let admin = app.login_admin().await;
-    let policy = app.use_small_chunks(&admin, 0).await;
-    let user = app.register("ida@example.com", "ida-password").await;
-    let root = app.root_id(&user).await;
-    let bytes = content(2 * SMALL_CHUNK + 5, 5);
+async fn duplicate_content_is_stored_once_and_deleted_with_its_last_reference(app: TestApp, kind: PolicyKind) {
+    let (user, root, test_policy) = setup_storage(&app, kind).await;
+    let policy = test_policy.id.clone();
+    let bytes = content(2 * test_policy.chunk + 5, 5);
     let first = app.upload(&user, &root, "one.bin", &bytes).await;
     let second = app.upload(&user, &root, "two.bin", &bytes).await;
     assert_eq!(blob_count(&app, &policy).await, 1, "one physical file");
-    let blobs_dir = app.config.data_dir.join("small");
-    let stored = |dir: &std::path::Path| {
-        files_under(dir).into_iter().filter(|p| !p.to_string_lossy().contains(".staging")).count()
-    };
-    assert_eq!(stored(&blobs_dir), 1, "the duplicate's bytes were removed");
+    assert_eq!(test_policy.stored_blobs(&app), 1, "the duplicate's bytes were removed");
     assert_eq!(app.storage_used(&user).await, 2 * bytes.len() as i64, "quota counts logical size");
 
     let delete = |id: &str| json!({"ids": [id]});
@@ -223,7 +222,7 @@ async fn duplicate_content_is_stored_once_and_deleted_with_its_last_reference(ap
     app.call(Method::DELETE, "/object", Some(&user.access), Some(delete(second["id"].as_str().unwrap()))).await;
     app.call(Method::DELETE, "/trash", Some(&user.access), Some(delete(second["id"].as_str().unwrap()))).await;
     assert_eq!(blob_count(&app, &policy).await, 0);
-    assert_eq!(stored(&blobs_dir), 0, "bytes deleted with the last reference");
+    assert_eq!(test_policy.stored_blobs(&app), 0, "bytes deleted with the last reference");
     assert_eq!(app.storage_used(&user).await, 0);
 }
 
@@ -367,9 +366,9 @@ async fn listing_puts_folders_first_sorts_and_pages(app: TestApp) {
     assert_eq!(error_body(file, 409).await["code"], "object.not_a_folder");
 }
 
-async fn download_tokens_work_once_and_serve_ranges(app: TestApp) {
-    let (user, root) = setup(&app).await;
-    let bytes = content(SMALL_CHUNK + 100, 7);
+async fn download_tokens_work_once_and_serve_ranges(app: TestApp, kind: PolicyKind) {
+    let (user, root, policy) = setup_storage(&app, kind).await;
+    let bytes = content(policy.chunk + 100, 7);
     let object = app.upload(&user, &root, "Résumé 2026.pdf", &bytes).await;
     let id = object["id"].as_str().unwrap();
     let len = bytes.len();
@@ -425,9 +424,10 @@ async fn replace(app: &TestApp, user: &nubo_tests::Session, id: &str, body: Vec<
         .unwrap()
 }
 
-async fn content_replacement_enforces_max_size_and_settles_quota(app: TestApp) {
+async fn content_replacement_enforces_max_size_and_settles_quota(app: TestApp, kind: PolicyKind) {
     let admin = app.login_admin().await;
-    let policy = app.use_small_chunks(&admin, 1000).await;
+    let test_policy = app.use_test_policy(&admin, kind, 1000).await;
+    let policy = test_policy.id.clone();
     let user = app.register("kai@example.com", "kai-password").await;
     let root = app.root_id(&user).await;
     let object = app.upload(&user, &root, "notes.txt", &[b'a'; 500]).await;
@@ -443,6 +443,7 @@ async fn content_replacement_enforces_max_size_and_settles_quota(app: TestApp) {
     assert_eq!(app.download(&user, id).await, vec![b'c'; 800]);
     assert_eq!(app.storage_used(&user).await, 800);
     assert_eq!(blob_count(&app, &policy).await, 1, "the old blob was released");
+    assert_eq!(test_policy.stored_blobs(&app), 1);
 
     app.set_user_group(&admin, json!({"max_storage": 900})).await;
     let over_both = replace(&app, &user, id, vec![b'd'; 1001]).await;
@@ -456,8 +457,8 @@ async fn content_replacement_enforces_max_size_and_settles_quota(app: TestApp) {
     assert_eq!(app.storage_used(&user).await, 5);
 }
 
-async fn source_links_serve_private_files_publicly(app: TestApp) {
-    let (user, root) = setup(&app).await;
+async fn source_links_serve_private_files_publicly(app: TestApp, kind: PolicyKind) {
+    let (user, root, _policy) = setup_storage(&app, kind).await;
     let object = app.upload(&user, &root, "logo.png", b"png bytes").await;
     let id = object["id"].as_str().unwrap();
     let missing = app.call(Method::GET, &format!("/file/source/{id}"), Some(&user.access), None).await;
@@ -640,4 +641,44 @@ async fn deleting_a_user_releases_their_blobs(app: TestApp) {
         .filter(|p| !p.to_string_lossy().contains(".staging"))
         .count();
     assert_eq!(left, 0, "their bytes are gone");
+}
+
+on_every_backend!(public_s3_policies_redirect_downloads_to_presigned_urls);
+
+async fn public_s3_policies_redirect_downloads_to_presigned_urls(app: TestApp) {
+    let admin = app.login_admin().await;
+    let policy = app.use_test_policy(&admin, PolicyKind::S3, 0).await;
+    let server = policy.s3.as_ref().unwrap();
+    let public = json!({"name": "s3", "type": "s3", "is_private": false, "chunk_size": policy.chunk,
+        "options": {"endpoint": server.endpoint, "region": server.region, "bucket": server.bucket, "path_style": true,
+                    "access_key": server.access_key, "secret_key": ""}});
+    let response =
+        app.call(Method::PUT, &format!("/admin/policy/{}", policy.id), Some(&admin.access), Some(public)).await;
+    assert_eq!(response.status(), 200, "a blank secret keeps the stored one");
+    let shown: Value = response.json().await.unwrap();
+    assert_eq!(shown["options"]["has_secret_key"], true);
+    assert!(shown["options"].get("secret_key").is_none(), "secrets are never returned");
+
+    let user = app.register("otto@example.com", "otto-password").await;
+    let root = app.root_id(&user).await;
+    let object = app.upload(&user, &root, "ünïcode.txt", b"served by S3").await;
+    let id = object["id"].as_str().unwrap();
+    let response = app.client.get(app.download_url(&user, id).await).send().await.unwrap();
+    assert_eq!(response.status(), 302);
+    let location = response.headers()["location"].to_str().unwrap().to_owned();
+    assert!(location.starts_with(&server.endpoint), "{location}");
+    let direct = app.client.get(&location).send().await.unwrap();
+    assert_eq!(direct.status(), 200);
+    assert_eq!(
+        direct.headers()["content-disposition"],
+        "attachment; filename=\"_n_code.txt\"; filename*=UTF-8''%C3%BCn%C3%AFcode.txt"
+    );
+    assert_eq!(direct.bytes().await.unwrap().as_ref(), b"served by S3");
+
+    let link: Value =
+        app.call(Method::POST, &format!("/file/source/{id}"), Some(&user.access), None).await.json().await.unwrap();
+    let response = app.client.get(format!("{}{}", app.base_url, link["url"].as_str().unwrap())).send().await.unwrap();
+    assert_eq!(response.status(), 302, "public source links redirect");
+    let test = app.call(Method::POST, &format!("/admin/policy/{}/test", policy.id), Some(&admin.access), None).await;
+    assert_eq!(test.status(), 204, "connection test passes");
 }

@@ -3,7 +3,52 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
+use crate::s3::S3TestServer;
 use crate::{Session, TestApp};
+
+/// The storage kinds file tests run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyKind {
+    Local,
+    S3,
+}
+
+/// The policy a file test runs with; an S3 one keeps its server running.
+pub struct TestPolicy {
+    pub kind: PolicyKind,
+    pub id: String,
+    /// Chunk size of uploads: 64 KiB on local disk, 8 MiB on S3 (its smallest power of two
+    /// above the 5 MiB minimum part size).
+    pub chunk: usize,
+    pub s3: Option<S3TestServer>,
+}
+
+impl TestPolicy {
+    /// Whether the policy's storage holds nothing but `expected` finished blobs (no staged
+    /// bytes or unfinished multipart uploads either).
+    pub fn stored_blobs(&self, app: &TestApp) -> usize {
+        match &self.s3 {
+            Some(server) => {
+                let bucket = server.dir.path().join(&server.bucket);
+                files_below(&bucket).into_iter().filter(|p| !p.to_string_lossy().contains(".s3s")).count()
+                    + server.multipart_leftovers().len()
+            }
+            None => files_below(&app.config.data_dir.join("small")).len(),
+        }
+    }
+}
+
+/// Every file below `dir` (recursively).
+pub fn files_below(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() { found.extend(files_below(&path)) } else { found.push(path) }
+        }
+    }
+    found
+}
 
 /// Chunk size of the policy [`TestApp::use_small_chunks`] installs: small, so multi-chunk
 /// uploads stay cheap.
@@ -119,6 +164,25 @@ impl TestApp {
                           "permissions": group["permissions"], "policy_ids": group["policy_ids"]});
         let response = self.call(Method::PUT, &format!("/admin/group/{id}"), Some(&admin.access), Some(body)).await;
         assert_eq!(response.status(), 200, "update Users group: {}", response.text().await.unwrap_or_default());
+    }
+
+    /// Gives the `Users` group a policy of `kind` (an S3 one on a fresh S3 test server), private,
+    /// with `max_size` (0 = none).
+    pub async fn use_test_policy(&self, admin: &Session, kind: PolicyKind, max_size: u64) -> TestPolicy {
+        match kind {
+            PolicyKind::Local => {
+                TestPolicy { kind, id: self.use_small_chunks(admin, max_size).await, chunk: SMALL_CHUNK, s3: None }
+            }
+            PolicyKind::S3 => {
+                let server = S3TestServer::start().await;
+                let chunk = 8 * 1024 * 1024;
+                let policy = json!({"name": "s3", "type": "s3", "chunk_size": chunk, "max_size": max_size,
+                    "options": {"endpoint": server.endpoint, "region": server.region, "bucket": server.bucket,
+                                "path_style": true, "access_key": server.access_key, "secret_key": server.secret_key}});
+                let id = self.use_policy(admin, policy).await;
+                TestPolicy { kind, id, chunk, s3: Some(server) }
+            }
+        }
     }
 
     /// Gives the `Users` group a local policy with 64 KiB chunks (and `max_size`); answers its id.

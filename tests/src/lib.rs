@@ -322,3 +322,28 @@ macro_rules! on_every_backend {
         }
     )*};
 }
+
+/// Declares each named `async fn(TestApp, PolicyKind)` as one test per database backend and
+/// storage kind: `name::sqlite_local`, `name::sqlite_s3`, `name::postgres_local`, `name::postgres_s3`.
+#[macro_export]
+macro_rules! on_every_backend_and_storage {
+    ($($test:ident),* $(,)?) => {$(
+        mod $test {
+            use $crate::files::PolicyKind;
+            use $crate::{Backend, TestApp};
+            async fn run(backend: Backend, kind: PolicyKind) {
+                if let Some(app) = TestApp::spawn(backend).await {
+                    super::$test(app, kind).await
+                }
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite_local() { run(Backend::Sqlite, PolicyKind::Local).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite_s3() { run(Backend::Sqlite, PolicyKind::S3).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres_local() { run(Backend::Postgres, PolicyKind::Local).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres_s3() { run(Backend::Postgres, PolicyKind::S3).await }
+        }
+    )*};
+}
