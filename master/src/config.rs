@@ -64,6 +64,12 @@ pub struct Config {
     pub login_attempts_per_address: u64,
     /// Length of the sign-in rate-limit window, in seconds.
     pub login_rate_window_seconds: u64,
+    /// Background task workers of this master.
+    pub task_workers: u32,
+    /// Seconds a task claim lasts without a heartbeat; a dead master's task is taken over after it.
+    pub task_lease_seconds: u64,
+    /// Milliseconds between polls of an empty task queue.
+    pub task_poll_millis: u64,
 }
 
 impl Default for Config {
@@ -88,6 +94,9 @@ impl Default for Config {
             login_failures_per_identifier: 10,
             login_attempts_per_address: 100,
             login_rate_window_seconds: 900,
+            task_workers: 2,
+            task_lease_seconds: 30,
+            task_poll_millis: 1000,
         }
     }
 }
@@ -148,6 +157,9 @@ const ENV_KEYS: &[&str] = &[
     "login_failures_per_identifier",
     "login_attempts_per_address",
     "login_rate_window_seconds",
+    "task_workers",
+    "task_lease_seconds",
+    "task_poll_millis",
 ];
 
 impl Config {

@@ -568,7 +568,10 @@ async fn policy_permission_is_checked(app: TestApp) {
     let response = app.call(Method::PATCH, &path, Some(&user.access), Some(json!({"policy_id": forbidden}))).await;
     assert_eq!(error_body(response, 403).await["code"], "policy.not_allowed");
     let response = app.call(Method::PATCH, &path, Some(&user.access), Some(json!({"policy_id": allowed}))).await;
-    assert_eq!(error_body(response, 501).await["code"], "server.not_implemented");
+    assert_eq!(response.status(), 202);
+    let task: Value = response.json().await.unwrap();
+    assert_eq!(task["type"], "POLICY_MIGRATE");
+    assert_eq!(task["props"]["target_policy_id"], allowed.as_str());
 }
 
 on_every_backend!(

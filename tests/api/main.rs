@@ -9,4 +9,5 @@ mod files;
 mod settings;
 mod site;
 mod storage;
+mod tasks;
 mod themes;

@@ -247,6 +247,14 @@ impl TestApp {
         self.login(email, password).await
     }
 
+    /// Starts a second master on the same database, data directory and secret (as a replica
+    /// behind a load balancer would be); it stops when the returned value is shut down.
+    pub async fn spawn_peer(&self) -> Running {
+        let mut config = self.config.clone();
+        config.listen = "127.0.0.1:0".parse().expect("address");
+        app::start(config).await.expect("peer master starts")
+    }
+
     /// Stops the server and starts a new one on the same address, database, data directory and
     /// secret, as an operator restarting the master would.
     pub async fn restart(&mut self) {

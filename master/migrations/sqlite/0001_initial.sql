@@ -44,6 +44,8 @@ CREATE TABLE groups (
     is_admin     INTEGER NOT NULL DEFAULT 0 CHECK (is_admin IN (0, 1)),
     max_storage  BIGINT NOT NULL CHECK (max_storage >= 0),
     permissions  TEXT NOT NULL DEFAULT '{}',
+    -- Days trashed objects are kept before they are deleted for good.
+    trash_retention_days INTEGER NOT NULL DEFAULT 30 CHECK (trash_retention_days > 0),
     created_at   BIGINT NOT NULL,
     updated_at   BIGINT NOT NULL
 );
@@ -186,7 +188,9 @@ CREATE TABLE objects (
 -- Names are unique among the live children of a folder; one root (no parent) per user.
 CREATE UNIQUE INDEX objects_live_name ON objects (owner_id, parent_id, name) WHERE trashed_at IS NULL;
 CREATE UNIQUE INDEX objects_one_root ON objects (owner_id) WHERE parent_id IS NULL;
-CREATE INDEX objects_parent ON objects (parent_id, name);
+-- Folder listings (folders first: 'folder' sorts after 'file', hence kind DESC) walk this
+-- index in order instead of sorting.
+CREATE INDEX objects_listing ON objects (parent_id, kind DESC, name, id) WHERE trashed_at IS NULL;
 CREATE INDEX objects_physical_file ON objects (physical_file_id);
 CREATE INDEX objects_trash ON objects (owner_id, trash_root_id);
 
@@ -302,6 +306,8 @@ CREATE TABLE tasks (
     run_after     BIGINT NOT NULL,
     lease_owner   TEXT,
     lease_until   BIGINT,
+    -- Set by a cancel request; the worker stops at its next safe point.
+    cancel_requested INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1)),
     created_at    BIGINT NOT NULL,
     updated_at    BIGINT NOT NULL,
     finished_at   BIGINT

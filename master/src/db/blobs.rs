@@ -80,3 +80,22 @@ pub async fn count_for_policy(db: &Db, policy_id: &str) -> Result<i64, DbError> 
         .await?;
     Ok(n)
 }
+
+/// Gives a journalled blob (written, not yet referenced) its verified hash; the caller adds
+/// the first reference in the same transaction.
+pub async fn activate(conn: &mut Conn, id: &str, blake3: &str) -> Result<(), DbError> {
+    sqlx::query("UPDATE physical_files SET blake3 = $2 WHERE id = $1").bind(id).bind(blake3).execute(conn).await?;
+    Ok(())
+}
+
+/// Blobs without references created before `before` (journal rows of interrupted copies, or
+/// blobs whose deletion failed), oldest first.
+pub async fn unreferenced_before(db: &Db, before: Millis, limit: i64) -> Result<Vec<BlobRow>, DbError> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM physical_files WHERE ref_count = 0 AND created_at < $1 ORDER BY created_at LIMIT $2"
+    ))
+    .bind(before)
+    .bind(limit)
+    .fetch_all(db.reader())
+    .await?)
+}

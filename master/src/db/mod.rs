@@ -14,6 +14,7 @@ pub mod policies;
 pub mod properties;
 pub mod refresh_tokens;
 pub mod settings;
+pub mod tasks;
 pub mod themes;
 pub mod uploads;
 pub mod users;
@@ -121,13 +122,14 @@ impl Db {
         Ok(self.writer.begin().await?)
     }
 
-    /// The pool for statements that only read.
-    pub(crate) fn reader(&self) -> &AnyPool {
+    /// The pool for statements that only read (public for tools and tests; SQL belongs in
+    /// this module's submodules).
+    pub fn reader(&self) -> &AnyPool {
         &self.reader
     }
 
     /// The pool for statements and transactions that write.
-    pub(crate) fn writer(&self) -> &AnyPool {
+    pub fn writer(&self) -> &AnyPool {
         &self.writer
     }
 

@@ -173,6 +173,7 @@ pub async fn children(
         .bind(parent_id)
         .fetch_one(db.reader())
         .await?;
+    // `kind DESC` puts folders ('folder' > 'file') first and matches the listing index.
     let column = match order {
         ListOrder::Name => "name",
         ListOrder::Size => "size",
@@ -182,7 +183,7 @@ pub async fn children(
     let direction = if descending { "DESC" } else { "ASC" };
     let sql = format!(
         "SELECT {COLUMNS} FROM objects WHERE parent_id = $1 AND trashed_at IS NULL
-         ORDER BY CASE WHEN kind = 'folder' THEN 0 ELSE 1 END, {column} {direction}, name, id LIMIT $2 OFFSET $3"
+         ORDER BY kind DESC, {column} {direction}, name, id LIMIT $2 OFFSET $3"
     );
     let rows = sqlx::query_as(&sql).bind(parent_id).bind(limit).bind(offset).fetch_all(db.reader()).await?;
     Ok((count, rows))
@@ -224,6 +225,26 @@ pub async fn set_content(
         .execute(conn)
         .await?;
     Ok(())
+}
+
+/// Points a file at another blob (and policy) only if it still points at `old_blob`; answers
+/// whether it did.
+pub async fn switch_blob(
+    conn: &mut Conn,
+    id: &str,
+    old_blob: &str,
+    new_blob: &str,
+    policy_id: &str,
+) -> Result<bool, DbError> {
+    let done =
+        sqlx::query("UPDATE objects SET physical_file_id = $3, policy_id = $4 WHERE id = $1 AND physical_file_id = $2")
+            .bind(id)
+            .bind(old_blob)
+            .bind(new_blob)
+            .bind(policy_id)
+            .execute(conn)
+            .await?;
+    Ok(done.rows_affected() > 0)
 }
 
 /// Puts `root_id` and its live descendants in the trash, remembering `root_id` as the cause.
@@ -268,6 +289,19 @@ pub async fn trash_roots(db: &Db, owner_id: &str, offset: i64, limit: i64) -> Re
     .fetch_all(db.reader())
     .await?;
     Ok((count, rows))
+}
+
+/// Trash roots older than their owner's group retention at `now`: `(owner_id, object_id)`.
+pub async fn expired_trash(db: &Db, now: Millis, limit: i64) -> Result<Vec<(String, String)>, DbError> {
+    Ok(sqlx::query_as(
+        "SELECT o.owner_id, o.id FROM objects o JOIN users u ON u.id = o.owner_id JOIN groups g ON g.id = u.group_id
+         WHERE o.trash_root_id = o.id AND o.trashed_at < $1 - CAST(g.trash_retention_days AS BIGINT) * 86400000
+         ORDER BY o.trashed_at LIMIT $2",
+    )
+    .bind(now)
+    .bind(limit)
+    .fetch_all(db.reader())
+    .await?)
 }
 
 /// Deletes one object row (its descendants go with it through the foreign key).

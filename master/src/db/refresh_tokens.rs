@@ -75,3 +75,13 @@ pub async fn revoke_user(db: &Db, user_id: &str, now: Millis) -> Result<u64, DbE
         .await?;
     Ok(done.rows_affected())
 }
+
+/// Deletes tokens expired before `now`, or retired or revoked before `dead_before`.
+pub async fn delete_dead(db: &Db, now: Millis, dead_before: Millis) -> Result<u64, DbError> {
+    let done = sqlx::query("DELETE FROM refresh_tokens WHERE expires_at < $1 OR retired_at < $2 OR revoked_at < $2")
+        .bind(now)
+        .bind(dead_before)
+        .execute(db.writer())
+        .await?;
+    Ok(done.rows_affected())
+}

@@ -5,6 +5,7 @@ pub mod naming;
 pub mod object;
 pub mod policy;
 pub mod settings;
+pub mod task;
 pub mod theme;
 pub mod time;
 pub mod user;

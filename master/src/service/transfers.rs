@@ -22,7 +22,7 @@ use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::domain::user::UserStatus;
 use crate::service::files::{self, ObjectView, quota_exceeded};
 use crate::service::uploads::check_max_size;
-use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, policies};
+use crate::service::{ServiceError, ServiceResult, accounts, policies};
 
 /// Lifetime of a download token (the interface leaves it open): one hour to start using it.
 pub const DOWNLOAD_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
@@ -283,22 +283,4 @@ pub async fn replace_content(
             Err(err.into())
         }
     }
-}
-
-/// Checks that the caller may use `policy_id` for an object; moving the bytes is a later
-/// feature (POLICY_MIGRATE tasks), so a permitted request answers 501 for now.
-pub async fn change_policy(
-    ctx: &AppState,
-    owner: Uuid,
-    group_id: &str,
-    object_id: Uuid,
-    policy_id: Uuid,
-) -> ServiceResult<()> {
-    files::authorize_live(ctx.db(), owner, object_id).await?;
-    policies::policy_for(ctx.db(), group_id, Some(policy_id)).await?;
-    Err(ServiceError::new(
-        ErrorKind::NotImplemented,
-        "server.not_implemented",
-        "policy migration is not implemented yet",
-    ))
 }

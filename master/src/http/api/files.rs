@@ -13,7 +13,8 @@ use crate::db::objects::ListOrder;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::service::files::{self, DirectoryView, ObjectDetail, ObjectView};
-use crate::service::{Page, PageRequest, ServiceResult, transfers};
+use crate::service::tasks::{self, TaskView};
+use crate::service::{Page, PageRequest, ServiceResult};
 
 #[derive(Debug, Clone, Copy, Deserialize, ToSchema, Default)]
 #[serde(rename_all = "snake_case")]
@@ -301,22 +302,24 @@ pub struct ChangePolicyRequest {
     pub policy_id: Uuid,
 }
 
-/// Switch an object's storage policy. The caller must be allowed to use the target policy
-/// (403). The migration itself is not built yet: a permitted request answers 501.
+/// Switch an object's storage policy: queues a `POLICY_MIGRATE` task that moves the file (or every
+/// file below the folder) to the target policy in the background. The caller's group must be
+/// allowed to use the target policy (403, and no task is created).
 #[utoipa::path(patch, path = "/object/{id}/policy", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
     request_body = ChangePolicyRequest,
     responses(
+        (status = 202, description = "Migration queued", body = TaskView),
+        (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "The caller's group may not use the target policy", body = ErrorBody),
         (status = 404, description = "No such object", body = ErrorBody),
-        (status = 501, description = "Policy migration is not implemented yet", body = ErrorBody),
     ))]
 pub async fn change_policy(
     State(state): State<AppState>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<ChangePolicyRequest>,
-) -> ServiceResult<StatusCode> {
-    transfers::change_policy(&state, caller.claims.sub, &caller.user.group_id, id, request.policy_id).await?;
-    Ok(StatusCode::ACCEPTED)
+) -> ServiceResult<(StatusCode, Json<TaskView>)> {
+    let task = tasks::create_migration(&state, caller.claims.sub, &caller.user.group_id, id, request.policy_id).await?;
+    Ok((StatusCode::ACCEPTED, Json(task)))
 }

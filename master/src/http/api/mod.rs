@@ -5,6 +5,7 @@ pub mod files;
 pub mod metadata;
 pub mod policies;
 pub mod site;
+pub mod tasks;
 pub mod themes;
 pub mod transfers;
 pub mod user;
@@ -42,6 +43,7 @@ codes above; the JSON body limit (1 MiB by default, `max_json_body`); the `x-req
         (name = "site", description = "Public facts about this instance"),
         (name = "user", description = "Registration, sign-in and the caller's own account"),
         (name = "files", description = "Files and folders, uploads and downloads"),
+        (name = "tasks", description = "Background tasks"),
         (name = "admin", description = "Administration (admin_required)"),
     )
 )]
@@ -113,6 +115,10 @@ pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(files::list_trash, files::purge))
         .routes(routes!(files::restore))
         .routes(routes!(files::change_policy))
+        .routes(routes!(tasks::list))
+        .routes(routes!(tasks::get, tasks::cancel))
+        .routes(routes!(tasks::admin_list))
+        .routes(routes!(tasks::admin_get, tasks::admin_cancel))
         .routes(routes!(metadata::get, metadata::patch))
         .routes(routes!(metadata::list_properties, metadata::create_property))
         .routes(routes!(metadata::update_property, metadata::delete_property))

@@ -1,6 +1,8 @@
 //! `nubo-bench`: throughput and latency figures for Nubo, printed as a table. Not a test: run
 //! it in release mode on a quiet machine and compare figures measured in the same run.
 //!
+//! `nubo-bench files` runs the file workloads against a `nubo-master` process (see `files.rs`).
+//!
 //! `nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL]` starts a master on
 //! SQLite (in-memory store), signs in, then drives a `jwt_required` endpoint
 //! (`GET /user/session`) and an `auth_required` one (`GET /user/me`) with C concurrent
@@ -12,6 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use nubo_tests::{Backend, TestApp};
+
+mod files;
 
 struct Options {
     seconds: u64,
@@ -173,7 +177,7 @@ async fn bench_auth(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL]";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench files";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -188,6 +192,7 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     match command.as_str() {
         "auth" => runtime.block_on(bench_auth(options)),
+        "files" => runtime.block_on(files::run()),
         other => {
             eprintln!("unknown benchmark {other:?}\n{usage}");
             std::process::exit(2);

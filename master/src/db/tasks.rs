@@ -1,0 +1,202 @@
+//! SQL of the persistent task queue. Claims are single conditional UPDATEs, so two masters on
+//! one PostgreSQL never hold the same task; a task whose lease ran out (its worker died) is
+//! claimable again.
+
+use super::{Db, DbError};
+use crate::domain::time::Millis;
+
+pub const COLUMNS: &str = "id, type, status, owner_id, props, progress, error, attempts, max_attempts, run_after, \
+     lease_owner, lease_until, cancel_requested, created_at, updated_at, finished_at";
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct TaskRow {
+    pub id: String,
+    #[sqlx(rename = "type")]
+    pub kind: String,
+    pub status: String,
+    pub owner_id: Option<String>,
+    pub props: String,
+    pub progress: String,
+    pub error: Option<String>,
+    pub attempts: i32,
+    pub max_attempts: i32,
+    pub run_after: Millis,
+    pub lease_owner: Option<String>,
+    pub lease_until: Option<Millis>,
+    pub cancel_requested: i64,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+    pub finished_at: Option<Millis>,
+}
+
+pub async fn insert(db: &Db, row: &TaskRow) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO tasks (id, type, status, owner_id, props, progress, attempts, max_attempts, run_after, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8, $9, $9)",
+    )
+    .bind(row.id.as_str())
+    .bind(row.kind.as_str())
+    .bind(row.status.as_str())
+    .bind(row.owner_id.as_deref())
+    .bind(row.props.as_str())
+    .bind(row.progress.as_str())
+    .bind(row.max_attempts)
+    .bind(row.run_after)
+    .bind(row.created_at)
+    .execute(db.writer())
+    .await?;
+    Ok(())
+}
+
+pub async fn find(db: &Db, id: &str) -> Result<Option<TaskRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM tasks WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(db.reader())
+        .await?)
+}
+
+/// Claims the next due task for `worker` until `lease_until`: a queued one whose time has come,
+/// or a running one whose lease expired. Answers `None` when there is none (or another worker
+/// won the race for it).
+pub async fn claim(db: &Db, worker: &str, now: Millis, lease_until: Millis) -> Result<Option<TaskRow>, DbError> {
+    let due = "((status = 'queued' AND run_after <= $3) OR (status = 'running' AND lease_until < $3))";
+    let sql = format!(
+        "UPDATE tasks SET status = 'running', lease_owner = $1, lease_until = $2, attempts = attempts + 1, updated_at = $3
+         WHERE id = (SELECT id FROM tasks WHERE {due} ORDER BY run_after, created_at LIMIT 1) AND {due}
+         RETURNING {COLUMNS}"
+    );
+    Ok(sqlx::query_as(&sql).bind(worker).bind(lease_until).bind(now).fetch_optional(db.writer()).await?)
+}
+
+/// Extends the lease of a task `worker` still holds; answers `None` when the lease was lost, or
+/// whether a cancel was requested.
+pub async fn heartbeat(
+    db: &Db,
+    id: &str,
+    worker: &str,
+    lease_until: Millis,
+    progress: &str,
+    now: Millis,
+) -> Result<Option<bool>, DbError> {
+    let row: Option<(i64,)> = sqlx::query_as(
+        "UPDATE tasks SET lease_until = $3, progress = $4, updated_at = $5
+         WHERE id = $1 AND lease_owner = $2 AND status = 'running' RETURNING cancel_requested",
+    )
+    .bind(id)
+    .bind(worker)
+    .bind(lease_until)
+    .bind(progress)
+    .bind(now)
+    .fetch_optional(db.writer())
+    .await?;
+    Ok(row.map(|(cancel,)| cancel != 0))
+}
+
+/// Ends a task `worker` holds with a final status; answers false when the lease was lost.
+pub async fn finish(
+    db: &Db,
+    id: &str,
+    worker: &str,
+    status: &str,
+    error: Option<&str>,
+    progress: &str,
+    now: Millis,
+) -> Result<bool, DbError> {
+    let done = sqlx::query(
+        "UPDATE tasks SET status = $3, error = $4, progress = $5, lease_owner = NULL, lease_until = NULL,
+         updated_at = $6, finished_at = $6 WHERE id = $1 AND lease_owner = $2 AND status = 'running'",
+    )
+    .bind(id)
+    .bind(worker)
+    .bind(status)
+    .bind(error)
+    .bind(progress)
+    .bind(now)
+    .execute(db.writer())
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Puts a task `worker` holds back in the queue until `run_after` (a retry after a transient error).
+pub async fn requeue(
+    db: &Db,
+    id: &str,
+    worker: &str,
+    error: &str,
+    run_after: Millis,
+    now: Millis,
+) -> Result<bool, DbError> {
+    let done = sqlx::query(
+        "UPDATE tasks SET status = 'queued', error = $3, run_after = $4, lease_owner = NULL, lease_until = NULL, updated_at = $5
+         WHERE id = $1 AND lease_owner = $2 AND status = 'running'",
+    )
+    .bind(id)
+    .bind(worker)
+    .bind(error)
+    .bind(run_after)
+    .bind(now)
+    .execute(db.writer())
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Cancels a task: a queued one at once, a running one at its worker's next safe point.
+/// Answers the status it now has, or `None` when it had already ended.
+pub async fn cancel(db: &Db, id: &str, now: Millis) -> Result<Option<String>, DbError> {
+    let mut tx = db.begin().await?;
+    let queued = sqlx::query(
+        "UPDATE tasks SET status = 'canceled', updated_at = $2, finished_at = $2 WHERE id = $1 AND status = 'queued'",
+    )
+    .bind(id)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    if queued.rows_affected() > 0 {
+        tx.commit().await?;
+        return Ok(Some("canceled".to_owned()));
+    }
+    let running =
+        sqlx::query("UPDATE tasks SET cancel_requested = 1, updated_at = $2 WHERE id = $1 AND status = 'running'")
+            .bind(id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+    tx.commit().await?;
+    Ok((running.rows_affected() > 0).then(|| "running".to_owned()))
+}
+
+/// Filters of task lists; `None` means any.
+#[derive(Debug, Default, Clone)]
+pub struct TaskFilter {
+    pub owner_id: Option<String>,
+    pub status: Option<String>,
+    pub kind: Option<String>,
+}
+
+/// One page of tasks, newest first, and the total count.
+pub async fn list(db: &Db, filter: &TaskFilter, offset: i64, limit: i64) -> Result<(i64, Vec<TaskRow>), DbError> {
+    // Absent filters bind NULL and match everything, keeping one fixed statement.
+    let condition = "($1 IS NULL OR owner_id = $1) AND ($2 IS NULL OR status = $2) AND ($3 IS NULL OR type = $3)";
+    let (count,): (i64,) = sqlx::query_as(&format!("SELECT COUNT(*) FROM tasks WHERE {condition}"))
+        .bind(filter.owner_id.as_deref())
+        .bind(filter.status.as_deref())
+        .bind(filter.kind.as_deref())
+        .fetch_one(db.reader())
+        .await?;
+    let rows = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM tasks WHERE {condition} ORDER BY created_at DESC, id LIMIT $4 OFFSET $5"
+    ))
+    .bind(filter.owner_id.as_deref())
+    .bind(filter.status.as_deref())
+    .bind(filter.kind.as_deref())
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(db.reader())
+    .await?;
+    Ok((count, rows))
+}
+
+pub async fn delete(db: &Db, id: &str) -> Result<bool, DbError> {
+    let done = sqlx::query("DELETE FROM tasks WHERE id = $1").bind(id).execute(db.writer()).await?;
+    Ok(done.rows_affected() > 0)
+}

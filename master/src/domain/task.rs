@@ -1,0 +1,103 @@
+//! Background tasks as values: their status and type enumerations, properties and progress.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// Where a task is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Waiting for a worker (also between retries).
+    Queued,
+    /// A worker holds its lease.
+    Running,
+    /// Finished successfully.
+    Completed,
+    /// Failed for good; `error` says why.
+    Error,
+    /// Stopped on request; whatever it changed stays consistent.
+    Canceled,
+}
+
+impl TaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Queued => "queued",
+            TaskStatus::Running => "running",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Error => "error",
+            TaskStatus::Canceled => "canceled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(s.to_owned())).ok()
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, TaskStatus::Completed | TaskStatus::Error | TaskStatus::Canceled)
+    }
+}
+
+/// What a task does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TaskType {
+    /// Move the files of an object (recursively) to another storage policy.
+    PolicyMigrate,
+    /// Fetch a URL into a folder (storage-node feature; not run by this master yet).
+    ExternalDownload,
+}
+
+impl TaskType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskType::PolicyMigrate => "POLICY_MIGRATE",
+            TaskType::ExternalDownload => "EXTERNAL_DOWNLOAD",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(s.to_owned())).ok()
+    }
+}
+
+/// `TaskProps`: what a task was asked to do. Migration fields are set for `POLICY_MIGRATE`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TaskProps {
+    /// The file or folder being migrated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_id: Option<Uuid>,
+    /// The policy files move to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_policy_id: Option<Uuid>,
+}
+
+/// How far a task got.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TaskProgress {
+    pub files_total: u64,
+    pub files_done: u64,
+    pub bytes_total: u64,
+    pub bytes_done: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enumerations_round_trip_through_text() {
+        for status in
+            [TaskStatus::Queued, TaskStatus::Running, TaskStatus::Completed, TaskStatus::Error, TaskStatus::Canceled]
+        {
+            assert_eq!(TaskStatus::parse(status.as_str()), Some(status));
+        }
+        for kind in [TaskType::PolicyMigrate, TaskType::ExternalDownload] {
+            assert_eq!(TaskType::parse(kind.as_str()), Some(kind));
+        }
+        assert_eq!(TaskType::PolicyMigrate.as_str(), "POLICY_MIGRATE");
+        assert!(TaskStatus::parse("sleeping").is_none());
+    }
+}

@@ -1,0 +1,79 @@
+//! Background work of the master: task workers over the persistent queue (`worker`), and
+//! periodic jobs, each with a name, a unit of work and a shutdown path.
+
+pub mod worker;
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::AppState;
+use crate::domain::time::now_ms;
+use crate::service::{maintenance, uploads};
+
+/// Runs `work` every `every` until `shutdown` is cancelled; a unit of work in progress is
+/// allowed to finish. Failures are logged and the job carries on at the next tick.
+pub fn spawn_periodic<F, Fut>(
+    name: &'static str,
+    every: Duration,
+    shutdown: CancellationToken,
+    mut work: F,
+) -> JoinHandle<()>
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = anyhow::Result<usize>> + Send,
+{
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = ticks.tick() => {}
+            }
+            match work().await {
+                Ok(0) => {}
+                Ok(done) => tracing::info!(job = name, done, "periodic job did work"),
+                Err(err) => tracing::warn!(job = name, error = %err, "periodic job failed; retrying next time"),
+            }
+        }
+        tracing::debug!(job = name, "periodic job stopped");
+    })
+}
+
+/// Starts the task workers and the periodic jobs.
+pub fn start(state: &AppState, shutdown: &CancellationToken) -> Vec<JoinHandle<()>> {
+    let config = state.config();
+    let timing = worker::WorkerTiming {
+        lease: Duration::from_secs(config.task_lease_seconds.max(1)),
+        poll: Duration::from_millis(config.task_poll_millis.max(10)),
+    };
+    let host = uuid::Uuid::new_v4().simple().to_string();
+    let mut handles: Vec<JoinHandle<()>> = (0..config.task_workers)
+        .map(|n| {
+            tokio::spawn(worker::run_worker(state.clone(), format!("{}-{n}", &host[..8]), timing, shutdown.clone()))
+        })
+        .collect();
+    let hourly = Duration::from_secs(3600);
+    let every = |name: &'static str, period: Duration, job: fn(AppState) -> BoxedJob| {
+        let state = state.clone();
+        spawn_periodic(name, period, shutdown.clone(), move || job(state.clone()))
+    };
+    handles.push(every("upload-session-reaper", Duration::from_secs(60), |s| {
+        Box::pin(async move { Ok(uploads::reap_expired(&s, now_ms()).await?) })
+    }));
+    handles.push(every("blob-collector", hourly, |s| {
+        Box::pin(async move { Ok(maintenance::collect_blobs(&s, now_ms(), maintenance::BLOB_GRACE).await?) })
+    }));
+    handles.push(every("trash-purge", hourly, |s| {
+        Box::pin(async move { Ok(maintenance::purge_expired_trash(&s, now_ms()).await?) })
+    }));
+    handles.push(every("refresh-token-cleanup", hourly, |s| {
+        Box::pin(async move { Ok(maintenance::clean_refresh_tokens(&s, now_ms()).await? as usize) })
+    }));
+    handles
+}
+
+type BoxedJob = std::pin::Pin<Box<dyn Future<Output = anyhow::Result<usize>> + Send>>;

@@ -1,0 +1,137 @@
+//! Background tasks as users and administrators see them: creating a policy migration, listing,
+//! reading and cancelling.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::db::tasks::{TaskFilter, TaskRow};
+use crate::db::{self, Db};
+use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
+use crate::domain::time::{now_ms, to_rfc3339};
+use crate::service::{ErrorKind, Page, PageRequest, ServiceError, ServiceResult, files, policies};
+
+/// Attempts a task gets before a transient failure becomes final.
+pub const MAX_ATTEMPTS: i32 = 5;
+
+/// A task with its status and type as enumerations.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TaskView {
+    pub id: Uuid,
+    #[serde(rename = "type")]
+    pub kind: TaskType,
+    pub status: TaskStatus,
+    pub owner_id: Option<Uuid>,
+    pub props: TaskProps,
+    pub progress: TaskProgress,
+    /// Why it failed (or why the last attempt failed, while retrying).
+    pub error: Option<String>,
+    pub attempts: i32,
+    /// A cancel was requested and the worker has not stopped yet.
+    pub cancel_requested: bool,
+    pub created_at: String,
+    pub updated_at: String,
+    pub finished_at: Option<String>,
+}
+
+fn not_found() -> ServiceError {
+    ServiceError::not_found("task.not_found", "no such task")
+}
+
+pub fn view(row: &TaskRow) -> ServiceResult<TaskView> {
+    let internal = |what: &str| ServiceError::internal(anyhow::anyhow!("task {} has a bad {what}", row.id));
+    Ok(TaskView {
+        id: files::parse_uuid(&row.id)?,
+        kind: TaskType::parse(&row.kind).ok_or_else(|| internal("type"))?,
+        status: TaskStatus::parse(&row.status).ok_or_else(|| internal("status"))?,
+        owner_id: row.owner_id.as_deref().map(files::parse_uuid).transpose()?,
+        props: serde_json::from_str(&row.props).map_err(ServiceError::internal)?,
+        progress: serde_json::from_str(&row.progress).unwrap_or_default(),
+        error: row.error.clone(),
+        attempts: row.attempts,
+        cancel_requested: row.cancel_requested != 0,
+        created_at: to_rfc3339(row.created_at),
+        updated_at: to_rfc3339(row.updated_at),
+        finished_at: row.finished_at.map(to_rfc3339),
+    })
+}
+
+/// Queues a `POLICY_MIGRATE` task for an object the caller owns, after checking that the
+/// caller's group may use the target policy (403 and no task otherwise).
+pub async fn create_migration(
+    ctx: &AppState,
+    owner: Uuid,
+    group_id: &str,
+    object_id: Uuid,
+    policy_id: Uuid,
+) -> ServiceResult<TaskView> {
+    files::authorize_live(ctx.db(), owner, object_id).await?;
+    policies::policy_for(ctx.db(), group_id, Some(policy_id)).await?;
+    let props = TaskProps { object_id: Some(object_id), target_policy_id: Some(policy_id) };
+    enqueue(ctx.db(), TaskType::PolicyMigrate, Some(owner), &props).await
+}
+
+pub async fn enqueue(db: &Db, kind: TaskType, owner: Option<Uuid>, props: &TaskProps) -> ServiceResult<TaskView> {
+    let now = now_ms();
+    let row = TaskRow {
+        id: Uuid::new_v4().to_string(),
+        kind: kind.as_str().to_owned(),
+        status: TaskStatus::Queued.as_str().to_owned(),
+        owner_id: owner.map(|o| o.to_string()),
+        props: serde_json::to_string(props).map_err(ServiceError::internal)?,
+        progress: serde_json::to_string(&TaskProgress::default()).map_err(ServiceError::internal)?,
+        error: None,
+        attempts: 0,
+        max_attempts: MAX_ATTEMPTS,
+        run_after: now,
+        lease_owner: None,
+        lease_until: None,
+        cancel_requested: 0,
+        created_at: now,
+        updated_at: now,
+        finished_at: None,
+    };
+    db::tasks::insert(db, &row).await?;
+    view(&row)
+}
+
+async fn load(db: &Db, owner: Option<Uuid>, id: Uuid) -> ServiceResult<TaskRow> {
+    let row = db::tasks::find(db, &id.to_string()).await?.ok_or_else(not_found)?;
+    match owner {
+        Some(owner) if row.owner_id.as_deref() != Some(owner.to_string().as_str()) => Err(not_found()),
+        _ => Ok(row),
+    }
+}
+
+/// Tasks of `owner` (or everyone's for administrators, `None`), filtered, newest first.
+pub async fn list(
+    db: &Db,
+    owner: Option<Uuid>,
+    status: Option<TaskStatus>,
+    kind: Option<TaskType>,
+    page: PageRequest,
+) -> ServiceResult<Page<TaskView>> {
+    let filter = TaskFilter {
+        owner_id: owner.map(|o| o.to_string()),
+        status: status.map(|s| s.as_str().to_owned()),
+        kind: kind.map(|k| k.as_str().to_owned()),
+    };
+    let (count, rows) = db::tasks::list(db, &filter, page.offset, page.limit).await?;
+    Ok(Page { count, items: rows.iter().map(view).collect::<ServiceResult<_>>()? })
+}
+
+/// One task of `owner` (any task for administrators, `None`).
+pub async fn get(db: &Db, owner: Option<Uuid>, id: Uuid) -> ServiceResult<TaskView> {
+    view(&load(db, owner, id).await?)
+}
+
+/// Cancels a task: a queued one at once; a running one stops at the worker's next safe point
+/// (what it already changed stays consistent). A task that has ended answers 409.
+pub async fn cancel(db: &Db, owner: Option<Uuid>, id: Uuid) -> ServiceResult<TaskView> {
+    let row = load(db, owner, id).await?;
+    if db::tasks::cancel(db, &row.id, now_ms()).await?.is_none() {
+        return Err(ServiceError::new(ErrorKind::Conflict, "task.finished", "the task has already ended"));
+    }
+    get(db, None, id).await
+}
