@@ -188,6 +188,18 @@ impl TestApp {
         Self { base_url, client, backend: database.backend, config, running: Some(running), database }
     }
 
+    /// Wraps a master running elsewhere (another process started with `config` on `database`),
+    /// so the HTTP helpers work against it; it has no in-process state.
+    pub fn external(database: TestDatabase, config: Config) -> Self {
+        let base_url = format!("http://{}", config.listen);
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(60))
+            .build()
+            .expect("http client");
+        Self { base_url, client, backend: database.backend, config, running: None, database }
+    }
+
     /// The server's shared state (database handle, configuration).
     pub fn state(&self) -> &app::AppState {
         &self.running.as_ref().expect("server is running").state

@@ -181,9 +181,12 @@ pub async fn children(
         ListOrder::UpdatedAt => "updated_at",
     };
     let direction = if descending { "DESC" } else { "ASC" };
+    // Name it once: a repeated sort key makes SQLite sort in a temporary b-tree instead of
+    // walking the listing index.
+    let tie_break = if order == ListOrder::Name { "id" } else { "name, id" };
     let sql = format!(
         "SELECT {COLUMNS} FROM objects WHERE parent_id = $1 AND trashed_at IS NULL
-         ORDER BY kind DESC, {column} {direction}, name, id LIMIT $2 OFFSET $3"
+         ORDER BY kind DESC, {column} {direction}, {tie_break} LIMIT $2 OFFSET $3"
     );
     let rows = sqlx::query_as(&sql).bind(parent_id).bind(limit).bind(offset).fetch_all(db.reader()).await?;
     Ok((count, rows))

@@ -1,0 +1,162 @@
+//! A master killed with SIGKILL in the middle of a migration: after a restart the task is taken
+//! over once its lease runs out and completes with nothing lost.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use nubo_tests::files::{PolicyKind, TestPolicy, content};
+use nubo_tests::s3::S3TestServer;
+use nubo_tests::{Backend, TestApp, TestDatabase, test_config};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+/// The `nubo-master` binary built next to this test binary (`cargo test --workspace` builds it).
+fn master_binary() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let binary = exe.parent().and_then(|deps| deps.parent()).expect("target directory").join("nubo-master");
+    assert!(binary.exists(), "{} is missing: run the suite with `cargo test --workspace`", binary.display());
+    binary
+}
+
+fn start_master(config: &nubo_master::config::Config) -> Child {
+    let mut command = Command::new(master_binary());
+    command
+        .env_clear()
+        .env("NUBO_LISTEN", config.listen.to_string())
+        .env("NUBO_DATA_DIR", &config.data_dir)
+        .env("NUBO_DATABASE_URL", config.database_url.as_deref().unwrap())
+        .env("NUBO_SECRET", config.secret.as_ref().unwrap().expose())
+        .env("NUBO_ADMIN_EMAIL", &config.admin_email)
+        .env("NUBO_ADMIN_PASSWORD", config.admin_password.as_ref().unwrap().expose())
+        .env("NUBO_REDIS_PREFIX", &config.redis_prefix)
+        .env("NUBO_TASK_LEASE_SECONDS", "2")
+        .env("NUBO_TASK_POLL_MILLIS", "100")
+        .env("NUBO_LOG_LEVEL", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(redis) = &config.redis_url {
+        command.env("NUBO_REDIS_URL", redis);
+    }
+    command.spawn().expect("master process starts")
+}
+
+async fn wait_until_up(app: &TestApp) {
+    for _ in 0..200 {
+        if app.client.get(app.api("/site/ping")).send().await.is_ok_and(|r| r.status().is_success()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("master did not come up");
+}
+
+async fn task_view(app: &TestApp, token: &str, task: &str) -> Value {
+    app.call(Method::GET, &format!("/task/{task}"), Some(token), None).await.json().await.unwrap()
+}
+
+async fn killed_mid_migration_resumes_after_restart(backend: Backend) {
+    let Some(database) = TestDatabase::create(backend).await else { return };
+    if backend == Backend::Postgres && !nubo_tests::redis_available().await {
+        return;
+    }
+    let mut config = test_config(&database);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    config.listen = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut master = start_master(&config);
+    let app = TestApp::external(database, config.clone());
+    wait_until_up(&app).await;
+
+    let admin = app.login_admin().await;
+    let server = S3TestServer::start().await;
+    let s3_body = json!({"name": "s3", "type": "s3", "chunk_size": 8 * 1024 * 1024,
+        "options": {"endpoint": server.endpoint, "region": server.region, "bucket": server.bucket, "path_style": true,
+                    "access_key": server.access_key, "secret_key": server.secret_key}});
+    let s3_id = app.use_policy(&admin, s3_body).await;
+    let local_body = json!({"name": "local", "type": "local", "chunk_size": 1024 * 1024, "options": {"root": "small"}});
+    let local_id = app.use_policy(&admin, local_body).await;
+    app.set_user_group(&admin, json!({"policy_ids": [local_id, s3_id]})).await;
+    let s3 = TestPolicy { kind: PolicyKind::S3, id: s3_id.clone(), chunk: 8 * 1024 * 1024, s3: Some(server) };
+
+    let user = app.register("uma@example.com", "uma-password").await;
+    let root = app.root_id(&user).await;
+    let folder = app.mkdir(&user, &root, "many").await;
+    let mut files = Vec::new();
+    for i in 0..40 {
+        let object = app.upload(&user, &folder, &format!("f{i:02}.bin"), &content(2 * 1024 * 1024, i as u8)).await;
+        files.push(object["id"].as_str().unwrap().to_owned());
+    }
+    let response = app
+        .call(Method::PATCH, &format!("/object/{folder}/policy"), Some(&user.access), Some(json!({"policy_id": s3_id})))
+        .await;
+    assert_eq!(response.status(), 202);
+    let task = response.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+
+    // Kill it with SIGKILL once some files have moved (progress is saved with each heartbeat).
+    let mut progressed = false;
+    for _ in 0..400 {
+        let view = task_view(&app, &user.access, &task).await;
+        assert_ne!(view["status"], "completed", "the migration finished before the kill: make the files bigger");
+        if view["progress"]["files_done"].as_u64().unwrap_or(0) >= 2 {
+            progressed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(progressed, "the migration made no progress");
+    master.kill().expect("SIGKILL");
+    master.wait().expect("reaped");
+
+    let mut master = start_master(&config);
+    wait_until_up(&app).await;
+    let mut finished = Value::Null;
+    for _ in 0..1200 {
+        let view = task_view(&app, &user.access, &task).await;
+        if view["status"] == "completed" {
+            finished = view;
+            break;
+        }
+        assert!(view["status"] == "running" || view["status"] == "queued", "task ended badly: {view}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(finished["status"], "completed", "the task completed after the restart");
+    assert!(finished["attempts"].as_i64().unwrap() >= 2, "it was taken over: {finished}");
+    for (i, id) in files.iter().enumerate() {
+        let detail: Value = app
+            .call(Method::GET, &format!("/object/{id}/detail"), Some(&user.access), None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(detail["policy"]["id"], s3_id.as_str(), "file {i} moved");
+        assert_eq!(app.download(&user, id).await, content(2 * 1024 * 1024, i as u8), "file {i} intact");
+    }
+    master.kill().expect("stop");
+    master.wait().expect("reaped");
+
+    // At most the one copy that was in flight is left over, journalled for the collector,
+    // which takes it once its grace period has passed.
+    let TestApp { database, config, .. } = app;
+    let collector = TestApp::spawn_with(database, config).await;
+    let later = nubo_master::domain::time::now_ms() + 7 * 3_600_000;
+    let collected = nubo_master::service::maintenance::collect_blobs(
+        collector.state(),
+        later,
+        nubo_master::service::maintenance::BLOB_GRACE,
+    )
+    .await
+    .unwrap();
+    assert!(collected <= 1, "{collected} leftovers");
+    assert_eq!(s3.stored_blobs(&collector), files.len(), "exactly one blob per file on S3");
+    let local_left = nubo_master::db::blobs::count_for_policy(collector.state().db(), &local_id).await.unwrap();
+    assert_eq!(local_left, 0, "every old blob released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_killed_mid_migration_resumes_after_restart_on_sqlite() {
+    killed_mid_migration_resumes_after_restart(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_killed_mid_migration_resumes_after_restart_on_postgres() {
+    killed_mid_migration_resumes_after_restart(Backend::Postgres).await;
+}
