@@ -34,7 +34,10 @@ Codes are stable `area.snake_case` strings. Status codes: 400 malformed request,
 415 wrong content type, 422 invalid field, 429 rate limited, 500 internal error (details only in the server log), \
 501 not implemented yet, 503 dependency unavailable, 507 quota exceeded.\n\n\
 Choices of ours where the interface specification is silent (not taken from it): the error body fields and \
-codes above; the JSON body limit (1 MiB by default, `max_json_body`); the `x-request-id` header echoed on every answer."
+codes above; the JSON body limit (1 MiB by default, `max_json_body`); the `x-request-id` header echoed on every answer; \
+user statuses ACTIVE, INACTIVE, BANNED; refresh tokens (30 days, rotated on use, reuse revokes the chain); upload sessions \
+live 24 hours and chunk sizes are powers of two; download tokens live one hour; task statuses queued, running, completed, \
+error, canceled. Directory listings accept `limit` up to 1000."
     ),
     paths(files::list_path),
     components(schemas(ErrorBody)),

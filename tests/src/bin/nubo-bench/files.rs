@@ -23,10 +23,10 @@ const MIB: usize = 1024 * 1024;
 const CHUNK: usize = 8 * MIB;
 
 /// A `nubo-master` child process with its own data directory.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    base: String,
-    dir: tempfile::TempDir,
+    pub(crate) base: String,
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl Drop for Server {
@@ -37,7 +37,7 @@ impl Drop for Server {
 }
 
 impl Server {
-    fn start(binary: &Path) -> Server {
+    pub(crate) fn start(binary: &Path) -> Server {
         let dir = tempfile::Builder::new().prefix("nubo-bench-").tempdir().expect("temp dir");
         let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
         let child = Command::new(binary)
@@ -62,12 +62,12 @@ impl Server {
     }
 
     /// Resets the peak RSS so the next reading covers only what follows.
-    fn reset_peak(&self) {
+    pub(crate) fn reset_peak(&self) {
         let _ = std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5");
     }
 
     /// Peak resident memory since the last reset, in MiB.
-    fn peak_rss_mib(&self) -> f64 {
+    pub(crate) fn peak_rss_mib(&self) -> f64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
         status
             .lines()
@@ -82,7 +82,7 @@ impl Server {
 }
 
 /// A chunk's bytes: distinct per index, cheap to make, incompressible enough.
-fn fill_chunk(buffer: &mut [u8], index: usize) {
+pub(crate) fn fill_chunk(buffer: &mut [u8], index: usize) {
     let mut state = (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     for word in buffer.chunks_mut(8) {
         state ^= state << 13;
@@ -99,16 +99,16 @@ struct Row {
     target: String,
 }
 
-struct Bench {
-    client: reqwest::Client,
-    server: Server,
-    token: String,
-    root: String,
+pub(crate) struct Bench {
+    pub(crate) client: reqwest::Client,
+    pub(crate) server: Server,
+    pub(crate) token: String,
+    pub(crate) root: String,
     rows: Vec<Row>,
 }
 
 impl Bench {
-    async fn json(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+    pub(crate) async fn json(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
         let mut request = self.client.request(method, format!("{}{path}", self.server.base)).bearer_auth(&self.token);
         if let Some(body) = body {
             request = request.json(&body);
@@ -126,8 +126,10 @@ impl Bench {
         self.rows.push(Row { workload: workload.to_owned(), figure, rss_mib: rss, target: target.to_owned() });
     }
 
-    /// Uploads `size` bytes as `name` with `streams` parallel chunk senders; answers MiB/s and the object.
-    async fn upload(&self, name: &str, size: usize, streams: usize) -> (f64, Value) {
+    /// Uploads `size` bytes as `name` with `streams` parallel chunk senders; answers MiB/s and the
+    /// object. Content differs per `name`, so nothing is de-duplicated.
+    pub(crate) async fn upload(&self, name: &str, size: usize, streams: usize) -> (f64, Value) {
+        let seed = name.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize)) % 1_000_000;
         let session = self
             .json(
                 reqwest::Method::POST,
@@ -144,6 +146,7 @@ impl Bench {
             .map(|_| {
                 let (client, base, token, id, next) =
                     (self.client.clone(), self.server.base.clone(), self.token.clone(), id.clone(), next.clone());
+                let seed = seed;
                 tokio::spawn(async move {
                     let mut buffer = vec![0u8; chunk];
                     let mut last = Value::Null;
@@ -153,7 +156,7 @@ impl Bench {
                             return last;
                         }
                         let len = chunk.min(size - index * chunk);
-                        fill_chunk(&mut buffer[..len], index);
+                        fill_chunk(&mut buffer[..len], index + seed * 100_000);
                         let response = client
                             .put(format!("{base}/file/upload/{id}/{index}"))
                             .bearer_auth(&token)
@@ -281,7 +284,9 @@ async fn insert_folder(tx: &mut sqlx::SqliteConnection, id: &str, owner: &str, p
     .expect("insert folder");
 }
 
-pub async fn run() {
+/// Starts a release `nubo-master` next to this binary and signs in as its administrator;
+/// answers the bench handle and the administrator's user id.
+pub(crate) async fn start_signed_in() -> (Bench, String) {
     let binary = std::env::current_exe().expect("own path").with_file_name("nubo-master");
     let server = Server::start(&binary);
     let client = reqwest::Client::builder().pool_max_idle_per_host(16).build().expect("client");
@@ -302,6 +307,11 @@ pub async fn run() {
     let mut bench = Bench { client, server, token, root: String::new(), rows: Vec::new() };
     let listing = bench.json(reqwest::Method::GET, "/directory", None).await;
     bench.root = listing["folder"]["id"].as_str().unwrap().to_owned();
+    (bench, owner)
+}
+
+pub async fn run() {
+    let (mut bench, owner) = start_signed_in().await;
     let data_dir = bench.server.dir.path().join("data");
 
     let dd = dd_write(&data_dir);

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use nubo_tests::{Backend, TestApp};
 
 mod files;
+mod migrate;
 
 struct Options {
     seconds: u64,
@@ -177,11 +178,17 @@ async fn bench_auth(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench files";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench files | nubo-bench migrate";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
     };
+    if command == "s3-copy" {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(migrate::copy_files(rest));
+        return;
+    }
     let options = match parse_options(rest) {
         Ok(options) => options,
         Err(err) => {
@@ -193,6 +200,7 @@ fn main() {
     match command.as_str() {
         "auth" => runtime.block_on(bench_auth(options)),
         "files" => runtime.block_on(files::run()),
+        "migrate" => runtime.block_on(migrate::run()),
         other => {
             eprintln!("unknown benchmark {other:?}\n{usage}");
             std::process::exit(2);
