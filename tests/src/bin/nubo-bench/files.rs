@@ -146,7 +146,6 @@ impl Bench {
             .map(|_| {
                 let (client, base, token, id, next) =
                     (self.client.clone(), self.server.base.clone(), self.token.clone(), id.clone(), next.clone());
-                let seed = seed;
                 tokio::spawn(async move {
                     let mut buffer = vec![0u8; chunk];
                     let mut last = Value::Null;
