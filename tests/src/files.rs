@@ -161,7 +161,8 @@ impl TestApp {
             group[key] = value.clone();
         }
         let body = json!({"name": group["name"], "is_admin": group["is_admin"], "max_storage": group["max_storage"],
-                          "permissions": group["permissions"], "policy_ids": group["policy_ids"]});
+                          "permissions": group["permissions"], "policy_ids": group["policy_ids"],
+                          "trash_retention_days": group["trash_retention_days"]});
         let response = self.call(Method::PUT, &format!("/admin/group/{id}"), Some(&admin.access), Some(body)).await;
         assert_eq!(response.status(), 200, "update Users group: {}", response.text().await.unwrap_or_default());
     }

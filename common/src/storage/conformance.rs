@@ -47,6 +47,7 @@ macro_rules! blob_store_conformance {
             delete_is_idempotent,
             a_missing_blob_is_not_found,
             the_probe_check_passes,
+            listing_shows_completed_blobs_only,
         );
     };
     (@each $setup:expr; $($check:ident),* $(,)?) => {$(
@@ -346,4 +347,21 @@ pub async fn a_missing_blob_is_not_found(fixture: &Fixture) {
 
 pub async fn the_probe_check_passes(fixture: &Fixture) {
     fixture.store.check().await.expect("check");
+}
+
+pub async fn listing_shows_completed_blobs_only(fixture: &Fixture) {
+    let store = &fixture.store;
+    let done = unique_key("listed");
+    store.put_stream(&done, body(b"listed bytes", 4), None).await.unwrap();
+    let staged_key = unique_key("staged");
+    let staged = store.begin_upload(&staged_key, 2 * fixture.chunk_size, fixture.chunk_size).await.unwrap();
+    let listed = store.list().await.unwrap();
+    let keys: Vec<&str> = listed.iter().map(|b| b.key.as_str()).collect();
+    assert!(keys.contains(&done.as_str()), "{keys:?}");
+    assert!(!keys.contains(&staged_key.as_str()), "staged uploads are not blobs: {keys:?}");
+    let entry = listed.iter().find(|b| b.key == done.as_str()).unwrap();
+    assert!(entry.modified_ms > 1_700_000_000_000, "modification time in ms: {}", entry.modified_ms);
+    store.abort_upload(&staged).await.unwrap();
+    store.delete(&done).await.unwrap();
+    assert!(!store.list().await.unwrap().iter().any(|b| b.key == done.as_str()));
 }

@@ -15,8 +15,8 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use tokio_util::io::ReaderStream;
 
 use super::{
-    BlobStore, ByteRange, ByteStream, ChunkReceipt, PutOutcome, StagedUpload, StorageError, StorageKey, StorageResult,
-    check_upload_shape,
+    BlobStore, ByteRange, ByteStream, ChunkReceipt, ListedBlob, PutOutcome, StagedUpload, StorageError, StorageKey,
+    StorageResult, check_upload_shape,
 };
 use crate::hash::{ChunkHasher, StreamHasher};
 
@@ -266,6 +266,43 @@ impl BlobStore for LocalBlobStore {
         _disposition: &str,
     ) -> StorageResult<Option<String>> {
         Ok(None)
+    }
+
+    async fn list(&self) -> StorageResult<Vec<ListedBlob>> {
+        let root = self.root.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut found = Vec::new();
+            let mut pending = vec![root.clone()];
+            while let Some(dir) = pending.pop() {
+                let entries = match std::fs::read_dir(&dir) {
+                    Ok(entries) => entries,
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(err) => return Err(StorageError::Failed(format!("cannot list {}: {err}", dir.display()))),
+                };
+                for entry in entries.flatten() {
+                    let path = entry.path();
+                    let Ok(meta) = entry.metadata() else { continue };
+                    if meta.is_dir() {
+                        if dir != root || entry.file_name() != STAGING {
+                            pending.push(path);
+                        }
+                        continue;
+                    }
+                    let Ok(relative) = path.strip_prefix(&root) else { continue };
+                    let key =
+                        relative.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+                    let modified_ms = meta
+                        .modified()
+                        .ok()
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .map_or(0, |d| d.as_millis() as i64);
+                    found.push(ListedBlob { key, modified_ms });
+                }
+            }
+            Ok(found)
+        })
+        .await
+        .map_err(|e| StorageError::Failed(e.to_string()))?
     }
 
     async fn check(&self) -> StorageResult<()> {

@@ -149,6 +149,14 @@ pub struct ChunkReceipt {
     pub chaining_value: String,
 }
 
+/// A blob found by [`BlobStore::list`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedBlob {
+    pub key: String,
+    /// Last modification, milliseconds since the Unix epoch.
+    pub modified_ms: i64,
+}
+
 /// Size and blake3 hash of a blob written in one stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PutOutcome {
@@ -200,6 +208,11 @@ pub trait BlobStore: Send + Sync + 'static {
         expires: Duration,
         content_disposition: &str,
     ) -> StorageResult<Option<String>>;
+
+    /// Every blob (completed, not staged) with its last modification time in milliseconds since
+    /// the epoch, for the orphan collector. Answers the whole listing: meant for periodic
+    /// housekeeping, not for request paths.
+    async fn list(&self) -> StorageResult<Vec<ListedBlob>>;
 
     /// Checks that the backend works: writes, reads back and deletes a small probe blob.
     async fn check(&self) -> StorageResult<()>;

@@ -29,8 +29,8 @@ use http_body::{Body, Frame, SizeHint};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BlobStore, ByteRange, ByteStream, ChunkReceipt, PutOutcome, StagedUpload, StorageError, StorageKey, StorageResult,
-    check_upload_shape,
+    BlobStore, ByteRange, ByteStream, ChunkReceipt, ListedBlob, PutOutcome, StagedUpload, StorageError, StorageKey,
+    StorageResult, check_upload_shape,
 };
 use crate::hash::{ChunkHasher, StreamHasher};
 use crate::secret::Secret;
@@ -398,6 +398,31 @@ impl BlobStore for S3BlobStore {
             .await
             .map_err(|err| sdk_error("presign a download", &object_key, err))?;
         Ok(Some(request.uri().to_owned()))
+    }
+
+    async fn list(&self) -> StorageResult<Vec<ListedBlob>> {
+        let mut found = Vec::new();
+        let mut continuation: Option<String> = None;
+        loop {
+            let mut request = self.client.list_objects_v2().bucket(&self.bucket);
+            if !self.prefix.is_empty() {
+                request = request.prefix(&self.prefix);
+            }
+            if let Some(token) = &continuation {
+                request = request.continuation_token(token);
+            }
+            let page = request.send().await.map_err(|err| sdk_error("list objects", &self.prefix, err))?;
+            for object in page.contents() {
+                let Some(key) = object.key().and_then(|k| k.strip_prefix(&self.prefix)) else { continue };
+                let modified_ms =
+                    object.last_modified().map_or(0, |t| t.secs() * 1000 + i64::from(t.subsec_nanos() / 1_000_000));
+                found.push(ListedBlob { key: key.to_owned(), modified_ms });
+            }
+            match page.next_continuation_token() {
+                Some(token) if page.is_truncated() == Some(true) => continuation = Some(token.to_owned()),
+                _ => return Ok(found),
+            }
+        }
     }
 
     async fn check(&self) -> StorageResult<()> {

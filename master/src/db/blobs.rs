@@ -99,3 +99,23 @@ pub async fn unreferenced_before(db: &Db, before: Millis, limit: i64) -> Result<
     .fetch_all(db.reader())
     .await?)
 }
+
+/// Storage keys of every blob row of a policy.
+pub async fn keys_of_policy(db: &Db, policy_id: &str) -> Result<Vec<String>, DbError> {
+    let rows: Vec<(String,)> = sqlx::query_as("SELECT storage_key FROM physical_files WHERE policy_id = $1")
+        .bind(policy_id)
+        .fetch_all(db.reader())
+        .await?;
+    Ok(rows.into_iter().map(|(k,)| k).collect())
+}
+
+/// Whether a blob row of the policy has this storage key.
+pub async fn key_exists(db: &Db, policy_id: &str, key: &str) -> Result<bool, DbError> {
+    let row: Option<(String,)> =
+        sqlx::query_as("SELECT id FROM physical_files WHERE policy_id = $1 AND storage_key = $2")
+            .bind(policy_id)
+            .bind(key)
+            .fetch_optional(db.reader())
+            .await?;
+    Ok(row.is_some())
+}

@@ -3,7 +3,7 @@
 use super::{Db, DbError};
 use crate::domain::time::Millis;
 
-const COLUMNS: &str = "id, name, is_admin, max_storage, permissions, created_at, updated_at";
+const COLUMNS: &str = "id, name, is_admin, max_storage, permissions, trash_retention_days, created_at, updated_at";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct GroupRow {
@@ -12,6 +12,7 @@ pub struct GroupRow {
     pub is_admin: i64,
     pub max_storage: i64,
     pub permissions: String,
+    pub trash_retention_days: i32,
     pub created_at: Millis,
     pub updated_at: Millis,
 }
@@ -22,6 +23,7 @@ pub struct GroupValues<'a> {
     pub is_admin: bool,
     pub max_storage: i64,
     pub permissions: &'a str,
+    pub trash_retention_days: i32,
 }
 
 pub async fn count(db: &Db) -> Result<i64, DbError> {
@@ -76,14 +78,15 @@ pub async fn insert_all(db: &Db, groups: &[(&str, GroupValues<'_>)], now: Millis
     let mut tx = db.writer().begin().await?;
     for (id, group) in groups {
         sqlx::query(
-            "INSERT INTO groups (id, name, is_admin, max_storage, permissions, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $6)",
+            "INSERT INTO groups (id, name, is_admin, max_storage, permissions, trash_retention_days, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
         )
         .bind(*id)
         .bind(group.name)
         .bind(i64::from(group.is_admin))
         .bind(group.max_storage)
         .bind(group.permissions)
+        .bind(group.trash_retention_days)
         .bind(now)
         .execute(&mut *tx)
         .await?;
@@ -94,13 +97,15 @@ pub async fn insert_all(db: &Db, groups: &[(&str, GroupValues<'_>)], now: Millis
 
 pub async fn update(db: &Db, id: &str, group: &GroupValues<'_>, now: Millis) -> Result<bool, DbError> {
     let done = sqlx::query(
-        "UPDATE groups SET name = $2, is_admin = $3, max_storage = $4, permissions = $5, updated_at = $6 WHERE id = $1",
+        "UPDATE groups SET name = $2, is_admin = $3, max_storage = $4, permissions = $5, trash_retention_days = $6,
+         updated_at = $7 WHERE id = $1",
     )
     .bind(id)
     .bind(group.name)
     .bind(i64::from(group.is_admin))
     .bind(group.max_storage)
     .bind(group.permissions)
+    .bind(group.trash_retention_days)
     .bind(now)
     .execute(db.writer())
     .await?;

@@ -133,3 +133,12 @@ pub async fn reserved_bytes(db: &Db, owner_id: &str) -> Result<i64, DbError> {
             .await?;
     Ok(n.unwrap_or(0))
 }
+
+/// Storage keys open sessions of a policy will complete into.
+pub async fn keys_of_policy(db: &Db, policy_id: &str) -> Result<Vec<String>, DbError> {
+    let rows: Vec<(String,)> = sqlx::query_as("SELECT storage_key FROM upload_sessions WHERE policy_id = $1")
+        .bind(policy_id)
+        .fetch_all(db.reader())
+        .await?;
+    Ok(rows.into_iter().map(|(k,)| k).collect())
+}

@@ -33,11 +33,23 @@ pub async fn seed(db: &Db) -> ServiceResult<()> {
     let groups = [
         (
             admin_id.as_str(),
-            GroupValues { name: ADMIN_GROUP_NAME, is_admin: true, max_storage: 1024 * GIB, permissions: &all },
+            GroupValues {
+                name: ADMIN_GROUP_NAME,
+                is_admin: true,
+                max_storage: 1024 * GIB,
+                permissions: &all,
+                trash_retention_days: 30,
+            },
         ),
         (
             user_id.as_str(),
-            GroupValues { name: USER_GROUP_NAME, is_admin: false, max_storage: GIB, permissions: &users },
+            GroupValues {
+                name: USER_GROUP_NAME,
+                is_admin: false,
+                max_storage: GIB,
+                permissions: &users,
+                trash_retention_days: 30,
+            },
         ),
     ];
     match db::groups::insert_all(db, &groups, now_ms()).await {

@@ -187,7 +187,24 @@ pub async fn list_directory(
     }
     let folder_path = path_of(db, &folder.id).await?;
     let (count, rows) = db::objects::children(db, &folder.id, order, descending, page.offset, page.limit).await?;
-    let items = rows.iter().map(|row| view(row, join_path(&folder_path, &row.name))).collect::<ServiceResult<_>>()?;
+    let parent_id = Some(parse_uuid(&folder.id)?);
+    let items = rows
+        .iter()
+        .map(|row| {
+            Ok(ObjectView {
+                id: parse_uuid(&row.id)?,
+                name: row.name.clone(),
+                kind: if row.kind == "folder" { ObjectKind::Folder } else { ObjectKind::File },
+                size: row.size,
+                path: join_path(&folder_path, &row.name),
+                parent_id,
+                policy_id: row.policy_id.as_deref().map(parse_uuid).transpose()?,
+                trashed_at: None,
+                created_at: to_rfc3339(row.created_at),
+                updated_at: to_rfc3339(row.updated_at),
+            })
+        })
+        .collect::<ServiceResult<_>>()?;
     Ok(DirectoryView { folder: view(&folder, folder_path)?, count, items })
 }
 
@@ -503,6 +520,33 @@ async fn delete_trees(tx: &mut Conn, owner_id: &str, roots: &[ObjectRow]) -> Ser
     }
     db::users::release_storage(tx, owner_id, bytes).await?;
     Ok(orphans)
+}
+
+/// Takes one reference to stored content inside `tx`: an existing blob of the policy with the
+/// same blake3 and size when there is one (de-duplication; the caller then deletes the new bytes
+/// at `key` after the commit), else a new blob row for the bytes at `key`. Answers the blob id
+/// and whether it was a duplicate.
+pub async fn reference_content(
+    tx: &mut Conn,
+    policy_id: &str,
+    key: &str,
+    blake3: &str,
+    size: i64,
+) -> Result<(String, bool), DbError> {
+    if let Some(blob) = db::blobs::find_same_content(tx, policy_id, blake3, size).await? {
+        db::blobs::add_refs(tx, &blob.id, 1).await?;
+        return Ok((blob.id, true));
+    }
+    let blob = db::blobs::BlobRow {
+        id: Uuid::new_v4().to_string(),
+        policy_id: policy_id.to_owned(),
+        storage_key: key.to_owned(),
+        size,
+        blake3: Some(blake3.to_owned()),
+        ref_count: 1,
+    };
+    db::blobs::insert(tx, &blob, now_ms()).await?;
+    Ok((blob.id, false))
 }
 
 /// Deletes unreferenced blobs from storage and then their rows. Failures are logged and left

@@ -21,6 +21,8 @@ pub struct GroupView {
     pub permissions: GroupPermissions,
     /// Storage policies members may use, in order; the first is the default for new users.
     pub policy_ids: Vec<Uuid>,
+    /// Days trashed objects are kept before they are deleted for good.
+    pub trash_retention_days: i32,
     pub member_count: i64,
 }
 
@@ -32,6 +34,7 @@ pub struct GroupInput {
     pub max_storage: i64,
     pub permissions: GroupPermissions,
     pub policy_ids: Vec<Uuid>,
+    pub trash_retention_days: i32,
 }
 
 fn not_found() -> ServiceError {
@@ -51,6 +54,7 @@ async fn view(db: &Db, row: GroupRow, member_count: i64) -> ServiceResult<GroupV
         max_storage: row.max_storage,
         permissions: serde_json::from_str(&row.permissions).map_err(ServiceError::internal)?,
         policy_ids,
+        trash_retention_days: row.trash_retention_days,
         member_count,
     })
 }
@@ -75,6 +79,9 @@ async fn validate(db: &Db, input: &GroupInput) -> ServiceResult<(String, String,
     let name = input.name.trim();
     if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
         return Err(ServiceError::validation("name", "name must be 1 to 64 characters"));
+    }
+    if !(1..=3650).contains(&input.trash_retention_days) {
+        return Err(ServiceError::validation("trash_retention_days", "trash_retention_days must be from 1 to 3650"));
     }
     if input.max_storage < 0 {
         return Err(ServiceError::validation("max_storage", "max_storage must be 0 or more bytes"));
@@ -112,6 +119,7 @@ pub async fn create(db: &Db, input: GroupInput) -> ServiceResult<GroupView> {
         is_admin: input.is_admin,
         max_storage: input.max_storage,
         permissions: &permissions,
+        trash_retention_days: input.trash_retention_days,
     };
     db::groups::insert_all(db, &[(key.as_str(), values)], now_ms()).await.map_err(|e| name_taken(e, &name))?;
     db::groups::set_policies(db, &key, &policy_ids).await?;
@@ -128,6 +136,7 @@ pub async fn update(db: &Db, id: Uuid, input: GroupInput) -> ServiceResult<Group
         is_admin: input.is_admin,
         max_storage: input.max_storage,
         permissions: &permissions,
+        trash_retention_days: input.trash_retention_days,
     };
     if !db::groups::update(db, &key, &values, now_ms()).await.map_err(|e| name_taken(e, &name))? {
         return Err(not_found());

@@ -15,9 +15,40 @@ use crate::service::{ServiceError, ServiceResult, files, policies};
 /// progress (whose journal row has no reference yet) is never taken.
 pub const BLOB_GRACE: Duration = Duration::from_secs(6 * 3600);
 
-/// Deletes blobs without references created before `now - grace` (interrupted migrations,
-/// deletions that failed), bytes first, then rows. Answers how many were collected.
+/// Collects what storage holds for nobody, once older than `grace`: blob rows without
+/// references (interrupted migrations, deletions that failed; bytes first, then the row), and
+/// bytes no row and no open upload knows (a crash between writing and recording). Answers how
+/// many blobs were collected.
 pub async fn collect_blobs(ctx: &AppState, now: Millis, grace: Duration) -> ServiceResult<usize> {
+    let collected = collect_unreferenced_rows(ctx, now, grace).await?;
+    Ok(collected + collect_unknown_bytes(ctx, now, grace).await?)
+}
+
+async fn collect_unknown_bytes(ctx: &AppState, now: Millis, grace: Duration) -> ServiceResult<usize> {
+    let cutoff = now - grace.as_millis() as i64;
+    let mut collected = 0;
+    for policy in db::policies::list(ctx.db()).await? {
+        let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+        let listed = store.list().await?;
+        let mut known: std::collections::HashSet<String> =
+            db::blobs::keys_of_policy(ctx.db(), &policy.id).await?.into_iter().collect();
+        known.extend(db::uploads::keys_of_policy(ctx.db(), &policy.id).await?);
+        for blob in listed.into_iter().filter(|b| b.modified_ms < cutoff && !known.contains(&b.key)) {
+            // Check again just before deleting: a row may have appeared since the listing.
+            if db::blobs::key_exists(ctx.db(), &policy.id, &blob.key).await? {
+                continue;
+            }
+            if let Ok(key) = StorageKey::parse(&blob.key) {
+                store.delete(&key).await?;
+                tracing::info!(policy = %policy.name, key = %blob.key, "collected bytes no record knows");
+                collected += 1;
+            }
+        }
+    }
+    Ok(collected)
+}
+
+async fn collect_unreferenced_rows(ctx: &AppState, now: Millis, grace: Duration) -> ServiceResult<usize> {
     let mut collected = 0;
     loop {
         let blobs = db::blobs::unreferenced_before(ctx.db(), now - grace.as_millis() as i64, 100).await?;
@@ -30,6 +61,7 @@ pub async fn collect_blobs(ctx: &AppState, now: Millis, grace: Duration) -> Serv
             store.delete(&StorageKey::parse(&blob.storage_key)?).await?;
             let mut conn = ctx.db().writer().acquire().await.map_err(db::DbError::from)?;
             if db::blobs::delete_unreferenced(&mut conn, &blob.id).await? {
+                tracing::info!(blob = %blob.id, key = %blob.storage_key, "collected an unreferenced blob");
                 collected += 1;
             }
         }

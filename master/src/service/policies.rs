@@ -102,8 +102,32 @@ pub async fn find(db: &Db, id: Uuid) -> ServiceResult<PolicyRow> {
     db::policies::find(db, &id.to_string()).await?.ok_or_else(not_found)
 }
 
-/// Checks the input; answers the options as stored (an S3 secret left blank keeps `previous`'s).
-fn validate(input: &PolicyInput, previous: Option<&PolicyRow>) -> ServiceResult<(String, i64, String, String, String)> {
+/// A checked policy input in its stored form.
+struct Validated {
+    name: String,
+    chunk_size: i64,
+    options: String,
+    dir_rule: String,
+    file_rule: String,
+}
+
+impl Validated {
+    fn values<'a>(&'a self, input: &PolicyInput) -> PolicyValues<'a> {
+        PolicyValues {
+            name: &self.name,
+            kind: input.kind.as_str(),
+            max_size: input.max_size,
+            is_private: input.is_private,
+            chunk_size: self.chunk_size,
+            options: &self.options,
+            dir_name_rule: &self.dir_rule,
+            file_name_rule: &self.file_rule,
+        }
+    }
+}
+
+/// Checks the input; answers it as stored (an S3 secret left blank keeps `previous`'s).
+fn validate(input: &PolicyInput, previous: Option<&PolicyRow>) -> ServiceResult<Validated> {
     let name = input.name.trim();
     if name.is_empty() || name.chars().count() > 64 {
         return Err(ServiceError::validation("name", "name must be 1 to 64 characters"));
@@ -141,7 +165,7 @@ fn validate(input: &PolicyInput, previous: Option<&PolicyRow>) -> ServiceResult<
             serde_json::to_string(&options).map_err(ServiceError::internal)?
         }
     };
-    Ok((name.to_owned(), chunk_size, options, dir_rule, file_rule))
+    Ok(Validated { name: name.to_owned(), chunk_size, options, dir_rule, file_rule })
 }
 
 fn name_taken(e: DbError, name: &str) -> ServiceError {
@@ -158,19 +182,11 @@ pub async fn list(db: &Db) -> ServiceResult<Vec<PolicyView>> {
 }
 
 pub async fn create(db: &Db, input: PolicyInput) -> ServiceResult<PolicyView> {
-    let (name, chunk_size, options, dir_rule, file_rule) = validate(&input, None)?;
+    let checked = validate(&input, None)?;
     let id = Uuid::new_v4();
-    let values = PolicyValues {
-        name: &name,
-        kind: input.kind.as_str(),
-        max_size: input.max_size,
-        is_private: input.is_private,
-        chunk_size,
-        options: &options,
-        dir_name_rule: &dir_rule,
-        file_name_rule: &file_rule,
-    };
-    db::policies::insert(db, &id.to_string(), &values, now_ms()).await.map_err(|e| name_taken(e, &name))?;
+    db::policies::insert(db, &id.to_string(), &checked.values(&input), now_ms())
+        .await
+        .map_err(|e| name_taken(e, &checked.name))?;
     view(&find(db, id).await?)
 }
 
@@ -179,20 +195,12 @@ pub async fn update(db: &Db, id: Uuid, input: PolicyInput) -> ServiceResult<Poli
     if kind_of(&previous)? != input.kind && db::blobs::count_for_policy(db, &previous.id).await? > 0 {
         return Err(ServiceError::conflict("policy.in_use", "the type of a policy that stores files cannot change"));
     }
-    let (name, chunk_size, options, dir_rule, file_rule) = validate(&input, Some(&previous))?;
-    let values = PolicyValues {
-        name: &name,
-        kind: input.kind.as_str(),
-        max_size: input.max_size,
-        is_private: input.is_private,
-        chunk_size,
-        options: &options,
-        dir_name_rule: &dir_rule,
-        file_name_rule: &file_rule,
-    };
+    let checked = validate(&input, Some(&previous))?;
     // A new version stamp makes the storage registry rebuild the store.
     let stamp = now_ms().max(previous.updated_at + 1);
-    db::policies::update(db, &previous.id, &values, stamp).await.map_err(|e| name_taken(e, &name))?;
+    db::policies::update(db, &previous.id, &checked.values(&input), stamp)
+        .await
+        .map_err(|e| name_taken(e, &checked.name))?;
     view(&find(db, id).await?)
 }
 

@@ -12,7 +12,6 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::auth::guard::token_error;
 use crate::auth::token::{DownloadClaims, TokenType};
-use crate::db::blobs::BlobRow;
 use crate::db::objects::ObjectRow;
 use crate::db::{self, DbError};
 use crate::domain::naming::{self, NamingContext};
@@ -234,25 +233,8 @@ pub async fn replace_content(
         if growth < reserved {
             db::users::release_storage(&mut tx, &row.owner_id, reserved - growth).await?;
         }
-        let existing = db::blobs::find_same_content(&mut tx, &policy.id, &outcome.blake3, size).await?;
-        let (blob_id, duplicate) = match existing {
-            Some(blob) => {
-                db::blobs::add_refs(&mut tx, &blob.id, 1).await?;
-                (blob.id, true)
-            }
-            None => {
-                let blob = BlobRow {
-                    id: Uuid::new_v4().to_string(),
-                    policy_id: policy.id.clone(),
-                    storage_key: key.to_string(),
-                    size,
-                    blake3: Some(outcome.blake3.clone()),
-                    ref_count: 1,
-                };
-                db::blobs::insert(&mut tx, &blob, now_ms()).await?;
-                (blob.id, false)
-            }
-        };
+        let (blob_id, duplicate) =
+            files::reference_content(&mut tx, &policy.id, key.as_str(), &outcome.blake3, size).await?;
         db::objects::set_content(&mut tx, &row.id, &blob_id, size, now_ms()).await?;
         let mut orphans = Vec::new();
         if let Some(old) = &row.physical_file_id

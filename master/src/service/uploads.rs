@@ -11,7 +11,6 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::app::AppState;
-use crate::db::blobs::BlobRow;
 use crate::db::objects::NewObject;
 use crate::db::uploads::{ABORTING, ChunkRow, FINISHING, SessionRow, UPLOADING};
 use crate::db::{self, DbError};
@@ -276,25 +275,9 @@ async fn finish(ctx: &AppState, session: &SessionRow) -> ServiceResult<ObjectVie
     let now = now_ms();
     let committed = async {
         let mut tx = db.begin().await?;
-        let existing = db::blobs::find_same_content(&mut tx, &policy.id, &content_hash, session.declared_size).await?;
-        let (blob_id, duplicate) = match existing {
-            Some(blob) => {
-                db::blobs::add_refs(&mut tx, &blob.id, 1).await?;
-                (blob.id, true)
-            }
-            None => {
-                let blob = BlobRow {
-                    id: Uuid::new_v4().to_string(),
-                    policy_id: policy.id.clone(),
-                    storage_key: session.storage_key.clone(),
-                    size: session.declared_size,
-                    blake3: Some(content_hash.clone()),
-                    ref_count: 1,
-                };
-                db::blobs::insert(&mut tx, &blob, now).await?;
-                (blob.id, false)
-            }
-        };
+        let (blob_id, duplicate) =
+            files::reference_content(&mut tx, &policy.id, &session.storage_key, &content_hash, session.declared_size)
+                .await?;
         let object_id = Uuid::new_v4().to_string();
         let object = NewObject {
             id: &object_id,

@@ -201,6 +201,13 @@ pub struct GroupRequest {
     /// Ordered; the first is the default policy of new members.
     #[serde(default)]
     pub policy_ids: Vec<Uuid>,
+    /// Days trashed objects are kept (1..=3650, default 30).
+    #[serde(default = "default_retention")]
+    pub trash_retention_days: i32,
+}
+
+fn default_retention() -> i32 {
+    30
 }
 
 impl From<GroupRequest> for GroupInput {
@@ -211,6 +218,7 @@ impl From<GroupRequest> for GroupInput {
             max_storage: r.max_storage,
             permissions: r.permissions,
             policy_ids: r.policy_ids,
+            trash_retention_days: r.trash_retention_days,
         }
     }
 }
