@@ -451,6 +451,19 @@ async fn content_replacement_enforces_max_size_and_settles_quota(app: TestApp, k
     app.set_user_group(&admin, json!({"max_storage": 850})).await;
     let over_quota = replace(&app, &user, id, vec![b'd'; 900]).await;
     assert_eq!(error_body(over_quota, 507).await["code"], "storage.quota_exceeded");
+    // Without a declared length the quota is enforced while the bytes arrive.
+    let stream = reqwest::Body::wrap_stream(futures_util::stream::iter(
+        (0..9).map(|_| Ok::<_, std::io::Error>(vec![b'e'; 100])),
+    ));
+    let streamed = app
+        .request(Method::PATCH, &format!("/file/content?id={id}"))
+        .bearer_auth(&user.access)
+        .body(stream)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_body(streamed, 507).await["code"], "storage.quota_exceeded");
+    assert_eq!(app.storage_used(&user).await, 800, "nothing reserved is left behind");
     assert_eq!(app.download(&user, id).await, vec![b'c'; 800]);
     let shrunk = replace(&app, &user, id, b"short".to_vec()).await;
     assert_eq!(shrunk.status(), 200);
@@ -684,4 +697,50 @@ async fn public_s3_policies_redirect_downloads_to_presigned_urls(app: TestApp) {
     assert_eq!(response.status(), 302, "public source links redirect");
     let test = app.call(Method::POST, &format!("/admin/policy/{}/test", policy.id), Some(&admin.access), None).await;
     assert_eq!(test.status(), 204, "connection test passes");
+}
+
+on_every_backend!(a_download_token_works_once_across_masters, active_storage_packs_add_to_the_capacity);
+
+async fn a_download_token_works_once_across_masters(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    let object = app.upload(&user, &root, "shared.txt", b"one use").await;
+    let url = app.download_url(&user, object["id"].as_str().unwrap()).await;
+    let peer = app.spawn_peer().await;
+    let on_peer = url.replace(&app.base_url, &format!("http://{}", peer.addr));
+    assert_eq!(app.client.get(&on_peer).send().await.unwrap().status(), 200, "first use, on the second master");
+    let again = app.client.get(&url).send().await.unwrap();
+    // SQLite runs with the in-memory store: single-master by design, its masters do not share
+    // it. PostgreSQL runs with Redis, which both masters share.
+    if app.backend == nubo_tests::Backend::Postgres {
+        assert_eq!(error_body(again, 409).await["code"], "download.token_used");
+    }
+    peer.shutdown(std::time::Duration::from_secs(5)).await.unwrap();
+}
+
+async fn active_storage_packs_add_to_the_capacity(app: TestApp) {
+    let admin = app.login_admin().await;
+    app.use_small_chunks(&admin, 0).await;
+    app.set_user_group(&admin, json!({"max_storage": 1000})).await;
+    let user = app.register("pete@example.com", "pete-password").await;
+    let root = app.root_id(&user).await;
+    assert_eq!(app.start_upload(&user, &root, "big.bin", 1500).await.status(), 507);
+    let now = nubo_master::domain::time::now_ms();
+    for (size, from, until) in [
+        (1000_i64, now - 1000, now + 3_600_000),
+        (5000, now - 7_200_000, now - 3_600_000),
+        (5000, now + 3_600_000, now + 7_200_000),
+    ] {
+        sqlx::query("INSERT INTO storage_packs (id, user_id, name, size, active_from, expires_at, created_at) VALUES ($1, $2, 'pack', $3, $4, $5, $4)")
+            .bind(uuid::Uuid::new_v4().to_string())
+            .bind(&user.user_id)
+            .bind(size)
+            .bind(from)
+            .bind(until)
+            .execute(app.state().db().writer())
+            .await
+            .unwrap();
+    }
+    // Only the active pack counts: 1000 + 1000.
+    assert_eq!(app.start_upload(&user, &root, "big.bin", 1500).await.status(), 201);
+    assert_eq!(app.start_upload(&user, &root, "more.bin", 501).await.status(), 507);
 }

@@ -112,12 +112,12 @@ pub async fn delete(conn: &mut Conn, id: &str) -> Result<(), DbError> {
     Ok(())
 }
 
-/// Sessions still receiving chunks whose time ran out before `now`.
+/// Sessions whose time ran out before `now`, in any state (one left `finishing` or `aborting`
+/// by a master that died half-way is expired too).
 pub async fn expired(db: &Db, now: Millis, limit: i64) -> Result<Vec<SessionRow>, DbError> {
     Ok(sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM upload_sessions WHERE status = $1 AND expires_at < $2 ORDER BY expires_at LIMIT $3"
+        "SELECT {COLUMNS} FROM upload_sessions WHERE expires_at < $1 ORDER BY expires_at LIMIT $2"
     ))
-    .bind(UPLOADING)
     .bind(now)
     .bind(limit)
     .fetch_all(db.reader())

@@ -34,6 +34,8 @@ struct Shared {
 }
 
 struct Control {
+    state: AppState,
+    task_id: String,
     shared: Arc<Shared>,
     shutdown: CancellationToken,
 }
@@ -42,6 +44,13 @@ struct Control {
 impl Checkpoint for Control {
     async fn checkpoint(&mut self, progress: &TaskProgress) -> Result<(), TaskFailure> {
         *self.shared.progress.lock().await = progress.clone();
+        // A cancel request is read at every checkpoint (one primary-key read), not only with
+        // the heartbeat, so a task stops at the next file.
+        if let Ok(Some(task)) = db::tasks::find(self.state.db(), &self.task_id).await
+            && task.cancel_requested != 0
+        {
+            self.shared.cancel.store(true, Ordering::Relaxed);
+        }
         let stop = self.shared.cancel.load(Ordering::Relaxed)
             || self.shared.lost.load(Ordering::Relaxed)
             || self.shutdown.is_cancelled();
@@ -90,7 +99,8 @@ async fn run_task(state: &AppState, worker: &str, timing: WorkerTiming, task: Ta
         shared.clone(),
         beating.clone(),
     ));
-    let mut control = Control { shared: shared.clone(), shutdown: shutdown.clone() };
+    let mut control =
+        Control { state: state.clone(), task_id: task.id.clone(), shared: shared.clone(), shutdown: shutdown.clone() };
     let outcome = execute(state, &task, &mut control).await;
     beating.cancel();
     let _ = heartbeat.await;

@@ -203,22 +203,32 @@ pub async fn replace_content(
             reserved = growth;
         }
     }
-    let give_back = |bytes: i64| async move {
-        if bytes > 0
-            && let Ok(mut conn) = db.writer().acquire().await
-        {
-            let _ = db::users::release_storage(&mut conn, &owner_id, bytes).await;
+    let give_back = |bytes: i64| {
+        let owner_id = owner_id.clone();
+        async move {
+            if bytes > 0
+                && let Ok(mut conn) = db.writer().acquire().await
+            {
+                let _ = db::users::release_storage(&mut conn, &owner_id, bytes).await;
+            }
         }
     };
     let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
     let context = NamingContext { user_id: owner, original_name: &row.name, now: time::OffsetDateTime::now_utc() };
     let key = StorageKey::parse(&naming::storage_key(&policy.dir_name_rule, &policy.file_name_rule, &context))?;
-    let max_len = (policy.max_size > 0).then_some(policy.max_size as u64);
+    // Bytes beyond the policy's limit or beyond what the quota can take are refused while they
+    // arrive, also when no length was declared.
+    let used = db::users::find(db, &owner_id).await?.map_or(0, |u| u.storage);
+    let quota_room = (capacity - used + reserved + row.size).max(0) as u64;
+    let size_limit = (policy.max_size > 0).then_some(policy.max_size as u64);
+    let max_len = Some(size_limit.map_or(quota_room, |limit| limit.min(quota_room)));
     let outcome = match store.put_stream(&key, body, max_len).await {
         Ok(outcome) => outcome,
         Err(err) => {
             give_back(reserved).await;
-            return Err(err.into());
+            let over_quota =
+                matches!(err, nubo_common::storage::StorageError::TooLarge { limit } if Some(limit) != size_limit);
+            return Err(if over_quota { quota_exceeded() } else { err.into() });
         }
     };
     let size = outcome.size as i64;

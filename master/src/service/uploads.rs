@@ -360,7 +360,7 @@ pub async fn reap_expired(ctx: &AppState, now: i64) -> ServiceResult<usize> {
         }
         for session in &sessions {
             // Claim it first: a chunk arriving at the same moment must not race the reaper.
-            if db::uploads::transition(ctx.db(), &session.id, UPLOADING, ABORTING).await? {
+            if db::uploads::transition(ctx.db(), &session.id, &session.status, ABORTING).await? {
                 drop_session(ctx, session).await?;
                 reaped += 1;
             }
