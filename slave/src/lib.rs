@@ -1,0 +1,18 @@
+//! The Nubo storage node ("slave"): answers the master's signed control-plane calls and serves
+//! client-direct chunk uploads and downloads authorised by credentials the master signed.
+//!
+//! - [`config`]: the one typed configuration (defaults, TOML file, `NUBO_*` env, CLI).
+//! - [`error`]: the uniform JSON error body `{code, message}` of the data-plane endpoints.
+//! - [`sessions`]: upload sessions and their chunk receipts, persisted as JSON files.
+//! - [`rpc`]: `POST /api/v1/slave/rpc`, signature checks and the method handlers.
+//! - [`upload`]: `PUT`/`GET /api/v1/slave/upload/...`, chunks sent by clients.
+//! - [`download`]: `GET`/`HEAD /api/v1/slave/download/{credential}`, blobs streamed to clients.
+//! - [`server`]: the node's shared state, the router and the serve loop.
+
+pub mod config;
+pub mod download;
+pub mod error;
+pub mod rpc;
+pub mod server;
+pub mod sessions;
+pub mod upload;

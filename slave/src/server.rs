@@ -1,0 +1,110 @@
+//! The node's shared state, its router and the serve loop with graceful shutdown. Handlers live
+//! in `rpc`, `upload` and `download`; this module only wires them.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::{get, post, put};
+use axum::{Router, middleware};
+use nubo_common::storage::local::LocalBlobStore;
+use nubo_protocol::Role;
+use nubo_protocol::key::NodeKey;
+use nubo_protocol::nonce::MemoryNonceStore;
+use nubo_protocol::signing::Verifier;
+use tokio::net::TcpListener;
+use tokio::sync::Mutex;
+use tower_http::catch_panic::CatchPanicLayer;
+
+use crate::config::{Config, ConfigError};
+use crate::sessions::SessionStore;
+use crate::{download, error, rpc, upload};
+
+/// Everything a handler needs, shared by all requests.
+pub struct NodeState {
+    pub node_id: String,
+    pub key: NodeKey,
+    pub verifier: Verifier,
+    pub nonces: MemoryNonceStore,
+    pub store: LocalBlobStore,
+    pub sessions: SessionStore,
+    pub config: Config,
+    /// Serialises the completion step, so two last chunks arriving together complete once.
+    pub completing: Mutex<()>,
+}
+
+pub type Shared = Arc<NodeState>;
+
+/// A node ready to serve: configuration checked, key loaded.
+#[derive(Clone)]
+pub struct Node {
+    state: Shared,
+}
+
+impl Node {
+    /// Checks the configuration (key, node id) without touching the network or the disk.
+    pub fn new(config: Config) -> Result<Self, ConfigError> {
+        let key = config.node_key()?;
+        let node_id = config.node_id()?.to_owned();
+        let verifier = Verifier::new(Role::Master).with_max_skew(Duration::from_secs(config.max_skew_seconds));
+        let state = NodeState {
+            node_id,
+            key,
+            verifier,
+            nonces: MemoryNonceStore::new(),
+            store: LocalBlobStore::new(config.blobs_dir()),
+            sessions: SessionStore::new(config.sessions_dir()),
+            config,
+            completing: Mutex::new(()),
+        };
+        Ok(Self { state: Arc::new(state) })
+    }
+
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/api/v1/slave/rpc", post(rpc::handle))
+            .route("/api/v1/slave/upload/{session_id}", get(upload::status))
+            .route("/api/v1/slave/upload/{session_id}/{index}", put(upload::put_chunk))
+            // axum's `get` also answers HEAD (without a body).
+            .route("/api/v1/slave/download/{credential}", get(download::download))
+            .fallback(error::no_route)
+            .layer(middleware::from_fn(error::uniform_errors))
+            .layer(CatchPanicLayer::custom(error::panic_response))
+            .with_state(self.state.clone())
+    }
+
+    /// Serves on `listener` until `shutdown` resolves, then lets in-flight requests finish.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(%addr, node_id = %self.state.node_id, "storage node listening");
+        }
+        axum::serve(listener, self.router()).with_graceful_shutdown(shutdown).await
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down");
+}
