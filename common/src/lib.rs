@@ -2,5 +2,6 @@
 //! blake3 content hashing and the blob storage drivers.
 
 pub mod hash;
+pub mod http;
 pub mod secret;
 pub mod storage;

@@ -6,6 +6,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use nubo_common::http::attachment_disposition;
 use nubo_common::storage::{BlobStore, ByteRange, StorageKey};
 use nubo_protocol::credential::{self, DownloadGrant};
 use nubo_protocol::unix_now;
@@ -97,41 +98,9 @@ fn unsatisfiable(size: u64) -> ApiError {
     error
 }
 
-/// `attachment; filename="<ASCII fallback>"; filename*=UTF-8''<percent-encoded>` (RFC 6266).
-pub fn attachment_disposition(name: &str) -> String {
-    use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-    // RFC 5987 attr-char: ALPHA / DIGIT / "!" / "#" / "$" / "&" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~"
-    const ATTR: &AsciiSet = &NON_ALPHANUMERIC
-        .remove(b'!')
-        .remove(b'#')
-        .remove(b'$')
-        .remove(b'&')
-        .remove(b'+')
-        .remove(b'-')
-        .remove(b'.')
-        .remove(b'^')
-        .remove(b'_')
-        .remove(b'`')
-        .remove(b'|')
-        .remove(b'~');
-    let fallback: String = name
-        .chars()
-        .map(|c| if c.is_ascii() && !c.is_ascii_control() && c != '"' && c != '\\' { c } else { '_' })
-        .collect();
-    format!("attachment; filename=\"{fallback}\"; filename*=UTF-8''{}", utf8_percent_encode(name, ATTR))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn disposition_has_an_ascii_fallback_and_the_utf8_name() {
-        assert_eq!(
-            attachment_disposition("résumé \"final\".pdf"),
-            "attachment; filename=\"r_sum_ _final_.pdf\"; filename*=UTF-8''r%C3%A9sum%C3%A9%20%22final%22.pdf"
-        );
-    }
 
     #[test]
     fn one_range_is_served_and_impossible_ones_are_refused() {

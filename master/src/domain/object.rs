@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+pub use nubo_common::http::attachment_disposition;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -72,31 +73,6 @@ impl fmt::Display for ObjectName {
     }
 }
 
-/// RFC 6266 `Content-Disposition` for downloading a file called `name`: an ASCII fallback in
-/// `filename` and the exact UTF-8 name in `filename*`, so non-ASCII names survive.
-pub fn attachment_disposition(name: &str) -> String {
-    use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-    // RFC 5987 attr-char: ALPHA / DIGIT / "!" / "#" / "$" / "&" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~"
-    const ATTR: &AsciiSet = &NON_ALPHANUMERIC
-        .remove(b'!')
-        .remove(b'#')
-        .remove(b'$')
-        .remove(b'&')
-        .remove(b'+')
-        .remove(b'-')
-        .remove(b'.')
-        .remove(b'^')
-        .remove(b'_')
-        .remove(b'`')
-        .remove(b'|')
-        .remove(b'~');
-    let fallback: String = name
-        .chars()
-        .map(|c| if c.is_ascii() && !c.is_ascii_control() && c != '"' && c != '\\' { c } else { '_' })
-        .collect();
-    format!("attachment; filename=\"{fallback}\"; filename*=UTF-8''{}", utf8_percent_encode(name, ATTR))
-}
-
 /// Splits a slash-separated path relative to a user's root into validated names; `""` and `"/"`
 /// are the root itself.
 pub fn parse_path(path: &str) -> Result<Vec<ObjectName>, &'static str> {
@@ -136,18 +112,6 @@ mod tests {
         assert_eq!(ObjectName::parse(".bashrc").unwrap().extension(), "");
         assert_eq!(ObjectName::parse("archive.tar.gz").unwrap().extension(), "gz");
         assert_eq!(ObjectName::parse("README").unwrap().extension(), "");
-    }
-
-    #[test]
-    fn content_disposition_survives_non_ascii_and_quotes() {
-        assert_eq!(
-            attachment_disposition("résumé \"final\".pdf"),
-            "attachment; filename=\"r_sum_ _final_.pdf\"; filename*=UTF-8''r%C3%A9sum%C3%A9%20%22final%22.pdf"
-        );
-        assert_eq!(
-            attachment_disposition("plain.txt"),
-            "attachment; filename=\"plain.txt\"; filename*=UTF-8''plain.txt"
-        );
     }
 
     #[test]
