@@ -7,6 +7,7 @@ mod crash;
 mod database;
 mod errors;
 mod files;
+mod nodes;
 mod settings;
 mod site;
 mod storage;

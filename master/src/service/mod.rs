@@ -9,6 +9,7 @@ pub mod groups;
 pub mod maintenance;
 pub mod metadata;
 pub mod migration;
+pub mod nodes;
 pub mod policies;
 pub mod sessions;
 pub mod site;

@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod files;
 pub mod metadata;
+pub mod nodes;
 pub mod policies;
 pub mod site;
 pub mod tasks;
@@ -110,6 +111,9 @@ pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(policies::list, policies::create))
         .routes(routes!(policies::get, policies::update, policies::delete))
         .routes(routes!(policies::test))
+        .routes(routes!(nodes::list, nodes::create))
+        .routes(routes!(nodes::get, nodes::update, nodes::delete))
+        .routes(routes!(nodes::test))
         .routes(routes!(files::list_root, files::create_folder))
         .routes(routes!(files::get, files::rename))
         .routes(routes!(files::detail))

@@ -1,0 +1,204 @@
+//! Storage nodes as administrators manage them: the registry (name, base URL, shared key,
+//! enabled flag) and a signed `ping` that checks a node and records its health. The node key is
+//! write-only: no answer carries it.
+
+use std::time::Duration;
+
+use nubo_common::secret::Secret;
+use nubo_protocol::key::NodeKey;
+use nubo_protocol::methods::{PingParams, PingResult};
+use nubo_protocol::rpc::{Request, Response};
+use nubo_protocol::signing::{RequestParts, Signer};
+use nubo_protocol::{PROTOCOL_VERSION, Role, unix_now};
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::db::nodes::NodeRow;
+use crate::db::{self, Db, DbError};
+use crate::domain::time::{now_ms, to_rfc3339};
+use crate::service::{ErrorKind, ServiceError, ServiceResult};
+
+/// Path of a node's control endpoint below its base URL.
+pub const RPC_PATH: &str = "/api/v1/slave/rpc";
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct NodeView {
+    pub id: Uuid,
+    pub name: String,
+    pub base_url: String,
+    pub enabled: bool,
+    /// `unknown` until checked, then `online` or `offline`.
+    pub status: String,
+    pub last_heartbeat: Option<String>,
+    /// Bytes free on the node, when it reports them.
+    pub free_space: Option<i64>,
+    pub capabilities: serde_json::Value,
+}
+
+/// A node as administrators write it; a missing key on update keeps the stored one.
+pub struct NodeInput {
+    pub name: String,
+    pub base_url: String,
+    pub key: Option<Secret>,
+    pub enabled: bool,
+}
+
+/// What a successful check learned.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct NodeCheck {
+    pub protocol_version: u32,
+    pub software: String,
+    pub free_space: Option<u64>,
+    pub total_space: Option<u64>,
+}
+
+fn not_found() -> ServiceError {
+    ServiceError::not_found("node.not_found", "no such storage node")
+}
+
+fn view(row: &NodeRow) -> ServiceResult<NodeView> {
+    Ok(NodeView {
+        id: row.id.parse().map_err(ServiceError::internal)?,
+        name: row.name.clone(),
+        base_url: row.base_url.clone(),
+        enabled: row.enabled != 0,
+        status: row.status.clone(),
+        last_heartbeat: row.last_heartbeat.map(to_rfc3339),
+        free_space: row.free_space,
+        capabilities: serde_json::from_str(&row.capabilities).unwrap_or(serde_json::Value::Null),
+    })
+}
+
+fn validate(input: &NodeInput) -> ServiceResult<(String, String)> {
+    let name = input.name.trim();
+    if name.is_empty() || name.chars().count() > 64 {
+        return Err(ServiceError::validation("name", "name must be 1 to 64 characters"));
+    }
+    let url = reqwest::Url::parse(input.base_url.trim())
+        .map_err(|_| ServiceError::validation("base_url", "base_url must be an absolute URL"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(ServiceError::validation("base_url", "base_url must be an http or https URL"));
+    }
+    if let Some(key) = &input.key {
+        NodeKey::new(key).map_err(|e| ServiceError::validation("key", e.to_string()))?;
+    }
+    Ok((name.to_owned(), url.as_str().trim_end_matches('/').to_owned()))
+}
+
+fn name_taken(err: DbError) -> ServiceError {
+    match err {
+        DbError::Sqlx(ref e) if db::is_unique_violation(e) => {
+            ServiceError::conflict("node.name_taken", "a node with that name exists").with_field("name")
+        }
+        other => other.into(),
+    }
+}
+
+pub async fn list(db: &Db) -> ServiceResult<Vec<NodeView>> {
+    db::nodes::list(db).await?.iter().map(view).collect()
+}
+
+pub async fn get(db: &Db, id: Uuid) -> ServiceResult<NodeView> {
+    view(&db::nodes::find(db, &id.to_string()).await?.ok_or_else(not_found)?)
+}
+
+pub async fn create(db: &Db, input: NodeInput) -> ServiceResult<NodeView> {
+    let (name, base_url) = validate(&input)?;
+    let key = input.key.as_ref().ok_or_else(|| ServiceError::validation("key", "a node needs its shared key"))?;
+    let now = now_ms();
+    let row = NodeRow {
+        id: Uuid::new_v4().to_string(),
+        name,
+        base_url,
+        secret_key: key.expose().to_owned(),
+        enabled: i64::from(input.enabled),
+        status: "unknown".to_owned(),
+        last_heartbeat: None,
+        free_space: None,
+        capabilities: "[]".to_owned(),
+        created_at: now,
+        updated_at: now,
+    };
+    db::nodes::insert(db, &row).await.map_err(name_taken)?;
+    view(&row)
+}
+
+pub async fn update(db: &Db, id: Uuid, input: NodeInput) -> ServiceResult<NodeView> {
+    let (name, base_url) = validate(&input)?;
+    let current = db::nodes::find(db, &id.to_string()).await?.ok_or_else(not_found)?;
+    let row = NodeRow {
+        name,
+        base_url,
+        secret_key: input.key.map_or(current.secret_key.clone(), |k| k.expose().to_owned()),
+        enabled: i64::from(input.enabled),
+        updated_at: now_ms(),
+        ..current
+    };
+    db::nodes::update(db, &row).await.map_err(name_taken)?;
+    get(db, id).await
+}
+
+/// Deletes a node no policy uses.
+pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
+    let key = id.to_string();
+    db::nodes::find(db, &key).await?.ok_or_else(not_found)?;
+    if db::nodes::policies_using(db, &key).await? > 0 {
+        return Err(ServiceError::conflict("node.in_use", "storage policies keep their files on this node"));
+    }
+    db::nodes::delete(db, &key).await?;
+    Ok(())
+}
+
+/// Sends the node a signed `ping` and records the outcome (online with its free space, or
+/// offline). A node that cannot be reached answers 503; one that refuses or answers nonsense 502.
+pub async fn check(db: &Db, id: Uuid) -> ServiceResult<NodeCheck> {
+    let node = db::nodes::find(db, &id.to_string()).await?.ok_or_else(not_found)?;
+    match ping(&node).await {
+        Ok(result) => {
+            let capabilities = serde_json::to_string(&result.capabilities).unwrap_or_else(|_| "[]".to_owned());
+            let free = result.free_space.map(|f| f as i64);
+            db::nodes::set_health(db, &node.id, "online", Some(now_ms()), free, &capabilities).await?;
+            Ok(NodeCheck {
+                protocol_version: result.protocol_version,
+                software: result.software,
+                free_space: result.free_space,
+                total_space: result.total_space,
+            })
+        }
+        Err(err) => {
+            db::nodes::set_health(db, &node.id, "offline", None, node.free_space, &node.capabilities).await?;
+            tracing::warn!(node = %node.name, error = %err.message, "storage node check failed");
+            Err(err)
+        }
+    }
+}
+
+async fn ping(node: &NodeRow) -> ServiceResult<PingResult> {
+    let key = NodeKey::new(&Secret::new(node.secret_key.clone())).map_err(ServiceError::internal)?;
+    let signer = Signer::new(key, node.id.clone(), Role::Master).map_err(ServiceError::internal)?;
+    let request_id = Uuid::new_v4().to_string();
+    let body = serde_json::to_vec(&Request::new(request_id.clone(), PingParams { protocol_version: PROTOCOL_VERSION }))
+        .map_err(ServiceError::internal)?;
+    let headers = signer
+        .sign(&RequestParts { method: "POST", path: RPC_PATH, body: &body }, unix_now())
+        .map_err(ServiceError::internal)?;
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().map_err(ServiceError::internal)?;
+    let mut request =
+        client.post(format!("{}{RPC_PATH}", node.base_url)).header("content-type", "application/json").body(body);
+    for (name, value) in headers.pairs() {
+        request = request.header(name, value);
+    }
+    let answer = request.send().await.map_err(|e| {
+        ServiceError::new(ErrorKind::Unavailable, "node.unreachable", format!("the node does not answer: {e}"))
+    })?;
+    let bytes = answer.bytes().await.map_err(|e| {
+        ServiceError::new(ErrorKind::Unavailable, "node.unreachable", format!("the node's answer broke off: {e}"))
+    })?;
+    let refused = |message: String| ServiceError::new(ErrorKind::BadGateway, "node.refused", message);
+    let response = Response::parse(&bytes)
+        .map_err(|e| refused(format!("the node's answer is not a protocol response: {}", e.message)))?;
+    response
+        .into_result::<PingResult>(&request_id)
+        .map_err(|e| refused(format!("the node refused: {} ({})", e.message, e.code.as_str())))
+}
