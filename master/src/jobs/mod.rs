@@ -70,6 +70,13 @@ pub fn start(state: &AppState, shutdown: &CancellationToken) -> Vec<JoinHandle<(
     handles.push(every("trash-purge", hourly, |s| {
         Box::pin(async move { Ok(maintenance::purge_expired_trash(&s, now_ms()).await?) })
     }));
+    handles.push(every("node-health-check", Duration::from_secs(60), |s| {
+        // Status changes are logged by the check itself; a healthy fleet stays quiet.
+        Box::pin(async move {
+            crate::service::nodes::check_all(s.db()).await?;
+            Ok(0)
+        })
+    }));
     handles.push(every("refresh-token-cleanup", hourly, |s| {
         Box::pin(async move { Ok(maintenance::clean_refresh_tokens(&s, now_ms()).await? as usize) })
     }));

@@ -202,3 +202,16 @@ async fn ping(node: &NodeRow) -> ServiceResult<PingResult> {
         .into_result::<PingResult>(&request_id)
         .map_err(|e| refused(format!("the node refused: {} ({})", e.message, e.code.as_str())))
 }
+
+/// Checks every enabled node (the periodic health check); answers how many answered.
+pub async fn check_all(db: &Db) -> ServiceResult<usize> {
+    let mut online = 0;
+    for node in db::nodes::list(db).await?.into_iter().filter(|n| n.enabled != 0) {
+        if let Ok(id) = node.id.parse::<Uuid>()
+            && check(db, id).await.is_ok()
+        {
+            online += 1;
+        }
+    }
+    Ok(online)
+}
