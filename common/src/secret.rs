@@ -36,6 +36,16 @@ impl Secret {
     }
 }
 
+/// Fills an unset secret from its `*_FILE` setting: a value given directly wins over a file.
+pub fn fill_from_file(secret: &mut Option<Secret>, file: Option<&Path>) -> Result<(), SecretFileError> {
+    if secret.is_none()
+        && let Some(path) = file
+    {
+        *secret = Some(Secret::from_file(path)?);
+    }
+    Ok(())
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("cannot read secret file {path}: {source}")]
 pub struct SecretFileError {

@@ -5,9 +5,8 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use figment::Figment;
-use figment::providers::{Env, Format, Serialized, Toml};
-use nubo_common::secret::Secret;
+use nubo_common::config::load_layered;
+use nubo_common::secret::{Secret, fill_from_file};
 use serde::{Deserialize, Serialize};
 
 /// Shortest signing secret accepted, in bytes: HS256 wants a key at least as long as its output.
@@ -166,22 +165,9 @@ impl Config {
     /// Layers defaults, the TOML file (if any), `NUBO_*` variables and CLI flags, then resolves
     /// `secret_file`. Does not demand the secret: only `serve` needs it (see [`Config::signing_secret`]).
     pub fn load(file: Option<&Path>, cli: &CliOverrides) -> Result<Self, ConfigError> {
-        let mut figment = Figment::from(Serialized::defaults(Config::default()));
-        if let Some(path) = file {
-            figment = figment.merge(Toml::file_exact(path));
-        }
-        figment = figment.merge(Env::prefixed("NUBO_").only(ENV_KEYS)).merge(Serialized::defaults(cli));
-        let mut config: Config = figment.extract().map_err(Box::new)?;
-        if config.secret.is_none()
-            && let Some(path) = &config.secret_file
-        {
-            config.secret = Some(Secret::from_file(path)?);
-        }
-        if config.admin_password.is_none()
-            && let Some(path) = &config.admin_password_file
-        {
-            config.admin_password = Some(Secret::from_file(path)?);
-        }
+        let mut config: Config = load_layered(file, ENV_KEYS, cli)?;
+        fill_from_file(&mut config.secret, config.secret_file.as_deref())?;
+        fill_from_file(&mut config.admin_password, config.admin_password_file.as_deref())?;
         Ok(config)
     }
 
@@ -209,7 +195,8 @@ impl Config {
 #[allow(clippy::result_large_err)]
 mod tests {
     use super::*;
-    use figment::Jail;
+    use figment::providers::{Format, Serialized, Toml};
+    use figment::{Figment, Jail};
 
     #[test]
     fn defaults_give_the_embedded_setup() {

@@ -5,9 +5,8 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use figment::Figment;
-use figment::providers::{Env, Format, Serialized, Toml};
-use nubo_common::secret::Secret;
+use nubo_common::config::load_layered;
+use nubo_common::secret::{Secret, fill_from_file};
 use nubo_protocol::key::{MIN_KEY_LEN, NodeKey};
 use nubo_protocol::signing::valid_node_id;
 use serde::{Deserialize, Serialize};
@@ -86,17 +85,8 @@ impl Config {
     /// Layers defaults, the TOML file (if any), `NUBO_*` variables and CLI flags, then resolves
     /// `node_key_file`. Does not demand the key: see [`Config::node_key`].
     pub fn load(file: Option<&Path>, cli: &CliOverrides) -> Result<Self, ConfigError> {
-        let mut figment = Figment::from(Serialized::defaults(Config::default()));
-        if let Some(path) = file {
-            figment = figment.merge(Toml::file_exact(path));
-        }
-        figment = figment.merge(Env::prefixed("NUBO_").only(ENV_KEYS)).merge(Serialized::defaults(cli));
-        let mut config: Config = figment.extract().map_err(Box::new)?;
-        if config.node_key.is_none()
-            && let Some(path) = &config.node_key_file
-        {
-            config.node_key = Some(Secret::from_file(path)?);
-        }
+        let mut config: Config = load_layered(file, ENV_KEYS, cli)?;
+        fill_from_file(&mut config.node_key, config.node_key_file.as_deref())?;
         Ok(config)
     }
 
