@@ -3,9 +3,9 @@
 //! asking the master. Issuing and checking only; the HTTP endpoints are the node's.
 //!
 //! Format: `base64url(payload) "." base64url(HMAC-SHA256(key, tag || payload))`, no padding.
-//! The payload is JSON: `{"v": 1, "scope": "upload" | "download", ...grant fields}`. The tag is
-//! different per scope (`nubo/credential/v1/upload\0`, `.../download\0`), so an upload credential
-//! can never verify as a download one, and neither can pass as a request signature (whose
+//! The payload is JSON: `{"v": 1, "scope": "upload" | "download" | "write", ...grant fields}`. The
+//! tag is different per scope (`nubo/credential/v1/upload\0`, `.../download\0`, `.../write\0`),
+//! so a credential of one scope can never verify as another's, and neither can pass as a request signature (whose
 //! canonical string starts with another tag). The payload is signed, not encrypted: it holds
 //! nothing a holder of the credential may not see.
 
@@ -27,17 +27,22 @@ pub const MAX_CREDENTIAL_LEN: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
+    /// Client-direct chunks of one upload session.
     Upload,
+    /// Reading one blob.
     Download,
+    /// Writing one blob in a single stream (the master moving a blob onto the node).
+    Write,
 }
 
 impl Scope {
-    pub const ALL: [Scope; 2] = [Scope::Upload, Scope::Download];
+    pub const ALL: [Scope; 3] = [Scope::Upload, Scope::Download, Scope::Write];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::Upload => "upload",
             Scope::Download => "download",
+            Scope::Write => "write",
         }
     }
 
@@ -46,6 +51,7 @@ impl Scope {
         match self {
             Scope::Upload => b"nubo/credential/v1/upload\0",
             Scope::Download => b"nubo/credential/v1/download\0",
+            Scope::Write => b"nubo/credential/v1/write\0",
         }
     }
 }
@@ -94,8 +100,10 @@ pub struct DownloadGrant {
     /// Where the blob is in the node's storage.
     #[serde(rename = "key")]
     pub storage_key: String,
-    /// Size of the blob, for `Content-Length` and range checks.
-    pub size: u64,
+    /// Size the master expects the blob to have; the node refuses to serve a blob of another
+    /// size (a credential outliving the content it was made for). `None` skips the check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
     /// File name for `Content-Disposition`.
     #[serde(rename = "name")]
     pub file_name: String,
@@ -105,6 +113,23 @@ pub struct DownloadGrant {
     /// The only bytes the credential covers; `None` allows any range of the blob.
     #[serde(default)]
     pub range: Option<ByteRange>,
+    /// Unix seconds from which the credential is refused.
+    #[serde(rename = "exp")]
+    pub expires_at: u64,
+}
+
+/// Lets the master write one blob, of at most `max_size` bytes, to one node in one stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteGrant {
+    /// The node that stores the blob.
+    #[serde(rename = "node")]
+    pub node_id: String,
+    /// Where the blob goes; the node never replaces an existing blob.
+    #[serde(rename = "key")]
+    pub storage_key: String,
+    /// Most bytes accepted; `None` for no limit beyond the node's storage.
+    #[serde(rename = "max", default)]
+    pub max_size: Option<u64>,
     /// Unix seconds from which the credential is refused.
     #[serde(rename = "exp")]
     pub expires_at: u64,
@@ -126,6 +151,19 @@ impl ByteRange {
 
 impl sealed::Sealed for UploadGrant {}
 impl sealed::Sealed for DownloadGrant {}
+impl sealed::Sealed for WriteGrant {}
+
+impl Grant for WriteGrant {
+    const SCOPE: Scope = Scope::Write;
+
+    fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    fn expires_at(&self) -> u64 {
+        self.expires_at
+    }
+}
 
 impl Grant for UploadGrant {
     const SCOPE: Scope = Scope::Upload;
@@ -266,7 +304,7 @@ mod tests {
         DownloadGrant {
             node_id: "node-1".into(),
             storage_key: "2026/01/ab/blob".into(),
-            size: 1234,
+            size: Some(1234),
             file_name: "Rapport été \"final\".pdf".into(),
             content_type: Some("application/pdf".into()),
             range: Some(ByteRange { start: 0, end: 99 }),
@@ -420,7 +458,7 @@ mod tests {
 
     fn arb_download() -> impl Strategy<Value = DownloadGrant> {
         let range = prop::option::of((any::<u64>(), any::<u64>()).prop_map(|(start, end)| ByteRange { start, end }));
-        (".{0,40}", ".{0,80}", any::<u64>(), ".{0,60}", prop::option::of(".{0,20}"), range, NOW + 1..u64::MAX).prop_map(
+        (".{0,40}", ".{0,80}", any::<Option<u64>>(), ".{0,60}", prop::option::of(".{0,20}"), range, NOW + 1..u64::MAX).prop_map(
             |(storage_key, file_name, size, node_id, content_type, range, expires_at)| DownloadGrant {
                 node_id,
                 storage_key,

@@ -13,7 +13,10 @@
 //! - [`credential`]: compact, scoped, expiring upload and download credentials the master signs
 //!   and a node checks on its own (data plane).
 //! - [`key`]: a node's shared key, checked for length once and never printed.
+//! - `client` (feature `client`): the signed HTTP caller both sides use, the only I/O here.
 
+#[cfg(feature = "client")]
+pub mod client;
 pub mod credential;
 pub mod key;
 pub mod methods;

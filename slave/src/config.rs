@@ -20,7 +20,7 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Where the node keeps its state: blobs under `blobs/`, upload sessions under `sessions/`.
     pub data_dir: PathBuf,
-    /// Base URL of the master, for the node's reports (not used by this version yet).
+    /// Base URL of the master, where the node reports finished uploads and fetches.
     pub master_url: Option<String>,
     /// This node's id as the master knows it; credentials and signatures name it.
     pub node_id: Option<String>,
@@ -30,6 +30,13 @@ pub struct Config {
     pub node_key_file: Option<PathBuf>,
     /// How far a signed request's timestamp may be from this node's clock, in seconds.
     pub max_skew_seconds: u64,
+    /// Longest wait between two attempts of a report the master has not acknowledged, in seconds.
+    pub report_retry_max_seconds: u64,
+    /// Lets external downloads reach private, loopback, link-local and other non-public
+    /// addresses. Off by default (SSRF guard); turn on only for trusted users on a closed network.
+    pub fetch_allow_private_addresses: bool,
+    /// Longest an external download may take as a whole, in seconds (the master may ask for less).
+    pub fetch_timeout_seconds: u64,
     /// A tracing filter, e.g. `info` or `info,nubo_slave=debug`.
     pub log_level: String,
 }
@@ -44,6 +51,9 @@ impl Default for Config {
             node_key: None,
             node_key_file: None,
             max_skew_seconds: 60,
+            report_retry_max_seconds: 60,
+            fetch_allow_private_addresses: false,
+            fetch_timeout_seconds: 3600,
             log_level: "info".to_owned(),
         }
     }
@@ -78,8 +88,19 @@ pub enum ConfigError {
 }
 
 /// The environment keys read; other `NUBO_` variables (the config path itself) are not settings.
-const ENV_KEYS: &[&str] =
-    &["listen", "data_dir", "master_url", "node_id", "node_key", "node_key_file", "max_skew_seconds", "log_level"];
+const ENV_KEYS: &[&str] = &[
+    "listen",
+    "data_dir",
+    "master_url",
+    "node_id",
+    "node_key",
+    "node_key_file",
+    "max_skew_seconds",
+    "report_retry_max_seconds",
+    "fetch_allow_private_addresses",
+    "fetch_timeout_seconds",
+    "log_level",
+];
 
 impl Config {
     /// Layers defaults, the TOML file (if any), `NUBO_*` variables and CLI flags, then resolves

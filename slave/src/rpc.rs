@@ -170,8 +170,13 @@ async fn upload_session_create(node: &Shared, params: UploadSessionCreateParams)
             format!("{} bytes in chunks of {} make {} chunks", params.size, params.chunk_size, staged.total_chunks());
         return Err(RpcError::invalid_params(METHOD, detail));
     }
-    let mut record =
-        SessionRecord { session_id: params.session_id, staged, expires_at: params.expires_at, completed: false };
+    let mut record = SessionRecord {
+        session_id: params.session_id,
+        staged,
+        expires_at: params.expires_at,
+        completed: false,
+        outcome: None,
+    };
     node.sessions.save(&record).await.map_err(io_failure)?;
     if record.staged.total_chunks() == 0 {
         // An empty blob has no chunk whose arrival would complete it: it is complete now.

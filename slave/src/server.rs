@@ -9,6 +9,7 @@ use axum::routing::{get, post, put};
 use axum::{Router, middleware};
 use nubo_common::storage::local::LocalBlobStore;
 use nubo_protocol::Role;
+use nubo_protocol::client::{MASTER_RPC_PATH, RpcClient};
 use nubo_protocol::key::NodeKey;
 use nubo_protocol::nonce::MemoryNonceStore;
 use nubo_protocol::signing::Verifier;
@@ -18,7 +19,10 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::config::{Config, ConfigError};
 use crate::sessions::SessionStore;
-use crate::{download, error, rpc, upload};
+use crate::{blob, download, error, report, rpc, upload};
+
+/// Longest one call to the master may take.
+const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Everything a handler needs, shared by all requests.
 pub struct NodeState {
@@ -29,6 +33,15 @@ pub struct NodeState {
     pub store: LocalBlobStore,
     pub sessions: SessionStore,
     pub config: Config,
+    /// Calls to the master's router; `None` when no `master_url` is configured (the node then
+    /// keeps finished uploads and reports them once one is).
+    pub master: Option<RpcClient>,
+    /// Sessions whose completion report is under way (one report per session at a time).
+    pub reporting: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Cancelled when the node stops serving: background reports end with it.
+    pub shutdown: tokio_util::sync::CancellationToken,
+    /// Woken whenever a report settles, for requests waiting on the master's answer.
+    pub reported: tokio::sync::Notify,
     /// Serialises the completion step, so two last chunks arriving together complete once.
     pub completing: Mutex<()>,
 }
@@ -47,6 +60,13 @@ impl Node {
         let key = config.node_key()?;
         let node_id = config.node_id()?.to_owned();
         let verifier = Verifier::new(Role::Master).with_max_skew(Duration::from_secs(config.max_skew_seconds));
+        let master = match config.master_url.as_deref().filter(|url| !url.is_empty()) {
+            Some(url) => Some(
+                RpcClient::new(url, MASTER_RPC_PATH, key.clone(), &node_id, Role::Node, REPORT_TIMEOUT)
+                    .map_err(|_| ConfigError::InvalidNodeId(node_id.clone()))?,
+            ),
+            None => None,
+        };
         let state = NodeState {
             node_id,
             key,
@@ -55,6 +75,10 @@ impl Node {
             store: LocalBlobStore::new(config.blobs_dir()),
             sessions: SessionStore::new(config.sessions_dir()),
             config,
+            master,
+            reporting: std::sync::Mutex::default(),
+            reported: tokio::sync::Notify::new(),
+            shutdown: tokio_util::sync::CancellationToken::new(),
             completing: Mutex::new(()),
         };
         Ok(Self { state: Arc::new(state) })
@@ -67,6 +91,7 @@ impl Node {
             .route("/api/v1/slave/upload/{session_id}/{index}", put(upload::put_chunk))
             // axum's `get` also answers HEAD (without a body).
             .route("/api/v1/slave/download/{credential}", get(download::download))
+            .route("/api/v1/slave/blob/{credential}", put(blob::write))
             .fallback(error::no_route)
             .layer(middleware::from_fn(error::uniform_errors))
             .layer(CatchPanicLayer::custom(error::panic_response))
@@ -82,7 +107,11 @@ impl Node {
         if let Ok(addr) = listener.local_addr() {
             tracing::info!(%addr, node_id = %self.state.node_id, "storage node listening");
         }
-        axum::serve(listener, self.router()).with_graceful_shutdown(shutdown).await
+        let sweeper = tokio::spawn(report::run_sweeper(self.state.clone()));
+        let served = axum::serve(listener, self.router()).with_graceful_shutdown(shutdown).await;
+        self.state.shutdown.cancel();
+        let _ = sweeper.await;
+        served
     }
 }
 

@@ -21,7 +21,7 @@ pub fn valid_session_id(id: &str) -> bool {
 }
 
 /// What the node remembers about one upload session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionRecord {
     pub session_id: String,
     /// The staged upload the blob store began.
@@ -30,6 +30,20 @@ pub struct SessionRecord {
     pub expires_at: u64,
     /// Set once the blob is in place at its key.
     pub completed: bool,
+    /// The master's answer to the completion report, once it acknowledged it: `Ok` holds the
+    /// body for the client (the created file), `Err` the master's refusal. `None` while the
+    /// report is pending.
+    #[serde(default)]
+    pub outcome: Option<ReportOutcome>,
+}
+
+/// How the master answered a completion report, as relayed to the uploading client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportOutcome {
+    /// HTTP status for the client: 200 when the file was created.
+    pub status: u16,
+    /// JSON body for the client.
+    pub body: serde_json::Value,
 }
 
 /// The session files under one directory.
@@ -58,6 +72,27 @@ impl SessionStore {
 
     pub async fn save(&self, record: &SessionRecord) -> io::Result<()> {
         write_json(&self.record_path(&record.session_id), record).await
+    }
+
+    /// Every session record (for the restart scan and the sweeper); unreadable files are skipped.
+    pub async fn list(&self) -> io::Result<Vec<SessionRecord>> {
+        let mut entries = match fs::read_dir(&self.dir).await {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(err) => return Err(err),
+        };
+        let mut records = Vec::new();
+        while let Some(entry) = entries.next_entry().await? {
+            let path = entry.path();
+            if path.extension().is_some_and(|ext| ext == "json") {
+                match read_json::<SessionRecord>(&path).await {
+                    Ok(Some(record)) => records.push(record),
+                    Ok(None) => {}
+                    Err(err) => tracing::warn!(path = %path.display(), error = %err, "skipping an unreadable session"),
+                }
+            }
+        }
+        Ok(records)
     }
 
     /// Forgets the session and its receipts. Idempotent.
@@ -127,7 +162,7 @@ mod tests {
 
     fn record(id: &str) -> SessionRecord {
         let staged = StagedUpload { key: "a/b".into(), size: 10, chunk_size: 1024, handle: "h".into() };
-        SessionRecord { session_id: id.into(), staged, expires_at: 5, completed: false }
+        SessionRecord { session_id: id.into(), staged, expires_at: 5, completed: false, outcome: None }
     }
 
     #[test]

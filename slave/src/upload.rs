@@ -2,8 +2,10 @@
 //! into the session's staged upload, and `GET /api/v1/slave/upload/{session_id}` lists the chunks
 //! received, both authorised by an upload credential (`Authorization: Bearer ...`) for this node
 //! and this session. Chunks are idempotent and may arrive in any order; when the last one is in,
-//! the blob is completed locally. Reporting the completion to the master (`upload_complete`) and
-//! relaying its answer to the client is the next step of the node and not built yet.
+//! the blob is completed locally and reported to the master (`upload_complete`, see `report`);
+//! the chunk request that completed the upload answers with the master's reply (the created
+//! file, or its refusal). When the master does not answer in time the answer is 202 and the
+//! report goes on in the background; the status endpoint then carries the outcome once known.
 
 use axum::Json;
 use axum::body::Body;
@@ -14,10 +16,14 @@ use nubo_common::storage::{BlobStore, ByteStream, StorageError};
 use nubo_protocol::credential::{self, UploadGrant};
 use nubo_protocol::unix_now;
 use serde::Serialize;
+use std::time::Duration;
+
+use axum::response::{IntoResponse, Response as HttpResponse};
 
 use crate::error::ApiError;
+use crate::report;
 use crate::server::Shared;
-use crate::sessions::{SessionRecord, valid_session_id};
+use crate::sessions::{ReportOutcome, SessionRecord, valid_session_id};
 
 /// What the chunk endpoints answer: the session's progress.
 #[derive(Debug, Serialize)]
@@ -28,7 +34,14 @@ pub struct UploadStatus {
     pub received: Vec<u32>,
     /// Whether the blob is in place at its key.
     pub completed: bool,
+    /// The master's answer once it acknowledged the upload: `status` 200 with the created file
+    /// in `body`, or its refusal. Absent while the report is pending.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<ReportOutcome>,
 }
+
+/// How long a completing chunk request waits for the master's answer before answering 202.
+const REPORT_WAIT: Duration = Duration::from_secs(15);
 
 /// Checks the bearer credential and that it is for the session in the path.
 fn authorise(node: &Shared, headers: &HeaderMap, session_id: &str) -> Result<UploadGrant, ApiError> {
@@ -86,6 +99,7 @@ async fn status_of(node: &Shared, record: &SessionRecord) -> Result<UploadStatus
         total_chunks: record.staged.total_chunks(),
         received: receipts.iter().map(|receipt| receipt.index).collect(),
         completed: record.completed,
+        result: record.outcome.clone(),
     })
 }
 
@@ -105,7 +119,7 @@ pub async fn put_chunk(
     Path((session_id, index)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<UploadStatus>, ApiError> {
+) -> Result<HttpResponse, ApiError> {
     let grant = authorise(&node, &headers, &session_id)?;
     let index: u32 =
         index.parse().map_err(|_| ApiError::bad_request("upload.invalid_index", "the chunk index is not a number"))?;
@@ -115,7 +129,7 @@ pub async fn put_chunk(
         // A resend after completion changes nothing: answer the final state for received chunks.
         let status = status_of(&node, &record).await?;
         return if status.received.contains(&index) {
-            Ok(Json(status))
+            Ok(Json(status).into_response())
         } else {
             Err(ApiError::new(StatusCode::CONFLICT, "upload.completed", "the upload is already complete"))
         };
@@ -124,11 +138,24 @@ pub async fn put_chunk(
     let stream: ByteStream = Box::pin(body.into_data_stream().map_err(std::io::Error::other));
     let receipt = node.store.put_chunk(&record.staged, index, stream).await?;
     node.sessions.save_receipt(&session_id, &receipt).await.map_err(ApiError::internal)?;
-    let mut status = status_of(&node, &record).await?;
-    if status.received.len() == record.staged.total_chunks() as usize {
-        status.completed = complete(&node, &session_id).await?;
+    let status = status_of(&node, &record).await?;
+    if status.received.len() < record.staged.total_chunks() as usize {
+        return Ok(Json(status).into_response());
     }
-    Ok(Json(status))
+    complete(&node, &session_id).await?;
+    report::spawn(&node, &session_id);
+    // Without a master to ask there is nothing to wait for; the sweep reports once one is set.
+    let wait = if node.master.is_some() { REPORT_WAIT } else { Duration::ZERO };
+    match report::await_outcome(&node, &session_id, wait).await {
+        Some(outcome) => {
+            let status = StatusCode::from_u16(outcome.status).unwrap_or(StatusCode::BAD_GATEWAY);
+            Ok((status, Json(outcome.body)).into_response())
+        }
+        None => {
+            let status = status_of(&node, &load_session(&node, &session_id).await?).await?;
+            Ok((StatusCode::ACCEPTED, Json(status)).into_response())
+        }
+    }
 }
 
 /// Assembles the blob once every chunk is in; one completion at a time, so two last chunks

@@ -119,7 +119,7 @@ pub fn download_grant(storage_key: &str, size: u64, file_name: &str) -> Download
     DownloadGrant {
         node_id: NODE.into(),
         storage_key: storage_key.into(),
-        size,
+        size: Some(size),
         file_name: file_name.into(),
         content_type: None,
         range: None,
