@@ -458,8 +458,8 @@ mod tests {
 
     fn arb_download() -> impl Strategy<Value = DownloadGrant> {
         let range = prop::option::of((any::<u64>(), any::<u64>()).prop_map(|(start, end)| ByteRange { start, end }));
-        (".{0,40}", ".{0,80}", any::<Option<u64>>(), ".{0,60}", prop::option::of(".{0,20}"), range, NOW + 1..u64::MAX).prop_map(
-            |(storage_key, file_name, size, node_id, content_type, range, expires_at)| DownloadGrant {
+        (".{0,40}", ".{0,80}", any::<Option<u64>>(), ".{0,60}", prop::option::of(".{0,20}"), range, NOW + 1..u64::MAX)
+            .prop_map(|(storage_key, file_name, size, node_id, content_type, range, expires_at)| DownloadGrant {
                 node_id,
                 storage_key,
                 size,
@@ -467,8 +467,7 @@ mod tests {
                 content_type,
                 range,
                 expires_at,
-            },
-        )
+            })
     }
 
     proptest! {

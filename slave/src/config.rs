@@ -30,6 +30,9 @@ pub struct Config {
     pub node_key_file: Option<PathBuf>,
     /// How far a signed request's timestamp may be from this node's clock, in seconds.
     pub max_skew_seconds: u64,
+    /// How long the request carrying an upload's last chunk waits for the master's answer
+    /// before it answers 202 (the report then goes on in the background), in seconds.
+    pub report_wait_seconds: u64,
     /// Longest wait between two attempts of a report the master has not acknowledged, in seconds.
     pub report_retry_max_seconds: u64,
     /// Lets external downloads reach private, loopback, link-local and other non-public
@@ -51,6 +54,7 @@ impl Default for Config {
             node_key: None,
             node_key_file: None,
             max_skew_seconds: 60,
+            report_wait_seconds: 15,
             report_retry_max_seconds: 60,
             fetch_allow_private_addresses: false,
             fetch_timeout_seconds: 3600,
@@ -96,6 +100,7 @@ const ENV_KEYS: &[&str] = &[
     "node_key",
     "node_key_file",
     "max_skew_seconds",
+    "report_wait_seconds",
     "report_retry_max_seconds",
     "fetch_allow_private_addresses",
     "fetch_timeout_seconds",

@@ -25,7 +25,11 @@ pub async fn download(
     let size = node.store.size(&key).await?.ok_or_else(|| ApiError::not_found("blob.not_found", "no such blob"))?;
     if grant.size.is_some_and(|expected| expected != size) {
         // The credential was made for other content: serving this blob would be a surprise.
-        return Err(ApiError::new(StatusCode::CONFLICT, "blob.changed", "the blob is not the one the link was made for"));
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "blob.changed",
+            "the blob is not the one the link was made for",
+        ));
     }
     let requested = match headers.get(header::RANGE).map(HeaderValue::to_str) {
         None => None,

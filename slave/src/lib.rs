@@ -7,6 +7,8 @@
 //! - [`rpc`]: `POST /api/v1/slave/rpc`, signature checks and the method handlers.
 //! - [`upload`]: `PUT`/`GET /api/v1/slave/upload/...`, chunks sent by clients.
 //! - [`download`]: `GET`/`HEAD /api/v1/slave/download/{credential}`, blobs streamed to clients.
+//! - [`fetch`]: external downloads, URLs fetched into blobs and reported to the master.
+//! - [`guard`]: the SSRF guard of external downloads (addresses, resolver, redirects).
 //! - [`blob`]: `PUT /api/v1/slave/blob/{credential}`, whole blobs written by the master.
 //! - [`report`]: finished uploads reported to the master until it acknowledges.
 //! - [`server`]: the node's shared state, the router and the serve loop.
@@ -15,6 +17,8 @@ pub mod blob;
 pub mod config;
 pub mod download;
 pub mod error;
+pub mod fetch;
+pub mod guard;
 pub mod report;
 pub mod rpc;
 pub mod server;

@@ -1,7 +1,6 @@
 //! `POST /api/v1/slave/rpc`: the master's control-plane calls. Each request's signature is
 //! checked (skew, MAC, nonce) before its body is parsed; the answer is always a JSON `Response`
-//! with the HTTP status of its error code. Methods not built on this node yet answer
-//! `unavailable`; node-to-master methods answer `unknown_method`.
+//! with the HTTP status of its error code. Node-to-master methods answer `unknown_method`.
 
 use std::time::UNIX_EPOCH;
 
@@ -70,6 +69,8 @@ async fn dispatch(node: &Shared, call: Call) -> Result<Value, RpcError> {
         Call::BlobDelete(params) => to_value(blob_delete(node, params).await),
         Call::UploadSessionCreate(params) => to_value(upload_session_create(node, params).await),
         Call::UploadSessionAbort(params) => to_value(upload_session_abort(node, params).await),
+        Call::ExternalDownloadCreate(params) => to_value(crate::fetch::create(node, params).await),
+        Call::ExternalDownloadCancel(params) => to_value(crate::fetch::cancel(node, params).await),
         other => Err(not_built(other.method())),
     }
 }
@@ -87,7 +88,7 @@ fn ping(_node: &Shared, params: PingParams) -> Result<PingResult, RpcError> {
     Ok(PingResult {
         protocol_version: PROTOCOL_VERSION,
         software: format!("nubo-slave {}", env!("CARGO_PKG_VERSION")),
-        capabilities: vec![Capability::Upload, Capability::Download],
+        capabilities: vec![Capability::Upload, Capability::Download, Capability::ExternalDownload],
         // No well-kept statvfs wrapper is in the workspace and unsafe code is forbidden.
         free_space: None,
         total_space: None,

@@ -44,6 +44,8 @@ pub struct NodeState {
     pub reported: tokio::sync::Notify,
     /// Serialises the completion step, so two last chunks arriving together complete once.
     pub completing: Mutex<()>,
+    /// External downloads under way and their guarded HTTP client.
+    pub fetches: crate::fetch::Fetches,
 }
 
 pub type Shared = Arc<NodeState>;
@@ -67,6 +69,7 @@ impl Node {
             ),
             None => None,
         };
+        let fetches = crate::fetch::Fetches::new(&config);
         let state = NodeState {
             node_id,
             key,
@@ -80,6 +83,7 @@ impl Node {
             reported: tokio::sync::Notify::new(),
             shutdown: tokio_util::sync::CancellationToken::new(),
             completing: Mutex::new(()),
+            fetches,
         };
         Ok(Self { state: Arc::new(state) })
     }

@@ -40,9 +40,6 @@ pub struct UploadStatus {
     pub result: Option<ReportOutcome>,
 }
 
-/// How long a completing chunk request waits for the master's answer before answering 202.
-const REPORT_WAIT: Duration = Duration::from_secs(15);
-
 /// Checks the bearer credential and that it is for the session in the path.
 fn authorise(node: &Shared, headers: &HeaderMap, session_id: &str) -> Result<UploadGrant, ApiError> {
     let token = headers
@@ -145,7 +142,8 @@ pub async fn put_chunk(
     complete(&node, &session_id).await?;
     report::spawn(&node, &session_id);
     // Without a master to ask there is nothing to wait for; the sweep reports once one is set.
-    let wait = if node.master.is_some() { REPORT_WAIT } else { Duration::ZERO };
+    let wait =
+        if node.master.is_some() { Duration::from_secs(node.config.report_wait_seconds) } else { Duration::ZERO };
     match report::await_outcome(&node, &session_id, wait).await {
         Some(outcome) => {
             let status = StatusCode::from_u16(outcome.status).unwrap_or(StatusCode::BAD_GATEWAY);

@@ -3,6 +3,7 @@
 
 mod admin;
 mod auth;
+mod cluster;
 mod crash;
 mod database;
 mod errors;

@@ -198,7 +198,8 @@ async fn a_migration_stopped_midway_leaves_everything_readable_and_resumes(app: 
     let user = app.register("quin@example.com", "quin-password").await;
     let (folder, files) = nested_tree(&app, &user, local.chunk).await;
     let owner = user.user_id.parse().ok();
-    let props = TaskProps { object_id: folder.parse().ok(), target_policy_id: s3.id.parse().ok() };
+    let props =
+        TaskProps { object_id: folder.parse().ok(), target_policy_id: s3.id.parse().ok(), ..TaskProps::default() };
     let stopped = migration::run(app.state(), owner, &props, &mut StopAfter { after: 2 }).await;
     assert!(matches!(stopped, Err(TaskFailure::Stopped)));
     let mut moved = 0;

@@ -5,6 +5,7 @@
 //! PostgreSQL tests skip when no server answers, unless `NUBO_TEST_REQUIRE_SERVICES=1` (set by
 //! CI), which turns a missing service into a failure.
 
+pub mod cluster;
 pub mod files;
 pub mod s3;
 

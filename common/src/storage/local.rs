@@ -263,7 +263,7 @@ impl BlobStore for LocalBlobStore {
         &self,
         _key: &StorageKey,
         _expires: Duration,
-        _disposition: &str,
+        _file_name: &str,
     ) -> StorageResult<Option<String>> {
         Ok(None)
     }

@@ -200,14 +200,21 @@ pub trait BlobStore: Send + Sync + 'static {
     /// Deletes the blob at `key`. Idempotent.
     async fn delete(&self, key: &StorageKey) -> StorageResult<()>;
 
-    /// A URL that downloads the blob directly for `expires`, answering with the given
-    /// `Content-Disposition`; `None` where the backend cannot (local disk).
+    /// A URL that downloads the blob directly for `expires`, answering with an attachment
+    /// `Content-Disposition` for `file_name`; `None` where the backend cannot (local disk).
     async fn presigned_get(
         &self,
         key: &StorageKey,
         expires: Duration,
-        content_disposition: &str,
+        file_name: &str,
     ) -> StorageResult<Option<String>>;
+
+    /// Where a client sends the chunks of `upload` itself, when the backend takes them directly
+    /// (a storage node); `None` when chunks go through the master. Valid until `expires_at`
+    /// (unix seconds).
+    fn direct_upload(&self, _upload: &StagedUpload, _expires_at: u64) -> Option<DirectUpload> {
+        None
+    }
 
     /// Every blob (completed, not staged) with its last modification time in milliseconds since
     /// the epoch, for the orphan collector. Answers the whole listing: meant for periodic
@@ -218,8 +225,19 @@ pub trait BlobStore: Send + Sync + 'static {
     async fn check(&self) -> StorageResult<()>;
 }
 
+/// Where and how a client uploads chunks directly to the backend.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirectUpload {
+    /// `PUT {url}/{index}` sends chunk `index`; `GET {url}` lists the chunks received.
+    pub url: String,
+    /// Sent as `Authorization: Bearer {credential}` with every request to `url`.
+    pub credential: String,
+    /// Unix seconds from which the credential is refused.
+    pub expires_at: u64,
+}
+
 /// The probe behind [`BlobStore::check`]: writes a small blob, reads it back and deletes it.
-pub(crate) async fn check_with_probe(store: &(impl BlobStore + ?Sized)) -> StorageResult<()> {
+pub async fn check_with_probe(store: &(impl BlobStore + ?Sized)) -> StorageResult<()> {
     use futures_util::TryStreamExt;
 
     const PROBE: &[u8] = b"nubo storage check";

@@ -383,8 +383,9 @@ impl BlobStore for S3BlobStore {
         &self,
         key: &StorageKey,
         expires: Duration,
-        content_disposition: &str,
+        file_name: &str,
     ) -> StorageResult<Option<String>> {
+        let content_disposition = crate::http::attachment_disposition(file_name);
         let object_key = self.object_key(key.as_str());
         let presigning =
             PresigningConfig::expires_in(expires).map_err(|err| StorageError::Failed(format!("presign: {err}")))?;

@@ -9,6 +9,7 @@
 
 pub mod blobs;
 pub mod groups;
+pub mod node_reports;
 pub mod nodes;
 pub mod objects;
 pub mod policies;

@@ -32,6 +32,7 @@ pub struct PolicyValues<'a> {
     pub options: &'a str,
     pub dir_name_rule: &'a str,
     pub file_name_rule: &'a str,
+    pub node_id: Option<&'a str>,
 }
 
 pub async fn list(db: &Db) -> Result<Vec<PolicyRow>, DbError> {
@@ -62,7 +63,7 @@ pub async fn of_group(db: &Db, group_id: &str) -> Result<Vec<PolicyRow>, DbError
 pub async fn insert(db: &Db, id: &str, policy: &PolicyValues<'_>, now: Millis) -> Result<(), DbError> {
     sqlx::query(
         "INSERT INTO policies (id, name, type, max_size, is_private, chunk_size, options, dir_name_rule, file_name_rule,
-         created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+         created_at, updated_at, node_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11)",
     )
     .bind(id)
     .bind(policy.name)
@@ -74,6 +75,7 @@ pub async fn insert(db: &Db, id: &str, policy: &PolicyValues<'_>, now: Millis) -
     .bind(policy.dir_name_rule)
     .bind(policy.file_name_rule)
     .bind(now)
+    .bind(policy.node_id)
     .execute(db.writer())
     .await?;
     Ok(())
@@ -82,7 +84,7 @@ pub async fn insert(db: &Db, id: &str, policy: &PolicyValues<'_>, now: Millis) -
 pub async fn update(db: &Db, id: &str, policy: &PolicyValues<'_>, now: Millis) -> Result<bool, DbError> {
     let done = sqlx::query(
         "UPDATE policies SET name = $2, type = $3, max_size = $4, is_private = $5, chunk_size = $6, options = $7,
-         dir_name_rule = $8, file_name_rule = $9, updated_at = $10 WHERE id = $1",
+         dir_name_rule = $8, file_name_rule = $9, updated_at = $10, node_id = $11 WHERE id = $1",
     )
     .bind(id)
     .bind(policy.name)
@@ -94,6 +96,7 @@ pub async fn update(db: &Db, id: &str, policy: &PolicyValues<'_>, now: Millis) -
     .bind(policy.dir_name_rule)
     .bind(policy.file_name_rule)
     .bind(now)
+    .bind(policy.node_id)
     .execute(db.writer())
     .await?;
     Ok(done.rows_affected() > 0)
@@ -104,6 +107,18 @@ pub async fn usage(db: &Db, id: &str) -> Result<i64, DbError> {
     let (n,): (i64,) = sqlx::query_as(
         "SELECT (SELECT COUNT(*) FROM group_policies WHERE policy_id = $1)
               + (SELECT COUNT(*) FROM physical_files WHERE policy_id = $1)
+              + (SELECT COUNT(*) FROM upload_sessions WHERE policy_id = $1)",
+    )
+    .bind(id)
+    .fetch_one(db.reader())
+    .await?;
+    Ok(n)
+}
+
+/// How many stored blobs and upload sessions use the policy (what pins its storage).
+pub async fn usage_by_files(db: &Db, id: &str) -> Result<i64, DbError> {
+    let (n,): (i64,) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM physical_files WHERE policy_id = $1)
               + (SELECT COUNT(*) FROM upload_sessions WHERE policy_id = $1)",
     )
     .bind(id)

@@ -10,6 +10,8 @@ pub struct SessionRow {
     pub parent_id: String,
     pub file_name: String,
     pub policy_id: String,
+    /// The storage node that receives the chunks directly, for node-backed policies.
+    pub node_id: Option<String>,
     pub declared_size: i64,
     pub chunk_size: i64,
     pub total_chunks: i32,
@@ -21,7 +23,7 @@ pub struct SessionRow {
     pub created_at: Millis,
 }
 
-const COLUMNS: &str = "id, owner_id, parent_id, file_name, policy_id, declared_size, chunk_size, total_chunks, storage_key, \
+const COLUMNS: &str = "id, owner_id, parent_id, file_name, policy_id, node_id, declared_size, chunk_size, total_chunks, storage_key, \
      driver_state, replace_object_id, status, expires_at, created_at";
 
 /// Session states: receiving chunks, or claimed by one request that is finishing or aborting it.
@@ -39,13 +41,14 @@ pub struct ChunkRow {
 
 pub async fn insert(conn: &mut Conn, s: &SessionRow) -> Result<(), DbError> {
     sqlx::query(&format!(
-        "INSERT INTO upload_sessions ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+        "INSERT INTO upload_sessions ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
     ))
     .bind(s.id.as_str())
     .bind(s.owner_id.as_str())
     .bind(s.parent_id.as_str())
     .bind(s.file_name.as_str())
     .bind(s.policy_id.as_str())
+    .bind(s.node_id.as_deref())
     .bind(s.declared_size)
     .bind(s.chunk_size)
     .bind(s.total_chunks)
@@ -64,6 +67,16 @@ pub async fn find_owned(db: &Db, owner_id: &str, id: &str) -> Result<Option<Sess
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM upload_sessions WHERE id = $1 AND owner_id = $2"))
         .bind(id)
         .bind(owner_id)
+        .fetch_optional(db.reader())
+        .await?)
+}
+
+/// The session of node `node_id` whose blob goes to `storage_key` (what a node's completion
+/// report names).
+pub async fn find_for_node(db: &Db, node_id: &str, storage_key: &str) -> Result<Option<SessionRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM upload_sessions WHERE node_id = $1 AND storage_key = $2"))
+        .bind(node_id)
+        .bind(storage_key)
         .fetch_optional(db.reader())
         .await?)
 }

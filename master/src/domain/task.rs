@@ -69,9 +69,19 @@ pub struct TaskProps {
     /// The file or folder being migrated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_id: Option<Uuid>,
-    /// The policy files move to.
+    /// The policy files move to (`POLICY_MIGRATE`) or the fetched file lands in
+    /// (`EXTERNAL_DOWNLOAD`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_policy_id: Option<Uuid>,
+    /// `EXTERNAL_DOWNLOAD`: the URL to fetch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// `EXTERNAL_DOWNLOAD`: the folder the file appears in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<Uuid>,
+    /// `EXTERNAL_DOWNLOAD`: the storage node that fetches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<Uuid>,
 }
 
 /// How far a task got.
@@ -81,6 +91,9 @@ pub struct TaskProgress {
     pub files_done: u64,
     pub bytes_total: u64,
     pub bytes_done: u64,
+    /// The file the task created (`EXTERNAL_DOWNLOAD`, once completed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_id: Option<Uuid>,
 }
 
 #[cfg(test)]

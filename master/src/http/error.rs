@@ -38,6 +38,12 @@ pub struct ErrorBody {
 #[derive(Clone, Copy)]
 struct RenderedError;
 
+/// Marks `response` as carrying its own error body (a protocol envelope), so the uniform-errors
+/// layer leaves it as it is.
+pub fn mark_rendered(response: &mut Response) {
+    response.extensions_mut().insert(RenderedError);
+}
+
 pub fn status_of(kind: ErrorKind) -> StatusCode {
     match kind {
         ErrorKind::BadRequest => StatusCode::BAD_REQUEST,

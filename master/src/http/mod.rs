@@ -5,6 +5,7 @@ pub mod api;
 pub mod download;
 pub mod error;
 pub mod extract;
+pub mod node_rpc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;

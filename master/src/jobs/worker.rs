@@ -15,6 +15,7 @@ use crate::db::tasks::TaskRow;
 use crate::db::{self};
 use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
 use crate::domain::time::now_ms;
+use crate::service::external;
 use crate::service::migration::{self, Checkpoint, TaskFailure};
 
 /// Timing of the queue.
@@ -148,9 +149,7 @@ async fn execute(state: &AppState, task: &TaskRow, control: &mut Control) -> Res
     let owner = task.owner_id.as_deref().and_then(|o| o.parse::<Uuid>().ok());
     match TaskType::parse(&task.kind) {
         Some(TaskType::PolicyMigrate) => migration::run(state, owner, &props, control).await,
-        Some(TaskType::ExternalDownload) => Err(TaskFailure::Permanent(
-            "external downloads need a storage node, which this master does not have yet".to_owned(),
-        )),
+        Some(TaskType::ExternalDownload) => external::run(state, &task.id, owner, &props, control).await,
         None => Err(TaskFailure::Permanent(format!("unknown task type {}", task.kind))),
     }
 }

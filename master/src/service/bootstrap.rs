@@ -68,6 +68,7 @@ pub async fn seed(db: &Db) -> ServiceResult<()> {
         options: r#"{"root":"uploads"}"#,
         dir_name_rule: policies::DEFAULT_DIR_RULE,
         file_name_rule: policies::DEFAULT_FILE_RULE,
+        node_id: None,
     };
     db::policies::insert(db, &policy_id, &policy, now_ms()).await?;
     db::groups::set_policies(db, &admin_id, std::slice::from_ref(&policy_id)).await?;

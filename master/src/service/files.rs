@@ -13,7 +13,7 @@ use crate::db::objects::{ListOrder, NewObject, ObjectRow};
 use crate::db::{self, Conn, Db, DbError};
 use crate::domain::object::{ObjectKind, ObjectName, parse_path};
 use crate::domain::time::{now_ms, to_rfc3339};
-use crate::service::{ErrorKind, Page, PageRequest, ServiceError, ServiceResult};
+use crate::service::{ErrorKind, Page, PageRequest, ServiceError, ServiceResult, policies};
 
 /// A file or folder as the API shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -567,7 +567,7 @@ async fn release_blob(ctx: &AppState, id: &str) -> ServiceResult<()> {
     let policy = db::policies::find(ctx.db(), &blob.policy_id)
         .await?
         .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("policy gone")))?;
-    let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+    let store = policies::store(ctx, &policy).await?;
     let key = nubo_common::storage::StorageKey::parse(&blob.storage_key)?;
     store.delete(&key).await?;
     let mut conn = ctx.db().writer().acquire().await.map_err(DbError::from)?;

@@ -9,7 +9,7 @@ use nubo_common::storage::StorageKey;
 use crate::app::AppState;
 use crate::db::{self};
 use crate::domain::time::Millis;
-use crate::service::{ServiceError, ServiceResult, files, policies};
+use crate::service::{ServiceResult, files, policies};
 
 /// How old an unreferenced blob must be before it is collected: long enough that a copy in
 /// progress (whose journal row has no reference yet) is never taken.
@@ -27,8 +27,10 @@ pub async fn collect_blobs(ctx: &AppState, now: Millis, grace: Duration) -> Serv
 async fn collect_unknown_bytes(ctx: &AppState, now: Millis, grace: Duration) -> ServiceResult<usize> {
     let cutoff = now - grace.as_millis() as i64;
     let mut collected = 0;
-    for policy in db::policies::list(ctx.db()).await? {
-        let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+    // Nodes do not list their blobs (see `NodeBlobStore::list`), and a node may serve several
+    // policies, so one policy's listing could not tell another's blobs from orphans anyway.
+    for policy in db::policies::list(ctx.db()).await?.into_iter().filter(|p| p.node_id.is_none()) {
+        let store = policies::store(ctx, &policy).await?;
         let listed = store.list().await?;
         let mut known: std::collections::HashSet<String> =
             db::blobs::keys_of_policy(ctx.db(), &policy.id).await?.into_iter().collect();
@@ -57,7 +59,7 @@ async fn collect_unreferenced_rows(ctx: &AppState, now: Millis, grace: Duration)
         }
         for blob in &blobs {
             let policy = policies::find(ctx.db(), files::parse_uuid(&blob.policy_id)?).await?;
-            let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+            let store = policies::store(ctx, &policy).await?;
             store.delete(&StorageKey::parse(&blob.storage_key)?).await?;
             let mut conn = ctx.db().writer().acquire().await.map_err(db::DbError::from)?;
             if db::blobs::delete_unreferenced(&mut conn, &blob.id).await? {

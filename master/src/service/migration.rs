@@ -129,8 +129,8 @@ async fn migrate_file(ctx: &AppState, file: &ObjectRow, target: &db::policies::P
     // Journal the new blob first (no references yet): if we stop before the switch, the
     // collector finds the row and removes the bytes.
     let source_policy = policies::find(db, files::parse_uuid(&old.policy_id)?).await?;
-    let source = ctx.storage().store(&source_policy).map_err(ServiceError::internal)?;
-    let destination = ctx.storage().store(target).map_err(ServiceError::internal)?;
+    let source = policies::store(ctx, &source_policy).await?;
+    let destination = policies::store(ctx, target).await?;
     let owner = files::parse_uuid(&current.owner_id)?;
     let context = NamingContext { user_id: owner, original_name: &current.name, now: time::OffsetDateTime::now_utc() };
     let key = StorageKey::parse(&naming::storage_key(&target.dir_name_rule, &target.file_name_rule, &context))?;

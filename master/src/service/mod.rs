@@ -4,11 +4,13 @@
 
 pub mod accounts;
 pub mod bootstrap;
+pub mod external;
 pub mod files;
 pub mod groups;
 pub mod maintenance;
 pub mod metadata;
 pub mod migration;
+pub mod node_calls;
 pub mod nodes;
 pub mod policies;
 pub mod sessions;

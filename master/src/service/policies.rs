@@ -11,6 +11,10 @@ use crate::db::{self, Db, DbError};
 use crate::domain::naming;
 use crate::domain::policy::{DEFAULT_CHUNK_SIZE, LocalOptions, PolicyType, S3Options, validate_chunk_size};
 use crate::domain::time::now_ms;
+use std::sync::Arc;
+
+use nubo_common::storage::BlobStore;
+
 use crate::service::{ErrorKind, ServiceError, ServiceResult};
 
 /// A policy as administrators see it; the S3 secret key is never included.
@@ -29,6 +33,9 @@ pub struct PolicyView {
     pub options: serde_json::Value,
     pub dir_name_rule: String,
     pub file_name_rule: String,
+    /// The storage node that keeps the files (a `local` policy on that node's disk); absent
+    /// when the master stores them itself.
+    pub node_id: Option<Uuid>,
 }
 
 /// A policy as its users see it.
@@ -53,6 +60,7 @@ pub struct PolicyInput {
     pub options: serde_json::Value,
     pub dir_name_rule: Option<String>,
     pub file_name_rule: Option<String>,
+    pub node_id: Option<Uuid>,
 }
 
 pub const DEFAULT_DIR_RULE: &str = "{uid}/{year}/{month}";
@@ -85,6 +93,7 @@ pub fn view(row: &PolicyRow) -> ServiceResult<PolicyView> {
         options,
         dir_name_rule: row.dir_name_rule.clone(),
         file_name_rule: row.file_name_rule.clone(),
+        node_id: row.node_id.as_deref().map(str::parse).transpose().map_err(ServiceError::internal)?,
     })
 }
 
@@ -109,6 +118,7 @@ struct Validated {
     options: String,
     dir_rule: String,
     file_rule: String,
+    node_id: Option<String>,
 }
 
 impl Validated {
@@ -122,6 +132,7 @@ impl Validated {
             options: &self.options,
             dir_name_rule: &self.dir_rule,
             file_name_rule: &self.file_rule,
+            node_id: self.node_id.as_deref(),
         }
     }
 }
@@ -165,7 +176,21 @@ fn validate(input: &PolicyInput, previous: Option<&PolicyRow>) -> ServiceResult<
             serde_json::to_string(&options).map_err(ServiceError::internal)?
         }
     };
-    Ok(Validated { name: name.to_owned(), chunk_size, options, dir_rule, file_rule })
+    if input.node_id.is_some() && input.kind != PolicyType::Local {
+        return Err(ServiceError::validation("node_id", "only a local policy can be bound to a storage node"));
+    }
+    let node_id = input.node_id.map(|id| id.to_string());
+    Ok(Validated { name: name.to_owned(), chunk_size, options, dir_rule, file_rule, node_id })
+}
+
+/// Refuses a node that does not exist.
+async fn check_node(db: &Db, checked: &Validated) -> ServiceResult<()> {
+    if let Some(node_id) = &checked.node_id
+        && db::nodes::find(db, node_id).await?.is_none()
+    {
+        return Err(ServiceError::validation("node_id", "no such storage node"));
+    }
+    Ok(())
 }
 
 fn name_taken(e: DbError, name: &str) -> ServiceError {
@@ -183,6 +208,7 @@ pub async fn list(db: &Db) -> ServiceResult<Vec<PolicyView>> {
 
 pub async fn create(db: &Db, input: PolicyInput) -> ServiceResult<PolicyView> {
     let checked = validate(&input, None)?;
+    check_node(db, &checked).await?;
     let id = Uuid::new_v4();
     db::policies::insert(db, &id.to_string(), &checked.values(&input), now_ms())
         .await
@@ -192,10 +218,15 @@ pub async fn create(db: &Db, input: PolicyInput) -> ServiceResult<PolicyView> {
 
 pub async fn update(db: &Db, id: Uuid, input: PolicyInput) -> ServiceResult<PolicyView> {
     let previous = find(db, id).await?;
-    if kind_of(&previous)? != input.kind && db::blobs::count_for_policy(db, &previous.id).await? > 0 {
-        return Err(ServiceError::conflict("policy.in_use", "the type of a policy that stores files cannot change"));
-    }
     let checked = validate(&input, Some(&previous))?;
+    check_node(db, &checked).await?;
+    let moved = kind_of(&previous)? != input.kind || previous.node_id != checked.node_id;
+    if moved && db::policies::usage_by_files(db, &previous.id).await? > 0 {
+        return Err(ServiceError::conflict(
+            "policy.in_use",
+            "the type or node of a policy that stores files cannot change (migrate the files instead)",
+        ));
+    }
     // A new version stamp makes the storage registry rebuild the store.
     let stamp = now_ms().max(previous.updated_at + 1);
     db::policies::update(db, &previous.id, &checked.values(&input), stamp)
@@ -216,10 +247,33 @@ pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
 /// Writes, reads back and deletes a probe blob with the policy's store.
 pub async fn test(ctx: &AppState, id: Uuid) -> ServiceResult<()> {
     let policy = find(ctx.db(), id).await?;
-    let store = ctx.storage().build(&policy).map_err(|e| ServiceError::validation("options", e.to_string()))?;
+    let store = match policy.node_id {
+        Some(_) => store(ctx, &policy).await?,
+        None => ctx.storage().build(&policy).map_err(|e| ServiceError::validation("options", e.to_string()))?,
+    };
     store.check().await.map_err(|e| {
         ServiceError::new(ErrorKind::BadGateway, "policy.unreachable", format!("the storage does not work: {e}"))
     })
+}
+
+/// The blob store of `policy`: the policy's own, or the store of the node it is bound to. A
+/// disabled node answers 503 `node.unavailable` here, before any call is tried.
+pub async fn store(ctx: &AppState, policy: &PolicyRow) -> ServiceResult<Arc<dyn BlobStore>> {
+    let Some(node_id) = &policy.node_id else {
+        return ctx.storage().store(policy).map_err(ServiceError::internal);
+    };
+    let node = db::nodes::find(ctx.db(), node_id)
+        .await?
+        .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("policy {} names a missing node", policy.id)))?;
+    if node.enabled == 0 {
+        return Err(node_unavailable(&node.name, "is disabled"));
+    }
+    ctx.storage().node_store(&node).map_err(ServiceError::internal)
+}
+
+/// 503 for a storage node that cannot take part now.
+pub fn node_unavailable(name: &str, why: impl std::fmt::Display) -> ServiceError {
+    ServiceError::new(ErrorKind::Unavailable, "node.unavailable", format!("storage node {name} {why}; try again later"))
 }
 
 /// The policies of a group, in order.

@@ -68,7 +68,7 @@ pub async fn create_migration(
 ) -> ServiceResult<TaskView> {
     files::authorize_live(ctx.db(), owner, object_id).await?;
     policies::policy_for(ctx.db(), group_id, Some(policy_id)).await?;
-    let props = TaskProps { object_id: Some(object_id), target_policy_id: Some(policy_id) };
+    let props = TaskProps { object_id: Some(object_id), target_policy_id: Some(policy_id), ..TaskProps::default() };
     enqueue(ctx.db(), TaskType::PolicyMigrate, Some(owner), &props).await
 }
 

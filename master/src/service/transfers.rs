@@ -15,7 +15,6 @@ use crate::auth::token::{DownloadClaims, TokenType};
 use crate::db::objects::ObjectRow;
 use crate::db::{self, DbError};
 use crate::domain::naming::{self, NamingContext};
-use crate::domain::object::attachment_disposition;
 use crate::domain::policy::PolicyType;
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::domain::user::UserStatus;
@@ -101,10 +100,13 @@ async fn prepare(ctx: &AppState, row: &ObjectRow) -> ServiceResult<Download> {
         .await?
         .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("blob row missing")))?;
     let policy = policies::find(ctx.db(), files::parse_uuid(&blob.policy_id)?).await?;
-    let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+    let store = policies::store(ctx, &policy).await?;
     let key = StorageKey::parse(&blob.storage_key)?;
-    let redirect = if policy.is_private == 0 && PolicyType::parse(&policy.kind) == Some(PolicyType::S3) {
-        store.presigned_get(&key, REDIRECT_LIFETIME, &attachment_disposition(&row.name)).await?
+    // A public policy hands the bytes over to the backend when it can serve them itself (S3, a
+    // storage node); a private one streams them through the master.
+    let direct_backend = PolicyType::parse(&policy.kind) == Some(PolicyType::S3) || policy.node_id.is_some();
+    let redirect = if policy.is_private == 0 && direct_backend {
+        store.presigned_get(&key, REDIRECT_LIFETIME, &row.name).await?
     } else {
         None
     };
@@ -213,7 +215,7 @@ pub async fn replace_content(
             }
         }
     };
-    let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+    let store = policies::store(ctx, &policy).await?;
     let context = NamingContext { user_id: owner, original_name: &row.name, now: time::OffsetDateTime::now_utc() };
     let key = StorageKey::parse(&naming::storage_key(&policy.dir_name_rule, &policy.file_name_rule, &context))?;
     // Bytes beyond the policy's limit or beyond what the quota can take are refused while they

@@ -5,12 +5,14 @@
 use std::time::Duration;
 
 use nubo_common::hash;
-use nubo_common::storage::{ByteStream, ChunkReceipt, StagedUpload, StorageKey};
+use nubo_common::storage::{BlobStore, ByteStream, ChunkReceipt, StagedUpload, StorageError, StorageKey};
+use nubo_protocol::methods::UploadCompleteParams;
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::app::AppState;
+use crate::db::node_reports::UploadResultRow;
 use crate::db::objects::NewObject;
 use crate::db::uploads::{ABORTING, ChunkRow, FINISHING, SessionRow, UPLOADING};
 use crate::db::{self, DbError};
@@ -38,6 +40,31 @@ pub struct SessionView {
     /// The created file, once the upload is complete.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub object: Option<ObjectView>,
+    /// Present when the policy keeps its files on a storage node: the client sends every chunk
+    /// there (`PUT {url}/{index}` with `Authorization: Bearer {credential}`), never through the
+    /// master; the node answers the last chunk with the created file. `uploaded` then lists
+    /// nothing: `GET {url}` on the node tells which chunks it has.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direct: Option<DirectUploadView>,
+}
+
+/// Where a client sends the chunks of an upload to a storage node.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DirectUploadView {
+    /// `PUT {url}/{index}` stores chunk `index`; `GET {url}` lists the chunks received.
+    pub url: String,
+    /// Bearer credential for `url`, signed by the master for this session only.
+    pub credential: String,
+    pub expires_at: String,
+}
+
+/// What the last chunk sent to a storage node answers once the master recorded the file.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DirectUploadDone {
+    pub completed: bool,
+    /// The created file (absent when it was deleted since).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object: Option<ObjectView>,
 }
 
 /// A new upload as requested.
@@ -54,6 +81,7 @@ fn session_not_found() -> ServiceError {
 
 fn view(session: &SessionRow, uploaded: Vec<i32>, object: Option<ObjectView>) -> ServiceResult<SessionView> {
     Ok(SessionView {
+        direct: None,
         id: files::parse_uuid(&session.id)?,
         file_name: session.file_name.clone(),
         file_size: session.declared_size,
@@ -98,11 +126,18 @@ pub async fn create(ctx: &AppState, owner: Uuid, group_id: &str, request: NewUpl
         return Err(ServiceError::conflict("object.name_taken", "an object with that name exists in the folder")
             .with_field("file_name"));
     }
-    let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+    let store = policies::store(ctx, &policy).await?;
     let context = NamingContext { user_id: owner, original_name: name.as_str(), now: time::OffsetDateTime::now_utc() };
     let key = StorageKey::parse(&naming::storage_key(&policy.dir_name_rule, &policy.file_name_rule, &context))?;
     let capacity = db::users::capacity(db, &owner.to_string(), now_ms()).await?;
-    let upload = store.begin_upload(&key, request.file_size as u64, policy.chunk_size as u64).await?;
+    let upload = match store.begin_upload(&key, request.file_size as u64, policy.chunk_size as u64).await {
+        Ok(upload) => upload,
+        Err(StorageError::Unavailable(why)) if policy.node_id.is_some() => {
+            tracing::warn!(policy = %policy.id, reason = %why, "storage node unavailable for a new upload");
+            return Err(policies::node_unavailable(&policy.name, "(the policy's storage node) does not answer"));
+        }
+        Err(err) => return Err(err.into()),
+    };
     let now = now_ms();
     let session = SessionRow {
         id: Uuid::new_v4().to_string(),
@@ -110,6 +145,7 @@ pub async fn create(ctx: &AppState, owner: Uuid, group_id: &str, request: NewUpl
         parent_id: parent.row().id.clone(),
         file_name: name.to_string(),
         policy_id: policy.id.clone(),
+        node_id: policy.node_id.clone(),
         declared_size: request.file_size,
         chunk_size: policy.chunk_size,
         total_chunks: upload.total_chunks() as i32,
@@ -146,7 +182,25 @@ pub async fn create(ctx: &AppState, owner: Uuid, group_id: &str, request: NewUpl
         let object = finish(ctx, &session).await?;
         return view(&session, Vec::new(), Some(object));
     }
-    view(&session, Vec::new(), None)
+    with_direct(view(&session, Vec::new(), None)?, store.as_ref(), &session)
+}
+
+/// Adds where to send the chunks when the store takes them directly.
+fn with_direct(mut view: SessionView, store: &dyn BlobStore, session: &SessionRow) -> ServiceResult<SessionView> {
+    let expires_at = (session.expires_at / 1000).max(0) as u64;
+    view.direct = store.direct_upload(&staged(session)?, expires_at).map(|direct| DirectUploadView {
+        url: direct.url,
+        credential: direct.credential,
+        expires_at: to_rfc3339(direct.expires_at as i64 * 1000),
+    });
+    Ok(view)
+}
+
+fn direct_only() -> ServiceError {
+    ServiceError::conflict(
+        "upload.direct_only",
+        "this upload goes to a storage node: send the chunks to the `direct.url` of the session",
+    )
 }
 
 async fn load(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<SessionRow> {
@@ -166,7 +220,14 @@ fn check_open(session: &SessionRow) -> ServiceResult<()> {
 pub async fn status(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<SessionView> {
     let session = load(ctx, owner, id).await?;
     let uploaded = db::uploads::chunks(ctx.db(), &session.id).await?.iter().map(|c| c.chunk_index).collect();
-    view(&session, uploaded, None)
+    let current = view(&session, uploaded, None)?;
+    if session.node_id.is_none() {
+        return Ok(current);
+    }
+    // Resuming a direct upload: a fresh look at the node's store (and a credential) for it.
+    let policy = policies::find(ctx.db(), files::parse_uuid(&session.policy_id)?).await?;
+    let store = policies::store(ctx, &policy).await?;
+    with_direct(current, store.as_ref(), &session)
 }
 
 /// Stores chunk `index`. Idempotent: a re-sent chunk replaces the earlier copy. When this was
@@ -181,6 +242,9 @@ pub async fn put_chunk(
 ) -> ServiceResult<SessionView> {
     let session = load(ctx, owner, id).await?;
     check_open(&session)?;
+    if session.node_id.is_some() {
+        return Err(direct_only());
+    }
     let upload = staged(&session)?;
     let expected = upload.chunk_len(index).ok_or_else(|| {
         ServiceError::new(
@@ -200,7 +264,7 @@ pub async fn put_chunk(
         ));
     }
     let policy = policies::find(ctx.db(), files::parse_uuid(&session.policy_id)?).await?;
-    let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+    let store = policies::store(ctx, &policy).await?;
     let receipt = store.put_chunk(&upload, index, body).await?;
     let chunk = ChunkRow {
         chunk_index: index as i32,
@@ -221,6 +285,10 @@ pub async fn put_chunk(
 pub async fn complete(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<SessionView> {
     let session = load(ctx, owner, id).await?;
     check_open(&session)?;
+    if session.node_id.is_some() {
+        // The node completes the upload itself and reports it.
+        return Err(direct_only());
+    }
     let uploaded = db::uploads::chunks(ctx.db(), &session.id).await?.len() as i32;
     if uploaded != session.total_chunks {
         return Err(ServiceError::conflict(
@@ -249,9 +317,8 @@ async fn complete_session(ctx: &AppState, session: SessionRow) -> ServiceResult<
     }
 }
 
-/// Completes the staged blob, then in one transaction de-duplicates against blobs with the same
-/// content, creates the object and deletes the session. A blob made redundant by
-/// de-duplication is deleted after the commit.
+/// Completes the staged blob, then records the file (see [`record_upload`]); a blob made
+/// redundant by de-duplication is deleted after the commit.
 async fn finish(ctx: &AppState, session: &SessionRow) -> ServiceResult<ObjectView> {
     let db = ctx.db();
     let upload = staged(session)?;
@@ -269,14 +336,44 @@ async fn finish(ctx: &AppState, session: &SessionRow) -> ServiceResult<ObjectVie
     let content_hash = hash::combine(&chaining_values, upload.chunk_size, upload.size)
         .map_err(|e| ServiceError::internal(anyhow::anyhow!("combining chunk hashes: {e}")))?;
     let policy = policies::find(db, files::parse_uuid(&session.policy_id)?).await?;
-    let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+    let store = policies::store(ctx, &policy).await?;
     store.complete_upload(&upload, &receipts).await?;
+    let (object, duplicate) = record_upload(ctx, session, &policy.id, store.as_ref(), &content_hash, None).await?;
+    if duplicate {
+        let key = StorageKey::parse(&session.storage_key)?;
+        if let Err(err) = store.delete(&key).await {
+            tracing::warn!(key = %key, error = %err, "could not delete a duplicate blob; the collector will");
+        }
+    }
+    Ok(object)
+}
 
+/// The node report a file is recorded for: the node and its session handle, remembered with
+/// the outcome so the same report again gets the same answer.
+struct NodeReport<'a> {
+    node_id: &'a str,
+    handle: &'a str,
+}
+
+/// Records the file of a complete blob in one transaction: de-duplicates against blobs with
+/// the same content, creates the object, deletes the session (its reservation becomes the
+/// file's usage) and, for a node's report, remembers the outcome. Answers the file and whether
+/// the blob turned out to be a duplicate. On failure the blob is removed and the session and
+/// its reservation released, so nothing is left behind.
+async fn record_upload(
+    ctx: &AppState,
+    session: &SessionRow,
+    policy_id: &str,
+    store: &dyn BlobStore,
+    content_hash: &str,
+    report: Option<NodeReport<'_>>,
+) -> ServiceResult<(ObjectView, bool)> {
+    let db = ctx.db();
     let now = now_ms();
     let committed = async {
         let mut tx = db.begin().await?;
         let (blob_id, duplicate) =
-            files::reference_content(&mut tx, &policy.id, &session.storage_key, &content_hash, session.declared_size)
+            files::reference_content(&mut tx, policy_id, &session.storage_key, content_hash, session.declared_size)
                 .await?;
         let object_id = Uuid::new_v4().to_string();
         let object = NewObject {
@@ -285,29 +382,33 @@ async fn finish(ctx: &AppState, session: &SessionRow) -> ServiceResult<ObjectVie
             parent_id: Some(&session.parent_id),
             name: &session.file_name,
             kind: ObjectKind::File.as_str(),
-            policy_id: Some(&policy.id),
+            policy_id: Some(policy_id),
             physical_file_id: Some(&blob_id),
             size: session.declared_size,
         };
         db::objects::insert(&mut tx, &object, now).await?;
         db::uploads::delete(&mut tx, &session.id).await?;
+        if let Some(report) = &report {
+            let result = UploadResultRow {
+                object_id: Some(object_id.clone()),
+                owner_id: session.owner_id.clone(),
+                keep_blob: i64::from(!duplicate),
+            };
+            db::node_reports::insert_upload_result(&mut tx, report.node_id, report.handle, &result, now).await?;
+        }
         tx.commit().await?;
         Ok::<_, DbError>((object_id, duplicate))
     }
     .await;
-    let key = StorageKey::parse(&session.storage_key)?;
     match committed {
         Ok((object_id, duplicate)) => {
-            if duplicate && let Err(err) = store.delete(&key).await {
-                tracing::warn!(key = %key, error = %err, "could not delete a duplicate blob; the collector will");
-            }
             let row = db::objects::find_owned(db, &session.owner_id, &object_id).await?.ok_or_else(files::not_found)?;
-            files::view_of(db, &row).await
+            Ok((files::view_of(db, &row).await?, duplicate))
         }
         Err(err) => {
             // The bytes are complete but no row points at them: remove them, give back the
             // reservation and end the session, so nothing is left behind.
-            let _ = store.delete(&key).await;
+            let _ = store.delete(&StorageKey::parse(&session.storage_key)?).await;
             let clash = matches!(&err, DbError::Sqlx(e) if db::is_unique_violation(e));
             release_session(ctx, session).await?;
             if clash {
@@ -319,6 +420,56 @@ async fn finish(ctx: &AppState, session: &SessionRow) -> ServiceResult<ObjectVie
             Err(err.into())
         }
     }
+}
+
+/// A node's `upload_complete` report, settled: the answer for the node (keep the blob or drop
+/// the duplicate) and the body it relays to the client. Idempotent: a report already settled
+/// gets the same answer again; one whose session is being recorded right now is told to retry.
+pub async fn complete_reported(
+    ctx: &AppState,
+    node_id: &str,
+    report: &UploadCompleteParams,
+) -> ServiceResult<(bool, DirectUploadDone)> {
+    let db = ctx.db();
+    if let Some(settled) = db::node_reports::upload_result(db, node_id, &report.session_id).await? {
+        let object = match &settled.object_id {
+            Some(id) => match db::objects::find_owned(db, &settled.owner_id, id).await? {
+                Some(row) => Some(files::view_of(db, &row).await?),
+                None => None,
+            },
+            None => None,
+        };
+        return Ok((settled.keep_blob != 0, DirectUploadDone { completed: true, object }));
+    }
+    let session = db::uploads::find_for_node(db, node_id, &report.storage_key).await?.ok_or_else(session_not_found)?;
+    if staged(&session)?.handle != report.session_id {
+        return Err(session_not_found());
+    }
+    if session.status == FINISHING {
+        return Err(ServiceError::new(
+            ErrorKind::Unavailable,
+            "upload.finishing",
+            "the upload is being recorded; report again",
+        ));
+    }
+    if !db::uploads::transition(db, &session.id, UPLOADING, FINISHING).await? {
+        return Err(ServiceError::conflict("upload.not_open", "the upload was cancelled or has expired"));
+    }
+    let policy = policies::find(db, files::parse_uuid(&session.policy_id)?).await?;
+    let store = policies::store(ctx, &policy).await?;
+    if report.size != session.declared_size as u64 {
+        // The node assembled something else than was declared: refuse and release everything.
+        let _ = store.delete(&StorageKey::parse(&session.storage_key)?).await;
+        release_session(ctx, &session).await?;
+        return Err(ServiceError::conflict(
+            "upload.wrong_length",
+            format!("the node holds {} bytes, {} were declared", report.size, session.declared_size),
+        ));
+    }
+    let handle = NodeReport { node_id, handle: &report.session_id };
+    let (object, duplicate) =
+        record_upload(ctx, &session, &policy.id, store.as_ref(), report.blake3.as_str(), Some(handle)).await?;
+    Ok((!duplicate, DirectUploadDone { completed: true, object: Some(object) }))
 }
 
 /// Deletes a session row and gives back its reservation, in one transaction.
@@ -342,7 +493,7 @@ pub async fn abort(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<()> {
 async fn drop_session(ctx: &AppState, session: &SessionRow) -> ServiceResult<()> {
     release_session(ctx, session).await?;
     let policy = policies::find(ctx.db(), files::parse_uuid(&session.policy_id)?).await?;
-    let store = ctx.storage().store(&policy).map_err(ServiceError::internal)?;
+    let store = policies::store(ctx, &policy).await?;
     if let Err(err) = store.abort_upload(&staged(session)?).await {
         tracing::warn!(session = %session.id, error = %err, "could not drop staged bytes; the collector will");
     }

@@ -2,7 +2,7 @@
 
 use nubo_common::secret::Secret;
 use nubo_protocol::key::NodeKey;
-use nubo_protocol::methods::{ExternalDownloadCancelParams, PingParams};
+use nubo_protocol::methods::{ExternalDownloadCancelParams, ExternalDownloadCreateParams, PingParams};
 use nubo_protocol::{PROTOCOL_VERSION, unix_now};
 use serde_json::json;
 
@@ -15,7 +15,7 @@ async fn a_signed_ping_answers_the_protocol_version_and_capabilities() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["id"], "req-1");
     assert_eq!(body["result"]["protocol_version"], PROTOCOL_VERSION);
-    assert_eq!(body["result"]["capabilities"], json!(["upload", "download"]));
+    assert_eq!(body["result"]["capabilities"], json!(["upload", "download", "external_download"]));
 }
 
 #[tokio::test]
@@ -75,8 +75,18 @@ async fn unknown_and_master_side_methods_answer_unknown_method() {
 }
 
 #[tokio::test]
-async fn a_method_not_built_yet_answers_unavailable() {
+async fn an_external_download_without_a_master_to_report_to_answers_unavailable() {
     let node = TestNode::start().await;
-    let (status, body) = node.call(ExternalDownloadCancelParams { task_id: "t1".into() }).await;
+    let params = ExternalDownloadCreateParams {
+        task_id: "t1".into(),
+        url: "https://example.com/file.bin".into(),
+        storage_key: "ext/t1".into(),
+        max_size: 1024,
+        timeout_secs: None,
+    };
+    let (status, body) = node.call(params).await;
     assert_eq!((status, error_code(&body)), (503, "unavailable"));
+    // Cancelling a fetch that is not running is not an error.
+    let (status, body) = node.call(ExternalDownloadCancelParams { task_id: "t1".into() }).await;
+    assert_eq!(status, 200, "{body}");
 }

@@ -141,6 +141,10 @@ pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         // The wildcard path is documented through `ApiDoc` (utoipa-axum cannot register it).
         .route("/directory/{*path}", axum::routing::get(files::list_path))
         .route("/directory/", axum::routing::get(files::list_root))
+        .routes(routes!(transfers::create_external_download))
+        // The storage-node router speaks the node protocol (signed envelopes, see
+        // docs/protocol.md), not this document's conventions, so it is not an OpenAPI operation.
+        .route("/node/rpc", axum::routing::post(crate::http::node_rpc::handle))
         .routes(routes!(openapi_json));
     let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts();
     let json = OpenApiJson(Arc::new(doc.to_json().unwrap_or_default()));

@@ -46,6 +46,11 @@ pub struct PolicyRequest {
     /// `{year}`, `{month}`, `{day}`, `{hour}`, `{minute}`, `{originname}`, `{ext}`.
     pub dir_name_rule: Option<String>,
     pub file_name_rule: Option<String>,
+    /// Binds a `local` policy to a storage node: files live on that node's disk, clients upload
+    /// their chunks to the node directly, and public downloads redirect to a signed node URL.
+    /// The `root` option is then not used (a node keeps blobs under its own data directory).
+    /// Cannot change while the policy stores files.
+    pub node_id: Option<uuid::Uuid>,
 }
 
 fn default_private() -> bool {
@@ -63,6 +68,7 @@ impl From<PolicyRequest> for PolicyInput {
             options: if r.options.is_null() { serde_json::json!({}) } else { r.options },
             dir_name_rule: r.dir_name_rule,
             file_name_rule: r.file_name_rule,
+            node_id: r.node_id,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Bytes in and out: upload sessions and chunks (`/file/upload`), download tokens
-//! (`/file/download`), content replacement (`/file/content`) and source links (`/file/source`).
+//! (`/file/download`), content replacement (`/file/content`), source links (`/file/source`) and
+//! external downloads (`/file/external_download`).
 //! Bodies stream as raw bytes, never multipart and never collected whole.
 
 use axum::Json;
@@ -17,7 +18,9 @@ use crate::http::download;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, body_stream, content_length};
 use crate::service::ServiceResult;
+use crate::service::external::{self, NewExternalDownload};
 use crate::service::files::ObjectView;
+use crate::service::tasks::TaskView;
 use crate::service::transfers::{self, DownloadTokenView, SourceLinkView};
 use crate::service::uploads::{self, NewUpload, SessionView};
 
@@ -259,4 +262,41 @@ pub async fn serve_source(
 ) -> ServiceResult<Response> {
     let file = transfers::open_source(&state, id, &name).await?;
     download::serve(file, &method, &headers).await
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ExternalDownloadRequest {
+    /// An `http` or `https` URL without credentials, at most 2048 characters.
+    pub url: String,
+    /// The folder the file appears in.
+    pub parent_id: Uuid,
+    /// The storage node that fetches: one of the caller's policies must be bound to it.
+    /// Default: the node of the caller's first node-backed policy.
+    pub node_id: Option<Uuid>,
+}
+
+/// Fetch a URL into a folder, in the background. Answers the queued `EXTERNAL_DOWNLOAD` task
+/// (follow it with `GET /task/{id}`, stop it with `DELETE /task/{id}`). A storage node fetches:
+/// it refuses private, loopback, link-local and metadata addresses after DNS resolution and on
+/// every redirect unless its configuration allows them, stops at the smaller of the policy's
+/// `max_size` and the caller's free quota, and at its time limit. The file takes the name the
+/// remote suggests (or the URL's last segment), with ` (n)` added when the name is taken. A
+/// failed or cancelled fetch leaves no file and uses no quota; the task's `error` says why.
+#[utoipa::path(post, path = "/file/external_download", tag = "files", security(("bearer" = [])),
+    request_body = ExternalDownloadRequest,
+    responses(
+        (status = 202, description = "Task queued", body = TaskView),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such folder", body = ErrorBody),
+        (status = 422, description = "Invalid URL, or no node-backed policy (on that node)", body = ErrorBody),
+    ))]
+pub async fn create_external_download(
+    State(state): State<AppState>,
+    caller: AuthRequired,
+    ApiJson(request): ApiJson<ExternalDownloadRequest>,
+) -> ServiceResult<(StatusCode, Json<TaskView>)> {
+    let request = NewExternalDownload { url: request.url, parent_id: request.parent_id, node_id: request.node_id };
+    let task = external::create(&state, caller.claims.sub, &caller.user.group_id, request).await?;
+    Ok((StatusCode::ACCEPTED, Json(task)))
 }

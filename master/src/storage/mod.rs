@@ -1,5 +1,7 @@
-//! The blob store of each storage policy, built from the policy's options on first use and
-//! rebuilt when the policy changes.
+//! The blob store of each storage policy, built from the policy's options (or, for a policy
+//! bound to a storage node, from the node's record) on first use and rebuilt when either changes.
+
+pub mod node;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -10,6 +12,8 @@ use nubo_common::storage::BlobStore;
 use nubo_common::storage::local::LocalBlobStore;
 use nubo_common::storage::s3::{S3BlobStore, S3Config};
 
+use self::node::NodeBlobStore;
+use crate::db::nodes::NodeRow;
 use crate::db::policies::PolicyRow;
 use crate::domain::policy::{LocalOptions, PolicyType, S3Options};
 
@@ -24,15 +28,16 @@ pub enum RegistryError {
 /// A built store and the policy version (`updated_at`) it was built from.
 type Versioned = (i64, Arc<dyn BlobStore>);
 
-/// Blob stores by policy id.
+/// Blob stores by policy id, and node stores by node id.
 pub struct StorageRegistry {
     data_dir: PathBuf,
     stores: Mutex<HashMap<String, Versioned>>,
+    nodes: Mutex<HashMap<String, Versioned>>,
 }
 
 impl StorageRegistry {
     pub fn new(data_dir: &Path) -> Self {
-        Self { data_dir: data_dir.to_owned(), stores: Mutex::new(HashMap::new()) }
+        Self { data_dir: data_dir.to_owned(), stores: Mutex::new(HashMap::new()), nodes: Mutex::new(HashMap::new()) }
     }
 
     /// Where a local policy keeps its blobs.
@@ -79,6 +84,20 @@ impl StorageRegistry {
             }
             None => Err(RegistryError::UnknownType(policy.id.clone())),
         }
+    }
+
+    /// The store of a storage node (shared by every policy bound to it), rebuilt when the
+    /// node's record changes (a new key or URL).
+    pub fn node_store(&self, node: &NodeRow) -> Result<Arc<dyn BlobStore>, RegistryError> {
+        let mut nodes = self.nodes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((version, store)) = nodes.get(&node.id)
+            && *version == node.updated_at
+        {
+            return Ok(store.clone());
+        }
+        let store: Arc<dyn BlobStore> = Arc::new(NodeBlobStore::new(node).map_err(RegistryError::Options)?);
+        nodes.insert(node.id.clone(), (node.updated_at, store.clone()));
+        Ok(store)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Versioned>> {

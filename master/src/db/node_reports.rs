@@ -1,0 +1,169 @@
+//! SQL of `node_upload_results` and `external_downloads`: what storage nodes reported, kept so
+//! a repeated report gets the same answer.
+
+use super::{Conn, Db, DbError};
+use crate::domain::time::Millis;
+
+/// A settled `upload_complete` report.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct UploadResultRow {
+    pub object_id: Option<String>,
+    pub owner_id: String,
+    pub keep_blob: i64,
+}
+
+pub async fn upload_result(db: &Db, node_id: &str, handle: &str) -> Result<Option<UploadResultRow>, DbError> {
+    Ok(sqlx::query_as(
+        "SELECT object_id, owner_id, keep_blob FROM node_upload_results WHERE node_id = $1 AND session_handle = $2",
+    )
+    .bind(node_id)
+    .bind(handle)
+    .fetch_optional(db.reader())
+    .await?)
+}
+
+pub async fn insert_upload_result(
+    conn: &mut Conn,
+    node_id: &str,
+    handle: &str,
+    result: &UploadResultRow,
+    now: Millis,
+) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO node_upload_results (node_id, session_handle, object_id, owner_id, keep_blob, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(node_id)
+    .bind(handle)
+    .bind(result.object_id.as_deref())
+    .bind(result.owner_id.as_str())
+    .bind(result.keep_blob)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Forgets settled reports older than `before` (a node stops retrying long before).
+pub async fn prune_upload_results(db: &Db, before: Millis) -> Result<u64, DbError> {
+    let done =
+        sqlx::query("DELETE FROM node_upload_results WHERE created_at < $1").bind(before).execute(db.writer()).await?;
+    Ok(done.rows_affected())
+}
+
+/// States of an external download.
+pub const RUNNING: &str = "running";
+pub const COMPLETED: &str = "completed";
+pub const FAILED: &str = "failed";
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ExternalDownloadRow {
+    pub task_id: String,
+    pub node_id: String,
+    pub policy_id: String,
+    pub storage_key: String,
+    pub state: String,
+    pub downloaded: i64,
+    pub total: Option<i64>,
+    pub object_id: Option<String>,
+    pub keep_blob: Option<i64>,
+    pub error: Option<String>,
+    pub updated_at: Millis,
+}
+
+const FETCH_COLUMNS: &str =
+    "task_id, node_id, policy_id, storage_key, state, downloaded, total, object_id, keep_blob, error, updated_at";
+
+pub async fn external_download(db: &Db, task_id: &str) -> Result<Option<ExternalDownloadRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {FETCH_COLUMNS} FROM external_downloads WHERE task_id = $1"))
+        .bind(task_id)
+        .fetch_optional(db.reader())
+        .await?)
+}
+
+/// Starts (or restarts, for a new attempt) the fetch of a task on a node.
+pub async fn start_external_download(db: &Db, row: &ExternalDownloadRow) -> Result<(), DbError> {
+    let mut tx = db.begin().await?;
+    sqlx::query("DELETE FROM external_downloads WHERE task_id = $1")
+        .bind(row.task_id.as_str())
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(&format!(
+        "INSERT INTO external_downloads ({FETCH_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+    ))
+    .bind(row.task_id.as_str())
+    .bind(row.node_id.as_str())
+    .bind(row.policy_id.as_str())
+    .bind(row.storage_key.as_str())
+    .bind(row.state.as_str())
+    .bind(row.downloaded)
+    .bind(row.total)
+    .bind(row.object_id.as_deref())
+    .bind(row.keep_blob)
+    .bind(row.error.as_deref())
+    .bind(row.updated_at)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Records progress of a running fetch; answers false when it is not running (any more).
+pub async fn external_download_progress(
+    db: &Db,
+    task_id: &str,
+    node_id: &str,
+    downloaded: i64,
+    total: Option<i64>,
+    now: Millis,
+) -> Result<bool, DbError> {
+    let done = sqlx::query(
+        "UPDATE external_downloads SET downloaded = $3, total = $4, updated_at = $5
+         WHERE task_id = $1 AND node_id = $2 AND state = 'running'",
+    )
+    .bind(task_id)
+    .bind(node_id)
+    .bind(downloaded)
+    .bind(total)
+    .bind(now)
+    .execute(db.writer())
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Ends a running fetch as completed (inside the transaction that created the file).
+pub async fn complete_external_download(
+    conn: &mut Conn,
+    task_id: &str,
+    object_id: &str,
+    keep_blob: bool,
+    size: i64,
+    now: Millis,
+) -> Result<bool, DbError> {
+    let done = sqlx::query(
+        "UPDATE external_downloads SET state = 'completed', object_id = $2, keep_blob = $3, downloaded = $4,
+         updated_at = $5 WHERE task_id = $1 AND state = 'running'",
+    )
+    .bind(task_id)
+    .bind(object_id)
+    .bind(i64::from(keep_blob))
+    .bind(size)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Ends a running fetch as failed with `error`.
+pub async fn fail_external_download(db: &Db, task_id: &str, error: &str, now: Millis) -> Result<bool, DbError> {
+    let done = sqlx::query(
+        "UPDATE external_downloads SET state = 'failed', error = $2, updated_at = $3
+         WHERE task_id = $1 AND state = 'running'",
+    )
+    .bind(task_id)
+    .bind(error)
+    .bind(now)
+    .execute(db.writer())
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
