@@ -45,6 +45,13 @@ sleep 1
 for n in 1 2; do
   # 3. Check it: a signed ping from the master.
   echo "node$n: $(curl -fs -X POST "$api/admin/node/$(cat "$data/node$n.id")/test" -H "authorization: Bearer $token")"
+  # 4. A storage policy on the node (once), so files can be kept there.
+  policy_file="$data/node$n.policy"
+  if [ ! -s "$policy_file" ]; then
+    curl -fs "$api/admin/policy" -H "authorization: Bearer $token" -H 'content-type: application/json' \
+      -d "{\"name\":\"on node$n\",\"type\":\"local\",\"node_id\":\"$(cat "$data/node$n.id")\"}" | json "['id']" > "$policy_file"
+  fi
+  echo "policy on node$n: $(cat "$policy_file") (give it to a group: PUT $api/admin/group/{id} with policy_ids)"
 done
 echo "master on http://127.0.0.1:5212 (admin@cluster.local / $admin_password); Ctrl-C stops everything"
 wait

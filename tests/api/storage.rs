@@ -53,8 +53,9 @@ async fn s3_presigned_download_carries_the_content_disposition() {
     let key = unique_key("presigned");
     let data = content(200_000, 1);
     store.put_stream(&key, body(&data, 10_000), None).await.unwrap();
-    let disposition = "attachment; filename=\"resume.pdf\"; filename*=UTF-8''r%C3%A9sum%C3%A9.pdf".to_owned();
-    let url = store.presigned_get(&key, Duration::from_secs(300), &disposition).await.unwrap().expect("a URL");
+    let disposition = nubo_common::http::attachment_disposition("résumé.pdf");
+    assert!(disposition.contains("filename*=UTF-8''r%C3%A9sum%C3%A9.pdf"), "{disposition}");
+    let url = store.presigned_get(&key, Duration::from_secs(300), "résumé.pdf").await.unwrap().expect("a URL");
     assert!(url.starts_with(&server.endpoint), "{url}");
     let response = reqwest::get(&url).await.unwrap();
     assert_eq!(response.status(), 200);

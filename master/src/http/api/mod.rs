@@ -38,7 +38,7 @@ Choices of ours where the interface specification is silent (not taken from it):
 codes above; the JSON body limit (1 MiB by default, `max_json_body`); the `x-request-id` header echoed on every answer; \
 user statuses ACTIVE, INACTIVE, BANNED; refresh tokens (30 days, rotated on use, reuse revokes the chain); upload sessions \
 live 24 hours and chunk sizes are powers of two; download tokens live one hour; task statuses queued, running, completed, \
-error, canceled. Directory listings accept `limit` up to 1000."
+error, canceled. Directory listings accept `limit` up to 1000. Storage nodes: an upload session on a policy bound to a node carries `direct {url, credential, expires_at}`; chunks then go to `PUT {url}/{index}` on the node with `Authorization: Bearer {credential}` (the master's chunk endpoint answers 409 `upload.direct_only`), and the node answers the last chunk with `{completed, object}` once the master recorded the file (202 with `completed: true` while the master does not answer; `GET {url}` then carries `result`). Public node-backed policies redirect downloads to a signed node URL valid 15 minutes. External downloads run on a storage node, whose address guard refuses private, loopback, link-local and metadata addresses after DNS and on every redirect unless it is configured to allow them. The storage-node router `POST /api/v1/node/rpc` speaks the signed node protocol (docs/design.md) and is not described here."
     ),
     paths(files::list_path),
     components(schemas(ErrorBody)),

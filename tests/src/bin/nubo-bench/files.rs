@@ -57,7 +57,7 @@ impl Server {
         Server { child, base: format!("http://127.0.0.1:{port}/api/v1"), dir }
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
@@ -182,7 +182,7 @@ impl Bench {
 }
 
 /// MiB/s of writing 1 GiB to `dir` with dd (flushed to disk).
-fn dd_write(dir: &Path) -> f64 {
+pub(crate) fn dd_write(dir: &Path) -> f64 {
     let target = dir.join("dd.bin");
     let started = Instant::now();
     let status = Command::new("dd")

@@ -1,7 +1,9 @@
 //! `nubo-bench`: throughput and latency figures for Nubo, printed as a table. Not a test: run
 //! it in release mode on a quiet machine and compare figures measured in the same run.
 //!
-//! `nubo-bench files` runs the file workloads against a `nubo-master` process (see `files.rs`).
+//! `nubo-bench files` runs the file workloads against a `nubo-master` process (see `files.rs`);
+//! `nubo-bench nodes` compares uploads straight to a `nubo-slave` process with uploads through
+//! the master (see `nodes.rs`).
 //!
 //! `nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL]` starts a master on
 //! SQLite (in-memory store), signs in, then drives a `jwt_required` endpoint
@@ -17,6 +19,7 @@ use nubo_tests::{Backend, TestApp};
 
 mod files;
 mod migrate;
+mod nodes;
 
 struct Options {
     seconds: u64,
@@ -178,7 +181,7 @@ async fn bench_auth(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench files | nubo-bench migrate";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench files | nubo-bench migrate | nubo-bench nodes";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -201,6 +204,7 @@ fn main() {
         "auth" => runtime.block_on(bench_auth(options)),
         "files" => runtime.block_on(files::run()),
         "migrate" => runtime.block_on(migrate::run()),
+        "nodes" => runtime.block_on(nodes::run()),
         other => {
             eprintln!("unknown benchmark {other:?}\n{usage}");
             std::process::exit(2);
