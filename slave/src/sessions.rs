@@ -71,7 +71,7 @@ impl SessionStore {
     }
 
     pub async fn save(&self, record: &SessionRecord) -> io::Result<()> {
-        write_json(&self.record_path(&record.session_id), record).await
+        write_json(&self.record_path(&record.session_id), record, true).await
     }
 
     /// Every session record (for the restart scan and the sweeper); unreadable files are skipped.
@@ -102,8 +102,12 @@ impl SessionStore {
     }
 
     /// Records a chunk's receipt, replacing an earlier one for the same index.
+    ///
+    /// Not fsynced (one per chunk would cost a sync per chunk on the upload path): after a
+    /// crash a receipt may be missing or unreadable, and that chunk then counts as not received
+    /// and is sent again, which chunks allow.
     pub async fn save_receipt(&self, id: &str, receipt: &ChunkReceipt) -> io::Result<()> {
-        write_json(&self.chunks_dir(id).join(format!("{}.json", receipt.index)), receipt).await
+        write_json(&self.chunks_dir(id).join(format!("{}.json", receipt.index)), receipt, false).await
     }
 
     /// Every receipt of the session, in index order.
@@ -117,10 +121,16 @@ impl SessionStore {
         while let Some(entry) = entries.next_entry().await? {
             let path = entry.path();
             // Temporary files of an interrupted write end in `.tmp`; only finished receipts count.
-            if path.extension().is_some_and(|ext| ext == "json")
-                && let Some(receipt) = read_json::<ChunkReceipt>(&path).await?
-            {
-                receipts.push(receipt);
+            if path.extension().is_some_and(|ext| ext == "json") {
+                match read_json::<ChunkReceipt>(&path).await {
+                    Ok(Some(receipt)) => receipts.push(receipt),
+                    Ok(None) => {}
+                    // A receipt torn by a crash: the chunk counts as missing and is sent again.
+                    Err(err) if err.kind() != io::ErrorKind::PermissionDenied => {
+                        tracing::warn!(path = %path.display(), error = %err, "ignoring an unreadable chunk receipt");
+                    }
+                    Err(err) => return Err(err),
+                }
             }
         }
         receipts.sort_by_key(|receipt| receipt.index);
@@ -143,15 +153,18 @@ async fn read_json<T: DeserializeOwned>(path: &Path) -> io::Result<Option<T>> {
     }
 }
 
-/// Writes to a temporary name, fsyncs, then renames: a reader sees the old file or the new one.
-async fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+/// Writes to a temporary name, fsyncs when `durable`, then renames: a reader sees the old file
+/// or the new one.
+async fn write_json<T: Serialize>(path: &Path, value: &T, durable: bool) -> io::Result<()> {
     let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
     let parent = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(parent).await?;
     let temp = parent.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
     let mut file = fs::File::create(&temp).await?;
     tokio::io::AsyncWriteExt::write_all(&mut file, &bytes).await?;
-    file.sync_all().await?;
+    if durable {
+        file.sync_all().await?;
+    }
     drop(file);
     fs::rename(&temp, path).await
 }
