@@ -287,12 +287,17 @@ pub struct Response {
     pub outcome: Result<Value, RpcError>,
 }
 
+/// A handler's typed outcome as the JSON `result` of a response (an unencodable result, a bug,
+/// answers `internal`), so one dispatcher can serve methods with different result types.
+pub fn encode_outcome<T: Serialize>(outcome: Result<T, RpcError>) -> Result<Value, RpcError> {
+    serde_json::to_value(outcome?).map_err(|_| RpcError::internal())
+}
+
 impl Response {
     /// A success for request `id`. A result that cannot be encoded (a bug: results are plain
     /// structs) answers `internal` rather than panicking.
     pub fn success<T: Serialize>(id: impl Into<String>, result: &T) -> Self {
-        let outcome = serde_json::to_value(result).map_err(|_| RpcError::internal());
-        Self { id: Some(id.into()), outcome }
+        Self { id: Some(id.into()), outcome: encode_outcome(Ok(result)) }
     }
 
     pub fn failure(id: impl Into<String>, error: RpcError) -> Self {
@@ -305,6 +310,11 @@ impl Response {
             Ok(result) => Self::success(id, &result),
             Err(error) => Self::failure(id, error),
         }
+    }
+
+    /// The HTTP status an RPC endpoint sends this answer with: 200, or its error code's status.
+    pub fn http_status(&self) -> u16 {
+        self.outcome.as_ref().map_or_else(|error| error.code.http_status(), |_| 200)
     }
 
     /// Parses a response body; anything but a well-formed response is `invalid_response`.

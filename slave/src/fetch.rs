@@ -566,23 +566,7 @@ fn decode_extended(value: &str) -> Option<String> {
 
 /// `%XX` sequences as bytes; a `%` not followed by two hex digits stays as it is.
 fn percent_decode(text: &str) -> Vec<u8> {
-    let bytes = text.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        let hex = bytes.get(index + 1..index + 3).and_then(|pair| std::str::from_utf8(pair).ok());
-        match (bytes[index], hex.and_then(|pair| u8::from_str_radix(pair, 16).ok())) {
-            (b'%', Some(byte)) => {
-                decoded.push(byte);
-                index += 3;
-            }
-            (byte, _) => {
-                decoded.push(byte);
-                index += 1;
-            }
-        }
-    }
-    decoded
+    percent_encoding::percent_decode_str(text).collect()
 }
 
 /// The last path component of a suggested name without control characters, at most

@@ -14,7 +14,7 @@ use nubo_protocol::methods::{
     Ack, BlobDeleteParams, BlobDeleteResult, BlobStatParams, BlobStatResult, Call, Capability, Method, PingParams,
     PingResult, UploadSessionAbortParams, UploadSessionCreateParams,
 };
-use nubo_protocol::rpc::{Request, Response, RpcError, check_protocol_version};
+use nubo_protocol::rpc::{Request, Response, RpcError, check_protocol_version, encode_outcome};
 use nubo_protocol::signing::{RequestParts, SignatureHeaders, VerifyError};
 use nubo_protocol::{PROTOCOL_VERSION, Role, unix_now};
 use serde_json::Value;
@@ -52,10 +52,7 @@ async fn authenticate(node: &Shared, uri: &Uri, headers: &HeaderMap, body: &[u8]
 }
 
 fn answer(response: Response) -> HttpResponse {
-    let status = match &response.outcome {
-        Ok(_) => StatusCode::OK,
-        Err(error) => StatusCode::from_u16(error.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-    };
+    let status = StatusCode::from_u16(response.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut answer = (status, Json(response)).into_response();
     // The envelope is this endpoint's error body: the uniform-errors layer leaves it alone.
     answer.extensions_mut().insert(Rendered);
@@ -64,23 +61,16 @@ fn answer(response: Response) -> HttpResponse {
 
 async fn dispatch(node: &Shared, call: Call) -> Result<Value, RpcError> {
     match call {
-        Call::Ping(params) => to_value(ping(node, params)),
-        Call::BlobStat(params) => to_value(blob_stat(node, params).await),
-        Call::BlobDelete(params) => to_value(blob_delete(node, params).await),
-        Call::UploadSessionCreate(params) => to_value(upload_session_create(node, params).await),
-        Call::UploadSessionAbort(params) => to_value(upload_session_abort(node, params).await),
-        Call::ExternalDownloadCreate(params) => to_value(crate::fetch::create(node, params).await),
-        Call::ExternalDownloadCancel(params) => to_value(crate::fetch::cancel(node, params).await),
-        other => Err(not_built(other.method())),
+        Call::Ping(params) => encode_outcome(ping(node, params)),
+        Call::BlobStat(params) => encode_outcome(blob_stat(node, params).await),
+        Call::BlobDelete(params) => encode_outcome(blob_delete(node, params).await),
+        Call::UploadSessionCreate(params) => encode_outcome(upload_session_create(node, params).await),
+        Call::UploadSessionAbort(params) => encode_outcome(upload_session_abort(node, params).await),
+        Call::ExternalDownloadCreate(params) => encode_outcome(crate::fetch::create(node, params).await),
+        Call::ExternalDownloadCancel(params) => encode_outcome(crate::fetch::cancel(node, params).await),
+        // `parse_for(Role::Node)` refuses master-side methods before they get here.
+        other => Err(RpcError::unknown_method(other.method().as_str())),
     }
-}
-
-fn to_value<T: serde::Serialize>(outcome: Result<T, RpcError>) -> Result<Value, RpcError> {
-    serde_json::to_value(outcome?).map_err(|_| RpcError::internal())
-}
-
-fn not_built(method: Method) -> RpcError {
-    RpcError::unavailable(format!("`{method}` is not built on this node yet"))
 }
 
 fn ping(_node: &Shared, params: PingParams) -> Result<PingResult, RpcError> {

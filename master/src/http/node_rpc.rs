@@ -75,10 +75,7 @@ async fn authenticate(state: &AppState, uri: &Uri, headers: &HeaderMap, body: &[
 }
 
 fn answer(response: Response) -> HttpResponse {
-    let status = match &response.outcome {
-        Ok(_) => StatusCode::OK,
-        Err(error) => StatusCode::from_u16(error.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-    };
+    let status = StatusCode::from_u16(response.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut answer = (status, Json(response)).into_response();
     // The envelope is this endpoint's error body: the uniform-errors layer leaves it alone.
     crate::http::error::mark_rendered(&mut answer);

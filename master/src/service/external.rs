@@ -98,28 +98,9 @@ fn name_from_url(url: &str) -> String {
     reqwest::Url::parse(url)
         .ok()
         .and_then(|u| u.path_segments().and_then(|mut s| s.next_back().map(str::to_owned)))
-        .map(|segment| percent_decode(&segment))
+        .map(|segment| percent_encoding::percent_decode_str(&segment).decode_utf8_lossy().into_owned())
         .filter(|name| ObjectName::parse(name).is_ok())
         .unwrap_or_else(|| "download".to_owned())
-}
-
-fn percent_decode(segment: &str) -> String {
-    let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(hex) = segment.get(i + 1..i + 3)
-            && let Ok(byte) = u8::from_str_radix(hex, 16)
-        {
-            out.push(byte);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn transient(err: impl std::fmt::Display) -> TaskFailure {

@@ -4,10 +4,10 @@
 
 use nubo_protocol::PROTOCOL_VERSION;
 use nubo_protocol::methods::{
-    Ack, Call, ExternalDownloadCompleteResult, ExternalDownloadProgressResult, Method, PingParams, PingResult,
+    Ack, Call, ExternalDownloadCompleteResult, ExternalDownloadProgressResult, PingParams, PingResult,
     UploadCompleteResult,
 };
-use nubo_protocol::rpc::{ErrorCode, RpcError, check_protocol_version};
+use nubo_protocol::rpc::{ErrorCode, RpcError, check_protocol_version, encode_outcome};
 use serde_json::{Value, json};
 
 use crate::app::AppState;
@@ -17,31 +17,27 @@ use crate::service::{ErrorKind, ServiceError, external, uploads};
 /// Runs `call` from `node`.
 pub async fn dispatch(ctx: &AppState, node: &NodeRow, call: Call) -> Result<Value, RpcError> {
     match call {
-        Call::Ping(params) => to_value(ping(params)),
+        Call::Ping(params) => encode_outcome(ping(params)),
         Call::UploadComplete(report) => {
             let (keep_blob, done) = uploads::complete_reported(ctx, &node.id, &report).await.map_err(refusal)?;
             let client_body = serde_json::to_value(done).map_err(|_| RpcError::internal())?;
-            to_value(Ok(UploadCompleteResult { keep_blob, client_body }))
+            encode_outcome(Ok(UploadCompleteResult { keep_blob, client_body }))
         }
         Call::ExternalDownloadProgress(report) => {
             let cancel = external::progress(ctx, &node.id, &report).await.map_err(refusal)?;
-            to_value(Ok(ExternalDownloadProgressResult { cancel }))
+            encode_outcome(Ok(ExternalDownloadProgressResult { cancel }))
         }
         Call::ExternalDownloadComplete(report) => {
             let keep_blob = external::complete(ctx, &node.id, &report).await.map_err(refusal)?;
-            to_value(Ok(ExternalDownloadCompleteResult { keep_blob }))
+            encode_outcome(Ok(ExternalDownloadCompleteResult { keep_blob }))
         }
         Call::ExternalDownloadFailed(report) => {
             external::failed(ctx, &node.id, &report).await.map_err(refusal)?;
-            to_value(Ok(Ack {}))
+            encode_outcome(Ok(Ack {}))
         }
         // `parse_for(Role::Master)` refuses node-side methods before they get here.
         other => Err(RpcError::unknown_method(other.method().as_str())),
     }
-}
-
-fn to_value<T: serde::Serialize>(outcome: Result<T, RpcError>) -> Result<Value, RpcError> {
-    serde_json::to_value(outcome?).map_err(|_| RpcError::internal())
 }
 
 fn ping(params: PingParams) -> Result<PingResult, RpcError> {
@@ -74,9 +70,4 @@ fn refusal(error: ServiceError) -> RpcError {
     tracing::debug!(code = %error.code, "a node's call was refused");
     let body = json!({"code": error.code, "message": error.message});
     RpcError::new(code, error.message.to_string()).with_data(body)
-}
-
-/// Methods a node may call on the master (for documentation and tests).
-pub fn served_methods() -> impl Iterator<Item = Method> {
-    Method::ALL.iter().copied().filter(|m| m.handled_by(nubo_protocol::Role::Master))
 }

@@ -5,11 +5,10 @@
 use std::time::Duration;
 
 use nubo_common::secret::Secret;
+use nubo_protocol::client::{CallError, NODE_RPC_PATH, RpcClient};
 use nubo_protocol::key::NodeKey;
 use nubo_protocol::methods::{PingParams, PingResult};
-use nubo_protocol::rpc::{Request, Response};
-use nubo_protocol::signing::{RequestParts, Signer};
-use nubo_protocol::{PROTOCOL_VERSION, Role, unix_now};
+use nubo_protocol::{PROTOCOL_VERSION, Role};
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -19,8 +18,8 @@ use crate::db::{self, Db, DbError};
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::service::{ErrorKind, ServiceError, ServiceResult};
 
-/// Path of a node's control endpoint below its base URL.
-pub const RPC_PATH: &str = "/api/v1/slave/rpc";
+/// Longest a health check waits for the node.
+const PING_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct NodeView {
@@ -176,31 +175,18 @@ pub async fn check(db: &Db, id: Uuid) -> ServiceResult<NodeCheck> {
 
 async fn ping(node: &NodeRow) -> ServiceResult<PingResult> {
     let key = NodeKey::new(&Secret::new(node.secret_key.clone())).map_err(ServiceError::internal)?;
-    let signer = Signer::new(key, node.id.clone(), Role::Master).map_err(ServiceError::internal)?;
-    let request_id = Uuid::new_v4().to_string();
-    let body = serde_json::to_vec(&Request::new(request_id.clone(), PingParams { protocol_version: PROTOCOL_VERSION }))
+    let client = RpcClient::new(&node.base_url, NODE_RPC_PATH, key, &node.id, Role::Master, PING_TIMEOUT)
         .map_err(ServiceError::internal)?;
-    let headers = signer
-        .sign(&RequestParts { method: "POST", path: RPC_PATH, body: &body }, unix_now())
-        .map_err(ServiceError::internal)?;
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().map_err(ServiceError::internal)?;
-    let mut request =
-        client.post(format!("{}{RPC_PATH}", node.base_url)).header("content-type", "application/json").body(body);
-    for (name, value) in headers.pairs() {
-        request = request.header(name, value);
-    }
-    let answer = request.send().await.map_err(|e| {
-        ServiceError::new(ErrorKind::Unavailable, "node.unreachable", format!("the node does not answer: {e}"))
-    })?;
-    let bytes = answer.bytes().await.map_err(|e| {
-        ServiceError::new(ErrorKind::Unavailable, "node.unreachable", format!("the node's answer broke off: {e}"))
-    })?;
-    let refused = |message: String| ServiceError::new(ErrorKind::BadGateway, "node.refused", message);
-    let response = Response::parse(&bytes)
-        .map_err(|e| refused(format!("the node's answer is not a protocol response: {}", e.message)))?;
-    response
-        .into_result::<PingResult>(&request_id)
-        .map_err(|e| refused(format!("the node refused: {} ({})", e.message, e.code.as_str())))
+    client.call(PingParams { protocol_version: PROTOCOL_VERSION }).await.map_err(|error| match error {
+        CallError::Unreachable(why) => {
+            ServiceError::new(ErrorKind::Unavailable, "node.unreachable", format!("the node does not answer: {why}"))
+        }
+        CallError::Refused(e) => ServiceError::new(
+            ErrorKind::BadGateway,
+            "node.refused",
+            format!("the node refused: {} ({})", e.message, e.code.as_str()),
+        ),
+    })
 }
 
 /// Checks every enabled node (the periodic health check); answers how many answered.

@@ -15,7 +15,6 @@ use crate::auth::token::{DownloadClaims, TokenType};
 use crate::db::objects::ObjectRow;
 use crate::db::{self, DbError};
 use crate::domain::naming::{self, NamingContext};
-use crate::domain::policy::PolicyType;
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::domain::user::UserStatus;
 use crate::service::files::{self, ObjectView, quota_exceeded};
@@ -103,13 +102,10 @@ async fn prepare(ctx: &AppState, row: &ObjectRow) -> ServiceResult<Download> {
     let store = policies::store(ctx, &policy).await?;
     let key = StorageKey::parse(&blob.storage_key)?;
     // A public policy hands the bytes over to the backend when it can serve them itself (S3, a
-    // storage node); a private one streams them through the master.
-    let direct_backend = PolicyType::parse(&policy.kind) == Some(PolicyType::S3) || policy.node_id.is_some();
-    let redirect = if policy.is_private == 0 && direct_backend {
-        store.presigned_get(&key, REDIRECT_LIFETIME, &row.name).await?
-    } else {
-        None
-    };
+    // storage node: `presigned_get` answers a URL; local disk answers none); a private one
+    // streams them through the master.
+    let redirect =
+        if policy.is_private == 0 { store.presigned_get(&key, REDIRECT_LIFETIME, &row.name).await? } else { None };
     Ok(Download {
         name: row.name.clone(),
         size: blob.size as u64,

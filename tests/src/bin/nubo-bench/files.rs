@@ -139,46 +139,64 @@ impl Bench {
             .await;
         let id = session["id"].as_str().unwrap().to_owned();
         let chunk = session["chunk_size"].as_u64().unwrap() as usize;
-        let total = size.div_ceil(chunk);
-        let next = Arc::new(AtomicUsize::new(0));
-        let started = Instant::now();
-        let workers: Vec<_> = (0..streams)
-            .map(|_| {
-                let (client, base, token, id, next) =
-                    (self.client.clone(), self.server.base.clone(), self.token.clone(), id.clone(), next.clone());
-                tokio::spawn(async move {
-                    let mut buffer = vec![0u8; chunk];
-                    let mut last = Value::Null;
-                    loop {
-                        let index = next.fetch_add(1, Ordering::Relaxed);
-                        if index >= total {
-                            return last;
-                        }
-                        let len = chunk.min(size - index * chunk);
-                        fill_chunk(&mut buffer[..len], index + seed * 100_000);
-                        let response = client
-                            .put(format!("{base}/file/upload/{id}/{index}"))
-                            .bearer_auth(&token)
-                            .body(buffer[..len].to_vec())
-                            .send()
-                            .await
-                            .expect("chunk");
-                        assert!(response.status().is_success(), "chunk {index}: {}", response.status());
-                        last = response.json().await.expect("chunk answer");
-                    }
-                })
-            })
-            .collect();
-        let mut object = Value::Null;
-        for worker in workers {
-            let answer = worker.await.expect("worker");
-            if answer["object"].is_object() {
-                object = answer["object"].clone();
-            }
-        }
+        let (base, started) = (self.server.base.clone(), Instant::now());
+        let chunk_url = Arc::new(move |index: usize| format!("{base}/file/upload/{id}/{index}"));
+        let object =
+            send_chunks(&self.client, chunk_url, &self.token, size, chunk, streams, seed * 100_000).await["object"]
+                .clone();
         let seconds = started.elapsed().as_secs_f64();
         (size as f64 / MIB as f64 / seconds, object)
     }
+}
+
+/// Sends `size` bytes in chunks of `chunk` to `chunk_url(index)` with bearer `token`, `streams`
+/// chunks at a time (chunk `i` holds `fill_chunk(i + content_offset)`); answers the answer that
+/// carried the created `object`, or the last one.
+pub(crate) async fn send_chunks(
+    client: &reqwest::Client,
+    chunk_url: Arc<dyn Fn(usize) -> String + Send + Sync>,
+    token: &str,
+    size: usize,
+    chunk: usize,
+    streams: usize,
+    content_offset: usize,
+) -> Value {
+    let total = size.div_ceil(chunk);
+    let next = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..streams)
+        .map(|_| {
+            let (client, chunk_url, token, next) = (client.clone(), chunk_url.clone(), token.to_owned(), next.clone());
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; chunk];
+                let mut last = Value::Null;
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    if index >= total {
+                        return last;
+                    }
+                    let len = chunk.min(size - index * chunk);
+                    fill_chunk(&mut buffer[..len], index + content_offset);
+                    let response = client
+                        .put(chunk_url(index))
+                        .bearer_auth(&token)
+                        .body(buffer[..len].to_vec())
+                        .send()
+                        .await
+                        .expect("chunk");
+                    assert!(response.status().is_success(), "chunk {index}: {}", response.status());
+                    last = response.json().await.expect("chunk answer");
+                }
+            })
+        })
+        .collect();
+    let mut outcome = Value::Null;
+    for worker in workers {
+        let answer = worker.await.expect("worker");
+        if answer["object"].is_object() || outcome.is_null() {
+            outcome = answer;
+        }
+    }
+    outcome
 }
 
 /// MiB/s of writing 1 GiB to `dir` with dd (flushed to disk).

@@ -6,12 +6,11 @@
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::files::{Bench, dd_write, fill_chunk, start_signed_in};
+use crate::files::{Bench, dd_write, send_chunks, start_signed_in};
 
 const MIB: usize = 1024 * 1024;
 const GIB: usize = 1024 * MIB;
@@ -55,43 +54,10 @@ async fn upload_direct(bench: &Bench, name: &str, size: usize, streams: usize, p
     let url = session["direct"]["url"].as_str().expect("a direct upload").to_owned();
     let credential = session["direct"]["credential"].as_str().unwrap().to_owned();
     let chunk = session["chunk_size"].as_u64().unwrap() as usize;
-    let total = size.div_ceil(chunk);
     let seed = name.len() * 1_000_003;
-    let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
-    let workers: Vec<_> = (0..streams)
-        .map(|_| {
-            let (client, url, credential, next) = (bench.client.clone(), url.clone(), credential.clone(), next.clone());
-            tokio::spawn(async move {
-                let mut buffer = vec![0u8; chunk];
-                let mut last = Value::Null;
-                loop {
-                    let index = next.fetch_add(1, Ordering::Relaxed);
-                    if index >= total {
-                        return last;
-                    }
-                    let len = chunk.min(size - index * chunk);
-                    fill_chunk(&mut buffer[..len], index + seed);
-                    let response = client
-                        .put(format!("{url}/{index}"))
-                        .bearer_auth(&credential)
-                        .body(buffer[..len].to_vec())
-                        .send()
-                        .await
-                        .expect("chunk");
-                    assert!(response.status().is_success(), "chunk {index}: {}", response.status());
-                    last = response.json().await.expect("chunk answer");
-                }
-            })
-        })
-        .collect();
-    let mut done = Value::Null;
-    for worker in workers {
-        let answer = worker.await.expect("worker");
-        if answer["object"].is_object() {
-            done = answer;
-        }
-    }
+    let chunk_url = Arc::new(move |index: usize| format!("{url}/{index}"));
+    let done = send_chunks(&bench.client, chunk_url, &credential, size, chunk, streams, seed).await;
     assert!(done["object"].is_object(), "the node relayed the created file");
     (size as f64 / MIB as f64 / started.elapsed().as_secs_f64(), done)
 }
