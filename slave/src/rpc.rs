@@ -61,7 +61,7 @@ fn answer(response: Response) -> HttpResponse {
 
 async fn dispatch(node: &Shared, call: Call) -> Result<Value, RpcError> {
     match call {
-        Call::Ping(params) => encode_outcome(ping(node, params)),
+        Call::Ping(params) => encode_outcome(ping(node, params).await),
         Call::BlobStat(params) => encode_outcome(blob_stat(node, params).await),
         Call::BlobDelete(params) => encode_outcome(blob_delete(node, params).await),
         Call::UploadSessionCreate(params) => encode_outcome(upload_session_create(node, params).await),
@@ -73,16 +73,39 @@ async fn dispatch(node: &Shared, call: Call) -> Result<Value, RpcError> {
     }
 }
 
-fn ping(_node: &Shared, params: PingParams) -> Result<PingResult, RpcError> {
+async fn ping(node: &Shared, params: PingParams) -> Result<PingResult, RpcError> {
     check_protocol_version(params.protocol_version)?;
+    let space = disk_space(node.config.blobs_dir()).await;
     Ok(PingResult {
         protocol_version: PROTOCOL_VERSION,
         software: format!("nubo-slave {}", env!("CARGO_PKG_VERSION")),
         capabilities: vec![Capability::Upload, Capability::Download, Capability::ExternalDownload],
-        // No well-kept statvfs wrapper is in the workspace and unsafe code is forbidden.
-        free_space: None,
-        total_space: None,
+        free_space: space.as_ref().map(fs4::FsStats::available_space),
+        total_space: space.as_ref().map(fs4::FsStats::total_space),
     })
+}
+
+/// The figures of the file system holding the blobs: the directory itself, or its nearest
+/// existing ancestor before the first upload creates it. `None` (logged) when none can be read,
+/// so a ping still answers.
+async fn disk_space(blobs_dir: std::path::PathBuf) -> Option<fs4::FsStats> {
+    let stats = tokio::task::spawn_blocking(move || {
+        let existing = blobs_dir.ancestors().find(|dir| !dir.as_os_str().is_empty() && dir.exists());
+        // A relative path none of whose parts exists yet lives in the working directory.
+        fs4::statvfs(existing.unwrap_or(std::path::Path::new(".")))
+    })
+    .await;
+    match stats {
+        Ok(Ok(stats)) => Some(stats),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "cannot read the disk's free space");
+            None
+        }
+        Err(error) => {
+            tracing::warn!(%error, "the disk-space probe did not finish");
+            None
+        }
+    }
 }
 
 fn storage_key(method: Method, raw: &str) -> Result<StorageKey, RpcError> {

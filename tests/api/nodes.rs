@@ -60,6 +60,9 @@ async fn a_registered_node_answers_a_signed_ping(app: TestApp) {
     assert_eq!(node["status"], "online");
     assert!(node["last_heartbeat"].is_string());
     assert!(node["capabilities"].as_array().unwrap().iter().any(|c| c == "upload"));
+    let total = check["total_space"].as_u64().expect("the node reports its disk size");
+    let free = node["free_space"].as_u64().expect("the registry keeps the node's free space");
+    assert!(free <= total, "free {free} of {total}");
 
     // The periodic health check reaches it too (and counts it online).
     assert_eq!(nubo_master::service::nodes::check_all(app.state().db()).await.unwrap(), 1);

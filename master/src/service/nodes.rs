@@ -156,7 +156,7 @@ pub async fn check(db: &Db, id: Uuid) -> ServiceResult<NodeCheck> {
     match ping(&node).await {
         Ok(result) => {
             let capabilities = serde_json::to_string(&result.capabilities).unwrap_or_else(|_| "[]".to_owned());
-            let free = result.free_space.map(|f| f as i64);
+            let free = result.free_space.and_then(|f| i64::try_from(f).ok());
             db::nodes::set_health(db, &node.id, "online", Some(now_ms()), free, &capabilities).await?;
             Ok(NodeCheck {
                 protocol_version: result.protocol_version,

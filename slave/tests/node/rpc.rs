@@ -16,6 +16,10 @@ async fn a_signed_ping_answers_the_protocol_version_and_capabilities() {
     assert_eq!(body["id"], "req-1");
     assert_eq!(body["result"]["protocol_version"], PROTOCOL_VERSION);
     assert_eq!(body["result"]["capabilities"], json!(["upload", "download", "external_download"]));
+    // The figures of the disk holding the blobs (which need not exist before the first upload).
+    let free = body["result"]["free_space"].as_u64().expect("free space reported");
+    let total = body["result"]["total_space"].as_u64().expect("total space reported");
+    assert!(total > 0 && free <= total, "free {free} of {total}");
 }
 
 #[tokio::test]
