@@ -43,6 +43,11 @@ impl AppState {
         self.0.store.as_ref()
     }
 
+    /// The store as an owned handle, for what outlives a borrow (WebDAV lock systems).
+    pub fn shared_store(&self) -> SharedStore {
+        self.0.store.clone()
+    }
+
     pub fn tokens(&self) -> &TokenKeys {
         &self.0.tokens
     }

@@ -14,3 +14,4 @@ mod site;
 mod storage;
 mod tasks;
 mod themes;
+mod webdav;

@@ -6,6 +6,7 @@
 //! CI), which turns a missing service into a failure.
 
 pub mod cluster;
+pub mod dav;
 pub mod files;
 pub mod s3;
 

@@ -38,6 +38,11 @@ pub async fn ban(store: &dyn KvStore, user: Uuid) -> ServiceResult<()> {
     Ok(())
 }
 
+/// Whether the user is banned right now (for credentials checked without a token: WebDAV).
+pub async fn is_banned(store: &dyn KvStore, user: Uuid) -> ServiceResult<bool> {
+    Ok(store.get(&key(user)).await?.as_deref() == Some(BANNED))
+}
+
 /// Lifts a ban: tokens issued before it work again until they expire.
 pub async fn unban(store: &dyn KvStore, user: Uuid) -> ServiceResult<()> {
     store.delete(&key(user)).await?;

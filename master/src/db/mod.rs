@@ -20,6 +20,7 @@ pub mod tasks;
 pub mod themes;
 pub mod uploads;
 pub mod users;
+pub mod webdav_accounts;
 
 use std::str::FromStr;
 use std::time::Duration;

@@ -225,6 +225,18 @@ pub async fn set_parent(conn: &mut Conn, id: &str, parent_id: &str, now: Millis)
     Ok(())
 }
 
+/// Moves and renames in one statement.
+pub async fn relocate(conn: &mut Conn, id: &str, parent_id: &str, name: &str, now: Millis) -> Result<(), DbError> {
+    sqlx::query("UPDATE objects SET parent_id = $2, name = $3, updated_at = $4 WHERE id = $1")
+        .bind(id)
+        .bind(parent_id)
+        .bind(name)
+        .bind(now)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 /// Points a file at new content.
 pub async fn set_content(
     conn: &mut Conn,
@@ -393,6 +405,22 @@ pub async fn metadata(db: &Db, object_id: &str) -> Result<Vec<(String, String, S
         "SELECT namespace, name, value FROM object_metadata WHERE object_id = $1 ORDER BY namespace, name",
     )
     .bind(object_id)
+    .fetch_all(db.reader())
+    .await?)
+}
+
+/// `(object_id, name, value)` of one namespace for every live child of `parent_id`.
+pub async fn metadata_of_children(
+    db: &Db,
+    parent_id: &str,
+    namespace: &str,
+) -> Result<Vec<(String, String, String)>, DbError> {
+    Ok(sqlx::query_as(
+        "SELECT m.object_id, m.name, m.value FROM object_metadata m JOIN objects o ON o.id = m.object_id
+         WHERE o.parent_id = $1 AND o.trashed_at IS NULL AND m.namespace = $2",
+    )
+    .bind(parent_id)
+    .bind(namespace)
     .fetch_all(db.reader())
     .await?)
 }

@@ -98,6 +98,12 @@ impl IntoResponse for ServiceError {
     }
 }
 
+/// An error answer with the uniform body for a status the service vocabulary has no kind for
+/// (WebDAV's 412, 423...).
+pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response {
+    render(status, code.to_owned(), message.to_owned(), None)
+}
+
 /// Stable code and message for an error response the framework produced without a body of ours.
 fn code_for_status(status: StatusCode) -> (String, String) {
     let (code, message) = match status {

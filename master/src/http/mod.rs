@@ -2,6 +2,7 @@
 //! (request ids, tracing, panic capture, body limits, the uniform error body).
 
 pub mod api;
+pub mod dav;
 pub mod download;
 pub mod error;
 pub mod extract;
@@ -25,7 +26,12 @@ pub fn router(state: AppState) -> Router {
     let (api, _doc) = api::routes();
     let request_id = HeaderName::from_static(error::REQUEST_ID_HEADER);
     let max_json_body = state.config().max_json_body;
-    api.fallback(unknown_route)
+    // Bodies under /dav are streams the services meter themselves: no JSON body limit there.
+    let dav = axum::routing::any(dav::serve).layer(DefaultBodyLimit::disable());
+    api.route(dav::PREFIX, dav.clone())
+        .route("/dav/", dav.clone())
+        .route("/dav/{*path}", dav)
+        .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(max_json_body))
         .with_state(state)
         .layer(

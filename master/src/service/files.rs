@@ -12,7 +12,7 @@ use crate::app::AppState;
 use crate::db::objects::{ListOrder, NewObject, ObjectRow};
 use crate::db::{self, Conn, Db, DbError};
 use crate::domain::object::{ObjectKind, ObjectName, parse_path};
-use crate::domain::time::{now_ms, to_rfc3339};
+use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::service::{ErrorKind, Page, PageRequest, ServiceError, ServiceResult, policies};
 
 /// A file or folder as the API shows it.
@@ -344,6 +344,24 @@ pub async fn move_objects(db: &Db, owner: Uuid, src_ids: &[Uuid], dst: Uuid) -> 
 /// their logical size.
 pub async fn copy_objects(db: &Db, owner: Uuid, src_ids: &[Uuid], dst: Uuid) -> ServiceResult<Vec<ObjectView>> {
     let sources = unique(src_ids)?;
+    let sources: Vec<(String, Option<ObjectName>)> = sources.into_iter().map(|id| (id, None)).collect();
+    copy_trees(db, owner, &sources, dst).await
+}
+
+/// Copies one object into `dst` under a new name (a WebDAV `COPY`); otherwise as
+/// [`copy_objects`].
+pub async fn copy_as(db: &Db, owner: Uuid, id: Uuid, dst: Uuid, name: &str) -> ServiceResult<ObjectView> {
+    let name = parse_name(name)?;
+    let mut views = copy_trees(db, owner, &[(id.to_string(), Some(name))], dst).await?;
+    views.pop().ok_or_else(not_found)
+}
+
+async fn copy_trees(
+    db: &Db,
+    owner: Uuid,
+    sources: &[(String, Option<ObjectName>)],
+    dst: Uuid,
+) -> ServiceResult<Vec<ObjectView>> {
     let owner_id = owner.to_string();
     let capacity = db::users::capacity(db, &owner_id, now_ms()).await?;
     let mut tx = db.begin().await?;
@@ -353,7 +371,7 @@ pub async fn copy_objects(db: &Db, owner: Uuid, src_ids: &[Uuid], dst: Uuid) -> 
     let mut bytes = 0_i64;
     let mut refs: HashMap<String, i64> = HashMap::new();
     let mut new_roots = Vec::new();
-    for id in &sources {
+    for (id, new_name) in sources {
         let root = owned_in(&mut tx, &owner_id, id).await?;
         if ancestors.contains(&root.id) {
             return Err(ServiceError::conflict(
@@ -364,11 +382,11 @@ pub async fn copy_objects(db: &Db, owner: Uuid, src_ids: &[Uuid], dst: Uuid) -> 
         let tree = db::objects::subtree(&mut tx, &root.id).await?;
         let mut new_ids: HashMap<String, String> = HashMap::new();
         for row in tree.iter().filter(|r| r.trashed_at.is_none()) {
-            let parent = if row.id == root.id {
-                destination.id.clone()
+            let (parent, name) = if row.id == root.id {
+                (destination.id.clone(), new_name.as_ref().map_or(row.name.as_str(), ObjectName::as_str))
             } else {
                 match row.parent_id.as_ref().and_then(|p| new_ids.get(p)) {
-                    Some(parent) => parent.clone(),
+                    Some(parent) => (parent.clone(), row.name.as_str()),
                     None => continue, // below a trashed folder
                 }
             };
@@ -377,7 +395,7 @@ pub async fn copy_objects(db: &Db, owner: Uuid, src_ids: &[Uuid], dst: Uuid) -> 
                 id: &new_id,
                 owner_id: &owner_id,
                 parent_id: Some(&parent),
-                name: &row.name,
+                name,
                 kind: &row.kind,
                 policy_id: row.policy_id.as_deref(),
                 physical_file_id: row.physical_file_id.as_deref(),
@@ -407,6 +425,75 @@ pub async fn copy_objects(db: &Db, owner: Uuid, src_ids: &[Uuid], dst: Uuid) -> 
         views.push(view_of(db, &row).await?);
     }
     Ok(views)
+}
+
+/// Moves one object into `dst` under a new name in one step (a WebDAV `MOVE`); a folder cannot
+/// move below itself, and the name must be free there.
+pub async fn relocate(db: &Db, owner: Uuid, id: Uuid, dst: Uuid, name: &str) -> ServiceResult<()> {
+    let name = parse_name(name)?;
+    let owner_id = owner.to_string();
+    let mut tx = db.begin().await?;
+    let destination = destination_in(&mut tx, &owner_id, dst).await?;
+    let row = owned_in(&mut tx, &owner_id, &id.to_string()).await?;
+    let ancestors = db::objects::ancestor_ids(&mut tx, &destination.id).await?;
+    if ancestors.contains(&row.id) {
+        return Err(ServiceError::conflict("object.move_cycle", "a folder cannot move into itself or its descendants"));
+    }
+    db::objects::relocate(&mut tx, &row.id, &destination.id, name.as_str(), now_ms()).await.map_err(on_name_clash)?;
+    tx.commit().await.map_err(DbError::from)?;
+    Ok(())
+}
+
+/// An object as a client addressing paths (WebDAV) sees it.
+#[derive(Debug, Clone)]
+pub struct PathEntry {
+    pub id: Uuid,
+    pub name: String,
+    pub is_folder: bool,
+    pub size: i64,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+impl PathEntry {
+    fn of(id: &str, name: &str, kind: &str, size: i64, created_at: Millis, updated_at: Millis) -> ServiceResult<Self> {
+        Ok(Self {
+            id: parse_uuid(id)?,
+            name: name.to_owned(),
+            is_folder: kind == "folder",
+            size,
+            created_at,
+            updated_at,
+        })
+    }
+}
+
+/// The live object at `names` below the owner's folder `base` (which must be live itself).
+pub async fn lookup(db: &Db, owner: Uuid, base: Uuid, names: &[&str]) -> ServiceResult<PathEntry> {
+    let mut current = authorize_live(db, owner, base).await?.into_row();
+    for name in names {
+        if !current.is_folder() {
+            return Err(not_found());
+        }
+        current = db::objects::child_by_name(db, &current.id, name).await?.ok_or_else(not_found)?;
+    }
+    PathEntry::of(&current.id, &current.name, &current.kind, current.size, current.created_at, current.updated_at)
+}
+
+/// Every live child of the owner's folder `folder`, folders first, by name: one query, for
+/// clients that list whole folders (WebDAV `PROPFIND`).
+pub async fn live_children(db: &Db, owner: Uuid, folder: Uuid) -> ServiceResult<Vec<PathEntry>> {
+    let folder = authorize_folder(db, owner, folder).await?;
+    let (_, rows) = db::objects::children(db, &folder.row().id, ListOrder::Name, false, 0, i64::MAX).await?;
+    rows.iter().map(|r| PathEntry::of(&r.id, &r.name, &r.kind, r.size, r.created_at, r.updated_at)).collect()
+}
+
+/// The owner's used bytes (trash included) and capacity (group quota plus active packs).
+pub async fn storage_usage(db: &Db, owner: Uuid) -> ServiceResult<(i64, i64)> {
+    let owner_id = owner.to_string();
+    let used = db::users::find(db, &owner_id).await?.map_or(0, |u| u.storage);
+    let capacity = db::users::capacity(db, &owner_id, now_ms()).await?;
+    Ok((used, capacity))
 }
 
 pub fn quota_exceeded() -> ServiceError {

@@ -1,7 +1,7 @@
 //! Object metadata (key-value pairs in namespaces) and the caller's custom property
 //! definitions. Namespaces: `sys` is written by Nubo only (read-only to users), `user` holds
 //! free-form pairs, `props` holds values of the owner's custom properties, checked against
-//! their definitions.
+//! their definitions, `dav` holds dead WebDAV properties.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -15,6 +15,10 @@ use crate::service::{ErrorKind, ServiceError, ServiceResult, files};
 pub const SYSTEM_NAMESPACE: &str = "sys";
 pub const USER_NAMESPACE: &str = "user";
 pub const PROPERTY_NAMESPACE: &str = "props";
+/// Dead WebDAV properties (`PROPPATCH`): the name is `{namespace-uri}local-name`, the value the
+/// property's XML element. Written through WebDAV only.
+pub const DAV_NAMESPACE: &str = "dav";
+const MAX_DAV_NAME_BYTES: usize = 512;
 const MAX_KEY_BYTES: usize = 128;
 const MAX_VALUE_BYTES: usize = 4096;
 
@@ -93,6 +97,59 @@ pub async fn patch(
     }
     tx.commit().await.map_err(DbError::from)?;
     get(db, owner, object_id).await
+}
+
+/// A dead WebDAV property: its `{namespace-uri}local-name` and its XML element.
+pub type DavProperty = (String, String);
+
+/// The dead WebDAV properties of a live object.
+pub async fn dav_properties(db: &Db, owner: Uuid, object_id: Uuid) -> ServiceResult<Vec<DavProperty>> {
+    let owned = files::authorize_live(db, owner, object_id).await?;
+    Ok(db::objects::metadata(db, &owned.row().id)
+        .await?
+        .into_iter()
+        .filter(|(namespace, _, _)| namespace == DAV_NAMESPACE)
+        .map(|(_, name, value)| (name, value))
+        .collect())
+}
+
+/// The dead WebDAV properties of every live child of a folder, by child, in one query (for
+/// listings).
+pub async fn dav_properties_of_children(
+    db: &Db,
+    owner: Uuid,
+    folder_id: Uuid,
+) -> ServiceResult<std::collections::HashMap<Uuid, Vec<DavProperty>>> {
+    let folder = files::authorize_folder(db, owner, folder_id).await?;
+    let mut by_child: std::collections::HashMap<Uuid, Vec<DavProperty>> = std::collections::HashMap::new();
+    for (object_id, name, value) in db::objects::metadata_of_children(db, &folder.row().id, DAV_NAMESPACE).await? {
+        by_child.entry(files::parse_uuid(&object_id)?).or_default().push((name, value));
+    }
+    Ok(by_child)
+}
+
+/// Sets (`Some`) or removes (`None`) dead WebDAV properties of a live object, all or none.
+pub async fn patch_dav_properties(
+    db: &Db,
+    owner: Uuid,
+    object_id: Uuid,
+    changes: &[(String, Option<String>)],
+) -> ServiceResult<()> {
+    let owned = files::authorize_live(db, owner, object_id).await?;
+    for (name, value) in changes {
+        if name.is_empty() || name.len() > MAX_DAV_NAME_BYTES {
+            return Err(ServiceError::validation("name", "property names are 1 to 512 bytes"));
+        }
+        if value.as_ref().is_some_and(|v| v.len() > MAX_VALUE_BYTES) {
+            return Err(ServiceError::validation("value", "property values are at most 4096 bytes"));
+        }
+    }
+    let mut tx = db.begin().await?;
+    for (name, value) in changes {
+        db::objects::set_metadata(&mut tx, &owned.row().id, DAV_NAMESPACE, name, value.as_deref()).await?;
+    }
+    tx.commit().await.map_err(DbError::from)?;
+    Ok(())
 }
 
 /// The value types of custom properties.

@@ -20,6 +20,7 @@ pub mod themes;
 pub mod transfers;
 pub mod uploads;
 pub mod users;
+pub mod webdav;
 
 use std::borrow::Cow;
 use std::fmt;

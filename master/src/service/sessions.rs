@@ -45,13 +45,13 @@ fn invalid_credentials() -> ServiceError {
     ServiceError::new(ErrorKind::Unauthorized, "auth.invalid_credentials", "e-mail or password is wrong")
 }
 
-fn rate_limited() -> ServiceError {
+pub fn rate_limited() -> ServiceError {
     ServiceError::new(ErrorKind::RateLimited, "auth.rate_limited", "too many sign-in attempts, try again later")
 }
 
 /// A hash of a password nobody knows, verified when the account does not exist so that a
 /// missing account costs the same time as a wrong password.
-async fn dummy_hash() -> ServiceResult<&'static str> {
+pub async fn dummy_hash() -> ServiceResult<&'static str> {
     static DUMMY: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
     DUMMY
         .get_or_try_init(|| async { hash_password(&generate_password()).await.map_err(ServiceError::internal) })

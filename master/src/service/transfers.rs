@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nubo_common::storage::{BlobStore, ByteStream, StorageKey};
+use nubo_common::storage::{BlobStore, ByteStream, PutOutcome, StorageError, StorageKey};
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -12,9 +12,11 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::auth::guard::token_error;
 use crate::auth::token::{DownloadClaims, TokenType};
-use crate::db::objects::ObjectRow;
+use crate::db::objects::{NewObject, ObjectRow};
+use crate::db::policies::PolicyRow;
 use crate::db::{self, DbError};
 use crate::domain::naming::{self, NamingContext};
+use crate::domain::object::{ObjectKind, ObjectName};
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::domain::user::UserStatus;
 use crate::service::files::{self, ObjectView, quota_exceeded};
@@ -166,9 +168,19 @@ pub async fn open_source(ctx: &AppState, object_id: Uuid, name: &str) -> Service
     Ok(download)
 }
 
+/// Opens a live file of `owner` for reading through the master (WebDAV): always a stream, never a
+/// redirect.
+pub async fn open_owned(ctx: &AppState, owner: Uuid, object_id: Uuid) -> ServiceResult<Download> {
+    let owned = files::authorize_live(ctx.db(), owner, object_id).await?;
+    let mut download = prepare(ctx, owned.row()).await?;
+    download.redirect = None;
+    Ok(download)
+}
+
 /// Replaces a file's content with a streamed body. The policy's `max_size` is enforced before
 /// (declared length) and while bytes arrive; the quota is settled by the difference in size;
-/// the old blob loses a reference (and is deleted when it was the last).
+/// the old blob loses a reference (and is deleted when it was the last). Until the new content
+/// is complete the old one stays in place and readable.
 pub async fn replace_content(
     ctx: &AppState,
     owner: Uuid,
@@ -183,66 +195,16 @@ pub async fn replace_content(
     let policy_id =
         row.policy_id.clone().ok_or_else(|| ServiceError::internal(anyhow::anyhow!("file without policy")))?;
     let policy = policies::find(db, files::parse_uuid(&policy_id)?).await?;
-    if let Some(length) = content_length {
-        check_max_size(policy.max_size, length as i64)?;
-    }
-    let owner_id = owner.to_string();
-    let capacity = db::users::capacity(db, &owner_id, now_ms()).await?;
-    // Reserve the growth up front when the length is declared, so a full quota refuses the
-    // request before any byte is stored.
-    let mut reserved = 0_i64;
-    if let Some(length) = content_length {
-        let growth = length as i64 - row.size;
-        if growth > 0 {
-            let mut conn = db.writer().acquire().await.map_err(DbError::from)?;
-            if !db::users::reserve_storage(&mut conn, &owner_id, growth, capacity).await? {
-                return Err(quota_exceeded());
-            }
-            reserved = growth;
-        }
-    }
-    let give_back = |bytes: i64| {
-        let owner_id = owner_id.clone();
-        async move {
-            if bytes > 0
-                && let Ok(mut conn) = db.writer().acquire().await
-            {
-                let _ = db::users::release_storage(&mut conn, &owner_id, bytes).await;
-            }
-        }
-    };
-    let store = policies::store(ctx, &policy).await?;
-    let context = NamingContext { user_id: owner, original_name: &row.name, now: time::OffsetDateTime::now_utc() };
-    let key = StorageKey::parse(&naming::storage_key(&policy.dir_name_rule, &policy.file_name_rule, &context))?;
-    // Bytes beyond the policy's limit or beyond what the quota can take are refused while they
-    // arrive, also when no length was declared.
-    let used = db::users::find(db, &owner_id).await?.map_or(0, |u| u.storage);
-    let quota_room = (capacity - used + reserved + row.size).max(0) as u64;
-    let size_limit = (policy.max_size > 0).then_some(policy.max_size as u64);
-    let max_len = Some(size_limit.map_or(quota_room, |limit| limit.min(quota_room)));
-    let outcome = match store.put_stream(&key, body, max_len).await {
-        Ok(outcome) => outcome,
-        Err(err) => {
-            give_back(reserved).await;
-            let over_quota =
-                matches!(err, nubo_common::storage::StorageError::TooLarge { limit } if Some(limit) != size_limit);
-            return Err(if over_quota { quota_exceeded() } else { err.into() });
-        }
-    };
-    let size = outcome.size as i64;
-    let growth = size - row.size;
+    let streamed = stream_content(ctx, owner, &policy, &row.name, row.size, content_length, body).await?;
+    let size = streamed.outcome.size as i64;
     let settled = async {
         let mut tx = db.begin().await?;
-        // Settle the reservation against the real growth.
-        if growth > reserved && !db::users::reserve_storage(&mut tx, &row.owner_id, growth - reserved, capacity).await?
-        {
+        if !streamed.settle(&mut tx, size - row.size).await? {
             return Ok(None);
         }
-        if growth < reserved {
-            db::users::release_storage(&mut tx, &row.owner_id, reserved - growth).await?;
-        }
         let (blob_id, duplicate) =
-            files::reference_content(&mut tx, &policy.id, key.as_str(), &outcome.blake3, size).await?;
+            files::reference_content(&mut tx, &policy.id, streamed.key.as_str(), &streamed.outcome.blake3, size)
+                .await?;
         db::objects::set_content(&mut tx, &row.id, &blob_id, size, now_ms()).await?;
         let mut orphans = Vec::new();
         if let Some(old) = &row.physical_file_id
@@ -257,20 +219,174 @@ pub async fn replace_content(
     match settled {
         Ok(Some((duplicate, orphans))) => {
             if duplicate {
-                let _ = store.delete(&key).await;
+                let _ = streamed.store.delete(&streamed.key).await;
             }
             files::release_blobs(ctx, &orphans).await;
             files::get(db, owner, object_id).await
         }
-        Ok(None) => {
-            let _ = store.delete(&key).await;
-            give_back(reserved).await;
-            Err(quota_exceeded())
+        Ok(None) => Err(streamed.discard(ctx, quota_exceeded()).await),
+        Err(err) => Err(streamed.discard(ctx, err.into()).await),
+    }
+}
+
+/// Writes the file `name` in folder `parent_id` from a streamed body (WebDAV `PUT`): a new file
+/// on the group's default policy, or new content for an existing file (see
+/// [`replace_content`]). Nothing is visible until every byte has arrived; a body that fails or
+/// is cut off leaves no file, no blob and no quota change. Answers the file and whether it was
+/// created.
+pub async fn write_file(
+    ctx: &AppState,
+    owner: Uuid,
+    group_id: &str,
+    parent_id: Uuid,
+    name: &str,
+    content_length: Option<u64>,
+    body: ByteStream,
+) -> ServiceResult<(ObjectView, bool)> {
+    let db = ctx.db();
+    let parent = files::authorize_folder(db, owner, parent_id).await?;
+    let name = ObjectName::parse(name).map_err(|why| ServiceError::validation("name", why))?;
+    if let Some(existing) = db::objects::child_by_name(db, &parent.row().id, name.as_str()).await? {
+        expect_file(&existing)?;
+        let view = replace_content(ctx, owner, files::parse_uuid(&existing.id)?, content_length, body).await?;
+        return Ok((view, false));
+    }
+    let policy = policies::policy_for(db, group_id, None).await?;
+    let streamed = stream_content(ctx, owner, &policy, name.as_str(), 0, content_length, body).await?;
+    let size = streamed.outcome.size as i64;
+    let object_id = Uuid::new_v4().to_string();
+    let owner_id = owner.to_string();
+    let committed = async {
+        let mut tx = db.begin().await?;
+        if !streamed.settle(&mut tx, size).await? {
+            return Ok(None);
         }
+        let (blob_id, duplicate) =
+            files::reference_content(&mut tx, &policy.id, streamed.key.as_str(), &streamed.outcome.blake3, size)
+                .await?;
+        let object = NewObject {
+            id: &object_id,
+            owner_id: &owner_id,
+            parent_id: Some(&parent.row().id),
+            name: name.as_str(),
+            kind: ObjectKind::File.as_str(),
+            policy_id: Some(&policy.id),
+            physical_file_id: Some(&blob_id),
+            size,
+        };
+        db::objects::insert(&mut tx, &object, now_ms()).await?;
+        tx.commit().await?;
+        Ok::<_, DbError>(Some(duplicate))
+    }
+    .await;
+    match committed {
+        Ok(Some(duplicate)) => {
+            if duplicate {
+                let _ = streamed.store.delete(&streamed.key).await;
+            }
+            Ok((files::get(db, owner, files::parse_uuid(&object_id)?).await?, true))
+        }
+        Ok(None) => Err(streamed.discard(ctx, quota_exceeded()).await),
+        Err(err) => Err(streamed.discard(ctx, files::on_name_clash(err)).await),
+    }
+}
+
+/// Content streamed into a new blob, not yet referenced by any file.
+struct StreamedContent {
+    store: Arc<dyn BlobStore>,
+    key: StorageKey,
+    outcome: PutOutcome,
+    owner_id: String,
+    /// Quota reserved before the bytes arrived (the declared growth).
+    reserved: i64,
+    capacity: i64,
+}
+
+impl StreamedContent {
+    /// Settles the reservation against the real `growth` inside `tx`; false when the quota
+    /// cannot take it.
+    async fn settle(&self, tx: &mut db::Conn, growth: i64) -> Result<bool, DbError> {
+        if growth > self.reserved
+            && !db::users::reserve_storage(tx, &self.owner_id, growth - self.reserved, self.capacity).await?
+        {
+            return Ok(false);
+        }
+        if growth < self.reserved {
+            db::users::release_storage(tx, &self.owner_id, self.reserved - growth).await?;
+        }
+        Ok(true)
+    }
+
+    /// Undoes the write after a failure: the new bytes go, the reservation comes back.
+    async fn discard(self, ctx: &AppState, error: ServiceError) -> ServiceError {
+        let _ = self.store.delete(&self.key).await;
+        give_back(ctx, &self.owner_id, self.reserved).await;
+        error
+    }
+}
+
+async fn give_back(ctx: &AppState, owner_id: &str, bytes: i64) {
+    if bytes > 0
+        && let Ok(mut conn) = ctx.db().writer().acquire().await
+    {
+        let _ = db::users::release_storage(&mut conn, owner_id, bytes).await;
+    }
+}
+
+/// Streams `body` into a new blob of `policy` for a file of `owner` currently `current_size`
+/// bytes large. The policy's `max_size` and the quota are enforced before (declared length:
+/// the growth is reserved up front, so a full quota refuses before any byte is stored) and while
+/// bytes arrive, also when no length was declared.
+async fn stream_content(
+    ctx: &AppState,
+    owner: Uuid,
+    policy: &PolicyRow,
+    name: &str,
+    current_size: i64,
+    content_length: Option<u64>,
+    body: ByteStream,
+) -> ServiceResult<StreamedContent> {
+    let db = ctx.db();
+    if let Some(length) = content_length {
+        check_max_size(policy.max_size, length as i64)?;
+    }
+    let owner_id = owner.to_string();
+    let capacity = db::users::capacity(db, &owner_id, now_ms()).await?;
+    let mut reserved = 0_i64;
+    if let Some(length) = content_length {
+        let growth = length as i64 - current_size;
+        if growth > 0 {
+            let mut conn = db.writer().acquire().await.map_err(DbError::from)?;
+            if !db::users::reserve_storage(&mut conn, &owner_id, growth, capacity).await? {
+                return Err(quota_exceeded());
+            }
+            reserved = growth;
+        }
+    }
+    let prepared = async {
+        let store = policies::store(ctx, policy).await?;
+        let context = NamingContext { user_id: owner, original_name: name, now: time::OffsetDateTime::now_utc() };
+        let key = StorageKey::parse(&naming::storage_key(&policy.dir_name_rule, &policy.file_name_rule, &context))?;
+        let used = db::users::find(db, &owner_id).await?.map_or(0, |u| u.storage);
+        Ok::<_, ServiceError>((store, key, used))
+    }
+    .await;
+    let (store, key, used) = match prepared {
+        Ok(prepared) => prepared,
         Err(err) => {
-            let _ = store.delete(&key).await;
-            give_back(reserved).await;
-            Err(err.into())
+            give_back(ctx, &owner_id, reserved).await;
+            return Err(err);
+        }
+    };
+    let quota_room = (capacity - used + reserved + current_size).max(0) as u64;
+    let size_limit = (policy.max_size > 0).then_some(policy.max_size as u64);
+    let max_len = Some(size_limit.map_or(quota_room, |limit| limit.min(quota_room)));
+    match store.put_stream(&key, body, max_len).await {
+        Ok(outcome) => Ok(StreamedContent { store, key, outcome, owner_id, reserved, capacity }),
+        Err(err) => {
+            give_back(ctx, &owner_id, reserved).await;
+            let over_quota = matches!(err, StorageError::TooLarge { limit } if Some(limit) != size_limit);
+            Err(if over_quota { quota_exceeded() } else { err.into() })
         }
     }
 }

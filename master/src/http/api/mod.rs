@@ -10,6 +10,7 @@ pub mod tasks;
 pub mod themes;
 pub mod transfers;
 pub mod user;
+pub mod webdav;
 
 use std::sync::Arc;
 
@@ -48,6 +49,7 @@ error, canceled. Directory listings accept `limit` up to 1000. Storage nodes: an
         (name = "user", description = "Registration, sign-in and the caller's own account"),
         (name = "files", description = "Files and folders, uploads and downloads"),
         (name = "tasks", description = "Background tasks"),
+        (name = "webdav", description = "WebDAV accounts for `/dav`"),
         (name = "admin", description = "Administration (admin_required)"),
     )
 )]
@@ -142,6 +144,8 @@ pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .route("/directory/{*path}", axum::routing::get(files::list_path))
         .route("/directory/", axum::routing::get(files::list_root))
         .routes(routes!(transfers::create_external_download))
+        .routes(routes!(webdav::list, webdav::create))
+        .routes(routes!(webdav::get, webdav::update, webdav::delete))
         // The storage-node router speaks the node protocol (signed envelopes, see
         // docs/protocol.md), not this document's conventions, so it is not an OpenAPI operation.
         .route("/node/rpc", axum::routing::post(crate::http::node_rpc::handle))

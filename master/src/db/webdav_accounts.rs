@@ -1,0 +1,101 @@
+//! SQL of the `webdav_accounts` table.
+
+use super::{Db, DbError};
+use crate::domain::time::Millis;
+
+const COLUMNS: &str = "id, owner_id, name, password_hash, root_path, read_only, created_at, updated_at";
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct WebdavAccountRow {
+    pub id: String,
+    pub owner_id: String,
+    pub name: String,
+    pub password_hash: String,
+    pub root_path: String,
+    pub read_only: i64,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+/// An account found by its sign-in name, with what authentication needs of its owner.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct LoginRow {
+    #[sqlx(flatten)]
+    pub account: WebdavAccountRow,
+    pub user_status: String,
+    pub group_id: String,
+}
+
+pub async fn list_of(db: &Db, owner_id: &str) -> Result<Vec<WebdavAccountRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM webdav_accounts WHERE owner_id = $1 ORDER BY name"))
+        .bind(owner_id)
+        .fetch_all(db.reader())
+        .await?)
+}
+
+pub async fn find_owned(db: &Db, owner_id: &str, id: &str) -> Result<Option<WebdavAccountRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM webdav_accounts WHERE owner_id = $1 AND id = $2"))
+        .bind(owner_id)
+        .bind(id)
+        .fetch_optional(db.reader())
+        .await?)
+}
+
+/// The account `name` of the user with (normalised) `email`.
+pub async fn find_for_login(db: &Db, email: &str, name: &str) -> Result<Option<LoginRow>, DbError> {
+    Ok(sqlx::query_as(
+        "SELECT a.id, a.owner_id, a.name, a.password_hash, a.root_path, a.read_only, a.created_at, a.updated_at,
+                u.status AS user_status, u.group_id
+         FROM webdav_accounts a JOIN users u ON u.id = a.owner_id
+         WHERE u.email = $1 AND a.name = $2",
+    )
+    .bind(email)
+    .bind(name)
+    .fetch_optional(db.reader())
+    .await?)
+}
+
+pub async fn insert(db: &Db, row: &WebdavAccountRow) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO webdav_accounts (id, owner_id, name, password_hash, root_path, read_only, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(&row.id)
+    .bind(&row.owner_id)
+    .bind(&row.name)
+    .bind(&row.password_hash)
+    .bind(&row.root_path)
+    .bind(row.read_only)
+    .bind(row.created_at)
+    .bind(row.updated_at)
+    .execute(db.writer())
+    .await?;
+    Ok(())
+}
+
+/// Writes every mutable field of `row`; false when the account is gone.
+pub async fn update(db: &Db, row: &WebdavAccountRow) -> Result<bool, DbError> {
+    let done = sqlx::query(
+        "UPDATE webdav_accounts SET name = $3, password_hash = $4, root_path = $5, read_only = $6, updated_at = $7
+         WHERE id = $1 AND owner_id = $2",
+    )
+    .bind(&row.id)
+    .bind(&row.owner_id)
+    .bind(&row.name)
+    .bind(&row.password_hash)
+    .bind(&row.root_path)
+    .bind(row.read_only)
+    .bind(row.updated_at)
+    .execute(db.writer())
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub async fn delete(db: &Db, owner_id: &str, id: &str) -> Result<bool, DbError> {
+    let done = sqlx::query("DELETE FROM webdav_accounts WHERE id = $1 AND owner_id = $2")
+        .bind(id)
+        .bind(owner_id)
+        .execute(db.writer())
+        .await?;
+    Ok(done.rows_affected() == 1)
+}

@@ -1,0 +1,409 @@
+//! Nubo's tree as a dav-server filesystem, seen from a WebDAV account's root. Every call goes
+//! through the service layer with the account's user, so ownership, names, quota, `max_size`,
+//! de-duplication and the trash hold as in the REST API. One instance serves one request and
+//! remembers what listings already loaded (entries and dead properties), so a `PROPFIND` of a
+//! large folder costs a few queries, not one per entry.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use axum::http::StatusCode;
+use dav_server::davpath::DavPath;
+use dav_server::fs::{
+    DavDirEntry, DavFile, DavFileSystem, DavMetaData, DavProp, FsError, FsFuture, FsResult, FsStream, OpenOptions,
+    ReadDirMeta,
+};
+use futures_util::FutureExt;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::file::{ReadFile, WriteFile};
+use super::segments;
+use crate::app::AppState;
+use crate::domain::time::Millis;
+use crate::service::files::{self, PathEntry};
+use crate::service::metadata::{self, DavProperty};
+use crate::service::webdav::DavPrincipal;
+use crate::service::{ErrorKind, ServiceError};
+
+/// Maps a service refusal to the filesystem vocabulary dav-server turns into status codes.
+pub fn fs_error(error: ServiceError) -> FsError {
+    match error.kind {
+        ErrorKind::NotFound => FsError::NotFound,
+        ErrorKind::Forbidden | ErrorKind::Validation | ErrorKind::BadRequest => FsError::Forbidden,
+        ErrorKind::Conflict if error.code == "object.name_taken" => FsError::Exists,
+        ErrorKind::Conflict => FsError::Forbidden,
+        ErrorKind::PayloadTooLarge => FsError::TooLarge,
+        ErrorKind::QuotaExceeded => FsError::InsufficientStorage,
+        ErrorKind::Unavailable | ErrorKind::BadGateway => {
+            tracing::warn!(error = %error, "WebDAV request failed on a dependency");
+            FsError::IsRemote
+        }
+        _ => {
+            tracing::error!(error = %error, "WebDAV request failed");
+            FsError::GeneralFailure
+        }
+    }
+}
+
+fn time_of(millis: Millis) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_millis(millis.max(0) as u64)
+}
+
+/// Size, times and kind of an object.
+#[derive(Debug, Clone)]
+pub struct Meta {
+    pub size: u64,
+    pub is_dir: bool,
+    pub created: Millis,
+    pub modified: Millis,
+}
+
+impl Meta {
+    pub fn of(entry: &PathEntry) -> Self {
+        Self {
+            size: entry.size.max(0) as u64,
+            is_dir: entry.is_folder,
+            created: entry.created_at,
+            modified: entry.updated_at,
+        }
+    }
+}
+
+impl DavMetaData for Meta {
+    fn len(&self) -> u64 {
+        self.size
+    }
+    fn modified(&self) -> FsResult<SystemTime> {
+        Ok(time_of(self.modified))
+    }
+    fn created(&self) -> FsResult<SystemTime> {
+        Ok(time_of(self.created))
+    }
+    fn is_dir(&self) -> bool {
+        self.is_dir
+    }
+}
+
+struct DirEntry {
+    name: String,
+    meta: Meta,
+}
+
+impl DavDirEntry for DirEntry {
+    fn name(&self) -> Vec<u8> {
+        self.name.as_bytes().to_vec()
+    }
+    fn metadata(&'_ self) -> FsFuture<'_, Box<dyn DavMetaData>> {
+        let meta: Box<dyn DavMetaData> = Box::new(self.meta.clone());
+        async move { Ok(meta) }.boxed()
+    }
+}
+
+/// A dead property as stored: dav-server's [`DavProp`] fields.
+#[derive(Serialize, Deserialize)]
+struct StoredProp {
+    name: String,
+    prefix: Option<String>,
+    namespace: Option<String>,
+    xml: Option<String>,
+}
+
+fn prop_key(prop: &DavProp) -> String {
+    format!("{{{}}}{}", prop.namespace.as_deref().unwrap_or(""), prop.name)
+}
+
+fn decode_prop((_, value): &DavProperty) -> Option<DavProp> {
+    let stored: StoredProp = serde_json::from_str(value).ok()?;
+    Some(DavProp {
+        name: stored.name,
+        prefix: stored.prefix,
+        namespace: stored.namespace,
+        xml: stored.xml.map(String::into_bytes),
+    })
+}
+
+#[derive(Default)]
+struct Remembered {
+    /// Entries by their segments below the account root.
+    entries: HashMap<Vec<String>, PathEntry>,
+    /// Dead properties of objects whose folder listing loaded them (absent: none).
+    props: HashMap<Uuid, Vec<DavProperty>>,
+    /// Objects whose properties are all in `props`.
+    props_loaded: std::collections::HashSet<Uuid>,
+}
+
+/// The filesystem of one `/dav` request.
+#[derive(Clone)]
+pub struct NuboFs {
+    ctx: AppState,
+    principal: Arc<DavPrincipal>,
+    /// The account's root folder.
+    root: Uuid,
+    remembered: Arc<Mutex<Remembered>>,
+}
+
+impl NuboFs {
+    pub fn new(ctx: AppState, principal: DavPrincipal, root: Uuid) -> Self {
+        Self { ctx, principal: Arc::new(principal), root, remembered: Arc::default() }
+    }
+
+    fn user(&self) -> Uuid {
+        self.principal.user_id
+    }
+
+    fn writable(&self) -> FsResult<()> {
+        if self.principal.read_only { Err(FsError::Forbidden) } else { Ok(()) }
+    }
+
+    fn remembered(&self) -> std::sync::MutexGuard<'_, Remembered> {
+        self.remembered.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    async fn entry(&self, path: &DavPath) -> FsResult<PathEntry> {
+        let names = segments(path);
+        let key: Vec<String> = names.iter().map(|s| (*s).to_owned()).collect();
+        if let Some(entry) = self.remembered().entries.get(&key) {
+            return Ok(entry.clone());
+        }
+        let entry = files::lookup(self.ctx.db(), self.user(), self.root, &names).await.map_err(fs_error)?;
+        self.remembered().entries.insert(key, entry.clone());
+        Ok(entry)
+    }
+
+    /// The folder a new name at `path` goes into, and that name.
+    async fn parent_and_name(&self, path: &DavPath) -> FsResult<(PathEntry, String)> {
+        let names = segments(path);
+        let (name, parent) = names.split_last().ok_or(FsError::Forbidden)?;
+        let parent = files::lookup(self.ctx.db(), self.user(), self.root, parent).await.map_err(fs_error)?;
+        if !parent.is_folder {
+            return Err(FsError::NotFound);
+        }
+        Ok((parent, (*name).to_owned()))
+    }
+
+    fn forget(&self) {
+        let mut remembered = self.remembered();
+        remembered.entries.clear();
+        remembered.props.clear();
+        remembered.props_loaded.clear();
+    }
+
+    async fn props_of(&self, id: Uuid) -> FsResult<Vec<DavProperty>> {
+        {
+            let remembered = self.remembered();
+            if remembered.props_loaded.contains(&id) {
+                return Ok(remembered.props.get(&id).cloned().unwrap_or_default());
+            }
+        }
+        metadata::dav_properties(self.ctx.db(), self.user(), id).await.map_err(fs_error)
+    }
+}
+
+impl DavFileSystem for NuboFs {
+    fn open<'a>(&'a self, path: &'a DavPath, options: OpenOptions) -> FsFuture<'a, Box<dyn DavFile>> {
+        async move {
+            if !options.write {
+                let entry = self.entry(path).await?;
+                if entry.is_folder {
+                    return Err(FsError::Forbidden);
+                }
+                let file = ReadFile::open(&self.ctx, self.user(), &entry).await?;
+                return Ok(Box::new(file) as Box<dyn DavFile>);
+            }
+            self.writable()?;
+            if options.append || (!options.truncate && options.size.is_none() && !options.create) {
+                // Partial updates (Content-Range, PATCH) would need the old content rewritten.
+                return Err(FsError::NotImplemented);
+            }
+            let (parent, name) = self.parent_and_name(path).await?;
+            let existing = match files::lookup(self.ctx.db(), self.user(), parent.id, &[name.as_str()]).await {
+                Ok(entry) => Some(entry),
+                Err(e) if e.kind == ErrorKind::NotFound => None,
+                Err(e) => return Err(fs_error(e)),
+            };
+            match &existing {
+                Some(_) if options.create_new => return Err(FsError::Exists),
+                Some(entry) if entry.is_folder => return Err(FsError::Forbidden),
+                None if !options.create => return Err(FsError::NotFound),
+                _ => {}
+            }
+            // Refuse at once what cannot fit, before a byte is read: a declared length beyond
+            // the room left, or any body when no room is left at all (chunked included).
+            let (used, capacity) = files::storage_usage(self.ctx.db(), self.user()).await.map_err(fs_error)?;
+            let room = capacity - used + existing.as_ref().map_or(0, |e| e.size);
+            match options.size {
+                Some(size) if size as i64 > room && size > 0 => return Err(FsError::InsufficientStorage),
+                None if room <= 0 => return Err(FsError::InsufficientStorage),
+                _ => {}
+            }
+            self.forget();
+            let file = WriteFile::start(&self.ctx, &self.principal, parent.id, name, options.size);
+            Ok(Box::new(file) as Box<dyn DavFile>)
+        }
+        .boxed()
+    }
+
+    fn read_dir<'a>(&'a self, path: &'a DavPath, _meta: ReadDirMeta) -> FsFuture<'a, FsStream<Box<dyn DavDirEntry>>> {
+        async move {
+            let folder = self.entry(path).await?;
+            if !folder.is_folder {
+                return Err(FsError::Forbidden);
+            }
+            let children = files::live_children(self.ctx.db(), self.user(), folder.id).await.map_err(fs_error)?;
+            let props =
+                metadata::dav_properties_of_children(self.ctx.db(), self.user(), folder.id).await.map_err(fs_error)?;
+            let base: Vec<String> = segments(path).into_iter().map(str::to_owned).collect();
+            let mut entries: Vec<FsResult<Box<dyn DavDirEntry>>> = Vec::with_capacity(children.len());
+            {
+                let mut remembered = self.remembered();
+                remembered.props.extend(props);
+                for child in children {
+                    let mut key = base.clone();
+                    key.push(child.name.clone());
+                    remembered.props_loaded.insert(child.id);
+                    entries.push(Ok(Box::new(DirEntry { name: child.name.clone(), meta: Meta::of(&child) })));
+                    remembered.entries.insert(key, child);
+                }
+            }
+            let stream: FsStream<Box<dyn DavDirEntry>> = Box::pin(futures_util::stream::iter(entries));
+            Ok(stream)
+        }
+        .boxed()
+    }
+
+    fn metadata<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, Box<dyn DavMetaData>> {
+        async move { Ok(Box::new(Meta::of(&self.entry(path).await?)) as Box<dyn DavMetaData>) }.boxed()
+    }
+
+    fn create_dir<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            self.writable()?;
+            let (parent, name) = self.parent_and_name(path).await?;
+            files::create_folder(self.ctx.db(), self.user(), parent.id, &name).await.map_err(fs_error)?;
+            self.forget();
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn remove_dir<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
+        self.remove_file(path)
+    }
+
+    /// Deleting puts the object in the trash, as the REST API does: it can be restored there.
+    fn remove_file<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            self.writable()?;
+            let entry = self.entry(path).await?;
+            if entry.id == self.root {
+                return Err(FsError::Forbidden);
+            }
+            files::trash(self.ctx.db(), self.user(), &[entry.id]).await.map_err(fs_error)?;
+            self.forget();
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn rename<'a>(&'a self, from: &'a DavPath, to: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            self.writable()?;
+            let source = self.entry(from).await?;
+            if source.id == self.root {
+                return Err(FsError::Forbidden);
+            }
+            let (parent, name) = self.parent_and_name(to).await?;
+            files::relocate(self.ctx.db(), self.user(), source.id, parent.id, &name).await.map_err(fs_error)?;
+            self.forget();
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn copy<'a>(&'a self, from: &'a DavPath, to: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            self.writable()?;
+            let source = self.entry(from).await?;
+            let (parent, name) = self.parent_and_name(to).await?;
+            files::copy_as(self.ctx.db(), self.user(), source.id, parent.id, &name).await.map_err(fs_error)?;
+            self.forget();
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn have_props<'a>(&'a self, _path: &'a DavPath) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        async { true }.boxed()
+    }
+
+    fn patch_props<'a>(
+        &'a self,
+        path: &'a DavPath,
+        patch: Vec<(bool, DavProp)>,
+    ) -> FsFuture<'a, Vec<(StatusCode, DavProp)>> {
+        async move {
+            self.writable()?;
+            let entry = self.entry(path).await?;
+            let mut changes = Vec::with_capacity(patch.len());
+            let mut answer = Vec::with_capacity(patch.len());
+            for (set, prop) in patch {
+                let value = if set {
+                    let stored = StoredProp {
+                        name: prop.name.clone(),
+                        prefix: prop.prefix.clone(),
+                        namespace: prop.namespace.clone(),
+                        xml: prop.xml.as_ref().map(|x| String::from_utf8_lossy(x).into_owned()),
+                    };
+                    Some(serde_json::to_string(&stored).map_err(|_| FsError::GeneralFailure)?)
+                } else {
+                    None
+                };
+                changes.push((prop_key(&prop), value));
+                answer.push((StatusCode::OK, DavProp { xml: None, ..prop }));
+            }
+            metadata::patch_dav_properties(self.ctx.db(), self.user(), entry.id, &changes).await.map_err(fs_error)?;
+            self.forget();
+            Ok(answer)
+        }
+        .boxed()
+    }
+
+    fn get_props<'a>(&'a self, path: &'a DavPath, do_content: bool) -> FsFuture<'a, Vec<DavProp>> {
+        async move {
+            let entry = self.entry(path).await?;
+            let props = self.props_of(entry.id).await?;
+            Ok(props
+                .iter()
+                .filter_map(decode_prop)
+                .map(|prop| if do_content { prop } else { DavProp { xml: None, ..prop } })
+                .collect())
+        }
+        .boxed()
+    }
+
+    fn get_prop<'a>(&'a self, path: &'a DavPath, prop: DavProp) -> FsFuture<'a, Vec<u8>> {
+        async move {
+            let entry = self.entry(path).await?;
+            let wanted = prop_key(&prop);
+            let props = self.props_of(entry.id).await?;
+            props
+                .iter()
+                .find(|(name, _)| *name == wanted)
+                .and_then(decode_prop)
+                .and_then(|prop| prop.xml)
+                .ok_or(FsError::NotFound)
+        }
+        .boxed()
+    }
+
+    /// RFC 4331: the user's usage (trash included) and capacity, whatever the account's root.
+    fn get_quota(&'_ self) -> FsFuture<'_, (u64, Option<u64>)> {
+        async move {
+            let (used, capacity) = files::storage_usage(self.ctx.db(), self.user()).await.map_err(fs_error)?;
+            Ok((used.max(0) as u64, Some(capacity.max(0) as u64)))
+        }
+        .boxed()
+    }
+}

@@ -1,0 +1,139 @@
+//! The `/dav` endpoint: HTTP Basic with a WebDAV account (`{email}/{account name}`), then
+//! dav-server over [`fs::NuboFs`] (Nubo's tree from the account's root, through the service
+//! layer) and [`locks::KvLocks`] (locks in the shared store). Read-only accounts are refused
+//! every method that changes something, with 403, before dav-server sees the request. Error
+//! answers without a body of dav-server's get the uniform JSON error body; its XML error bodies
+//! (`207`, lock conflicts, `propfind-finite-depth`) pass unchanged.
+
+mod file;
+mod fs;
+mod locks;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use dav_server::DavHandler;
+use dav_server::davpath::DavPath;
+use headers::authorization::Basic;
+use headers::{Authorization, HeaderMapExt};
+use nubo_common::secret::Secret;
+
+use crate::app::AppState;
+use crate::domain::object::parse_path;
+use crate::http::error::{error_response, mark_rendered};
+use crate::service::webdav::{self, DavPrincipal};
+use crate::service::{ErrorKind, ServiceError, ServiceResult, files};
+
+/// Where the endpoint is mounted.
+pub const PREFIX: &str = "/dav";
+/// Bytes handed to the client per read of a file.
+const READ_BUFFER: usize = 256 * 1024;
+
+/// The names of a request path below the account root (decoded; a segment that is not UTF-8
+/// becomes a name no object can have).
+pub fn segments(path: &DavPath) -> Vec<&str> {
+    path.as_bytes()
+        .split(|&b| b == b'/')
+        .filter(|segment| !segment.is_empty())
+        .map(|segment| std::str::from_utf8(segment).unwrap_or("\0"))
+        .collect()
+}
+
+fn changes_something(method: &Method) -> bool {
+    !matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS" | "PROPFIND")
+}
+
+async fn authenticate(state: &AppState, credentials: Option<Authorization<Basic>>) -> ServiceResult<DavPrincipal> {
+    let Some(Authorization(basic)) = credentials else {
+        return Err(ServiceError::new(
+            ErrorKind::Unauthorized,
+            "auth.missing_credentials",
+            "sign in with a WebDAV account: HTTP Basic as {email}/{account name}",
+        ));
+    };
+    webdav::authenticate(state, basic.username(), &Secret::new(basic.password().to_owned())).await
+}
+
+/// Serves every method under `/dav`.
+pub async fn serve(State(state): State<AppState>, mut request: Request) -> Response {
+    // dav-server walks a whole tree for `Depth: infinity` when this test-suite header is
+    // present; without it such a PROPFIND is refused (403 propfind-finite-depth), which keeps
+    // one request from listing an unbounded tree.
+    request.headers_mut().remove("x-litmus");
+    let credentials = request.headers().typed_get::<Authorization<Basic>>();
+    let principal = match authenticate(&state, credentials).await {
+        Ok(principal) => principal,
+        Err(error) => {
+            let unauthorized = error.kind == ErrorKind::Unauthorized;
+            let mut response = error.into_response();
+            if unauthorized {
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"Nubo WebDAV\", charset=\"UTF-8\""),
+                );
+            }
+            return response;
+        }
+    };
+    if principal.read_only && changes_something(request.method()) {
+        return ServiceError::new(ErrorKind::Forbidden, "webdav.read_only", "this WebDAV account is read-only")
+            .into_response();
+    }
+    let root = match files::resolve_path(state.db(), principal.user_id, &principal.root).await {
+        Ok(root) if root.is_folder() => root,
+        Ok(_) | Err(_) => {
+            return ServiceError::not_found("webdav.root_missing", "the account's root folder no longer exists")
+                .into_response();
+        }
+    };
+    let (root_id, root_segments) = match (files::parse_uuid(&root.id), parse_path(&principal.root)) {
+        (Ok(id), Ok(names)) => (id, names.iter().map(|n| n.as_str().to_owned()).collect()),
+        (Err(error), _) => return error.into_response(),
+        (_, Err(_)) => return ServiceError::internal(anyhow::anyhow!("stored root path unparsable")).into_response(),
+    };
+    let lock_principal = principal.account_id.to_string();
+    let locks = locks::KvLocks::new(state.shared_store(), principal.user_id, root_segments);
+    let filesystem = fs::NuboFs::new(state.clone(), principal, root_id);
+    let handler = DavHandler::builder()
+        .filesystem(Box::new(filesystem))
+        .locksystem(Box::new(locks))
+        .strip_prefix(PREFIX)
+        .principal(lock_principal)
+        .read_buf_size(READ_BUFFER)
+        .build_handler();
+    finish(handler.handle(request).await.map(axum::body::Body::new))
+}
+
+/// Keeps dav-server's XML error bodies; gives its bodiless errors the uniform JSON body.
+fn finish(mut response: Response) -> Response {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    if response.headers().contains_key(header::CONTENT_TYPE) {
+        mark_rendered(&mut response);
+        return response;
+    }
+    let (code, message) = match status {
+        StatusCode::BAD_REQUEST => ("dav.bad_request", "the WebDAV request is malformed"),
+        StatusCode::FORBIDDEN => ("dav.forbidden", "the operation is not allowed here"),
+        StatusCode::NOT_FOUND => ("object.not_found", "no such file or folder"),
+        StatusCode::METHOD_NOT_ALLOWED => ("dav.method_not_allowed", "the method does not apply to this resource"),
+        StatusCode::CONFLICT => ("dav.conflict", "the parent folder is missing or the operation conflicts"),
+        StatusCode::PRECONDITION_FAILED => ("dav.precondition_failed", "a precondition of the request failed"),
+        StatusCode::PAYLOAD_TOO_LARGE => ("file.too_large", "the file is larger than the policy allows"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("request.unsupported_media_type", "unsupported content type"),
+        StatusCode::RANGE_NOT_SATISFIABLE => ("dav.range_not_satisfiable", "the range is outside the file"),
+        StatusCode::LOCKED => ("dav.locked", "the resource is locked"),
+        StatusCode::NOT_IMPLEMENTED => ("dav.not_implemented", "this WebDAV feature is not supported"),
+        StatusCode::BAD_GATEWAY => ("dav.storage_unavailable", "the storage behind this file does not answer"),
+        StatusCode::INSUFFICIENT_STORAGE => ("storage.quota_exceeded", "not enough storage space left"),
+        _ => ("server.internal", "internal server error"),
+    };
+    let (mut parts, _) = response.into_parts();
+    let (rendered, body) = error_response(status, code, message).into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.extend(rendered.headers);
+    parts.extensions.extend(rendered.extensions);
+    Response::from_parts(parts, body)
+}

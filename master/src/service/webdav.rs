@@ -1,0 +1,337 @@
+//! WebDAV accounts: the caller's named credentials for `/dav` (each with its own password, root
+//! folder and read-only flag), and the HTTP Basic check of `/dav`, cached in the [`KvStore`]
+//! for a minute and dropped when the account changes or goes. A ban bites at once: the cached
+//! result is only used while the user's ban entry is absent.
+//!
+//! [`KvStore`]: crate::store::KvStore
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use nubo_common::secret::Secret;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::auth::password::{self, generate_password, hash_password, verify_password};
+use crate::auth::revocation;
+use crate::db::webdav_accounts::WebdavAccountRow;
+use crate::db::{self, DbError};
+use crate::domain::group::GroupPermissions;
+use crate::domain::object::parse_path;
+use crate::domain::time::{now_ms, to_rfc3339};
+use crate::domain::user::{Email, UserStatus};
+use crate::service::{ErrorKind, ServiceError, ServiceResult, files, sessions};
+
+/// How long a successful check is reused without hashing the password again.
+const AUTH_CACHE_LIFETIME: Duration = Duration::from_secs(60);
+/// Failed sign-ins allowed per account name in [`FAILURE_WINDOW`] before it answers 429.
+const MAX_FAILURES: u64 = 20;
+const FAILURE_WINDOW: Duration = Duration::from_secs(15 * 60);
+const MAX_NAME_CHARS: usize = 64;
+
+/// Keys the password digests kept in the cache. Random per process: a master that cannot read
+/// another's digest just checks the password itself once.
+static CACHE_DIGEST_KEY: LazyLock<[u8; 32]> = LazyLock::new(rand::random);
+
+/// An account as its owner sees it (never its password).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct WebdavAccountView {
+    pub id: Uuid,
+    /// Sign in to `/dav` as `{email}/{name}`.
+    pub name: String,
+    /// The folder the account sees as `/dav/`, a path in the owner's tree.
+    pub root: String,
+    pub read_only: bool,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// A created (or re-keyed) account; `password` is present once, when the server generated it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct WebdavAccountCreated {
+    #[serde(flatten)]
+    pub account: WebdavAccountView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+}
+
+/// A new account; without `password` the server generates one and shows it once.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewWebdavAccount {
+    pub name: String,
+    pub password: Option<String>,
+    /// Defaults to `/`.
+    pub root: Option<String>,
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+/// Changes to an account; absent fields stay. `generate_password` replaces the password with a
+/// generated one, shown once in the answer.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebdavAccountChanges {
+    pub name: Option<String>,
+    pub password: Option<String>,
+    #[serde(default)]
+    pub generate_password: bool,
+    pub root: Option<String>,
+    pub read_only: Option<bool>,
+}
+
+/// Who a `/dav` request acts for, once its credentials checked out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DavPrincipal {
+    pub user_id: Uuid,
+    pub group_id: String,
+    pub account_id: Uuid,
+    pub root: String,
+    pub read_only: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+struct CachedCheck {
+    digest: String,
+    principal: DavPrincipal,
+}
+
+fn not_found() -> ServiceError {
+    ServiceError::not_found("webdav.account_not_found", "no such WebDAV account")
+}
+
+fn invalid_credentials() -> ServiceError {
+    ServiceError::new(ErrorKind::Unauthorized, "auth.invalid_credentials", "wrong WebDAV account or password")
+}
+
+fn view(row: &WebdavAccountRow) -> ServiceResult<WebdavAccountView> {
+    Ok(WebdavAccountView {
+        id: files::parse_uuid(&row.id)?,
+        name: row.name.clone(),
+        root: row.root_path.clone(),
+        read_only: row.read_only != 0,
+        created_at: to_rfc3339(row.created_at),
+        updated_at: to_rfc3339(row.updated_at),
+    })
+}
+
+fn parse_name(raw: &str) -> ServiceResult<String> {
+    let name = raw.trim();
+    if name.is_empty() || name.chars().count() > MAX_NAME_CHARS || name.contains('/') || name.contains(char::is_control)
+    {
+        return Err(ServiceError::validation(
+            "name",
+            "account names are 1 to 64 characters without '/' or control characters",
+        ));
+    }
+    Ok(name.to_owned())
+}
+
+/// The canonical form of a root path, which must name a live folder of the owner.
+async fn parse_root(ctx: &AppState, owner: Uuid, raw: &str) -> ServiceResult<String> {
+    let names = parse_path(raw).map_err(|why| ServiceError::validation("root", why))?;
+    let canonical = format!("/{}", names.iter().map(|n| n.as_str()).collect::<Vec<_>>().join("/"));
+    let folder = files::resolve_path(ctx.db(), owner, &canonical).await.map_err(|e| match e.kind {
+        ErrorKind::NotFound => ServiceError::validation("root", "no folder at that path"),
+        _ => e,
+    })?;
+    if !folder.is_folder() {
+        return Err(ServiceError::validation("root", "the root must be a folder"));
+    }
+    Ok(canonical)
+}
+
+async fn hash(password: &Secret) -> ServiceResult<String> {
+    hash_password(password).await.map_err(|e| match e {
+        password::PasswordError::Length => ServiceError::validation("password", e.to_string()),
+        other => ServiceError::internal(anyhow::anyhow!(other)),
+    })
+}
+
+async fn permissions_of(ctx: &AppState, group_id: &str) -> ServiceResult<GroupPermissions> {
+    let group = db::groups::find(ctx.db(), group_id)
+        .await?
+        .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("group missing")))?;
+    serde_json::from_str(&group.permissions).map_err(ServiceError::internal)
+}
+
+fn webdav_not_allowed() -> ServiceError {
+    ServiceError::new(ErrorKind::Forbidden, "webdav.not_allowed", "your group may not use WebDAV")
+}
+
+fn on_name_clash(err: DbError) -> ServiceError {
+    match err {
+        DbError::Sqlx(ref e) if db::is_unique_violation(e) => {
+            ServiceError::conflict("webdav.name_taken", "you already have a WebDAV account with that name")
+                .with_field("name")
+        }
+        other => other.into(),
+    }
+}
+
+pub async fn list(ctx: &AppState, owner: Uuid) -> ServiceResult<Vec<WebdavAccountView>> {
+    db::webdav_accounts::list_of(ctx.db(), &owner.to_string()).await?.iter().map(view).collect()
+}
+
+pub async fn get(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<WebdavAccountView> {
+    view(&load(ctx, owner, id).await?)
+}
+
+async fn load(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<WebdavAccountRow> {
+    db::webdav_accounts::find_owned(ctx.db(), &owner.to_string(), &id.to_string()).await?.ok_or_else(not_found)
+}
+
+/// Creates an account; the owner's group must allow WebDAV.
+pub async fn create(
+    ctx: &AppState,
+    owner: Uuid,
+    group_id: &str,
+    input: NewWebdavAccount,
+) -> ServiceResult<WebdavAccountCreated> {
+    if !permissions_of(ctx, group_id).await?.webdav {
+        return Err(webdav_not_allowed());
+    }
+    let name = parse_name(&input.name)?;
+    let root = parse_root(ctx, owner, input.root.as_deref().unwrap_or("/")).await?;
+    let (password, shown) = match input.password {
+        Some(given) => (Secret::new(given), None),
+        None => {
+            let generated = generate_password();
+            let shown = generated.expose().to_owned();
+            (generated, Some(shown))
+        }
+    };
+    let now = now_ms();
+    let row = WebdavAccountRow {
+        id: Uuid::new_v4().to_string(),
+        owner_id: owner.to_string(),
+        name,
+        password_hash: hash(&password).await?,
+        root_path: root,
+        read_only: i64::from(input.read_only),
+        created_at: now,
+        updated_at: now,
+    };
+    db::webdav_accounts::insert(ctx.db(), &row).await.map_err(on_name_clash)?;
+    Ok(WebdavAccountCreated { account: view(&row)?, password: shown })
+}
+
+/// Changes an account; a cached sign-in of it is forgotten at once.
+pub async fn update(
+    ctx: &AppState,
+    owner: Uuid,
+    id: Uuid,
+    changes: WebdavAccountChanges,
+) -> ServiceResult<WebdavAccountCreated> {
+    let mut row = load(ctx, owner, id).await?;
+    let before = row.name.clone();
+    if let Some(name) = &changes.name {
+        row.name = parse_name(name)?;
+    }
+    if let Some(root) = &changes.root {
+        row.root_path = parse_root(ctx, owner, root).await?;
+    }
+    if let Some(read_only) = changes.read_only {
+        row.read_only = i64::from(read_only);
+    }
+    let mut shown = None;
+    if changes.generate_password {
+        if changes.password.is_some() {
+            return Err(ServiceError::validation("password", "give a password or ask for a generated one, not both"));
+        }
+        let generated = generate_password();
+        row.password_hash = hash(&generated).await?;
+        shown = Some(generated.expose().to_owned());
+    } else if let Some(given) = changes.password {
+        row.password_hash = hash(&Secret::new(given)).await?;
+    }
+    row.updated_at = now_ms();
+    if !db::webdav_accounts::update(ctx.db(), &row).await.map_err(on_name_clash)? {
+        return Err(not_found());
+    }
+    forget(ctx, owner, &before).await?;
+    Ok(WebdavAccountCreated { account: view(&row)?, password: shown })
+}
+
+pub async fn delete(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<()> {
+    let row = load(ctx, owner, id).await?;
+    if !db::webdav_accounts::delete(ctx.db(), &owner.to_string(), &row.id).await? {
+        return Err(not_found());
+    }
+    forget(ctx, owner, &row.name).await
+}
+
+fn cache_key(email: &str, name: &str) -> String {
+    format!("webdav-auth:{email}/{name}")
+}
+
+/// Drops the cached sign-in of the owner's account `name`.
+async fn forget(ctx: &AppState, owner: Uuid, name: &str) -> ServiceResult<()> {
+    if let Some(user) = db::users::find(ctx.db(), &owner.to_string()).await? {
+        ctx.store().delete(&cache_key(&user.email, name)).await?;
+    }
+    Ok(())
+}
+
+fn digest(password: &Secret) -> blake3::Hash {
+    blake3::keyed_hash(&CACHE_DIGEST_KEY, password.expose().as_bytes())
+}
+
+/// Checks HTTP Basic credentials of `/dav`: `username` is `{email}/{account name}` (split at
+/// the last `/`). A recent success for the same password is reused from the store; otherwise
+/// the password is verified (argon2) and the owner must be active with WebDAV allowed.
+pub async fn authenticate(ctx: &AppState, username: &str, password: &Secret) -> ServiceResult<DavPrincipal> {
+    let (email, name) = username.rsplit_once('/').ok_or_else(invalid_credentials)?;
+    let email = Email::parse(email).map_err(|_| invalid_credentials())?;
+    let key = cache_key(email.as_str(), name);
+    let presented = digest(password);
+    if let Some(cached) = ctx.store().get(&key).await?
+        && let Ok(cached) = serde_json::from_str::<CachedCheck>(&cached)
+        && blake3::Hash::from_hex(&cached.digest).is_ok_and(|d| d == presented)
+    {
+        if revocation::is_banned(ctx.store(), cached.principal.user_id).await? {
+            return Err(inactive());
+        }
+        return Ok(cached.principal);
+    }
+    let failures_key = format!("webdav-auth-failures:{}/{name}", email.as_str());
+    let found = db::webdav_accounts::find_for_login(ctx.db(), email.as_str(), name).await?;
+    let verified = match &found {
+        Some(login) => verify_password(password, &login.account.password_hash).await,
+        None => {
+            // Same work for an unknown account as for a wrong password.
+            let _ = verify_password(password, sessions::dummy_hash().await?).await;
+            false
+        }
+    };
+    let Some(login) = found.filter(|_| verified) else {
+        if ctx.store().increment(&failures_key, FAILURE_WINDOW).await? > MAX_FAILURES {
+            return Err(sessions::rate_limited());
+        }
+        return Err(invalid_credentials());
+    };
+    let user_id = files::parse_uuid(&login.account.owner_id)?;
+    if login.user_status != UserStatus::Active.as_str() || revocation::is_banned(ctx.store(), user_id).await? {
+        return Err(inactive());
+    }
+    if !permissions_of(ctx, &login.group_id).await?.webdav {
+        return Err(webdav_not_allowed());
+    }
+    let principal = DavPrincipal {
+        user_id,
+        group_id: login.group_id.clone(),
+        account_id: files::parse_uuid(&login.account.id)?,
+        root: login.account.root_path.clone(),
+        read_only: login.account.read_only != 0,
+    };
+    let cached = CachedCheck { digest: presented.to_hex().to_string(), principal: principal.clone() };
+    let value = serde_json::to_string(&cached).map_err(ServiceError::internal)?;
+    ctx.store().set(&key, &value, Some(AUTH_CACHE_LIFETIME)).await?;
+    Ok(principal)
+}
+
+fn inactive() -> ServiceError {
+    ServiceError::new(ErrorKind::Forbidden, "auth.user_inactive", "this account is not active")
+}
