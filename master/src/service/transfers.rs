@@ -229,6 +229,31 @@ pub async fn replace_content(
     }
 }
 
+/// Whether a write of `declared` bytes (unknown for a chunked body) replacing `replaced` bytes
+/// can be taken before any byte is read: the policy's `max_size` (413) first, then the room left
+/// in the quota (507), where a body of unknown length needs some room left at all. The write
+/// itself enforces both again while the bytes arrive.
+pub async fn check_write_fits(
+    ctx: &AppState,
+    owner: Uuid,
+    group_id: &str,
+    replaced: i64,
+    declared: Option<u64>,
+) -> ServiceResult<()> {
+    let db = ctx.db();
+    if let Some(size) = declared {
+        let policy = policies::policy_for(db, group_id, None).await?;
+        check_max_size(policy.max_size, size as i64)?;
+    }
+    let (used, capacity) = files::storage_usage(db, owner).await?;
+    let room = capacity - used + replaced;
+    match declared {
+        Some(size) if size > 0 && size as i64 > room => Err(quota_exceeded()),
+        None if room <= 0 => Err(quota_exceeded()),
+        _ => Ok(()),
+    }
+}
+
 /// Writes the file `name` in folder `parent_id` from a streamed body (WebDAV `PUT`): a new file
 /// on the group's default policy, or new content for an existing file (see
 /// [`replace_content`]). Nothing is visible until every byte has arrived; a body that fails or

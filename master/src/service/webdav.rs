@@ -5,7 +5,8 @@
 //!
 //! [`KvStore`]: crate::store::KvStore
 
-use std::sync::LazyLock;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Weak};
 use std::time::Duration;
 
 use nubo_common::secret::Secret;
@@ -279,6 +280,34 @@ fn digest(password: &Secret) -> blake3::Hash {
     blake3::keyed_hash(&CACHE_DIGEST_KEY, password.expose().as_bytes())
 }
 
+/// The principal of a recent successful sign-in with the same password, unless banned since.
+async fn cached_principal(ctx: &AppState, key: &str, presented: &blake3::Hash) -> ServiceResult<Option<DavPrincipal>> {
+    let Some(cached) = ctx.store().get(key).await? else { return Ok(None) };
+    let Ok(cached) = serde_json::from_str::<CachedCheck>(&cached) else { return Ok(None) };
+    // `blake3::Hash` compares in constant time.
+    if !blake3::Hash::from_hex(&cached.digest).is_ok_and(|d| d == *presented) {
+        return Ok(None);
+    }
+    if revocation::is_banned(ctx.store(), cached.principal.user_id).await? {
+        return Err(inactive());
+    }
+    Ok(Some(cached.principal))
+}
+
+/// The lock sign-ins of one `{email}/{name}` take while they verify a password on this master.
+fn sign_in_lock(key: &str) -> Arc<tokio::sync::Mutex<()>> {
+    static IN_FLIGHT: LazyLock<std::sync::Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>> =
+        LazyLock::new(Default::default);
+    let mut in_flight = IN_FLIGHT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(lock) = in_flight.get(key).and_then(Weak::upgrade) {
+        return lock;
+    }
+    in_flight.retain(|_, lock| lock.strong_count() > 0);
+    let lock = Arc::new(tokio::sync::Mutex::new(()));
+    in_flight.insert(key.to_owned(), Arc::downgrade(&lock));
+    lock
+}
+
 /// Checks HTTP Basic credentials of `/dav`: `username` is `{email}/{account name}` (split at
 /// the last `/`). A recent success for the same password is reused from the store; otherwise
 /// the password is verified (argon2) and the owner must be active with WebDAV allowed.
@@ -287,14 +316,15 @@ pub async fn authenticate(ctx: &AppState, username: &str, password: &Secret) -> 
     let email = Email::parse(email).map_err(|_| invalid_credentials())?;
     let key = cache_key(email.as_str(), name);
     let presented = digest(password);
-    if let Some(cached) = ctx.store().get(&key).await?
-        && let Ok(cached) = serde_json::from_str::<CachedCheck>(&cached)
-        && blake3::Hash::from_hex(&cached.digest).is_ok_and(|d| d == presented)
-    {
-        if revocation::is_banned(ctx.store(), cached.principal.user_id).await? {
-            return Err(inactive());
-        }
-        return Ok(cached.principal);
+    if let Some(principal) = cached_principal(ctx, &key, &presented).await? {
+        return Ok(principal);
+    }
+    // Clients open several connections at once, each with the same credentials: one of them
+    // verifies the password (argon2: CPU and 19 MiB each) and the others then find it cached.
+    let in_flight = sign_in_lock(&key);
+    let _verifying = in_flight.lock().await;
+    if let Some(principal) = cached_principal(ctx, &key, &presented).await? {
+        return Ok(principal);
     }
     let failures_key = format!("webdav-auth-failures:{}/{name}", email.as_str());
     let found = db::webdav_accounts::find_for_login(ctx.db(), email.as_str(), name).await?;

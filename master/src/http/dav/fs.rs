@@ -24,6 +24,7 @@ use crate::app::AppState;
 use crate::domain::time::Millis;
 use crate::service::files::{self, PathEntry};
 use crate::service::metadata::{self, DavProperty};
+use crate::service::transfers;
 use crate::service::webdav::DavPrincipal;
 use crate::service::{ErrorKind, ServiceError};
 
@@ -229,15 +230,11 @@ impl DavFileSystem for NuboFs {
                 None if !options.create => return Err(FsError::NotFound),
                 _ => {}
             }
-            // Refuse at once what cannot fit, before a byte is read: a declared length beyond
-            // the room left, or any body when no room is left at all (chunked included).
-            let (used, capacity) = files::storage_usage(self.ctx.db(), self.user()).await.map_err(fs_error)?;
-            let room = capacity - used + existing.as_ref().map_or(0, |e| e.size);
-            match options.size {
-                Some(size) if size as i64 > room && size > 0 => return Err(FsError::InsufficientStorage),
-                None if room <= 0 => return Err(FsError::InsufficientStorage),
-                _ => {}
-            }
+            // Refuse at once what cannot be taken, before a byte is read.
+            let replaced = existing.as_ref().map_or(0, |e| e.size);
+            transfers::check_write_fits(&self.ctx, self.user(), &self.principal.group_id, replaced, options.size)
+                .await
+                .map_err(fs_error)?;
             self.forget();
             let file = WriteFile::start(&self.ctx, &self.principal, parent.id, name, options.size);
             Ok(Box::new(file) as Box<dyn DavFile>)

@@ -101,16 +101,22 @@ pub async fn serve(State(state): State<AppState>, mut request: Request) -> Respo
         .principal(lock_principal)
         .read_buf_size(READ_BUFFER)
         .build_handler();
-    finish(handler.handle(request).await.map(axum::body::Body::new))
+    let method = request.method().clone();
+    finish(&method, handler.handle(request).await.map(axum::body::Body::new))
 }
 
 /// Keeps dav-server's XML error bodies; gives its bodiless errors the uniform JSON body.
-fn finish(mut response: Response) -> Response {
+fn finish(method: &Method, mut response: Response) -> Response {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
     if response.headers().contains_key(header::CONTENT_TYPE) {
+        // dav-server refuses `Depth: infinity` with 501; RFC 4918 (9.1) answers 403 with the
+        // same `propfind-finite-depth` body.
+        if method.as_str() == "PROPFIND" && status == StatusCode::NOT_IMPLEMENTED {
+            *response.status_mut() = StatusCode::FORBIDDEN;
+        }
         mark_rendered(&mut response);
         return response;
     }
@@ -126,6 +132,11 @@ fn finish(mut response: Response) -> Response {
         StatusCode::RANGE_NOT_SATISFIABLE => ("dav.range_not_satisfiable", "the range is outside the file"),
         StatusCode::LOCKED => ("dav.locked", "the resource is locked"),
         StatusCode::NOT_IMPLEMENTED => ("dav.not_implemented", "this WebDAV feature is not supported"),
+        // COPY and MOVE copy references, not bytes: their 502 is dav-server's answer to a
+        // Destination outside `/dav`.
+        StatusCode::BAD_GATEWAY if matches!(method.as_str(), "COPY" | "MOVE") => {
+            ("dav.destination_outside", "the destination is not inside this WebDAV endpoint")
+        }
         StatusCode::BAD_GATEWAY => ("dav.storage_unavailable", "the storage behind this file does not answer"),
         StatusCode::INSUFFICIENT_STORAGE => ("storage.quota_exceeded", "not enough storage space left"),
         _ => ("server.internal", "internal server error"),

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use nubo_tests::{Backend, TestApp};
 
+mod dav;
 mod files;
 mod migrate;
 mod nodes;
@@ -181,11 +182,17 @@ async fn bench_auth(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench files | nubo-bench migrate | nubo-bench nodes";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench files | nubo-bench migrate | nubo-bench nodes | nubo-bench dav [--runs N] [--peers a,b]";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
     };
+    if command == "dav" {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(dav::run(rest));
+        return;
+    }
     if command == "s3-copy" {
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");

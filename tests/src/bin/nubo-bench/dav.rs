@@ -1,0 +1,176 @@
+//! `nubo-bench dav [--runs N] [--workloads abcdef] [--peers nginx,apache,...] [--davbench PATH] [--peers-sh PATH]`:
+//! the shared WebDAV yardstick (`davbench`) against a real `nubo-master` process (release
+//! build, SQLite, local policy) and against the reference servers `peers.sh` starts, one after
+//! the other in the same run, with one table of medians at the end.
+//!
+//! davbench prints one JSON line per workload; this collects the figure each workload is
+//! judged by (throughput, files/s, seconds, latency, requests/s) and every server's peak RSS.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::files::start_signed_in;
+
+const DEFAULT_PEERS: &str = "nginx,apache,rclone,dufs,wsgidav";
+const FIRST_PEER_PORT: u16 = 18_080;
+
+/// The figure each workload is compared by (a median of the runs), with its unit.
+const FIGURES: [(&str, &str, &str); 6] = [
+    ("a_put_big", "mib_per_s", "MiB/s"),
+    ("b_get_big", "mib_per_s", "MiB/s"),
+    ("c_put_small", "files_per_s", "files/s"),
+    ("d_propfind", "median_s", "s"),
+    ("e_range", "median_ms", "ms"),
+    ("f_hot_get", "median_rps", "req/s"),
+];
+
+struct Options {
+    runs: u32,
+    workloads: String,
+    peers: Vec<String>,
+    davbench: PathBuf,
+    peers_sh: PathBuf,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let shared = std::env::var_os("NUBO_SHARED_BENCH").map_or_else(|| PathBuf::from("../shared/bench"), PathBuf::from);
+    let mut options = Options {
+        runs: 3,
+        workloads: "abcdef".to_owned(),
+        peers: DEFAULT_PEERS.split(',').map(str::to_owned).collect(),
+        davbench: shared.join("davbench"),
+        peers_sh: shared.join("peers.sh"),
+    };
+    let mut args = args.iter();
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--runs" => options.runs = value.parse().map_err(|_| "--runs takes a number".to_owned())?,
+            "--workloads" => options.workloads = value.clone(),
+            "--peers" => options.peers = value.split(',').filter(|p| !p.is_empty()).map(str::to_owned).collect(),
+            "--davbench" => options.davbench = PathBuf::from(value),
+            "--peers-sh" => options.peers_sh = PathBuf::from(value),
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    Ok(options)
+}
+
+/// Runs davbench against `url` and answers its JSON lines by workload name.
+fn davbench(
+    options: &Options,
+    label: &str,
+    url: &str,
+    auth: Option<(&str, &str)>,
+    pid: u32,
+) -> BTreeMap<String, Value> {
+    let mut command = Command::new("python3");
+    command.arg(&options.davbench).arg(url).args(["--label", label, "--runs", &options.runs.to_string()]);
+    command.args(["--workloads", &options.workloads]);
+    command.args(["--pid", &pid.to_string()]);
+    if let Some((user, password)) = auth {
+        command.args(["-u", user, "-p", password]);
+    }
+    eprintln!("== davbench {label} ({url})");
+    let output = command.stderr(Stdio::inherit()).output().expect("python3 runs davbench");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    eprintln!("{stdout}");
+    stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|line| Some((line.get("workload")?.as_str()?.to_owned(), line)))
+        .collect()
+}
+
+fn figure(results: &BTreeMap<String, Value>, workload: &str, key: &str) -> Option<f64> {
+    let line = results.get(workload)?;
+    if line.get("ok").and_then(Value::as_bool) == Some(false) {
+        return None;
+    }
+    line.get(key).and_then(Value::as_f64)
+}
+
+/// The largest peak RSS any workload reported, in MiB.
+fn peak_rss(results: &BTreeMap<String, Value>) -> Option<f64> {
+    results
+        .values()
+        .filter_map(|line| {
+            let server = line.get("server")?;
+            let kib = server.get("vmhwm_max_kib").or_else(|| server.get("rss_peak_sampled_kib"))?.as_f64()?;
+            Some(kib / 1024.0)
+        })
+        .reduce(f64::max)
+}
+
+pub async fn run(args: &[String]) {
+    let options = match parse(args) {
+        Ok(options) => options,
+        Err(error) => {
+            eprintln!(
+                "{error}\nusage: nubo-bench dav [--runs N] [--workloads abcdef] [--peers a,b] [--davbench PATH] [--peers-sh PATH]"
+            );
+            std::process::exit(2);
+        }
+    };
+    let (bench, _) = start_signed_in().await;
+    let created = bench
+        .json(
+            reqwest::Method::POST,
+            "/webdav/accounts",
+            Some(json!({"name": "bench", "password": "bench-dav-password"})),
+        )
+        .await;
+    assert_eq!(created["name"], "bench");
+    let dav_url = bench.server.base.replace("/api/v1", "/dav/");
+    let mut table: Vec<(String, BTreeMap<String, Value>)> = Vec::new();
+    let nubo = davbench(
+        &options,
+        "nubo",
+        &dav_url,
+        Some(("bench@example.com/bench", "bench-dav-password")),
+        bench.server.pid(),
+    );
+    table.push(("nubo".to_owned(), nubo));
+    drop(bench);
+
+    for (index, peer) in options.peers.iter().enumerate() {
+        let port = FIRST_PEER_PORT + index as u16;
+        let data = tempfile::Builder::new().prefix("nubo-bench-peer-").tempdir().expect("temp dir");
+        let started = Command::new("bash")
+            .arg(&options.peers_sh)
+            .args(["start", peer, &port.to_string()])
+            .arg(data.path())
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("peers.sh runs");
+        let Some(pid) = String::from_utf8_lossy(&started.stdout).trim().lines().last().and_then(|l| l.parse().ok())
+        else {
+            eprintln!("{peer} did not start; skipped");
+            continue;
+        };
+        let results = davbench(&options, peer, &format!("http://127.0.0.1:{port}/"), None, pid);
+        let _ = Command::new("bash").arg(&options.peers_sh).args(["stop", &pid.to_string()]).status();
+        table.push((peer.clone(), results));
+    }
+    print_table(&table);
+}
+
+fn print_table(table: &[(String, BTreeMap<String, Value>)]) {
+    let cell = |value: Option<f64>| value.map_or_else(|| "failed".to_owned(), |v| format!("{v:.3}"));
+    print!("| server |");
+    for (workload, _, unit) in FIGURES {
+        print!(" {workload} ({unit}) |");
+    }
+    println!(" peak RSS (MiB) |");
+    println!("|---|{}---|", "---|".repeat(FIGURES.len()));
+    for (server, results) in table {
+        print!("| {server} |");
+        for (workload, key, _) in FIGURES {
+            print!(" {} |", cell(figure(results, workload, key)));
+        }
+        println!(" {} |", cell(peak_rss(results)));
+    }
+}
