@@ -39,8 +39,12 @@ async fn litmus_passes_every_suite(app: TestApp) {
     let mkcol = dav.request("MKCOL", "/litmus/").send().await.unwrap();
     assert_eq!(mkcol.status(), 201);
     let (username, password) = (dav.username.clone(), dav.password.clone());
+    // litmus writes `debug.log` and `child.log` into its working directory.
+    let logs = tempfile::tempdir().unwrap();
+    let logs_dir = logs.path().to_owned();
     let output = tokio::task::spawn_blocking(move || {
         Command::new("litmus")
+            .current_dir(logs_dir)
             .env("TESTS", "basic copymove props locks http")
             .args([&url, &username, &password])
             .output()

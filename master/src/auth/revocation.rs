@@ -61,9 +61,7 @@ pub async fn reissue_required(store: &dyn KvStore, user: Uuid) -> ServiceResult<
 pub async fn check(store: &dyn KvStore, claims: &JwtPayload) -> ServiceResult<()> {
     match store.get(&key(claims.sub)).await?.as_deref() {
         None => Ok(()),
-        Some(BANNED) => {
-            Err(ServiceError::new(ErrorKind::Forbidden, "auth.user_inactive", "this account is not active"))
-        }
+        Some(BANNED) => Err(ServiceError::user_inactive()),
         Some(state) => {
             let not_before = state.strip_prefix("nbf:").and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
             // `iat` has one-second resolution: a token issued in the same second as the change

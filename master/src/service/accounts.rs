@@ -74,12 +74,12 @@ pub async fn load_active_user(db: &Db, id: Uuid) -> ServiceResult<UserRow> {
         ServiceError::new(ErrorKind::Unauthorized, "auth.user_not_found", "the token's user no longer exists")
     })?;
     if parse_status(&user.status)? != UserStatus::Active {
-        return Err(ServiceError::new(ErrorKind::Forbidden, "auth.user_inactive", "this account is not active"));
+        return Err(ServiceError::user_inactive());
     }
     Ok(user)
 }
 
-fn password_error(field: &str, err: PasswordError) -> ServiceError {
+pub(crate) fn password_error(field: &str, err: PasswordError) -> ServiceError {
     match err {
         PasswordError::Length => ServiceError::validation(field, err.to_string()),
         PasswordError::Hash(_) => ServiceError::internal(err),

@@ -103,6 +103,11 @@ impl ServiceError {
         Self::new(ErrorKind::Validation, "request.invalid_field", message).with_field(field)
     }
 
+    /// The user is banned or not active: refused at every access level and at sign-in.
+    pub fn user_inactive() -> Self {
+        Self::new(ErrorKind::Forbidden, "auth.user_inactive", "this account is not active")
+    }
+
     /// An operation of the interface that is not built yet.
     pub fn not_implemented(what: &str) -> Self {
         Self::new(ErrorKind::NotImplemented, "server.not_implemented", format!("{what} is not implemented yet"))

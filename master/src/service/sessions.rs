@@ -112,7 +112,7 @@ pub async fn login(
 
     let user = db::users::find(ctx.db(), &user_id).await?.ok_or_else(invalid_credentials)?;
     if accounts::parse_status(&user.status)? != UserStatus::Active {
-        return Err(ServiceError::new(ErrorKind::Forbidden, "auth.user_inactive", "this account is not active"));
+        return Err(ServiceError::user_inactive());
     }
     db::users::touch_identity(ctx.db(), EMAIL_PASSWORD, email.as_str(), now_ms()).await?;
     let tokens = issue(ctx, &user, Uuid::new_v4()).await?;

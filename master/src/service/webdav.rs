@@ -15,7 +15,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::app::AppState;
-use crate::auth::password::{self, generate_password, hash_password, verify_password};
+use crate::auth::password::{generate_password, hash_password, verify_password};
 use crate::auth::revocation;
 use crate::db::webdav_accounts::WebdavAccountRow;
 use crate::db::{self, DbError};
@@ -23,7 +23,7 @@ use crate::domain::group::GroupPermissions;
 use crate::domain::object::parse_path;
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
-use crate::service::{ErrorKind, ServiceError, ServiceResult, files, sessions};
+use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, files, sessions};
 
 /// How long a successful check is reused without hashing the password again.
 const AUTH_CACHE_LIFETIME: Duration = Duration::from_secs(60);
@@ -145,10 +145,7 @@ async fn parse_root(ctx: &AppState, owner: Uuid, raw: &str) -> ServiceResult<Str
 }
 
 async fn hash(password: &Secret) -> ServiceResult<String> {
-    hash_password(password).await.map_err(|e| match e {
-        password::PasswordError::Length => ServiceError::validation("password", e.to_string()),
-        other => ServiceError::internal(anyhow::anyhow!(other)),
-    })
+    hash_password(password).await.map_err(|e| accounts::password_error("password", e))
 }
 
 async fn permissions_of(ctx: &AppState, group_id: &str) -> ServiceResult<GroupPermissions> {
@@ -289,7 +286,7 @@ async fn cached_principal(ctx: &AppState, key: &str, presented: &blake3::Hash) -
         return Ok(None);
     }
     if revocation::is_banned(ctx.store(), cached.principal.user_id).await? {
-        return Err(inactive());
+        return Err(ServiceError::user_inactive());
     }
     Ok(Some(cached.principal))
 }
@@ -344,7 +341,7 @@ pub async fn authenticate(ctx: &AppState, username: &str, password: &Secret) -> 
     };
     let user_id = files::parse_uuid(&login.account.owner_id)?;
     if login.user_status != UserStatus::Active.as_str() || revocation::is_banned(ctx.store(), user_id).await? {
-        return Err(inactive());
+        return Err(ServiceError::user_inactive());
     }
     if !permissions_of(ctx, &login.group_id).await?.webdav {
         return Err(webdav_not_allowed());
@@ -360,8 +357,4 @@ pub async fn authenticate(ctx: &AppState, username: &str, password: &Secret) -> 
     let value = serde_json::to_string(&cached).map_err(ServiceError::internal)?;
     ctx.store().set(&key, &value, Some(AUTH_CACHE_LIFETIME)).await?;
     Ok(principal)
-}
-
-fn inactive() -> ServiceError {
-    ServiceError::new(ErrorKind::Forbidden, "auth.user_inactive", "this account is not active")
 }
