@@ -6,13 +6,15 @@
 
 use std::io::{self, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::fs;
-use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
-use tokio_util::io::ReaderStream;
+use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
 use super::{
     BlobStore, ByteRange, ByteStream, ChunkReceipt, ListedBlob, PutOutcome, StagedUpload, StorageError, StorageKey,
@@ -22,8 +24,13 @@ use crate::hash::{ChunkHasher, StreamHasher};
 
 /// Name of the staging directory under the root; no key may start with it.
 const STAGING: &str = ".staging";
-/// Read buffer of a blob being streamed out: memory per download stays bounded.
-const READ_BUFFER: usize = 64 * 1024;
+/// Bytes read per blocking job when a blob is streamed out (one more is read ahead while the
+/// last is sent): memory per download stays bounded, trips to the blocking pool stay few.
+const READ_PIECE: u64 = 1024 * 1024;
+/// A streamed body is gathered into batches of this size, each written by one blocking job: a
+/// small file costs one trip to the blocking pool (not one per file operation), a large one a
+/// trip per batch (not per network piece).
+const WRITE_BATCH: usize = 1024 * 1024;
 
 /// Blob storage on a local (or mounted) filesystem.
 #[derive(Debug, Clone)]
@@ -68,29 +75,14 @@ impl LocalBlobStore {
             .open(&path)
             .await
             .map_err(|err| io_failure("create a staging file", err))?;
-        Ok((handle, file, StagingGuard(Some(path))))
+        Ok((handle, file, StagingGuard::new(path)))
     }
 
-    /// Links a complete staging file to `key`, never replacing an existing blob, then drops the
-    /// staging name and makes the new directory entry durable.
+    /// Links a complete, synced staging file to `key` (see [`link_into_place`]).
     async fn publish(&self, staging: &Path, key: &StorageKey) -> StorageResult<()> {
-        let target = self.blob_path(key)?;
-        let parent = target.parent().unwrap_or(&self.root).to_path_buf();
-        // A concurrent delete may prune the freshly created parent before the link lands: retry.
-        let mut attempts = 0;
-        loop {
-            fs::create_dir_all(&parent).await.map_err(|err| io_failure("create the blob's directory", err))?;
-            match fs::hard_link(staging, &target).await {
-                Ok(()) => break,
-                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
-                    return Err(StorageError::AlreadyExists(key.to_string()));
-                }
-                Err(err) if err.kind() == io::ErrorKind::NotFound && attempts < 3 => attempts += 1,
-                Err(err) => return Err(io_failure("link the blob into place", err)),
-            }
-        }
-        fs::remove_file(staging).await.map_err(|err| io_failure("remove the staging file", err))?;
-        sync_dir(parent).await
+        let (staging, target) = (staging.to_path_buf(), self.blob_path(key)?);
+        let key = key.clone();
+        run_blocking(move || link_into_place(&staging, &target, &key)).await
     }
 
     /// Removes the now-empty directories above `path`, up to (not including) the root.
@@ -191,50 +183,86 @@ impl BlobStore for LocalBlobStore {
         mut body: ByteStream,
         max_len: Option<u64>,
     ) -> StorageResult<PutOutcome> {
-        self.blob_path(key)?;
-        let (_, mut file, guard) = self.new_staging_file().await?;
-        let mut hasher = StreamHasher::new();
+        let target = self.blob_path(key)?;
+        let guard = StagingGuard::new(self.root.join(STAGING).join(uuid::Uuid::new_v4().simple().to_string()));
+        let mut staging = Some(StreamStaging::new(&guard));
+        // The blocking write of the previous batch runs while the next one arrives.
+        let mut writing: Option<tokio::task::JoinHandle<StorageResult<(StreamStaging, Vec<u8>)>>> = None;
+        let mut batch = Vec::new();
+        let mut received = 0_u64;
         while let Some(piece) = body.next().await {
             let piece = piece.map_err(|err| StorageError::Body(err.to_string()))?;
+            received += piece.len() as u64;
             if let Some(limit) = max_len
-                && hasher.len() + piece.len() as u64 > limit
+                && received > limit
             {
                 // The guard removes the partial staging file.
                 return Err(StorageError::TooLarge { limit });
             }
-            file.write_all(&piece).await.map_err(|err| io_failure("write a blob", err))?;
-            hasher.update(&piece);
+            batch.extend_from_slice(&piece);
+            if batch.len() >= WRITE_BATCH {
+                let (mut current, spare) = match writing.take() {
+                    Some(job) => joined(job.await)??,
+                    None => (staging.take().ok_or_else(lost_staging)?, Vec::new()),
+                };
+                let full = std::mem::replace(&mut batch, spare);
+                writing = Some(tokio::task::spawn_blocking(move || {
+                    current.append(&full)?;
+                    let mut spare = full;
+                    spare.clear();
+                    Ok((current, spare))
+                }));
+            }
         }
-        file.flush().await.map_err(|err| io_failure("write a blob", err))?;
-        file.sync_all().await.map_err(|err| io_failure("sync a blob", err))?;
-        drop(file);
-        let staging = guard.path().to_path_buf();
-        self.publish(&staging, key).await?;
+        let mut last = match writing.take() {
+            Some(job) => joined(job.await)??.0,
+            None => staging.take().ok_or_else(lost_staging)?,
+        };
+        let key = key.clone();
+        let outcome = run_blocking(move || {
+            last.append(&batch)?;
+            last.finish(&target, &key)
+        })
+        .await?;
         guard.disarm();
-        Ok(PutOutcome { size: hasher.len(), blake3: hasher.finalize() })
+        Ok(outcome)
     }
 
     async fn get(&self, key: &StorageKey, range: Option<ByteRange>) -> StorageResult<ByteStream> {
         let path = self.blob_path(key)?;
-        let mut file = fs::File::open(&path).await.map_err(|err| not_found_or(key, "open a blob", err))?;
-        let metadata = file.metadata().await.map_err(|err| io_failure("inspect a blob", err))?;
-        // A directory at the key's path is a prefix of other keys, not a blob.
-        if !metadata.is_file() {
-            return Err(StorageError::NotFound(key.to_string()));
-        }
-        let Some(range) = range else {
-            return Ok(Box::pin(ReaderStream::with_capacity(file, READ_BUFFER)));
-        };
-        if range.start >= metadata.len() || range.end_inclusive < range.start {
-            return Err(StorageError::Failed(format!(
-                "range {}-{} is outside the blob of {} bytes",
-                range.start,
-                range.end_inclusive,
-                metadata.len()
-            )));
-        }
-        file.seek(SeekFrom::Start(range.start)).await.map_err(|err| io_failure("seek in a blob", err))?;
-        Ok(Box::pin(ReaderStream::with_capacity(file.take(range.len()), READ_BUFFER)))
+        let key = key.clone();
+        // Open, check, seek and read the first piece in one trip: a small blob costs one.
+        let (file, first, remaining) = run_blocking(move || {
+            let mut file = std::fs::File::open(&path).map_err(|err| not_found_or(&key, "open a blob", err))?;
+            let metadata = file.metadata().map_err(|err| io_failure("inspect a blob", err))?;
+            // A directory at the key's path is a prefix of other keys, not a blob.
+            if !metadata.is_file() {
+                return Err(StorageError::NotFound(key.to_string()));
+            }
+            let (start, len) = match range {
+                None => (0, metadata.len()),
+                Some(range) if range.start < metadata.len() && range.end_inclusive >= range.start => {
+                    (range.start, range.len())
+                }
+                Some(range) => {
+                    return Err(StorageError::Failed(format!(
+                        "range {}-{} is outside the blob of {} bytes",
+                        range.start,
+                        range.end_inclusive,
+                        metadata.len()
+                    )));
+                }
+            };
+            if start > 0 {
+                std::io::Seek::seek(&mut file, SeekFrom::Start(start))
+                    .map_err(|err| io_failure("seek in a blob", err))?;
+            }
+            let first = read_piece(&mut file, len).map_err(|err| io_failure("read a blob", err))?;
+            let remaining = len - first.len() as u64;
+            Ok((file, first, remaining))
+        })
+        .await?;
+        Ok(read_stream(file, first, remaining))
     }
 
     async fn size(&self, key: &StorageKey) -> StorageResult<Option<u64>> {
@@ -311,33 +339,179 @@ impl BlobStore for LocalBlobStore {
 }
 
 /// Removes a staging file when an upload is abandoned midway, including when the request's
-/// future is dropped. Unlinking is quick enough to do synchronously in `Drop`.
-struct StagingGuard(Option<PathBuf>);
+/// future is dropped. Unlinking is quick enough to do synchronously in `Drop`. A blocking job
+/// still writing the file when the guard goes sees `abandoned` and removes what it creates.
+struct StagingGuard {
+    path: Option<PathBuf>,
+    abandoned: Arc<AtomicBool>,
+}
 
 impl StagingGuard {
+    fn new(path: PathBuf) -> Self {
+        Self { path: Some(path), abandoned: Arc::default() }
+    }
+
     fn path(&self) -> &Path {
-        self.0.as_deref().unwrap_or(Path::new(""))
+        self.path.as_deref().unwrap_or(Path::new(""))
     }
 
     fn disarm(mut self) {
-        self.0 = None;
+        self.path = None;
     }
 }
 
 impl Drop for StagingGuard {
     fn drop(&mut self) {
-        if let Some(path) = self.0.take() {
+        if let Some(path) = self.path.take() {
+            // First the flag, then the unlink: a job either finds the flag or made its file
+            // before the unlink below.
+            self.abandoned.store(true, Ordering::SeqCst);
             let _ = std::fs::remove_file(path);
         }
     }
 }
 
-/// Makes a new directory entry durable: a rename or link is only on disk once its directory is.
-async fn sync_dir(dir: PathBuf) -> StorageResult<()> {
-    tokio::task::spawn_blocking(move || std::fs::File::open(&dir)?.sync_all())
-        .await
-        .map_err(|err| StorageError::Failed(format!("sync a directory: {err}")))?
-        .map_err(|err| io_failure("sync a directory", err))
+/// A streamed body on its way into a staging file, written by blocking jobs: the first creates
+/// the file, the last syncs it and links it into place. Hashing happens there too, off the
+/// runtime's threads.
+struct StreamStaging {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    hasher: StreamHasher,
+    abandoned: Arc<AtomicBool>,
+}
+
+impl StreamStaging {
+    fn new(guard: &StagingGuard) -> Self {
+        Self {
+            path: guard.path().to_path_buf(),
+            file: None,
+            hasher: StreamHasher::new(),
+            abandoned: Arc::clone(&guard.abandoned),
+        }
+    }
+
+    fn file(&mut self) -> StorageResult<&mut std::fs::File> {
+        if self.file.is_none() {
+            if let Some(dir) = self.path.parent() {
+                std::fs::create_dir_all(dir).map_err(|err| io_failure("create the staging directory", err))?;
+            }
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&self.path)
+                .map_err(|err| io_failure("create a staging file", err))?;
+            if self.abandoned.load(Ordering::SeqCst) {
+                let _ = std::fs::remove_file(&self.path);
+                return Err(StorageError::Body("the upload was abandoned".to_owned()));
+            }
+            self.file = Some(file);
+        }
+        self.file.as_mut().ok_or_else(lost_staging)
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> StorageResult<()> {
+        use std::io::Write as _;
+        self.file()?.write_all(bytes).map_err(|err| io_failure("write a blob", err))?;
+        self.hasher.update(bytes);
+        Ok(())
+    }
+
+    /// Syncs the staging file and links it to `target`.
+    fn finish(mut self, target: &Path, key: &StorageKey) -> StorageResult<PutOutcome> {
+        self.file()?.sync_all().map_err(|err| io_failure("sync a blob", err))?;
+        self.file = None;
+        if self.abandoned.load(Ordering::SeqCst) {
+            return Err(StorageError::Body("the upload was abandoned".to_owned()));
+        }
+        link_into_place(&self.path, target, key)?;
+        Ok(PutOutcome { size: self.hasher.len(), blake3: self.hasher.finalize() })
+    }
+}
+
+/// Up to [`READ_PIECE`] bytes (fewer only at the end of the file), read without zeroing a buffer.
+fn read_piece(file: &mut std::fs::File, remaining: u64) -> io::Result<Bytes> {
+    use std::io::Read as _;
+    let want = remaining.min(READ_PIECE);
+    let mut piece = Vec::with_capacity(want as usize);
+    file.take(want).read_to_end(&mut piece)?;
+    Ok(Bytes::from(piece))
+}
+
+/// The rest of a blob after `first`: `remaining` bytes read piece by piece on the blocking pool,
+/// the next piece read while the last one is on its way to the client.
+fn read_stream(file: std::fs::File, first: Bytes, remaining: u64) -> ByteStream {
+    type ReadJob = tokio::task::JoinHandle<io::Result<(std::fs::File, Bytes)>>;
+    struct Reading {
+        ready: Option<Bytes>,
+        file: Option<std::fs::File>,
+        remaining: u64,
+        next: Option<ReadJob>,
+    }
+    let state = Reading { ready: Some(first), file: Some(file), remaining, next: None };
+    Box::pin(futures_util::stream::unfold(state, |mut state| async move {
+        loop {
+            if let Some(piece) = state.ready.take() {
+                if piece.is_empty() {
+                    return None; // the file ended early (truncated under us): stop there
+                }
+                if state.remaining > 0
+                    && let Some(mut file) = state.file.take()
+                {
+                    let remaining = state.remaining;
+                    state.next = Some(tokio::task::spawn_blocking(move || {
+                        let piece = read_piece(&mut file, remaining)?;
+                        Ok((file, piece))
+                    }));
+                }
+                return Some((Ok(piece), state));
+            }
+            match state.next.take()?.await {
+                Ok(Ok((file, piece))) => {
+                    state.remaining -= (piece.len() as u64).min(state.remaining);
+                    state.file = Some(file);
+                    state.ready = Some(piece);
+                }
+                Ok(Err(err)) => return Some((Err(err), state)),
+                Err(err) => return Some((Err(io::Error::other(err)), state)),
+            }
+        }
+    }))
+}
+
+fn lost_staging() -> StorageError {
+    StorageError::Failed("the staging file of a write went missing".to_owned())
+}
+
+fn joined<T>(result: Result<T, tokio::task::JoinError>) -> StorageResult<T> {
+    result.map_err(|err| StorageError::Failed(format!("a blocking storage job failed: {err}")))
+}
+
+/// Runs file-system work on the blocking pool in one trip.
+async fn run_blocking<T: Send + 'static>(job: impl FnOnce() -> StorageResult<T> + Send + 'static) -> StorageResult<T> {
+    joined(tokio::task::spawn_blocking(job).await)?
+}
+
+/// Links a complete, synced staging file to `key`'s path, never replacing an existing blob,
+/// then drops the staging name and makes the new directory entry durable.
+fn link_into_place(staging: &Path, target: &Path, key: &StorageKey) -> StorageResult<()> {
+    let parent = target.parent().ok_or_else(|| StorageError::InvalidKey(key.to_string()))?;
+    // A concurrent delete may prune the freshly created parent before the link lands: retry.
+    let mut attempts = 0;
+    loop {
+        std::fs::create_dir_all(parent).map_err(|err| io_failure("create the blob's directory", err))?;
+        match std::fs::hard_link(staging, target) {
+            Ok(()) => break,
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(StorageError::AlreadyExists(key.to_string()));
+            }
+            Err(err) if err.kind() == io::ErrorKind::NotFound && attempts < 3 => attempts += 1,
+            Err(err) => return Err(io_failure("link the blob into place", err)),
+        }
+    }
+    std::fs::remove_file(staging).map_err(|err| io_failure("remove the staging file", err))?;
+    // A link is only on disk once its directory is.
+    std::fs::File::open(parent).and_then(|dir| dir.sync_all()).map_err(|err| io_failure("sync a directory", err))
 }
 
 /// The path, or one of its parents, does not exist (a parent that is a file counts too).
@@ -375,7 +549,8 @@ mod tests {
         Fixture {
             store: Box::new(LocalBlobStore::new(dir.path().join("blobs"))),
             chunk_size: 1024,
-            large_stream: 3 * READ_BUFFER + 5,
+            // Several write batches and read pieces, the last of each partial.
+            large_stream: 2 * WRITE_BATCH + READ_PIECE as usize + 5,
             keep: Box::new(dir),
         }
     }
@@ -431,16 +606,21 @@ mod tests {
     async fn a_dropped_put_stream_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let store = store(&dir);
-        // A client that sends some bytes and then stalls until the request is dropped.
-        let stalled: ByteStream = Box::pin(
-            futures_util::stream::iter([Ok(Bytes::from_static(b"partial"))])
-                .chain(futures_util::stream::once(pending())),
-        );
-        let stalled_key = key("stalled");
-        let put = store.put_stream(&stalled_key, stalled, None);
-        assert!(tokio::time::timeout(Duration::from_millis(200), put).await.is_err());
-        assert_eq!(staging_entries(&store), 0);
-        assert_eq!(store.size(&key("stalled")).await.unwrap(), None);
+        // A client that sends some bytes and then stalls until the request is dropped: a few
+        // bytes (nothing written yet), or several batches (a blocking write may still be running
+        // when the request goes, and must remove what it created).
+        for sent in [7, 2 * WRITE_BATCH + 1] {
+            let stalled: ByteStream = Box::pin(
+                futures_util::stream::iter([Ok(Bytes::from(content(sent, 3)))])
+                    .chain(futures_util::stream::once(pending())),
+            );
+            let stalled_key = key("stalled");
+            let put = store.put_stream(&stalled_key, stalled, None);
+            assert!(tokio::time::timeout(Duration::from_millis(200), put).await.is_err());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert_eq!(staging_entries(&store), 0, "after {sent} bytes");
+            assert_eq!(store.size(&key("stalled")).await.unwrap(), None);
+        }
     }
 
     #[tokio::test]

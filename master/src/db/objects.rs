@@ -102,6 +102,60 @@ pub async fn child_by_name(db: &Db, parent_id: &str, name: &str) -> Result<Optio
     .await?)
 }
 
+/// Names resolved per statement by [`walk_below`]; deeper paths take one statement per this many.
+const WALK_STEP: usize = 16;
+
+/// The live objects at `names` below folder `base_id`, one per name, as far as they exist (a
+/// missing name, or a file where a folder was needed, ends the walk early). One statement per
+/// [`WALK_STEP`] names: each level is a join on the `(parent_id, name)` index.
+pub async fn walk_below(db: &Db, base_id: &str, names: &[&str]) -> Result<Vec<ListingRow>, DbError> {
+    use sqlx::Row;
+    let mut found: Vec<ListingRow> = Vec::with_capacity(names.len());
+    let mut parent = base_id.to_owned();
+    for step in names.chunks(WALK_STEP) {
+        let mut select = Vec::with_capacity(step.len());
+        let mut from = String::from("objects c0");
+        for level in 0..step.len() {
+            select.push(format!(
+                "c{level}.id AS id{level}, c{level}.name AS name{level}, c{level}.kind AS kind{level}, \
+                 c{level}.policy_id AS policy{level}, c{level}.size AS size{level}, \
+                 c{level}.created_at AS created{level}, c{level}.updated_at AS updated{level}"
+            ));
+            if level > 0 {
+                from.push_str(&format!(
+                    " LEFT JOIN objects c{level} ON c{level}.parent_id = c{prev}.id AND c{level}.name = ${param} \
+                     AND c{level}.trashed_at IS NULL",
+                    prev = level - 1,
+                    param = level + 2,
+                ));
+            }
+        }
+        let sql = format!(
+            "SELECT {} FROM {from} WHERE c0.parent_id = $1 AND c0.name = $2 AND c0.trashed_at IS NULL",
+            select.join(", ")
+        );
+        let mut query = sqlx::query(&sql).bind(parent.clone());
+        for name in step {
+            query = query.bind(*name);
+        }
+        let Some(row) = query.fetch_optional(db.reader()).await? else { return Ok(found) };
+        for level in 0..step.len() {
+            let Some(id) = row.try_get::<Option<String>, _>(format!("id{level}").as_str())? else { return Ok(found) };
+            found.push(ListingRow {
+                id,
+                name: row.try_get(format!("name{level}").as_str())?,
+                kind: row.try_get(format!("kind{level}").as_str())?,
+                policy_id: row.try_get(format!("policy{level}").as_str())?,
+                size: row.try_get(format!("size{level}").as_str())?,
+                created_at: row.try_get(format!("created{level}").as_str())?,
+                updated_at: row.try_get(format!("updated{level}").as_str())?,
+            });
+        }
+        parent = found.last().map(|row| row.id.clone()).unwrap_or_default();
+    }
+    Ok(found)
+}
+
 /// Names from the root down to `id` (the root's own name, empty, first).
 pub async fn path_names(db: &Db, id: &str) -> Result<Vec<String>, DbError> {
     let rows: Vec<(String,)> = sqlx::query_as(

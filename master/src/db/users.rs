@@ -294,10 +294,10 @@ pub async fn inactive_changed_since(db: &Db, since: Millis) -> Result<Vec<String
 
 // ---- storage quota ----
 
-/// A user's capacity: the group's `max_storage` plus storage packs active at `now`.
-pub async fn capacity(db: &Db, user_id: &str, now: Millis) -> Result<i64, DbError> {
-    let (group, packs): (i64, Option<i64>) = sqlx::query_as(
-        "SELECT g.max_storage,
+/// The user's used bytes and capacity (group quota plus active storage packs at `now`).
+pub async fn usage_and_capacity(db: &Db, user_id: &str, now: Millis) -> Result<(i64, i64), DbError> {
+    let (used, group, packs): (i64, i64, Option<i64>) = sqlx::query_as(
+        "SELECT u.storage, g.max_storage,
                 (SELECT CAST(SUM(p.size) AS BIGINT) FROM storage_packs p WHERE p.user_id = u.id AND p.active_from <= $2 AND p.expires_at > $2)
          FROM users u JOIN groups g ON g.id = u.group_id WHERE u.id = $1",
     )
@@ -305,7 +305,12 @@ pub async fn capacity(db: &Db, user_id: &str, now: Millis) -> Result<i64, DbErro
     .bind(now)
     .fetch_one(db.reader())
     .await?;
-    Ok(group.saturating_add(packs.unwrap_or(0)))
+    Ok((used, group.saturating_add(packs.unwrap_or(0))))
+}
+
+/// A user's capacity: the group's `max_storage` plus storage packs active at `now`.
+pub async fn capacity(db: &Db, user_id: &str, now: Millis) -> Result<i64, DbError> {
+    Ok(usage_and_capacity(db, user_id, now).await?.1)
 }
 
 /// Adds `bytes` to the user's used storage only if the total stays within `capacity`; answers

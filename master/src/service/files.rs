@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::app::AppState;
-use crate::db::objects::{ListOrder, NewObject, ObjectRow};
+use crate::db::objects::{ListOrder, ListingRow, NewObject, ObjectRow};
 use crate::db::{self, Conn, Db, DbError};
 use crate::domain::object::{ObjectKind, ObjectName, parse_path};
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
@@ -444,7 +444,9 @@ pub async fn relocate(db: &Db, owner: Uuid, id: Uuid, dst: Uuid, name: &str) -> 
     Ok(())
 }
 
-/// An object as a client addressing paths (WebDAV) sees it.
+/// An object as a client addressing paths (WebDAV) sees it. Only this module makes one, from a
+/// row read for `owner`, so holding one proves the object is (or was, when read) the owner's:
+/// [`walk_below`] continues from it without checking ownership again.
 #[derive(Debug, Clone)]
 pub struct PathEntry {
     pub id: Uuid,
@@ -453,47 +455,84 @@ pub struct PathEntry {
     pub size: i64,
     pub created_at: Millis,
     pub updated_at: Millis,
+    owner: Uuid,
 }
 
 impl PathEntry {
-    fn of(id: &str, name: &str, kind: &str, size: i64, created_at: Millis, updated_at: Millis) -> ServiceResult<Self> {
-        Ok(Self {
-            id: parse_uuid(id)?,
-            name: name.to_owned(),
-            is_folder: kind == "folder",
-            size,
-            created_at,
-            updated_at,
-        })
+    fn of(owner: Uuid, row: &ObjectRow) -> ServiceResult<Self> {
+        Self::listed(owner, &row.id, &row.name, &row.kind, row.size, row.created_at, row.updated_at)
+    }
+
+    fn of_listing(owner: Uuid, row: &ListingRow) -> ServiceResult<Self> {
+        Self::listed(owner, &row.id, &row.name, &row.kind, row.size, row.created_at, row.updated_at)
+    }
+
+    fn listed(
+        owner: Uuid,
+        id: &str,
+        name: &str,
+        kind: &str,
+        size: i64,
+        created_at: Millis,
+        updated_at: Millis,
+    ) -> ServiceResult<Self> {
+        let is_folder = kind == ObjectKind::Folder.as_str();
+        Ok(Self { id: parse_uuid(id)?, name: name.to_owned(), is_folder, size, created_at, updated_at, owner })
+    }
+
+    /// The entry with new content written by this service: new size and times.
+    pub(crate) fn with_content(
+        owner: Uuid,
+        id: Uuid,
+        name: &str,
+        size: i64,
+        created_at: Millis,
+        updated_at: Millis,
+    ) -> Self {
+        Self { id, name: name.to_owned(), is_folder: false, size, created_at, updated_at, owner }
     }
 }
 
-/// The live object at `names` below the owner's folder `base` (which must be live itself).
-pub async fn lookup(db: &Db, owner: Uuid, base: Uuid, names: &[&str]) -> ServiceResult<PathEntry> {
-    let mut current = authorize_live(db, owner, base).await?.into_row();
-    for name in names {
-        if !current.is_folder() {
-            return Err(not_found());
-        }
-        current = db::objects::child_by_name(db, &current.id, name).await?.ok_or_else(not_found)?;
+/// The id of `entry` when it is a folder of `owner`.
+pub(crate) fn own_folder(owner: Uuid, entry: &PathEntry) -> ServiceResult<String> {
+    if entry.owner != owner {
+        return Err(not_found());
     }
-    PathEntry::of(&current.id, &current.name, &current.kind, current.size, current.created_at, current.updated_at)
+    if !entry.is_folder {
+        return Err(ServiceError::conflict("object.not_a_folder", "the object is a file, not a folder"));
+    }
+    Ok(entry.id.to_string())
+}
+
+/// The live folder at `path` below the owner's root (the root when `path` is `/`).
+pub async fn folder_entry(db: &Db, owner: Uuid, path: &str) -> ServiceResult<PathEntry> {
+    let row = resolve_path(db, owner, path).await?;
+    if row.trashed_at.is_some() || !row.is_folder() {
+        return Err(not_found());
+    }
+    PathEntry::of(owner, &row)
+}
+
+/// The live objects at `names` below `base`, one per name, in order, as far as they exist: a
+/// shorter answer than `names` means the next name is missing (or its parent is a file). `base`
+/// must be the owner's and live when it was read: its children are the owner's too.
+pub async fn walk_below(db: &Db, owner: Uuid, base: &PathEntry, names: &[&str]) -> ServiceResult<Vec<PathEntry>> {
+    let base = own_folder(owner, base)?;
+    let rows = db::objects::walk_below(db, &base, names).await?;
+    rows.iter().map(|row| PathEntry::of_listing(owner, row)).collect()
 }
 
 /// Every live child of the owner's folder `folder`, folders first, by name: one query, for
 /// clients that list whole folders (WebDAV `PROPFIND`).
-pub async fn live_children(db: &Db, owner: Uuid, folder: Uuid) -> ServiceResult<Vec<PathEntry>> {
-    let folder = authorize_folder(db, owner, folder).await?;
-    let (_, rows) = db::objects::children(db, &folder.row().id, ListOrder::Name, false, 0, i64::MAX).await?;
-    rows.iter().map(|r| PathEntry::of(&r.id, &r.name, &r.kind, r.size, r.created_at, r.updated_at)).collect()
+pub async fn live_children(db: &Db, owner: Uuid, folder: &PathEntry) -> ServiceResult<Vec<PathEntry>> {
+    let folder = own_folder(owner, folder)?;
+    let (_, rows) = db::objects::children(db, &folder, ListOrder::Name, false, 0, i64::MAX).await?;
+    rows.iter().map(|row| PathEntry::of_listing(owner, row)).collect()
 }
 
 /// The owner's used bytes (trash included) and capacity (group quota plus active packs).
 pub async fn storage_usage(db: &Db, owner: Uuid) -> ServiceResult<(i64, i64)> {
-    let owner_id = owner.to_string();
-    let used = db::users::find(db, &owner_id).await?.map_or(0, |u| u.storage);
-    let capacity = db::users::capacity(db, &owner_id, now_ms()).await?;
-    Ok((used, capacity))
+    Ok(db::users::usage_and_capacity(db, &owner.to_string(), now_ms()).await?)
 }
 
 pub fn quota_exceeded() -> ServiceError {

@@ -192,11 +192,47 @@ pub async fn replace_content(
     let owned = files::authorize_live(db, owner, object_id).await?;
     let row = owned.into_row();
     expect_file(&row)?;
+    let policy = policy_of(db, &row).await?;
+    let usage = Usage::of(db, owner).await?;
+    replace_row(ctx, owner, &row, &policy, usage, content_length, body).await?;
+    files::get(db, owner, object_id).await
+}
+
+/// The policy a file's content is stored under.
+async fn policy_of(db: &db::Db, row: &ObjectRow) -> ServiceResult<PolicyRow> {
     let policy_id =
-        row.policy_id.clone().ok_or_else(|| ServiceError::internal(anyhow::anyhow!("file without policy")))?;
-    let policy = policies::find(db, files::parse_uuid(&policy_id)?).await?;
-    let streamed = stream_content(ctx, owner, &policy, &row.name, row.size, content_length, body).await?;
+        row.policy_id.as_deref().ok_or_else(|| ServiceError::internal(anyhow::anyhow!("file without policy")))?;
+    policies::find(db, files::parse_uuid(policy_id)?).await
+}
+
+/// A user's used bytes and capacity, read once per write.
+#[derive(Debug, Clone, Copy)]
+struct Usage {
+    used: i64,
+    capacity: i64,
+}
+
+impl Usage {
+    async fn of(db: &db::Db, owner: Uuid) -> ServiceResult<Self> {
+        let (used, capacity) = db::users::usage_and_capacity(db, &owner.to_string(), now_ms()).await?;
+        Ok(Self { used, capacity })
+    }
+}
+
+/// New content for `row` (see [`replace_content`]); answers the new size and change time.
+async fn replace_row(
+    ctx: &AppState,
+    owner: Uuid,
+    row: &ObjectRow,
+    policy: &PolicyRow,
+    usage: Usage,
+    content_length: Option<u64>,
+    body: ByteStream,
+) -> ServiceResult<(i64, Millis)> {
+    let db = ctx.db();
+    let streamed = stream_content(ctx, owner, policy, &row.name, row.size, usage, content_length, body).await?;
     let size = streamed.outcome.size as i64;
+    let now = now_ms();
     let settled = async {
         let mut tx = db.begin().await?;
         if !streamed.settle(&mut tx, size - row.size).await? {
@@ -205,7 +241,7 @@ pub async fn replace_content(
         let (blob_id, duplicate) =
             files::reference_content(&mut tx, &policy.id, streamed.key.as_str(), &streamed.outcome.blake3, size)
                 .await?;
-        db::objects::set_content(&mut tx, &row.id, &blob_id, size, now_ms()).await?;
+        db::objects::set_content(&mut tx, &row.id, &blob_id, size, now).await?;
         let mut orphans = Vec::new();
         if let Some(old) = &row.physical_file_id
             && db::blobs::add_refs(&mut tx, old, -1).await? == 0
@@ -222,97 +258,154 @@ pub async fn replace_content(
                 let _ = streamed.store.delete(&streamed.key).await;
             }
             files::release_blobs(ctx, &orphans).await;
-            files::get(db, owner, object_id).await
+            Ok((size, now))
         }
         Ok(None) => Err(streamed.discard(ctx, quota_exceeded()).await),
         Err(err) => Err(streamed.discard(ctx, err.into()).await),
     }
 }
 
-/// Whether a write of `declared` bytes (unknown for a chunked body) replacing `replaced` bytes
-/// can be taken before any byte is read: the policy's `max_size` (413) first, then the room left
-/// in the quota (507), where a body of unknown length needs some room left at all. The write
-/// itself enforces both again while the bytes arrive.
-pub async fn check_write_fits(
-    ctx: &AppState,
-    owner: Uuid,
-    group_id: &str,
-    replaced: i64,
-    declared: Option<u64>,
-) -> ServiceResult<()> {
-    let db = ctx.db();
-    if let Some(size) = declared {
-        let policy = policies::policy_for(db, group_id, None).await?;
-        check_max_size(policy.max_size, size as i64)?;
+/// How many bytes a write may bring: the policy's `max_size` and the room the quota leaves
+/// (the file's current size counts as room: it is replaced).
+#[derive(Debug, Clone, Copy)]
+pub struct ByteLimit {
+    max_size: Option<u64>,
+    room: u64,
+}
+
+impl ByteLimit {
+    fn of(policy: &PolicyRow, usage: Usage, current_size: i64) -> Self {
+        Self {
+            max_size: (policy.max_size > 0).then_some(policy.max_size as u64),
+            room: (usage.capacity - usage.used + current_size).max(0) as u64,
+        }
     }
-    let (used, capacity) = files::storage_usage(db, owner).await?;
-    let room = capacity - used + replaced;
-    match declared {
-        Some(size) if size > 0 && size as i64 > room => Err(quota_exceeded()),
-        None if room <= 0 => Err(quota_exceeded()),
-        _ => Ok(()),
+
+    /// The most bytes a write may bring.
+    pub fn bytes(&self) -> u64 {
+        self.max_size.map_or(self.room, |max| max.min(self.room))
+    }
+
+    /// The refusal of a write that brought `written` bytes, more than [`ByteLimit::bytes`]:
+    /// 413 when the policy's size limit is passed, 507 otherwise.
+    pub fn refusal(&self, written: u64) -> ServiceError {
+        let max_size = self.max_size.map_or(0, |max| max as i64);
+        check_max_size(max_size, written as i64).err().unwrap_or_else(quota_exceeded)
     }
 }
 
-/// Writes the file `name` in folder `parent_id` from a streamed body (WebDAV `PUT`): a new file
-/// on the group's default policy, or new content for an existing file (see
-/// [`replace_content`]). Nothing is visible until every byte has arrived; a body that fails or
-/// is cut off leaves no file, no blob and no quota change. Answers the file and whether it was
-/// created.
-pub async fn write_file(
+/// A write of the file `name` in a folder, checked and ready to take its body (WebDAV `PUT`):
+/// a new file on the group's default policy, or new content for the existing file there.
+pub struct PlannedWrite {
+    owner: Uuid,
+    /// The folder's id.
+    parent: String,
+    name: ObjectName,
+    existing: Option<ObjectRow>,
+    policy: PolicyRow,
+    usage: Usage,
+    declared: Option<u64>,
+}
+
+/// Plans writing `name` in the owner's folder `parent` (an entry this service looked up for
+/// the owner) from a body of `declared` bytes (unknown for a chunked body). Refuses a name taken
+/// by a folder; [`PlannedWrite::admit`] then says whether the size fits.
+pub async fn plan_write(
     ctx: &AppState,
     owner: Uuid,
     group_id: &str,
-    parent_id: Uuid,
+    parent: &files::PathEntry,
     name: &str,
-    content_length: Option<u64>,
-    body: ByteStream,
-) -> ServiceResult<(ObjectView, bool)> {
+    declared: Option<u64>,
+) -> ServiceResult<PlannedWrite> {
     let db = ctx.db();
-    let parent = files::authorize_folder(db, owner, parent_id).await?;
+    let parent = files::own_folder(owner, parent)?;
     let name = ObjectName::parse(name).map_err(|why| ServiceError::validation("name", why))?;
-    if let Some(existing) = db::objects::child_by_name(db, &parent.row().id, name.as_str()).await? {
-        expect_file(&existing)?;
-        let view = replace_content(ctx, owner, files::parse_uuid(&existing.id)?, content_length, body).await?;
-        return Ok((view, false));
-    }
-    let policy = policies::policy_for(db, group_id, None).await?;
-    let streamed = stream_content(ctx, owner, &policy, name.as_str(), 0, content_length, body).await?;
-    let size = streamed.outcome.size as i64;
-    let object_id = Uuid::new_v4().to_string();
-    let owner_id = owner.to_string();
-    let committed = async {
-        let mut tx = db.begin().await?;
-        if !streamed.settle(&mut tx, size).await? {
-            return Ok(None);
+    let existing = db::objects::child_by_name(db, &parent, name.as_str()).await?;
+    let policy = match &existing {
+        Some(row) => {
+            expect_file(row)?;
+            policy_of(db, row).await?
         }
-        let (blob_id, duplicate) =
-            files::reference_content(&mut tx, &policy.id, streamed.key.as_str(), &streamed.outcome.blake3, size)
-                .await?;
-        let object = NewObject {
-            id: &object_id,
-            owner_id: &owner_id,
-            parent_id: Some(&parent.row().id),
-            name: name.as_str(),
-            kind: ObjectKind::File.as_str(),
-            policy_id: Some(&policy.id),
-            physical_file_id: Some(&blob_id),
-            size,
-        };
-        db::objects::insert(&mut tx, &object, now_ms()).await?;
-        tx.commit().await?;
-        Ok::<_, DbError>(Some(duplicate))
+        None => policies::policy_for(db, group_id, None).await?,
+    };
+    let usage = Usage::of(db, owner).await?;
+    Ok(PlannedWrite { owner, parent, name, existing, policy, usage, declared })
+}
+
+impl PlannedWrite {
+    /// Whether the write replaces an existing file.
+    pub fn replaces_a_file(&self) -> bool {
+        self.existing.is_some()
     }
-    .await;
-    match committed {
-        Ok(Some(duplicate)) => {
-            if duplicate {
-                let _ = streamed.store.delete(&streamed.key).await;
+
+    /// How many bytes the write may bring; a caller that sees the body arrive can refuse the
+    /// rest at once (the write itself enforces the same limit).
+    pub fn byte_limit(&self) -> ByteLimit {
+        ByteLimit::of(&self.policy, self.usage, self.existing.as_ref().map_or(0, |row| row.size))
+    }
+
+    /// Whether the write can be taken before any byte is read: the policy's `max_size` (413)
+    /// first, then the room left in the quota (507), where a body of unknown length needs some
+    /// room left at all. [`PlannedWrite::write`] enforces both again while the bytes arrive.
+    pub fn admit(&self) -> ServiceResult<()> {
+        let limit = self.byte_limit();
+        match self.declared {
+            Some(size) if size > limit.bytes() => Err(limit.refusal(size)),
+            None if limit.room == 0 => Err(quota_exceeded()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Streams the body in. Nothing is visible until every byte has arrived; a body that fails
+    /// or is cut off leaves no file, no blob and no quota change (an existing file keeps its
+    /// content). Answers the file as written.
+    pub async fn write(self, ctx: &AppState, body: ByteStream) -> ServiceResult<files::PathEntry> {
+        let Self { owner, parent, name, existing, policy, usage, declared } = self;
+        if let Some(row) = existing {
+            let (size, now) = replace_row(ctx, owner, &row, &policy, usage, declared, body).await?;
+            let id = files::parse_uuid(&row.id)?;
+            return Ok(files::PathEntry::with_content(owner, id, &row.name, size, row.created_at, now));
+        }
+        let db = ctx.db();
+        let streamed = stream_content(ctx, owner, &policy, name.as_str(), 0, usage, declared, body).await?;
+        let size = streamed.outcome.size as i64;
+        let object_id = Uuid::new_v4();
+        let (id, owner_id) = (object_id.to_string(), owner.to_string());
+        let now = now_ms();
+        let committed = async {
+            let mut tx = db.begin().await?;
+            if !streamed.settle(&mut tx, size).await? {
+                return Ok(None);
             }
-            Ok((files::get(db, owner, files::parse_uuid(&object_id)?).await?, true))
+            let (blob_id, duplicate) =
+                files::reference_content(&mut tx, &policy.id, streamed.key.as_str(), &streamed.outcome.blake3, size)
+                    .await?;
+            let object = NewObject {
+                id: &id,
+                owner_id: &owner_id,
+                parent_id: Some(&parent),
+                name: name.as_str(),
+                kind: ObjectKind::File.as_str(),
+                policy_id: Some(&policy.id),
+                physical_file_id: Some(&blob_id),
+                size,
+            };
+            db::objects::insert(&mut tx, &object, now).await?;
+            tx.commit().await?;
+            Ok::<_, DbError>(Some(duplicate))
         }
-        Ok(None) => Err(streamed.discard(ctx, quota_exceeded()).await),
-        Err(err) => Err(streamed.discard(ctx, files::on_name_clash(err)).await),
+        .await;
+        match committed {
+            Ok(Some(duplicate)) => {
+                if duplicate {
+                    let _ = streamed.store.delete(&streamed.key).await;
+                }
+                Ok(files::PathEntry::with_content(owner, object_id, name.as_str(), size, now, now))
+            }
+            Ok(None) => Err(streamed.discard(ctx, quota_exceeded()).await),
+            Err(err) => Err(streamed.discard(ctx, files::on_name_clash(err)).await),
+        }
     }
 }
 
@@ -362,12 +455,14 @@ async fn give_back(ctx: &AppState, owner_id: &str, bytes: i64) {
 /// bytes large. The policy's `max_size` and the quota are enforced before (declared length:
 /// the growth is reserved up front, so a full quota refuses before any byte is stored) and while
 /// bytes arrive, also when no length was declared.
+#[allow(clippy::too_many_arguments)] // one write's facts, each used once; a struct would only rename them
 async fn stream_content(
     ctx: &AppState,
     owner: Uuid,
     policy: &PolicyRow,
     name: &str,
     current_size: i64,
+    usage: Usage,
     content_length: Option<u64>,
     body: ByteStream,
 ) -> ServiceResult<StreamedContent> {
@@ -376,7 +471,7 @@ async fn stream_content(
         check_max_size(policy.max_size, length as i64)?;
     }
     let owner_id = owner.to_string();
-    let capacity = db::users::capacity(db, &owner_id, now_ms()).await?;
+    let capacity = usage.capacity;
     let mut reserved = 0_i64;
     if let Some(length) = content_length {
         let growth = length as i64 - current_size;
@@ -392,26 +487,25 @@ async fn stream_content(
         let store = policies::store(ctx, policy).await?;
         let context = NamingContext { user_id: owner, original_name: name, now: time::OffsetDateTime::now_utc() };
         let key = StorageKey::parse(&naming::storage_key(&policy.dir_name_rule, &policy.file_name_rule, &context))?;
-        let used = db::users::find(db, &owner_id).await?.map_or(0, |u| u.storage);
-        Ok::<_, ServiceError>((store, key, used))
+        Ok::<_, ServiceError>((store, key))
     }
     .await;
-    let (store, key, used) = match prepared {
+    let (store, key) = match prepared {
         Ok(prepared) => prepared,
         Err(err) => {
             give_back(ctx, &owner_id, reserved).await;
             return Err(err);
         }
     };
-    let quota_room = (capacity - used + reserved + current_size).max(0) as u64;
-    let size_limit = (policy.max_size > 0).then_some(policy.max_size as u64);
-    let max_len = Some(size_limit.map_or(quota_room, |limit| limit.min(quota_room)));
-    match store.put_stream(&key, body, max_len).await {
+    let limit = ByteLimit::of(policy, usage, current_size);
+    match store.put_stream(&key, body, Some(limit.bytes())).await {
         Ok(outcome) => Ok(StreamedContent { store, key, outcome, owner_id, reserved, capacity }),
         Err(err) => {
             give_back(ctx, &owner_id, reserved).await;
-            let over_quota = matches!(err, StorageError::TooLarge { limit } if Some(limit) != size_limit);
-            Err(if over_quota { quota_exceeded() } else { err.into() })
+            Err(match err {
+                StorageError::TooLarge { limit: bytes } => limit.refusal(bytes + 1),
+                other => other.into(),
+            })
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Open WebDAV files. Reading streams the blob from its store from the current position on;
-//! writing feeds the request body through a bounded channel into `transfers::write_file`, which
+//! writing feeds the request body through a bounded channel into a `transfers::PlannedWrite`, which
 //! runs as its own task and makes the file visible only once every byte has arrived. A write
 //! whose handle is dropped before `flush` (client gone, error) ends the body stream with an
 //! error, so the write task removes what it stored and gives the quota back.
@@ -18,9 +18,8 @@ use uuid::Uuid;
 use super::fs::{Meta, fs_error};
 use crate::app::AppState;
 use crate::service::ServiceResult;
-use crate::service::files::{self, ObjectView, PathEntry};
-use crate::service::transfers;
-use crate::service::webdav::DavPrincipal;
+use crate::service::files::PathEntry;
+use crate::service::transfers::{self, ByteLimit, PlannedWrite};
 
 /// Request-body pieces in flight between the handler and the write task.
 const WRITE_QUEUE: usize = 8;
@@ -152,14 +151,11 @@ fn body_stream(receiver: mpsc::Receiver<Piece>) -> ByteStream {
     }))
 }
 
-type WriteTask = JoinHandle<ServiceResult<(ObjectView, bool)>>;
+type WriteTask = JoinHandle<ServiceResult<PathEntry>>;
 
 /// A file being written.
 pub struct WriteFile {
-    ctx: AppState,
-    user: Uuid,
-    parent: Uuid,
-    name: String,
+    limit: ByteLimit,
     sender: Option<mpsc::Sender<Piece>>,
     task: Option<WriteTask>,
     expected: Option<u64>,
@@ -174,34 +170,20 @@ impl std::fmt::Debug for WriteFile {
 }
 
 impl WriteFile {
-    pub fn start(ctx: &AppState, principal: &DavPrincipal, parent: Uuid, name: String, expected: Option<u64>) -> Self {
+    pub fn start(ctx: &AppState, plan: PlannedWrite, expected: Option<u64>) -> Self {
+        let limit = plan.byte_limit();
         let (sender, receiver) = mpsc::channel(WRITE_QUEUE);
-        let user = principal.user_id;
-        let task = {
-            let (ctx, group, name) = (ctx.clone(), principal.group_id.clone(), name.clone());
-            tokio::spawn(async move {
-                transfers::write_file(&ctx, user, &group, parent, &name, expected, body_stream(receiver)).await
-            })
-        };
-        Self {
-            ctx: ctx.clone(),
-            user,
-            parent,
-            name,
-            sender: Some(sender),
-            task: Some(task),
-            expected,
-            written: 0,
-            written_meta: None,
-        }
+        let ctx = ctx.clone();
+        let task = tokio::spawn(async move { plan.write(&ctx, body_stream(receiver)).await });
+        Self { limit, sender: Some(sender), task: Some(task), expected, written: 0, written_meta: None }
     }
 
     /// Waits for the write task and answers its refusal (or a generic failure).
-    async fn outcome(&mut self) -> Result<ObjectView, FsError> {
+    async fn outcome(&mut self) -> Result<PathEntry, FsError> {
         self.sender = None;
         let task = self.task.take().ok_or(FsError::GeneralFailure)?;
         match task.await {
-            Ok(Ok((object, _created))) => Ok(object),
+            Ok(Ok(written)) => Ok(written),
             Ok(Err(error)) => Err(fs_error(error)),
             Err(error) => {
                 tracing::error!(%error, "a WebDAV write task failed");
@@ -212,6 +194,13 @@ impl WriteFile {
 
     async fn send(&mut self, bytes: Bytes) -> Result<(), FsError> {
         self.written += bytes.len() as u64;
+        if self.written > self.limit.bytes() {
+            // Refused here, at once: the write task may not have seen these bytes yet, and a
+            // client that pauses now would otherwise wait for an answer that needs more body.
+            self.sender = None;
+            let _ = self.outcome().await;
+            return Err(fs_error(self.limit.refusal(self.written)));
+        }
         if self.expected.is_some_and(|expected| self.written > expected) {
             self.sender = None;
             let _ = self.outcome().await;
@@ -272,10 +261,9 @@ impl DavFile for WriteFile {
             {
                 return Err(self.outcome().await.err().unwrap_or(FsError::GeneralFailure));
             }
-            self.outcome().await?;
-            // The stored times, so the ETag answered now is the one later requests see.
-            let written = files::lookup(self.ctx.db(), self.user, self.parent, &[self.name.as_str()]).await;
-            self.written_meta = written.ok().map(|entry| Meta::of(&entry));
+            // The stored size and times, so the ETag answered now is the one later requests see.
+            let written = self.outcome().await?;
+            self.written_meta = Some(Meta::of(&written));
             Ok(())
         }
         .boxed()

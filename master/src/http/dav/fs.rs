@@ -48,6 +48,19 @@ pub fn fs_error(error: ServiceError) -> FsError {
     }
 }
 
+/// The key of `path` in a request's entry cache: its names joined by `/`, no outer slashes.
+fn path_key(path: &DavPath) -> &[u8] {
+    let bytes = path.as_bytes();
+    let start = bytes.iter().position(|&b| b != b'/').unwrap_or(bytes.len());
+    let end = bytes.iter().rposition(|&b| b != b'/').map_or(start, |last| last + 1);
+    &bytes[start..end]
+}
+
+/// The cache key of the path made of `names`.
+fn joined(names: &[&str]) -> Vec<u8> {
+    names.join("/").into_bytes()
+}
+
 fn time_of(millis: Millis) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_millis(millis.max(0) as u64)
 }
@@ -127,8 +140,10 @@ fn decode_prop((_, value): &DavProperty) -> Option<DavProp> {
 
 #[derive(Default)]
 struct Remembered {
-    /// Entries by their segments below the account root.
-    entries: HashMap<Vec<String>, PathEntry>,
+    /// Entries by their path below the account root (names joined by `/`, see [`path_key`]).
+    entries: HashMap<Vec<u8>, Arc<PathEntry>>,
+    /// Paths found missing (dav-server asks about a new name several times per request).
+    missing: std::collections::HashSet<Vec<u8>>,
     /// Dead properties of objects whose folder listing loaded them (absent: none).
     props: HashMap<Uuid, Vec<DavProperty>>,
     /// Objects whose properties are all in `props`.
@@ -141,13 +156,13 @@ pub struct NuboFs {
     ctx: AppState,
     principal: Arc<DavPrincipal>,
     /// The account's root folder.
-    root: Uuid,
+    root: Arc<PathEntry>,
     remembered: Arc<Mutex<Remembered>>,
 }
 
 impl NuboFs {
-    pub fn new(ctx: AppState, principal: DavPrincipal, root: Uuid) -> Self {
-        Self { ctx, principal: Arc::new(principal), root, remembered: Arc::default() }
+    pub fn new(ctx: AppState, principal: DavPrincipal, root: PathEntry) -> Self {
+        Self { ctx, principal: Arc::new(principal), root: Arc::new(root), remembered: Arc::default() }
     }
 
     fn user(&self) -> Uuid {
@@ -162,22 +177,58 @@ impl NuboFs {
         self.remembered.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    async fn entry(&self, path: &DavPath) -> FsResult<PathEntry> {
-        let names = segments(path);
-        let key: Vec<String> = names.iter().map(|s| (*s).to_owned()).collect();
-        if let Some(entry) = self.remembered().entries.get(&key) {
-            return Ok(entry.clone());
+    /// The entry at `names`, continuing from the deepest folder on the way this request already
+    /// knows; every entry met on the way (and a missing path) is remembered.
+    async fn entry_at(&self, names: &[&str]) -> FsResult<Arc<PathEntry>> {
+        let (known, base) = {
+            let remembered = self.remembered();
+            if remembered.missing.contains(joined(names).as_slice()) {
+                return Err(FsError::NotFound);
+            }
+            (0..=names.len())
+                .rev()
+                .find_map(|depth| match depth {
+                    0 => Some((0, Arc::clone(&self.root))),
+                    _ => remembered.entries.get(joined(&names[..depth]).as_slice()).map(|e| (depth, Arc::clone(e))),
+                })
+                .unwrap_or((0, Arc::clone(&self.root)))
+        };
+        if known == names.len() {
+            return Ok(base);
         }
-        let entry = files::lookup(self.ctx.db(), self.user(), self.root, &names).await.map_err(fs_error)?;
-        self.remembered().entries.insert(key, entry.clone());
-        Ok(entry)
+        if !base.is_folder {
+            return Err(FsError::NotFound);
+        }
+        let found = files::walk_below(self.ctx.db(), self.user(), &base, &names[known..]).await.map_err(fs_error)?;
+        let mut remembered = self.remembered();
+        let mut last = None;
+        for (depth, entry) in (known + 1..).zip(found) {
+            let entry = Arc::new(entry);
+            remembered.entries.insert(joined(&names[..depth]), Arc::clone(&entry));
+            last = Some((depth, entry));
+        }
+        match last {
+            Some((depth, entry)) if depth == names.len() => Ok(entry),
+            _ => {
+                remembered.missing.insert(joined(names));
+                Err(FsError::NotFound)
+            }
+        }
+    }
+
+    /// The entry at `path`; one map look-up when this request met it before.
+    async fn entry(&self, path: &DavPath) -> FsResult<Arc<PathEntry>> {
+        if let Some(entry) = self.remembered().entries.get(path_key(path)) {
+            return Ok(Arc::clone(entry));
+        }
+        self.entry_at(&segments(path)).await
     }
 
     /// The folder a new name at `path` goes into, and that name.
-    async fn parent_and_name(&self, path: &DavPath) -> FsResult<(PathEntry, String)> {
+    async fn parent_and_name(&self, path: &DavPath) -> FsResult<(Arc<PathEntry>, String)> {
         let names = segments(path);
         let (name, parent) = names.split_last().ok_or(FsError::Forbidden)?;
-        let parent = files::lookup(self.ctx.db(), self.user(), self.root, parent).await.map_err(fs_error)?;
+        let parent = self.entry_at(parent).await?;
         if !parent.is_folder {
             return Err(FsError::NotFound);
         }
@@ -187,6 +238,7 @@ impl NuboFs {
     fn forget(&self) {
         let mut remembered = self.remembered();
         remembered.entries.clear();
+        remembered.missing.clear();
         remembered.props.clear();
         remembered.props_loaded.clear();
     }
@@ -219,24 +271,19 @@ impl DavFileSystem for NuboFs {
                 return Err(FsError::NotImplemented);
             }
             let (parent, name) = self.parent_and_name(path).await?;
-            let existing = match files::lookup(self.ctx.db(), self.user(), parent.id, &[name.as_str()]).await {
-                Ok(entry) => Some(entry),
-                Err(e) if e.kind == ErrorKind::NotFound => None,
-                Err(e) => return Err(fs_error(e)),
-            };
-            match &existing {
-                Some(_) if options.create_new => return Err(FsError::Exists),
-                Some(entry) if entry.is_folder => return Err(FsError::Forbidden),
-                None if !options.create => return Err(FsError::NotFound),
+            let principal = &self.principal;
+            let plan = transfers::plan_write(&self.ctx, self.user(), &principal.group_id, &parent, &name, options.size)
+                .await
+                .map_err(fs_error)?;
+            match plan.replaces_a_file() {
+                true if options.create_new => return Err(FsError::Exists),
+                false if !options.create => return Err(FsError::NotFound),
                 _ => {}
             }
             // Refuse at once what cannot be taken, before a byte is read.
-            let replaced = existing.as_ref().map_or(0, |e| e.size);
-            transfers::check_write_fits(&self.ctx, self.user(), &self.principal.group_id, replaced, options.size)
-                .await
-                .map_err(fs_error)?;
+            plan.admit().map_err(fs_error)?;
             self.forget();
-            let file = WriteFile::start(&self.ctx, &self.principal, parent.id, name, options.size);
+            let file = WriteFile::start(&self.ctx, plan, options.size);
             Ok(Box::new(file) as Box<dyn DavFile>)
         }
         .boxed()
@@ -248,20 +295,23 @@ impl DavFileSystem for NuboFs {
             if !folder.is_folder {
                 return Err(FsError::Forbidden);
             }
-            let children = files::live_children(self.ctx.db(), self.user(), folder.id).await.map_err(fs_error)?;
+            let children = files::live_children(self.ctx.db(), self.user(), &folder).await.map_err(fs_error)?;
             let props =
                 metadata::dav_properties_of_children(self.ctx.db(), self.user(), folder.id).await.map_err(fs_error)?;
-            let base: Vec<String> = segments(path).into_iter().map(str::to_owned).collect();
+            let base = path_key(path).to_vec();
             let mut entries: Vec<FsResult<Box<dyn DavDirEntry>>> = Vec::with_capacity(children.len());
             {
                 let mut remembered = self.remembered();
                 remembered.props.extend(props);
                 for child in children {
                     let mut key = base.clone();
-                    key.push(child.name.clone());
+                    if !key.is_empty() {
+                        key.push(b'/');
+                    }
+                    key.extend_from_slice(child.name.as_bytes());
                     remembered.props_loaded.insert(child.id);
                     entries.push(Ok(Box::new(DirEntry { name: child.name.clone(), meta: Meta::of(&child) })));
-                    remembered.entries.insert(key, child);
+                    remembered.entries.insert(key, Arc::new(child));
                 }
             }
             let stream: FsStream<Box<dyn DavDirEntry>> = Box::pin(futures_util::stream::iter(entries));
@@ -271,7 +321,7 @@ impl DavFileSystem for NuboFs {
     }
 
     fn metadata<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, Box<dyn DavMetaData>> {
-        async move { Ok(Box::new(Meta::of(&self.entry(path).await?)) as Box<dyn DavMetaData>) }.boxed()
+        async move { Ok(Box::new(Meta::of(&*self.entry(path).await?)) as Box<dyn DavMetaData>) }.boxed()
     }
 
     fn create_dir<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
@@ -294,7 +344,7 @@ impl DavFileSystem for NuboFs {
         async move {
             self.writable()?;
             let entry = self.entry(path).await?;
-            if entry.id == self.root {
+            if entry.id == self.root.id {
                 return Err(FsError::Forbidden);
             }
             files::trash(self.ctx.db(), self.user(), &[entry.id]).await.map_err(fs_error)?;
@@ -308,7 +358,7 @@ impl DavFileSystem for NuboFs {
         async move {
             self.writable()?;
             let source = self.entry(from).await?;
-            if source.id == self.root {
+            if source.id == self.root.id {
                 return Err(FsError::Forbidden);
             }
             let (parent, name) = self.parent_and_name(to).await?;

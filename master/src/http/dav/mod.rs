@@ -14,6 +14,7 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use dav_server::DavHandler;
 use dav_server::davpath::DavPath;
+use futures_util::StreamExt;
 use headers::authorization::Basic;
 use headers::{Authorization, HeaderMapExt};
 use nubo_common::secret::Secret;
@@ -27,7 +28,9 @@ use crate::service::{ErrorKind, ServiceError, ServiceResult, files};
 /// Where the endpoint is mounted.
 pub const PREFIX: &str = "/dav";
 /// Bytes handed to the client per read of a file.
-const READ_BUFFER: usize = 256 * 1024;
+const READ_BUFFER: usize = 1024 * 1024;
+/// Multistatus `<response>` elements sent in one piece at most (about 400 bytes each).
+const MULTISTATUS_PIECES: usize = 256;
 
 /// The names of a request path below the account root (decoded; a segment that is not UTF-8
 /// becomes a name no object can have).
@@ -79,21 +82,21 @@ pub async fn serve(State(state): State<AppState>, mut request: Request) -> Respo
         return ServiceError::new(ErrorKind::Forbidden, "webdav.read_only", "this WebDAV account is read-only")
             .into_response();
     }
-    let root = match files::resolve_path(state.db(), principal.user_id, &principal.root).await {
-        Ok(root) if root.is_folder() => root,
-        Ok(_) | Err(_) => {
+    let root = match files::folder_entry(state.db(), principal.user_id, &principal.root).await {
+        Ok(root) => root,
+        Err(error) if error.kind == ErrorKind::NotFound => {
             return ServiceError::not_found("webdav.root_missing", "the account's root folder no longer exists")
                 .into_response();
         }
+        Err(error) => return error.into_response(),
     };
-    let (root_id, root_segments) = match (files::parse_uuid(&root.id), parse_path(&principal.root)) {
-        (Ok(id), Ok(names)) => (id, names.iter().map(|n| n.as_str().to_owned()).collect()),
-        (Err(error), _) => return error.into_response(),
-        (_, Err(_)) => return ServiceError::internal(anyhow::anyhow!("stored root path unparsable")).into_response(),
+    let root_segments = match parse_path(&principal.root) {
+        Ok(names) => names.iter().map(|n| n.as_str().to_owned()).collect(),
+        Err(_) => return ServiceError::internal(anyhow::anyhow!("stored root path unparsable")).into_response(),
     };
     let lock_principal = principal.account_id.to_string();
     let locks = locks::KvLocks::new(state.shared_store(), principal.user_id, root_segments);
-    let filesystem = fs::NuboFs::new(state.clone(), principal, root_id);
+    let filesystem = fs::NuboFs::new(state.clone(), principal, root);
     let handler = DavHandler::builder()
         .filesystem(Box::new(filesystem))
         .locksystem(Box::new(locks))
@@ -102,7 +105,21 @@ pub async fn serve(State(state): State<AppState>, mut request: Request) -> Respo
         .read_buf_size(READ_BUFFER)
         .build_handler();
     let method = request.method().clone();
-    finish(&method, handler.handle(request).await.map(axum::body::Body::new))
+    let response = handler.handle(request).await.map(axum::body::Body::new);
+    let response = if method.as_str() == "PROPFIND" { response.map(coalesce) } else { response };
+    finish(&method, response)
+}
+
+/// dav-server hands a multistatus over one `<response>` at a time; gathering the pieces that are
+/// ready into one saves a socket write (and a chunk header) per entry of a large listing.
+fn coalesce(body: axum::body::Body) -> axum::body::Body {
+    axum::body::Body::from_stream(body.into_data_stream().ready_chunks(MULTISTATUS_PIECES).map(|pieces| {
+        let mut joined = bytes::BytesMut::new();
+        for piece in pieces {
+            joined.extend_from_slice(&piece?);
+        }
+        Ok::<_, axum::Error>(joined.freeze())
+    }))
 }
 
 /// Keeps dav-server's XML error bodies; gives its bodiless errors the uniform JSON body.

@@ -1,4 +1,4 @@
-//! `nubo-bench dav [--runs N] [--workloads abcdef] [--peers nginx,apache,...] [--davbench PATH] [--peers-sh PATH]`:
+//! `nubo-bench dav [--runs N] [--workloads abcdef] [--peers nginx,apache,...] [--davbench PATH] [--peers-sh PATH] [--serve SECONDS]`:
 //! the shared WebDAV yardstick (`davbench`) against a real `nubo-master` process (release
 //! build, SQLite, local policy) and against the reference servers `peers.sh` starts, one after
 //! the other in the same run, with one table of medians at the end.
@@ -33,6 +33,9 @@ struct Options {
     peers: Vec<String>,
     davbench: PathBuf,
     peers_sh: PathBuf,
+    /// Only start Nubo, print its URL, credentials and PID, and keep it up this long (for
+    /// profiling with perf or a client of one's own).
+    serve_for: Option<u64>,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -43,6 +46,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         peers: DEFAULT_PEERS.split(',').map(str::to_owned).collect(),
         davbench: shared.join("davbench"),
         peers_sh: shared.join("peers.sh"),
+        serve_for: None,
     };
     let mut args = args.iter();
     while let Some(flag) = args.next() {
@@ -53,6 +57,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--peers" => options.peers = value.split(',').filter(|p| !p.is_empty()).map(str::to_owned).collect(),
             "--davbench" => options.davbench = PathBuf::from(value),
             "--peers-sh" => options.peers_sh = PathBuf::from(value),
+            "--serve" => options.serve_for = Some(value.parse().map_err(|_| "--serve takes seconds".to_owned())?),
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -110,7 +115,7 @@ pub async fn run(args: &[String]) {
         Ok(options) => options,
         Err(error) => {
             eprintln!(
-                "{error}\nusage: nubo-bench dav [--runs N] [--workloads abcdef] [--peers a,b] [--davbench PATH] [--peers-sh PATH]"
+                "{error}\nusage: nubo-bench dav [--runs N] [--workloads abcdef] [--peers a,b] [--davbench PATH] [--peers-sh PATH] [--serve SECONDS]"
             );
             std::process::exit(2);
         }
@@ -125,6 +130,11 @@ pub async fn run(args: &[String]) {
         .await;
     assert_eq!(created["name"], "bench");
     let dav_url = bench.server.base.replace("/api/v1", "/dav/");
+    if let Some(seconds) = options.serve_for {
+        println!("{dav_url} bench@example.com/bench bench-dav-password pid {}", bench.server.pid());
+        tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+        return;
+    }
     let mut table: Vec<(String, BTreeMap<String, Value>)> = Vec::new();
     let nubo = davbench(
         &options,

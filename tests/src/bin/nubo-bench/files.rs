@@ -47,7 +47,8 @@ impl Server {
             .env("NUBO_DATA_DIR", dir.path().join("data"))
             .env("NUBO_ADMIN_EMAIL", "bench@example.com")
             .env("NUBO_ADMIN_PASSWORD", "bench-password")
-            .env("NUBO_LOG_LEVEL", "warn")
+            // `NUBO_BENCH_LOG` passes a log filter through (e.g. `warn,sqlx::query=debug`).
+            .env("NUBO_LOG_LEVEL", std::env::var("NUBO_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned()))
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
