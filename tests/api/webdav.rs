@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 on_every_backend!(
     accounts_are_the_callers_own_and_changes_reach_sign_in_at_once,
     the_methods_work_on_nubos_tree,
+    the_quick_propfind_answers_as_dav_server_does,
     a_root_and_read_only_confine_an_account,
     quota_and_max_size_are_enforced_while_bytes_arrive,
     a_write_cut_off_mid_body_leaves_nothing,
@@ -299,6 +300,56 @@ async fn the_methods_work_on_nubos_tree(app: TestApp) {
     let trash: Value = app.call(Method::GET, "/trash", Some(&user.access), None).await.json().await.unwrap();
     assert_eq!(trash["count"], 1, "{trash}");
     assert_eq!(trash["items"][0]["name"], "a.bin");
+}
+
+/// The common `PROPFIND` (Depth 0 or 1, live properties by name) is answered without
+/// dav-server; adding a property nobody has sends the same request to dav-server, which leaves
+/// unknown properties out: both answers must be the same bytes.
+async fn the_quick_propfind_answers_as_dav_server_does(app: TestApp) {
+    let (_, dav) = app.dav_user("pia@example.com", "list").await;
+    assert_eq!(dav.request("MKCOL", "/list/").send().await.unwrap().status(), 201);
+    assert_eq!(dav.request("MKCOL", "/list/sub/").send().await.unwrap().status(), 201);
+    // Names as they go in a URL: `b c#&%.bin` needs its `#` and `%` encoded.
+    for (name, body) in [("a.txt", "text"), ("b%20c%23&%25.bin", "bytes"), ("ünï €.json", "{}"), ("empty", "")] {
+        assert_eq!(dav.put(&format!("/list/{name}"), body).await.status(), 201, "{name}");
+    }
+    let props = "<D:resourcetype/><D:getcontentlength/><D:getlastmodified/><D:getetag/>\
+                 <D:getcontenttype/><D:displayname/><D:creationdate/>";
+    let quick = format!(r#"<?xml version="1.0"?><D:propfind xmlns:D="DAV:"><D:prop>{props}</D:prop></D:propfind>"#);
+    let general = format!(
+        r#"<?xml version="1.0"?><D:propfind xmlns:D="DAV:"><D:prop>{props}<D:no-such-prop/></D:prop></D:propfind>"#
+    );
+    let propfind = |path: &'static str, depth: &'static str, body: String| {
+        let request = dav.request("PROPFIND", path).header("Depth", depth).body(body);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let kind = response.headers()["content-type"].to_str().unwrap().to_owned();
+            (status, kind, response.text().await.unwrap())
+        }
+    };
+    for (path, depth, responses) in
+        [("/list/", "1", 6), ("/list/", "0", 1), ("/list/a.txt", "0", 1), ("/list/a.txt", "1", 1)]
+    {
+        let (status, kind, answer) = propfind(path, depth, quick.clone()).await;
+        assert_eq!((status, kind.as_str()), (207, "application/xml; charset=utf-8"), "{path} {depth}: {answer}");
+        assert_eq!(answer.matches("<D:response>").count(), responses, "{path} {depth}: {answer}");
+        let (_, _, reference) = propfind(path, depth, general.clone()).await;
+        assert_eq!(answer, reference, "{path} Depth {depth}");
+    }
+    let (_, _, listing) = propfind("/list/", "1", quick.clone()).await;
+    for expected in
+        ["/dav/list/sub/", "/dav/list/b%20c%23%26%25.bin", "<D:getcontenttype>application/json<", "<D:collection>"]
+    {
+        assert!(listing.contains(expected), "{expected}: {listing}");
+    }
+
+    // With a dead property in the folder, dav-server answers (and adds the dead properties).
+    let patch = r#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:example"><D:set><D:prop><Z:mood>calm</Z:mood></D:prop></D:set></D:propertyupdate>"#;
+    assert_eq!(dav.request("PROPPATCH", "/list/a.txt").body(patch).send().await.unwrap().status(), 207);
+    let (status, _, listing) = propfind("/list/", "1", quick).await;
+    assert_eq!(status, 207);
+    assert!(listing.contains("calm"), "{listing}");
 }
 
 async fn a_root_and_read_only_confine_an_account(app: TestApp) {

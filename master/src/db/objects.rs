@@ -102,6 +102,39 @@ pub async fn child_by_name(db: &Db, parent_id: &str, name: &str) -> Result<Optio
     .await?)
 }
 
+/// Every live child of `parent_id`, folders first, by name: a whole folder as one row (a JSON
+/// array built by the database), because a listing of many thousand entries costs far more as
+/// rows handed over one by one than as one value.
+pub async fn all_live_children(db: &Db, parent_id: &str) -> Result<Vec<ListingRow>, DbError> {
+    let sql = match db.backend() {
+        super::Backend::Sqlite => {
+            "SELECT json_group_array(json_array(id, name, kind, policy_id, size, created_at, updated_at)
+                                     ORDER BY kind DESC, name, id)
+             FROM objects WHERE parent_id = $1 AND trashed_at IS NULL"
+        }
+        super::Backend::Postgres => {
+            "SELECT COALESCE(json_agg(json_build_array(id, name, kind, policy_id, size, created_at, updated_at)
+                                     ORDER BY kind DESC, name, id), '[]')::text
+             FROM objects WHERE parent_id = $1 AND trashed_at IS NULL"
+        }
+    };
+    let (listing,): (String,) = sqlx::query_as(sql).bind(parent_id).fetch_one(db.reader()).await?;
+    type Listed = (String, String, String, Option<String>, i64, Millis, Millis);
+    let rows: Vec<Listed> = serde_json::from_str(&listing).map_err(|e| DbError::Sqlx(sqlx::Error::Decode(e.into())))?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, name, kind, policy_id, size, created_at, updated_at)| ListingRow {
+            id,
+            name,
+            kind,
+            policy_id,
+            size,
+            created_at,
+            updated_at,
+        })
+        .collect())
+}
+
 /// Names resolved per statement by [`walk_below`]; deeper paths take one statement per this many.
 const WALK_STEP: usize = 16;
 

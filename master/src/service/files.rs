@@ -526,7 +526,7 @@ pub async fn walk_below(db: &Db, owner: Uuid, base: &PathEntry, names: &[&str]) 
 /// clients that list whole folders (WebDAV `PROPFIND`).
 pub async fn live_children(db: &Db, owner: Uuid, folder: &PathEntry) -> ServiceResult<Vec<PathEntry>> {
     let folder = own_folder(owner, folder)?;
-    let (_, rows) = db::objects::children(db, &folder, ListOrder::Name, false, 0, i64::MAX).await?;
+    let rows = db::objects::all_live_children(db, &folder).await?;
     rows.iter().map(|row| PathEntry::of_listing(owner, row)).collect()
 }
 

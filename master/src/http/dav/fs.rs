@@ -243,6 +243,30 @@ impl NuboFs {
         remembered.props_loaded.clear();
     }
 
+    /// The entry at `path` and, with `depth_one` and a folder, its children, when none of them
+    /// has dead properties (a `PROPFIND` of them then needs nothing but the entries); `None`
+    /// when some do.
+    pub async fn plain_listing(
+        &self,
+        path: &DavPath,
+        depth_one: bool,
+    ) -> FsResult<Option<(Arc<PathEntry>, Vec<PathEntry>)>> {
+        let entry = self.entry(path).await?;
+        if !self.props_of(entry.id).await?.is_empty() {
+            return Ok(None);
+        }
+        if !depth_one || !entry.is_folder {
+            return Ok(Some((entry, Vec::new())));
+        }
+        let db = self.ctx.db();
+        let props = metadata::dav_properties_of_children(db, self.user(), entry.id).await.map_err(fs_error)?;
+        if !props.is_empty() {
+            return Ok(None);
+        }
+        let children = files::live_children(db, self.user(), &entry).await.map_err(fs_error)?;
+        Ok(Some((entry, children)))
+    }
+
     async fn props_of(&self, id: Uuid) -> FsResult<Vec<DavProperty>> {
         {
             let remembered = self.remembered();

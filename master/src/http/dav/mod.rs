@@ -8,6 +8,7 @@
 mod file;
 mod fs;
 mod locks;
+mod propfind;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
@@ -29,6 +30,8 @@ use crate::service::{ErrorKind, ServiceError, ServiceResult, files};
 pub const PREFIX: &str = "/dav";
 /// Bytes handed to the client per read of a file.
 const READ_BUFFER: usize = 1024 * 1024;
+/// The largest `PROPFIND` body read (dav-server's own limit).
+const PROPFIND_BODY_LIMIT: usize = 64 * 1024;
 /// Multistatus `<response>` elements sent in one piece at most (about 400 bytes each).
 const MULTISTATUS_PIECES: usize = 256;
 
@@ -94,9 +97,28 @@ pub async fn serve(State(state): State<AppState>, mut request: Request) -> Respo
         Ok(names) => names.iter().map(|n| n.as_str().to_owned()).collect(),
         Err(_) => return ServiceError::internal(anyhow::anyhow!("stored root path unparsable")).into_response(),
     };
+    let filesystem = fs::NuboFs::new(state.clone(), principal.clone(), root);
+    if request.method().as_str() == "PROPFIND"
+        && let Some(depth_one) = propfind::depth_one(request.headers().get("depth"))
+    {
+        let (parts, body) = request.into_parts();
+        let body = match axum::body::to_bytes(body, PROPFIND_BODY_LIMIT).await {
+            Ok(body) => body,
+            Err(_) => {
+                return ServiceError::new(ErrorKind::PayloadTooLarge, "request.too_large", "request body is too large")
+                    .into_response();
+            }
+        };
+        let path = DavPath::new(parts.uri.path()).and_then(|mut path| path.set_prefix(PREFIX).map(|()| path));
+        if let (Ok(path), Some(props)) = (path, propfind::requested_props(&body))
+            && let Some(response) = propfind::answer(&filesystem, &path, depth_one, props).await
+        {
+            return response;
+        }
+        request = Request::from_parts(parts, axum::body::Body::from(body));
+    }
     let lock_principal = principal.account_id.to_string();
     let locks = locks::KvLocks::new(state.shared_store(), principal.user_id, root_segments);
-    let filesystem = fs::NuboFs::new(state.clone(), principal, root);
     let handler = DavHandler::builder()
         .filesystem(Box::new(filesystem))
         .locksystem(Box::new(locks))
