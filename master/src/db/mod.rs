@@ -92,7 +92,11 @@ impl Db {
                 let writer = sqlite_pool(1).connect_with(options.clone()).await?;
                 // WAL is a property of the file: set it once, through the writer.
                 writer.execute("PRAGMA journal_mode = WAL").await?;
-                let reader = sqlite_pool(max_connections.max(1)).connect_with(options).await?;
+                // Each SQLite connection is a thread of its own with its own page cache and
+                // statements; readers beyond twice the cores add memory, not throughput.
+                let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
+                let readers = max_connections.clamp(1, (2 * cores).max(2));
+                let reader = sqlite_pool(readers).connect_with(options).await?;
                 Ok(Self { reader, writer, backend })
             }
         }
@@ -163,6 +167,10 @@ impl Db {
     }
 }
 
+/// Page cache per SQLite connection. Each connection keeps its own; in WAL mode it is dropped
+/// whenever another connection writes, so a large one buys little and costs memory per reader.
+const SQLITE_CACHE_KIB: u32 = 512;
+
 fn sqlite_pool(max_connections: u32) -> AnyPoolOptions {
     AnyPoolOptions::new()
         .max_connections(max_connections)
@@ -174,7 +182,7 @@ fn sqlite_pool(max_connections: u32) -> AnyPoolOptions {
             Box::pin(async move {
                 conn.execute(
                     format!(
-                        "PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;"
+                        "PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; PRAGMA cache_size = -{SQLITE_CACHE_KIB};"
                     )
                     .as_str(),
                 )

@@ -40,8 +40,11 @@ impl Server {
     pub(crate) fn start(binary: &Path) -> Server {
         let dir = tempfile::Builder::new().prefix("nubo-bench-").tempdir().expect("temp dir");
         let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
-        let child = Command::new(binary)
-            .env_clear()
+        let mut command = Command::new(binary);
+        command.env_clear();
+        // Allocator settings pass through, for tuning runs (`MIMALLOC_PURGE_DELAY=0`, …).
+        command.envs(std::env::vars().filter(|(name, _)| name.starts_with("MIMALLOC_")));
+        let child = command
             .env("NUBO_SECRET", "b".repeat(48))
             .env("NUBO_LISTEN", format!("127.0.0.1:{port}"))
             .env("NUBO_DATA_DIR", dir.path().join("data"))
