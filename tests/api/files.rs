@@ -28,7 +28,8 @@ on_every_backend!(
     listing_puts_folders_first_sorts_and_pages,
     names_are_validated_and_storage_keys_stay_inside_the_root,
     other_users_ids_answer_404_everywhere,
-    policy_permission_is_checked
+    policy_permission_is_checked,
+    a_local_policy_may_skip_fsync
 );
 
 async fn setup_storage(app: &TestApp, kind: PolicyKind) -> (nubo_tests::Session, String, TestPolicy) {
@@ -585,6 +586,22 @@ async fn policy_permission_is_checked(app: TestApp) {
     let task: Value = response.json().await.unwrap();
     assert_eq!(task["type"], "POLICY_MIGRATE");
     assert_eq!(task["props"]["target_policy_id"], allowed.as_str());
+}
+
+/// `durable` (default true) is a local policy option; a store without fsync still works.
+async fn a_local_policy_may_skip_fsync(app: TestApp) {
+    let admin = app.login_admin().await;
+    for (options, durable) in [(json!({"root": "synced"}), true), (json!({"root": "fast", "durable": false}), false)] {
+        let body = json!({"name": format!("local {durable}"), "type": "local", "options": options});
+        let created: Value =
+            app.call(Method::POST, "/admin/policy", Some(&admin.access), Some(body)).await.json().await.unwrap();
+        assert_eq!(created["options"]["durable"], durable, "{created}");
+        let test = format!("/admin/policy/{}/test", created["id"].as_str().unwrap());
+        assert_eq!(app.call(Method::POST, &test, Some(&admin.access), None).await.status(), 204, "a probe write works");
+    }
+    let wrong = json!({"name": "odd", "type": "local", "options": {"durable": "sometimes"}});
+    let response = app.call(Method::POST, "/admin/policy", Some(&admin.access), Some(wrong)).await;
+    assert_eq!(response.status(), 422);
 }
 
 on_every_backend!(

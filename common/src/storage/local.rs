@@ -36,12 +36,22 @@ const WRITE_BATCH: usize = 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct LocalBlobStore {
     root: PathBuf,
+    /// Whether a blob and its directory entry are fsynced before a write completes.
+    durable: bool,
 }
 
 impl LocalBlobStore {
-    /// A store rooted at `root`, which is created on the first write if missing.
+    /// A store rooted at `root`, which is created on the first write if missing. Writes are
+    /// durable (fsynced) unless [`LocalBlobStore::durable`] says otherwise.
     pub fn new(root: PathBuf) -> Self {
-        Self { root }
+        Self { root, durable: true }
+    }
+
+    /// With `false`, a write completes once its bytes are in the page cache (no fsync of the
+    /// blob or its directory): faster, but a power cut can lose what was written just before.
+    pub fn durable(mut self, durable: bool) -> Self {
+        self.durable = durable;
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -81,8 +91,8 @@ impl LocalBlobStore {
     /// Links a complete, synced staging file to `key` (see [`link_into_place`]).
     async fn publish(&self, staging: &Path, key: &StorageKey) -> StorageResult<()> {
         let (staging, target) = (staging.to_path_buf(), self.blob_path(key)?);
-        let key = key.clone();
-        run_blocking(move || link_into_place(&staging, &target, &key)).await
+        let (key, durable) = (key.clone(), self.durable);
+        run_blocking(move || link_into_place(&staging, &target, &key, durable)).await
     }
 
     /// Removes the now-empty directories above `path`, up to (not including) the root.
@@ -163,7 +173,9 @@ impl BlobStore for LocalBlobStore {
             return Err(StorageError::Failed(format!("staging file has {len} bytes, expected {}", upload.size)));
         }
         // One fsync covers the writes of every chunk's handle: they share the inode.
-        file.sync_all().await.map_err(|err| io_failure("sync the staging file", err))?;
+        if self.durable {
+            file.sync_all().await.map_err(|err| io_failure("sync the staging file", err))?;
+        }
         drop(file);
         self.publish(&staging, &key).await
     }
@@ -185,7 +197,7 @@ impl BlobStore for LocalBlobStore {
     ) -> StorageResult<PutOutcome> {
         let target = self.blob_path(key)?;
         let guard = StagingGuard::new(self.root.join(STAGING).join(uuid::Uuid::new_v4().simple().to_string()));
-        let mut staging = Some(StreamStaging::new(&guard));
+        let mut staging = Some(StreamStaging::new(&guard, self.durable));
         // The blocking write of the previous batch runs while the next one arrives.
         let mut writing: Option<tokio::task::JoinHandle<StorageResult<(StreamStaging, Vec<u8>)>>> = None;
         let mut batch = Vec::new();
@@ -379,15 +391,17 @@ struct StreamStaging {
     file: Option<std::fs::File>,
     hasher: StreamHasher,
     abandoned: Arc<AtomicBool>,
+    durable: bool,
 }
 
 impl StreamStaging {
-    fn new(guard: &StagingGuard) -> Self {
+    fn new(guard: &StagingGuard, durable: bool) -> Self {
         Self {
             path: guard.path().to_path_buf(),
             file: None,
             hasher: StreamHasher::new(),
             abandoned: Arc::clone(&guard.abandoned),
+            durable,
         }
     }
 
@@ -417,14 +431,18 @@ impl StreamStaging {
         Ok(())
     }
 
-    /// Syncs the staging file and links it to `target`.
+    /// Syncs the staging file (when durable) and links it to `target`.
     fn finish(mut self, target: &Path, key: &StorageKey) -> StorageResult<PutOutcome> {
-        self.file()?.sync_all().map_err(|err| io_failure("sync a blob", err))?;
+        let durable = self.durable;
+        let file = self.file()?;
+        if durable {
+            file.sync_all().map_err(|err| io_failure("sync a blob", err))?;
+        }
         self.file = None;
         if self.abandoned.load(Ordering::SeqCst) {
             return Err(StorageError::Body("the upload was abandoned".to_owned()));
         }
-        link_into_place(&self.path, target, key)?;
+        link_into_place(&self.path, target, key, self.durable)?;
         Ok(PutOutcome { size: self.hasher.len(), blake3: self.hasher.finalize() })
     }
 }
@@ -492,9 +510,9 @@ async fn run_blocking<T: Send + 'static>(job: impl FnOnce() -> StorageResult<T> 
     joined(tokio::task::spawn_blocking(job).await)?
 }
 
-/// Links a complete, synced staging file to `key`'s path, never replacing an existing blob,
-/// then drops the staging name and makes the new directory entry durable.
-fn link_into_place(staging: &Path, target: &Path, key: &StorageKey) -> StorageResult<()> {
+/// Links a complete (and, when `durable`, synced) staging file to `key`'s path, never replacing
+/// an existing blob, then drops the staging name and, when `durable`, syncs the directory.
+fn link_into_place(staging: &Path, target: &Path, key: &StorageKey, durable: bool) -> StorageResult<()> {
     let parent = target.parent().ok_or_else(|| StorageError::InvalidKey(key.to_string()))?;
     // A concurrent delete may prune the freshly created parent before the link lands: retry.
     let mut attempts = 0;
@@ -510,6 +528,9 @@ fn link_into_place(staging: &Path, target: &Path, key: &StorageKey) -> StorageRe
         }
     }
     std::fs::remove_file(staging).map_err(|err| io_failure("remove the staging file", err))?;
+    if !durable {
+        return Ok(());
+    }
     // A link is only on disk once its directory is.
     std::fs::File::open(parent).and_then(|dir| dir.sync_all()).map_err(|err| io_failure("sync a directory", err))
 }
@@ -545,9 +566,13 @@ mod tests {
     use crate::storage::conformance::{Fixture, body, content, read_all, unique_key};
 
     async fn fixture() -> Fixture {
+        fixture_with(true).await
+    }
+
+    async fn fixture_with(durable: bool) -> Fixture {
         let dir = tempfile::tempdir().expect("temporary directory");
         Fixture {
-            store: Box::new(LocalBlobStore::new(dir.path().join("blobs"))),
+            store: Box::new(LocalBlobStore::new(dir.path().join("blobs")).durable(durable)),
             chunk_size: 1024,
             // Several write batches and read pieces, the last of each partial.
             large_stream: 2 * WRITE_BATCH + READ_PIECE as usize + 5,
@@ -557,6 +582,11 @@ mod tests {
 
     mod conformance {
         crate::blob_store_conformance!(super::fixture());
+    }
+
+    /// The same behaviour without fsync (a policy with `durable: false`).
+    mod conformance_without_fsync {
+        crate::blob_store_conformance!(super::fixture_with(false));
     }
 
     fn store(dir: &tempfile::TempDir) -> LocalBlobStore {

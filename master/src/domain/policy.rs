@@ -31,12 +31,28 @@ impl PolicyType {
 }
 
 /// Options of a `local` policy.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LocalOptions {
     /// Directory of the blobs; a relative path is taken inside the master's data directory.
     #[serde(default)]
     pub root: String,
+    /// Whether each new blob (and its directory entry) is flushed to disk before the write is
+    /// acknowledged (default `true`). With `false` a write is acknowledged from the page cache,
+    /// as plain file servers do: faster, but a power cut can lose files acknowledged in the
+    /// seconds before it.
+    #[serde(default = "durable_by_default")]
+    pub durable: bool,
+}
+
+fn durable_by_default() -> bool {
+    true
+}
+
+impl Default for LocalOptions {
+    fn default() -> Self {
+        Self { root: String::new(), durable: true }
+    }
 }
 
 /// Options of an `s3` policy. `secret_key` is write-only: the API's views blank it.

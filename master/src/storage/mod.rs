@@ -65,7 +65,7 @@ impl StorageRegistry {
             Some(PolicyType::Local) => {
                 let options: LocalOptions =
                     serde_json::from_str(&policy.options).map_err(|e| RegistryError::Options(e.to_string()))?;
-                Ok(Arc::new(LocalBlobStore::new(self.local_root(&options))))
+                Ok(Arc::new(LocalBlobStore::new(self.local_root(&options)).durable(options.durable)))
             }
             Some(PolicyType::S3) => {
                 let options: S3Options =

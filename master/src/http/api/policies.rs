@@ -25,7 +25,7 @@ pub async fn mine(State(state): State<AppState>, caller: AuthRequired) -> Servic
     Ok(Json(policies::of_group(state.db(), &caller.user.group_id).await?))
 }
 
-/// A policy as written. `options` is `LocalOptions` (`{root}`) or `S3Options` (`{endpoint,
+/// A policy as written. `options` is `LocalOptions` (`{root, durable}`) or `S3Options` (`{endpoint,
 /// region, bucket, path_style, access_key, secret_key, prefix}`); on update a blank
 /// `secret_key` keeps the stored one.
 #[derive(Debug, Deserialize, ToSchema)]
