@@ -27,6 +27,7 @@ const FIGURES: [(&str, &str, &str); 6] = [
     ("f_hot_get", "median_rps", "req/s"),
 ];
 
+#[derive(Clone)]
 struct Options {
     runs: u32,
     workloads: String,
@@ -144,6 +145,22 @@ pub async fn run(args: &[String]) {
         bench.server.pid(),
     );
     table.push(("nubo".to_owned(), nubo));
+
+    // The peers acknowledge writes from the page cache; Nubo syncs each blob unless its policy
+    // says `durable: false`. The writes again, that way, for a like-for-like row.
+    let writes: String = options.workloads.chars().filter(|w| matches!(w, 'a' | 'c')).collect();
+    if !writes.is_empty() {
+        let policies = bench.json(reqwest::Method::GET, "/admin/policy", None).await;
+        let mut policy = policies[0].clone();
+        policy["options"]["durable"] = json!(false);
+        let path = format!("/admin/policy/{}", policy["id"].as_str().expect("policy id"));
+        bench.json(reqwest::Method::PUT, &path, Some(policy)).await;
+        let unsynced = Options { workloads: writes, ..options.clone() };
+        let label = "nubo, durable: false";
+        let auth = Some(("bench@example.com/bench", "bench-dav-password"));
+        let results = davbench(&unsynced, label, &dav_url, auth, bench.server.pid());
+        table.push((label.to_owned(), results));
+    }
     drop(bench);
 
     for (index, peer) in options.peers.iter().enumerate() {
