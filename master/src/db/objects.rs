@@ -102,25 +102,27 @@ pub async fn child_by_name(db: &Db, parent_id: &str, name: &str) -> Result<Optio
     .await?)
 }
 
-/// Every live child of `parent_id`, folders first, by name: a whole folder as one row (a JSON
-/// array built by the database), because a listing of many thousand entries costs far more as
-/// rows handed over one by one than as one value.
+/// Every live child of `parent_id`, folders first, then by name (byte order) and id: a whole
+/// folder as one row (a JSON array built by the database), because a listing of many thousand
+/// entries costs far more as rows handed over one by one than as one value. Sorted here: an
+/// `ORDER BY` inside the aggregate makes SQLite sort in a temporary b-tree.
 pub async fn all_live_children(db: &Db, parent_id: &str) -> Result<Vec<ListingRow>, DbError> {
     let sql = match db.backend() {
         super::Backend::Sqlite => {
-            "SELECT json_group_array(json_array(id, name, kind, policy_id, size, created_at, updated_at)
-                                     ORDER BY kind DESC, name, id)
+            "SELECT json_group_array(json_array(id, name, kind, policy_id, size, created_at, updated_at))
              FROM objects WHERE parent_id = $1 AND trashed_at IS NULL"
         }
         super::Backend::Postgres => {
-            "SELECT COALESCE(json_agg(json_build_array(id, name, kind, policy_id, size, created_at, updated_at)
-                                     ORDER BY kind DESC, name, id), '[]')::text
+            "SELECT COALESCE(json_agg(json_build_array(id, name, kind, policy_id, size, created_at, updated_at)), '[]')::text
              FROM objects WHERE parent_id = $1 AND trashed_at IS NULL"
         }
     };
     let (listing,): (String,) = sqlx::query_as(sql).bind(parent_id).fetch_one(db.reader()).await?;
     type Listed = (String, String, String, Option<String>, i64, Millis, Millis);
-    let rows: Vec<Listed> = serde_json::from_str(&listing).map_err(|e| DbError::Sqlx(sqlx::Error::Decode(e.into())))?;
+    let mut rows: Vec<Listed> =
+        serde_json::from_str(&listing).map_err(|e| DbError::Sqlx(sqlx::Error::Decode(e.into())))?;
+    // `kind` descending puts folders ('folder' > 'file') first, as in every listing.
+    rows.sort_unstable_by(|a, b| b.2.cmp(&a.2).then_with(|| a.1.cmp(&b.1)).then_with(|| a.0.cmp(&b.0)));
     Ok(rows
         .into_iter()
         .map(|(id, name, kind, policy_id, size, created_at, updated_at)| ListingRow {

@@ -25,6 +25,8 @@ use crate::service::{ServiceError, ServiceResult, accounts, policies};
 
 /// Lifetime of a download token (the interface leaves it open): one hour to start using it.
 pub const DOWNLOAD_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
+/// Declared lengths up to this are not reserved against the quota before the bytes arrive.
+const RESERVE_ABOVE: u64 = 1024 * 1024;
 /// Lifetime of the presigned URL a redirect points at.
 const REDIRECT_LIFETIME: Duration = Duration::from_secs(15 * 60);
 
@@ -475,7 +477,9 @@ async fn stream_content(
     let mut reserved = 0_i64;
     if let Some(length) = content_length {
         let growth = length as i64 - current_size;
-        if growth > 0 {
+        // A small write is not reserved up front: its commit reserves the growth with the same
+        // conditional statement, so the quota holds either way, and a statement is saved.
+        if growth > 0 && length > RESERVE_ABOVE {
             let mut conn = db.writer().acquire().await.map_err(DbError::from)?;
             if !db::users::reserve_storage(&mut conn, &owner_id, growth, capacity).await? {
                 return Err(quota_exceeded());
