@@ -19,6 +19,7 @@ on_every_backend!(
     accounts_are_the_callers_own_and_changes_reach_sign_in_at_once,
     the_methods_work_on_nubos_tree,
     the_quick_propfind_answers_as_dav_server_does,
+    paths_deeper_than_one_walk_statement_resolve,
     a_root_and_read_only_confine_an_account,
     quota_and_max_size_are_enforced_while_bytes_arrive,
     a_write_cut_off_mid_body_leaves_nothing,
@@ -350,6 +351,25 @@ async fn the_quick_propfind_answers_as_dav_server_does(app: TestApp) {
     let (status, _, listing) = propfind("/list/", "1", quick).await;
     assert_eq!(status, 207);
     assert!(listing.contains("calm"), "{listing}");
+}
+
+/// A path is resolved 16 names per statement: 20 levels take two, and a missing name in the
+/// second part is still a 404 (and a 409 for a write below it).
+async fn paths_deeper_than_one_walk_statement_resolve(app: TestApp) {
+    let (_, dav) = app.dav_user("deb@example.com", "deep").await;
+    let mut path = String::new();
+    for level in 0..20 {
+        path.push_str(&format!("/d{level}"));
+        assert_eq!(dav.request("MKCOL", &format!("{path}/")).send().await.unwrap().status(), 201, "{path}");
+    }
+    assert_eq!(dav.put(&format!("{path}/deep.txt"), "at the bottom").await.status(), 201);
+    assert_eq!(dav.get(&format!("{path}/deep.txt")).await.text().await.unwrap(), "at the bottom");
+    let (status, listing) = dav.propfind(&format!("{path}/"), "1").await;
+    assert_eq!(status, 207);
+    assert!(listing.contains("/d19/deep.txt"), "{listing}");
+    let missing = path.replace("/d17/", "/nope/");
+    assert_eq!(dav.get(&format!("{missing}/deep.txt")).await.status(), 404);
+    assert_eq!(dav.put(&format!("{missing}/new.txt"), "x").await.status(), 409);
 }
 
 async fn a_root_and_read_only_confine_an_account(app: TestApp) {
