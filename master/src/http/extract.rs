@@ -41,7 +41,7 @@ fn json_rejection(rejection: JsonRejection) -> ServiceError {
             "expected a body with Content-Type: application/json",
         ),
         JsonRejection::BytesRejection(e) if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
-            ServiceError::new(ErrorKind::PayloadTooLarge, "request.too_large", "request body is too large")
+            ServiceError::request_too_large()
         }
         other => ServiceError::new(ErrorKind::BadRequest, "request.unreadable_body", other.body_text()),
     }

@@ -118,11 +118,11 @@ pub async fn dav_properties(db: &Db, owner: Uuid, object_id: Uuid) -> ServiceRes
 pub async fn dav_properties_of_children(
     db: &Db,
     owner: Uuid,
-    folder_id: Uuid,
+    folder: &files::PathEntry,
 ) -> ServiceResult<std::collections::HashMap<Uuid, Vec<DavProperty>>> {
-    let folder = files::authorize_folder(db, owner, folder_id).await?;
+    let folder = files::own_folder(owner, folder)?;
     let mut by_child: std::collections::HashMap<Uuid, Vec<DavProperty>> = std::collections::HashMap::new();
-    for (object_id, name, value) in db::objects::metadata_of_children(db, &folder.row().id, DAV_NAMESPACE).await? {
+    for (object_id, name, value) in db::objects::metadata_of_children(db, &folder, DAV_NAMESPACE).await? {
         by_child.entry(files::parse_uuid(&object_id)?).or_default().push((name, value));
     }
     Ok(by_child)

@@ -103,6 +103,11 @@ impl ServiceError {
         Self::new(ErrorKind::Validation, "request.invalid_field", message).with_field(field)
     }
 
+    /// A request body over the limit of where it goes.
+    pub fn request_too_large() -> Self {
+        Self::new(ErrorKind::PayloadTooLarge, "request.too_large", "request body is too large")
+    }
+
     /// The user is banned or not active: refused at every access level and at sign-in.
     pub fn user_inactive() -> Self {
         Self::new(ErrorKind::Forbidden, "auth.user_inactive", "this account is not active")

@@ -192,19 +192,22 @@ impl WriteFile {
         }
     }
 
+    /// Ends the write without its end marker, so the task removes what it stored and gives the
+    /// quota back, and answers `error`.
+    async fn abandon(&mut self, error: FsError) -> FsError {
+        let _ = self.outcome().await;
+        error
+    }
+
     async fn send(&mut self, bytes: Bytes) -> Result<(), FsError> {
         self.written += bytes.len() as u64;
         if self.written > self.limit.bytes() {
             // Refused here, at once: the write task may not have seen these bytes yet, and a
             // client that pauses now would otherwise wait for an answer that needs more body.
-            self.sender = None;
-            let _ = self.outcome().await;
-            return Err(fs_error(self.limit.refusal(self.written)));
+            return Err(self.abandon(fs_error(self.limit.refusal(self.written))).await);
         }
         if self.expected.is_some_and(|expected| self.written > expected) {
-            self.sender = None;
-            let _ = self.outcome().await;
-            return Err(FsError::GeneralFailure);
+            return Err(self.abandon(FsError::GeneralFailure).await);
         }
         let sender = self.sender.as_ref().ok_or(FsError::GeneralFailure)?;
         if sender.send(Piece::Data(bytes)).await.is_err() {
@@ -251,10 +254,8 @@ impl DavFile for WriteFile {
                 return Ok(());
             }
             if self.expected.is_some_and(|expected| self.written != expected) {
-                // Fewer bytes than declared: dropping the sender fails the body stream.
-                self.sender = None;
-                let _ = self.outcome().await;
-                return Err(FsError::GeneralFailure);
+                // Fewer bytes than declared.
+                return Err(self.abandon(FsError::GeneralFailure).await);
             }
             if let Some(sender) = &self.sender
                 && sender.send(Piece::End).await.is_err()

@@ -144,10 +144,8 @@ struct Remembered {
     entries: HashMap<Vec<u8>, Arc<PathEntry>>,
     /// Paths found missing (dav-server asks about a new name several times per request).
     missing: std::collections::HashSet<Vec<u8>>,
-    /// Dead properties of objects whose folder listing loaded them (absent: none).
+    /// Dead properties of the objects whose folder listing loaded them (an empty list: none).
     props: HashMap<Uuid, Vec<DavProperty>>,
-    /// Objects whose properties are all in `props`.
-    props_loaded: std::collections::HashSet<Uuid>,
 }
 
 /// The filesystem of one `/dav` request.
@@ -185,13 +183,12 @@ impl NuboFs {
             if remembered.missing.contains(joined(names).as_slice()) {
                 return Err(FsError::NotFound);
             }
-            (0..=names.len())
+            (1..=names.len())
                 .rev()
-                .find_map(|depth| match depth {
-                    0 => Some((0, Arc::clone(&self.root))),
-                    _ => remembered.entries.get(joined(&names[..depth]).as_slice()).map(|e| (depth, Arc::clone(e))),
+                .find_map(|depth| {
+                    remembered.entries.get(joined(&names[..depth]).as_slice()).map(|e| (depth, Arc::clone(e)))
                 })
-                .unwrap_or((0, Arc::clone(&self.root)))
+                .unwrap_or_else(|| (0, Arc::clone(&self.root)))
         };
         if known == names.len() {
             return Ok(base);
@@ -240,7 +237,6 @@ impl NuboFs {
         remembered.entries.clear();
         remembered.missing.clear();
         remembered.props.clear();
-        remembered.props_loaded.clear();
     }
 
     /// The entry at `path` and, with `depth_one` and a folder, its children, when none of them
@@ -250,7 +246,7 @@ impl NuboFs {
         &self,
         path: &DavPath,
         depth_one: bool,
-    ) -> FsResult<Option<(Arc<PathEntry>, Vec<PathEntry>)>> {
+    ) -> FsResult<Option<(Arc<PathEntry>, Vec<Arc<PathEntry>>)>> {
         let entry = self.entry(path).await?;
         if !self.props_of(entry.id).await?.is_empty() {
             return Ok(None);
@@ -258,21 +254,39 @@ impl NuboFs {
         if !depth_one || !entry.is_folder {
             return Ok(Some((entry, Vec::new())));
         }
+        let (children, with_props) = self.children(path, &entry).await?;
+        Ok((!with_props).then_some((entry, children)))
+    }
+
+    /// The live children of `folder` (at `path`), remembered with their dead properties; and
+    /// whether any of them has some.
+    async fn children(&self, path: &DavPath, folder: &PathEntry) -> FsResult<(Vec<Arc<PathEntry>>, bool)> {
         let db = self.ctx.db();
-        let props = metadata::dav_properties_of_children(db, self.user(), entry.id).await.map_err(fs_error)?;
-        if !props.is_empty() {
-            return Ok(None);
-        }
-        let children = files::live_children(db, self.user(), &entry).await.map_err(fs_error)?;
-        Ok(Some((entry, children)))
+        let children = files::live_children(db, self.user(), folder).await.map_err(fs_error)?;
+        let mut props = metadata::dav_properties_of_children(db, self.user(), folder).await.map_err(fs_error)?;
+        let with_props = !props.is_empty();
+        let base = path_key(path);
+        let mut remembered = self.remembered();
+        let children = children
+            .into_iter()
+            .map(|child| {
+                let mut key = base.to_vec();
+                if !key.is_empty() {
+                    key.push(b'/');
+                }
+                key.extend_from_slice(child.name.as_bytes());
+                remembered.props.insert(child.id, props.remove(&child.id).unwrap_or_default());
+                let child = Arc::new(child);
+                remembered.entries.insert(key, Arc::clone(&child));
+                child
+            })
+            .collect();
+        Ok((children, with_props))
     }
 
     async fn props_of(&self, id: Uuid) -> FsResult<Vec<DavProperty>> {
-        {
-            let remembered = self.remembered();
-            if remembered.props_loaded.contains(&id) {
-                return Ok(remembered.props.get(&id).cloned().unwrap_or_default());
-            }
+        if let Some(props) = self.remembered().props.get(&id) {
+            return Ok(props.clone());
         }
         metadata::dav_properties(self.ctx.db(), self.user(), id).await.map_err(fs_error)
     }
@@ -319,25 +333,13 @@ impl DavFileSystem for NuboFs {
             if !folder.is_folder {
                 return Err(FsError::Forbidden);
             }
-            let children = files::live_children(self.ctx.db(), self.user(), &folder).await.map_err(fs_error)?;
-            let props =
-                metadata::dav_properties_of_children(self.ctx.db(), self.user(), folder.id).await.map_err(fs_error)?;
-            let base = path_key(path).to_vec();
-            let mut entries: Vec<FsResult<Box<dyn DavDirEntry>>> = Vec::with_capacity(children.len());
-            {
-                let mut remembered = self.remembered();
-                remembered.props.extend(props);
-                for child in children {
-                    let mut key = base.clone();
-                    if !key.is_empty() {
-                        key.push(b'/');
-                    }
-                    key.extend_from_slice(child.name.as_bytes());
-                    remembered.props_loaded.insert(child.id);
-                    entries.push(Ok(Box::new(DirEntry { name: child.name.clone(), meta: Meta::of(&child) })));
-                    remembered.entries.insert(key, Arc::new(child));
-                }
-            }
+            let (children, _) = self.children(path, &folder).await?;
+            let entries: Vec<FsResult<Box<dyn DavDirEntry>>> = children
+                .iter()
+                .map(|child| {
+                    Ok(Box::new(DirEntry { name: child.name.clone(), meta: Meta::of(child) }) as Box<dyn DavDirEntry>)
+                })
+                .collect();
             let stream: FsStream<Box<dyn DavDirEntry>> = Box::pin(futures_util::stream::iter(entries));
             Ok(stream)
         }

@@ -145,57 +145,66 @@ impl KvLocks {
     }
 }
 
-/// Locks on `segments` or on a folder above it that reach it (`MemLs::check_locks_to_path`).
-fn check_to_path<'a>(
-    table: &'a [StoredLock],
-    segments: &[String],
-    principal: Option<&str>,
+/// Who asks, with which lock tokens, and whether shared locks may stay: the arguments of
+/// `MemLs`'s checks.
+struct Claim<'a> {
+    principal: Option<&'a str>,
     ignore_principal: bool,
-    tokens: &[String],
+    tokens: &'a [String],
     shared_ok: bool,
-) -> Result<(), &'a StoredLock> {
-    let mut holds_lock = false;
-    let mut first_seen = None;
-    let mut above: Vec<&StoredLock> = table.iter().filter(|l| l.covers(segments)).collect();
-    above.sort_by_key(|l| l.segments.len());
-    for lock in above {
-        if lock.segments.len() < segments.len() && !lock.deep {
-            continue;
-        }
-        if tokens.contains(&lock.token) && (ignore_principal || principal == lock.principal.as_deref()) {
-            holds_lock = true;
-        } else {
-            if !lock.shared {
-                return Err(lock);
-            }
-            if !shared_ok {
-                first_seen.get_or_insert(lock);
-            }
-        }
-    }
-    match first_seen {
-        Some(lock) if !holds_lock => Err(lock),
-        _ => Ok(()),
-    }
 }
 
-/// Locks on `segments` or anything below it (`MemLs::check_locks_from_path`).
-fn check_from_path<'a>(
-    table: &'a [StoredLock],
-    segments: &[String],
-    principal: Option<&str>,
-    ignore_principal: bool,
-    tokens: &[String],
-    shared_ok: bool,
-) -> Result<(), &'a StoredLock> {
-    for lock in table.iter().filter(|l| l.segments.starts_with(segments)) {
-        if (!lock.shared || !shared_ok)
-            && (!tokens.contains(&lock.token) || (!ignore_principal && principal != lock.principal.as_deref()))
-        {
-            return Err(lock);
+impl Claim<'_> {
+    /// Whether the claim holds `lock`: its token, and its principal unless that is ignored.
+    fn holds(&self, lock: &StoredLock) -> bool {
+        self.tokens.contains(&lock.token) && (self.ignore_principal || self.principal == lock.principal.as_deref())
+    }
+
+    /// The first lock in the way of `segments`: on it or on a folder above that reaches it
+    /// and, when `deep`, anywhere below it.
+    fn conflict<'t>(&self, table: &'t [StoredLock], segments: &[String], deep: bool) -> Result<(), &'t StoredLock> {
+        self.check_to_path(table, segments)?;
+        if deep { self.check_from_path(table, segments) } else { Ok(()) }
+    }
+
+    /// Locks on `segments` or on a folder above it that reach it (`MemLs::check_locks_to_path`).
+    fn check_to_path<'t>(&self, table: &'t [StoredLock], segments: &[String]) -> Result<(), &'t StoredLock> {
+        let mut holds_lock = false;
+        let mut first_seen = None;
+        let mut above: Vec<&StoredLock> = table.iter().filter(|l| l.covers(segments)).collect();
+        above.sort_by_key(|l| l.segments.len());
+        for lock in above {
+            if lock.segments.len() < segments.len() && !lock.deep {
+                continue;
+            }
+            if self.holds(lock) {
+                holds_lock = true;
+            } else {
+                if !lock.shared {
+                    return Err(lock);
+                }
+                if !self.shared_ok {
+                    first_seen.get_or_insert(lock);
+                }
+            }
+        }
+        match first_seen {
+            Some(lock) if !holds_lock => Err(lock),
+            _ => Ok(()),
         }
     }
-    Ok(())
+
+    /// Locks on `segments` or anything below it (`MemLs::check_locks_from_path`).
+    fn check_from_path<'t>(&self, table: &'t [StoredLock], segments: &[String]) -> Result<(), &'t StoredLock> {
+        match table
+            .iter()
+            .filter(|l| l.segments.starts_with(segments))
+            .find(|lock| (!lock.shared || !self.shared_ok) && !self.holds(lock))
+        {
+            Some(lock) => Err(lock),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The lock's `owner` element as stored XML. dav-server renames it `D:owner`, which only
@@ -228,12 +237,8 @@ impl DavLockSystem for KvLocks {
             let lifetime = timeout.unwrap_or(LONGEST_LOCK).min(LONGEST_LOCK);
             let outcome = self
                 .update(|table| {
-                    if let Err(conflict) = check_to_path(table, &segments, None, true, &[], shared) {
-                        return Err(conflict.to_dav());
-                    }
-                    if deep && let Err(conflict) = check_from_path(table, &segments, None, true, &[], shared) {
-                        return Err(conflict.to_dav());
-                    }
+                    let anyone = Claim { principal: None, ignore_principal: true, tokens: &[], shared_ok: shared };
+                    anyone.conflict(table, &segments, deep).map_err(StoredLock::to_dav)?;
                     let lock = StoredLock {
                         token: Uuid::new_v4().urn().to_string(),
                         segments: segments.clone(),
@@ -309,14 +314,8 @@ impl DavLockSystem for KvLocks {
                     return Err(fallback);
                 }
             };
-            let principal = principal.as_deref();
-            check_to_path(&table, &segments, principal, ignore_principal, &tokens, false)
-                .map_err(StoredLock::to_dav)?;
-            if deep {
-                check_from_path(&table, &segments, principal, ignore_principal, &tokens, false)
-                    .map_err(StoredLock::to_dav)?;
-            }
-            Ok(())
+            let claim = Claim { principal: principal.as_deref(), ignore_principal, tokens: &tokens, shared_ok: false };
+            claim.conflict(&table, &segments, deep).map_err(StoredLock::to_dav)
         }
         .boxed()
     }

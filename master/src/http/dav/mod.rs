@@ -104,10 +104,7 @@ pub async fn serve(State(state): State<AppState>, mut request: Request) -> Respo
         let (parts, body) = request.into_parts();
         let body = match axum::body::to_bytes(body, PROPFIND_BODY_LIMIT).await {
             Ok(body) => body,
-            Err(_) => {
-                return ServiceError::new(ErrorKind::PayloadTooLarge, "request.too_large", "request body is too large")
-                    .into_response();
-            }
+            Err(_) => return ServiceError::request_too_large().into_response(),
         };
         let path = DavPath::new(parts.uri.path()).and_then(|mut path| path.set_prefix(PREFIX).map(|()| path));
         if let (Ok(path), Some(props)) = (path, propfind::requested_props(&body))
