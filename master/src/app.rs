@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use nubo_common::secret::Secret;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -122,9 +123,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let shutdown = CancellationToken::new();
     let jobs = crate::jobs::start(&state, &shutdown);
     let server = tokio::spawn(
-        axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-            .into_future(),
+        axum::serve(
+            listener.tap_io(nubo_common::http::answer_without_delay),
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+        .into_future(),
     );
     tracing::info!(%addr, version = env!("CARGO_PKG_VERSION"), "nubo-master listening on {addr}");
     Ok(Running { addr, state, shutdown, server, jobs })

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::{get, post, put};
+use axum::serve::ListenerExt;
 use axum::{Router, middleware};
 use nubo_common::storage::local::LocalBlobStore;
 use nubo_protocol::Role;
@@ -112,7 +113,9 @@ impl Node {
             tracing::info!(%addr, node_id = %self.state.node_id, "storage node listening");
         }
         let sweeper = tokio::spawn(report::run_sweeper(self.state.clone()));
-        let served = axum::serve(listener, self.router()).with_graceful_shutdown(shutdown).await;
+        let served = axum::serve(listener.tap_io(nubo_common::http::answer_without_delay), self.router())
+            .with_graceful_shutdown(shutdown)
+            .await;
         self.state.shutdown.cancel();
         let _ = sweeper.await;
         served
