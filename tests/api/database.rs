@@ -72,3 +72,45 @@ async fn two_hundred_concurrent_setting_writes_all_succeed(app: TestApp) {
     let name = config["site_name"].as_str().unwrap().trim_start_matches("Nubo ");
     assert_eq!(footer, name);
 }
+
+/// A look-up by folder and name (each step of a path, a WebDAV write's name check) searches the
+/// `(parent_id, name)` uniqueness index; keyed on the owner first, it made such a look-up read
+/// every child of the folder.
+async fn name_lookups_search_the_folder_and_name_index(backend: Backend) {
+    let Some(database) = TestDatabase::create(backend).await else { return };
+    let db = Db::connect(&database.url, 2).await.unwrap();
+    db.migrate().await.unwrap();
+    match db.backend() {
+        DbBackend::Sqlite => {
+            let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(
+                "EXPLAIN QUERY PLAN SELECT id FROM objects WHERE parent_id = $1 AND name = $2 AND trashed_at IS NULL",
+            )
+            .bind("folder")
+            .bind("name")
+            .fetch_all(db.reader())
+            .await
+            .unwrap();
+            let steps: Vec<&str> = plan.iter().map(|row| row.3.as_str()).collect();
+            assert_eq!(steps, ["SEARCH objects USING INDEX objects_live_name (parent_id=? AND name=?)"]);
+        }
+        DbBackend::Postgres => {
+            let (definition,): (String,) =
+                sqlx::query_as("SELECT indexdef FROM pg_indexes WHERE indexname = 'objects_live_name'")
+                    .fetch_one(db.reader())
+                    .await
+                    .unwrap();
+            assert!(definition.contains("(parent_id, name) WHERE (trashed_at IS NULL)"), "{definition}");
+        }
+    }
+    db.close().await;
+}
+
+#[tokio::test]
+async fn name_lookups_search_the_folder_and_name_index_on_sqlite() {
+    name_lookups_search_the_folder_and_name_index(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn name_lookups_search_the_folder_and_name_index_on_postgres() {
+    name_lookups_search_the_folder_and_name_index(Backend::Postgres).await;
+}

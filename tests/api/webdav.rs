@@ -408,6 +408,12 @@ async fn a_root_and_read_only_confine_an_account(app: TestApp) {
     }
     assert_eq!(whole.get("/secret.txt").await.text().await.unwrap(), "hidden", "unchanged");
     assert_eq!(root_names(&app, &user).await, ["photos", "secret.txt"]);
+
+    // An account whose root folder is gone says so, and does not fall back to the whole tree.
+    assert_eq!(whole.request("DELETE", "/photos/").send().await.unwrap().status(), 204);
+    assert_eq!(error_body(photos.get("/cat.jpg").await, 404).await["code"], "webdav.root_missing");
+    assert_eq!(error_body(photos.put("/secret.txt", "x").await, 404).await["code"], "webdav.root_missing");
+    assert_eq!(whole.get("/secret.txt").await.text().await.unwrap(), "hidden");
 }
 
 async fn quota_and_max_size_are_enforced_while_bytes_arrive(app: TestApp) {

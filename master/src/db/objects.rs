@@ -137,20 +137,39 @@ pub async fn all_live_children(db: &Db, parent_id: &str) -> Result<Vec<ListingRo
         .collect())
 }
 
-/// Names resolved per statement by [`walk_below`]; deeper paths take one statement per this many.
+/// Levels resolved per statement by [`walk`]; deeper paths take one statement per this many.
 const WALK_STEP: usize = 16;
 
-/// The live objects at `names` below folder `base_id`, one per name, as far as they exist (a
-/// missing name, or a file where a folder was needed, ends the walk early). One statement per
-/// [`WALK_STEP`] names: each level is a join on the `(parent_id, name)` index.
-pub async fn walk_below(db: &Db, base_id: &str, names: &[&str]) -> Result<Vec<ListingRow>, DbError> {
+/// Where a [`walk`] starts.
+#[derive(Debug, Clone, Copy)]
+pub enum WalkStart<'a> {
+    /// Below the folder with this id: the first name is one of its children.
+    Below(&'a str),
+    /// At the root folder of the owner with this id: the root is the first object answered.
+    RootOf(&'a str),
+}
+
+/// The live objects along a path, as far as they exist (a missing name, or a file where a
+/// folder was needed, ends the walk early): from [`WalkStart::RootOf`] the owner's root and
+/// then one object per name, from [`WalkStart::Below`] one per name. One statement per
+/// [`WALK_STEP`] levels: each level is a join on the `(parent_id, name)` index.
+pub async fn walk(db: &Db, start: WalkStart<'_>, names: &[&str]) -> Result<Vec<ListingRow>, DbError> {
     use sqlx::Row;
-    let mut found: Vec<ListingRow> = Vec::with_capacity(names.len());
-    let mut parent = base_id.to_owned();
-    for step in names.chunks(WALK_STEP) {
-        let mut select = Vec::with_capacity(step.len());
+    let mut found: Vec<ListingRow> = Vec::with_capacity(names.len() + 1);
+    let (mut anchor, mut rest) = match start {
+        WalkStart::Below(base) => (base.to_owned(), names),
+        WalkStart::RootOf(owner) => (owner.to_owned(), names),
+    };
+    let mut from_root = matches!(start, WalkStart::RootOf(_));
+    while from_root || !rest.is_empty() {
+        // From the root, level 0 is the root itself and takes no name.
+        let named = rest.len().min(if from_root { WALK_STEP - 1 } else { WALK_STEP });
+        let (step, later) = rest.split_at(named);
+        let levels = named + usize::from(from_root);
+        let first_named = usize::from(from_root);
+        let mut select = Vec::with_capacity(levels);
         let mut from = String::from("objects c0");
-        for level in 0..step.len() {
+        for level in 0..levels {
             select.push(format!(
                 "c{level}.id AS id{level}, c{level}.name AS name{level}, c{level}.kind AS kind{level}, \
                  c{level}.policy_id AS policy{level}, c{level}.size AS size{level}, \
@@ -161,20 +180,22 @@ pub async fn walk_below(db: &Db, base_id: &str, names: &[&str]) -> Result<Vec<Li
                     " LEFT JOIN objects c{level} ON c{level}.parent_id = c{prev}.id AND c{level}.name = ${param} \
                      AND c{level}.trashed_at IS NULL",
                     prev = level - 1,
-                    param = level + 2,
+                    param = level - first_named + 2,
                 ));
             }
         }
-        let sql = format!(
-            "SELECT {} FROM {from} WHERE c0.parent_id = $1 AND c0.name = $2 AND c0.trashed_at IS NULL",
-            select.join(", ")
-        );
-        let mut query = sqlx::query(&sql).bind(parent.clone());
+        let anchored = if from_root {
+            "c0.owner_id = $1 AND c0.parent_id IS NULL"
+        } else {
+            "c0.parent_id = $1 AND c0.name = $2 AND c0.trashed_at IS NULL"
+        };
+        let sql = format!("SELECT {} FROM {from} WHERE {anchored}", select.join(", "));
+        let mut query = sqlx::query(&sql).bind(anchor.clone());
         for name in step {
             query = query.bind(*name);
         }
         let Some(row) = query.fetch_optional(db.reader()).await? else { return Ok(found) };
-        for level in 0..step.len() {
+        for level in 0..levels {
             let Some(id) = row.try_get::<Option<String>, _>(format!("id{level}").as_str())? else { return Ok(found) };
             found.push(ListingRow {
                 id,
@@ -186,7 +207,9 @@ pub async fn walk_below(db: &Db, base_id: &str, names: &[&str]) -> Result<Vec<Li
                 updated_at: row.try_get(format!("updated{level}").as_str())?,
             });
         }
-        parent = found.last().map(|row| row.id.clone()).unwrap_or_default();
+        anchor = found.last().map(|row| row.id.clone()).unwrap_or_default();
+        rest = later;
+        from_root = false;
     }
     Ok(found)
 }

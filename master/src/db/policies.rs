@@ -5,6 +5,11 @@ use crate::domain::time::Millis;
 
 const COLUMNS: &str = "id, name, type, node_id, max_size, is_private, chunk_size, options, dir_name_rule, file_name_rule, created_at, updated_at";
 
+/// [`COLUMNS`] of the table called `alias` in a query.
+pub(super) fn qualified_columns(alias: &str) -> String {
+    COLUMNS.split(", ").map(|c| format!("{alias}.{c}")).collect::<Vec<_>>().join(", ")
+}
+
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct PolicyRow {
     pub id: String,
@@ -50,10 +55,10 @@ pub async fn find(db: &Db, id: &str) -> Result<Option<PolicyRow>, DbError> {
 
 /// The policies of a group, in the group's order.
 pub async fn of_group(db: &Db, group_id: &str) -> Result<Vec<PolicyRow>, DbError> {
-    let columns = COLUMNS.split(", ").map(|c| format!("p.{c}")).collect::<Vec<_>>().join(", ");
     Ok(sqlx::query_as(&format!(
-        "SELECT {columns} FROM policies p JOIN group_policies gp ON gp.policy_id = p.id
-         WHERE gp.group_id = $1 ORDER BY gp.position"
+        "SELECT {} FROM policies p JOIN group_policies gp ON gp.policy_id = p.id
+         WHERE gp.group_id = $1 ORDER BY gp.position",
+        qualified_columns("p")
     ))
     .bind(group_id)
     .fetch_all(db.reader())

@@ -294,18 +294,56 @@ pub async fn inactive_changed_since(db: &Db, since: Millis) -> Result<Vec<String
 
 // ---- storage quota ----
 
+/// A user's used bytes, group quota and active storage packs at `$2`, for a query `FROM`
+/// [`USAGE_FROM`] `WHERE u.id = $1`.
+const USAGE_COLUMNS: &str = "u.storage AS used, g.max_storage AS group_storage, \
+     (SELECT CAST(SUM(sp.size) AS BIGINT) FROM storage_packs sp WHERE sp.user_id = u.id AND sp.active_from <= $2 AND sp.expires_at > $2) AS packs";
+const USAGE_FROM: &str = "users u JOIN groups g ON g.id = u.group_id";
+
+/// Used bytes and capacity (group quota plus packs) from a row with [`USAGE_COLUMNS`].
+fn usage_of(row: &sqlx::any::AnyRow) -> Result<(i64, i64), DbError> {
+    use sqlx::Row;
+    let (used, group, packs): (i64, i64, Option<i64>) =
+        (row.try_get("used")?, row.try_get("group_storage")?, row.try_get("packs")?);
+    Ok((used, group.saturating_add(packs.unwrap_or(0))))
+}
+
 /// The user's used bytes and capacity (group quota plus active storage packs at `now`).
 pub async fn usage_and_capacity(db: &Db, user_id: &str, now: Millis) -> Result<(i64, i64), DbError> {
-    let (used, group, packs): (i64, i64, Option<i64>) = sqlx::query_as(
-        "SELECT u.storage, g.max_storage,
-                (SELECT CAST(SUM(p.size) AS BIGINT) FROM storage_packs p WHERE p.user_id = u.id AND p.active_from <= $2 AND p.expires_at > $2)
-         FROM users u JOIN groups g ON g.id = u.group_id WHERE u.id = $1",
-    )
+    let row = sqlx::query(&format!("SELECT {USAGE_COLUMNS} FROM {USAGE_FROM} WHERE u.id = $1"))
+        .bind(user_id)
+        .bind(now)
+        .fetch_one(db.reader())
+        .await?;
+    usage_of(&row)
+}
+
+/// [`usage_and_capacity`] together with the first storage policy of group `group_id` (`None`
+/// when the group has none): what writing a new file needs to know, in one statement.
+pub async fn usage_capacity_and_policy(
+    db: &Db,
+    user_id: &str,
+    group_id: &str,
+    now: Millis,
+) -> Result<(i64, i64, Option<super::policies::PolicyRow>), DbError> {
+    use sqlx::{FromRow, Row};
+    let policy_columns = super::policies::qualified_columns("p");
+    let row = sqlx::query(&format!(
+        "SELECT {USAGE_COLUMNS}, {policy_columns} FROM {USAGE_FROM}
+         LEFT JOIN policies p ON p.id = (SELECT gp.policy_id FROM group_policies gp WHERE gp.group_id = $3 ORDER BY gp.position LIMIT 1)
+         WHERE u.id = $1"
+    ))
     .bind(user_id)
     .bind(now)
+    .bind(group_id)
     .fetch_one(db.reader())
     .await?;
-    Ok((used, group.saturating_add(packs.unwrap_or(0))))
+    let (used, capacity) = usage_of(&row)?;
+    let policy = match row.try_get::<Option<String>, _>("id")? {
+        Some(_) => Some(super::policies::PolicyRow::from_row(&row)?),
+        None => None,
+    };
+    Ok((used, capacity, policy))
 }
 
 /// A user's capacity: the group's `max_storage` plus storage packs active at `now`.

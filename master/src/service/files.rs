@@ -518,7 +518,15 @@ pub async fn folder_entry(db: &Db, owner: Uuid, path: &str) -> ServiceResult<Pat
 /// must be the owner's and live when it was read: its children are the owner's too.
 pub async fn walk_below(db: &Db, owner: Uuid, base: &PathEntry, names: &[&str]) -> ServiceResult<Vec<PathEntry>> {
     let base = own_folder(owner, base)?;
-    let rows = db::objects::walk_below(db, &base, names).await?;
+    let rows = db::objects::walk(db, db::objects::WalkStart::Below(&base), names).await?;
+    rows.iter().map(|row| PathEntry::of_listing(owner, row)).collect()
+}
+
+/// The owner's root folder and then the live objects at `names` below it, as far as they exist
+/// (as [`walk_below`]), in one statement for paths of ordinary depth. Empty when the owner has
+/// no root folder yet ([`folder_entry`] creates it).
+pub async fn walk_from_root(db: &Db, owner: Uuid, names: &[&str]) -> ServiceResult<Vec<PathEntry>> {
+    let rows = db::objects::walk(db, db::objects::WalkStart::RootOf(&owner.to_string()), names).await?;
     rows.iter().map(|row| PathEntry::of_listing(owner, row)).collect()
 }
 

@@ -289,8 +289,11 @@ pub async fn policy_for(db: &Db, group_id: &str, requested: Option<Uuid>) -> Ser
         Some(id) => policies.into_iter().find(|p| p.id == id.to_string()),
         None => policies.into_iter().next(),
     };
-    chosen.ok_or_else(|| {
-        ServiceError::new(ErrorKind::Forbidden, "policy.not_allowed", "your group may not use this storage policy")
-            .with_field("policy_id")
-    })
+    chosen.ok_or_else(not_allowed)
+}
+
+/// The refusal of a policy the caller's group may not use (or of any write when it has none).
+pub fn not_allowed() -> ServiceError {
+    ServiceError::new(ErrorKind::Forbidden, "policy.not_allowed", "your group may not use this storage policy")
+        .with_field("policy_id")
 }

@@ -219,6 +219,13 @@ impl Usage {
         let (used, capacity) = db::users::usage_and_capacity(db, &owner.to_string(), now_ms()).await?;
         Ok(Self { used, capacity })
     }
+
+    /// The owner's usage and the policy a new file of group `group_id` goes to, in one query.
+    async fn with_group_policy(db: &db::Db, owner: Uuid, group_id: &str) -> ServiceResult<(Self, PolicyRow)> {
+        let (used, capacity, policy) =
+            db::users::usage_capacity_and_policy(db, &owner.to_string(), group_id, now_ms()).await?;
+        Ok((Self { used, capacity }, policy.ok_or_else(policies::not_allowed)?))
+    }
 }
 
 /// New content for `row` (see [`replace_content`]); answers the new size and change time.
@@ -309,6 +316,17 @@ pub struct PlannedWrite {
     declared: Option<u64>,
 }
 
+/// What the caller of [`plan_write`] knows of the name it writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presence {
+    /// Nothing: the plan looks the name up.
+    Unknown,
+    /// This request found no live object by that name a moment ago, so the plan does not look
+    /// again. One created since then makes the write end as a name clash, exactly as one
+    /// created while the body arrives does.
+    KnownAbsent,
+}
+
 /// Plans writing `name` in the owner's folder `parent` (an entry this service looked up for
 /// the owner) from a body of `declared` bytes (unknown for a chunked body). Refuses a name taken
 /// by a folder; [`PlannedWrite::admit`] then says whether the size fits.
@@ -318,20 +336,23 @@ pub async fn plan_write(
     group_id: &str,
     parent: &files::PathEntry,
     name: &str,
+    presence: Presence,
     declared: Option<u64>,
 ) -> ServiceResult<PlannedWrite> {
     let db = ctx.db();
     let parent = files::own_folder(owner, parent)?;
     let name = ObjectName::parse(name).map_err(|why| ServiceError::validation("name", why))?;
-    let existing = db::objects::child_by_name(db, &parent, name.as_str()).await?;
-    let policy = match &existing {
+    let existing = match presence {
+        Presence::KnownAbsent => None,
+        Presence::Unknown => db::objects::child_by_name(db, &parent, name.as_str()).await?,
+    };
+    let (usage, policy) = match &existing {
         Some(row) => {
             expect_file(row)?;
-            policy_of(db, row).await?
+            (Usage::of(db, owner).await?, policy_of(db, row).await?)
         }
-        None => policies::policy_for(db, group_id, None).await?,
+        None => Usage::with_group_policy(db, owner, group_id).await?,
     };
-    let usage = Usage::of(db, owner).await?;
     Ok(PlannedWrite { owner, parent, name, existing, policy, usage, declared })
 }
 

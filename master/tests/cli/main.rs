@@ -52,7 +52,7 @@ fn migrate_applies_once_and_again_as_a_no_op() {
         let output = run(nubo(dir.path()).arg("migrate"));
         assert!(output.status.success(), "{}", text(&output.stderr));
         assert!(
-            text(&output.stdout).contains("database is up to date (2 migrations applied)"),
+            text(&output.stdout).contains("database is up to date (3 migrations applied)"),
             "{}",
             text(&output.stdout)
         );

@@ -197,18 +197,31 @@ impl NuboFs {
             return Err(FsError::NotFound);
         }
         let found = files::walk_below(self.ctx.db(), self.user(), &base, &names[known..]).await.map_err(fs_error)?;
+        self.remember_walk(names, known, found).ok_or(FsError::NotFound)
+    }
+
+    /// Remembers the entries a walk found along `names` after the first `known` of them (one per
+    /// name, as far as they exist) and, when the walk came up short, that `names` is missing.
+    /// Answers the entry at `names` when it exists.
+    pub fn remember_walk(
+        &self,
+        names: &[&str],
+        known: usize,
+        found: impl IntoIterator<Item = PathEntry>,
+    ) -> Option<Arc<PathEntry>> {
         let mut remembered = self.remembered();
         let mut last = None;
-        for (depth, entry) in (known + 1..).zip(found) {
+        for (depth, entry) in (known + 1..=names.len()).zip(found) {
             let entry = Arc::new(entry);
             remembered.entries.insert(joined(&names[..depth]), Arc::clone(&entry));
             last = Some((depth, entry));
         }
         match last {
-            Some((depth, entry)) if depth == names.len() => Ok(entry),
+            Some((depth, entry)) if depth == names.len() => Some(entry),
+            _ if known == names.len() => None,
             _ => {
                 remembered.missing.insert(joined(names));
-                Err(FsError::NotFound)
+                None
             }
         }
     }
@@ -309,10 +322,22 @@ impl DavFileSystem for NuboFs {
                 return Err(FsError::NotImplemented);
             }
             let (parent, name) = self.parent_and_name(path).await?;
+            let presence = match self.remembered().missing.contains(path_key(path)) {
+                true => transfers::Presence::KnownAbsent,
+                false => transfers::Presence::Unknown,
+            };
             let principal = &self.principal;
-            let plan = transfers::plan_write(&self.ctx, self.user(), &principal.group_id, &parent, &name, options.size)
-                .await
-                .map_err(fs_error)?;
+            let plan = transfers::plan_write(
+                &self.ctx,
+                self.user(),
+                &principal.group_id,
+                &parent,
+                &name,
+                presence,
+                options.size,
+            )
+            .await
+            .map_err(fs_error)?;
             match plan.replaces_a_file() {
                 true if options.create_new => return Err(FsError::Exists),
                 false if !options.create => return Err(FsError::NotFound),

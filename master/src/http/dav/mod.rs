@@ -85,19 +85,15 @@ pub async fn serve(State(state): State<AppState>, mut request: Request) -> Respo
         return ServiceError::new(ErrorKind::Forbidden, "webdav.read_only", "this WebDAV account is read-only")
             .into_response();
     }
-    let root = match files::folder_entry(state.db(), principal.user_id, &principal.root).await {
-        Ok(root) => root,
-        Err(error) if error.kind == ErrorKind::NotFound => {
-            return ServiceError::not_found("webdav.root_missing", "the account's root folder no longer exists")
-                .into_response();
-        }
-        Err(error) => return error.into_response(),
-    };
-    let root_segments = match parse_path(&principal.root) {
+    let root_segments: Vec<String> = match parse_path(&principal.root) {
         Ok(names) => names.iter().map(|n| n.as_str().to_owned()).collect(),
         Err(_) => return ServiceError::internal(anyhow::anyhow!("stored root path unparsable")).into_response(),
     };
-    let filesystem = fs::NuboFs::new(state.clone(), principal.clone(), root);
+    let request_path = DavPath::new(request.uri().path()).and_then(|mut path| path.set_prefix(PREFIX).map(|()| path));
+    let filesystem = match open_filesystem(&state, &principal, &root_segments, request_path.ok().as_ref()).await {
+        Ok(filesystem) => filesystem,
+        Err(response) => return response,
+    };
     if request.method().as_str() == "PROPFIND"
         && let Some(depth_one) = propfind::depth_one(request.headers().get("depth"))
     {
@@ -127,6 +123,43 @@ pub async fn serve(State(state): State<AppState>, mut request: Request) -> Respo
     let response = handler.handle(request).await.map(axum::body::Body::new);
     let response = if method.as_str() == "PROPFIND" { response.map(coalesce) } else { response };
     finish(&method, response)
+}
+
+/// The request's filesystem at the account's root folder, its entry cache already holding the
+/// objects along the request's path: one statement finds the root and them, where looking up
+/// the root and then walking to the path took two.
+async fn open_filesystem(
+    state: &AppState,
+    principal: &DavPrincipal,
+    root_segments: &[String],
+    request_path: Option<&DavPath>,
+) -> Result<fs::NuboFs, Response> {
+    let below = request_path.map(segments).unwrap_or_default();
+    let names: Vec<&str> = root_segments.iter().map(String::as_str).chain(below.iter().copied()).collect();
+    let mut walked = files::walk_from_root(state.db(), principal.user_id, &names)
+        .await
+        .map_err(IntoResponse::into_response)?
+        .into_iter()
+        .skip(root_segments.len());
+    let root = match walked.next() {
+        Some(root) if root.is_folder => root,
+        // No root folder yet (a new user), or the account's root is gone: the plain look-up
+        // creates the one and reports the other.
+        _ => {
+            let root = files::folder_entry(state.db(), principal.user_id, &principal.root).await.map_err(|error| {
+                if error.kind == ErrorKind::NotFound {
+                    ServiceError::not_found("webdav.root_missing", "the account's root folder no longer exists")
+                        .into_response()
+                } else {
+                    error.into_response()
+                }
+            })?;
+            return Ok(fs::NuboFs::new(state.clone(), principal.clone(), root));
+        }
+    };
+    let filesystem = fs::NuboFs::new(state.clone(), principal.clone(), root);
+    filesystem.remember_walk(&below, 0, walked);
+    Ok(filesystem)
 }
 
 /// dav-server hands a multistatus over one `<response>` at a time; gathering the pieces that are
