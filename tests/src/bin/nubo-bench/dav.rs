@@ -136,7 +136,7 @@ pub async fn run(args: &[String]) {
         tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
         return;
     }
-    let mut table: Vec<(String, BTreeMap<String, Value>)> = Vec::new();
+    let mut table: Vec<Row> = Vec::new();
     let nubo = davbench(
         &options,
         "nubo",
@@ -144,7 +144,7 @@ pub async fn run(args: &[String]) {
         Some(("bench@example.com/bench", "bench-dav-password")),
         bench.server.pid(),
     );
-    table.push(("nubo".to_owned(), nubo));
+    table.push(Row { server: "nubo".to_owned(), workloads: options.workloads.clone(), results: nubo });
 
     // The peers acknowledge writes from the page cache; Nubo syncs each blob unless its policy
     // says `durable: false`. The writes again, that way, for a like-for-like row.
@@ -159,7 +159,7 @@ pub async fn run(args: &[String]) {
         let label = "nubo, durable: false";
         let auth = Some(("bench@example.com/bench", "bench-dav-password"));
         let results = davbench(&unsynced, label, &dav_url, auth, bench.server.pid());
-        table.push((label.to_owned(), results));
+        table.push(Row { server: label.to_owned(), workloads: unsynced.workloads, results });
     }
     drop(bench);
 
@@ -180,12 +180,21 @@ pub async fn run(args: &[String]) {
         };
         let results = davbench(&options, peer, &format!("http://127.0.0.1:{port}/"), None, pid);
         let _ = Command::new("bash").arg(&options.peers_sh).args(["stop", &pid.to_string()]).status();
-        table.push((peer.clone(), results));
+        table.push(Row { server: peer.clone(), workloads: options.workloads.clone(), results });
     }
     print_table(&table);
 }
 
-fn print_table(table: &[(String, BTreeMap<String, Value>)]) {
+/// One server's results, and which workloads it ran (letters `a` to `f`, as `FIGURES`).
+struct Row {
+    server: String,
+    workloads: String,
+    results: BTreeMap<String, Value>,
+}
+
+/// The table of every row; a workload a row did not run is left empty, one it ran without a
+/// figure says `failed`.
+fn print_table(table: &[Row]) {
     let cell = |value: Option<f64>| value.map_or_else(|| "failed".to_owned(), |v| format!("{v:.3}"));
     print!("| server |");
     for (workload, _, unit) in FIGURES {
@@ -193,10 +202,11 @@ fn print_table(table: &[(String, BTreeMap<String, Value>)]) {
     }
     println!(" peak RSS (MiB) |");
     println!("|---|{}---|", "---|".repeat(FIGURES.len()));
-    for (server, results) in table {
+    for Row { server, workloads, results } in table {
         print!("| {server} |");
-        for (workload, key, _) in FIGURES {
-            print!(" {} |", cell(figure(results, workload, key)));
+        for ((workload, key, _), letter) in FIGURES.iter().zip('a'..='f') {
+            let shown = if workloads.contains(letter) { cell(figure(results, workload, key)) } else { String::new() };
+            print!(" {shown} |");
         }
         println!(" {} |", cell(peak_rss(results)));
     }
