@@ -73,13 +73,13 @@ async fn two_hundred_concurrent_setting_writes_all_succeed(app: TestApp) {
     assert_eq!(footer, name);
 }
 
+nubo_tests::on_every_backend!(name_lookups_search_the_folder_and_name_index);
+
 /// A look-up by folder and name (each step of a path, a WebDAV write's name check) searches the
 /// `(parent_id, name)` uniqueness index; keyed on the owner first, it made such a look-up read
 /// every child of the folder.
-async fn name_lookups_search_the_folder_and_name_index(backend: Backend) {
-    let Some(database) = TestDatabase::create(backend).await else { return };
-    let db = Db::connect(&database.url, 2).await.unwrap();
-    db.migrate().await.unwrap();
+async fn name_lookups_search_the_folder_and_name_index(app: TestApp) {
+    let db = app.state().db();
     match db.backend() {
         DbBackend::Sqlite => {
             let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(
@@ -95,22 +95,11 @@ async fn name_lookups_search_the_folder_and_name_index(backend: Backend) {
         }
         DbBackend::Postgres => {
             let (definition,): (String,) =
-                sqlx::query_as("SELECT indexdef FROM pg_indexes WHERE indexname = 'objects_live_name'")
+                sqlx::query_as("SELECT indexdef FROM pg_indexes WHERE indexname = 'objects_live_name' AND schemaname = current_schema()")
                     .fetch_one(db.reader())
                     .await
                     .unwrap();
             assert!(definition.contains("(parent_id, name) WHERE (trashed_at IS NULL)"), "{definition}");
         }
     }
-    db.close().await;
-}
-
-#[tokio::test]
-async fn name_lookups_search_the_folder_and_name_index_on_sqlite() {
-    name_lookups_search_the_folder_and_name_index(Backend::Sqlite).await;
-}
-
-#[tokio::test]
-async fn name_lookups_search_the_folder_and_name_index_on_postgres() {
-    name_lookups_search_the_folder_and_name_index(Backend::Postgres).await;
 }

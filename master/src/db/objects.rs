@@ -156,17 +156,15 @@ pub enum WalkStart<'a> {
 pub async fn walk(db: &Db, start: WalkStart<'_>, names: &[&str]) -> Result<Vec<ListingRow>, DbError> {
     use sqlx::Row;
     let mut found: Vec<ListingRow> = Vec::with_capacity(names.len() + 1);
-    let (mut anchor, mut rest) = match start {
-        WalkStart::Below(base) => (base.to_owned(), names),
-        WalkStart::RootOf(owner) => (owner.to_owned(), names),
-    };
+    let (WalkStart::Below(first) | WalkStart::RootOf(first)) = start;
+    let mut anchor = first.to_owned();
+    let mut rest = names;
     let mut from_root = matches!(start, WalkStart::RootOf(_));
     while from_root || !rest.is_empty() {
         // From the root, level 0 is the root itself and takes no name.
-        let named = rest.len().min(if from_root { WALK_STEP - 1 } else { WALK_STEP });
-        let (step, later) = rest.split_at(named);
-        let levels = named + usize::from(from_root);
         let first_named = usize::from(from_root);
+        let (step, later) = rest.split_at(rest.len().min(WALK_STEP - first_named));
+        let levels = first_named + step.len();
         let mut select = Vec::with_capacity(levels);
         let mut from = String::from("objects c0");
         for level in 0..levels {

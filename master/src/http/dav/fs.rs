@@ -203,7 +203,7 @@ impl NuboFs {
     /// Remembers the entries a walk found along `names` after the first `known` of them (one per
     /// name, as far as they exist) and, when the walk came up short, that `names` is missing.
     /// Answers the entry at `names` when it exists.
-    pub fn remember_walk(
+    pub(super) fn remember_walk(
         &self,
         names: &[&str],
         known: usize,
@@ -322,9 +322,10 @@ impl DavFileSystem for NuboFs {
                 return Err(FsError::NotImplemented);
             }
             let (parent, name) = self.parent_and_name(path).await?;
-            let presence = match self.remembered().missing.contains(path_key(path)) {
-                true => transfers::Presence::KnownAbsent,
-                false => transfers::Presence::Unknown,
+            let presence = if self.remembered().missing.contains(path_key(path)) {
+                transfers::Presence::KnownAbsent
+            } else {
+                transfers::Presence::Unknown
             };
             let principal = &self.principal;
             let plan = transfers::plan_write(

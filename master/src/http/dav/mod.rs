@@ -141,24 +141,25 @@ async fn open_filesystem(
         .map_err(IntoResponse::into_response)?
         .into_iter()
         .skip(root_segments.len());
-    let root = match walked.next() {
-        Some(root) if root.is_folder => root,
+    let walked_root = walked.next().filter(|root| root.is_folder);
+    let seeded = walked_root.is_some();
+    let root = match walked_root {
+        Some(root) => root,
         // No root folder yet (a new user), or the account's root is gone: the plain look-up
         // creates the one and reports the other.
-        _ => {
-            let root = files::folder_entry(state.db(), principal.user_id, &principal.root).await.map_err(|error| {
-                if error.kind == ErrorKind::NotFound {
-                    ServiceError::not_found("webdav.root_missing", "the account's root folder no longer exists")
-                        .into_response()
-                } else {
-                    error.into_response()
-                }
-            })?;
-            return Ok(fs::NuboFs::new(state.clone(), principal.clone(), root));
-        }
+        None => files::folder_entry(state.db(), principal.user_id, &principal.root).await.map_err(|error| {
+            if error.kind == ErrorKind::NotFound {
+                ServiceError::not_found("webdav.root_missing", "the account's root folder no longer exists")
+                    .into_response()
+            } else {
+                error.into_response()
+            }
+        })?,
     };
     let filesystem = fs::NuboFs::new(state.clone(), principal.clone(), root);
-    filesystem.remember_walk(&below, 0, walked);
+    if seeded {
+        filesystem.remember_walk(&below, 0, walked);
+    }
     Ok(filesystem)
 }
 
