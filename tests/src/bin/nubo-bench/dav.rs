@@ -1,4 +1,4 @@
-//! `nubo-bench dav [--runs N] [--workloads abcdef] [--peers nginx,apache,...] [--davbench PATH] [--peers-sh PATH] [--serve SECONDS]`:
+//! `nubo-bench dav [--runs N] [--workloads abcdef] [--peers nginx,apache,...] [--davbench PATH] [--peers-sh PATH] [--serve SECONDS [--durable false]]`:
 //! the shared WebDAV yardstick (`davbench`) against a real `nubo-master` process (release
 //! build, SQLite, local policy) and against the reference servers `peers.sh` starts, one after
 //! the other in the same run, with one table of medians at the end.
@@ -37,6 +37,9 @@ struct Options {
     /// Only start Nubo, print its URL, credentials and PID, and keep it up this long (for
     /// profiling with perf or a client of one's own).
     serve_for: Option<u64>,
+    /// With `--serve`: whether the served policy syncs each blob (`--durable false` serves the
+    /// like-for-like setting of the second row).
+    durable: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -48,6 +51,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         davbench: shared.join("davbench"),
         peers_sh: shared.join("peers.sh"),
         serve_for: None,
+        durable: true,
     };
     let mut args = args.iter();
     while let Some(flag) = args.next() {
@@ -59,6 +63,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--davbench" => options.davbench = PathBuf::from(value),
             "--peers-sh" => options.peers_sh = PathBuf::from(value),
             "--serve" => options.serve_for = Some(value.parse().map_err(|_| "--serve takes seconds".to_owned())?),
+            "--durable" => options.durable = value.parse().map_err(|_| "--durable takes true or false".to_owned())?,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -116,7 +121,7 @@ pub async fn run(args: &[String]) {
         Ok(options) => options,
         Err(error) => {
             eprintln!(
-                "{error}\nusage: nubo-bench dav [--runs N] [--workloads abcdef] [--peers a,b] [--davbench PATH] [--peers-sh PATH] [--serve SECONDS]"
+                "{error}\nusage: nubo-bench dav [--runs N] [--workloads abcdef] [--peers a,b] [--davbench PATH] [--peers-sh PATH] [--serve SECONDS [--durable false]]"
             );
             std::process::exit(2);
         }
@@ -132,6 +137,9 @@ pub async fn run(args: &[String]) {
     assert_eq!(created["name"], "bench");
     let dav_url = bench.server.base.replace("/api/v1", "/dav/");
     if let Some(seconds) = options.serve_for {
+        if !options.durable {
+            stop_syncing(&bench).await;
+        }
         println!("{dav_url} bench@example.com/bench bench-dav-password pid {}", bench.server.pid());
         tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
         return;
@@ -150,11 +158,7 @@ pub async fn run(args: &[String]) {
     // says `durable: false`. The writes again, that way, for a like-for-like row.
     let writes: String = options.workloads.chars().filter(|w| matches!(w, 'a' | 'c')).collect();
     if !writes.is_empty() {
-        let policies = bench.json(reqwest::Method::GET, "/admin/policy", None).await;
-        let mut policy = policies[0].clone();
-        policy["options"]["durable"] = json!(false);
-        let path = format!("/admin/policy/{}", policy["id"].as_str().expect("policy id"));
-        bench.json(reqwest::Method::PUT, &path, Some(policy)).await;
+        stop_syncing(&bench).await;
         let unsynced = Options { workloads: writes, ..options.clone() };
         let label = "nubo, durable: false";
         let auth = Some(("bench@example.com/bench", "bench-dav-password"));
@@ -183,6 +187,16 @@ pub async fn run(args: &[String]) {
         table.push(Row { server: peer.clone(), workloads: options.workloads.clone(), results });
     }
     print_table(&table);
+}
+
+/// Sets the bench user's policy to `durable: false`: blobs are acknowledged from the page
+/// cache, as the peers do.
+async fn stop_syncing(bench: &crate::files::Bench) {
+    let policies = bench.json(reqwest::Method::GET, "/admin/policy", None).await;
+    let mut policy = policies[0].clone();
+    policy["options"]["durable"] = json!(false);
+    let path = format!("/admin/policy/{}", policy["id"].as_str().expect("policy id"));
+    bench.json(reqwest::Method::PUT, &path, Some(policy)).await;
 }
 
 /// One server's results, and which workloads it ran (letters `a` to `f`, as `FIGURES`).

@@ -42,8 +42,9 @@ impl Server {
         let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
         let mut command = Command::new(binary);
         command.env_clear();
-        // Allocator settings pass through, for tuning runs (`MIMALLOC_PURGE_DELAY=0`, …).
-        command.envs(std::env::vars().filter(|(name, _)| name.starts_with("MIMALLOC_")));
+        // Allocator and runtime settings pass through, for tuning runs (`MIMALLOC_PURGE_DELAY=0`,
+        // `TOKIO_WORKER_THREADS=1`, …).
+        command.envs(std::env::vars().filter(|(name, _)| name.starts_with("MIMALLOC_") || name.starts_with("TOKIO_")));
         let child = command
             .env("NUBO_SECRET", "b".repeat(48))
             .env("NUBO_LISTEN", format!("127.0.0.1:{port}"))
