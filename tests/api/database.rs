@@ -51,6 +51,25 @@ async fn sqlite_database_runs_in_wal_mode() {
     assert!(wal, "WAL file exists next to the database");
 }
 
+/// Commits leave the log to the periodic checkpoint: SQLite's own threshold is far above what
+/// a burst of writes adds, and a checkpoint copies every frame while nothing reads.
+#[tokio::test]
+async fn sqlite_checkpoints_run_outside_the_commits() {
+    let app = TestApp::spawn(Backend::Sqlite).await.unwrap();
+    let db = app.state().db();
+    let (threshold,): (i64,) = sqlx::query_as("PRAGMA wal_autocheckpoint").fetch_one(db.writer()).await.unwrap();
+    assert!(threshold > 10_000, "a commit does not checkpoint by itself after 1000 pages: {threshold}");
+    let admin = app.login_admin().await;
+    for i in 0..20 {
+        let body = serde_json::json!({"site_name": format!("Nubo {i}")});
+        let response = app.call(reqwest::Method::PATCH, "/admin/settings", Some(&admin.access), Some(body)).await;
+        assert!(response.status().is_success(), "{}", response.status());
+    }
+    let done = db.checkpoint().await.unwrap();
+    assert!(done.log_frames > 0, "the writes are in the log: {done:?}");
+    assert_eq!(done.copied_frames, done.log_frames, "and all of them are now in the database file");
+}
+
 nubo_tests::on_every_backend!(two_hundred_concurrent_setting_writes_all_succeed);
 
 async fn two_hundred_concurrent_setting_writes_all_succeed(app: TestApp) {

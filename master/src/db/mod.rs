@@ -145,6 +145,20 @@ impl Db {
         self.reader.close().await;
     }
 
+    /// Copies what SQLite's write-ahead log holds into the database file, without waiting for
+    /// readers or the writer (a no-op on PostgreSQL). SQLite would otherwise do it inside the
+    /// commit that crosses its threshold, and that write would wait for a thousand pages to be
+    /// copied and synced; the master runs this every [`SQLITE_CHECKPOINT_EVERY`] instead.
+    pub async fn checkpoint(&self) -> Result<Checkpoint, DbError> {
+        if self.backend != Backend::Sqlite {
+            return Ok(Checkpoint::default());
+        }
+        // Answers (busy, frames in the log, frames copied); -1 when the file is not in WAL mode.
+        let (_, log_frames, copied_frames): (i64, i64, i64) =
+            sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&self.reader).await?;
+        Ok(Checkpoint { log_frames: log_frames.max(0) as u64, copied_frames: copied_frames.max(0) as u64 })
+    }
+
     /// Names of the tables in the database, sorted (for diagnostics and migration tests).
     pub async fn table_names(&self) -> Result<Vec<String>, DbError> {
         let sql = match self.backend {
@@ -167,6 +181,24 @@ impl Db {
     }
 }
 
+/// How often the master copies SQLite's write-ahead log into the database file (see
+/// [`Db::checkpoint`]).
+pub const SQLITE_CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+
+/// The log size (in pages) at which a committing connection checkpoints by itself. The periodic
+/// checkpoint keeps the log far below it; it bounds the log where nothing runs that job (the
+/// CLI, a stalled master).
+const SQLITE_AUTOCHECKPOINT_PAGES: u32 = 16_384;
+
+/// What a [`Db::checkpoint`] found and did (zeros on PostgreSQL).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Pages (frames) in SQLite's write-ahead log.
+    pub log_frames: u64,
+    /// Of those, how many are now in the database file.
+    pub copied_frames: u64,
+}
+
 /// Page cache per SQLite connection. Each connection keeps its own; in WAL mode it is dropped
 /// whenever another connection writes, so a large one buys little and costs memory per reader.
 const SQLITE_CACHE_KIB: u32 = 512;
@@ -182,7 +214,7 @@ fn sqlite_pool(max_connections: u32) -> AnyPoolOptions {
             Box::pin(async move {
                 conn.execute(
                     format!(
-                        "PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; PRAGMA cache_size = -{SQLITE_CACHE_KIB};"
+                        "PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; PRAGMA cache_size = -{SQLITE_CACHE_KIB}; PRAGMA wal_autocheckpoint = {SQLITE_AUTOCHECKPOINT_PAGES};"
                     )
                     .as_str(),
                 )

@@ -61,6 +61,14 @@ pub fn start(state: &AppState, shutdown: &CancellationToken) -> Vec<JoinHandle<(
         let state = state.clone();
         spawn_periodic(name, period, shutdown.clone(), move || job(state.clone()))
     };
+    if state.db().backend() == crate::db::Backend::Sqlite {
+        handles.push(every("sqlite-checkpoint", crate::db::SQLITE_CHECKPOINT_EVERY, |s| {
+            Box::pin(async move {
+                s.db().checkpoint().await?;
+                Ok(0)
+            })
+        }));
+    }
     handles.push(every("upload-session-reaper", Duration::from_secs(60), |s| {
         Box::pin(async move { Ok(uploads::reap_expired(&s, now_ms()).await?) })
     }));
