@@ -470,18 +470,10 @@ async fn a_write_cut_off_mid_body_leaves_nothing(app: TestApp) {
     assert_eq!(dav.put("/keep.bin", content(10_000, 1)).await.status(), 201);
     let used = app.storage_used(&user).await;
 
-    // A client that declares 1 MiB, sends 300 KiB and hangs up.
-    let address = app.base_url.trim_start_matches("http://").to_owned();
-    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
-    let head = format!(
-        "PUT /dav/cut.bin HTTP/1.1\r\nHost: {address}\r\nAuthorization: {}\r\nContent-Length: 1048576\r\n\r\n",
-        basic_header(&dav)
-    );
-    socket.write_all(head.as_bytes()).await.unwrap();
-    socket.write_all(&content(300_000, 2)).await.unwrap();
-    socket.flush().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    drop(socket);
+    // A client that declares 1 MiB, sends 300 KiB and hangs up; and one that does the same with
+    // a body small enough to be held until it ends (32 KiB declared, 10 KB sent).
+    hang_up_mid_body(&app, &dav, "/cut.bin", 1024 * 1024, content(300_000, 2)).await;
+    hang_up_mid_body(&app, &dav, "/small-cut.bin", 32 * 1024, content(10_000, 4)).await;
 
     // A chunked client whose body fails half-way.
     let (sender, body) = fed_body();
@@ -502,6 +494,21 @@ async fn a_write_cut_off_mid_body_leaves_nothing(app: TestApp) {
         blobs = policy.stored_blobs(&app);
     }
     assert_eq!(blobs, 1, "the partial bytes are gone from storage");
+}
+
+/// Sends a `PUT` declaring `declared` bytes, only `sent` of them, and closes the connection.
+async fn hang_up_mid_body(app: &TestApp, dav: &DavUser, path: &str, declared: usize, sent: Vec<u8>) {
+    let address = app.base_url.trim_start_matches("http://").to_owned();
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let head = format!(
+        "PUT /dav{path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: {}\r\nContent-Length: {declared}\r\n\r\n",
+        basic_header(dav)
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    socket.write_all(&sent).await.unwrap();
+    socket.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(socket);
 }
 
 async fn an_overwrite_is_atomic_and_releases_the_old_blob(app: TestApp) {
@@ -526,15 +533,24 @@ async fn an_overwrite_is_atomic_and_releases_the_old_blob(app: TestApp) {
     assert_eq!(app.storage_used(&user).await, 600_000, "charged for the new content only");
     assert_eq!(policy.stored_blobs(&app), 1, "the old blob's reference was released");
 
-    // A failed overwrite keeps the current version and its charge.
-    let (sender, body) = fed_body();
-    let request = tokio::spawn(dav.request("PUT", "/doc.bin").body(body).send());
-    sender.send(Ok(content(100_000, 5))).await.unwrap();
-    sender.send(Err(std::io::Error::other("cut"))).await.unwrap();
-    drop(sender);
-    assert!(request.await.unwrap().is_err());
-    assert_eq!(settled_storage(&app, &user, 600_000).await, 600_000);
-    assert_eq!(dav.get("/doc.bin").await.bytes().await.unwrap().as_ref(), new.as_slice());
+    // A failed overwrite keeps the current version and its charge, whether its body was large
+    // enough to stream (100 KB) or small enough to be held (10 KB).
+    for (size, seed) in [(100_000, 5), (10_000, 6)] {
+        let (sender, body) = fed_body();
+        let request = tokio::spawn(dav.request("PUT", "/doc.bin").body(body).send());
+        sender.send(Ok(content(size, seed))).await.unwrap();
+        sender.send(Err(std::io::Error::other("cut"))).await.unwrap();
+        drop(sender);
+        assert!(request.await.unwrap().is_err());
+        assert_eq!(settled_storage(&app, &user, 600_000).await, 600_000);
+        assert_eq!(dav.get("/doc.bin").await.bytes().await.unwrap().as_ref(), new.as_slice());
+    }
+    // A small overwrite that completes replaces the content and settles the charge.
+    let small = content(10_000, 7);
+    assert_eq!(dav.put("/doc.bin", small.clone()).await.status(), 204);
+    assert_eq!(dav.get("/doc.bin").await.bytes().await.unwrap().as_ref(), small.as_slice());
+    assert_eq!(app.storage_used(&user).await, 10_000);
+    assert_eq!(policy.stored_blobs(&app), 1, "the replaced blob is gone");
 }
 
 /// Local disk and S3: bytes round-trip, identical content is stored once, a copy shares it.

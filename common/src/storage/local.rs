@@ -407,14 +407,18 @@ impl StreamStaging {
 
     fn file(&mut self) -> StorageResult<&mut std::fs::File> {
         if self.file.is_none() {
-            if let Some(dir) = self.path.parent() {
-                std::fs::create_dir_all(dir).map_err(|err| io_failure("create the staging directory", err))?;
+            let create = || std::fs::OpenOptions::new().write(true).create_new(true).open(&self.path);
+            // The staging directory exists after the first write: create it only when missing.
+            let file = match create() {
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                    if let Some(dir) = self.path.parent() {
+                        std::fs::create_dir_all(dir).map_err(|err| io_failure("create the staging directory", err))?;
+                    }
+                    create()
+                }
+                created => created,
             }
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&self.path)
-                .map_err(|err| io_failure("create a staging file", err))?;
+            .map_err(|err| io_failure("create a staging file", err))?;
             if self.abandoned.load(Ordering::SeqCst) {
                 let _ = std::fs::remove_file(&self.path);
                 return Err(StorageError::Body("the upload was abandoned".to_owned()));
@@ -514,16 +518,20 @@ async fn run_blocking<T: Send + 'static>(job: impl FnOnce() -> StorageResult<T> 
 /// an existing blob, then drops the staging name and, when `durable`, syncs the directory.
 fn link_into_place(staging: &Path, target: &Path, key: &StorageKey, durable: bool) -> StorageResult<()> {
     let parent = target.parent().ok_or_else(|| StorageError::InvalidKey(key.to_string()))?;
-    // A concurrent delete may prune the freshly created parent before the link lands: retry.
+    // The blob's directory usually exists (keys share directories): it is created when the
+    // link says it is missing. A concurrent delete may prune a freshly created parent before
+    // the link lands, so that is tried a few times.
     let mut attempts = 0;
     loop {
-        std::fs::create_dir_all(parent).map_err(|err| io_failure("create the blob's directory", err))?;
         match std::fs::hard_link(staging, target) {
             Ok(()) => break,
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
                 return Err(StorageError::AlreadyExists(key.to_string()));
             }
-            Err(err) if err.kind() == io::ErrorKind::NotFound && attempts < 3 => attempts += 1,
+            Err(err) if err.kind() == io::ErrorKind::NotFound && attempts < 4 => {
+                attempts += 1;
+                std::fs::create_dir_all(parent).map_err(|err| io_failure("create the blob's directory", err))?;
+            }
             Err(err) => return Err(io_failure("link the blob into place", err)),
         }
     }

@@ -1,8 +1,9 @@
 //! Open WebDAV files. Reading streams the blob from its store from the current position on;
-//! writing feeds the request body through a bounded channel into a `transfers::PlannedWrite`, which
-//! runs as its own task and makes the file visible only once every byte has arrived. A write
-//! whose handle is dropped before `flush` (client gone, error) ends the body stream with an
-//! error, so the write task removes what it stored and gives the quota back.
+//! writing runs a `transfers::PlannedWrite`, which makes the file visible only once every byte
+//! has arrived. A small body is held and written at `flush`; a larger one is fed through a
+//! bounded channel to the write as its own task. A write whose handle is dropped before `flush`
+//! (client gone, error) stores nothing, or ends the task's body stream with an error, so the
+//! task removes what it stored and gives the quota back.
 
 use std::io::SeekFrom;
 use std::sync::Arc;
@@ -23,6 +24,8 @@ use crate::service::transfers::{self, ByteLimit, PlannedWrite};
 
 /// Request-body pieces in flight between the handler and the write task.
 const WRITE_QUEUE: usize = 8;
+/// Bodies up to this size are held and written at `flush` without a write task.
+const INLINE_WRITE: u64 = 64 * 1024;
 
 /// A file opened for reading.
 pub struct ReadFile {
@@ -153,11 +156,23 @@ fn body_stream(receiver: mpsc::Receiver<Piece>) -> ByteStream {
 
 type WriteTask = JoinHandle<ServiceResult<PathEntry>>;
 
+/// Where a write's bytes go.
+enum Destination {
+    /// The body so far, held until it passes [`INLINE_WRITE`] bytes or ends. A body that ends
+    /// first is written at `flush` in the request's own task: a small file needs no write task
+    /// and no hand-offs through a channel.
+    Held { plan: Box<PlannedWrite>, pieces: Vec<Bytes> },
+    /// The write task, fed through a bounded channel: a large body streams.
+    Streaming { sender: mpsc::Sender<Piece>, task: WriteTask },
+    /// The write completed or was given up.
+    Ended,
+}
+
 /// A file being written.
 pub struct WriteFile {
+    ctx: AppState,
     limit: ByteLimit,
-    sender: Option<mpsc::Sender<Piece>>,
-    task: Option<WriteTask>,
+    destination: Destination,
     expected: Option<u64>,
     written: u64,
     written_meta: Option<Meta>,
@@ -171,17 +186,26 @@ impl std::fmt::Debug for WriteFile {
 
 impl WriteFile {
     pub fn start(ctx: &AppState, plan: PlannedWrite, expected: Option<u64>) -> Self {
-        let limit = plan.byte_limit();
-        let (sender, receiver) = mpsc::channel(WRITE_QUEUE);
-        let ctx = ctx.clone();
-        let task = tokio::spawn(async move { plan.write(&ctx, body_stream(receiver)).await });
-        Self { limit, sender: Some(sender), task: Some(task), expected, written: 0, written_meta: None }
+        Self {
+            ctx: ctx.clone(),
+            limit: plan.byte_limit(),
+            destination: Destination::Held { plan: Box::new(plan), pieces: Vec::new() },
+            expected,
+            written: 0,
+            written_meta: None,
+        }
     }
 
-    /// Waits for the write task and answers its refusal (or a generic failure).
+    /// Ends the write and answers what the write task (if one started) says: the file written,
+    /// its refusal, or a generic failure. Held bytes are dropped: nothing of them was stored.
     async fn outcome(&mut self) -> Result<PathEntry, FsError> {
-        self.sender = None;
-        let task = self.task.take().ok_or(FsError::GeneralFailure)?;
+        let Destination::Streaming { sender, task } = std::mem::replace(&mut self.destination, Destination::Ended)
+        else {
+            return Err(FsError::GeneralFailure);
+        };
+        // Without its sender the task's body ends: after the end marker, complete; before it,
+        // cut off (the task then removes what it stored).
+        drop(sender);
         match task.await {
             Ok(Ok(written)) => Ok(written),
             Ok(Err(error)) => Err(fs_error(error)),
@@ -192,8 +216,8 @@ impl WriteFile {
         }
     }
 
-    /// Ends the write without its end marker, so the task removes what it stored and gives the
-    /// quota back, and answers `error`.
+    /// Ends the write without its end marker, so a write task removes what it stored and gives
+    /// the quota back, and answers `error`.
     async fn abandon(&mut self, error: FsError) -> FsError {
         let _ = self.outcome().await;
         error
@@ -209,12 +233,55 @@ impl WriteFile {
         if self.expected.is_some_and(|expected| self.written > expected) {
             return Err(self.abandon(FsError::GeneralFailure).await);
         }
-        let sender = self.sender.as_ref().ok_or(FsError::GeneralFailure)?;
-        if sender.send(Piece::Data(bytes)).await.is_err() {
-            // The task stopped reading: it failed (quota, size limit, storage); say why.
+        if let Destination::Held { pieces, .. } = &mut self.destination {
+            pieces.push(bytes);
+            if self.written <= INLINE_WRITE {
+                return Ok(());
+            }
+            self.start_streaming().await
+        } else {
+            self.feed(Piece::Data(bytes)).await
+        }
+    }
+
+    /// Starts the write task and hands it the held bytes.
+    async fn start_streaming(&mut self) -> Result<(), FsError> {
+        let Destination::Held { plan, pieces } = std::mem::replace(&mut self.destination, Destination::Ended) else {
+            return Err(FsError::GeneralFailure);
+        };
+        let (sender, receiver) = mpsc::channel(WRITE_QUEUE);
+        let ctx = self.ctx.clone();
+        let task = tokio::spawn(async move { plan.write(&ctx, body_stream(receiver)).await });
+        self.destination = Destination::Streaming { sender, task };
+        for piece in pieces {
+            self.feed(Piece::Data(piece)).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends the write task a piece; when it has stopped reading (quota, size limit, storage
+    /// failure), answers why.
+    async fn feed(&mut self, piece: Piece) -> Result<(), FsError> {
+        let Destination::Streaming { sender, .. } = &self.destination else {
+            return Err(FsError::GeneralFailure);
+        };
+        if sender.send(piece).await.is_err() {
             return Err(self.outcome().await.err().unwrap_or(FsError::GeneralFailure));
         }
         Ok(())
+    }
+
+    /// Completes the write with every byte sent: stores held bytes in this task, or tells the
+    /// write task the body ended and waits for it.
+    async fn complete(&mut self) -> Result<PathEntry, FsError> {
+        if let Destination::Held { .. } = self.destination
+            && let Destination::Held { plan, pieces } = std::mem::replace(&mut self.destination, Destination::Ended)
+        {
+            let body: ByteStream = Box::pin(futures_util::stream::iter(pieces.into_iter().map(Ok)));
+            return plan.write(&self.ctx, body).await.map_err(fs_error);
+        }
+        self.feed(Piece::End).await?;
+        self.outcome().await
     }
 }
 
@@ -250,20 +317,15 @@ impl DavFile for WriteFile {
     /// Completes the write: the file appears (or gets its new content) now, or the write fails.
     fn flush(&'_ mut self) -> FsFuture<'_, ()> {
         async move {
-            if self.task.is_none() {
+            if matches!(self.destination, Destination::Ended) {
                 return Ok(());
             }
             if self.expected.is_some_and(|expected| self.written != expected) {
                 // Fewer bytes than declared.
                 return Err(self.abandon(FsError::GeneralFailure).await);
             }
-            if let Some(sender) = &self.sender
-                && sender.send(Piece::End).await.is_err()
-            {
-                return Err(self.outcome().await.err().unwrap_or(FsError::GeneralFailure));
-            }
             // The stored size and times, so the ETag answered now is the one later requests see.
-            let written = self.outcome().await?;
+            let written = self.complete().await?;
             self.written_meta = Some(Meta::of(&written));
             Ok(())
         }
