@@ -24,7 +24,7 @@ use crate::service::transfers::{self, ByteLimit, PlannedWrite};
 
 /// Request-body pieces in flight between the handler and the write task.
 const WRITE_QUEUE: usize = 8;
-/// Bodies up to this size are held and written at `flush` without a write task.
+/// Bodies up to this size are held and written at `flush`, without the channel.
 const INLINE_WRITE: u64 = 64 * 1024;
 
 /// A file opened for reading.
@@ -159,13 +159,25 @@ type WriteTask = JoinHandle<ServiceResult<PathEntry>>;
 /// Where a write's bytes go.
 enum Destination {
     /// The body so far, held until it passes [`INLINE_WRITE`] bytes or ends. A body that ends
-    /// first is written at `flush` in the request's own task: a small file needs no write task
-    /// and no hand-offs through a channel.
+    /// first is written at `flush` by a task given the whole body: a small file needs no
+    /// hand-offs through a channel.
     Held { plan: Box<PlannedWrite>, pieces: Vec<Bytes> },
     /// The write task, fed through a bounded channel: a large body streams.
     Streaming { sender: mpsc::Sender<Piece>, task: WriteTask },
     /// The write completed or was given up.
     Ended,
+}
+
+/// What a write task answers: the file written, its refusal, or a generic failure.
+async fn written(task: WriteTask) -> Result<PathEntry, FsError> {
+    match task.await {
+        Ok(Ok(written)) => Ok(written),
+        Ok(Err(error)) => Err(fs_error(error)),
+        Err(error) => {
+            tracing::error!(%error, "a WebDAV write task failed");
+            Err(FsError::GeneralFailure)
+        }
+    }
 }
 
 /// A file being written.
@@ -196,8 +208,8 @@ impl WriteFile {
         }
     }
 
-    /// Ends the write and answers what the write task (if one started) says: the file written,
-    /// its refusal, or a generic failure. Held bytes are dropped: nothing of them was stored.
+    /// Ends the write and answers what the write task (if one started) says (see [`written`]).
+    /// Held bytes are dropped: nothing of them was stored.
     async fn outcome(&mut self) -> Result<PathEntry, FsError> {
         let Destination::Streaming { sender, task } = std::mem::replace(&mut self.destination, Destination::Ended)
         else {
@@ -206,14 +218,7 @@ impl WriteFile {
         // Without its sender the task's body ends: after the end marker, complete; before it,
         // cut off (the task then removes what it stored).
         drop(sender);
-        match task.await {
-            Ok(Ok(written)) => Ok(written),
-            Ok(Err(error)) => Err(fs_error(error)),
-            Err(error) => {
-                tracing::error!(%error, "a WebDAV write task failed");
-                Err(FsError::GeneralFailure)
-            }
-        }
+        written(task).await
     }
 
     /// Ends the write without its end marker, so a write task removes what it stored and gives
@@ -278,7 +283,10 @@ impl WriteFile {
             && let Destination::Held { plan, pieces } = std::mem::replace(&mut self.destination, Destination::Ended)
         {
             let body: ByteStream = Box::pin(futures_util::stream::iter(pieces.into_iter().map(Ok)));
-            return plan.write(&self.ctx, body).await.map_err(fs_error);
+            // A task of its own, as a streamed write has: a client that hangs up now does not
+            // cut the write off between storing the bytes and committing the file.
+            let ctx = self.ctx.clone();
+            return written(tokio::spawn(async move { plan.write(&ctx, body).await })).await;
         }
         self.feed(Piece::End).await?;
         self.outcome().await
