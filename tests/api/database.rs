@@ -122,3 +122,77 @@ async fn name_lookups_search_the_folder_and_name_index(app: TestApp) {
         }
     }
 }
+
+nubo_tests::on_every_backend!(a_new_file_is_one_transaction_that_charges_shares_content_or_refuses);
+
+/// `create_file` (one command on SQLite, statement by statement on PostgreSQL): the file, its
+/// blob reference and the owner's charge land together or not at all.
+async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(app: TestApp) {
+    use nubo_master::db::objects::{self, FileCreation, NewFile, NewObject};
+    let db = app.state().db();
+    let admin = app.login_admin().await;
+    let owner = admin.user_id.clone();
+    let root = nubo_master::service::files::folder_entry(db, owner.parse().unwrap(), "/").await.unwrap();
+    let root_id = root.id.to_string();
+    let (policy,): (String,) =
+        sqlx::query_as("SELECT id FROM policies ORDER BY id LIMIT 1").fetch_one(db.reader()).await.unwrap();
+    let used = || async { nubo_master::db::users::find(db, &owner).await.unwrap().unwrap().storage };
+    let start = used().await;
+    let create = |name: &'static str, blob: &'static str, hash: &'static str, size: i64, charge: i64, capacity: i64| {
+        let (owner, root_id, policy) = (owner.clone(), root_id.clone(), policy.clone());
+        async move {
+            let id = uuid::Uuid::new_v4().to_string();
+            let object = NewObject {
+                id: &id,
+                owner_id: &owner,
+                parent_id: Some(&root_id),
+                name,
+                kind: "file",
+                policy_id: Some(&policy),
+                physical_file_id: Some(blob),
+                size,
+            };
+            let file = NewFile { object, storage_key: blob, blake3: hash, charge, capacity };
+            objects::create_file(db, &file, 1_000).await
+        }
+    };
+    let child = |name: &'static str| {
+        let root_id = root_id.clone();
+        async move { objects::child_by_name(db, &root_id, name).await.unwrap() }
+    };
+    let blob = |id: &'static str| async move { nubo_master::db::blobs::find(db, id).await.unwrap() };
+
+    // A new file with new content: stored, charged, one reference.
+    assert_eq!(create("a.txt", "blob-a", "hash-1", 60, 60, start + 100).await.unwrap(), FileCreation::Stored);
+    assert_eq!(used().await, start + 60);
+    assert_eq!(child("a.txt").await.unwrap().physical_file_id.as_deref(), Some("blob-a"));
+    assert_eq!(blob("blob-a").await.unwrap().ref_count, 1);
+
+    // The same content again: the file refers to the first blob, whose count goes up; no new row.
+    let duplicate = create("b.txt", "blob-b", "hash-1", 60, 60, start + 200).await.unwrap();
+    assert_eq!(duplicate, FileCreation::Duplicate("blob-a".to_owned()));
+    assert_eq!(child("b.txt").await.unwrap().physical_file_id.as_deref(), Some("blob-a"));
+    assert_eq!(blob("blob-a").await.unwrap().ref_count, 2);
+    assert!(blob("blob-b").await.is_none());
+    assert_eq!(used().await, start + 120);
+
+    // A charge beyond the capacity: nothing at all is written.
+    assert_eq!(create("c.txt", "blob-c", "hash-3", 60, 60, start + 150).await.unwrap(), FileCreation::QuotaExceeded);
+    assert!(child("c.txt").await.is_none());
+    assert!(blob("blob-c").await.is_none());
+    assert_eq!(used().await, start + 120);
+
+    // A name already taken: a unique violation, and the charge and the blob are rolled back.
+    let clash = create("a.txt", "blob-d", "hash-4", 10, 10, i64::MAX).await.unwrap_err();
+    assert!(
+        matches!(&clash, nubo_master::db::DbError::Sqlx(e) if nubo_master::db::is_unique_violation(e)),
+        "{clash:?}"
+    );
+    assert!(blob("blob-d").await.is_none());
+    assert_eq!(used().await, start + 120);
+
+    // The writer is usable after the failure; a reservation larger than the file is given back.
+    assert_eq!(create("e.txt", "blob-e", "hash-5", 5, -15, start + 120).await.unwrap(), FileCreation::Stored);
+    assert_eq!(used().await, start + 105);
+    assert_eq!(child("e.txt").await.unwrap().size, 5);
+}

@@ -1,7 +1,9 @@
 //! SQL of the object tree (`objects`), source links and object metadata. An object's path is
 //! derived from its parent chain with a recursive query, so moving a folder updates one row.
 
-use super::{Conn, Db, DbError};
+use sqlx::Executor;
+
+use super::{Backend, Conn, Db, DbError};
 use crate::domain::time::Millis;
 
 pub const COLUMNS: &str = "id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, trashed_at, trash_root_id, created_at, updated_at";
@@ -28,6 +30,7 @@ impl ObjectRow {
     }
 }
 
+#[derive(Clone, Copy)]
 pub struct NewObject<'a> {
     pub id: &'a str,
     pub owner_id: &'a str,
@@ -56,6 +59,168 @@ pub async fn insert(conn: &mut Conn, object: &NewObject<'_>, now: Millis) -> Res
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// A new file whose content was just stored as a new blob, and what it costs its owner.
+pub struct NewFile<'a> {
+    /// The object; its `physical_file_id` is the new blob's id.
+    pub object: NewObject<'a>,
+    pub storage_key: &'a str,
+    pub blake3: &'a str,
+    /// Bytes added to the owner's used storage: the file's size less what was reserved before
+    /// the bytes arrived (negative gives the excess of a reservation back).
+    pub charge: i64,
+    /// The owner's capacity: a positive charge must fit below it.
+    pub capacity: i64,
+}
+
+/// How [`create_file`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileCreation {
+    /// The file refers to the new blob.
+    Stored,
+    /// The policy already held the same content: the file refers to that blob (id), and the new
+    /// bytes are not needed.
+    Duplicate(String),
+    /// The charge does not fit: nothing was written.
+    QuotaExceeded,
+}
+
+/// Creates `file` in one transaction: charges the owner, takes a reference to the policy's blob
+/// of the same content or adds the new blob, and inserts the object. A name taken in the folder
+/// fails with a unique violation, and nothing is written.
+pub async fn create_file(db: &Db, file: &NewFile<'_>, now: Millis) -> Result<FileCreation, DbError> {
+    let blob_id = file.object.physical_file_id.unwrap_or_default();
+    let created = match db.backend() {
+        Backend::Sqlite => create_file_in_one_command(db, file, now).await?,
+        Backend::Postgres => create_file_statement_by_statement(db, file, now).await?,
+    };
+    Ok(match created {
+        None => FileCreation::QuotaExceeded,
+        Some(id) if id == blob_id => FileCreation::Stored,
+        Some(id) => FileCreation::Duplicate(id),
+    })
+}
+
+/// The policy's live blob with the same content as the new one (`$1` its id, `$2` policy, `$4`
+/// size, `$5` blake3), the oldest first.
+const SAME_CONTENT: &str = "SELECT id FROM physical_files WHERE policy_id = $2 AND blake3 = $5 AND size = $4 \
+     AND ref_count > 0 AND id <> $1 ORDER BY created_at, id LIMIT 1";
+
+/// SQLite: the whole transaction is one command to the connection's thread, where statement by
+/// statement it would be six round trips, each a pair of thread wake-ups. Its statements cannot
+/// branch on each other's outcome, so each write is conditional on the charge fitting (`FITS`,
+/// evaluated on the owner's row before the last statement charges it; the writer lock taken by
+/// `BEGIN IMMEDIATE` keeps that row still in between). The last `SELECT` answers the blob the
+/// object refers to, or nothing when the charge did not fit.
+async fn create_file_in_one_command(db: &Db, file: &NewFile<'_>, now: Millis) -> Result<Option<String>, DbError> {
+    const FITS: &str = "($7 <= 0 OR (SELECT storage FROM users WHERE id = $8) + $7 <= $9)";
+    let sql = format!(
+        "BEGIN IMMEDIATE;
+         INSERT INTO physical_files (id, policy_id, storage_key, size, blake3, ref_count, created_at)
+             SELECT $1, $2, $3, $4, $5, 1, $6 WHERE {FITS} AND NOT EXISTS ({SAME_CONTENT});
+         UPDATE physical_files SET ref_count = ref_count + 1
+             WHERE {FITS} AND id = ({SAME_CONTENT});
+         INSERT INTO objects (id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, created_at, updated_at)
+             SELECT $10, $8, $11, $12, $13, $2,
+                 COALESCE((SELECT id FROM physical_files WHERE id = $1), ({SAME_CONTENT})), $4, $6, $6
+             WHERE {FITS};
+         UPDATE users SET storage = CASE WHEN storage + $7 > 0 THEN storage + $7 ELSE 0 END
+             WHERE id = $8 AND ($7 <= 0 OR storage + $7 <= $9);
+         SELECT physical_file_id FROM objects WHERE id = $10;
+         COMMIT;"
+    );
+    let object = &file.object;
+    let mut conn = RollbackIfDropped(Some(db.writer().acquire().await?));
+    let answered: Result<Vec<(Option<String>,)>, sqlx::Error> = sqlx::query_as(&sql)
+        .bind(object.physical_file_id)
+        .bind(object.policy_id)
+        .bind(file.storage_key)
+        .bind(object.size)
+        .bind(file.blake3)
+        .bind(now)
+        .bind(file.charge)
+        .bind(object.owner_id)
+        .bind(file.capacity)
+        .bind(object.id)
+        .bind(object.parent_id)
+        .bind(object.name)
+        .bind(object.kind)
+        // Every statement must run: `fetch_optional` would stop at the first row, before COMMIT.
+        .fetch_all(conn.connection()?)
+        .await;
+    let mut conn = conn.0.take().ok_or(sqlx::Error::PoolClosed)?;
+    match answered {
+        Ok(rows) => Ok(rows.into_iter().next().and_then(|(blob,)| blob)),
+        Err(err) => {
+            // A statement failed after BEGIN: the transaction is still open on this connection.
+            let _ = conn.execute("ROLLBACK").await;
+            Err(err.into())
+        }
+    }
+}
+
+/// The writer connection of [`create_file_in_one_command`]. Dropped while the command runs (the
+/// caller gave up), the connection's thread stops between statements with the transaction
+/// open: it is rolled back (after whatever the thread still runs) before the connection serves
+/// anyone else.
+struct RollbackIfDropped(Option<sqlx::pool::PoolConnection<sqlx::Any>>);
+
+impl RollbackIfDropped {
+    fn connection(&mut self) -> Result<&mut Conn, sqlx::Error> {
+        self.0.as_deref_mut().ok_or(sqlx::Error::PoolClosed)
+    }
+}
+
+impl Drop for RollbackIfDropped {
+    fn drop(&mut self) {
+        if let Some(mut conn) = self.0.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move {
+                let _ = conn.execute("ROLLBACK").await;
+            });
+        }
+    }
+}
+
+/// PostgreSQL: the same steps, one statement each, in a transaction.
+async fn create_file_statement_by_statement(
+    db: &Db,
+    file: &NewFile<'_>,
+    now: Millis,
+) -> Result<Option<String>, DbError> {
+    let object = &file.object;
+    let (owner, policy) = (object.owner_id, object.policy_id.unwrap_or_default());
+    let mut tx = db.begin().await?;
+    if file.charge > 0 {
+        if !super::users::reserve_storage(&mut tx, owner, file.charge, file.capacity).await? {
+            return Ok(None);
+        }
+    } else if file.charge < 0 {
+        super::users::release_storage(&mut tx, owner, -file.charge).await?;
+    }
+    let blob_id = match super::blobs::find_same_content(&mut tx, policy, file.blake3, object.size).await? {
+        Some(same) => {
+            super::blobs::add_refs(&mut tx, &same.id, 1).await?;
+            same.id
+        }
+        None => {
+            let blob = super::blobs::BlobRow {
+                id: object.physical_file_id.unwrap_or_default().to_owned(),
+                policy_id: policy.to_owned(),
+                storage_key: file.storage_key.to_owned(),
+                size: object.size,
+                blake3: Some(file.blake3.to_owned()),
+                ref_count: 1,
+            };
+            super::blobs::insert(&mut tx, &blob, now).await?;
+            blob.id
+        }
+    };
+    insert(&mut tx, &NewObject { physical_file_id: Some(&blob_id), ..*object }, now).await?;
+    tx.commit().await?;
+    Ok(Some(blob_id))
 }
 
 /// The user's root folder (the one object without a parent).

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::auth::guard::token_error;
 use crate::auth::token::{DownloadClaims, TokenType};
-use crate::db::objects::{NewObject, ObjectRow};
+use crate::db::objects::{FileCreation, NewObject, ObjectRow};
 use crate::db::policies::PolicyRow;
 use crate::db::{self, DbError};
 use crate::domain::naming::{self, NamingContext};
@@ -390,21 +390,13 @@ impl PlannedWrite {
             let id = files::parse_uuid(&row.id)?;
             return Ok(files::PathEntry::with_content(owner, id, &row.name, size, row.created_at, now));
         }
-        let db = ctx.db();
         let streamed = stream_content(ctx, owner, &policy, name.as_str(), 0, usage, declared, body).await?;
         let size = streamed.outcome.size as i64;
-        let object_id = Uuid::new_v4();
+        let (object_id, blob_id) = (Uuid::new_v4(), Uuid::new_v4().to_string());
         let (id, owner_id) = (object_id.to_string(), owner.to_string());
         let now = now_ms();
-        let committed = async {
-            let mut tx = db.begin().await?;
-            if !streamed.settle(&mut tx, size).await? {
-                return Ok(None);
-            }
-            let (blob_id, duplicate) =
-                files::reference_content(&mut tx, &policy.id, streamed.key.as_str(), &streamed.outcome.blake3, size)
-                    .await?;
-            let object = NewObject {
+        let file = db::objects::NewFile {
+            object: NewObject {
                 id: &id,
                 owner_id: &owner_id,
                 parent_id: Some(&parent),
@@ -413,22 +405,21 @@ impl PlannedWrite {
                 policy_id: Some(&policy.id),
                 physical_file_id: Some(&blob_id),
                 size,
-            };
-            db::objects::insert(&mut tx, &object, now).await?;
-            tx.commit().await?;
-            Ok::<_, DbError>(Some(duplicate))
-        }
-        .await;
-        match committed {
-            Ok(Some(duplicate)) => {
-                if duplicate {
-                    let _ = streamed.store.delete(&streamed.key).await;
-                }
-                Ok(files::PathEntry::with_content(owner, object_id, name.as_str(), size, now, now))
+            },
+            storage_key: streamed.key.as_str(),
+            blake3: &streamed.outcome.blake3,
+            charge: size - streamed.reserved,
+            capacity: streamed.capacity,
+        };
+        match db::objects::create_file(ctx.db(), &file, now).await {
+            Ok(FileCreation::Stored) => {}
+            Ok(FileCreation::Duplicate(_)) => {
+                let _ = streamed.store.delete(&streamed.key).await;
             }
-            Ok(None) => Err(streamed.discard(ctx, quota_exceeded()).await),
-            Err(err) => Err(streamed.discard(ctx, files::on_name_clash(err)).await),
+            Ok(FileCreation::QuotaExceeded) => return Err(streamed.discard(ctx, quota_exceeded()).await),
+            Err(err) => return Err(streamed.discard(ctx, files::on_name_clash(err)).await),
         }
+        Ok(files::PathEntry::with_content(owner, object_id, name.as_str(), size, now, now))
     }
 }
 
