@@ -141,7 +141,15 @@ pub async fn run(args: &[String]) {
             stop_syncing(&bench).await;
         }
         println!("{dav_url} bench@example.com/bench bench-dav-password pid {}", bench.server.pid());
-        tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+        // Interrupted or terminated, return all the same: dropping the server stops the master
+        // (killed on a signal, this process would leave it running).
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("a SIGTERM handler");
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(seconds)) => {}
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
         return;
     }
     let mut table: Vec<Row> = Vec::new();
