@@ -56,6 +56,20 @@ pub async fn insert(conn: &mut Conn, blob: &BlobRow, now: Millis) -> Result<(), 
     Ok(())
 }
 
+/// Takes one reference to the content of `new` (a blob row with one reference) inside the
+/// caller's transaction: an existing blob of the policy with the same blake3 and size when
+/// there is one (de-duplication; the caller then deletes the new bytes after the commit), else
+/// `new` itself. Answers the blob id and whether it was a duplicate.
+pub async fn reference_content(conn: &mut Conn, new: &BlobRow, now: Millis) -> Result<(String, bool), DbError> {
+    let blake3 = new.blake3.as_deref().unwrap_or_default();
+    if let Some(same) = find_same_content(conn, &new.policy_id, blake3, new.size).await? {
+        add_refs(conn, &same.id, 1).await?;
+        return Ok((same.id, true));
+    }
+    insert(conn, new, now).await?;
+    Ok((new.id.clone(), false))
+}
+
 /// Adds `by` (which may be negative) to the reference count and answers the new count.
 pub async fn add_refs(conn: &mut Conn, id: &str, by: i64) -> Result<i64, DbError> {
     let (count,): (i64,) =

@@ -191,33 +191,19 @@ async fn create_file_statement_by_statement(
     now: Millis,
 ) -> Result<Option<String>, DbError> {
     let object = &file.object;
-    let (owner, policy) = (object.owner_id, object.policy_id.unwrap_or_default());
     let mut tx = db.begin().await?;
-    if file.charge > 0 {
-        if !super::users::reserve_storage(&mut tx, owner, file.charge, file.capacity).await? {
-            return Ok(None);
-        }
-    } else if file.charge < 0 {
-        super::users::release_storage(&mut tx, owner, -file.charge).await?;
+    if !super::users::charge_storage(&mut tx, object.owner_id, file.charge, file.capacity).await? {
+        return Ok(None);
     }
-    let blob_id = match super::blobs::find_same_content(&mut tx, policy, file.blake3, object.size).await? {
-        Some(same) => {
-            super::blobs::add_refs(&mut tx, &same.id, 1).await?;
-            same.id
-        }
-        None => {
-            let blob = super::blobs::BlobRow {
-                id: object.physical_file_id.unwrap_or_default().to_owned(),
-                policy_id: policy.to_owned(),
-                storage_key: file.storage_key.to_owned(),
-                size: object.size,
-                blake3: Some(file.blake3.to_owned()),
-                ref_count: 1,
-            };
-            super::blobs::insert(&mut tx, &blob, now).await?;
-            blob.id
-        }
+    let blob = super::blobs::BlobRow {
+        id: object.physical_file_id.unwrap_or_default().to_owned(),
+        policy_id: object.policy_id.unwrap_or_default().to_owned(),
+        storage_key: file.storage_key.to_owned(),
+        size: object.size,
+        blake3: Some(file.blake3.to_owned()),
+        ref_count: 1,
     };
+    let (blob_id, _) = super::blobs::reference_content(&mut tx, &blob, now).await?;
     insert(&mut tx, &NewObject { physical_file_id: Some(&blob_id), ..*object }, now).await?;
     tx.commit().await?;
     Ok(Some(blob_id))

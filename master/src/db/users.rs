@@ -363,6 +363,17 @@ pub async fn reserve_storage(conn: &mut Conn, user_id: &str, bytes: i64, capacit
     Ok(done.rows_affected() > 0)
 }
 
+/// Changes the user's used storage by `bytes`: a positive change only if the total stays within
+/// `capacity` ([`reserve_storage`]), a negative one always ([`release_storage`]). Answers
+/// whether it was made.
+pub async fn charge_storage(conn: &mut Conn, user_id: &str, bytes: i64, capacity: i64) -> Result<bool, DbError> {
+    match bytes {
+        1.. => reserve_storage(conn, user_id, bytes, capacity).await,
+        ..0 => release_storage(conn, user_id, -bytes).await.map(|()| true),
+        0 => Ok(true),
+    }
+}
+
 /// Gives back `bytes` of used storage (never below zero).
 pub async fn release_storage(conn: &mut Conn, user_id: &str, bytes: i64) -> Result<(), DbError> {
     sqlx::query("UPDATE users SET storage = CASE WHEN storage > $2 THEN storage - $2 ELSE 0 END WHERE id = $1")

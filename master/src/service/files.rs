@@ -656,10 +656,9 @@ async fn delete_trees(tx: &mut Conn, owner_id: &str, roots: &[ObjectRow]) -> Ser
     Ok(orphans)
 }
 
-/// Takes one reference to stored content inside `tx`: an existing blob of the policy with the
-/// same blake3 and size when there is one (de-duplication; the caller then deletes the new bytes
-/// at `key` after the commit), else a new blob row for the bytes at `key`. Answers the blob id
-/// and whether it was a duplicate.
+/// Takes one reference to the content stored at `key` inside `tx` (see
+/// [`db::blobs::reference_content`]; a new blob gets a new id). Answers the blob id and whether
+/// it was a duplicate, whose bytes at `key` the caller deletes after the commit.
 pub async fn reference_content(
     tx: &mut Conn,
     policy_id: &str,
@@ -667,10 +666,6 @@ pub async fn reference_content(
     blake3: &str,
     size: i64,
 ) -> Result<(String, bool), DbError> {
-    if let Some(blob) = db::blobs::find_same_content(tx, policy_id, blake3, size).await? {
-        db::blobs::add_refs(tx, &blob.id, 1).await?;
-        return Ok((blob.id, true));
-    }
     let blob = db::blobs::BlobRow {
         id: Uuid::new_v4().to_string(),
         policy_id: policy_id.to_owned(),
@@ -679,8 +674,7 @@ pub async fn reference_content(
         blake3: Some(blake3.to_owned()),
         ref_count: 1,
     };
-    db::blobs::insert(tx, &blob, now_ms()).await?;
-    Ok((blob.id, false))
+    db::blobs::reference_content(tx, &blob, now_ms()).await
 }
 
 /// Deletes unreferenced blobs from storage and then their rows. Failures are logged and left

@@ -408,7 +408,7 @@ impl PlannedWrite {
             },
             storage_key: streamed.key.as_str(),
             blake3: &streamed.outcome.blake3,
-            charge: size - streamed.reserved,
+            charge: streamed.charge(size),
             capacity: streamed.capacity,
         };
         match db::objects::create_file(ctx.db(), &file, now).await {
@@ -435,18 +435,16 @@ struct StreamedContent {
 }
 
 impl StreamedContent {
+    /// What the owner's usage still changes by for a real `growth`: the reservation made before
+    /// the bytes arrived is already charged.
+    fn charge(&self, growth: i64) -> i64 {
+        growth - self.reserved
+    }
+
     /// Settles the reservation against the real `growth` inside `tx`; false when the quota
     /// cannot take it.
     async fn settle(&self, tx: &mut db::Conn, growth: i64) -> Result<bool, DbError> {
-        if growth > self.reserved
-            && !db::users::reserve_storage(tx, &self.owner_id, growth - self.reserved, self.capacity).await?
-        {
-            return Ok(false);
-        }
-        if growth < self.reserved {
-            db::users::release_storage(tx, &self.owner_id, self.reserved - growth).await?;
-        }
-        Ok(true)
+        db::users::charge_storage(tx, &self.owner_id, self.charge(growth), self.capacity).await
     }
 
     /// Undoes the write after a failure: the new bytes go, the reservation comes back.

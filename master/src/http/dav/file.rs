@@ -255,8 +255,7 @@ impl WriteFile {
             return Err(FsError::GeneralFailure);
         };
         let (sender, receiver) = mpsc::channel(WRITE_QUEUE);
-        let ctx = self.ctx.clone();
-        let task = tokio::spawn(async move { plan.write(&ctx, body_stream(receiver)).await });
+        let task = self.spawn_write(*plan, body_stream(receiver));
         self.destination = Destination::Streaming { sender, task };
         for piece in pieces {
             self.feed(Piece::Data(piece)).await?;
@@ -279,17 +278,24 @@ impl WriteFile {
     /// Completes the write with every byte sent: stores held bytes in this task, or tells the
     /// write task the body ended and waits for it.
     async fn complete(&mut self) -> Result<PathEntry, FsError> {
-        if let Destination::Held { .. } = self.destination
-            && let Destination::Held { plan, pieces } = std::mem::replace(&mut self.destination, Destination::Ended)
-        {
-            let body: ByteStream = Box::pin(futures_util::stream::iter(pieces.into_iter().map(Ok)));
-            // A task of its own, as a streamed write has: a client that hangs up now does not
-            // cut the write off between storing the bytes and committing the file.
-            let ctx = self.ctx.clone();
-            return written(tokio::spawn(async move { plan.write(&ctx, body).await })).await;
+        match std::mem::replace(&mut self.destination, Destination::Ended) {
+            Destination::Held { plan, pieces } => {
+                let body: ByteStream = Box::pin(futures_util::stream::iter(pieces.into_iter().map(Ok)));
+                written(self.spawn_write(*plan, body)).await
+            }
+            streaming => {
+                self.destination = streaming;
+                self.feed(Piece::End).await?;
+                self.outcome().await
+            }
         }
-        self.feed(Piece::End).await?;
-        self.outcome().await
+    }
+
+    /// Runs the write as a task of its own, held body or streamed: a client that hangs up does
+    /// not cut it off between storing the bytes and committing the file.
+    fn spawn_write(&self, plan: PlannedWrite, body: ByteStream) -> WriteTask {
+        let ctx = self.ctx.clone();
+        tokio::spawn(async move { plan.write(&ctx, body).await })
     }
 }
 
