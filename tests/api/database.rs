@@ -196,3 +196,39 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
     assert_eq!(used().await, start + 105);
     assert_eq!(child("e.txt").await.unwrap().size, 5);
 }
+
+nubo_tests::on_every_backend!(only_trashed_objects_are_in_the_trash_index);
+
+/// The trash index holds trashed objects only (a new file does not write to it), and the trash
+/// look-ups, which all name a trash root, still search it.
+async fn only_trashed_objects_are_in_the_trash_index(app: TestApp) {
+    let db = app.state().db();
+    match db.backend() {
+        DbBackend::Sqlite => {
+            let (definition,): (String,) =
+                sqlx::query_as("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'objects_trash'")
+                    .fetch_one(db.reader())
+                    .await
+                    .unwrap();
+            assert!(definition.ends_with("WHERE trash_root_id IS NOT NULL"), "{definition}");
+            // The trash listing's look-up (`db::objects::trash_roots`).
+            let plan: Vec<(i64, i64, i64, String)> =
+                sqlx::query_as("EXPLAIN QUERY PLAN SELECT id FROM objects WHERE owner_id = $1 AND trash_root_id = id")
+                    .bind("owner")
+                    .fetch_all(db.reader())
+                    .await
+                    .unwrap();
+            let steps: Vec<&str> = plan.iter().map(|row| row.3.as_str()).collect();
+            assert_eq!(steps, ["SEARCH objects USING INDEX objects_trash (owner_id=?)"]);
+        }
+        DbBackend::Postgres => {
+            let (definition,): (String,) = sqlx::query_as(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = 'objects_trash' AND schemaname = current_schema()",
+            )
+            .fetch_one(db.reader())
+            .await
+            .unwrap();
+            assert!(definition.ends_with("WHERE (trash_root_id IS NOT NULL)"), "{definition}");
+        }
+    }
+}
