@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use nubo_tests::cluster::TestNode;
 use nubo_tests::dav::DavUser;
-use nubo_tests::files::{PolicyKind, content};
+use nubo_tests::files::{PolicyKind, TestPolicy, content};
 use nubo_tests::{Session, TestApp, error_body, on_every_backend, on_every_backend_and_storage};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -22,6 +22,7 @@ on_every_backend!(
     paths_deeper_than_one_walk_statement_resolve,
     a_root_and_read_only_confine_an_account,
     quota_and_max_size_are_enforced_while_bytes_arrive,
+    a_new_file_goes_to_a_policy_the_group_may_use,
     a_write_cut_off_mid_body_leaves_nothing,
     an_overwrite_is_atomic_and_releases_the_old_blob,
     files_round_trip_on_a_storage_node,
@@ -90,6 +91,20 @@ async fn settled_storage(app: &TestApp, user: &Session, expected: i64) -> i64 {
         used = app.storage_used(user).await;
     }
     used
+}
+
+/// Waits until the policy holds `expected` blobs (a write's leftovers are removed after its
+/// answer), then answers how many it holds.
+async fn settled_blobs(app: &TestApp, policy: &TestPolicy, expected: usize) -> usize {
+    let mut blobs = policy.stored_blobs(app);
+    for _ in 0..100 {
+        if blobs == expected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        blobs = policy.stored_blobs(app);
+    }
+    blobs
 }
 
 fn basic_header(dav: &DavUser) -> String {
@@ -463,6 +478,25 @@ async fn quota_and_max_size_are_enforced_while_bytes_arrive(app: TestApp) {
     assert_eq!(dav.put("/fill.bin", content(1000, 3)).await.status(), 204);
 }
 
+/// A `PUT` reads the group's policy while it walks the path: a group without one is refused
+/// and nothing is stored; one given a policy writes there on its next request.
+async fn a_new_file_goes_to_a_policy_the_group_may_use(app: TestApp) {
+    let admin = app.login_admin().await;
+    let policy = app.use_test_policy(&admin, PolicyKind::Local, 0).await;
+    let (user, dav) = app.dav_user("pol@example.com", "sync").await;
+    app.set_user_group(&admin, json!({"policy_ids": []})).await;
+    let response = dav.put("/first.bin", content(10_000, 1)).await;
+    assert_eq!(error_body(response, 403).await["code"], "dav.forbidden");
+    assert!(root_names(&app, &user).await.is_empty(), "no file");
+    assert_eq!(app.storage_used(&user).await, 0, "no charge");
+    assert_eq!(policy.stored_blobs(&app), 0, "no blob");
+
+    app.set_user_group(&admin, json!({"policy_ids": [policy.id]})).await;
+    assert_eq!(dav.put("/first.bin", content(10_000, 1)).await.status(), 201);
+    assert_eq!(app.storage_used(&user).await, 10_000);
+    assert_eq!(policy.stored_blobs(&app), 1);
+}
+
 async fn a_write_cut_off_mid_body_leaves_nothing(app: TestApp) {
     let admin = app.login_admin().await;
     let policy = app.use_test_policy(&admin, PolicyKind::Local, 0).await;
@@ -485,15 +519,7 @@ async fn a_write_cut_off_mid_body_leaves_nothing(app: TestApp) {
 
     assert_eq!(settled_storage(&app, &user, used).await, used, "no quota change");
     assert_eq!(root_names(&app, &user).await, ["keep.bin"], "no partial file");
-    let mut blobs = policy.stored_blobs(&app);
-    for _ in 0..50 {
-        if blobs == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        blobs = policy.stored_blobs(&app);
-    }
-    assert_eq!(blobs, 1, "the partial bytes are gone from storage");
+    assert_eq!(settled_blobs(&app, &policy, 1).await, 1, "the partial bytes are gone from storage");
 }
 
 /// Sends a `PUT` declaring `declared` bytes, only `sent` of them, and closes the connection.
@@ -568,7 +594,8 @@ async fn files_round_trip_on_every_storage(app: TestApp, kind: PolicyKind) {
     }
     let range = dav.request("GET", "/two.bin").header("Range", "bytes=100000-100099").send().await.unwrap();
     assert_eq!(range.bytes().await.unwrap().as_ref(), &bytes[100_000..100_100]);
-    assert_eq!(policy.stored_blobs(&app), 1, "identical content stored once");
+    // The second write's own copy is removed after its answer.
+    assert_eq!(settled_blobs(&app, &policy, 1).await, 1, "identical content stored once");
     assert_eq!(app.storage_used(&user).await, 3 * bytes.len() as i64, "each file is charged");
 }
 

@@ -219,13 +219,23 @@ impl Usage {
         let (used, capacity) = db::users::usage_and_capacity(db, &owner.to_string(), now_ms()).await?;
         Ok(Self { used, capacity })
     }
+}
 
-    /// The owner's usage and the policy a new file of group `group_id` goes to, in one query.
-    async fn with_group_policy(db: &db::Db, owner: Uuid, group_id: &str) -> ServiceResult<(Self, PolicyRow)> {
-        let (used, capacity, policy) =
-            db::users::usage_capacity_and_policy(db, &owner.to_string(), group_id, now_ms()).await?;
-        Ok((Self { used, capacity }, policy.ok_or_else(policies::not_allowed)?))
-    }
+/// What writing a new file needs to know besides its folder: the owner's usage and the policy
+/// of the owner's group that new files go to.
+pub struct NewFileFacts {
+    usage: Usage,
+    /// Boxed: a plan's caller holds the facts in an enum beside variants without them.
+    policy: Box<PolicyRow>,
+}
+
+/// Reads the [`NewFileFacts`] of `owner` in group `group_id`, in one query. A caller that will
+/// plan a write can read them while it looks up the folder (see [`Presence::KnownAbsent`]).
+pub async fn new_file_facts(ctx: &AppState, owner: Uuid, group_id: &str) -> ServiceResult<NewFileFacts> {
+    let (used, capacity, policy) =
+        db::users::usage_capacity_and_policy(ctx.db(), &owner.to_string(), group_id, now_ms()).await?;
+    let policy = Box::new(policy.ok_or_else(policies::not_allowed)?);
+    Ok(NewFileFacts { usage: Usage { used, capacity }, policy })
 }
 
 /// New content for `row` (see [`replace_content`]); answers the new size and change time.
@@ -317,14 +327,14 @@ pub struct PlannedWrite {
 }
 
 /// What the caller of [`plan_write`] knows of the name it writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Presence {
     /// Nothing: the plan looks the name up.
     Unknown,
     /// This request found no live object by that name a moment ago, so the plan does not look
     /// again. One created since then makes the write end as a name clash, exactly as one
-    /// created while the body arrives does.
-    KnownAbsent,
+    /// created while the body arrives does. With the [`NewFileFacts`] read then, the plan
+    /// reads nothing at all.
+    KnownAbsent(Option<NewFileFacts>),
 }
 
 /// Plans writing `name` in the owner's folder `parent` (an entry this service looked up for
@@ -342,16 +352,20 @@ pub async fn plan_write(
     let db = ctx.db();
     let parent = files::own_folder(owner, parent)?;
     let name = ObjectName::parse(name).map_err(|why| ServiceError::validation("name", why))?;
-    let existing = match presence {
-        Presence::KnownAbsent => None,
-        Presence::Unknown => db::objects::child_by_name(db, &parent, name.as_str()).await?,
+    let (existing, facts) = match presence {
+        Presence::KnownAbsent(facts) => (None, facts),
+        Presence::Unknown => (db::objects::child_by_name(db, &parent, name.as_str()).await?, None),
     };
-    let (usage, policy) = match &existing {
-        Some(row) => {
+    let (usage, policy) = match (&existing, facts) {
+        (Some(row), _) => {
             expect_file(row)?;
             (Usage::of(db, owner).await?, policy_of(db, row).await?)
         }
-        None => Usage::with_group_policy(db, owner, group_id).await?,
+        (None, Some(facts)) => (facts.usage, *facts.policy),
+        (None, None) => {
+            let facts = new_file_facts(ctx, owner, group_id).await?;
+            (facts.usage, *facts.policy)
+        }
     };
     Ok(PlannedWrite { owner, parent, name, existing, policy, usage, declared })
 }
@@ -414,7 +428,14 @@ impl PlannedWrite {
         match db::objects::create_file(ctx.db(), &file, now).await {
             Ok(FileCreation::Stored) => {}
             Ok(FileCreation::Duplicate(_)) => {
-                let _ = streamed.store.delete(&streamed.key).await;
+                // The file refers to the older blob of the same content: the new one is surplus,
+                // and nobody waits for it to go.
+                let StreamedContent { store, key, .. } = streamed;
+                tokio::spawn(async move {
+                    if let Err(error) = store.delete(&key).await {
+                        tracing::warn!(%error, %key, "cannot remove a duplicate blob");
+                    }
+                });
             }
             Ok(FileCreation::QuotaExceeded) => return Err(streamed.discard(ctx, quota_exceeded()).await),
             Err(err) => return Err(streamed.discard(ctx, files::on_name_clash(err)).await),

@@ -146,6 +146,8 @@ struct Remembered {
     missing: std::collections::HashSet<Vec<u8>>,
     /// Dead properties of the objects whose folder listing loaded them (an empty list: none).
     props: HashMap<Uuid, Vec<DavProperty>>,
+    /// What a new file at the request's path needs, read while the path was walked (`PUT`).
+    new_file_facts: Option<transfers::NewFileFacts>,
 }
 
 /// The filesystem of one `/dav` request.
@@ -245,11 +247,13 @@ impl NuboFs {
         Ok((parent, (*name).to_owned()))
     }
 
+    /// Keeps `facts` for the write of a new file this request is about to plan.
+    pub(super) fn remember_new_file_facts(&self, facts: transfers::NewFileFacts) {
+        self.remembered().new_file_facts = Some(facts);
+    }
+
     fn forget(&self) {
-        let mut remembered = self.remembered();
-        remembered.entries.clear();
-        remembered.missing.clear();
-        remembered.props.clear();
+        *self.remembered() = Remembered::default();
     }
 
     /// The entry at `path` and, with `depth_one` and a folder, its children, when none of them
@@ -322,10 +326,13 @@ impl DavFileSystem for NuboFs {
                 return Err(FsError::NotImplemented);
             }
             let (parent, name) = self.parent_and_name(path).await?;
-            let presence = if self.remembered().missing.contains(path_key(path)) {
-                transfers::Presence::KnownAbsent
-            } else {
-                transfers::Presence::Unknown
+            let presence = {
+                let mut remembered = self.remembered();
+                if remembered.missing.contains(path_key(path)) {
+                    transfers::Presence::KnownAbsent(remembered.new_file_facts.take())
+                } else {
+                    transfers::Presence::Unknown
+                }
             };
             let principal = &self.principal;
             let plan = transfers::plan_write(

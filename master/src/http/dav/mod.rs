@@ -24,7 +24,7 @@ use crate::app::AppState;
 use crate::domain::object::parse_path;
 use crate::http::error::{error_response, mark_rendered};
 use crate::service::webdav::{self, DavPrincipal};
-use crate::service::{ErrorKind, ServiceError, ServiceResult, files};
+use crate::service::{ErrorKind, ServiceError, ServiceResult, files, transfers};
 
 /// Where the endpoint is mounted.
 pub const PREFIX: &str = "/dav";
@@ -89,11 +89,25 @@ pub async fn serve(State(state): State<AppState>, mut request: Request) -> Respo
         Ok(names) => names.iter().map(|n| n.as_str().to_owned()).collect(),
         Err(_) => return ServiceError::internal(anyhow::anyhow!("stored root path unparsable")).into_response(),
     };
-    let request_path = DavPath::new(request.uri().path()).and_then(|mut path| path.set_prefix(PREFIX).map(|()| path));
-    let filesystem = match open_filesystem(&state, &principal, &root_segments, request_path.ok().as_ref()).await {
+    let request_path =
+        DavPath::new(request.uri().path()).and_then(|mut path| path.set_prefix(PREFIX).map(|()| path)).ok();
+    // A `PUT` needs the owner's usage and the group's policy too: read while the path is walked,
+    // a new file's write then waits for one query, not two (an overwrite reads its own).
+    let opened = open_filesystem(&state, &principal, &root_segments, request_path.as_ref());
+    let (filesystem, new_file_facts) = if request.method() == Method::PUT {
+        let facts = transfers::new_file_facts(&state, principal.user_id, &principal.group_id);
+        let (filesystem, facts) = tokio::join!(opened, facts);
+        (filesystem, facts.ok())
+    } else {
+        (opened.await, None)
+    };
+    let filesystem = match filesystem {
         Ok(filesystem) => filesystem,
         Err(response) => return response,
     };
+    if let Some(facts) = new_file_facts {
+        filesystem.remember_new_file_facts(facts);
+    }
     if request.method().as_str() == "PROPFIND"
         && let Some(depth_one) = propfind::depth_one(request.headers().get("depth"))
     {
