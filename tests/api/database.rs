@@ -101,23 +101,15 @@ async fn name_lookups_search_the_folder_and_name_index(app: TestApp) {
     let db = app.state().db();
     match db.backend() {
         DbBackend::Sqlite => {
-            let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(
-                "EXPLAIN QUERY PLAN SELECT id FROM objects WHERE parent_id = $1 AND name = $2 AND trashed_at IS NULL",
+            let steps = sqlite_plan(
+                db,
+                "SELECT id FROM objects WHERE parent_id = 'folder' AND name = 'name' AND trashed_at IS NULL",
             )
-            .bind("folder")
-            .bind("name")
-            .fetch_all(db.reader())
-            .await
-            .unwrap();
-            let steps: Vec<&str> = plan.iter().map(|row| row.3.as_str()).collect();
+            .await;
             assert_eq!(steps, ["SEARCH objects USING INDEX objects_live_name (parent_id=? AND name=?)"]);
         }
         DbBackend::Postgres => {
-            let (definition,): (String,) =
-                sqlx::query_as("SELECT indexdef FROM pg_indexes WHERE indexname = 'objects_live_name' AND schemaname = current_schema()")
-                    .fetch_one(db.reader())
-                    .await
-                    .unwrap();
+            let definition = index_definition(db, "objects_live_name").await;
             assert!(definition.contains("(parent_id, name) WHERE (trashed_at IS NULL)"), "{definition}");
         }
     }
@@ -205,30 +197,32 @@ async fn only_trashed_objects_are_in_the_trash_index(app: TestApp) {
     let db = app.state().db();
     match db.backend() {
         DbBackend::Sqlite => {
-            let (definition,): (String,) =
-                sqlx::query_as("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'objects_trash'")
-                    .fetch_one(db.reader())
-                    .await
-                    .unwrap();
+            let definition = index_definition(db, "objects_trash").await;
             assert!(definition.ends_with("WHERE trash_root_id IS NOT NULL"), "{definition}");
             // The trash listing's look-up (`db::objects::trash_roots`).
-            let plan: Vec<(i64, i64, i64, String)> =
-                sqlx::query_as("EXPLAIN QUERY PLAN SELECT id FROM objects WHERE owner_id = $1 AND trash_root_id = id")
-                    .bind("owner")
-                    .fetch_all(db.reader())
-                    .await
-                    .unwrap();
-            let steps: Vec<&str> = plan.iter().map(|row| row.3.as_str()).collect();
+            let steps = sqlite_plan(db, "SELECT id FROM objects WHERE owner_id = 'owner' AND trash_root_id = id").await;
             assert_eq!(steps, ["SEARCH objects USING INDEX objects_trash (owner_id=?)"]);
         }
         DbBackend::Postgres => {
-            let (definition,): (String,) = sqlx::query_as(
-                "SELECT indexdef FROM pg_indexes WHERE indexname = 'objects_trash' AND schemaname = current_schema()",
-            )
-            .fetch_one(db.reader())
-            .await
-            .unwrap();
+            let definition = index_definition(db, "objects_trash").await;
             assert!(definition.ends_with("WHERE (trash_root_id IS NOT NULL)"), "{definition}");
         }
     }
+}
+
+/// The steps of SQLite's plan for `query`.
+async fn sqlite_plan(db: &Db, query: &str) -> Vec<String> {
+    let plan: Vec<(i64, i64, i64, String)> =
+        sqlx::query_as(&format!("EXPLAIN QUERY PLAN {query}")).fetch_all(db.reader()).await.unwrap();
+    plan.into_iter().map(|row| row.3).collect()
+}
+
+/// How the database defines the index `name` (`CREATE INDEX ...`).
+async fn index_definition(db: &Db, name: &str) -> String {
+    let query = match db.backend() {
+        DbBackend::Sqlite => "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = $1",
+        DbBackend::Postgres => "SELECT indexdef FROM pg_indexes WHERE indexname = $1 AND schemaname = current_schema()",
+    };
+    let (definition,): (String,) = sqlx::query_as(query).bind(name).fetch_one(db.reader()).await.unwrap();
+    definition
 }
