@@ -99,10 +99,9 @@ async fn prepare(ctx: &AppState, row: &ObjectRow) -> ServiceResult<Download> {
     expect_file(row)?;
     let blob_id =
         row.physical_file_id.as_deref().ok_or_else(|| ServiceError::internal(anyhow::anyhow!("file without blob")))?;
-    let blob = db::blobs::find(ctx.db(), blob_id)
+    let (blob, policy) = db::blobs::find_with_policy(ctx.db(), blob_id)
         .await?
         .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("blob row missing")))?;
-    let policy = policies::find(ctx.db(), files::parse_uuid(&blob.policy_id)?).await?;
     let store = policies::store(ctx, &policy).await?;
     let key = StorageKey::parse(&blob.storage_key)?;
     // A public policy hands the bytes over to the backend when it can serve them itself (S3, a
