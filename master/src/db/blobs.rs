@@ -22,21 +22,18 @@ pub async fn find(db: &Db, id: &str) -> Result<Option<BlobRow>, DbError> {
         .await?)
 }
 
-/// The blob with id `id` and the policy it is stored under, in one statement: what opening a
-/// file's content needs.
-pub async fn find_with_policy(db: &Db, id: &str) -> Result<Option<(BlobRow, super::policies::PolicyRow)>, DbError> {
+/// The select list of a blob `b` with its policy `p`, for [`with_policy_of`]: the blob's
+/// columns are renamed where the policy has one of the same name.
+pub(super) fn with_policy_columns() -> String {
+    format!(
+        "b.id AS blob_id, b.policy_id AS blob_policy_id, b.storage_key, b.size AS blob_size, b.blake3, b.ref_count, {}",
+        super::policies::qualified_columns("p")
+    )
+}
+
+/// The blob and its policy from a row read with [`with_policy_columns`].
+pub(super) fn with_policy_of(row: &sqlx::any::AnyRow) -> Result<(BlobRow, super::policies::PolicyRow), DbError> {
     use sqlx::{FromRow, Row};
-    let policy_columns = super::policies::qualified_columns("p");
-    // The blob's columns are renamed where the policy has one of the same name.
-    let row = sqlx::query(&format!(
-        "SELECT b.id AS blob_id, b.policy_id AS blob_policy_id, b.storage_key, b.size AS blob_size, b.blake3,
-                b.ref_count, {policy_columns}
-         FROM physical_files b JOIN policies p ON p.id = b.policy_id WHERE b.id = $1"
-    ))
-    .bind(id)
-    .fetch_optional(db.reader())
-    .await?;
-    let Some(row) = row else { return Ok(None) };
     let blob = BlobRow {
         id: row.try_get("blob_id")?,
         policy_id: row.try_get("blob_policy_id")?,
@@ -45,7 +42,20 @@ pub async fn find_with_policy(db: &Db, id: &str) -> Result<Option<(BlobRow, supe
         blake3: row.try_get("blake3")?,
         ref_count: row.try_get("ref_count")?,
     };
-    Ok(Some((blob, super::policies::PolicyRow::from_row(&row)?)))
+    Ok((blob, super::policies::PolicyRow::from_row(row)?))
+}
+
+/// The blob with id `id` and the policy it is stored under, in one statement: what opening a
+/// file's content needs.
+pub async fn find_with_policy(db: &Db, id: &str) -> Result<Option<(BlobRow, super::policies::PolicyRow)>, DbError> {
+    let row = sqlx::query(&format!(
+        "SELECT {} FROM physical_files b JOIN policies p ON p.id = b.policy_id WHERE b.id = $1",
+        with_policy_columns()
+    ))
+    .bind(id)
+    .fetch_optional(db.reader())
+    .await?;
+    row.as_ref().map(with_policy_of).transpose()
 }
 
 /// A blob of the policy with the same content, for de-duplication.

@@ -288,6 +288,39 @@ pub async fn all_live_children(db: &Db, parent_id: &str) -> Result<Vec<ListingRo
         .collect())
 }
 
+/// A live file's name and change time with its blob and the blob's policy: what serving its
+/// content needs.
+pub struct FileContentRow {
+    pub name: String,
+    pub updated_at: Millis,
+    pub blob: super::blobs::BlobRow,
+    pub policy: super::policies::PolicyRow,
+}
+
+/// The owner's live file `id` with its content ([`FileContentRow`]), in one statement; `None`
+/// when there is no such file (someone else's, in the trash, a folder, or none at all).
+pub async fn live_file_content(db: &Db, owner_id: &str, id: &str) -> Result<Option<FileContentRow>, DbError> {
+    use sqlx::Row;
+    let row = sqlx::query(&format!(
+        "SELECT o.name AS object_name, o.updated_at AS object_updated_at, {}
+         FROM objects o JOIN physical_files b ON b.id = o.physical_file_id JOIN policies p ON p.id = b.policy_id
+         WHERE o.id = $1 AND o.owner_id = $2 AND o.trashed_at IS NULL",
+        super::blobs::with_policy_columns()
+    ))
+    .bind(id)
+    .bind(owner_id)
+    .fetch_optional(db.reader())
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let (blob, policy) = super::blobs::with_policy_of(&row)?;
+    Ok(Some(FileContentRow {
+        name: row.try_get("object_name")?,
+        updated_at: row.try_get("object_updated_at")?,
+        blob,
+        policy,
+    }))
+}
+
 /// Levels resolved per statement by [`walk`]; deeper paths take one statement per this many.
 const WALK_STEP: usize = 16;
 

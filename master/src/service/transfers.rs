@@ -102,22 +102,28 @@ async fn prepare(ctx: &AppState, row: &ObjectRow) -> ServiceResult<Download> {
     let (blob, policy) = db::blobs::find_with_policy(ctx.db(), blob_id)
         .await?
         .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("blob row missing")))?;
+    let content = db::objects::FileContentRow { name: row.name.clone(), updated_at: row.updated_at, blob, policy };
+    serve_content(ctx, content, true).await
+}
+
+/// The file's content ready to serve. With `may_redirect`, a public policy hands the bytes
+/// over to the backend when it can serve them itself (S3, a storage node: `presigned_get`
+/// answers a URL; local disk answers none); otherwise, and for a private one, they stream
+/// through the master.
+async fn serve_content(
+    ctx: &AppState,
+    content: db::objects::FileContentRow,
+    may_redirect: bool,
+) -> ServiceResult<Download> {
+    let db::objects::FileContentRow { name, updated_at, blob, policy } = content;
     let store = policies::store(ctx, &policy).await?;
     let key = StorageKey::parse(&blob.storage_key)?;
-    // A public policy hands the bytes over to the backend when it can serve them itself (S3, a
-    // storage node: `presigned_get` answers a URL; local disk answers none); a private one
-    // streams them through the master.
-    let redirect =
-        if policy.is_private == 0 { store.presigned_get(&key, REDIRECT_LIFETIME, &row.name).await? } else { None };
-    Ok(Download {
-        name: row.name.clone(),
-        size: blob.size as u64,
-        blake3: blob.blake3,
-        updated_at: row.updated_at,
-        store,
-        key,
-        redirect,
-    })
+    let redirect = if may_redirect && policy.is_private == 0 {
+        store.presigned_get(&key, REDIRECT_LIFETIME, &name).await?
+    } else {
+        None
+    };
+    Ok(Download { name, size: blob.size as u64, blake3: blob.blake3, updated_at, store, key, redirect })
 }
 
 /// The permanent source link of a file.
@@ -170,12 +176,13 @@ pub async fn open_source(ctx: &AppState, object_id: Uuid, name: &str) -> Service
 }
 
 /// Opens a live file of `owner` for reading through the master (WebDAV): always a stream, never a
-/// redirect.
+/// redirect. One statement checks the file is the owner's and not in the trash and reads its
+/// blob and policy; anything else (someone else's, trashed, a folder, gone) is not found.
 pub async fn open_owned(ctx: &AppState, owner: Uuid, object_id: Uuid) -> ServiceResult<Download> {
-    let owned = files::authorize_live(ctx.db(), owner, object_id).await?;
-    let mut download = prepare(ctx, owned.row()).await?;
-    download.redirect = None;
-    Ok(download)
+    let content = db::objects::live_file_content(ctx.db(), &owner.to_string(), &object_id.to_string())
+        .await?
+        .ok_or_else(files::not_found)?;
+    serve_content(ctx, content, false).await
 }
 
 /// Replaces a file's content with a streamed body. The policy's `max_size` is enforced before
