@@ -79,32 +79,29 @@ async fn root_names(app: &TestApp, user: &Session) -> Vec<String> {
     listing["items"].as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap().to_owned()).collect()
 }
 
-/// Waits until the master has dealt with a write that was cut off (its task finishes after the
-/// connection is gone), then answers what the user is charged.
-async fn settled_storage(app: &TestApp, user: &Session, expected: i64) -> i64 {
-    let mut used = app.storage_used(user).await;
+/// Reads `read` until it answers `expected` (for five seconds at most), then answers its last
+/// reading: what the master finishes after answering (a cut-off write's task, removing a
+/// write's leftovers) is seen once it is done.
+async fn settled<T: PartialEq, F: Future<Output = T>>(expected: T, read: impl Fn() -> F) -> T {
+    let mut value = read().await;
     for _ in 0..100 {
-        if used == expected {
+        if value == expected {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-        used = app.storage_used(user).await;
+        value = read().await;
     }
-    used
+    value
 }
 
-/// Waits until the policy holds `expected` blobs (a write's leftovers are removed after its
-/// answer), then answers how many it holds.
+/// What the user is charged once the master has dealt with a write that was cut off.
+async fn settled_storage(app: &TestApp, user: &Session, expected: i64) -> i64 {
+    settled(expected, || app.storage_used(user)).await
+}
+
+/// How many blobs the policy holds once a write's leftovers are removed.
 async fn settled_blobs(app: &TestApp, policy: &TestPolicy, expected: usize) -> usize {
-    let mut blobs = policy.stored_blobs(app);
-    for _ in 0..100 {
-        if blobs == expected {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        blobs = policy.stored_blobs(app);
-    }
-    blobs
+    settled(expected, || async { policy.stored_blobs(app) }).await
 }
 
 fn basic_header(dav: &DavUser) -> String {
