@@ -1,8 +1,10 @@
 //! Blobs as files under one root directory: blob `key` lives at `root/key`, staged uploads at
 //! `root/.staging/<uuid>`. Owns nothing outside its root.
 //!
-//! A blob appears at its key only by a hard link from a complete, fsynced staging file, so a
-//! reader never sees a partial blob and an existing blob is never replaced.
+//! A streamed blob appears at its key only by a hard link from a complete, fsynced staging
+//! file; a body that arrives whole before its first write batch is created at its key directly
+//! (see `write_in_place`). Either way an existing blob is never replaced, and no record names
+//! a key before its bytes are complete, so no reader sees a partial blob.
 
 use std::io::{self, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -226,16 +228,22 @@ impl BlobStore for LocalBlobStore {
                 }));
             }
         }
-        let mut last = match writing.take() {
-            Some(job) => joined(job.await)??.0,
-            None => staging.take().ok_or_else(lost_staging)?,
-        };
         let key = key.clone();
-        let outcome = run_blocking(move || {
-            last.append(&batch)?;
-            last.finish(&target, &key)
-        })
-        .await?;
+        let outcome = match writing.take() {
+            Some(job) => {
+                let mut last = joined(job.await)??.0;
+                run_blocking(move || {
+                    last.append(&batch)?;
+                    last.finish(&target, &key)
+                })
+                .await?
+            }
+            // The whole body arrived before a batch was written: it needs no staging file.
+            None => {
+                let (abandoned, durable) = (Arc::clone(&guard.abandoned), self.durable);
+                run_blocking(move || write_in_place(&target, &key, &batch, durable, &abandoned)).await?
+            }
+        };
         guard.disarm();
         Ok(outcome)
     }
@@ -514,6 +522,65 @@ async fn run_blocking<T: Send + 'static>(job: impl FnOnce() -> StorageResult<T> 
     joined(tokio::task::spawn_blocking(job).await)?
 }
 
+/// Writes a body that arrived whole (below [`WRITE_BATCH`]) straight to `key`'s path: created
+/// exclusively, so an existing blob is never replaced, and removed again when the write fails
+/// or its caller went away (`abandoned`). A small file costs a create and a write, where staging
+/// it took a create, a write, a link and an unlink. No record names the key until the write
+/// has returned, so nobody reads it half written; a crash in between leaves bytes no record
+/// knows, which the master's blob collection removes as it does any such bytes.
+fn write_in_place(
+    target: &Path,
+    key: &StorageKey,
+    bytes: &[u8],
+    durable: bool,
+    abandoned: &AtomicBool,
+) -> StorageResult<PutOutcome> {
+    use std::io::Write as _;
+    let parent = target.parent().ok_or_else(|| StorageError::InvalidKey(key.to_string()))?;
+    let create = || std::fs::OpenOptions::new().write(true).create_new(true).open(target);
+    // As in `link_into_place`: the directory usually exists; a concurrent delete may prune one
+    // just created, so that is tried a few times.
+    let mut attempts = 0;
+    let mut file = loop {
+        match create() {
+            Ok(file) => break file,
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(StorageError::AlreadyExists(key.to_string()));
+            }
+            Err(err) if err.kind() == io::ErrorKind::NotFound && attempts < 4 => {
+                attempts += 1;
+                std::fs::create_dir_all(parent).map_err(|err| io_failure("create the blob's directory", err))?;
+            }
+            Err(err) => return Err(io_failure("create a blob", err)),
+        }
+    };
+    let written = file
+        .write_all(bytes)
+        .map_err(|err| io_failure("write a blob", err))
+        .and_then(|()| if durable { file.sync_all().map_err(|err| io_failure("sync a blob", err)) } else { Ok(()) });
+    drop(file);
+    let kept = written.and_then(|()| {
+        if abandoned.load(Ordering::SeqCst) {
+            Err(StorageError::Body("the upload was abandoned".to_owned()))
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(error) = kept {
+        let _ = std::fs::remove_file(target);
+        return Err(error);
+    }
+    if durable {
+        // The new name is only on disk once its directory is.
+        std::fs::File::open(parent)
+            .and_then(|dir| dir.sync_all())
+            .map_err(|err| io_failure("sync a directory", err))?;
+    }
+    let mut hasher = StreamHasher::new();
+    hasher.update(bytes);
+    Ok(PutOutcome { size: hasher.len(), blake3: hasher.finalize() })
+}
+
 /// Links a complete (and, when `durable`, synced) staging file to `key`'s path, never replacing
 /// an existing blob, then drops the staging name and, when `durable`, syncs the directory.
 fn link_into_place(staging: &Path, target: &Path, key: &StorageKey, durable: bool) -> StorageResult<()> {
@@ -659,6 +726,39 @@ mod tests {
             assert_eq!(staging_entries(&store), 0, "after {sent} bytes");
             assert_eq!(store.size(&key("stalled")).await.unwrap(), None);
         }
+    }
+
+    #[tokio::test]
+    async fn a_body_that_arrives_whole_is_written_in_place_without_staging() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(&dir);
+        std::fs::create_dir_all(store.root()).unwrap();
+        // A file where the staging directory would be: any write that stages fails.
+        std::fs::write(store.root().join(STAGING), b"in the way").unwrap();
+        let small = content(WRITE_BATCH - 1, 5);
+        let outcome = store.put_stream(&key("x/y/small"), body(&small, 1000), None).await.unwrap();
+        assert_eq!(outcome.size, small.len() as u64);
+        assert_eq!(std::fs::read(store.root().join("x/y/small")).unwrap(), small);
+        let large = store.put_stream(&key("large"), body(&content(WRITE_BATCH + 1, 5), 1000), None).await;
+        assert!(large.is_err(), "a body of several batches is staged");
+        // An existing blob is never replaced, and a refused body leaves it as it was.
+        let other = store.put_stream(&key("x/y/small"), body(b"other bytes", 4), None).await;
+        assert!(matches!(other, Err(StorageError::AlreadyExists(_))), "{other:?}");
+        assert_eq!(std::fs::read(store.root().join("x/y/small")).unwrap(), small);
+    }
+
+    #[test]
+    fn an_abandoned_write_in_place_removes_its_blob() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("blobs/a/b");
+        for durable in [false, true] {
+            let abandoned = AtomicBool::new(true);
+            let result = write_in_place(&target, &key("a/b"), b"bytes", durable, &abandoned);
+            assert!(matches!(result, Err(StorageError::Body(_))), "{result:?}");
+            assert!(!target.exists());
+        }
+        let kept = write_in_place(&target, &key("a/b"), b"bytes", true, &AtomicBool::new(false)).unwrap();
+        assert_eq!((kept.size, std::fs::read(&target).unwrap()), (5, b"bytes".to_vec()));
     }
 
     #[tokio::test]
