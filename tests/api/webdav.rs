@@ -9,7 +9,7 @@ use std::time::Duration;
 use nubo_tests::cluster::TestNode;
 use nubo_tests::dav::DavUser;
 use nubo_tests::files::{PolicyKind, TestPolicy, content};
-use nubo_tests::{Session, TestApp, error_body, on_every_backend, on_every_backend_and_storage};
+use nubo_tests::{Session, TestApp, error_body, on_every_backend, on_every_backend_and_storage, settled};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
@@ -25,6 +25,7 @@ on_every_backend!(
     a_new_file_goes_to_a_policy_the_group_may_use,
     a_write_cut_off_mid_body_leaves_nothing,
     an_overwrite_is_atomic_and_releases_the_old_blob,
+    of_two_overlapping_overwrites_the_first_to_finish_wins,
     files_round_trip_on_a_storage_node,
     litmus_passes_every_suite,
     rclone_copies_a_mixed_tree_up_and_back,
@@ -77,21 +78,6 @@ fn fed_body() -> (mpsc::Sender<Result<Vec<u8>, std::io::Error>>, reqwest::Body) 
 async fn root_names(app: &TestApp, user: &Session) -> Vec<String> {
     let listing: Value = app.call(Method::GET, "/directory", Some(&user.access), None).await.json().await.unwrap();
     listing["items"].as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap().to_owned()).collect()
-}
-
-/// Reads `read` until it answers `expected` (for five seconds at most), then answers its last
-/// reading: what the master finishes after answering (a cut-off write's task, removing a
-/// write's leftovers) is seen once it is done.
-async fn settled<T: PartialEq, F: Future<Output = T>>(expected: T, read: impl Fn() -> F) -> T {
-    let mut value = read().await;
-    for _ in 0..100 {
-        if value == expected {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        value = read().await;
-    }
-    value
 }
 
 /// What the user is charged once the master has dealt with a write that was cut off.
@@ -554,7 +540,7 @@ async fn an_overwrite_is_atomic_and_releases_the_old_blob(app: TestApp) {
 
     assert_eq!(dav.get("/doc.bin").await.bytes().await.unwrap().as_ref(), new.as_slice());
     assert_eq!(app.storage_used(&user).await, 600_000, "charged for the new content only");
-    assert_eq!(policy.stored_blobs(&app), 1, "the old blob's reference was released");
+    assert_eq!(settled_blobs(&app, &policy, 1).await, 1, "the old blob's reference was released");
 
     // A failed overwrite keeps the current version and its charge, whether its body was large
     // enough to stream (100 KB) or small enough to be held (10 KB).
@@ -573,7 +559,40 @@ async fn an_overwrite_is_atomic_and_releases_the_old_blob(app: TestApp) {
     assert_eq!(dav.put("/doc.bin", small.clone()).await.status(), 204);
     assert_eq!(dav.get("/doc.bin").await.bytes().await.unwrap().as_ref(), small.as_slice());
     assert_eq!(app.storage_used(&user).await, 10_000);
-    assert_eq!(policy.stored_blobs(&app), 1, "the replaced blob is gone");
+    assert_eq!(settled_blobs(&app, &policy, 1).await, 1, "the replaced blob is gone");
+}
+
+/// Two overwrites of one file that overlap both plan against the same content. The first to
+/// finish replaces it; the second is refused and leaves the file, the charge and the blobs as
+/// the first left them (it must not drop the reference the first already dropped).
+async fn of_two_overlapping_overwrites_the_first_to_finish_wins(app: TestApp) {
+    let admin = app.login_admin().await;
+    let policy = app.use_test_policy(&admin, PolicyKind::Local, 0).await;
+    let (user, dav) = app.dav_user("hal@example.com", "edit").await;
+    let (original, first, second) = (content(100_000, 1), content(200_000, 2), content(300_000, 3));
+    assert_eq!(dav.put("/doc.bin", original).await.status(), 201);
+    let (first_sender, first_body) = fed_body();
+    let first_request = tokio::spawn(dav.request("PUT", "/doc.bin").body(first_body).send());
+    let (second_sender, second_body) = fed_body();
+    let second_request = tokio::spawn(dav.request("PUT", "/doc.bin").body(second_body).send());
+    first_sender.send(Ok(first[..100_000].to_vec())).await.unwrap();
+    second_sender.send(Ok(second[..100_000].to_vec())).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    first_sender.send(Ok(first[100_000..].to_vec())).await.unwrap();
+    drop(first_sender);
+    assert_eq!(first_request.await.unwrap().unwrap().status(), 204);
+    second_sender.send(Ok(second[100_000..].to_vec())).await.unwrap();
+    drop(second_sender);
+    assert_eq!(second_request.await.unwrap().unwrap().status(), 403, "the file changed meanwhile");
+
+    assert_eq!(dav.get("/doc.bin").await.bytes().await.unwrap().as_ref(), first.as_slice());
+    assert_eq!(settled_storage(&app, &user, 200_000).await, 200_000);
+    assert_eq!(settled_blobs(&app, &policy, 1).await, 1, "the original and the refused content are gone");
+    // Writing the same content again refers to the blob already there.
+    assert_eq!(dav.put("/doc.bin", first.clone()).await.status(), 204);
+    assert_eq!(dav.get("/doc.bin").await.bytes().await.unwrap().as_ref(), first.as_slice());
+    assert_eq!(settled_blobs(&app, &policy, 1).await, 1);
+    assert_eq!(app.storage_used(&user).await, 200_000);
 }
 
 /// Local disk and S3: bytes round-trip, identical content is stored once, a copy shares it.

@@ -293,6 +293,21 @@ pub struct Session {
     pub user_id: String,
 }
 
+/// Reads `read` until it answers `expected` (for five seconds at most), then answers its last
+/// reading: what the master finishes after answering (a cut-off write's task, removing a
+/// write's leftovers) is seen once it is done.
+pub async fn settled<T: PartialEq, F: std::future::Future<Output = T>>(expected: T, read: impl Fn() -> F) -> T {
+    let mut value = read().await;
+    for _ in 0..100 {
+        if value == expected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        value = read().await;
+    }
+    value
+}
+
 pub fn login_body(email: &str, password: &str) -> Value {
     serde_json::json!({"provider": "email_password", "identifier": email, "credential": password})
 }

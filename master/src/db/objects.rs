@@ -209,6 +209,172 @@ async fn create_file_statement_by_statement(
     Ok(Some(blob_id))
 }
 
+/// New content for an existing file, and what it costs its owner.
+pub struct ContentReplacement<'a> {
+    pub object_id: &'a str,
+    /// The blob and size the writer planned against: the content is replaced only while the
+    /// file still has them, so of two overlapping writes the second to finish is refused rather
+    /// than releasing a reference it does not hold.
+    pub old_blob_id: Option<&'a str>,
+    pub old_size: i64,
+    pub owner_id: &'a str,
+    pub policy_id: &'a str,
+    /// The new blob's id, used when the policy holds no blob of the same content.
+    pub blob_id: &'a str,
+    pub storage_key: &'a str,
+    pub blake3: &'a str,
+    pub size: i64,
+    /// As in [`NewFile`]: bytes added to the owner's used storage, and the capacity a positive
+    /// charge must fit below.
+    pub charge: i64,
+    pub capacity: i64,
+}
+
+/// How [`replace_content`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContentReplaced {
+    /// The file refers to `blob_id`: the new blob, or (`duplicate`) an older one of the same
+    /// content, whose new bytes are then not needed. `released` is the old blob when the file
+    /// held its last reference.
+    Replaced { blob_id: String, duplicate: bool, released: Option<String> },
+    /// The charge does not fit: nothing was written.
+    QuotaExceeded,
+    /// The file is gone, or another write changed its content first: nothing was written.
+    Changed,
+}
+
+/// Replaces a file's content in one transaction: charges the owner, takes a reference to the
+/// policy's blob of the same content or adds the new blob, points the file at it and drops the
+/// old blob's reference.
+pub async fn replace_content(
+    db: &Db,
+    replacement: &ContentReplacement<'_>,
+    now: Millis,
+) -> Result<ContentReplaced, DbError> {
+    match db.backend() {
+        Backend::Sqlite => replace_content_in_two_commands(db, replacement, now).await,
+        Backend::Postgres => replace_content_statement_by_statement(db, replacement, now).await,
+    }
+}
+
+/// The file's blob and size and the owner's used storage, read inside the replacing
+/// transaction (`$1` the file, `$2` the owner); `None` when the file is gone.
+type ReplacedState = Option<(Option<String>, i64, i64)>;
+
+/// Whether the write may go ahead on the state read under the transaction's lock.
+fn replacement_refusal(replacement: &ContentReplacement<'_>, state: ReplacedState) -> Option<ContentReplaced> {
+    let Some((blob, size, used)) = state else { return Some(ContentReplaced::Changed) };
+    if blob.as_deref() != replacement.old_blob_id || size != replacement.old_size {
+        return Some(ContentReplaced::Changed);
+    }
+    (replacement.charge > 0 && used + replacement.charge > replacement.capacity)
+        .then_some(ContentReplaced::QuotaExceeded)
+}
+
+/// SQLite: two commands to the connection's thread, where statement by statement it was seven
+/// round trips. The first takes the write lock and reads the state the write depends on; the
+/// second (run only when the write may go ahead) writes everything and commits.
+async fn replace_content_in_two_commands(
+    db: &Db,
+    replacement: &ContentReplacement<'_>,
+    now: Millis,
+) -> Result<ContentReplaced, DbError> {
+    const STATE: &str = "BEGIN IMMEDIATE;
+         SELECT o.physical_file_id, o.size, u.storage FROM objects o JOIN users u ON u.id = $2 WHERE o.id = $1;";
+    let write = format!(
+        "INSERT INTO physical_files (id, policy_id, storage_key, size, blake3, ref_count, created_at)
+             SELECT $1, $2, $3, $4, $5, 1, $6 WHERE NOT EXISTS ({SAME_CONTENT});
+         UPDATE physical_files SET ref_count = ref_count + 1 WHERE id = ({SAME_CONTENT});
+         UPDATE objects SET physical_file_id = COALESCE((SELECT id FROM physical_files WHERE id = $1), ({SAME_CONTENT})),
+             size = $4, updated_at = $6 WHERE id = $7;
+         UPDATE physical_files SET ref_count = ref_count - 1 WHERE id = $8;
+         UPDATE users SET storage = CASE WHEN storage + $9 > 0 THEN storage + $9 ELSE 0 END WHERE id = $10;
+         SELECT physical_file_id, (SELECT ref_count FROM physical_files WHERE id = $8) FROM objects WHERE id = $7;
+         COMMIT;"
+    );
+    let r = replacement;
+    let mut conn = RollbackIfDropped(Some(db.writer().acquire().await?));
+    let answered = async {
+        let state: Vec<(Option<String>, i64, i64)> =
+            sqlx::query_as(STATE).bind(r.object_id).bind(r.owner_id).fetch_all(conn.connection()?).await?;
+        if let Some(refusal) = replacement_refusal(r, state.into_iter().next()) {
+            conn.connection()?.execute("ROLLBACK").await?;
+            return Ok(refusal);
+        }
+        let rows: Vec<(Option<String>, Option<i64>)> = sqlx::query_as(&write)
+            .bind(r.blob_id)
+            .bind(r.policy_id)
+            .bind(r.storage_key)
+            .bind(r.size)
+            .bind(r.blake3)
+            .bind(now)
+            .bind(r.object_id)
+            .bind(r.old_blob_id)
+            .bind(r.charge)
+            .bind(r.owner_id)
+            // Every statement must run: `fetch_optional` would stop at the first row, before COMMIT.
+            .fetch_all(conn.connection()?)
+            .await?;
+        let (blob, old_refs) = rows.into_iter().next().unwrap_or_default();
+        Ok::<_, sqlx::Error>(replaced(r, blob.unwrap_or_default(), old_refs))
+    }
+    .await;
+    let mut conn = conn.0.take().ok_or(sqlx::Error::PoolClosed)?;
+    match answered {
+        Ok(outcome) => Ok(outcome),
+        Err(err) => {
+            // A statement failed after BEGIN: the transaction is still open on this connection.
+            let _ = conn.execute("ROLLBACK").await;
+            Err(err.into())
+        }
+    }
+}
+
+/// What a replacement that went ahead answers: the blob the file now refers to, and the old
+/// blob when its last reference went (`old_refs` its count now).
+fn replaced(replacement: &ContentReplacement<'_>, blob_id: String, old_refs: Option<i64>) -> ContentReplaced {
+    let released = replacement.old_blob_id.filter(|_| old_refs == Some(0)).map(str::to_owned);
+    ContentReplaced::Replaced { duplicate: blob_id != replacement.blob_id, blob_id, released }
+}
+
+/// PostgreSQL: the same steps, one statement each, in a transaction that locks the file's and
+/// the owner's rows before deciding.
+async fn replace_content_statement_by_statement(
+    db: &Db,
+    replacement: &ContentReplacement<'_>,
+    now: Millis,
+) -> Result<ContentReplaced, DbError> {
+    let r = replacement;
+    let mut tx = db.begin().await?;
+    let state: ReplacedState = sqlx::query_as(
+        "SELECT o.physical_file_id, o.size, u.storage FROM objects o JOIN users u ON u.id = $2 WHERE o.id = $1 FOR UPDATE",
+    )
+    .bind(r.object_id)
+    .bind(r.owner_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some(refusal) = replacement_refusal(r, state) {
+        return Ok(refusal);
+    }
+    super::users::charge_storage(&mut tx, r.owner_id, r.charge, r.capacity).await?;
+    let blob = super::blobs::BlobRow {
+        id: r.blob_id.to_owned(),
+        policy_id: r.policy_id.to_owned(),
+        storage_key: r.storage_key.to_owned(),
+        size: r.size,
+        blake3: Some(r.blake3.to_owned()),
+        ref_count: 1,
+    };
+    let (blob_id, _) = super::blobs::reference_content(&mut tx, &blob, now).await?;
+    set_content(&mut tx, r.object_id, &blob_id, r.size, now).await?;
+    let old_refs = match r.old_blob_id {
+        Some(old) => Some(super::blobs::add_refs(&mut tx, old, -1).await?),
+        None => None,
+    };
+    tx.commit().await?;
+    Ok(replaced(r, blob_id, old_refs))
+}
+
 /// The user's root folder (the one object without a parent).
 pub async fn root_of(db: &Db, owner_id: &str) -> Result<Option<ObjectRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM objects WHERE owner_id = $1 AND parent_id IS NULL"))

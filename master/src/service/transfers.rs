@@ -12,7 +12,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::auth::guard::token_error;
 use crate::auth::token::{DownloadClaims, TokenType};
-use crate::db::objects::{FileCreation, NewObject, ObjectRow};
+use crate::db::objects::{ContentReplaced, FileCreation, NewObject, ObjectRow};
 use crate::db::policies::PolicyRow;
 use crate::db::{self, DbError};
 use crate::domain::naming::{self, NamingContext};
@@ -21,7 +21,7 @@ use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::domain::user::UserStatus;
 use crate::service::files::{self, ObjectView, quota_exceeded};
 use crate::service::uploads::check_max_size;
-use crate::service::{ServiceError, ServiceResult, accounts, policies};
+use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, policies};
 
 /// Lifetime of a download token (the interface leaves it open): one hour to start using it.
 pub const DOWNLOAD_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
@@ -228,7 +228,8 @@ impl Usage {
 }
 
 /// What writing a new file needs to know besides its folder: the owner's usage and the policy
-/// of the owner's group that new files go to.
+/// of the owner's group that new files go to. An overwrite needs the usage too, and the policy
+/// when its file is stored under it.
 pub struct NewFileFacts {
     usage: Usage,
     /// Boxed: a plan's caller holds the facts in an enum beside variants without them.
@@ -244,7 +245,9 @@ pub async fn new_file_facts(ctx: &AppState, owner: Uuid, group_id: &str) -> Serv
     Ok(NewFileFacts { usage: Usage { used, capacity }, policy })
 }
 
-/// New content for `row` (see [`replace_content`]); answers the new size and change time.
+/// New content for `row` (see [`replace_content`]); answers the new size and change time. The
+/// old blob, when this was its last reference, and a surplus copy of the new content are
+/// removed after the answer.
 async fn replace_row(
     ctx: &AppState,
     owner: Uuid,
@@ -254,40 +257,46 @@ async fn replace_row(
     content_length: Option<u64>,
     body: ByteStream,
 ) -> ServiceResult<(i64, Millis)> {
-    let db = ctx.db();
     let streamed = stream_content(ctx, owner, policy, &row.name, row.size, usage, content_length, body).await?;
     let size = streamed.outcome.size as i64;
     let now = now_ms();
-    let settled = async {
-        let mut tx = db.begin().await?;
-        if !streamed.settle(&mut tx, size - row.size).await? {
-            return Ok(None);
-        }
-        let (blob_id, duplicate) =
-            files::reference_content(&mut tx, &policy.id, streamed.key.as_str(), &streamed.outcome.blake3, size)
-                .await?;
-        db::objects::set_content(&mut tx, &row.id, &blob_id, size, now).await?;
-        let mut orphans = Vec::new();
-        if let Some(old) = &row.physical_file_id
-            && db::blobs::add_refs(&mut tx, old, -1).await? == 0
-        {
-            orphans.push(old.clone());
-        }
-        tx.commit().await?;
-        Ok::<_, DbError>(Some((duplicate, orphans)))
-    }
-    .await;
-    match settled {
-        Ok(Some((duplicate, orphans))) => {
-            if duplicate {
-                let _ = streamed.store.delete(&streamed.key).await;
-            }
-            files::release_blobs(ctx, &orphans).await;
+    let blob_id = Uuid::new_v4().to_string();
+    let replacement = db::objects::ContentReplacement {
+        object_id: &row.id,
+        old_blob_id: row.physical_file_id.as_deref(),
+        old_size: row.size,
+        owner_id: &streamed.owner_id,
+        policy_id: &policy.id,
+        blob_id: &blob_id,
+        storage_key: streamed.key.as_str(),
+        blake3: &streamed.outcome.blake3,
+        size,
+        charge: streamed.charge(size - row.size),
+        capacity: streamed.capacity,
+    };
+    match db::objects::replace_content(ctx.db(), &replacement, now).await {
+        Ok(ContentReplaced::Replaced { duplicate, released, .. }) => {
+            let ctx = ctx.clone();
+            tokio::spawn(async move {
+                if duplicate {
+                    streamed.remove_surplus().await;
+                }
+                files::release_blobs(&ctx, released.as_slice()).await;
+            });
             Ok((size, now))
         }
-        Ok(None) => Err(streamed.discard(ctx, quota_exceeded()).await),
+        Ok(ContentReplaced::QuotaExceeded) => Err(streamed.discard(ctx, quota_exceeded()).await),
+        Ok(ContentReplaced::Changed) => Err(streamed.discard(ctx, changed_meanwhile()).await),
         Err(err) => Err(streamed.discard(ctx, err.into()).await),
     }
+}
+
+fn changed_meanwhile() -> ServiceError {
+    ServiceError::new(
+        ErrorKind::Conflict,
+        "object.changed",
+        "the file was changed or removed while the new content arrived; send it again",
+    )
 }
 
 /// How many bytes a write may bring: the policy's `max_size` and the room the quota leaves
@@ -332,14 +341,15 @@ pub struct PlannedWrite {
     declared: Option<u64>,
 }
 
-/// What the caller of [`plan_write`] knows of the name it writes.
+/// What the caller of [`plan_write`] knows of the name it writes, with the [`NewFileFacts`] it
+/// read while finding out (if any): a new file then needs no further read, an overwrite of a
+/// file on the policy new files go to only the look-up of the file.
 pub enum Presence {
     /// Nothing: the plan looks the name up.
-    Unknown,
+    Unknown(Option<NewFileFacts>),
     /// This request found no live object by that name a moment ago, so the plan does not look
     /// again. One created since then makes the write end as a name clash, exactly as one
-    /// created while the body arrives does. With the [`NewFileFacts`] read then, the plan
-    /// reads nothing at all.
+    /// created while the body arrives does.
     KnownAbsent(Option<NewFileFacts>),
 }
 
@@ -360,12 +370,21 @@ pub async fn plan_write(
     let name = ObjectName::parse(name).map_err(|why| ServiceError::validation("name", why))?;
     let (existing, facts) = match presence {
         Presence::KnownAbsent(facts) => (None, facts),
-        Presence::Unknown => (db::objects::child_by_name(db, &parent, name.as_str()).await?, None),
+        Presence::Unknown(facts) => (db::objects::child_by_name(db, &parent, name.as_str()).await?, facts),
     };
     let (usage, policy) = match (&existing, facts) {
-        (Some(row), _) => {
+        // An overwrite keeps its file's policy: usually the one new files go to, already read.
+        (Some(row), Some(facts)) => {
             expect_file(row)?;
-            (Usage::of(db, owner).await?, policy_of(db, row).await?)
+            let policy = match row.policy_id.as_deref() == Some(facts.policy.id.as_str()) {
+                true => *facts.policy,
+                false => policy_of(db, row).await?,
+            };
+            (facts.usage, policy)
+        }
+        (Some(row), None) => {
+            expect_file(row)?;
+            tokio::try_join!(Usage::of(db, owner), policy_of(db, row))?
         }
         (None, Some(facts)) => (facts.usage, *facts.policy),
         (None, None) => {
@@ -436,12 +455,7 @@ impl PlannedWrite {
             Ok(FileCreation::Duplicate(_)) => {
                 // The file refers to the older blob of the same content: the new one is surplus,
                 // and nobody waits for it to go.
-                let StreamedContent { store, key, .. } = streamed;
-                tokio::spawn(async move {
-                    if let Err(error) = store.delete(&key).await {
-                        tracing::warn!(%error, %key, "cannot remove a duplicate blob");
-                    }
-                });
+                tokio::spawn(streamed.remove_surplus());
             }
             Ok(FileCreation::QuotaExceeded) => return Err(streamed.discard(ctx, quota_exceeded()).await),
             Err(err) => return Err(streamed.discard(ctx, files::on_name_clash(err)).await),
@@ -468,10 +482,11 @@ impl StreamedContent {
         growth - self.reserved
     }
 
-    /// Settles the reservation against the real `growth` inside `tx`; false when the quota
-    /// cannot take it.
-    async fn settle(&self, tx: &mut db::Conn, growth: i64) -> Result<bool, DbError> {
-        db::users::charge_storage(tx, &self.owner_id, self.charge(growth), self.capacity).await
+    /// Removes the new bytes once a file refers to an older blob of the same content instead.
+    async fn remove_surplus(self) {
+        if let Err(error) = self.store.delete(&self.key).await {
+            tracing::warn!(%error, key = %self.key, "cannot remove a duplicate blob");
+        }
     }
 
     /// Undoes the write after a failure: the new bytes go, the reservation comes back.

@@ -189,6 +189,8 @@ pub struct ContentQuery {
 
 /// Replace a file's content with the raw body. `max_size` answers 413 with nothing changed; the
 /// quota is settled by the difference (507 when it does not fit); the old content is released.
+/// Of two replacements that overlap, the first to finish wins and the other answers 409
+/// `object.changed` (send it again).
 #[utoipa::path(patch, path = "/file/content", tag = "files", security(("bearer" = [])), params(ContentQuery),
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses(
@@ -196,7 +198,7 @@ pub struct ContentQuery {
         (status = 400, description = "The body broke off", body = ErrorBody),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such file", body = ErrorBody),
-        (status = 409, description = "The object is a folder", body = ErrorBody),
+        (status = 409, description = "The object is a folder, or another write changed or removed the file while the body arrived (`object.changed`)", body = ErrorBody),
         (status = 413, description = "Larger than the policy's max_size", body = ErrorBody),
         (status = 507, description = "Quota exceeded", body = ErrorBody),
     ))]

@@ -328,10 +328,11 @@ impl DavFileSystem for NuboFs {
             let (parent, name) = self.parent_and_name(path).await?;
             let presence = {
                 let mut remembered = self.remembered();
+                let facts = remembered.new_file_facts.take();
                 if remembered.missing.contains(path_key(path)) {
-                    transfers::Presence::KnownAbsent(remembered.new_file_facts.take())
+                    transfers::Presence::KnownAbsent(facts)
                 } else {
-                    transfers::Presence::Unknown
+                    transfers::Presence::Unknown(facts)
                 }
             };
             let principal = &self.principal;
