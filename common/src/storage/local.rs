@@ -537,23 +537,9 @@ fn write_in_place(
 ) -> StorageResult<PutOutcome> {
     use std::io::Write as _;
     let parent = target.parent().ok_or_else(|| StorageError::InvalidKey(key.to_string()))?;
-    let create = || std::fs::OpenOptions::new().write(true).create_new(true).open(target);
-    // As in `link_into_place`: the directory usually exists; a concurrent delete may prune one
-    // just created, so that is tried a few times.
-    let mut attempts = 0;
-    let mut file = loop {
-        match create() {
-            Ok(file) => break file,
-            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
-                return Err(StorageError::AlreadyExists(key.to_string()));
-            }
-            Err(err) if err.kind() == io::ErrorKind::NotFound && attempts < 4 => {
-                attempts += 1;
-                std::fs::create_dir_all(parent).map_err(|err| io_failure("create the blob's directory", err))?;
-            }
-            Err(err) => return Err(io_failure("create a blob", err)),
-        }
-    };
+    let mut file = new_entry(parent, key, "create a blob", || {
+        std::fs::OpenOptions::new().write(true).create_new(true).open(target)
+    })?;
     let written = file
         .write_all(bytes)
         .map_err(|err| io_failure("write a blob", err))
@@ -585,13 +571,24 @@ fn write_in_place(
 /// an existing blob, then drops the staging name and, when `durable`, syncs the directory.
 fn link_into_place(staging: &Path, target: &Path, key: &StorageKey, durable: bool) -> StorageResult<()> {
     let parent = target.parent().ok_or_else(|| StorageError::InvalidKey(key.to_string()))?;
-    // The blob's directory usually exists (keys share directories): it is created when the
-    // link says it is missing. A concurrent delete may prune a freshly created parent before
-    // the link lands, so that is tried a few times.
+    new_entry(parent, key, "link the blob into place", || std::fs::hard_link(staging, target))?;
+    std::fs::remove_file(staging).map_err(|err| io_failure("remove the staging file", err))?;
+    if !durable {
+        return Ok(());
+    }
+    // A link is only on disk once its directory is.
+    std::fs::File::open(parent).and_then(|dir| dir.sync_all()).map_err(|err| io_failure("sync a directory", err))
+}
+
+/// Makes `key`'s directory entry in `parent` with `make` (which fails with `AlreadyExists`
+/// rather than replace an entry; that is answered as such). The directory usually exists (keys
+/// share directories): it is created when `make` says it is missing. A concurrent delete may
+/// prune a freshly created directory before the entry lands, so that is tried a few times.
+fn new_entry<T>(parent: &Path, key: &StorageKey, action: &str, make: impl Fn() -> io::Result<T>) -> StorageResult<T> {
     let mut attempts = 0;
     loop {
-        match std::fs::hard_link(staging, target) {
-            Ok(()) => break,
+        match make() {
+            Ok(made) => return Ok(made),
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
                 return Err(StorageError::AlreadyExists(key.to_string()));
             }
@@ -599,15 +596,9 @@ fn link_into_place(staging: &Path, target: &Path, key: &StorageKey, durable: boo
                 attempts += 1;
                 std::fs::create_dir_all(parent).map_err(|err| io_failure("create the blob's directory", err))?;
             }
-            Err(err) => return Err(io_failure("link the blob into place", err)),
+            Err(err) => return Err(io_failure(action, err)),
         }
     }
-    std::fs::remove_file(staging).map_err(|err| io_failure("remove the staging file", err))?;
-    if !durable {
-        return Ok(());
-    }
-    // A link is only on disk once its directory is.
-    std::fs::File::open(parent).and_then(|dir| dir.sync_all()).map_err(|err| io_failure("sync a directory", err))
 }
 
 /// The path, or one of its parents, does not exist (a parent that is a file counts too).
