@@ -564,7 +564,8 @@ async fn an_overwrite_is_atomic_and_releases_the_old_blob(app: TestApp) {
 
 /// Two overwrites of one file that overlap both plan against the same content. The first to
 /// finish replaces it; the second is refused and leaves the file, the charge and the blobs as
-/// the first left them (it must not drop the reference the first already dropped).
+/// the first left them (it must not drop the reference the first already dropped). A write
+/// into a file that went to the trash meanwhile is refused the same way.
 async fn of_two_overlapping_overwrites_the_first_to_finish_wins(app: TestApp) {
     let admin = app.login_admin().await;
     let policy = app.use_test_policy(&admin, PolicyKind::Local, 0).await;
@@ -593,6 +594,18 @@ async fn of_two_overlapping_overwrites_the_first_to_finish_wins(app: TestApp) {
     assert_eq!(dav.get("/doc.bin").await.bytes().await.unwrap().as_ref(), first.as_slice());
     assert_eq!(settled_blobs(&app, &policy, 1).await, 1);
     assert_eq!(app.storage_used(&user).await, 200_000);
+
+    // A file moved to the trash while new content arrives keeps the content it had.
+    let (sender, body) = fed_body();
+    let request = tokio::spawn(dav.request("PUT", "/doc.bin").body(body).send());
+    sender.send(Ok(second[..100_000].to_vec())).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(dav.request("DELETE", "/doc.bin").send().await.unwrap().status(), 204);
+    sender.send(Ok(second[100_000..].to_vec())).await.unwrap();
+    drop(sender);
+    assert_eq!(request.await.unwrap().unwrap().status(), 403, "the file went to the trash meanwhile");
+    assert_eq!(settled_blobs(&app, &policy, 1).await, 1, "the trashed file keeps its blob, nothing else stays");
+    assert_eq!(app.storage_used(&user).await, 200_000, "the trash still counts, the refused write does not");
 }
 
 /// Local disk and S3: bytes round-trip, identical content is stored once, a copy shares it.

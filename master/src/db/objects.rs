@@ -239,7 +239,8 @@ pub enum ContentReplaced {
     Replaced { blob_id: String, duplicate: bool, released: Option<String> },
     /// The charge does not fit: nothing was written.
     QuotaExceeded,
-    /// The file is gone, or another write changed its content first: nothing was written.
+    /// The file is gone or in the trash, or another write changed its content first: nothing
+    /// was written.
     Changed,
 }
 
@@ -258,7 +259,7 @@ pub async fn replace_content(
 }
 
 /// The file's blob and size and the owner's used storage, read inside the replacing
-/// transaction (`$1` the file, `$2` the owner); `None` when the file is gone.
+/// transaction (`$1` the file, `$2` the owner); `None` when the file is gone or in the trash.
 type ReplacedState = Option<(Option<String>, i64, i64)>;
 
 /// Whether the write may go ahead on the state read under the transaction's lock.
@@ -280,7 +281,8 @@ async fn replace_content_in_two_commands(
     now: Millis,
 ) -> Result<ContentReplaced, DbError> {
     const STATE: &str = "BEGIN IMMEDIATE;
-         SELECT o.physical_file_id, o.size, u.storage FROM objects o JOIN users u ON u.id = $2 WHERE o.id = $1;";
+         SELECT o.physical_file_id, o.size, u.storage FROM objects o JOIN users u ON u.id = $2
+             WHERE o.id = $1 AND o.trashed_at IS NULL;";
     let write = format!(
         "INSERT INTO physical_files (id, policy_id, storage_key, size, blake3, ref_count, created_at)
              SELECT $1, $2, $3, $4, $5, 1, $6 WHERE NOT EXISTS ({SAME_CONTENT});
@@ -347,7 +349,8 @@ async fn replace_content_statement_by_statement(
     let r = replacement;
     let mut tx = db.begin().await?;
     let state: ReplacedState = sqlx::query_as(
-        "SELECT o.physical_file_id, o.size, u.storage FROM objects o JOIN users u ON u.id = $2 WHERE o.id = $1 FOR UPDATE",
+        "SELECT o.physical_file_id, o.size, u.storage FROM objects o JOIN users u ON u.id = $2
+         WHERE o.id = $1 AND o.trashed_at IS NULL FOR UPDATE",
     )
     .bind(r.object_id)
     .bind(r.owner_id)
@@ -356,7 +359,9 @@ async fn replace_content_statement_by_statement(
     if let Some(refusal) = replacement_refusal(r, state) {
         return Ok(refusal);
     }
-    super::users::charge_storage(&mut tx, r.owner_id, r.charge, r.capacity).await?;
+    if !super::users::charge_storage(&mut tx, r.owner_id, r.charge, r.capacity).await? {
+        return Ok(ContentReplaced::QuotaExceeded);
+    }
     let blob = super::blobs::BlobRow {
         id: r.blob_id.to_owned(),
         policy_id: r.policy_id.to_owned(),
