@@ -13,6 +13,20 @@ pub struct BlobRow {
     pub ref_count: i64,
 }
 
+impl BlobRow {
+    /// A blob of new content at `key`, with the one reference its first file takes.
+    pub fn new_content(id: &str, policy_id: &str, key: &str, size: i64, blake3: &str) -> Self {
+        Self {
+            id: id.to_owned(),
+            policy_id: policy_id.to_owned(),
+            storage_key: key.to_owned(),
+            size,
+            blake3: Some(blake3.to_owned()),
+            ref_count: 1,
+        }
+    }
+}
+
 const COLUMNS: &str = "id, policy_id, storage_key, size, blake3, ref_count";
 
 pub async fn find(db: &Db, id: &str) -> Result<Option<BlobRow>, DbError> {

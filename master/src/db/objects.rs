@@ -107,6 +107,23 @@ pub async fn create_file(db: &Db, file: &NewFile<'_>, now: Millis) -> Result<Fil
 const SAME_CONTENT: &str = "SELECT id FROM physical_files WHERE policy_id = $2 AND blake3 = $5 AND size = $4 \
      AND ref_count > 0 AND id <> $1 ORDER BY created_at, id LIMIT 1";
 
+/// SQLite statements that give new content one reference when `condition` holds: the policy's
+/// blob of the same content gains it, or the new blob (`$1`..`$6`: id, policy, key, size,
+/// blake3, now) is added with it. [`referenced_blob`] then names the blob that got it.
+fn reference_content_statements(condition: &str) -> String {
+    format!(
+        "INSERT INTO physical_files (id, policy_id, storage_key, size, blake3, ref_count, created_at)
+             SELECT $1, $2, $3, $4, $5, 1, $6 WHERE {condition} AND NOT EXISTS ({SAME_CONTENT});
+         UPDATE physical_files SET ref_count = ref_count + 1 WHERE {condition} AND id = ({SAME_CONTENT});"
+    )
+}
+
+/// After [`reference_content_statements`]: the new blob if it was added, else the older one of
+/// the same content.
+fn referenced_blob() -> String {
+    format!("COALESCE((SELECT id FROM physical_files WHERE id = $1), ({SAME_CONTENT}))")
+}
+
 /// SQLite: the whole transaction is one command to the connection's thread, where statement by
 /// statement it would be six round trips, each a pair of thread wake-ups. Its statements cannot
 /// branch on each other's outcome, so each write is conditional on the charge fitting (`FITS`,
@@ -117,18 +134,16 @@ async fn create_file_in_one_command(db: &Db, file: &NewFile<'_>, now: Millis) ->
     const FITS: &str = "($7 <= 0 OR (SELECT storage FROM users WHERE id = $8) + $7 <= $9)";
     let sql = format!(
         "BEGIN IMMEDIATE;
-         INSERT INTO physical_files (id, policy_id, storage_key, size, blake3, ref_count, created_at)
-             SELECT $1, $2, $3, $4, $5, 1, $6 WHERE {FITS} AND NOT EXISTS ({SAME_CONTENT});
-         UPDATE physical_files SET ref_count = ref_count + 1
-             WHERE {FITS} AND id = ({SAME_CONTENT});
+         {references}
          INSERT INTO objects (id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, created_at, updated_at)
-             SELECT $10, $8, $11, $12, $13, $2,
-                 COALESCE((SELECT id FROM physical_files WHERE id = $1), ({SAME_CONTENT})), $4, $6, $6
+             SELECT $10, $8, $11, $12, $13, $2, {blob}, $4, $6, $6
              WHERE {FITS};
          UPDATE users SET storage = CASE WHEN storage + $7 > 0 THEN storage + $7 ELSE 0 END
              WHERE id = $8 AND ($7 <= 0 OR storage + $7 <= $9);
          SELECT physical_file_id FROM objects WHERE id = $10;
-         COMMIT;"
+         COMMIT;",
+        references = reference_content_statements(FITS),
+        blob = referenced_blob(),
     );
     let object = &file.object;
     let mut conn = RollbackIfDropped(Some(db.writer().acquire().await?));
@@ -149,26 +164,28 @@ async fn create_file_in_one_command(db: &Db, file: &NewFile<'_>, now: Millis) ->
         // Every statement must run: `fetch_optional` would stop at the first row, before COMMIT.
         .fetch_all(conn.connection()?)
         .await;
-    let mut conn = conn.0.take().ok_or(sqlx::Error::PoolClosed)?;
-    match answered {
-        Ok(rows) => Ok(rows.into_iter().next().and_then(|(blob,)| blob)),
-        Err(err) => {
-            // A statement failed after BEGIN: the transaction is still open on this connection.
-            let _ = conn.execute("ROLLBACK").await;
-            Err(err.into())
-        }
-    }
+    Ok(conn.settle(answered).await?.into_iter().next().and_then(|(blob,)| blob))
 }
 
-/// The writer connection of [`create_file_in_one_command`]. Dropped while the command runs (the
-/// caller gave up), the connection's thread stops between statements with the transaction
-/// open: it is rolled back (after whatever the thread still runs) before the connection serves
-/// anyone else.
+/// The writer connection of a transaction sent as whole commands ([`create_file_in_one_command`],
+/// [`replace_content_in_two_commands`]). Dropped while a command runs (the caller gave up), the
+/// connection's thread stops between statements with the transaction open: it is rolled back
+/// (after whatever the thread still runs) before the connection serves anyone else.
 struct RollbackIfDropped(Option<sqlx::pool::PoolConnection<sqlx::Any>>);
 
 impl RollbackIfDropped {
     fn connection(&mut self) -> Result<&mut Conn, sqlx::Error> {
         self.0.as_deref_mut().ok_or(sqlx::Error::PoolClosed)
+    }
+
+    /// Hands back what the commands answered. After a failure the transaction is still open on
+    /// this connection: it is rolled back first.
+    async fn settle<T>(mut self, answered: Result<T, sqlx::Error>) -> Result<T, DbError> {
+        let mut conn = self.0.take().ok_or(sqlx::Error::PoolClosed)?;
+        if answered.is_err() {
+            let _ = conn.execute("ROLLBACK").await;
+        }
+        Ok(answered?)
     }
 }
 
@@ -195,14 +212,13 @@ async fn create_file_statement_by_statement(
     if !super::users::charge_storage(&mut tx, object.owner_id, file.charge, file.capacity).await? {
         return Ok(None);
     }
-    let blob = super::blobs::BlobRow {
-        id: object.physical_file_id.unwrap_or_default().to_owned(),
-        policy_id: object.policy_id.unwrap_or_default().to_owned(),
-        storage_key: file.storage_key.to_owned(),
-        size: object.size,
-        blake3: Some(file.blake3.to_owned()),
-        ref_count: 1,
-    };
+    let blob = super::blobs::BlobRow::new_content(
+        object.physical_file_id.unwrap_or_default(),
+        object.policy_id.unwrap_or_default(),
+        file.storage_key,
+        object.size,
+        file.blake3,
+    );
     let (blob_id, _) = super::blobs::reference_content(&mut tx, &blob, now).await?;
     insert(&mut tx, &NewObject { physical_file_id: Some(&blob_id), ..*object }, now).await?;
     tx.commit().await?;
@@ -284,15 +300,14 @@ async fn replace_content_in_two_commands(
          SELECT o.physical_file_id, o.size, u.storage FROM objects o JOIN users u ON u.id = $2
              WHERE o.id = $1 AND o.trashed_at IS NULL;";
     let write = format!(
-        "INSERT INTO physical_files (id, policy_id, storage_key, size, blake3, ref_count, created_at)
-             SELECT $1, $2, $3, $4, $5, 1, $6 WHERE NOT EXISTS ({SAME_CONTENT});
-         UPDATE physical_files SET ref_count = ref_count + 1 WHERE id = ({SAME_CONTENT});
-         UPDATE objects SET physical_file_id = COALESCE((SELECT id FROM physical_files WHERE id = $1), ({SAME_CONTENT})),
-             size = $4, updated_at = $6 WHERE id = $7;
+        "{references}
+         UPDATE objects SET physical_file_id = {blob}, size = $4, updated_at = $6 WHERE id = $7;
          UPDATE physical_files SET ref_count = ref_count - 1 WHERE id = $8;
          UPDATE users SET storage = CASE WHEN storage + $9 > 0 THEN storage + $9 ELSE 0 END WHERE id = $10;
          SELECT physical_file_id, (SELECT ref_count FROM physical_files WHERE id = $8) FROM objects WHERE id = $7;
-         COMMIT;"
+         COMMIT;",
+        references = reference_content_statements("TRUE"),
+        blob = referenced_blob(),
     );
     let r = replacement;
     let mut conn = RollbackIfDropped(Some(db.writer().acquire().await?));
@@ -321,15 +336,7 @@ async fn replace_content_in_two_commands(
         Ok::<_, sqlx::Error>(replaced(r, blob.unwrap_or_default(), old_refs))
     }
     .await;
-    let mut conn = conn.0.take().ok_or(sqlx::Error::PoolClosed)?;
-    match answered {
-        Ok(outcome) => Ok(outcome),
-        Err(err) => {
-            // A statement failed after BEGIN: the transaction is still open on this connection.
-            let _ = conn.execute("ROLLBACK").await;
-            Err(err.into())
-        }
-    }
+    conn.settle(answered).await
 }
 
 /// What a replacement that went ahead answers: the blob the file now refers to, and the old
@@ -362,14 +369,7 @@ async fn replace_content_statement_by_statement(
     if !super::users::charge_storage(&mut tx, r.owner_id, r.charge, r.capacity).await? {
         return Ok(ContentReplaced::QuotaExceeded);
     }
-    let blob = super::blobs::BlobRow {
-        id: r.blob_id.to_owned(),
-        policy_id: r.policy_id.to_owned(),
-        storage_key: r.storage_key.to_owned(),
-        size: r.size,
-        blake3: Some(r.blake3.to_owned()),
-        ref_count: 1,
-    };
+    let blob = super::blobs::BlobRow::new_content(r.blob_id, r.policy_id, r.storage_key, r.size, r.blake3);
     let (blob_id, _) = super::blobs::reference_content(&mut tx, &blob, now).await?;
     set_content(&mut tx, r.object_id, &blob_id, r.size, now).await?;
     let old_refs = match r.old_blob_id {

@@ -666,14 +666,7 @@ pub async fn reference_content(
     blake3: &str,
     size: i64,
 ) -> Result<(String, bool), DbError> {
-    let blob = db::blobs::BlobRow {
-        id: Uuid::new_v4().to_string(),
-        policy_id: policy_id.to_owned(),
-        storage_key: key.to_owned(),
-        size,
-        blake3: Some(blake3.to_owned()),
-        ref_count: 1,
-    };
+    let blob = db::blobs::BlobRow::new_content(&Uuid::new_v4().to_string(), policy_id, key, size, blake3);
     db::blobs::reference_content(tx, &blob, now_ms()).await
 }
 
