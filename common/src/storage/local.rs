@@ -22,7 +22,7 @@ use super::{
     BlobStore, ByteRange, ByteStream, ChunkReceipt, ListedBlob, PutOutcome, StagedUpload, StorageError, StorageKey,
     StorageResult, check_upload_shape,
 };
-use crate::hash::{ChunkHasher, StreamHasher};
+use crate::hash::{ChunkHasher, StreamHasher, hash_hex};
 
 /// Name of the staging directory under the root; no key may start with it.
 const STAGING: &str = ".staging";
@@ -558,13 +558,9 @@ fn write_in_place(
     }
     if durable {
         // The new name is only on disk once its directory is.
-        std::fs::File::open(parent)
-            .and_then(|dir| dir.sync_all())
-            .map_err(|err| io_failure("sync a directory", err))?;
+        sync_directory(parent)?;
     }
-    let mut hasher = StreamHasher::new();
-    hasher.update(bytes);
-    Ok(PutOutcome { size: hasher.len(), blake3: hasher.finalize() })
+    Ok(PutOutcome { size: bytes.len() as u64, blake3: hash_hex(bytes) })
 }
 
 /// Links a complete (and, when `durable`, synced) staging file to `key`'s path, never replacing
@@ -577,7 +573,12 @@ fn link_into_place(staging: &Path, target: &Path, key: &StorageKey, durable: boo
         return Ok(());
     }
     // A link is only on disk once its directory is.
-    std::fs::File::open(parent).and_then(|dir| dir.sync_all()).map_err(|err| io_failure("sync a directory", err))
+    sync_directory(parent)
+}
+
+/// Syncs `dir` itself, so the entries made in it are on disk.
+fn sync_directory(dir: &Path) -> StorageResult<()> {
+    std::fs::File::open(dir).and_then(|dir| dir.sync_all()).map_err(|err| io_failure("sync a directory", err))
 }
 
 /// Makes `key`'s directory entry in `parent` with `make` (which fails with `AlreadyExists`

@@ -275,7 +275,11 @@ pub async fn replace_content(
 }
 
 /// The file's blob and size and the owner's used storage, read inside the replacing
-/// transaction (`$1` the file, `$2` the owner); `None` when the file is gone or in the trash.
+/// transaction (`$1` the file, `$2` the owner); no row when the file is gone or in the trash.
+const REPLACED_STATE: &str = "SELECT o.physical_file_id, o.size, u.storage FROM objects o JOIN users u ON u.id = $2
+     WHERE o.id = $1 AND o.trashed_at IS NULL";
+
+/// A row of [`REPLACED_STATE`], if any.
 type ReplacedState = Option<(Option<String>, i64, i64)>;
 
 /// Whether the write may go ahead on the state read under the transaction's lock.
@@ -296,9 +300,7 @@ async fn replace_content_in_two_commands(
     replacement: &ContentReplacement<'_>,
     now: Millis,
 ) -> Result<ContentReplaced, DbError> {
-    const STATE: &str = "BEGIN IMMEDIATE;
-         SELECT o.physical_file_id, o.size, u.storage FROM objects o JOIN users u ON u.id = $2
-             WHERE o.id = $1 AND o.trashed_at IS NULL;";
+    let state = format!("BEGIN IMMEDIATE; {REPLACED_STATE};");
     let write = format!(
         "{references}
          UPDATE objects SET physical_file_id = {blob}, size = $4, updated_at = $6 WHERE id = $7;
@@ -313,7 +315,7 @@ async fn replace_content_in_two_commands(
     let mut conn = RollbackIfDropped(Some(db.writer().acquire().await?));
     let answered = async {
         let state: Vec<(Option<String>, i64, i64)> =
-            sqlx::query_as(STATE).bind(r.object_id).bind(r.owner_id).fetch_all(conn.connection()?).await?;
+            sqlx::query_as(&state).bind(r.object_id).bind(r.owner_id).fetch_all(conn.connection()?).await?;
         if let Some(refusal) = replacement_refusal(r, state.into_iter().next()) {
             conn.connection()?.execute("ROLLBACK").await?;
             return Ok(refusal);
@@ -355,14 +357,11 @@ async fn replace_content_statement_by_statement(
 ) -> Result<ContentReplaced, DbError> {
     let r = replacement;
     let mut tx = db.begin().await?;
-    let state: ReplacedState = sqlx::query_as(
-        "SELECT o.physical_file_id, o.size, u.storage FROM objects o JOIN users u ON u.id = $2
-         WHERE o.id = $1 AND o.trashed_at IS NULL FOR UPDATE",
-    )
-    .bind(r.object_id)
-    .bind(r.owner_id)
-    .fetch_optional(&mut *tx)
-    .await?;
+    let state: ReplacedState = sqlx::query_as(&format!("{REPLACED_STATE} FOR UPDATE"))
+        .bind(r.object_id)
+        .bind(r.owner_id)
+        .fetch_optional(&mut *tx)
+        .await?;
     if let Some(refusal) = replacement_refusal(r, state) {
         return Ok(refusal);
     }
