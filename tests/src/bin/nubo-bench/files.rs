@@ -42,9 +42,9 @@ impl Server {
         let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
         let mut command = Command::new(binary);
         command.env_clear();
-        // Allocator and runtime settings pass through, for tuning runs (`MIMALLOC_PURGE_DELAY=0`,
-        // `TOKIO_WORKER_THREADS=1`, …).
-        command.envs(std::env::vars().filter(|(name, _)| name.starts_with("MIMALLOC_") || name.starts_with("TOKIO_")));
+        // Allocator and runtime settings pass through, for tuning runs
+        // (`_RJEM_MALLOC_CONF=dirty_decay_ms:10000`, `TOKIO_WORKER_THREADS=1`, …).
+        command.envs(std::env::vars().filter(|(name, _)| name == "_RJEM_MALLOC_CONF" || name.starts_with("TOKIO_")));
         let child = command
             .env("NUBO_SECRET", "b".repeat(48))
             .env("NUBO_LISTEN", format!("127.0.0.1:{port}"))
