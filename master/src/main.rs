@@ -131,7 +131,8 @@ fn fail(err: impl std::fmt::Display) -> ExitCode {
 mod tests {
     use std::time::{Duration, Instant};
 
-    const MIB: u64 = 1024;
+    /// One MiB in the KiB that `/proc` counts in.
+    const MIB_IN_KIB: u64 = 1024;
 
     /// The process's resident anonymous memory (heap), in KiB.
     fn anonymous_resident_kib() -> u64 {
@@ -152,13 +153,13 @@ mod tests {
         let before = anonymous_resident_kib();
         let pieces: Vec<Vec<u8>> = (0..64_u8).map(|i| vec![i | 1; 1 << 20]).collect();
         let held = anonymous_resident_kib();
-        assert!(held >= before + 48 * MIB, "64 MiB written should be resident: {before} KiB, then {held} KiB");
+        assert!(held >= before + 48 * MIB_IN_KIB, "64 MiB written should be resident: {before} KiB, then {held} KiB");
         drop(pieces);
         let patience = Duration::from_secs(30);
         let deadline = Instant::now() + patience;
         loop {
             let now = anonymous_resident_kib();
-            if now + 48 * MIB <= held {
+            if now + 48 * MIB_IN_KIB <= held {
                 return;
             }
             assert!(
