@@ -33,6 +33,11 @@ const READ_PIECE: u64 = 1024 * 1024;
 /// small file costs one trip to the blocking pool (not one per file operation), a large one a
 /// trip per batch (not per network piece).
 const WRITE_BATCH: usize = 1024 * 1024;
+/// A body of at most this many bytes that arrived whole, for a store that does not sync, is
+/// written on the calling thread: creating a file and copying this much into the page cache
+/// takes less time than handing the job to the blocking pool and back (docs/benchmarks.md,
+/// ninth session). Larger bodies, and every write that syncs, go to the blocking pool.
+const WRITE_HERE_MAX: usize = 64 * 1024;
 
 /// Blob storage on a local (or mounted) filesystem.
 #[derive(Debug, Clone)]
@@ -239,6 +244,9 @@ impl BlobStore for LocalBlobStore {
                 .await?
             }
             // The whole body arrived before a batch was written: it needs no staging file.
+            None if !self.durable && batch.len() <= WRITE_HERE_MAX => {
+                write_in_place(&target, &key, &batch, false, &guard.abandoned)?
+            }
             None => {
                 let (abandoned, durable) = (Arc::clone(&guard.abandoned), self.durable);
                 run_blocking(move || write_in_place(&target, &key, &batch, durable, &abandoned)).await?
@@ -666,6 +674,37 @@ mod tests {
 
     fn key(raw: &str) -> StorageKey {
         StorageKey::parse(raw).unwrap()
+    }
+
+    /// A small body for a store that does not sync is written on the calling thread: it
+    /// completes while the only blocking thread is taken (through the blocking pool it would
+    /// wait for that thread); a synced one waits for the pool.
+    #[test]
+    fn a_small_unsynced_body_is_written_without_the_blocking_pool() {
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_all().max_blocking_threads(1).build().unwrap();
+        runtime.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let (release, released) = std::sync::mpsc::channel::<()>();
+            let occupied = tokio::task::spawn_blocking(move || released.recv());
+            let data = content(WRITE_HERE_MAX, 7);
+            let unsynced = store(&dir).durable(false);
+            let written = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                unsynced.put_stream(&key("small/unsynced"), body(&data, 4096), None),
+            )
+            .await
+            .expect("written while the blocking pool is busy")
+            .unwrap();
+            assert_eq!(written.size, data.len() as u64);
+            let (synced, synced_key) = (store(&dir), key("small/synced"));
+            let write = synced.put_stream(&synced_key, body(&data, 4096), None);
+            let waited = tokio::time::timeout(std::time::Duration::from_millis(300), write).await;
+            assert!(waited.is_err(), "a synced write goes through the blocking pool");
+            release.send(()).unwrap();
+            occupied.await.unwrap().unwrap();
+            assert_eq!(read_all(unsynced.get(&key("small/unsynced"), None).await.unwrap()).await, data);
+        });
     }
 
     #[tokio::test]
