@@ -117,8 +117,8 @@ async fn name_lookups_search_the_folder_and_name_index(app: TestApp) {
 
 nubo_tests::on_every_backend!(a_new_file_is_one_transaction_that_charges_shares_content_or_refuses);
 
-/// `create_file` (one command on SQLite, statement by statement on PostgreSQL): the file, its
-/// blob reference and the owner's charge land together or not at all.
+/// `create_file` (on the calling thread on SQLite, statement by statement on PostgreSQL): the
+/// file, its blob reference and the owner's charge land together or not at all.
 async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(app: TestApp) {
     use nubo_master::db::objects::{self, FileCreation, NewFile, NewObject};
     let db = app.state().db();
@@ -176,10 +176,7 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
 
     // A name already taken: a unique violation, and the charge and the blob are rolled back.
     let clash = create("a.txt", "blob-d", "hash-4", 10, 10, i64::MAX).await.unwrap_err();
-    assert!(
-        matches!(&clash, nubo_master::db::DbError::Sqlx(e) if nubo_master::db::is_unique_violation(e)),
-        "{clash:?}"
-    );
+    assert!(clash.is_unique_violation(), "{clash:?}");
     assert!(blob("blob-d").await.is_none());
     assert_eq!(used().await, start + 120);
 
@@ -225,4 +222,46 @@ async fn index_definition(db: &Db, name: &str) -> String {
     };
     let (definition,): (String,) = sqlx::query_as(query).bind(name).fetch_one(db.reader()).await.unwrap();
     definition
+}
+
+/// An in-memory SQLite database exists once per connection: the master's readers, writer and
+/// statements on the calling thread would each see another one.
+#[tokio::test]
+async fn an_in_memory_sqlite_database_is_refused() {
+    for url in ["sqlite::memory:", "sqlite://nubo.db?mode=memory"] {
+        let refused = Db::connect(url, 2).await;
+        assert!(matches!(refused, Err(nubo_master::db::DbError::UnsupportedUrl(_))), "{url}: {refused:?}");
+    }
+}
+
+/// A write on the calling thread does not wait on that thread for a write lock another
+/// connection holds: the runtime goes on (here a current-thread runtime, which the write would
+/// otherwise stall until its busy timeout), and the write commits once the lock is free.
+#[tokio::test]
+async fn an_inline_write_waits_for_a_busy_database_without_holding_the_thread() {
+    use nubo_master::db::{Arg, inline};
+    let app = TestApp::spawn(Backend::Sqlite).await.unwrap();
+    let db = app.state().db().clone();
+    let mut holder = db.writer().acquire().await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE").execute(&mut *holder).await.unwrap();
+    let started = std::time::Instant::now();
+    let write = {
+        let db = db.clone();
+        tokio::spawn(async move {
+            let key = Arg::Text("inline-write-test");
+            let sql = "INSERT INTO settings (name, type, value, updated_at) VALUES ($1, 'string', 'written', 0)";
+            db.inline().expect("SQLite runs statements inline").write(|conn| inline::execute(conn, sql, &[key])).await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!write.is_finished(), "the write waits while the lock is held");
+    sqlx::query("COMMIT").execute(&mut *holder).await.unwrap();
+    drop(holder);
+    assert_eq!(write.await.unwrap().unwrap(), 1);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "it went ahead once the lock was free");
+    let (value,): (String,) = sqlx::query_as("SELECT value FROM settings WHERE name = 'inline-write-test'")
+        .fetch_one(db.reader())
+        .await
+        .unwrap();
+    assert_eq!(value, "written");
 }

@@ -1,6 +1,6 @@
 //! SQL of `physical_files`: stored blobs with their content hash and reference count.
 
-use super::{Conn, Db, DbError};
+use super::{Arg, Conn, Db, DbError, Values};
 use crate::domain::time::Millis;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -45,31 +45,27 @@ pub(super) fn with_policy_columns() -> String {
     )
 }
 
-/// The blob and its policy from a row read with [`with_policy_columns`].
-pub(super) fn with_policy_of(row: &sqlx::any::AnyRow) -> Result<(BlobRow, super::policies::PolicyRow), DbError> {
-    use sqlx::{FromRow, Row};
+/// The blob and its policy from a row read with [`with_policy_columns`], from either executor.
+pub(super) fn with_policy_of(row: &dyn Values) -> Result<(BlobRow, super::policies::PolicyRow), DbError> {
     let blob = BlobRow {
-        id: row.try_get("blob_id")?,
-        policy_id: row.try_get("blob_policy_id")?,
-        storage_key: row.try_get("storage_key")?,
-        size: row.try_get("blob_size")?,
-        blake3: row.try_get("blake3")?,
-        ref_count: row.try_get("ref_count")?,
+        id: row.text("blob_id")?,
+        policy_id: row.text("blob_policy_id")?,
+        storage_key: row.text("storage_key")?,
+        size: row.int("blob_size")?,
+        blake3: row.opt_text("blake3")?,
+        ref_count: row.int("ref_count")?,
     };
-    Ok((blob, super::policies::PolicyRow::from_row(row)?))
+    Ok((blob, super::policies::PolicyRow::read(row)?))
 }
 
 /// The blob with id `id` and the policy it is stored under, in one statement: what opening a
 /// file's content needs.
 pub async fn find_with_policy(db: &Db, id: &str) -> Result<Option<(BlobRow, super::policies::PolicyRow)>, DbError> {
-    let row = sqlx::query(&format!(
+    let sql = format!(
         "SELECT {} FROM physical_files b JOIN policies p ON p.id = b.policy_id WHERE b.id = $1",
         with_policy_columns()
-    ))
-    .bind(id)
-    .fetch_optional(db.reader())
-    .await?;
-    row.as_ref().map(with_policy_of).transpose()
+    );
+    db.read_row(&sql, &[Arg::Text(id)], with_policy_of).await
 }
 
 /// A blob of the policy with the same content, for de-duplication.

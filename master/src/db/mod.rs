@@ -6,9 +6,14 @@
 //! write lock (and fail with "database is locked" when a reader tries to upgrade), every write
 //! goes through a dedicated single-connection pool; reads use a separate pool and, under WAL,
 //! never wait for the writer. On PostgreSQL both handles are the same pool.
+//!
+//! The statements of the busiest requests run on SQLite through [`inline`] instead: on the
+//! calling thread, without sqlx's thread hand-offs. They are written once, with [`Arg`]s and a
+//! decoder over [`Values`], and [`Db::read_row`] picks the executor.
 
 pub mod blobs;
 pub mod groups;
+pub mod inline;
 pub mod node_reports;
 pub mod nodes;
 pub mod objects;
@@ -23,6 +28,7 @@ pub mod users;
 pub mod webdav_accounts;
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
@@ -53,8 +59,58 @@ pub enum DbError {
     CreateDir { path: String, source: std::io::Error },
     #[error(transparent)]
     Sqlx(#[from] sqlx::Error),
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+impl DbError {
+    /// True for a unique-constraint violation, from either executor and backend.
+    pub fn is_unique_violation(&self) -> bool {
+        match self {
+            DbError::Sqlx(sqlx::Error::Database(error)) => error.is_unique_violation(),
+            DbError::Sqlite(error) => matches!(
+                error,
+                rusqlite::Error::SqliteFailure(failure, _)
+                    if failure.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                        || failure.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+            ),
+            _ => false,
+        }
+    }
+}
+
+/// A statement argument, bound to `$1`, `$2`, ... in order by either executor.
+#[derive(Debug, Clone, Copy)]
+pub enum Arg<'a> {
+    Text(&'a str),
+    OptText(Option<&'a str>),
+    Int(i64),
+}
+
+/// A row's values by column name, from sqlx's rows or [`inline`]'s: a decoder written over this
+/// serves both executors.
+pub trait Values {
+    fn text(&self, column: &str) -> Result<String, DbError>;
+    fn opt_text(&self, column: &str) -> Result<Option<String>, DbError>;
+    fn int(&self, column: &str) -> Result<i64, DbError>;
+    fn opt_int(&self, column: &str) -> Result<Option<i64>, DbError>;
+}
+
+impl Values for sqlx::any::AnyRow {
+    fn text(&self, column: &str) -> Result<String, DbError> {
+        Ok(sqlx::Row::try_get(self, column)?)
+    }
+    fn opt_text(&self, column: &str) -> Result<Option<String>, DbError> {
+        Ok(sqlx::Row::try_get(self, column)?)
+    }
+    fn int(&self, column: &str) -> Result<i64, DbError> {
+        Ok(sqlx::Row::try_get(self, column)?)
+    }
+    fn opt_int(&self, column: &str) -> Result<Option<i64>, DbError> {
+        Ok(sqlx::Row::try_get(self, column)?)
+    }
 }
 
 /// The master's database handle; cheap to clone.
@@ -63,6 +119,8 @@ pub struct Db {
     reader: AnyPool,
     writer: AnyPool,
     backend: Backend,
+    /// SQLite's connections on the calling thread (`None` on PostgreSQL).
+    inline: Option<Arc<inline::Inline>>,
 }
 
 impl Db {
@@ -85,9 +143,14 @@ impl Db {
                     .acquire_timeout(Duration::from_secs(30))
                     .connect_with(options)
                     .await?;
-                Ok(Self { reader: pool.clone(), writer: pool, backend })
+                Ok(Self { reader: pool.clone(), writer: pool, backend, inline: None })
             }
             Backend::Sqlite => {
+                // Every connection must open the same database: an in-memory one exists once per
+                // connection.
+                if matches!(sqlite_path(url), "" | ":memory:") || url.contains("mode=memory") {
+                    return Err(DbError::UnsupportedUrl(url.to_owned()));
+                }
                 create_sqlite_parent_dir(url)?;
                 let writer = sqlite_pool(1).connect_with(options.clone()).await?;
                 // WAL is a property of the file: set it once, through the writer.
@@ -97,13 +160,34 @@ impl Db {
                 let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
                 let readers = max_connections.clamp(1, (2 * cores).max(2));
                 let reader = sqlite_pool(readers).connect_with(options).await?;
-                Ok(Self { reader, writer, backend })
+                let inline = inline::Inline::open(std::path::Path::new(sqlite_path(url)), sqlite_pragmas())?;
+                Ok(Self { reader, writer, backend, inline: Some(Arc::new(inline)) })
             }
         }
     }
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// SQLite's connections on the calling thread; `None` on PostgreSQL.
+    pub fn inline(&self) -> Option<&inline::Inline> {
+        self.inline.as_deref()
+    }
+
+    /// The first row `sql` answers for `args`, decoded by `decode`: on SQLite on the calling
+    /// thread ([`inline`]), on PostgreSQL through the read pool.
+    pub async fn read_row<T>(
+        &self,
+        sql: &str,
+        args: &[Arg<'_>],
+        decode: impl FnOnce(&dyn Values) -> Result<T, DbError>,
+    ) -> Result<Option<T>, DbError> {
+        if let Some(inline) = self.inline() {
+            return inline.read(|conn| inline::query_row(conn, sql, args, decode));
+        }
+        let row = bound(sqlx::query(sql), args).fetch_optional(&self.reader).await?;
+        row.map(|row| decode(&row)).transpose()
     }
 
     /// Applies pending migrations of this backend; applying them again is a no-op.
@@ -203,6 +287,28 @@ pub struct Checkpoint {
 /// whenever another connection writes, so a large one buys little and costs memory per reader.
 const SQLITE_CACHE_KIB: u32 = 512;
 
+/// Binds `args` to a sqlx query, in order.
+fn bound<'q>(
+    mut query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    args: &[Arg<'q>],
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    for arg in args {
+        query = match *arg {
+            Arg::Text(text) => query.bind(text),
+            Arg::OptText(text) => query.bind(text),
+            Arg::Int(number) => query.bind(number),
+        };
+    }
+    query
+}
+
+/// The settings every SQLite connection of the master gets, whichever executor runs it.
+fn sqlite_pragmas() -> String {
+    format!(
+        "PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; PRAGMA cache_size = -{SQLITE_CACHE_KIB}; PRAGMA wal_autocheckpoint = {SQLITE_AUTOCHECKPOINT_PAGES};"
+    )
+}
+
 fn sqlite_pool(max_connections: u32) -> AnyPoolOptions {
     AnyPoolOptions::new()
         .max_connections(max_connections)
@@ -212,20 +318,19 @@ fn sqlite_pool(max_connections: u32) -> AnyPoolOptions {
         .test_before_acquire(false)
         .after_connect(|conn, _meta| {
             Box::pin(async move {
-                conn.execute(
-                    format!(
-                        "PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; PRAGMA cache_size = -{SQLITE_CACHE_KIB}; PRAGMA wal_autocheckpoint = {SQLITE_AUTOCHECKPOINT_PAGES};"
-                    )
-                    .as_str(),
-                )
-                .await?;
+                conn.execute(sqlite_pragmas().as_str()).await?;
                 Ok(())
             })
         })
 }
 
+/// The file a `sqlite:` URL names (`:memory:` or empty for none).
+fn sqlite_path(url: &str) -> &str {
+    url.trim_start_matches("sqlite:").trim_start_matches("//").split('?').next().unwrap_or_default()
+}
+
 fn create_sqlite_parent_dir(url: &str) -> Result<(), DbError> {
-    let path = url.trim_start_matches("sqlite:").trim_start_matches("//").split('?').next().unwrap_or_default();
+    let path = sqlite_path(url);
     if path.is_empty() || path == ":memory:" {
         return Ok(());
     }
@@ -236,9 +341,4 @@ fn create_sqlite_parent_dir(url: &str) -> Result<(), DbError> {
             .map_err(|source| DbError::CreateDir { path: parent.display().to_string(), source })?;
     }
     Ok(())
-}
-
-/// True when the error is a unique-constraint violation, on either backend.
-pub fn is_unique_violation(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
 }

@@ -1,9 +1,7 @@
 //! SQL of the object tree (`objects`), source links and object metadata. An object's path is
 //! derived from its parent chain with a recursive query, so moving a folder updates one row.
 
-use sqlx::Executor;
-
-use super::{Backend, Conn, Db, DbError};
+use super::{Arg, Conn, Db, DbError, Values};
 use crate::domain::time::Millis;
 
 pub const COLUMNS: &str = "id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, trashed_at, trash_root_id, created_at, updated_at";
@@ -92,8 +90,8 @@ pub enum FileCreation {
 pub async fn create_file(db: &Db, file: &NewFile<'_>, now: Millis) -> Result<FileCreation, DbError> {
     let blob_id = file.object.physical_file_id.unwrap_or_default();
     let created = match db.backend() {
-        Backend::Sqlite => create_file_in_one_command(db, file, now).await?,
-        Backend::Postgres => create_file_statement_by_statement(db, file, now).await?,
+        _ if let Some(inline) = db.inline() => create_file_inline(inline, file, now).await?,
+        _ => create_file_statement_by_statement(db, file, now).await?,
     };
     Ok(match created {
         None => FileCreation::QuotaExceeded,
@@ -110,12 +108,14 @@ const SAME_CONTENT: &str = "SELECT id FROM physical_files WHERE policy_id = $2 A
 /// SQLite statements that give new content one reference when `condition` holds: the policy's
 /// blob of the same content gains it, or the new blob (`$1`..`$6`: id, policy, key, size,
 /// blake3, now) is added with it. [`referenced_blob`] then names the blob that got it.
-fn reference_content_statements(condition: &str) -> String {
-    format!(
-        "INSERT INTO physical_files (id, policy_id, storage_key, size, blake3, ref_count, created_at)
-             SELECT $1, $2, $3, $4, $5, 1, $6 WHERE {condition} AND NOT EXISTS ({SAME_CONTENT});
-         UPDATE physical_files SET ref_count = ref_count + 1 WHERE {condition} AND id = ({SAME_CONTENT});"
-    )
+fn reference_content_statements(condition: &str) -> [String; 2] {
+    [
+        format!(
+            "INSERT INTO physical_files (id, policy_id, storage_key, size, blake3, ref_count, created_at)
+             SELECT $1, $2, $3, $4, $5, 1, $6 WHERE {condition} AND NOT EXISTS ({SAME_CONTENT})"
+        ),
+        format!("UPDATE physical_files SET ref_count = ref_count + 1 WHERE {condition} AND id = ({SAME_CONTENT})"),
+    ]
 }
 
 /// After [`reference_content_statements`]: the new blob if it was added, else the older one of
@@ -124,81 +124,56 @@ fn referenced_blob() -> String {
     format!("COALESCE((SELECT id FROM physical_files WHERE id = $1), ({SAME_CONTENT}))")
 }
 
-/// SQLite: the whole transaction is one command to the connection's thread, where statement by
-/// statement it would be six round trips, each a pair of thread wake-ups. Its statements cannot
-/// branch on each other's outcome, so each write is conditional on the charge fitting (`FITS`,
-/// evaluated on the owner's row before the last statement charges it; the writer lock taken by
+/// SQLite: the transaction's statements on the calling thread ([`super::inline`]). They do not
+/// branch on each other's outcome: each write is conditional on the charge fitting (`FITS`,
+/// evaluated on the owner's row before the statement that charges it; the write lock taken by
 /// `BEGIN IMMEDIATE` keeps that row still in between). The last `SELECT` answers the blob the
 /// object refers to, or nothing when the charge did not fit.
-async fn create_file_in_one_command(db: &Db, file: &NewFile<'_>, now: Millis) -> Result<Option<String>, DbError> {
+async fn create_file_inline(
+    inline: &super::inline::Inline,
+    file: &NewFile<'_>,
+    now: Millis,
+) -> Result<Option<String>, DbError> {
     const FITS: &str = "($7 <= 0 OR (SELECT storage FROM users WHERE id = $8) + $7 <= $9)";
-    let sql = format!(
-        "BEGIN IMMEDIATE;
-         {references}
-         INSERT INTO objects (id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, created_at, updated_at)
+    let references = reference_content_statements(FITS);
+    let object_insert = format!(
+        "INSERT INTO objects (id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, created_at, updated_at)
              SELECT $10, $8, $11, $12, $13, $2, {blob}, $4, $6, $6
-             WHERE {FITS};
-         UPDATE users SET storage = CASE WHEN storage + $7 > 0 THEN storage + $7 ELSE 0 END
-             WHERE id = $8 AND ($7 <= 0 OR storage + $7 <= $9);
-         SELECT physical_file_id FROM objects WHERE id = $10;
-         COMMIT;",
-        references = reference_content_statements(FITS),
+             WHERE {FITS}",
         blob = referenced_blob(),
     );
+    let statements = [
+        references[0].as_str(),
+        references[1].as_str(),
+        object_insert.as_str(),
+        "UPDATE users SET storage = CASE WHEN storage + $7 > 0 THEN storage + $7 ELSE 0 END
+             WHERE id = $8 AND ($7 <= 0 OR storage + $7 <= $9)",
+    ];
     let object = &file.object;
-    let mut conn = RollbackIfDropped(Some(db.writer().acquire().await?));
-    let answered: Result<Vec<(Option<String>,)>, sqlx::Error> = sqlx::query_as(&sql)
-        .bind(object.physical_file_id)
-        .bind(object.policy_id)
-        .bind(file.storage_key)
-        .bind(object.size)
-        .bind(file.blake3)
-        .bind(now)
-        .bind(file.charge)
-        .bind(object.owner_id)
-        .bind(file.capacity)
-        .bind(object.id)
-        .bind(object.parent_id)
-        .bind(object.name)
-        .bind(object.kind)
-        // Every statement must run: `fetch_optional` would stop at the first row, before COMMIT.
-        .fetch_all(conn.connection()?)
-        .await;
-    Ok(conn.settle(answered).await?.into_iter().next().and_then(|(blob,)| blob))
-}
-
-/// The writer connection of a transaction sent as whole commands ([`create_file_in_one_command`],
-/// [`replace_content_in_two_commands`]). Dropped while a command runs (the caller gave up), the
-/// connection's thread stops between statements with the transaction open: it is rolled back
-/// (after whatever the thread still runs) before the connection serves anyone else.
-struct RollbackIfDropped(Option<sqlx::pool::PoolConnection<sqlx::Any>>);
-
-impl RollbackIfDropped {
-    fn connection(&mut self) -> Result<&mut Conn, sqlx::Error> {
-        self.0.as_deref_mut().ok_or(sqlx::Error::PoolClosed)
-    }
-
-    /// Hands back what the commands answered. After a failure the transaction is still open on
-    /// this connection: it is rolled back first.
-    async fn settle<T>(mut self, answered: Result<T, sqlx::Error>) -> Result<T, DbError> {
-        let mut conn = self.0.take().ok_or(sqlx::Error::PoolClosed)?;
-        if answered.is_err() {
-            let _ = conn.execute("ROLLBACK").await;
-        }
-        Ok(answered?)
-    }
-}
-
-impl Drop for RollbackIfDropped {
-    fn drop(&mut self) {
-        if let Some(mut conn) = self.0.take()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            runtime.spawn(async move {
-                let _ = conn.execute("ROLLBACK").await;
-            });
-        }
-    }
+    let args = [
+        Arg::OptText(object.physical_file_id),
+        Arg::OptText(object.policy_id),
+        Arg::Text(file.storage_key),
+        Arg::Int(object.size),
+        Arg::Text(file.blake3),
+        Arg::Int(now),
+        Arg::Int(file.charge),
+        Arg::Text(object.owner_id),
+        Arg::Int(file.capacity),
+        Arg::Text(object.id),
+        Arg::OptText(object.parent_id),
+        Arg::Text(object.name),
+        Arg::Text(object.kind),
+    ];
+    inline
+        .write(|conn| {
+            for statement in statements {
+                super::inline::execute(conn, statement, &args)?;
+            }
+            let answer = "SELECT physical_file_id FROM objects WHERE id = $10";
+            Ok(super::inline::query_row(conn, answer, &args, |row| row.opt_text("physical_file_id"))?.flatten())
+        })
+        .await
 }
 
 /// PostgreSQL: the same steps, one statement each, in a transaction.
@@ -269,8 +244,8 @@ pub async fn replace_content(
     now: Millis,
 ) -> Result<ContentReplaced, DbError> {
     match db.backend() {
-        Backend::Sqlite => replace_content_in_two_commands(db, replacement, now).await,
-        Backend::Postgres => replace_content_statement_by_statement(db, replacement, now).await,
+        _ if let Some(inline) = db.inline() => replace_content_inline(inline, replacement, now).await,
+        _ => replace_content_statement_by_statement(db, replacement, now).await,
     }
 }
 
@@ -292,53 +267,59 @@ fn replacement_refusal(replacement: &ContentReplacement<'_>, state: ReplacedStat
         .then_some(ContentReplaced::QuotaExceeded)
 }
 
-/// SQLite: two commands to the connection's thread, where statement by statement it was seven
-/// round trips. The first takes the write lock and reads the state the write depends on; the
-/// second (run only when the write may go ahead) writes everything and commits.
-async fn replace_content_in_two_commands(
-    db: &Db,
+/// SQLite: on the calling thread ([`super::inline`]): the state the write depends on is read
+/// under the write lock `BEGIN IMMEDIATE` took, and the writes run only when it may go ahead.
+async fn replace_content_inline(
+    inline: &super::inline::Inline,
     replacement: &ContentReplacement<'_>,
     now: Millis,
 ) -> Result<ContentReplaced, DbError> {
-    let state = format!("BEGIN IMMEDIATE; {REPLACED_STATE};");
-    let write = format!(
-        "{references}
-         UPDATE objects SET physical_file_id = {blob}, size = $4, updated_at = $6 WHERE id = $7;
-         UPDATE physical_files SET ref_count = ref_count - 1 WHERE id = $8;
-         UPDATE users SET storage = CASE WHEN storage + $9 > 0 THEN storage + $9 ELSE 0 END WHERE id = $10;
-         SELECT physical_file_id, (SELECT ref_count FROM physical_files WHERE id = $8) FROM objects WHERE id = $7;
-         COMMIT;",
-        references = reference_content_statements("TRUE"),
-        blob = referenced_blob(),
+    let [insert_blob, count_older] = reference_content_statements("TRUE");
+    let point_object = format!(
+        "UPDATE objects SET physical_file_id = {blob}, size = $4, updated_at = $6 WHERE id = $7",
+        blob = referenced_blob()
     );
+    let writes = [
+        insert_blob.as_str(),
+        count_older.as_str(),
+        point_object.as_str(),
+        "UPDATE physical_files SET ref_count = ref_count - 1 WHERE id = $8",
+        "UPDATE users SET storage = CASE WHEN storage + $9 > 0 THEN storage + $9 ELSE 0 END WHERE id = $10",
+    ];
     let r = replacement;
-    let mut conn = RollbackIfDropped(Some(db.writer().acquire().await?));
-    let answered = async {
-        let state: Vec<(Option<String>, i64, i64)> =
-            sqlx::query_as(&state).bind(r.object_id).bind(r.owner_id).fetch_all(conn.connection()?).await?;
-        if let Some(refusal) = replacement_refusal(r, state.into_iter().next()) {
-            conn.connection()?.execute("ROLLBACK").await?;
-            return Ok(refusal);
-        }
-        let rows: Vec<(Option<String>, Option<i64>)> = sqlx::query_as(&write)
-            .bind(r.blob_id)
-            .bind(r.policy_id)
-            .bind(r.storage_key)
-            .bind(r.size)
-            .bind(r.blake3)
-            .bind(now)
-            .bind(r.object_id)
-            .bind(r.old_blob_id)
-            .bind(r.charge)
-            .bind(r.owner_id)
-            // Every statement must run: `fetch_optional` would stop at the first row, before COMMIT.
-            .fetch_all(conn.connection()?)
-            .await?;
-        let (blob, old_refs) = rows.into_iter().next().unwrap_or_default();
-        Ok::<_, sqlx::Error>(replaced(r, blob.unwrap_or_default(), old_refs))
-    }
-    .await;
-    conn.settle(answered).await
+    let args = [
+        Arg::Text(r.blob_id),
+        Arg::Text(r.policy_id),
+        Arg::Text(r.storage_key),
+        Arg::Int(r.size),
+        Arg::Text(r.blake3),
+        Arg::Int(now),
+        Arg::Text(r.object_id),
+        Arg::OptText(r.old_blob_id),
+        Arg::Int(r.charge),
+        Arg::Text(r.owner_id),
+    ];
+    let state_args = [Arg::Text(r.object_id), Arg::Text(r.owner_id)];
+    inline
+        .write(|conn| {
+            let state = super::inline::query_row(conn, REPLACED_STATE, &state_args, |row| {
+                Ok((row.opt_text("physical_file_id")?, row.int("size")?, row.int("storage")?))
+            })?;
+            if let Some(refusal) = replacement_refusal(r, state) {
+                return Ok(refusal);
+            }
+            for statement in writes {
+                super::inline::execute(conn, statement, &args)?;
+            }
+            let answer = "SELECT physical_file_id, (SELECT ref_count FROM physical_files WHERE id = $8) AS old_refs
+                 FROM objects WHERE id = $7";
+            let answered = super::inline::query_row(conn, answer, &args, |row| {
+                Ok((row.opt_text("physical_file_id")?, row.opt_int("old_refs")?))
+            })?;
+            let (blob, old_refs) = answered.unwrap_or_default();
+            Ok(replaced(r, blob.unwrap_or_default(), old_refs))
+        })
+        .await
 }
 
 /// What a replacement that went ahead answers: the blob the file now refers to, and the old
@@ -470,25 +451,17 @@ pub struct FileContentRow {
 /// The owner's live file `id` with its content ([`FileContentRow`]), in one statement; `None`
 /// when there is no such file (someone else's, in the trash, a folder, or none at all).
 pub async fn live_file_content(db: &Db, owner_id: &str, id: &str) -> Result<Option<FileContentRow>, DbError> {
-    use sqlx::Row;
-    let row = sqlx::query(&format!(
+    let sql = format!(
         "SELECT o.name AS object_name, o.updated_at AS object_updated_at, {}
          FROM objects o JOIN physical_files b ON b.id = o.physical_file_id JOIN policies p ON p.id = b.policy_id
          WHERE o.id = $1 AND o.owner_id = $2 AND o.trashed_at IS NULL",
         super::blobs::with_policy_columns()
-    ))
-    .bind(id)
-    .bind(owner_id)
-    .fetch_optional(db.reader())
-    .await?;
-    let Some(row) = row else { return Ok(None) };
-    let (blob, policy) = super::blobs::with_policy_of(&row)?;
-    Ok(Some(FileContentRow {
-        name: row.try_get("object_name")?,
-        updated_at: row.try_get("object_updated_at")?,
-        blob,
-        policy,
-    }))
+    );
+    let decode = |row: &dyn Values| {
+        let (blob, policy) = super::blobs::with_policy_of(row)?;
+        Ok(FileContentRow { name: row.text("object_name")?, updated_at: row.int("object_updated_at")?, blob, policy })
+    };
+    db.read_row(&sql, &[Arg::Text(id), Arg::Text(owner_id)], decode).await
 }
 
 /// Levels resolved per statement by [`walk`]; deeper paths take one statement per this many.
@@ -508,7 +481,6 @@ pub enum WalkStart<'a> {
 /// then one object per name, from [`WalkStart::Below`] one per name. One statement per
 /// [`WALK_STEP`] levels: each level is a join on the `(parent_id, name)` index.
 pub async fn walk(db: &Db, start: WalkStart<'_>, names: &[&str]) -> Result<Vec<ListingRow>, DbError> {
-    use sqlx::Row;
     let mut found: Vec<ListingRow> = Vec::with_capacity(names.len() + 1);
     let (WalkStart::Below(first) | WalkStart::RootOf(first)) = start;
     let mut anchor = first.to_owned();
@@ -542,22 +514,15 @@ pub async fn walk(db: &Db, start: WalkStart<'_>, names: &[&str]) -> Result<Vec<L
             "c0.parent_id = $1 AND c0.name = $2 AND c0.trashed_at IS NULL"
         };
         let sql = format!("SELECT {} FROM {from} WHERE {anchored}", select.join(", "));
-        let mut query = sqlx::query(&sql).bind(anchor.clone());
-        for name in step {
-            query = query.bind(*name);
-        }
-        let Some(row) = query.fetch_optional(db.reader()).await? else { return Ok(found) };
-        for level in 0..levels {
-            let Some(id) = row.try_get::<Option<String>, _>(format!("id{level}").as_str())? else { return Ok(found) };
-            found.push(ListingRow {
-                id,
-                name: row.try_get(format!("name{level}").as_str())?,
-                kind: row.try_get(format!("kind{level}").as_str())?,
-                policy_id: row.try_get(format!("policy{level}").as_str())?,
-                size: row.try_get(format!("size{level}").as_str())?,
-                created_at: row.try_get(format!("created{level}").as_str())?,
-                updated_at: row.try_get(format!("updated{level}").as_str())?,
-            });
+        let args: Vec<Arg<'_>> = std::iter::once(anchor.as_str()).chain(step.iter().copied()).map(Arg::Text).collect();
+        let decode =
+            |row: &dyn Values| (0..levels).map_while(|level| ListingRow::at_level(row, level).transpose()).collect();
+        let Some(rows) = db.read_row(&sql, &args, decode).await? else { return Ok(found) };
+        let rows: Vec<ListingRow> = rows;
+        let complete = rows.len() == levels;
+        found.extend(rows);
+        if !complete {
+            return Ok(found);
         }
         anchor = found.last().map(|row| row.id.clone()).unwrap_or_default();
         rest = later;
@@ -626,6 +591,23 @@ pub struct ListingRow {
     pub size: i64,
     pub created_at: Millis,
     pub updated_at: Millis,
+}
+
+impl ListingRow {
+    /// The object at `level` of a [`walk`] row (columns `id{level}`, `name{level}`, ...);
+    /// `None` where the path ended before it.
+    fn at_level(row: &dyn Values, level: usize) -> Result<Option<Self>, DbError> {
+        let Some(id) = row.opt_text(&format!("id{level}"))? else { return Ok(None) };
+        Ok(Some(Self {
+            id,
+            name: row.text(&format!("name{level}"))?,
+            kind: row.text(&format!("kind{level}"))?,
+            policy_id: row.opt_text(&format!("policy{level}"))?,
+            size: row.int(&format!("size{level}"))?,
+            created_at: row.int(&format!("created{level}"))?,
+            updated_at: row.int(&format!("updated{level}"))?,
+        }))
+    }
 }
 
 /// Sort orders of a folder listing; folders always come first.

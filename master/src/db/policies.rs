@@ -27,6 +27,26 @@ pub struct PolicyRow {
     pub updated_at: Millis,
 }
 
+impl PolicyRow {
+    /// The policy in a row with its [`COLUMNS`] under their own names, from either executor.
+    pub fn read(row: &dyn super::Values) -> Result<Self, DbError> {
+        Ok(Self {
+            id: row.text("id")?,
+            name: row.text("name")?,
+            kind: row.text("type")?,
+            node_id: row.opt_text("node_id")?,
+            max_size: row.int("max_size")?,
+            is_private: row.int("is_private")?,
+            chunk_size: row.int("chunk_size")?,
+            options: row.text("options")?,
+            dir_name_rule: row.text("dir_name_rule")?,
+            file_name_rule: row.text("file_name_rule")?,
+            created_at: row.int("created_at")?,
+            updated_at: row.int("updated_at")?,
+        })
+    }
+}
+
 /// A policy's columns as written.
 pub struct PolicyValues<'a> {
     pub name: &'a str,

@@ -1,6 +1,6 @@
 //! SQL of the `users` and `auth_identities` tables.
 
-use super::{Conn, Db, DbError};
+use super::{Arg, Conn, Db, DbError, Values};
 use crate::domain::time::Millis;
 
 const USER_COLUMNS: &str = "id, email, nickname, status, group_id, storage, language, timezone, \
@@ -301,10 +301,8 @@ const USAGE_COLUMNS: &str = "u.storage AS used, g.max_storage AS group_storage, 
 const USAGE_FROM: &str = "users u JOIN groups g ON g.id = u.group_id";
 
 /// Used bytes and capacity (group quota plus packs) from a row with [`USAGE_COLUMNS`].
-fn usage_of(row: &sqlx::any::AnyRow) -> Result<(i64, i64), DbError> {
-    use sqlx::Row;
-    let (used, group, packs): (i64, i64, Option<i64>) =
-        (row.try_get("used")?, row.try_get("group_storage")?, row.try_get("packs")?);
+fn usage_of(row: &dyn Values) -> Result<(i64, i64), DbError> {
+    let (used, group, packs) = (row.int("used")?, row.int("group_storage")?, row.opt_int("packs")?);
     Ok((used, group.saturating_add(packs.unwrap_or(0))))
 }
 
@@ -326,24 +324,22 @@ pub async fn usage_capacity_and_policy(
     group_id: &str,
     now: Millis,
 ) -> Result<(i64, i64, Option<super::policies::PolicyRow>), DbError> {
-    use sqlx::{FromRow, Row};
     let policy_columns = super::policies::qualified_columns("p");
-    let row = sqlx::query(&format!(
+    let sql = format!(
         "SELECT {USAGE_COLUMNS}, {policy_columns} FROM {USAGE_FROM}
          LEFT JOIN policies p ON p.id = (SELECT gp.policy_id FROM group_policies gp WHERE gp.group_id = $3 ORDER BY gp.position LIMIT 1)
          WHERE u.id = $1"
-    ))
-    .bind(user_id)
-    .bind(now)
-    .bind(group_id)
-    .fetch_one(db.reader())
-    .await?;
-    let (used, capacity) = usage_of(&row)?;
-    let policy = match row.try_get::<Option<String>, _>("id")? {
-        Some(_) => Some(super::policies::PolicyRow::from_row(&row)?),
-        None => None,
+    );
+    let args = [Arg::Text(user_id), Arg::Int(now), Arg::Text(group_id)];
+    let decode = |row: &dyn Values| {
+        let (used, capacity) = usage_of(row)?;
+        let policy = match row.opt_text("id")? {
+            Some(_) => Some(super::policies::PolicyRow::read(row)?),
+            None => None,
+        };
+        Ok((used, capacity, policy))
     };
-    Ok((used, capacity, policy))
+    db.read_row(&sql, &args, decode).await?.ok_or(DbError::Sqlx(sqlx::Error::RowNotFound))
 }
 
 /// A user's capacity: the group's `max_storage` plus storage packs active at `now`.

@@ -73,6 +73,13 @@ impl fmt::Display for ObjectName {
     }
 }
 
+/// A new id for an object or a blob: time-ordered (UUIDv7), so the indexes keyed by these ids
+/// grow at one end and a new row's index entry lands on a page that was just used (random ids
+/// put each one on a random page, which the database must read and write back).
+pub fn new_id() -> uuid::Uuid {
+    uuid::Uuid::now_v7()
+}
+
 /// Splits a slash-separated path relative to a user's root into validated names; `""` and `"/"`
 /// are the root itself.
 pub fn parse_path(path: &str) -> Result<Vec<ObjectName>, &'static str> {
@@ -81,6 +88,16 @@ pub fn parse_path(path: &str) -> Result<Vec<ObjectName>, &'static str> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn new_ids_sort_in_the_order_they_were_made() {
+        let ids: Vec<String> = (0..2000).map(|_| super::new_id().to_string()).collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(ids, sorted, "each id sorts after the one before");
+        sorted.dedup();
+        assert_eq!(sorted.len(), ids.len(), "no id repeats");
+    }
     use super::*;
 
     #[test]

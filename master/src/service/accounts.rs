@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::auth::password::{PasswordError, hash_password, verify_password};
 use crate::db::users::{ProfileField, UserRow};
-use crate::db::{self, Db, DbError};
+use crate::db::{self, Db};
 use crate::domain::settings::AuthMethod;
 use crate::domain::theme::{ThemeColors, ThemeSource};
 use crate::domain::time::{now_ms, to_rfc3339};
@@ -116,7 +116,7 @@ async fn insert_password_user(
     };
     match db::users::insert_with_identity(db, &user, &identity, now_ms()).await {
         Ok(()) => Ok(user_id),
-        Err(DbError::Sqlx(e)) if db::is_unique_violation(&e) => Err(ServiceError::conflict(
+        Err(e) if e.is_unique_violation() => Err(ServiceError::conflict(
             "user.email_taken",
             format!("an account with the e-mail address {email} already exists"),
         )

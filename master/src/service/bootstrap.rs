@@ -55,7 +55,7 @@ pub async fn seed(db: &Db) -> ServiceResult<()> {
     match db::groups::insert_all(db, &groups, now_ms()).await {
         Ok(()) => {}
         // Another master seeded at the same moment: theirs stands.
-        Err(db::DbError::Sqlx(e)) if db::is_unique_violation(&e) => return Ok(()),
+        Err(e) if e.is_unique_violation() => return Ok(()),
         Err(e) => return Err(e.into()),
     }
     let policy_id = Uuid::new_v4().to_string();

@@ -21,7 +21,7 @@ use crate::db::objects::NewObject;
 use crate::db::policies::PolicyRow;
 use crate::db::{self, DbError};
 use crate::domain::naming::{self, NamingContext};
-use crate::domain::object::{ObjectKind, ObjectName};
+use crate::domain::object::{ObjectKind, ObjectName, new_id};
 use crate::domain::task::{TaskProgress, TaskProps, TaskType};
 use crate::domain::time::now_ms;
 use crate::service::migration::{Checkpoint, TaskFailure};
@@ -293,7 +293,7 @@ pub async fn complete(ctx: &AppState, node_id: &str, report: &ExternalDownloadCo
         let (blob_id, duplicate) =
             files::reference_content(&mut tx, &fetch.policy_id, &fetch.storage_key, report.blake3.as_str(), size)
                 .await?;
-        let object_id = Uuid::new_v4().to_string();
+        let object_id = new_id().to_string();
         let object = NewObject {
             id: &object_id,
             owner_id: &owner,

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::db::objects::{ListOrder, ListingRow, NewObject, ObjectRow};
 use crate::db::{self, Conn, Db, DbError};
-use crate::domain::object::{ObjectKind, ObjectName, parse_path};
+use crate::domain::object::{ObjectKind, ObjectName, new_id, parse_path};
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::service::{ErrorKind, Page, PageRequest, ServiceError, ServiceResult, policies};
 
@@ -59,7 +59,7 @@ fn name_taken() -> ServiceError {
 /// Maps a unique-constraint violation to "name taken"; other errors pass through.
 pub fn on_name_clash(err: DbError) -> ServiceError {
     match err {
-        DbError::Sqlx(ref e) if db::is_unique_violation(e) => name_taken(),
+        ref e if e.is_unique_violation() => name_taken(),
         other => other.into(),
     }
 }
@@ -109,7 +109,7 @@ pub async fn ensure_root(db: &Db, owner: Uuid) -> ServiceResult<ObjectRow> {
     if let Some(root) = db::objects::root_of(db, &owner_id).await? {
         return Ok(root);
     }
-    let id = Uuid::new_v4().to_string();
+    let id = new_id().to_string();
     let root = NewObject {
         id: &id,
         owner_id: &owner_id,
@@ -124,7 +124,7 @@ pub async fn ensure_root(db: &Db, owner: Uuid) -> ServiceResult<ObjectRow> {
     match db::objects::insert(&mut conn, &root, now_ms()).await {
         Ok(()) => {}
         // Created concurrently by another request.
-        Err(DbError::Sqlx(e)) if db::is_unique_violation(&e) => {}
+        Err(e) if e.is_unique_violation() => {}
         Err(e) => return Err(e.into()),
     }
     drop(conn);
@@ -211,7 +211,7 @@ pub async fn list_directory(
 pub async fn create_folder(db: &Db, owner: Uuid, parent_id: Uuid, name: &str) -> ServiceResult<ObjectView> {
     let parent = authorize_folder(db, owner, parent_id).await?;
     let name = parse_name(name)?;
-    let id = Uuid::new_v4().to_string();
+    let id = new_id().to_string();
     let owner_id = owner.to_string();
     let folder = NewObject {
         id: &id,
@@ -390,9 +390,9 @@ async fn copy_trees(
                     None => continue, // below a trashed folder
                 }
             };
-            let new_id = Uuid::new_v4().to_string();
+            let copy_id = new_id().to_string();
             let copy = NewObject {
-                id: &new_id,
+                id: &copy_id,
                 owner_id: &owner_id,
                 parent_id: Some(&parent),
                 name,
@@ -407,9 +407,9 @@ async fn copy_trees(
                 bytes += row.size;
             }
             if row.id == root.id {
-                new_roots.push(new_id.clone());
+                new_roots.push(copy_id.clone());
             }
-            new_ids.insert(row.id.clone(), new_id);
+            new_ids.insert(row.id.clone(), copy_id);
         }
     }
     for (blob, count) in &refs {
@@ -666,7 +666,7 @@ pub async fn reference_content(
     blake3: &str,
     size: i64,
 ) -> Result<(String, bool), DbError> {
-    let blob = db::blobs::BlobRow::new_content(&Uuid::new_v4().to_string(), policy_id, key, size, blake3);
+    let blob = db::blobs::BlobRow::new_content(&new_id().to_string(), policy_id, key, size, blake3);
     db::blobs::reference_content(tx, &blob, now_ms()).await
 }
 

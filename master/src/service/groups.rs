@@ -103,7 +103,7 @@ async fn validate(db: &Db, input: &GroupInput) -> ServiceResult<(String, String,
 
 fn name_taken(e: DbError, name: &str) -> ServiceError {
     match e {
-        DbError::Sqlx(ref err) if db::is_unique_violation(err) => {
+        ref err if err.is_unique_violation() => {
             ServiceError::conflict("group.name_taken", format!("a group named {name:?} exists")).with_field("name")
         }
         other => other.into(),

@@ -262,7 +262,7 @@ fn validate_property(input: &PropertyInput) -> ServiceResult<String> {
 
 fn property_name_taken(err: DbError) -> ServiceError {
     match err {
-        DbError::Sqlx(ref e) if db::is_unique_violation(e) => {
+        ref e if e.is_unique_violation() => {
             ServiceError::conflict("property.name_taken", "a property with that name exists").with_field("name")
         }
         other => other.into(),

@@ -87,7 +87,7 @@ fn validate(input: &NodeInput) -> ServiceResult<(String, String)> {
 
 fn name_taken(err: DbError) -> ServiceError {
     match err {
-        DbError::Sqlx(ref e) if db::is_unique_violation(e) => {
+        ref e if e.is_unique_violation() => {
             ServiceError::conflict("node.name_taken", "a node with that name exists").with_field("name")
         }
         other => other.into(),

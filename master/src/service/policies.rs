@@ -195,7 +195,7 @@ async fn check_node(db: &Db, checked: &Validated) -> ServiceResult<()> {
 
 fn name_taken(e: DbError, name: &str) -> ServiceError {
     match e {
-        DbError::Sqlx(ref err) if db::is_unique_violation(err) => {
+        ref err if err.is_unique_violation() => {
             ServiceError::conflict("policy.name_taken", format!("a policy named {name:?} exists")).with_field("name")
         }
         other => other.into(),

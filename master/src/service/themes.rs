@@ -44,7 +44,7 @@ fn parse_name(raw: &str) -> ServiceResult<String> {
 
 fn name_taken(e: DbError, name: &str) -> ServiceError {
     match e {
-        DbError::Sqlx(ref err) if db::is_unique_violation(err) => {
+        ref err if err.is_unique_violation() => {
             ServiceError::conflict("theme.name_taken", format!("a preset named {name:?} exists")).with_field("name")
         }
         other => other.into(),

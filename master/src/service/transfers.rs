@@ -16,7 +16,7 @@ use crate::db::objects::{ContentReplaced, FileCreation, NewObject, ObjectRow};
 use crate::db::policies::PolicyRow;
 use crate::db::{self, DbError};
 use crate::domain::naming::{self, NamingContext};
-use crate::domain::object::{ObjectKind, ObjectName};
+use crate::domain::object::{ObjectKind, ObjectName, new_id};
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::domain::user::UserStatus;
 use crate::service::files::{self, ObjectView, quota_exceeded};
@@ -260,7 +260,7 @@ async fn replace_row(
     let streamed = stream_content(ctx, owner, policy, &row.name, row.size, usage, content_length, body).await?;
     let size = streamed.outcome.size as i64;
     let now = now_ms();
-    let blob_id = Uuid::new_v4().to_string();
+    let blob_id = new_id().to_string();
     let replacement = db::objects::ContentReplacement {
         object_id: &row.id,
         old_blob_id: row.physical_file_id.as_deref(),
@@ -431,7 +431,7 @@ impl PlannedWrite {
         }
         let streamed = stream_content(ctx, owner, &policy, name.as_str(), 0, usage, declared, body).await?;
         let size = streamed.outcome.size as i64;
-        let (object_id, blob_id) = (Uuid::new_v4(), Uuid::new_v4().to_string());
+        let (object_id, blob_id) = (new_id(), new_id().to_string());
         let (id, owner_id) = (object_id.to_string(), owner.to_string());
         let now = now_ms();
         let file = db::objects::NewFile {

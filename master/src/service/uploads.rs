@@ -17,7 +17,7 @@ use crate::db::objects::NewObject;
 use crate::db::uploads::{ABORTING, ChunkRow, FINISHING, SessionRow, UPLOADING};
 use crate::db::{self, DbError};
 use crate::domain::naming::{self, NamingContext};
-use crate::domain::object::{ObjectKind, ObjectName};
+use crate::domain::object::{ObjectKind, ObjectName, new_id};
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::service::files::{self, ObjectView, quota_exceeded};
 use crate::service::{ErrorKind, ServiceError, ServiceResult, policies};
@@ -375,7 +375,7 @@ async fn record_upload(
         let (blob_id, duplicate) =
             files::reference_content(&mut tx, policy_id, &session.storage_key, content_hash, session.declared_size)
                 .await?;
-        let object_id = Uuid::new_v4().to_string();
+        let object_id = new_id().to_string();
         let object = NewObject {
             id: &object_id,
             owner_id: &session.owner_id,
@@ -409,7 +409,7 @@ async fn record_upload(
             // The bytes are complete but no row points at them: remove them, give back the
             // reservation and end the session, so nothing is left behind.
             let _ = store.delete(&StorageKey::parse(&session.storage_key)?).await;
-            let clash = matches!(&err, DbError::Sqlx(e) if db::is_unique_violation(e));
+            let clash = err.is_unique_violation();
             release_session(ctx, session).await?;
             if clash {
                 return Err(ServiceError::conflict(

@@ -161,7 +161,7 @@ fn webdav_not_allowed() -> ServiceError {
 
 fn on_name_clash(err: DbError) -> ServiceError {
     match err {
-        DbError::Sqlx(ref e) if db::is_unique_violation(e) => {
+        ref e if e.is_unique_violation() => {
             ServiceError::conflict("webdav.name_taken", "you already have a WebDAV account with that name")
                 .with_field("name")
         }

@@ -91,9 +91,10 @@ pub async fn serve(State(state): State<AppState>, mut request: Request) -> Respo
     };
     let request_path =
         DavPath::new(request.uri().path()).and_then(|mut path| path.set_prefix(PREFIX).map(|()| path)).ok();
-    // A `PUT` needs the owner's usage and the group's policy too: read while the path is walked,
-    // a new file's write then waits for one query, not two (an overwrite uses them as well, and
-    // reads its file's policy only when that is another one).
+    // A `PUT` needs the owner's usage and the group's policy too: read with the walk (at the
+    // same time on PostgreSQL; on SQLite both run on this thread), a new file's write then waits
+    // for no further query (an overwrite uses them as well, and reads its file's policy only
+    // when that is another one).
     let opened = open_filesystem(&state, &principal, &root_segments, request_path.as_ref());
     let (filesystem, new_file_facts) = if request.method() == Method::PUT {
         let facts = transfers::new_file_facts(&state, principal.user_id, &principal.group_id);
