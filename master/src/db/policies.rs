@@ -10,11 +10,11 @@ pub(super) fn qualified_columns(alias: &str) -> String {
     COLUMNS.split(", ").map(|c| format!("{alias}.{c}")).collect::<Vec<_>>().join(", ")
 }
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct PolicyRow {
     pub id: String,
     pub name: String,
-    #[sqlx(rename = "type")]
+    /// The `type` column.
     pub kind: String,
     pub node_id: Option<String>,
     pub max_size: i64,
@@ -43,6 +43,16 @@ impl PolicyRow {
             file_name_rule: row.text("file_name_rule")?,
             created_at: row.int("created_at")?,
             updated_at: row.int("updated_at")?,
+        })
+    }
+}
+
+/// sqlx's queries decode a policy with [`PolicyRow::read`] too: one decoder for both executors.
+impl sqlx::FromRow<'_, sqlx::any::AnyRow> for PolicyRow {
+    fn from_row(row: &sqlx::any::AnyRow) -> Result<Self, sqlx::Error> {
+        Self::read(row).map_err(|error| match error {
+            DbError::Sqlx(error) => error,
+            other => sqlx::Error::Decode(Box::new(other)),
         })
     }
 }
