@@ -181,10 +181,10 @@ impl Db {
         &self,
         sql: &str,
         args: &[Arg<'_>],
-        decode: impl FnOnce(&dyn Values) -> Result<T, DbError>,
+        decode: impl Fn(&dyn Values) -> Result<T, DbError>,
     ) -> Result<Option<T>, DbError> {
         if let Some(inline) = self.inline() {
-            return inline.read(|conn| inline::query_row(conn, sql, args, decode));
+            return inline.read(|conn| inline::query_row(conn, sql, args, &decode));
         }
         let row = bound(sqlx::query(sql), args).fetch_optional(&self.reader).await?;
         row.map(|row| decode(&row)).transpose()
