@@ -70,7 +70,13 @@ impl Inline {
     /// [`Inline::write`]): in the rare case a read finds the database busy there, it runs again
     /// on a read connection, which waits as every connection of the master does.
     pub fn read<T>(&self, read: impl Fn(&Connection) -> Result<T, DbError>) -> Result<T, DbError> {
-        if let Ok(writer) = self.writer.try_lock() {
+        let writer = match self.writer.try_lock() {
+            Ok(writer) => Some(writer),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
+        // (A transaction a panic left open would show its uncommitted rows: not that one.)
+        if let Some(writer) = writer.filter(|writer| writer.is_autocommit()) {
             match read(&writer) {
                 Err(DbError::Sqlite(error)) if is_busy(&error) => {}
                 answer => return answer,
@@ -96,6 +102,11 @@ impl Inline {
         let conn = loop {
             {
                 let conn = lock(&self.writer);
+                if !conn.is_autocommit() {
+                    // A transaction left open by a panic in an earlier `work` (the mutex was
+                    // poisoned and recovered): nothing of it was committed.
+                    conn.execute_batch("ROLLBACK")?;
+                }
                 match conn.execute_batch("BEGIN IMMEDIATE") {
                     Ok(()) => break conn,
                     Err(error) if !is_busy(&error) || started.elapsed() >= WRITE_LOCK_WAIT => {
@@ -261,6 +272,32 @@ mod tests {
         assert_eq!(count().unwrap(), Some(2), "read once the lock is gone");
         assert!(started.elapsed() >= Duration::from_millis(200), "it waited: {:?}", started.elapsed());
         released.join().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_transaction_a_panic_left_open_is_rolled_back_before_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inline.db");
+        drop(Connection::open(&path).unwrap());
+        let inline = std::sync::Arc::new(Inline::open(&path, String::new()).unwrap());
+        inline.write(|conn| execute(conn, "CREATE TABLE t (v INTEGER)", &[])).await.unwrap();
+        let panicking = std::sync::Arc::clone(&inline);
+        let panicked = tokio::spawn(async move {
+            panicking
+                .write(|conn| -> Result<(), DbError> {
+                    execute(conn, "INSERT INTO t (v) VALUES (1)", &[])?;
+                    panic!("a bug in a decoder")
+                })
+                .await
+        })
+        .await;
+        assert!(panicked.is_err(), "the task panicked");
+        let count = |conn: &Connection| query_row(conn, "SELECT COUNT(*) AS n FROM t", &[], |row| row.int("n"));
+        assert_eq!(inline.read(count).unwrap(), Some(0), "a read does not see the open transaction's row");
+        inline.write(|conn| execute(conn, "INSERT INTO t (v) VALUES (2)", &[])).await.unwrap();
+        let values =
+            inline.read(|conn| query_row(conn, "SELECT group_concat(v) AS v FROM t", &[], |row| row.text("v")));
+        assert_eq!(values.unwrap().as_deref(), Some("2"), "only the later write is kept");
     }
 
     #[tokio::test]
