@@ -148,11 +148,7 @@ fn connect(path: &Path, pragmas: &str) -> Result<Connection, DbError> {
 
 /// Prepares `sql` (cached per connection) and binds `args` to it: `$n` takes the n-th argument,
 /// as sqlx binds them, so one SQL text serves both.
-pub fn prepare<'c>(
-    conn: &'c Connection,
-    sql: &str,
-    args: &[Arg<'_>],
-) -> Result<rusqlite::CachedStatement<'c>, DbError> {
+fn prepare<'c>(conn: &'c Connection, sql: &str, args: &[Arg<'_>]) -> Result<rusqlite::CachedStatement<'c>, DbError> {
     let mut statement = conn.prepare_cached(sql)?;
     bind(&mut statement, args)?;
     Ok(statement)

@@ -329,12 +329,9 @@ fn sqlite_path(url: &str) -> &str {
     url.trim_start_matches("sqlite:").trim_start_matches("//").split('?').next().unwrap_or_default()
 }
 
+/// Creates the directory of the file a `sqlite:` URL names (in-memory URLs are refused before).
 fn create_sqlite_parent_dir(url: &str) -> Result<(), DbError> {
-    let path = sqlite_path(url);
-    if path.is_empty() || path == ":memory:" {
-        return Ok(());
-    }
-    if let Some(parent) = std::path::Path::new(path).parent()
+    if let Some(parent) = std::path::Path::new(sqlite_path(url)).parent()
         && !parent.as_os_str().is_empty()
     {
         std::fs::create_dir_all(parent)

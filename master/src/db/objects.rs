@@ -89,9 +89,9 @@ pub enum FileCreation {
 /// fails with a unique violation, and nothing is written.
 pub async fn create_file(db: &Db, file: &NewFile<'_>, now: Millis) -> Result<FileCreation, DbError> {
     let blob_id = file.object.physical_file_id.unwrap_or_default();
-    let created = match db.backend() {
-        _ if let Some(inline) = db.inline() => create_file_inline(inline, file, now).await?,
-        _ => create_file_statement_by_statement(db, file, now).await?,
+    let created = match db.inline() {
+        Some(inline) => create_file_inline(inline, file, now).await?,
+        None => create_file_statement_by_statement(db, file, now).await?,
     };
     Ok(match created {
         None => FileCreation::QuotaExceeded,
@@ -135,7 +135,7 @@ async fn create_file_inline(
     now: Millis,
 ) -> Result<Option<String>, DbError> {
     const FITS: &str = "($7 <= 0 OR (SELECT storage FROM users WHERE id = $8) + $7 <= $9)";
-    let references = reference_content_statements(FITS);
+    let [insert_blob, count_older] = reference_content_statements(FITS);
     let object_insert = format!(
         "INSERT INTO objects (id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, created_at, updated_at)
              SELECT $10, $8, $11, $12, $13, $2, {blob}, $4, $6, $6
@@ -143,8 +143,8 @@ async fn create_file_inline(
         blob = referenced_blob(),
     );
     let statements = [
-        references[0].as_str(),
-        references[1].as_str(),
+        insert_blob.as_str(),
+        count_older.as_str(),
         object_insert.as_str(),
         "UPDATE users SET storage = CASE WHEN storage + $7 > 0 THEN storage + $7 ELSE 0 END
              WHERE id = $8 AND ($7 <= 0 OR storage + $7 <= $9)",
@@ -243,9 +243,9 @@ pub async fn replace_content(
     replacement: &ContentReplacement<'_>,
     now: Millis,
 ) -> Result<ContentReplaced, DbError> {
-    match db.backend() {
-        _ if let Some(inline) = db.inline() => replace_content_inline(inline, replacement, now).await,
-        _ => replace_content_statement_by_statement(db, replacement, now).await,
+    match db.inline() {
+        Some(inline) => replace_content_inline(inline, replacement, now).await,
+        None => replace_content_statement_by_statement(db, replacement, now).await,
     }
 }
 
