@@ -130,7 +130,15 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
         sqlx::query_as("SELECT id FROM policies ORDER BY id LIMIT 1").fetch_one(db.reader()).await.unwrap();
     let used = || async { nubo_master::db::users::find(db, &owner).await.unwrap().unwrap().storage };
     let start = used().await;
-    let create = |name: &'static str, blob: &'static str, hash: &'static str, size: i64, charge: i64, capacity: i64| {
+    // `stored`: whether the content was stored under the key `blob` (else only the policy's
+    // blob of the same content will do).
+    let create_as = |stored: bool,
+                     name: &'static str,
+                     blob: &'static str,
+                     hash: &'static str,
+                     size: i64,
+                     charge: i64,
+                     capacity: i64| {
         let (owner, root_id, policy) = (owner.clone(), root_id.clone(), policy.clone());
         async move {
             let id = uuid::Uuid::new_v4().to_string();
@@ -144,10 +152,12 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
                 physical_file_id: Some(blob),
                 size,
             };
-            let file = NewFile { object, storage_key: blob, blake3: hash, charge, capacity };
+            let file = NewFile { object, storage_key: stored.then_some(blob), blake3: hash, charge, capacity };
             objects::create_file(db, &file, 1_000).await
         }
     };
+    let create = |name, blob, hash, size, charge, capacity| create_as(true, name, blob, hash, size, charge, capacity);
+    let refer = |name, blob, hash, size, charge, capacity| create_as(false, name, blob, hash, size, charge, capacity);
     let child = |name: &'static str| {
         let root_id = root_id.clone();
         async move { objects::child_by_name(db, &root_id, name).await.unwrap() }
@@ -184,6 +194,33 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
     assert_eq!(create("e.txt", "blob-e", "hash-5", 5, -15, start + 120).await.unwrap(), FileCreation::Stored);
     assert_eq!(used().await, start + 105);
     assert_eq!(child("e.txt").await.unwrap().size, 5);
+
+    // Nothing stored, content the policy holds: the file refers to that blob, and is charged.
+    let holds = |hash: &'static str, size: i64| {
+        let policy = policy.clone();
+        async move { nubo_master::db::blobs::holds_content(db, &policy, hash, size).await.unwrap() }
+    };
+    assert!(holds("hash-1", 60).await);
+    assert!(!holds("hash-1", 61).await, "the size is part of the content");
+    assert_eq!(
+        refer("f.txt", "blob-f", "hash-1", 60, 60, i64::MAX).await.unwrap(),
+        FileCreation::Duplicate("blob-a".to_owned())
+    );
+    assert_eq!(child("f.txt").await.unwrap().physical_file_id.as_deref(), Some("blob-a"));
+    assert_eq!(blob("blob-a").await.unwrap().ref_count, 3);
+    assert!(blob("blob-f").await.is_none());
+    assert_eq!(used().await, start + 165);
+
+    // Nothing stored and no such content, or the charge does not fit: nothing at all is written.
+    assert!(!holds("hash-9", 60).await);
+    assert_eq!(refer("g.txt", "blob-g", "hash-9", 60, 60, i64::MAX).await.unwrap(), FileCreation::NotReferenced);
+    assert_eq!(refer("h.txt", "blob-h", "hash-1", 60, 60, start + 200).await.unwrap(), FileCreation::NotReferenced);
+    for name in ["g.txt", "h.txt"] {
+        assert!(child(name).await.is_none(), "{name} was created");
+    }
+    assert!(blob("blob-g").await.is_none());
+    assert_eq!(blob("blob-a").await.unwrap().ref_count, 3);
+    assert_eq!(used().await, start + 165);
 }
 
 nubo_tests::on_every_backend!(only_trashed_objects_are_in_the_trash_index);

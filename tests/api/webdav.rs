@@ -25,6 +25,7 @@ on_every_backend!(
     a_new_file_goes_to_a_policy_the_group_may_use,
     a_write_cut_off_mid_body_leaves_nothing,
     an_overwrite_is_atomic_and_releases_the_old_blob,
+    a_small_body_the_policy_holds_is_not_stored_again,
     of_two_overlapping_overwrites_the_first_to_finish_wins,
     files_round_trip_on_a_storage_node,
     litmus_passes_every_suite,
@@ -560,6 +561,34 @@ async fn an_overwrite_is_atomic_and_releases_the_old_blob(app: TestApp) {
     assert_eq!(dav.get("/doc.bin").await.bytes().await.unwrap().as_ref(), small.as_slice());
     assert_eq!(app.storage_used(&user).await, 10_000);
     assert_eq!(settled_blobs(&app, &policy, 1).await, 1, "the replaced blob is gone");
+}
+
+/// A small new file whose content the policy already holds refers to that blob without
+/// storing a byte: it is created even while the storage cannot take one, and is charged.
+async fn a_small_body_the_policy_holds_is_not_stored_again(app: TestApp) {
+    let admin = app.login_admin().await;
+    let policy = app.use_test_policy(&admin, PolicyKind::Local, 0).await;
+    let (user, dav) = app.dav_user("gus@example.com", "same").await;
+    let body = content(4096, 11);
+    assert_eq!(dav.put("/a.bin", body.clone()).await.status(), 201);
+    assert_eq!(policy.stored_blobs(&app), 1);
+
+    // The storage takes no byte while its root is a plain file.
+    let root = app.config.data_dir.join("small");
+    let aside = app.config.data_dir.join("small-aside");
+    std::fs::rename(&root, &aside).unwrap();
+    std::fs::write(&root, b"not a folder").unwrap();
+    let same = dav.put("/b.bin", body.clone()).await.status();
+    let other = dav.put("/c.bin", content(4096, 12)).await.status();
+    std::fs::remove_file(&root).unwrap();
+    std::fs::rename(&aside, &root).unwrap();
+    assert_eq!(same, 201, "the same content needs no storage");
+    assert!(other.is_server_error(), "new content does: {other}");
+
+    assert_eq!(dav.get("/b.bin").await.bytes().await.unwrap().as_ref(), body.as_slice());
+    assert_eq!(root_names(&app, &user).await, ["a.bin", "b.bin"]);
+    assert_eq!(app.storage_used(&user).await, 8192, "each file is charged");
+    assert_eq!(policy.stored_blobs(&app), 1, "one blob holds both files' content");
 }
 
 /// Two overwrites of one file that overlap both plan against the same content. The first to

@@ -68,6 +68,15 @@ pub async fn find_with_policy(db: &Db, id: &str) -> Result<Option<(BlobRow, supe
     db.read_row(&sql, &[Arg::Text(id)], with_policy_of).await
 }
 
+/// Whether the policy holds a live blob with this content: a file of it can refer to that blob
+/// instead of storing the bytes again.
+pub async fn holds_content(db: &Db, policy_id: &str, blake3: &str, size: i64) -> Result<bool, DbError> {
+    let sql =
+        "SELECT id FROM physical_files WHERE policy_id = $1 AND blake3 = $2 AND size = $3 AND ref_count > 0 LIMIT 1";
+    let args = [Arg::Text(policy_id), Arg::Text(blake3), Arg::Int(size)];
+    Ok(db.read_row(sql, &args, |row| row.text("id")).await?.is_some())
+}
+
 /// A blob of the policy with the same content, for de-duplication.
 pub async fn find_same_content(
     conn: &mut Conn,

@@ -59,11 +59,14 @@ pub async fn insert(conn: &mut Conn, object: &NewObject<'_>, now: Millis) -> Res
     Ok(())
 }
 
-/// A new file whose content was just stored as a new blob, and what it costs its owner.
+/// A new file and what it costs its owner: its content was just stored as a new blob, or it
+/// is to refer to a blob of the same content that the policy already holds.
 pub struct NewFile<'a> {
-    /// The object; its `physical_file_id` is the new blob's id.
+    /// The object; its `physical_file_id` is the new blob's id (unused when no blob is added).
     pub object: NewObject<'a>,
-    pub storage_key: &'a str,
+    /// Where the new content was stored; `None` when nothing was stored, so the file is created
+    /// only if the policy holds the same content already ([`FileCreation::NotReferenced`]).
+    pub storage_key: Option<&'a str>,
     pub blake3: &'a str,
     /// Bytes added to the owner's used storage: the file's size less what was reserved before
     /// the bytes arrived (negative gives the excess of a reservation back).
@@ -82,11 +85,15 @@ pub enum FileCreation {
     Duplicate(String),
     /// The charge does not fit: nothing was written.
     QuotaExceeded,
+    /// Nothing was stored (no `storage_key`), and the policy holds no live blob of the same
+    /// content, or the charge does not fit: nothing was written. Store the bytes and create the
+    /// file with them.
+    NotReferenced,
 }
 
 /// Creates `file` in one transaction: charges the owner, takes a reference to the policy's blob
-/// of the same content or adds the new blob, and inserts the object. A name taken in the folder
-/// fails with a unique violation, and nothing is written.
+/// of the same content or adds the new blob (when one was stored), and inserts the object. A
+/// name taken in the folder fails with a unique violation, and nothing is written.
 pub async fn create_file(db: &Db, file: &NewFile<'_>, now: Millis) -> Result<FileCreation, DbError> {
     let blob_id = file.object.physical_file_id.unwrap_or_default();
     let created = match db.inline() {
@@ -94,6 +101,7 @@ pub async fn create_file(db: &Db, file: &NewFile<'_>, now: Millis) -> Result<Fil
         None => create_file_statement_by_statement(db, file, now).await?,
     };
     Ok(match created {
+        None if file.storage_key.is_none() => FileCreation::NotReferenced,
         None => FileCreation::QuotaExceeded,
         Some(id) if id == blob_id => FileCreation::Stored,
         Some(id) => FileCreation::Duplicate(id),
@@ -127,33 +135,38 @@ fn referenced_blob() -> String {
 /// SQLite: the transaction's statements on the calling thread ([`super::inline`]). They do not
 /// branch on each other's outcome: each write is conditional on the charge fitting (`FITS`,
 /// evaluated on the owner's row before the statement that charges it; the write lock taken by
-/// `BEGIN IMMEDIATE` keeps that row still in between). The last `SELECT` answers the blob the
-/// object refers to, or nothing when the charge did not fit.
+/// `BEGIN IMMEDIATE` keeps that row still in between). Without stored content, the blob is
+/// not added and every write also needs the policy's blob of the same content. The last
+/// `SELECT` answers the blob the object refers to, or nothing when nothing was written.
 async fn create_file_inline(
     inline: &super::inline::Inline,
     file: &NewFile<'_>,
     now: Millis,
 ) -> Result<Option<String>, DbError> {
     const FITS: &str = "($7 <= 0 OR (SELECT storage FROM users WHERE id = $8) + $7 <= $9)";
+    let known_content = match file.storage_key {
+        Some(_) => String::new(),
+        None => format!(" AND EXISTS ({SAME_CONTENT})"),
+    };
     let [insert_blob, count_older] = reference_content_statements(FITS);
     let object_insert = format!(
         "INSERT INTO objects (id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, created_at, updated_at)
              SELECT $10, $8, $11, $12, $13, $2, {blob}, $4, $6, $6
-             WHERE {FITS}",
+             WHERE {FITS}{known_content}",
         blob = referenced_blob(),
     );
-    let statements = [
-        insert_blob.as_str(),
-        count_older.as_str(),
-        object_insert.as_str(),
+    let charge_owner = format!(
         "UPDATE users SET storage = CASE WHEN storage + $7 > 0 THEN storage + $7 ELSE 0 END
-             WHERE id = $8 AND ($7 <= 0 OR storage + $7 <= $9)",
-    ];
+             WHERE id = $8 AND ($7 <= 0 OR storage + $7 <= $9){known_content}"
+    );
+    let stored = file.storage_key.is_some().then_some(insert_blob.as_str());
+    let statements: Vec<&str> =
+        stored.into_iter().chain([count_older.as_str(), object_insert.as_str(), charge_owner.as_str()]).collect();
     let object = &file.object;
     let args = [
         Arg::OptText(object.physical_file_id),
         Arg::OptText(object.policy_id),
-        Arg::Text(file.storage_key),
+        Arg::OptText(file.storage_key),
         Arg::Int(object.size),
         Arg::Text(file.blake3),
         Arg::Int(now),
@@ -167,7 +180,7 @@ async fn create_file_inline(
     ];
     inline
         .write(|conn| {
-            for statement in statements {
+            for statement in &statements {
                 super::inline::execute(conn, statement, &args)?;
             }
             let answer = "SELECT physical_file_id FROM objects WHERE id = $10";
@@ -187,14 +200,23 @@ async fn create_file_statement_by_statement(
     if !super::users::charge_storage(&mut tx, object.owner_id, file.charge, file.capacity).await? {
         return Ok(None);
     }
-    let blob = super::blobs::BlobRow::new_content(
-        object.physical_file_id.unwrap_or_default(),
-        object.policy_id.unwrap_or_default(),
-        file.storage_key,
-        object.size,
-        file.blake3,
-    );
-    let (blob_id, _) = super::blobs::reference_content(&mut tx, &blob, now).await?;
+    let policy_id = object.policy_id.unwrap_or_default();
+    let blob_id = match file.storage_key {
+        Some(key) => {
+            let id = object.physical_file_id.unwrap_or_default();
+            let blob = super::blobs::BlobRow::new_content(id, policy_id, key, object.size, file.blake3);
+            super::blobs::reference_content(&mut tx, &blob, now).await?.0
+        }
+        // Nothing stored: only the policy's blob of the same content will do (dropping the
+        // transaction rolls the charge back).
+        None => match super::blobs::find_same_content(&mut tx, policy_id, file.blake3, object.size).await? {
+            Some(same) => {
+                super::blobs::add_refs(&mut tx, &same.id, 1).await?;
+                same.id
+            }
+            None => return Ok(None),
+        },
+    };
     insert(&mut tx, &NewObject { physical_file_id: Some(&blob_id), ..*object }, now).await?;
     tx.commit().await?;
     Ok(Some(blob_id))

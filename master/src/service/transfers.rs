@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use nubo_common::storage::{BlobStore, ByteStream, PutOutcome, StorageError, StorageKey};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -423,45 +424,112 @@ impl PlannedWrite {
     /// or is cut off leaves no file, no blob and no quota change (an existing file keeps its
     /// content). Answers the file as written.
     pub async fn write(self, ctx: &AppState, body: ByteStream) -> ServiceResult<files::PathEntry> {
-        let Self { owner, parent, name, existing, policy, usage, declared } = self;
-        if let Some(row) = existing {
-            let (size, now) = replace_row(ctx, owner, &row, &policy, usage, declared, body).await?;
+        if let Some(row) = &self.existing {
+            let (size, now) = replace_row(ctx, self.owner, row, &self.policy, self.usage, self.declared, body).await?;
             let id = files::parse_uuid(&row.id)?;
-            return Ok(files::PathEntry::with_content(owner, id, &row.name, size, row.created_at, now));
+            return Ok(files::PathEntry::with_content(self.owner, id, &row.name, size, row.created_at, now));
         }
-        let streamed = stream_content(ctx, owner, &policy, name.as_str(), 0, usage, declared, body).await?;
+        let streamed =
+            stream_content(ctx, self.owner, &self.policy, self.name.as_str(), 0, self.usage, self.declared, body)
+                .await?;
         let size = streamed.outcome.size as i64;
+        let content = NewContent {
+            storage_key: Some(streamed.key.as_str()),
+            blake3: &streamed.outcome.blake3,
+            size,
+            charge: streamed.charge(size),
+        };
+        match self.create_file(ctx, content).await {
+            Ok((FileCreation::Stored, entry)) => Ok(entry),
+            Ok((FileCreation::Duplicate(_), entry)) => {
+                // The file refers to the older blob of the same content: the new one is surplus,
+                // and nobody waits for it to go.
+                tokio::spawn(streamed.remove_surplus());
+                Ok(entry)
+            }
+            Ok((FileCreation::QuotaExceeded | FileCreation::NotReferenced, _)) => {
+                Err(streamed.discard(ctx, quota_exceeded()).await)
+            }
+            Err(err) => Err(streamed.discard(ctx, err).await),
+        }
+    }
+
+    /// Writes a body the caller held whole before the write began (a small one). A new file
+    /// whose content the policy already holds refers to that blob, and no byte is stored again;
+    /// anything else is written as by [`PlannedWrite::write`].
+    pub async fn write_whole(self, ctx: &AppState, pieces: Vec<Bytes>) -> ServiceResult<files::PathEntry> {
+        if self.existing.is_none()
+            && let Some(entry) = self.refer_to_held_content(ctx, &pieces).await?
+        {
+            return Ok(entry);
+        }
+        self.write(ctx, Box::pin(futures_util::stream::iter(pieces.into_iter().map(Ok)))).await
+    }
+
+    /// The new file, when the policy holds a live blob with the content of `pieces` and the
+    /// owner has room for it; `None` when the bytes need storing (or refusing, which the write
+    /// does with the usual answer).
+    async fn refer_to_held_content(&self, ctx: &AppState, pieces: &[Bytes]) -> ServiceResult<Option<files::PathEntry>> {
+        let size: u64 = pieces.iter().map(|piece| piece.len() as u64).sum();
+        if size > self.byte_limit().bytes() {
+            return Ok(None);
+        }
+        let mut hasher = blake3::Hasher::new();
+        for piece in pieces {
+            hasher.update(piece);
+        }
+        let blake3 = hasher.finalize().to_hex().to_string();
+        let size = size as i64;
+        if !db::blobs::holds_content(ctx.db(), &self.policy.id, &blake3, size).await? {
+            return Ok(None);
+        }
+        let content = NewContent { storage_key: None, blake3: &blake3, size, charge: size };
+        match self.create_file(ctx, content).await? {
+            (FileCreation::Duplicate(_), entry) => Ok(Some(entry)),
+            // The blob went (or the charge does not fit) since the look-up: store the bytes.
+            _ => Ok(None),
+        }
+    }
+
+    /// Creates the new file with `content` in one transaction ([`db::objects::create_file`]);
+    /// answers how, and the file as it is if it was created.
+    async fn create_file(
+        &self,
+        ctx: &AppState,
+        content: NewContent<'_>,
+    ) -> ServiceResult<(FileCreation, files::PathEntry)> {
         let (object_id, blob_id) = (new_id(), new_id().to_string());
-        let (id, owner_id) = (object_id.to_string(), owner.to_string());
+        let (id, owner_id) = (object_id.to_string(), self.owner.to_string());
         let now = now_ms();
         let file = db::objects::NewFile {
             object: NewObject {
                 id: &id,
                 owner_id: &owner_id,
-                parent_id: Some(&parent),
-                name: name.as_str(),
+                parent_id: Some(&self.parent),
+                name: self.name.as_str(),
                 kind: ObjectKind::File.as_str(),
-                policy_id: Some(&policy.id),
+                policy_id: Some(&self.policy.id),
                 physical_file_id: Some(&blob_id),
-                size,
+                size: content.size,
             },
-            storage_key: streamed.key.as_str(),
-            blake3: &streamed.outcome.blake3,
-            charge: streamed.charge(size),
-            capacity: streamed.capacity,
+            storage_key: content.storage_key,
+            blake3: content.blake3,
+            charge: content.charge,
+            capacity: self.usage.capacity,
         };
-        match db::objects::create_file(ctx.db(), &file, now).await {
-            Ok(FileCreation::Stored) => {}
-            Ok(FileCreation::Duplicate(_)) => {
-                // The file refers to the older blob of the same content: the new one is surplus,
-                // and nobody waits for it to go.
-                tokio::spawn(streamed.remove_surplus());
-            }
-            Ok(FileCreation::QuotaExceeded) => return Err(streamed.discard(ctx, quota_exceeded()).await),
-            Err(err) => return Err(streamed.discard(ctx, files::on_name_clash(err)).await),
-        }
-        Ok(files::PathEntry::with_content(owner, object_id, name.as_str(), size, now, now))
+        let created = db::objects::create_file(ctx.db(), &file, now).await.map_err(files::on_name_clash)?;
+        let entry = files::PathEntry::with_content(self.owner, object_id, self.name.as_str(), content.size, now, now);
+        Ok((created, entry))
     }
+}
+
+/// The content of a new file: stored at `storage_key`, or (`None`) to be found among the
+/// policy's blobs; `charge` is what the owner's usage still grows by.
+struct NewContent<'a> {
+    storage_key: Option<&'a str>,
+    blake3: &'a str,
+    size: i64,
+    charge: i64,
 }
 
 /// Content streamed into a new blob, not yet referenced by any file.

@@ -1,6 +1,7 @@
 //! Open WebDAV files. Reading streams the blob from its store from the current position on;
 //! writing runs a `transfers::PlannedWrite`, which makes the file visible only once every byte
-//! has arrived. A small body is held and written at `flush`; a larger one is fed through a
+//! has arrived. A small body is held and written whole at `flush` (not at all when the policy
+//! holds the same content already); a larger one is fed through a
 //! bounded channel to the write as its own task. A write whose handle is dropped before `flush`
 //! (client gone, error) stores nothing, or ends the task's body stream with an error, so the
 //! task removes what it stored and gives the quota back.
@@ -156,6 +157,22 @@ fn body_stream(receiver: mpsc::Receiver<Piece>) -> ByteStream {
 
 type WriteTask = JoinHandle<ServiceResult<PathEntry>>;
 
+/// Runs `work` to its end even if the caller is dropped (a client that hangs up): it is polled
+/// here first, and only when it has to wait is it moved into a task of its own, which the
+/// caller then waits for. A write that needs no waiting (a small file on SQLite and local disk)
+/// so costs no task and no hand-off between threads.
+async fn finish_even_if_dropped<T: Send + 'static>(
+    work: impl Future<Output = T> + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    let mut work = Box::pin(work);
+    // Between this poll and the spawn below there is no await: the caller cannot be dropped
+    // while `work` is half done and not yet owned by a task.
+    if let std::task::Poll::Ready(done) = futures_util::poll!(&mut work) {
+        return Ok(done);
+    }
+    tokio::spawn(work).await
+}
+
 /// Where a write's bytes go.
 enum Destination {
     /// The body so far, held until it passes [`INLINE_WRITE`] bytes or ends. A body that ends
@@ -169,7 +186,9 @@ enum Destination {
 }
 
 /// What a write task answers: the file written, its refusal, or a generic failure.
-async fn written(task: WriteTask) -> Result<PathEntry, FsError> {
+async fn written(
+    task: impl Future<Output = Result<ServiceResult<PathEntry>, tokio::task::JoinError>>,
+) -> Result<PathEntry, FsError> {
     match task.await {
         Ok(Ok(written)) => Ok(written),
         Ok(Err(error)) => Err(fs_error(error)),
@@ -280,8 +299,8 @@ impl WriteFile {
     async fn complete(&mut self) -> Result<PathEntry, FsError> {
         match std::mem::replace(&mut self.destination, Destination::Ended) {
             Destination::Held { plan, pieces } => {
-                let body: ByteStream = Box::pin(futures_util::stream::iter(pieces.into_iter().map(Ok)));
-                written(self.spawn_write(*plan, body)).await
+                let ctx = self.ctx.clone();
+                written(finish_even_if_dropped(async move { plan.write_whole(&ctx, pieces).await })).await
             }
             streaming => {
                 self.destination = streaming;
@@ -291,8 +310,8 @@ impl WriteFile {
         }
     }
 
-    /// Runs the write as a task of its own, held body or streamed: a client that hangs up does
-    /// not cut it off between storing the bytes and committing the file.
+    /// Runs the write as a task of its own (as `complete` does a held body's): a client that
+    /// hangs up does not cut it off between storing the bytes and committing the file.
     fn spawn_write(&self, plan: PlannedWrite, body: ByteStream) -> WriteTask {
         let ctx = self.ctx.clone();
         tokio::spawn(async move { plan.write(&ctx, body).await })
