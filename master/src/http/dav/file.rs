@@ -365,3 +365,36 @@ impl DavFile for WriteFile {
         .boxed()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::sync::oneshot;
+
+    use super::finish_even_if_dropped;
+
+    #[tokio::test]
+    async fn work_that_needs_no_waiting_runs_without_a_task() {
+        let tasks = tokio::runtime::Handle::current().metrics();
+        let before = tasks.num_alive_tasks();
+        let during = tasks.clone();
+        let answer = finish_even_if_dropped(async move { during.num_alive_tasks() }).await.unwrap();
+        assert_eq!(answer, before, "the work ran in a task of its own");
+    }
+
+    #[tokio::test]
+    async fn work_that_waits_finishes_after_its_caller_is_dropped() {
+        let (go, gate) = oneshot::channel::<()>();
+        let (done, finished) = oneshot::channel::<&str>();
+        let caller = finish_even_if_dropped(async move {
+            gate.await.unwrap();
+            done.send("finished").unwrap();
+        });
+        // The caller gives up while the work waits (a client that hung up).
+        assert!(tokio::time::timeout(Duration::from_millis(20), caller).await.is_err());
+        go.send(()).unwrap();
+        let finished = tokio::time::timeout(Duration::from_secs(5), finished).await;
+        assert_eq!(finished.expect("the work went on").unwrap(), "finished");
+    }
+}
