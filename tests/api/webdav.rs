@@ -563,15 +563,21 @@ async fn an_overwrite_is_atomic_and_releases_the_old_blob(app: TestApp) {
     assert_eq!(settled_blobs(&app, &policy, 1).await, 1, "the replaced blob is gone");
 }
 
-/// A small new file whose content the policy already holds refers to that blob without
-/// storing a byte: it is created even while the storage cannot take one, and is charged.
+/// A small body whose content the policy already holds is not stored again: a new file, or a
+/// file's new content, refers to that blob. Such writes succeed even while the storage cannot
+/// take a byte, and are charged.
 async fn a_small_body_the_policy_holds_is_not_stored_again(app: TestApp) {
     let admin = app.login_admin().await;
     let policy = app.use_test_policy(&admin, PolicyKind::Local, 0).await;
     let (user, dav) = app.dav_user("gus@example.com", "same").await;
     let body = content(4096, 11);
     assert_eq!(dav.put("/a.bin", body.clone()).await.status(), 201);
-    assert_eq!(policy.stored_blobs(&app), 1);
+    // d.bin's content is also e.bin's, so overwriting d.bin releases no blob (that would need
+    // the storage, which the test takes away).
+    for name in ["/d.bin", "/e.bin"] {
+        assert_eq!(dav.put(name, content(1000, 13)).await.status(), 201);
+    }
+    assert_eq!(policy.stored_blobs(&app), 2);
 
     // The storage takes no byte while its root is a plain file.
     let root = app.config.data_dir.join("small");
@@ -579,16 +585,23 @@ async fn a_small_body_the_policy_holds_is_not_stored_again(app: TestApp) {
     std::fs::rename(&root, &aside).unwrap();
     std::fs::write(&root, b"not a folder").unwrap();
     let same = dav.put("/b.bin", body.clone()).await.status();
+    let overwrite = dav.put("/d.bin", body.clone()).await.status();
+    let itself = dav.put("/a.bin", body.clone()).await.status();
     let other = dav.put("/c.bin", content(4096, 12)).await.status();
     std::fs::remove_file(&root).unwrap();
     std::fs::rename(&aside, &root).unwrap();
     assert_eq!(same, 201, "the same content needs no storage");
+    assert_eq!(overwrite, 204, "nor does an overwrite with it");
+    assert_eq!(itself, 204, "nor an overwrite with the file's own content");
     assert!(other.is_server_error(), "new content does: {other}");
 
-    assert_eq!(dav.get("/b.bin").await.bytes().await.unwrap().as_ref(), body.as_slice());
-    assert_eq!(root_names(&app, &user).await, ["a.bin", "b.bin"]);
-    assert_eq!(app.storage_used(&user).await, 8192, "each file is charged");
-    assert_eq!(policy.stored_blobs(&app), 1, "one blob holds both files' content");
+    for name in ["/a.bin", "/b.bin", "/d.bin"] {
+        assert_eq!(dav.get(name).await.bytes().await.unwrap().as_ref(), body.as_slice(), "{name}");
+    }
+    assert_eq!(dav.get("/e.bin").await.bytes().await.unwrap().as_ref(), content(1000, 13).as_slice());
+    assert_eq!(root_names(&app, &user).await, ["a.bin", "b.bin", "d.bin", "e.bin"]);
+    assert_eq!(app.storage_used(&user).await, 3 * 4096 + 1000, "each file is charged for its content");
+    assert_eq!(policy.stored_blobs(&app), 2, "no blob was added");
 }
 
 /// Two overwrites of one file that overlap both plan against the same content. The first to

@@ -132,6 +132,34 @@ fn referenced_blob() -> String {
     format!("COALESCE((SELECT id FROM physical_files WHERE id = $1), ({SAME_CONTENT}))")
 }
 
+/// A file's new content, for the PostgreSQL transactions: stored as blob `blob_id` at
+/// `storage_key`, or (`None`) not stored at all.
+struct NewContent<'a> {
+    blob_id: &'a str,
+    policy_id: &'a str,
+    storage_key: Option<&'a str>,
+    size: i64,
+    blake3: &'a str,
+}
+
+impl NewContent<'_> {
+    /// Takes one reference to the content inside the caller's transaction and answers the blob
+    /// that got it: the policy's blob of the same content, else the stored blob, added now;
+    /// `None` when nothing was stored and the policy holds no such blob.
+    async fn reference(&self, conn: &mut Conn, now: Millis) -> Result<Option<String>, DbError> {
+        let Some(key) = self.storage_key else {
+            let Some(same) = super::blobs::find_same_content(conn, self.policy_id, self.blake3, self.size).await?
+            else {
+                return Ok(None);
+            };
+            super::blobs::add_refs(conn, &same.id, 1).await?;
+            return Ok(Some(same.id));
+        };
+        let blob = super::blobs::BlobRow::new_content(self.blob_id, self.policy_id, key, self.size, self.blake3);
+        Ok(Some(super::blobs::reference_content(conn, &blob, now).await?.0))
+    }
+}
+
 /// SQLite: the transaction's statements on the calling thread ([`super::inline`]). They do not
 /// branch on each other's outcome: each write is conditional on the charge fitting (`FITS`,
 /// evaluated on the owner's row before the statement that charges it; the write lock taken by
@@ -200,23 +228,15 @@ async fn create_file_statement_by_statement(
     if !super::users::charge_storage(&mut tx, object.owner_id, file.charge, file.capacity).await? {
         return Ok(None);
     }
-    let policy_id = object.policy_id.unwrap_or_default();
-    let blob_id = match file.storage_key {
-        Some(key) => {
-            let id = object.physical_file_id.unwrap_or_default();
-            let blob = super::blobs::BlobRow::new_content(id, policy_id, key, object.size, file.blake3);
-            super::blobs::reference_content(&mut tx, &blob, now).await?.0
-        }
-        // Nothing stored: only the policy's blob of the same content will do (dropping the
-        // transaction rolls the charge back).
-        None => match super::blobs::find_same_content(&mut tx, policy_id, file.blake3, object.size).await? {
-            Some(same) => {
-                super::blobs::add_refs(&mut tx, &same.id, 1).await?;
-                same.id
-            }
-            None => return Ok(None),
-        },
+    let content = NewContent {
+        blob_id: object.physical_file_id.unwrap_or_default(),
+        policy_id: object.policy_id.unwrap_or_default(),
+        storage_key: file.storage_key,
+        size: object.size,
+        blake3: file.blake3,
     };
+    // Without a blob to refer to, dropping the transaction rolls the charge back.
+    let Some(blob_id) = content.reference(&mut tx, now).await? else { return Ok(None) };
     insert(&mut tx, &NewObject { physical_file_id: Some(&blob_id), ..*object }, now).await?;
     tx.commit().await?;
     Ok(Some(blob_id))
@@ -234,7 +254,10 @@ pub struct ContentReplacement<'a> {
     pub policy_id: &'a str,
     /// The new blob's id, used when the policy holds no blob of the same content.
     pub blob_id: &'a str,
-    pub storage_key: &'a str,
+    /// Where the new content was stored; `None` when nothing was stored, so the content is
+    /// replaced only if the policy holds the same content already
+    /// ([`ContentReplaced::NotReferenced`]).
+    pub storage_key: Option<&'a str>,
     pub blake3: &'a str,
     pub size: i64,
     /// As in [`NewFile`]: bytes added to the owner's used storage, and the capacity a positive
@@ -255,11 +278,14 @@ pub enum ContentReplaced {
     /// The file is gone or in the trash, or another write changed its content first: nothing
     /// was written.
     Changed,
+    /// Nothing was stored (no `storage_key`), and the policy holds no live blob of the same
+    /// content: nothing was written. Store the bytes and replace the content with them.
+    NotReferenced,
 }
 
 /// Replaces a file's content in one transaction: charges the owner, takes a reference to the
-/// policy's blob of the same content or adds the new blob, points the file at it and drops the
-/// old blob's reference.
+/// policy's blob of the same content or adds the new blob (when one was stored), points the
+/// file at it and drops the old blob's reference.
 pub async fn replace_content(
     db: &Db,
     replacement: &ContentReplacement<'_>,
@@ -302,17 +328,18 @@ async fn replace_content_inline(
         blob = referenced_blob()
     );
     let writes = [
-        insert_blob.as_str(),
         count_older.as_str(),
         point_object.as_str(),
         "UPDATE physical_files SET ref_count = ref_count - 1 WHERE id = $8",
         "UPDATE users SET storage = CASE WHEN storage + $9 > 0 THEN storage + $9 ELSE 0 END WHERE id = $10",
     ];
     let r = replacement;
+    let stored = r.storage_key.is_some().then_some(insert_blob.as_str());
+    let writes: Vec<&str> = stored.into_iter().chain(writes).collect();
     let args = [
         Arg::Text(r.blob_id),
         Arg::Text(r.policy_id),
-        Arg::Text(r.storage_key),
+        Arg::OptText(r.storage_key),
         Arg::Int(r.size),
         Arg::Text(r.blake3),
         Arg::Int(now),
@@ -330,7 +357,12 @@ async fn replace_content_inline(
             if let Some(refusal) = replacement_refusal(r, state) {
                 return Ok(refusal);
             }
-            for statement in writes {
+            if r.storage_key.is_none()
+                && super::inline::query_row(conn, SAME_CONTENT, &args, |row| row.text("id"))?.is_none()
+            {
+                return Ok(ContentReplaced::NotReferenced);
+            }
+            for statement in &writes {
                 super::inline::execute(conn, statement, &args)?;
             }
             let answer = "SELECT physical_file_id, (SELECT ref_count FROM physical_files WHERE id = $8) AS old_refs
@@ -371,8 +403,15 @@ async fn replace_content_statement_by_statement(
     if !super::users::charge_storage(&mut tx, r.owner_id, r.charge, r.capacity).await? {
         return Ok(ContentReplaced::QuotaExceeded);
     }
-    let blob = super::blobs::BlobRow::new_content(r.blob_id, r.policy_id, r.storage_key, r.size, r.blake3);
-    let (blob_id, _) = super::blobs::reference_content(&mut tx, &blob, now).await?;
+    let content = NewContent {
+        blob_id: r.blob_id,
+        policy_id: r.policy_id,
+        storage_key: r.storage_key,
+        size: r.size,
+        blake3: r.blake3,
+    };
+    // Without a blob to refer to, dropping the transaction rolls the charge back.
+    let Some(blob_id) = content.reference(&mut tx, now).await? else { return Ok(ContentReplaced::NotReferenced) };
     set_content(&mut tx, r.object_id, &blob_id, r.size, now).await?;
     let old_refs = match r.old_blob_id {
         Some(old) => Some(super::blobs::add_refs(&mut tx, old, -1).await?),

@@ -269,7 +269,7 @@ async fn replace_row(
         owner_id: &streamed.owner_id,
         policy_id: &policy.id,
         blob_id: &blob_id,
-        storage_key: streamed.key.as_str(),
+        storage_key: Some(streamed.key.as_str()),
         blake3: &streamed.outcome.blake3,
         size,
         charge: streamed.charge(size - row.size),
@@ -286,7 +286,9 @@ async fn replace_row(
             });
             Ok((size, now))
         }
-        Ok(ContentReplaced::QuotaExceeded) => Err(streamed.discard(ctx, quota_exceeded()).await),
+        Ok(ContentReplaced::QuotaExceeded | ContentReplaced::NotReferenced) => {
+            Err(streamed.discard(ctx, quota_exceeded()).await)
+        }
         Ok(ContentReplaced::Changed) => Err(streamed.discard(ctx, changed_meanwhile()).await),
         Err(err) => Err(streamed.discard(ctx, err.into()).await),
     }
@@ -454,19 +456,17 @@ impl PlannedWrite {
         }
     }
 
-    /// Writes a body the caller held whole before the write began (a small one). A new file
-    /// whose content the policy already holds refers to that blob, and no byte is stored again;
-    /// anything else is written as by [`PlannedWrite::write`].
+    /// Writes a body the caller held whole before the write began (a small one). When the
+    /// policy already holds its content, the new file (or the file's new content) refers to that
+    /// blob and no byte is stored again; anything else is written as by [`PlannedWrite::write`].
     pub async fn write_whole(self, ctx: &AppState, pieces: Vec<Bytes>) -> ServiceResult<files::PathEntry> {
-        if self.existing.is_none()
-            && let Some(entry) = self.refer_to_held_content(ctx, &pieces).await?
-        {
+        if let Some(entry) = self.refer_to_held_content(ctx, &pieces).await? {
             return Ok(entry);
         }
         self.write(ctx, Box::pin(futures_util::stream::iter(pieces.into_iter().map(Ok)))).await
     }
 
-    /// The new file, when the policy holds a live blob with the content of `pieces` and the
+    /// The file written, when the policy holds a live blob with the content of `pieces` and the
     /// owner has room for it; `None` when the bytes need storing (or refusing, which the write
     /// does with the usual answer).
     async fn refer_to_held_content(&self, ctx: &AppState, pieces: &[Bytes]) -> ServiceResult<Option<files::PathEntry>> {
@@ -483,11 +483,37 @@ impl PlannedWrite {
         if !db::blobs::holds_content(ctx.db(), &self.policy.id, &blake3, size).await? {
             return Ok(None);
         }
-        let content = NewContent { storage_key: None, blake3: &blake3, size, charge: size };
-        match self.create_file(ctx, content).await? {
-            (FileCreation::Duplicate(_), entry) => Ok(Some(entry)),
-            // The blob went (or the charge does not fit) since the look-up: store the bytes.
-            _ => Ok(None),
+        let Some(row) = &self.existing else {
+            let content = NewContent { storage_key: None, blake3: &blake3, size, charge: size };
+            return match self.create_file(ctx, content).await? {
+                (FileCreation::Duplicate(_), entry) => Ok(Some(entry)),
+                // The blob went (or the charge does not fit) since the look-up: store the bytes.
+                _ => Ok(None),
+            };
+        };
+        let (owner_id, unused_blob_id, now) = (self.owner.to_string(), new_id().to_string(), now_ms());
+        let replacement = db::objects::ContentReplacement {
+            object_id: &row.id,
+            old_blob_id: row.physical_file_id.as_deref(),
+            old_size: row.size,
+            owner_id: &owner_id,
+            policy_id: &self.policy.id,
+            blob_id: &unused_blob_id,
+            storage_key: None,
+            blake3: &blake3,
+            size,
+            charge: size - row.size,
+            capacity: self.usage.capacity,
+        };
+        match db::objects::replace_content(ctx.db(), &replacement, now).await? {
+            ContentReplaced::Replaced { released, .. } => {
+                let ctx = ctx.clone();
+                tokio::spawn(async move { files::release_blobs(&ctx, released.as_slice()).await });
+                let id = files::parse_uuid(&row.id)?;
+                Ok(Some(files::PathEntry::with_content(self.owner, id, &row.name, size, row.created_at, now)))
+            }
+            ContentReplaced::Changed => Err(changed_meanwhile()),
+            ContentReplaced::QuotaExceeded | ContentReplaced::NotReferenced => Ok(None),
         }
     }
 
