@@ -132,9 +132,15 @@ fn referenced_blob() -> String {
     format!("COALESCE((SELECT id FROM physical_files WHERE id = $1), ({SAME_CONTENT}))")
 }
 
+/// SQLite, inside a write transaction: whether the policy holds a live blob of the same content
+/// as the new one (`args` as for [`SAME_CONTENT`]).
+fn holds_same_content(conn: &rusqlite::Connection, args: &[Arg<'_>]) -> Result<bool, DbError> {
+    Ok(super::inline::query_row(conn, SAME_CONTENT, args, |row| row.text("id"))?.is_some())
+}
+
 /// A file's new content, for the PostgreSQL transactions: stored as blob `blob_id` at
 /// `storage_key`, or (`None`) not stored at all.
-struct NewContent<'a> {
+struct IncomingContent<'a> {
     blob_id: &'a str,
     policy_id: &'a str,
     storage_key: Option<&'a str>,
@@ -142,7 +148,7 @@ struct NewContent<'a> {
     blake3: &'a str,
 }
 
-impl NewContent<'_> {
+impl IncomingContent<'_> {
     /// Takes one reference to the content inside the caller's transaction and answers the blob
     /// that got it: the policy's blob of the same content, else the stored blob, added now;
     /// `None` when nothing was stored and the policy holds no such blob.
@@ -163,33 +169,32 @@ impl NewContent<'_> {
 /// SQLite: the transaction's statements on the calling thread ([`super::inline`]). They do not
 /// branch on each other's outcome: each write is conditional on the charge fitting (`FITS`,
 /// evaluated on the owner's row before the statement that charges it; the write lock taken by
-/// `BEGIN IMMEDIATE` keeps that row still in between). Without stored content, the blob is
-/// not added and every write also needs the policy's blob of the same content. The last
-/// `SELECT` answers the blob the object refers to, or nothing when nothing was written.
+/// `BEGIN IMMEDIATE` keeps that row still in between). Without stored content, nothing is
+/// written unless the policy holds a blob of the same content, and the blob is not added. The
+/// last `SELECT` answers the blob the object refers to, or nothing when nothing was written.
 async fn create_file_inline(
     inline: &super::inline::Inline,
     file: &NewFile<'_>,
     now: Millis,
 ) -> Result<Option<String>, DbError> {
     const FITS: &str = "($7 <= 0 OR (SELECT storage FROM users WHERE id = $8) + $7 <= $9)";
-    let known_content = match file.storage_key {
-        Some(_) => String::new(),
-        None => format!(" AND EXISTS ({SAME_CONTENT})"),
-    };
     let [insert_blob, count_older] = reference_content_statements(FITS);
     let object_insert = format!(
         "INSERT INTO objects (id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, created_at, updated_at)
              SELECT $10, $8, $11, $12, $13, $2, {blob}, $4, $6, $6
-             WHERE {FITS}{known_content}",
+             WHERE {FITS}",
         blob = referenced_blob(),
     );
-    let charge_owner = format!(
-        "UPDATE users SET storage = CASE WHEN storage + $7 > 0 THEN storage + $7 ELSE 0 END
-             WHERE id = $8 AND ($7 <= 0 OR storage + $7 <= $9){known_content}"
-    );
     let stored = file.storage_key.is_some().then_some(insert_blob.as_str());
-    let statements: Vec<&str> =
-        stored.into_iter().chain([count_older.as_str(), object_insert.as_str(), charge_owner.as_str()]).collect();
+    let statements: Vec<&str> = stored
+        .into_iter()
+        .chain([
+            count_older.as_str(),
+            object_insert.as_str(),
+            "UPDATE users SET storage = CASE WHEN storage + $7 > 0 THEN storage + $7 ELSE 0 END
+             WHERE id = $8 AND ($7 <= 0 OR storage + $7 <= $9)",
+        ])
+        .collect();
     let object = &file.object;
     let args = [
         Arg::OptText(object.physical_file_id),
@@ -208,6 +213,9 @@ async fn create_file_inline(
     ];
     inline
         .write(|conn| {
+            if file.storage_key.is_none() && !holds_same_content(conn, &args)? {
+                return Ok(None);
+            }
             for statement in &statements {
                 super::inline::execute(conn, statement, &args)?;
             }
@@ -228,7 +236,7 @@ async fn create_file_statement_by_statement(
     if !super::users::charge_storage(&mut tx, object.owner_id, file.charge, file.capacity).await? {
         return Ok(None);
     }
-    let content = NewContent {
+    let content = IncomingContent {
         blob_id: object.physical_file_id.unwrap_or_default(),
         policy_id: object.policy_id.unwrap_or_default(),
         storage_key: file.storage_key,
@@ -357,9 +365,7 @@ async fn replace_content_inline(
             if let Some(refusal) = replacement_refusal(r, state) {
                 return Ok(refusal);
             }
-            if r.storage_key.is_none()
-                && super::inline::query_row(conn, SAME_CONTENT, &args, |row| row.text("id"))?.is_none()
-            {
+            if r.storage_key.is_none() && !holds_same_content(conn, &args)? {
                 return Ok(ContentReplaced::NotReferenced);
             }
             for statement in &writes {
@@ -403,7 +409,7 @@ async fn replace_content_statement_by_statement(
     if !super::users::charge_storage(&mut tx, r.owner_id, r.charge, r.capacity).await? {
         return Ok(ContentReplaced::QuotaExceeded);
     }
-    let content = NewContent {
+    let content = IncomingContent {
         blob_id: r.blob_id,
         policy_id: r.policy_id,
         storage_key: r.storage_key,

@@ -449,6 +449,7 @@ impl PlannedWrite {
                 tokio::spawn(streamed.remove_surplus());
                 Ok(entry)
             }
+            // (`NotReferenced` needs content that was not stored: not this.)
             Ok((FileCreation::QuotaExceeded | FileCreation::NotReferenced, _)) => {
                 Err(streamed.discard(ctx, quota_exceeded()).await)
             }
@@ -491,6 +492,18 @@ impl PlannedWrite {
                 _ => Ok(None),
             };
         };
+        self.replace_with_held_content(ctx, row, &blake3, size).await
+    }
+
+    /// [`PlannedWrite::refer_to_held_content`] for an existing file: its content becomes the
+    /// policy's blob with `blake3` and `size`, and its old blob loses the file's reference.
+    async fn replace_with_held_content(
+        &self,
+        ctx: &AppState,
+        row: &ObjectRow,
+        blake3: &str,
+        size: i64,
+    ) -> ServiceResult<Option<files::PathEntry>> {
         let (owner_id, unused_blob_id, now) = (self.owner.to_string(), new_id().to_string(), now_ms());
         let replacement = db::objects::ContentReplacement {
             object_id: &row.id,
@@ -500,7 +513,7 @@ impl PlannedWrite {
             policy_id: &self.policy.id,
             blob_id: &unused_blob_id,
             storage_key: None,
-            blake3: &blake3,
+            blake3,
             size,
             charge: size - row.size,
             capacity: self.usage.capacity,
@@ -513,6 +526,7 @@ impl PlannedWrite {
                 Ok(Some(files::PathEntry::with_content(self.owner, id, &row.name, size, row.created_at, now)))
             }
             ContentReplaced::Changed => Err(changed_meanwhile()),
+            // The blob went (or the charge does not fit) since the look-up: store the bytes.
             ContentReplaced::QuotaExceeded | ContentReplaced::NotReferenced => Ok(None),
         }
     }
