@@ -68,13 +68,15 @@ pub async fn find_with_policy(db: &Db, id: &str) -> Result<Option<(BlobRow, supe
     db.read_row(&sql, &[Arg::Text(id)], with_policy_of).await
 }
 
+/// The policy's (`$1`) live blobs with blake3 `$2` and size `$3`.
+const SAME_CONTENT: &str = "policy_id = $1 AND blake3 = $2 AND size = $3 AND ref_count > 0";
+
 /// Whether the policy holds a live blob with this content: a file of it can refer to that blob
 /// instead of storing the bytes again.
 pub async fn holds_content(db: &Db, policy_id: &str, blake3: &str, size: i64) -> Result<bool, DbError> {
-    let sql =
-        "SELECT id FROM physical_files WHERE policy_id = $1 AND blake3 = $2 AND size = $3 AND ref_count > 0 LIMIT 1";
+    let sql = format!("SELECT id FROM physical_files WHERE {SAME_CONTENT} LIMIT 1");
     let args = [Arg::Text(policy_id), Arg::Text(blake3), Arg::Int(size)];
-    Ok(db.read_row(sql, &args, |row| row.text("id")).await?.is_some())
+    Ok(db.read_row(&sql, &args, |row| row.text("id")).await?.is_some())
 }
 
 /// A blob of the policy with the same content, for de-duplication.
@@ -84,14 +86,12 @@ pub async fn find_same_content(
     blake3: &str,
     size: i64,
 ) -> Result<Option<BlobRow>, DbError> {
-    Ok(sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM physical_files WHERE policy_id = $1 AND blake3 = $2 AND size = $3 AND ref_count > 0 LIMIT 1"
-    ))
-    .bind(policy_id)
-    .bind(blake3)
-    .bind(size)
-    .fetch_optional(conn)
-    .await?)
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM physical_files WHERE {SAME_CONTENT} LIMIT 1"))
+        .bind(policy_id)
+        .bind(blake3)
+        .bind(size)
+        .fetch_optional(conn)
+        .await?)
 }
 
 pub async fn insert(conn: &mut Conn, blob: &BlobRow, now: Millis) -> Result<(), DbError> {

@@ -114,16 +114,19 @@ const SAME_CONTENT: &str = "SELECT id FROM physical_files WHERE policy_id = $2 A
      AND ref_count > 0 AND id <> $1 ORDER BY created_at, id LIMIT 1";
 
 /// SQLite statements that give new content one reference when `condition` holds: the policy's
-/// blob of the same content gains it, or the new blob (`$1`..`$6`: id, policy, key, size,
-/// blake3, now) is added with it. [`referenced_blob`] then names the blob that got it.
-fn reference_content_statements(condition: &str) -> [String; 2] {
-    [
+/// blob of the same content gains it, or, when the bytes were `stored`, the new blob (`$1`..`$6`:
+/// id, policy, key, size, blake3, now) is added with it. [`referenced_blob`] then names the blob
+/// that got it.
+fn reference_content_statements(condition: &str, stored: bool) -> Vec<String> {
+    let add_blob = stored.then(|| {
         format!(
             "INSERT INTO physical_files (id, policy_id, storage_key, size, blake3, ref_count, created_at)
              SELECT $1, $2, $3, $4, $5, 1, $6 WHERE {condition} AND NOT EXISTS ({SAME_CONTENT})"
-        ),
-        format!("UPDATE physical_files SET ref_count = ref_count + 1 WHERE {condition} AND id = ({SAME_CONTENT})"),
-    ]
+        )
+    });
+    let count_older =
+        format!("UPDATE physical_files SET ref_count = ref_count + 1 WHERE {condition} AND id = ({SAME_CONTENT})");
+    add_blob.into_iter().chain([count_older]).collect()
 }
 
 /// After [`reference_content_statements`]: the new blob if it was added, else the older one of
@@ -178,23 +181,18 @@ async fn create_file_inline(
     now: Millis,
 ) -> Result<Option<String>, DbError> {
     const FITS: &str = "($7 <= 0 OR (SELECT storage FROM users WHERE id = $8) + $7 <= $9)";
-    let [insert_blob, count_older] = reference_content_statements(FITS);
-    let object_insert = format!(
+    let mut statements = reference_content_statements(FITS, file.storage_key.is_some());
+    statements.push(format!(
         "INSERT INTO objects (id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, created_at, updated_at)
              SELECT $10, $8, $11, $12, $13, $2, {blob}, $4, $6, $6
              WHERE {FITS}",
         blob = referenced_blob(),
+    ));
+    statements.push(
+        "UPDATE users SET storage = CASE WHEN storage + $7 > 0 THEN storage + $7 ELSE 0 END
+             WHERE id = $8 AND ($7 <= 0 OR storage + $7 <= $9)"
+            .to_owned(),
     );
-    let stored = file.storage_key.is_some().then_some(insert_blob.as_str());
-    let statements: Vec<&str> = stored
-        .into_iter()
-        .chain([
-            count_older.as_str(),
-            object_insert.as_str(),
-            "UPDATE users SET storage = CASE WHEN storage + $7 > 0 THEN storage + $7 ELSE 0 END
-             WHERE id = $8 AND ($7 <= 0 OR storage + $7 <= $9)",
-        ])
-        .collect();
     let object = &file.object;
     let args = [
         Arg::OptText(object.physical_file_id),
@@ -330,20 +328,16 @@ async fn replace_content_inline(
     replacement: &ContentReplacement<'_>,
     now: Millis,
 ) -> Result<ContentReplaced, DbError> {
-    let [insert_blob, count_older] = reference_content_statements("TRUE");
-    let point_object = format!(
-        "UPDATE objects SET physical_file_id = {blob}, size = $4, updated_at = $6 WHERE id = $7",
-        blob = referenced_blob()
-    );
-    let writes = [
-        count_older.as_str(),
-        point_object.as_str(),
-        "UPDATE physical_files SET ref_count = ref_count - 1 WHERE id = $8",
-        "UPDATE users SET storage = CASE WHEN storage + $9 > 0 THEN storage + $9 ELSE 0 END WHERE id = $10",
-    ];
     let r = replacement;
-    let stored = r.storage_key.is_some().then_some(insert_blob.as_str());
-    let writes: Vec<&str> = stored.into_iter().chain(writes).collect();
+    let mut writes = reference_content_statements("TRUE", r.storage_key.is_some());
+    writes.extend([
+        format!(
+            "UPDATE objects SET physical_file_id = {blob}, size = $4, updated_at = $6 WHERE id = $7",
+            blob = referenced_blob()
+        ),
+        "UPDATE physical_files SET ref_count = ref_count - 1 WHERE id = $8".to_owned(),
+        "UPDATE users SET storage = CASE WHEN storage + $9 > 0 THEN storage + $9 ELSE 0 END WHERE id = $10".to_owned(),
+    ]);
     let args = [
         Arg::Text(r.blob_id),
         Arg::Text(r.policy_id),
