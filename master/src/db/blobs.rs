@@ -68,15 +68,23 @@ pub async fn find_with_policy(db: &Db, id: &str) -> Result<Option<(BlobRow, supe
     db.read_row(&sql, &[Arg::Text(id)], with_policy_of).await
 }
 
-/// The policy's (`$1`) live blobs with blake3 `$2` and size `$3`.
-const SAME_CONTENT: &str = "policy_id = $1 AND blake3 = $2 AND size = $3 AND ref_count > 0";
+/// The policy's (`$1`) live blobs with blake3 `$2` and size `$3` (a macro, so the statements
+/// built on it are constants).
+macro_rules! same_content {
+    () => {
+        "policy_id = $1 AND blake3 = $2 AND size = $3 AND ref_count > 0"
+    };
+}
+
+/// The id of the oldest blob of [`same_content!`].
+pub(super) const SAME_CONTENT_ID: &str =
+    concat!("SELECT id FROM physical_files WHERE ", same_content!(), " ORDER BY created_at, id LIMIT 1");
 
 /// Whether the policy holds a live blob with this content: a file of it can refer to that blob
 /// instead of storing the bytes again.
 pub async fn holds_content(db: &Db, policy_id: &str, blake3: &str, size: i64) -> Result<bool, DbError> {
-    let sql = format!("SELECT id FROM physical_files WHERE {SAME_CONTENT} LIMIT 1");
     let args = [Arg::Text(policy_id), Arg::Text(blake3), Arg::Int(size)];
-    Ok(db.read_row(&sql, &args, |row| row.text("id")).await?.is_some())
+    Ok(db.read_row(SAME_CONTENT_ID, &args, |row| row.text("id")).await?.is_some())
 }
 
 /// A blob of the policy with the same content, for de-duplication.
@@ -86,7 +94,7 @@ pub async fn find_same_content(
     blake3: &str,
     size: i64,
 ) -> Result<Option<BlobRow>, DbError> {
-    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM physical_files WHERE {SAME_CONTENT} LIMIT 1"))
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM physical_files WHERE {} LIMIT 1", same_content!()))
         .bind(policy_id)
         .bind(blake3)
         .bind(size)
@@ -94,20 +102,22 @@ pub async fn find_same_content(
         .await?)
 }
 
+/// `$1`..`$7`: id, policy, storage key, size, blake3, references, now.
+pub(super) const INSERT: &str =
+    "INSERT INTO physical_files (id, policy_id, storage_key, size, blake3, ref_count, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
 pub async fn insert(conn: &mut Conn, blob: &BlobRow, now: Millis) -> Result<(), DbError> {
-    sqlx::query(
-        "INSERT INTO physical_files (id, policy_id, storage_key, size, blake3, ref_count, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-    )
-    .bind(blob.id.as_str())
-    .bind(blob.policy_id.as_str())
-    .bind(blob.storage_key.as_str())
-    .bind(blob.size)
-    .bind(blob.blake3.as_deref())
-    .bind(blob.ref_count)
-    .bind(now)
-    .execute(conn)
-    .await?;
+    sqlx::query(INSERT)
+        .bind(blob.id.as_str())
+        .bind(blob.policy_id.as_str())
+        .bind(blob.storage_key.as_str())
+        .bind(blob.size)
+        .bind(blob.blake3.as_deref())
+        .bind(blob.ref_count)
+        .bind(now)
+        .execute(conn)
+        .await?;
     Ok(())
 }
 
@@ -125,14 +135,19 @@ pub async fn reference_content(conn: &mut Conn, new: &BlobRow, now: Millis) -> R
     Ok((new.id.clone(), false))
 }
 
+/// `$1` the blob, `$2` what its reference count changes by; answers the new count.
+pub(super) const ADD_REFS: &str =
+    "UPDATE physical_files SET ref_count = ref_count + $2 WHERE id = $1 RETURNING ref_count";
+
+/// [`add_refs`] inside a SQLite write transaction on the calling thread ([`super::inline`]);
+/// `None` when there is no such blob.
+pub(super) fn add_refs_inline(conn: &rusqlite::Connection, id: &str, by: i64) -> Result<Option<i64>, DbError> {
+    super::inline::query_row(conn, ADD_REFS, &[Arg::Text(id), Arg::Int(by)], |row| row.int("ref_count"))
+}
+
 /// Adds `by` (which may be negative) to the reference count and answers the new count.
 pub async fn add_refs(conn: &mut Conn, id: &str, by: i64) -> Result<i64, DbError> {
-    let (count,): (i64,) =
-        sqlx::query_as("UPDATE physical_files SET ref_count = ref_count + $2 WHERE id = $1 RETURNING ref_count")
-            .bind(id)
-            .bind(by)
-            .fetch_one(conn)
-            .await?;
+    let (count,): (i64,) = sqlx::query_as(ADD_REFS).bind(id).bind(by).fetch_one(conn).await?;
     Ok(count)
 }
 

@@ -40,22 +40,23 @@ pub struct NewObject<'a> {
     pub size: i64,
 }
 
+/// `$1`..`$9`: id, owner, parent, name, kind, policy, blob, size, now.
+const INSERT: &str = "INSERT INTO objects (id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)";
+
 pub async fn insert(conn: &mut Conn, object: &NewObject<'_>, now: Millis) -> Result<(), DbError> {
-    sqlx::query(
-        "INSERT INTO objects (id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
-    )
-    .bind(object.id)
-    .bind(object.owner_id)
-    .bind(object.parent_id)
-    .bind(object.name)
-    .bind(object.kind)
-    .bind(object.policy_id)
-    .bind(object.physical_file_id)
-    .bind(object.size)
-    .bind(now)
-    .execute(conn)
-    .await?;
+    sqlx::query(INSERT)
+        .bind(object.id)
+        .bind(object.owner_id)
+        .bind(object.parent_id)
+        .bind(object.name)
+        .bind(object.kind)
+        .bind(object.policy_id)
+        .bind(object.physical_file_id)
+        .bind(object.size)
+        .bind(now)
+        .execute(conn)
+        .await?;
     Ok(())
 }
 
@@ -108,41 +109,8 @@ pub async fn create_file(db: &Db, file: &NewFile<'_>, now: Millis) -> Result<Fil
     })
 }
 
-/// The policy's live blob with the same content as the new one (`$1` its id, `$2` policy, `$4`
-/// size, `$5` blake3), the oldest first.
-const SAME_CONTENT: &str = "SELECT id FROM physical_files WHERE policy_id = $2 AND blake3 = $5 AND size = $4 \
-     AND ref_count > 0 AND id <> $1 ORDER BY created_at, id LIMIT 1";
-
-/// SQLite statements that give new content one reference when `condition` holds: the policy's
-/// blob of the same content gains it, or, when the bytes were `stored`, the new blob (`$1`..`$6`:
-/// id, policy, key, size, blake3, now) is added with it. [`referenced_blob`] then names the blob
-/// that got it.
-fn reference_content_statements(condition: &str, stored: bool) -> Vec<String> {
-    let add_blob = stored.then(|| {
-        format!(
-            "INSERT INTO physical_files (id, policy_id, storage_key, size, blake3, ref_count, created_at)
-             SELECT $1, $2, $3, $4, $5, 1, $6 WHERE {condition} AND NOT EXISTS ({SAME_CONTENT})"
-        )
-    });
-    let count_older =
-        format!("UPDATE physical_files SET ref_count = ref_count + 1 WHERE {condition} AND id = ({SAME_CONTENT})");
-    add_blob.into_iter().chain([count_older]).collect()
-}
-
-/// After [`reference_content_statements`]: the new blob if it was added, else the older one of
-/// the same content.
-fn referenced_blob() -> String {
-    format!("COALESCE((SELECT id FROM physical_files WHERE id = $1), ({SAME_CONTENT}))")
-}
-
-/// SQLite, inside a write transaction: whether the policy holds a live blob of the same content
-/// as the new one (`args` as for [`SAME_CONTENT`]).
-fn holds_same_content(conn: &rusqlite::Connection, args: &[Arg<'_>]) -> Result<bool, DbError> {
-    Ok(super::inline::query_row(conn, SAME_CONTENT, args, |row| row.text("id"))?.is_some())
-}
-
-/// A file's new content, for the PostgreSQL transactions: stored as blob `blob_id` at
-/// `storage_key`, or (`None`) not stored at all.
+/// A file's new content: stored as blob `blob_id` at `storage_key`, or (`None`) not stored at
+/// all.
 struct IncomingContent<'a> {
     blob_id: &'a str,
     policy_id: &'a str,
@@ -151,10 +119,30 @@ struct IncomingContent<'a> {
     blake3: &'a str,
 }
 
-impl IncomingContent<'_> {
-    /// Takes one reference to the content inside the caller's transaction and answers the blob
-    /// that got it: the policy's blob of the same content, else the stored blob, added now;
-    /// `None` when nothing was stored and the policy holds no such blob.
+impl<'a> IncomingContent<'a> {
+    fn of_new_file(file: &NewFile<'a>) -> Self {
+        Self {
+            blob_id: file.object.physical_file_id.unwrap_or_default(),
+            policy_id: file.object.policy_id.unwrap_or_default(),
+            storage_key: file.storage_key,
+            size: file.object.size,
+            blake3: file.blake3,
+        }
+    }
+
+    fn of_replacement(replacement: &ContentReplacement<'a>) -> Self {
+        Self {
+            blob_id: replacement.blob_id,
+            policy_id: replacement.policy_id,
+            storage_key: replacement.storage_key,
+            size: replacement.size,
+            blake3: replacement.blake3,
+        }
+    }
+
+    /// PostgreSQL: takes one reference to the content inside the caller's transaction and
+    /// answers the blob that got it: the policy's blob of the same content, else the stored
+    /// blob, added now; `None` when nothing was stored and the policy holds no such blob.
     async fn reference(&self, conn: &mut Conn, now: Millis) -> Result<Option<String>, DbError> {
         let Some(key) = self.storage_key else {
             let Some(same) = super::blobs::find_same_content(conn, self.policy_id, self.blake3, self.size).await?
@@ -167,58 +155,90 @@ impl IncomingContent<'_> {
         let blob = super::blobs::BlobRow::new_content(self.blob_id, self.policy_id, key, self.size, self.blake3);
         Ok(Some(super::blobs::reference_content(conn, &blob, now).await?.0))
     }
+
+    /// SQLite, inside a write transaction: the blob a reference to this content goes to, found
+    /// before anything is written: the policy's oldest live blob of the same content
+    /// ([`Referent::Older`]), else the stored blob, not yet added ([`Referent::Stored`]); `None`
+    /// when nothing was stored and the policy holds no such blob.
+    fn referent_inline(&self, conn: &rusqlite::Connection) -> Result<Option<Referent<'a>>, DbError> {
+        let args = [Arg::Text(self.policy_id), Arg::Text(self.blake3), Arg::Int(self.size)];
+        let older = super::inline::query_row(conn, super::blobs::SAME_CONTENT_ID, &args, |row| row.text("id"))?;
+        Ok(match (older, self.storage_key) {
+            (Some(id), _) => Some(Referent::Older(id)),
+            (None, Some(key)) => Some(Referent::Stored(key)),
+            (None, None) => None,
+        })
+    }
+
+    /// SQLite: takes the reference [`Self::referent_inline`] chose and answers the blob's id.
+    fn reference_inline(
+        &self,
+        conn: &rusqlite::Connection,
+        referent: Referent<'_>,
+        now: Millis,
+    ) -> Result<String, DbError> {
+        match referent {
+            Referent::Older(id) => {
+                super::blobs::add_refs_inline(conn, &id, 1)?;
+                Ok(id)
+            }
+            Referent::Stored(key) => {
+                let args = [
+                    Arg::Text(self.blob_id),
+                    Arg::Text(self.policy_id),
+                    Arg::Text(key),
+                    Arg::Int(self.size),
+                    Arg::Text(self.blake3),
+                    Arg::Int(1),
+                    Arg::Int(now),
+                ];
+                super::inline::execute(conn, super::blobs::INSERT, &args)?;
+                Ok(self.blob_id.to_owned())
+            }
+        }
+    }
 }
 
-/// SQLite: the transaction's statements on the calling thread ([`super::inline`]). They do not
-/// branch on each other's outcome: each write is conditional on the charge fitting (`FITS`,
-/// evaluated on the owner's row before the statement that charges it; the write lock taken by
-/// `BEGIN IMMEDIATE` keeps that row still in between). Without stored content, nothing is
-/// written unless the policy holds a blob of the same content, and the blob is not added. The
-/// last `SELECT` answers the blob the object refers to, or nothing when nothing was written.
+/// The blob new content is to refer to (SQLite, see [`IncomingContent::referent_inline`]).
+enum Referent<'a> {
+    /// The policy's older blob of the same content (its id): the new bytes are not needed.
+    Older(String),
+    /// The new blob, stored at this key.
+    Stored(&'a str),
+}
+
+/// SQLite: the transaction on the calling thread ([`super::inline`]), holding the write lock
+/// `BEGIN IMMEDIATE` took from its first statement on, so what it reads stays true until it
+/// commits. Every refusal comes before the first write: without stored content and without a
+/// blob of the same content, or when the charge does not fit, nothing is written (and the
+/// commit is empty). Answers the blob the file refers to.
 async fn create_file_inline(
     inline: &super::inline::Inline,
     file: &NewFile<'_>,
     now: Millis,
 ) -> Result<Option<String>, DbError> {
-    const FITS: &str = "($7 <= 0 OR (SELECT storage FROM users WHERE id = $8) + $7 <= $9)";
-    let mut statements = reference_content_statements(FITS, file.storage_key.is_some());
-    statements.push(format!(
-        "INSERT INTO objects (id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, created_at, updated_at)
-             SELECT $10, $8, $11, $12, $13, $2, {blob}, $4, $6, $6
-             WHERE {FITS}",
-        blob = referenced_blob(),
-    ));
-    statements.push(
-        "UPDATE users SET storage = CASE WHEN storage + $7 > 0 THEN storage + $7 ELSE 0 END
-             WHERE id = $8 AND ($7 <= 0 OR storage + $7 <= $9)"
-            .to_owned(),
-    );
     let object = &file.object;
-    let args = [
-        Arg::OptText(object.physical_file_id),
-        Arg::OptText(object.policy_id),
-        Arg::OptText(file.storage_key),
-        Arg::Int(object.size),
-        Arg::Text(file.blake3),
-        Arg::Int(now),
-        Arg::Int(file.charge),
-        Arg::Text(object.owner_id),
-        Arg::Int(file.capacity),
-        Arg::Text(object.id),
-        Arg::OptText(object.parent_id),
-        Arg::Text(object.name),
-        Arg::Text(object.kind),
-    ];
+    let content = IncomingContent::of_new_file(file);
     inline
         .write(|conn| {
-            if file.storage_key.is_none() && !holds_same_content(conn, &args)? {
+            let Some(referent) = content.referent_inline(conn)? else { return Ok(None) };
+            if !super::users::charge_storage_inline(conn, object.owner_id, file.charge, file.capacity)? {
                 return Ok(None);
             }
-            for statement in &statements {
-                super::inline::execute(conn, statement, &args)?;
-            }
-            let answer = "SELECT physical_file_id FROM objects WHERE id = $10";
-            Ok(super::inline::query_row(conn, answer, &args, |row| row.opt_text("physical_file_id"))?.flatten())
+            let blob_id = content.reference_inline(conn, referent, now)?;
+            let args = [
+                Arg::Text(object.id),
+                Arg::Text(object.owner_id),
+                Arg::OptText(object.parent_id),
+                Arg::Text(object.name),
+                Arg::Text(object.kind),
+                Arg::OptText(object.policy_id),
+                Arg::Text(&blob_id),
+                Arg::Int(object.size),
+                Arg::Int(now),
+            ];
+            super::inline::execute(conn, INSERT, &args)?;
+            Ok(Some(blob_id))
         })
         .await
 }
@@ -234,13 +254,7 @@ async fn create_file_statement_by_statement(
     if !super::users::charge_storage(&mut tx, object.owner_id, file.charge, file.capacity).await? {
         return Ok(None);
     }
-    let content = IncomingContent {
-        blob_id: object.physical_file_id.unwrap_or_default(),
-        policy_id: object.policy_id.unwrap_or_default(),
-        storage_key: file.storage_key,
-        size: object.size,
-        blake3: file.blake3,
-    };
+    let content = IncomingContent::of_new_file(file);
     // Without a blob to refer to, dropping the transaction rolls the charge back.
     let Some(blob_id) = content.reference(&mut tx, now).await? else { return Ok(None) };
     insert(&mut tx, &NewObject { physical_file_id: Some(&blob_id), ..*object }, now).await?;
@@ -322,34 +336,15 @@ fn replacement_refusal(replacement: &ContentReplacement<'_>, state: ReplacedStat
 }
 
 /// SQLite: on the calling thread ([`super::inline`]): the state the write depends on is read
-/// under the write lock `BEGIN IMMEDIATE` took, and the writes run only when it may go ahead.
+/// under the write lock `BEGIN IMMEDIATE` took, and the writes run only when it may go ahead
+/// (every refusal comes before the first write).
 async fn replace_content_inline(
     inline: &super::inline::Inline,
     replacement: &ContentReplacement<'_>,
     now: Millis,
 ) -> Result<ContentReplaced, DbError> {
     let r = replacement;
-    let mut writes = reference_content_statements("TRUE", r.storage_key.is_some());
-    writes.extend([
-        format!(
-            "UPDATE objects SET physical_file_id = {blob}, size = $4, updated_at = $6 WHERE id = $7",
-            blob = referenced_blob()
-        ),
-        "UPDATE physical_files SET ref_count = ref_count - 1 WHERE id = $8".to_owned(),
-        "UPDATE users SET storage = CASE WHEN storage + $9 > 0 THEN storage + $9 ELSE 0 END WHERE id = $10".to_owned(),
-    ]);
-    let args = [
-        Arg::Text(r.blob_id),
-        Arg::Text(r.policy_id),
-        Arg::OptText(r.storage_key),
-        Arg::Int(r.size),
-        Arg::Text(r.blake3),
-        Arg::Int(now),
-        Arg::Text(r.object_id),
-        Arg::OptText(r.old_blob_id),
-        Arg::Int(r.charge),
-        Arg::Text(r.owner_id),
-    ];
+    let content = IncomingContent::of_replacement(r);
     let state_args = [Arg::Text(r.object_id), Arg::Text(r.owner_id)];
     inline
         .write(|conn| {
@@ -359,19 +354,17 @@ async fn replace_content_inline(
             if let Some(refusal) = replacement_refusal(r, state) {
                 return Ok(refusal);
             }
-            if r.storage_key.is_none() && !holds_same_content(conn, &args)? {
-                return Ok(ContentReplaced::NotReferenced);
-            }
-            for statement in &writes {
-                super::inline::execute(conn, statement, &args)?;
-            }
-            let answer = "SELECT physical_file_id, (SELECT ref_count FROM physical_files WHERE id = $8) AS old_refs
-                 FROM objects WHERE id = $7";
-            let answered = super::inline::query_row(conn, answer, &args, |row| {
-                Ok((row.opt_text("physical_file_id")?, row.opt_int("old_refs")?))
-            })?;
-            let (blob, old_refs) = answered.unwrap_or_default();
-            Ok(replaced(r, blob.unwrap_or_default(), old_refs))
+            let Some(referent) = content.referent_inline(conn)? else { return Ok(ContentReplaced::NotReferenced) };
+            // The charge fits: `replacement_refusal` checked it on the row the lock keeps still.
+            super::users::charge_storage_inline(conn, r.owner_id, r.charge, r.capacity)?;
+            let blob_id = content.reference_inline(conn, referent, now)?;
+            let args = [Arg::Text(r.object_id), Arg::Text(&blob_id), Arg::Int(r.size), Arg::Int(now)];
+            super::inline::execute(conn, SET_CONTENT, &args)?;
+            let old_refs = match r.old_blob_id {
+                Some(old) => super::blobs::add_refs_inline(conn, old, -1)?,
+                None => None,
+            };
+            Ok(replaced(r, blob_id, old_refs))
         })
         .await
 }
@@ -403,13 +396,7 @@ async fn replace_content_statement_by_statement(
     if !super::users::charge_storage(&mut tx, r.owner_id, r.charge, r.capacity).await? {
         return Ok(ContentReplaced::QuotaExceeded);
     }
-    let content = IncomingContent {
-        blob_id: r.blob_id,
-        policy_id: r.policy_id,
-        storage_key: r.storage_key,
-        size: r.size,
-        blake3: r.blake3,
-    };
+    let content = IncomingContent::of_replacement(r);
     // Without a blob to refer to, dropping the transaction rolls the charge back.
     let Some(blob_id) = content.reference(&mut tx, now).await? else { return Ok(ContentReplaced::NotReferenced) };
     set_content(&mut tx, r.object_id, &blob_id, r.size, now).await?;
@@ -744,6 +731,9 @@ pub async fn relocate(conn: &mut Conn, id: &str, parent_id: &str, name: &str, no
     Ok(())
 }
 
+/// `$1` the file, `$2` its new blob, `$3` size, `$4` now.
+const SET_CONTENT: &str = "UPDATE objects SET physical_file_id = $2, size = $3, updated_at = $4 WHERE id = $1";
+
 /// Points a file at new content.
 pub async fn set_content(
     conn: &mut Conn,
@@ -752,13 +742,7 @@ pub async fn set_content(
     size: i64,
     now: Millis,
 ) -> Result<(), DbError> {
-    sqlx::query("UPDATE objects SET physical_file_id = $2, size = $3, updated_at = $4 WHERE id = $1")
-        .bind(id)
-        .bind(physical_file_id)
-        .bind(size)
-        .bind(now)
-        .execute(conn)
-        .await?;
+    sqlx::query(SET_CONTENT).bind(id).bind(physical_file_id).bind(size).bind(now).execute(conn).await?;
     Ok(())
 }
 

@@ -350,12 +350,7 @@ pub async fn capacity(db: &Db, user_id: &str, now: Millis) -> Result<i64, DbErro
 /// Adds `bytes` to the user's used storage only if the total stays within `capacity`; answers
 /// whether it did. One conditional statement, so concurrent reservations cannot overshoot.
 pub async fn reserve_storage(conn: &mut Conn, user_id: &str, bytes: i64, capacity: i64) -> Result<bool, DbError> {
-    let done = sqlx::query("UPDATE users SET storage = storage + $2 WHERE id = $1 AND storage + $2 <= $3")
-        .bind(user_id)
-        .bind(bytes)
-        .bind(capacity)
-        .execute(conn)
-        .await?;
+    let done = sqlx::query(RESERVE_STORAGE).bind(user_id).bind(bytes).bind(capacity).execute(conn).await?;
     Ok(done.rows_affected() > 0)
 }
 
@@ -370,13 +365,31 @@ pub async fn charge_storage(conn: &mut Conn, user_id: &str, bytes: i64, capacity
     }
 }
 
+/// [`charge_storage`] inside a SQLite write transaction on the calling thread
+/// ([`super::inline`]).
+pub(super) fn charge_storage_inline(
+    conn: &rusqlite::Connection,
+    user_id: &str,
+    bytes: i64,
+    capacity: i64,
+) -> Result<bool, DbError> {
+    let inline = super::inline::execute;
+    match bytes {
+        1.. => Ok(inline(conn, RESERVE_STORAGE, &[Arg::Text(user_id), Arg::Int(bytes), Arg::Int(capacity)])? > 0),
+        ..0 => inline(conn, RELEASE_STORAGE, &[Arg::Text(user_id), Arg::Int(-bytes)]).map(|_| true),
+        0 => Ok(true),
+    }
+}
+
+/// `$1` the user, `$2` the bytes, `$3` the capacity the total must stay within.
+const RESERVE_STORAGE: &str = "UPDATE users SET storage = storage + $2 WHERE id = $1 AND storage + $2 <= $3";
+/// `$1` the user, `$2` the bytes given back.
+const RELEASE_STORAGE: &str =
+    "UPDATE users SET storage = CASE WHEN storage > $2 THEN storage - $2 ELSE 0 END WHERE id = $1";
+
 /// Gives back `bytes` of used storage (never below zero).
 pub async fn release_storage(conn: &mut Conn, user_id: &str, bytes: i64) -> Result<(), DbError> {
-    sqlx::query("UPDATE users SET storage = CASE WHEN storage > $2 THEN storage - $2 ELSE 0 END WHERE id = $1")
-        .bind(user_id)
-        .bind(bytes)
-        .execute(conn)
-        .await?;
+    sqlx::query(RELEASE_STORAGE).bind(user_id).bind(bytes).execute(conn).await?;
     Ok(())
 }
 
