@@ -70,6 +70,39 @@ async fn sqlite_checkpoints_run_outside_the_commits() {
     assert_eq!(done.copied_frames, done.log_frames, "and all of them are now in the database file");
 }
 
+/// After an idle spell the log file is emptied, so the next writes go to its end instead of
+/// over pages the operating system may have dropped; a reader using the log keeps it as it is.
+#[tokio::test]
+async fn sqlite_log_file_is_emptied_when_nothing_uses_it() {
+    let app = TestApp::spawn(Backend::Sqlite).await.unwrap();
+    let db = app.state().db();
+    let log = app.database.dir.path().join("nubo.db-wal");
+    let admin = app.login_admin().await;
+    for i in 0..20 {
+        let body = serde_json::json!({"site_name": format!("Nubo {i}")});
+        let response = app.call(reqwest::Method::PATCH, "/admin/settings", Some(&admin.access), Some(body)).await;
+        assert!(response.status().is_success(), "{}", response.status());
+    }
+    assert!(std::fs::metadata(&log).unwrap().len() > 0, "the writes are in the log file");
+
+    let mut reading = db.reader().begin().await.unwrap();
+    let _: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM users").fetch_one(&mut *reading).await.unwrap();
+    let started = std::time::Instant::now();
+    assert!(!db.empty_log().unwrap(), "a reader holds the log");
+    assert!(started.elapsed() < std::time::Duration::from_secs(1), "without waiting for it");
+    assert!(std::fs::metadata(&log).unwrap().len() > 0, "the log file is untouched");
+    reading.commit().await.unwrap();
+
+    assert!(db.empty_log().unwrap(), "nothing uses the log now");
+    assert_eq!(std::fs::metadata(&log).unwrap().len(), 0, "the log file is empty");
+    let config: serde_json::Value = app.get("/site/config").await.json().await.unwrap();
+    assert_eq!(config["site_name"], "Nubo 19", "every write is in the database file");
+    let body = serde_json::json!({"site_name": "after"});
+    let response = app.call(reqwest::Method::PATCH, "/admin/settings", Some(&admin.access), Some(body)).await;
+    assert!(response.status().is_success(), "writes go on: {}", response.status());
+    assert!(std::fs::metadata(&log).unwrap().len() > 0, "into the log again");
+}
+
 nubo_tests::on_every_backend!(two_hundred_concurrent_setting_writes_all_succeed);
 
 async fn two_hundred_concurrent_setting_writes_all_succeed(app: TestApp) {

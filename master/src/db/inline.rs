@@ -121,6 +121,18 @@ impl Inline {
     }
 }
 
+impl Inline {
+    /// Copies whatever the write-ahead log still holds into the database file and truncates the
+    /// log file to nothing, if no reader or writer is using the log now; answers whether it did.
+    /// It never waits: the write connection gives up at once on a busy database.
+    pub fn empty_log(&self) -> Result<bool, DbError> {
+        let conn = lock(&self.writer);
+        // Answers (busy, frames in the log, frames copied).
+        let busy = query_row(&conn, "PRAGMA wal_checkpoint(TRUNCATE)", &[], |row| row.int("busy"))?;
+        Ok(busy == Some(0))
+    }
+}
+
 /// Commits after `answer` succeeded; rolls back after it failed (or the commit did).
 fn finish<T>(conn: &Connection, answer: Result<T, DbError>) -> Result<T, DbError> {
     let committed = answer.and_then(|value| conn.execute_batch("COMMIT").map(|()| value).map_err(DbError::from));

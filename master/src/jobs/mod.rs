@@ -4,7 +4,7 @@
 pub mod worker;
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -62,12 +62,26 @@ pub fn start(state: &AppState, shutdown: &CancellationToken) -> Vec<JoinHandle<(
         spawn_periodic(name, period, shutdown.clone(), move || job(state.clone()))
     };
     if state.db().backend() == crate::db::Backend::Sqlite {
-        handles.push(every("sqlite-checkpoint", crate::db::SQLITE_CHECKPOINT_EVERY, |s| {
-            Box::pin(async move {
-                s.db().checkpoint().await?;
+        let state = state.clone();
+        let watch = std::sync::Arc::new(std::sync::Mutex::new(crate::db::LogWatch::default()));
+        let checkpoint = move || {
+            let (state, watch) = (state.clone(), std::sync::Arc::clone(&watch));
+            async move {
+                let seen = state.db().checkpoint().await?;
+                let idle =
+                    watch.lock().unwrap_or_else(std::sync::PoisonError::into_inner).observe(seen, Instant::now());
+                if idle && state.db().empty_log()? {
+                    tracing::debug!("emptied SQLite's write-ahead log after an idle spell");
+                }
                 Ok(0)
-            })
-        }));
+            }
+        };
+        handles.push(spawn_periodic(
+            "sqlite-checkpoint",
+            crate::db::SQLITE_CHECKPOINT_EVERY,
+            shutdown.clone(),
+            checkpoint,
+        ));
     }
     handles.push(every("upload-session-reaper", Duration::from_secs(60), |s| {
         Box::pin(async move { Ok(uploads::reap_expired(&s, now_ms()).await?) })
