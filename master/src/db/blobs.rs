@@ -87,19 +87,23 @@ pub async fn holds_content(db: &Db, policy_id: &str, blake3: &str, size: i64) ->
     Ok(db.read_row(SAME_CONTENT_ID, &args, |row| row.text("id")).await?.is_some())
 }
 
-/// A blob of the policy with the same content, for de-duplication.
+/// The policy's oldest blob with the same content, for de-duplication (the one
+/// [`SAME_CONTENT_ID`] names).
 pub async fn find_same_content(
     conn: &mut Conn,
     policy_id: &str,
     blake3: &str,
     size: i64,
 ) -> Result<Option<BlobRow>, DbError> {
-    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM physical_files WHERE {} LIMIT 1", same_content!()))
-        .bind(policy_id)
-        .bind(blake3)
-        .bind(size)
-        .fetch_optional(conn)
-        .await?)
+    Ok(sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM physical_files WHERE {} ORDER BY created_at, id LIMIT 1",
+        same_content!()
+    ))
+    .bind(policy_id)
+    .bind(blake3)
+    .bind(size)
+    .fetch_optional(conn)
+    .await?)
 }
 
 /// `$1`..`$7`: id, policy, storage key, size, blake3, references, now.

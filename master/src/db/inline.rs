@@ -119,14 +119,16 @@ impl Inline {
         };
         finish(&conn, work(&conn))
     }
-}
 
-impl Inline {
     /// Copies whatever the write-ahead log still holds into the database file and truncates the
     /// log file to nothing, if no reader or writer is using the log now; answers whether it did.
     /// It never waits: the write connection gives up at once on a busy database.
     pub fn empty_log(&self) -> Result<bool, DbError> {
         let conn = lock(&self.writer);
+        if !conn.is_autocommit() {
+            // A transaction a panic left open (the next write rolls it back): not idle.
+            return Ok(false);
+        }
         // Answers (busy, frames in the log, frames copied).
         let busy = query_row(&conn, "PRAGMA wal_checkpoint(TRUNCATE)", &[], |row| row.int("busy"))?;
         Ok(busy == Some(0))
