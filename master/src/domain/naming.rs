@@ -41,32 +41,54 @@ fn random_key(len: usize) -> String {
     rand::rng().sample_iter(&Alphanumeric).take(len).map(char::from).collect()
 }
 
+/// Renders `template` in one pass from left to right: each placeholder becomes its value, and
+/// a value (the original name, say) is never read again for placeholders. Only the values the
+/// template names are computed.
 fn render(template: &str, ctx: &NamingContext<'_>) -> String {
-    let (stem_ext, ext) = match ctx.original_name.rsplit_once('.') {
-        Some((stem, ext)) if !stem.is_empty() => (ctx.original_name, ext),
-        _ => (ctx.original_name, ""),
-    };
-    let now = ctx.now;
-    let mut out = template.to_owned();
-    let values: [(&str, String); 13] = [
-        ("{uid}", ctx.user_id.simple().to_string()),
-        ("{uuid}", Uuid::new_v4().simple().to_string()),
-        ("{randomkey8}", random_key(8)),
-        ("{randomkey16}", random_key(16)),
-        ("{date}", format!("{:04}-{:02}-{:02}", now.year(), u8::from(now.month()), now.day())),
-        ("{timestamp}", now.unix_timestamp().to_string()),
-        ("{year}", format!("{:04}", now.year())),
-        ("{month}", format!("{:02}", u8::from(now.month()))),
-        ("{day}", format!("{:02}", now.day())),
-        ("{hour}", format!("{:02}", now.hour())),
-        ("{minute}", format!("{:02}", now.minute())),
-        ("{originname}", stem_ext.to_owned()),
-        ("{ext}", ext.to_owned()),
-    ];
-    for (placeholder, value) in values {
-        out = out.replace(placeholder, &value);
+    let mut out = String::with_capacity(template.len() + 32);
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let tail = &rest[open..];
+        let placeholder = tail.find('}').map(|close| &tail[..=close]);
+        match placeholder.and_then(|placeholder| Some((placeholder.len(), value_of(placeholder, ctx)?))) {
+            Some((len, value)) => {
+                out.push_str(&value);
+                rest = &tail[len..];
+            }
+            None => {
+                out.push('{');
+                rest = &tail[1..];
+            }
+        }
     }
+    out.push_str(rest);
     out
+}
+
+/// The value of one of the [`PLACEHOLDERS`] (with its braces); `None` for anything else.
+fn value_of(placeholder: &str, ctx: &NamingContext<'_>) -> Option<String> {
+    let now = ctx.now;
+    let extension = || match ctx.original_name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => ext,
+        _ => "",
+    };
+    Some(match placeholder {
+        "{uid}" => ctx.user_id.simple().to_string(),
+        "{uuid}" => Uuid::new_v4().simple().to_string(),
+        "{randomkey8}" => random_key(8),
+        "{randomkey16}" => random_key(16),
+        "{date}" => format!("{:04}-{:02}-{:02}", now.year(), u8::from(now.month()), now.day()),
+        "{timestamp}" => now.unix_timestamp().to_string(),
+        "{year}" => format!("{:04}", now.year()),
+        "{month}" => format!("{:02}", u8::from(now.month())),
+        "{day}" => format!("{:02}", now.day()),
+        "{hour}" => format!("{:02}", now.hour()),
+        "{minute}" => format!("{:02}", now.minute()),
+        "{originname}" => ctx.original_name.to_owned(),
+        "{ext}" => extension().to_owned(),
+        _ => return None,
+    })
 }
 
 /// Makes one rendered path segment safe: `/`, `\`, NUL and control characters become `_`, a
@@ -157,6 +179,15 @@ mod tests {
             assert!(parsed.is_ok(), "{evil:?} gave invalid key {key:?}");
             assert_eq!(key.split('/').count(), 2, "{evil:?} added segments: {key:?}");
         }
+    }
+
+    #[test]
+    fn an_original_name_that_looks_like_a_placeholder_is_kept_as_it_is() {
+        let key = storage_key("{uid}", "{originname}-{ext}", &ctx("a{ext}{uuid}{nope}.bin"));
+        let file = key.rsplit('/').next().unwrap();
+        let (unique, rest) = file.split_once('_').unwrap();
+        assert_eq!(unique.len(), 32, "the {{uuid}} put in front: {key}");
+        assert_eq!(rest, "a{ext}{uuid}{nope}.bin-bin", "{key}");
     }
 
     #[test]
