@@ -131,12 +131,24 @@ pub async fn insert(conn: &mut Conn, blob: &BlobRow, now: Millis) -> Result<(), 
 /// `new` itself. Answers the blob id and whether it was a duplicate.
 pub async fn reference_content(conn: &mut Conn, new: &BlobRow, now: Millis) -> Result<(String, bool), DbError> {
     let blake3 = new.blake3.as_deref().unwrap_or_default();
-    if let Some(same) = find_same_content(conn, &new.policy_id, blake3, new.size).await? {
-        add_refs(conn, &same.id, 1).await?;
-        return Ok((same.id, true));
+    if let Some(same) = reference_same_content(conn, &new.policy_id, blake3, new.size).await? {
+        return Ok((same, true));
     }
     insert(conn, new, now).await?;
     Ok((new.id.clone(), false))
+}
+
+/// Takes one reference to the policy's blob with this content inside the caller's
+/// transaction, if there is one, and answers its id.
+pub async fn reference_same_content(
+    conn: &mut Conn,
+    policy_id: &str,
+    blake3: &str,
+    size: i64,
+) -> Result<Option<String>, DbError> {
+    let Some(same) = find_same_content(conn, policy_id, blake3, size).await? else { return Ok(None) };
+    add_refs(conn, &same.id, 1).await?;
+    Ok(Some(same.id))
 }
 
 /// `$1` the blob, `$2` what its reference count changes by; answers the new count.

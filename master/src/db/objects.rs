@@ -145,12 +145,7 @@ impl<'a> IncomingContent<'a> {
     /// blob, added now; `None` when nothing was stored and the policy holds no such blob.
     async fn reference(&self, conn: &mut Conn, now: Millis) -> Result<Option<String>, DbError> {
         let Some(key) = self.storage_key else {
-            let Some(same) = super::blobs::find_same_content(conn, self.policy_id, self.blake3, self.size).await?
-            else {
-                return Ok(None);
-            };
-            super::blobs::add_refs(conn, &same.id, 1).await?;
-            return Ok(Some(same.id));
+            return super::blobs::reference_same_content(conn, self.policy_id, self.blake3, self.size).await;
         };
         let blob = super::blobs::BlobRow::new_content(self.blob_id, self.policy_id, key, self.size, self.blake3);
         Ok(Some(super::blobs::reference_content(conn, &blob, now).await?.0))

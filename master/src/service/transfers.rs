@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use nubo_common::hash::StreamHasher;
 use nubo_common::storage::{BlobStore, ByteStream, PutOutcome, StorageError, StorageKey};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -471,16 +472,14 @@ impl PlannedWrite {
     /// owner has room for it; `None` when the bytes need storing (or refusing, which the write
     /// does with the usual answer).
     async fn refer_to_held_content(&self, ctx: &AppState, pieces: &[Bytes]) -> ServiceResult<Option<files::PathEntry>> {
-        let size: u64 = pieces.iter().map(|piece| piece.len() as u64).sum();
-        if size > self.byte_limit().bytes() {
-            return Ok(None);
-        }
-        let mut hasher = blake3::Hasher::new();
+        let mut hasher = StreamHasher::new();
         for piece in pieces {
             hasher.update(piece);
         }
-        let blake3 = hasher.finalize().to_hex().to_string();
-        let size = size as i64;
+        if hasher.len() > self.byte_limit().bytes() {
+            return Ok(None);
+        }
+        let (blake3, size) = (hasher.finalize(), hasher.len() as i64);
         if !db::blobs::holds_content(ctx.db(), &self.policy.id, &blake3, size).await? {
             return Ok(None);
         }
