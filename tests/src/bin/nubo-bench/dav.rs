@@ -1,10 +1,14 @@
-//! `nubo-bench dav [--runs N] [--workloads abcdef] [--peers nginx,apache,...] [--davbench PATH] [--peers-sh PATH] [--serve SECONDS [--durable false]]`:
+//! `nubo-bench dav [--runs N] [--workloads abcdef] [--peers nginx,apache,...] [--davbench PATH] [--peers-sh PATH] [--serve SECONDS [--durable false]] [--side-by-side ROUNDS]`:
 //! the shared WebDAV yardstick (`davbench`) against a real `nubo-master` process (release
 //! build, SQLite, local policy) and against the reference servers `peers.sh` starts, one after
 //! the other in the same run, with one table of medians at the end.
 //!
 //! davbench prints one JSON line per workload; this collects the figure each workload is
 //! judged by (throughput, files/s, seconds, latency, requests/s) and every server's peak RSS.
+//!
+//! `--side-by-side ROUNDS` compares the 1000 small PUTs alone, under equal conditions: Nubo
+//! (`durable: false`, as the peers do not sync) and every peer up at once, each round's
+//! contents new to every server, no server deleting anything, the order rotating each round.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -40,6 +44,9 @@ struct Options {
     /// With `--serve`: whether the served policy syncs each blob (`--durable false` serves the
     /// like-for-like setting of the second row).
     durable: bool,
+    /// Only the small PUTs, this many rounds against every server up at once
+    /// ([`side_by_side`]).
+    side_by_side: Option<u32>,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -52,6 +59,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         peers_sh: shared.join("peers.sh"),
         serve_for: None,
         durable: true,
+        side_by_side: None,
     };
     let mut args = args.iter();
     while let Some(flag) = args.next() {
@@ -64,24 +72,31 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--peers-sh" => options.peers_sh = PathBuf::from(value),
             "--serve" => options.serve_for = Some(value.parse().map_err(|_| "--serve takes seconds".to_owned())?),
             "--durable" => options.durable = value.parse().map_err(|_| "--durable takes true or false".to_owned())?,
+            "--side-by-side" => {
+                options.side_by_side =
+                    Some(value.parse().map_err(|_| "--side-by-side takes a number of rounds".to_owned())?);
+            }
             other => return Err(format!("unknown flag {other}")),
         }
     }
     Ok(options)
 }
 
-/// Runs davbench against `url` and answers its JSON lines by workload name.
+/// Runs davbench against `url` (with `extra` arguments) and answers its JSON lines by workload
+/// name.
 fn davbench(
     options: &Options,
     label: &str,
     url: &str,
     auth: Option<(&str, &str)>,
     pid: u32,
+    extra: &[String],
 ) -> BTreeMap<String, Value> {
     let mut command = Command::new("python3");
     command.arg(&options.davbench).arg(url).args(["--label", label, "--runs", &options.runs.to_string()]);
     command.args(["--workloads", &options.workloads]);
     command.args(["--pid", &pid.to_string()]);
+    command.args(extra);
     if let Some((user, password)) = auth {
         command.args(["-u", user, "-p", password]);
     }
@@ -121,7 +136,7 @@ pub async fn run(args: &[String]) {
         Ok(options) => options,
         Err(error) => {
             eprintln!(
-                "{error}\nusage: nubo-bench dav [--runs N] [--workloads abcdef] [--peers a,b] [--davbench PATH] [--peers-sh PATH] [--serve SECONDS [--durable false]]"
+                "{error}\nusage: nubo-bench dav [--runs N] [--workloads abcdef] [--peers a,b] [--davbench PATH] [--peers-sh PATH] [--serve SECONDS [--durable false]] [--side-by-side ROUNDS]"
             );
             std::process::exit(2);
         }
@@ -152,6 +167,12 @@ pub async fn run(args: &[String]) {
         }
         return;
     }
+    if let Some(rounds) = options.side_by_side {
+        stop_syncing(&bench).await;
+        let nubo = Server { name: "nubo".to_owned(), url: dav_url, pid: bench.server.pid(), auth: true };
+        side_by_side(&options, nubo, rounds);
+        return;
+    }
     let mut table: Vec<Row> = Vec::new();
     let nubo = davbench(
         &options,
@@ -159,6 +180,7 @@ pub async fn run(args: &[String]) {
         &dav_url,
         Some(("bench@example.com/bench", "bench-dav-password")),
         bench.server.pid(),
+        &[],
     );
     table.push(Row { server: "nubo".to_owned(), workloads: options.workloads.clone(), results: nubo });
 
@@ -170,31 +192,114 @@ pub async fn run(args: &[String]) {
         let unsynced = Options { workloads: writes, ..options.clone() };
         let label = "nubo, durable: false";
         let auth = Some(("bench@example.com/bench", "bench-dav-password"));
-        let results = davbench(&unsynced, label, &dav_url, auth, bench.server.pid());
+        let results = davbench(&unsynced, label, &dav_url, auth, bench.server.pid(), &[]);
         table.push(Row { server: label.to_owned(), workloads: unsynced.workloads, results });
     }
     drop(bench);
 
     for (index, peer) in options.peers.iter().enumerate() {
-        let port = FIRST_PEER_PORT + index as u16;
-        let data = tempfile::Builder::new().prefix("nubo-bench-peer-").tempdir().expect("temp dir");
-        let started = Command::new("bash")
-            .arg(&options.peers_sh)
-            .args(["start", peer, &port.to_string()])
-            .arg(data.path())
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("peers.sh runs");
-        let Some(pid) = String::from_utf8_lossy(&started.stdout).trim().lines().last().and_then(|l| l.parse().ok())
-        else {
-            eprintln!("{peer} did not start; skipped");
-            continue;
-        };
-        let results = davbench(&options, peer, &format!("http://127.0.0.1:{port}/"), None, pid);
-        let _ = Command::new("bash").arg(&options.peers_sh).args(["stop", &pid.to_string()]).status();
+        let Some((server, _data)) = start_peer(&options, index, peer) else { continue };
+        let results = davbench(&options, peer, &server.url, None, server.pid, &[]);
+        stop_peer(&options, &server);
         table.push(Row { server: peer.clone(), workloads: options.workloads.clone(), results });
     }
     print_table(&table);
+}
+
+/// A WebDAV server under test.
+struct Server {
+    name: String,
+    url: String,
+    pid: u32,
+    /// Whether it takes the bench user's WebDAV account (Nubo) or no authentication (a peer).
+    auth: bool,
+}
+
+/// Starts the `index`-th peer with `peers.sh` on a port of its own and a new data folder (kept
+/// as long as the answer is); `None`, said on stderr, when it did not start.
+fn start_peer(options: &Options, index: usize, peer: &str) -> Option<(Server, tempfile::TempDir)> {
+    let port = FIRST_PEER_PORT + index as u16;
+    let data = tempfile::Builder::new().prefix("nubo-bench-peer-").tempdir().expect("temp dir");
+    let started = Command::new("bash")
+        .arg(&options.peers_sh)
+        .args(["start", peer, &port.to_string()])
+        .arg(data.path())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("peers.sh runs");
+    let Some(pid) = String::from_utf8_lossy(&started.stdout).trim().lines().last().and_then(|l| l.parse().ok()) else {
+        eprintln!("{peer} did not start; skipped");
+        return None;
+    };
+    let server = Server { name: peer.to_owned(), url: format!("http://127.0.0.1:{port}/"), pid, auth: false };
+    Some((server, data))
+}
+
+fn stop_peer(options: &Options, server: &Server) {
+    let _ = Command::new("bash").arg(&options.peers_sh).args(["stop", &server.pid.to_string()]).status();
+}
+
+/// The small PUTs (davbench workload `c`, one run of 1000 files of 4 KiB each) against Nubo and
+/// every peer, all up at once, `rounds` times; prints each round and a table of medians.
+///
+/// Why beside the yardstick's table: there each server runs after the one before it deleted
+/// its files, and on an ext4 file system without a journal a file created soon after many
+/// deletions costs more (`recently_deleted`), while Nubo's `DELETE` keeps the bytes in the
+/// trash; and davbench uploads the same contents in every run, which Nubo stores once. Here
+/// nothing is deleted (`--keep`), each round's contents (its own `--seed`) are new to every
+/// server, and the order rotates so that no server always runs first or last.
+fn side_by_side(options: &Options, nubo: Server, rounds: u32) {
+    let started: Vec<(Server, tempfile::TempDir)> =
+        options.peers.iter().enumerate().filter_map(|(index, peer)| start_peer(options, index, peer)).collect();
+    let mut servers = vec![&nubo];
+    servers.extend(started.iter().map(|(server, _)| server));
+    let small = Options { runs: 1, workloads: "c".to_owned(), ..options.clone() };
+    let mut figures: Vec<Vec<Option<f64>>> = vec![Vec::new(); servers.len()];
+    for round in 0..rounds {
+        // A seed of the hour and round: new contents for every server, the same for all.
+        let seed = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+            / 3600)
+            .wrapping_mul(1000)
+            + u64::from(round);
+        let extra = ["--keep".to_owned(), "--seed".to_owned(), seed.to_string()];
+        for offset in 0..servers.len() {
+            let at = (offset + round as usize) % servers.len();
+            let server = servers[at];
+            let auth = server.auth.then_some(("bench@example.com/bench", "bench-dav-password"));
+            let results = davbench(&small, &server.name, &server.url, auth, server.pid, &extra);
+            figures[at].push(figure(&results, "c_put_small", "files_per_s"));
+        }
+    }
+    for (server, _) in &started {
+        stop_peer(options, server);
+    }
+    print_side_by_side(&servers, &figures);
+}
+
+/// Each server's files/s per round, their median, and Nubo's median over the server's.
+fn print_side_by_side(servers: &[&Server], figures: &[Vec<Option<f64>>]) {
+    let medians: Vec<Option<f64>> =
+        figures.iter().map(|runs| median(runs.iter().flatten().copied().collect())).collect();
+    println!("| server | files/s per round | median | Nubo's median over it |");
+    println!("|---|---|---:|---:|");
+    for ((server, runs), server_median) in servers.iter().zip(figures).zip(&medians) {
+        let rounds: Vec<String> =
+            runs.iter().map(|run| run.map_or_else(|| "failed".to_owned(), |v| format!("{v:.0}"))).collect();
+        let ratio =
+            medians[0].zip(*server_median).map_or_else(String::new, |(nubo, other)| format!("{:.2}x", nubo / other));
+        let shown = server_median.map_or_else(|| "failed".to_owned(), |v| format!("{v:.0}"));
+        println!("| {} | {} | {shown} | {ratio} |", server.name, rounds.join(" / "));
+    }
+}
+
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    match values.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(values[middle]),
+        _ => Some((values[middle - 1] + values[middle]) / 2.0),
+    }
 }
 
 /// Sets the bench user's policy to `durable: false`: blobs are acknowledged from the page
