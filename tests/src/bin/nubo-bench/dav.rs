@@ -254,7 +254,7 @@ fn side_by_side(options: &Options, nubo: Server, rounds: u32) {
     let mut servers = vec![&nubo];
     servers.extend(started.iter().map(|(server, _)| server));
     let small = Options { runs: 1, workloads: "c".to_owned(), ..options.clone() };
-    let mut figures: Vec<Vec<Option<f64>>> = vec![Vec::new(); servers.len()];
+    let mut figures: Vec<Vec<Round>> = vec![Vec::new(); servers.len()];
     for round in 0..rounds {
         // A seed of the hour and round: new contents for every server, the same for all.
         let seed = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
@@ -267,7 +267,7 @@ fn side_by_side(options: &Options, nubo: Server, rounds: u32) {
             let server = servers[at];
             let auth = server.auth.then_some(("bench@example.com/bench", "bench-dav-password"));
             let results = davbench(&small, &server.name, &server.url, auth, server.pid, &extra);
-            figures[at].push(figure(&results, "c_put_small", "files_per_s"));
+            figures[at].push(Round::of(&results));
         }
     }
     for (server, _) in &started {
@@ -276,19 +276,45 @@ fn side_by_side(options: &Options, nubo: Server, rounds: u32) {
     print_side_by_side(&servers, &figures);
 }
 
-/// Each server's files/s per round, their median, and Nubo's median over the server's.
-fn print_side_by_side(servers: &[&Server], figures: &[Vec<Option<f64>>]) {
-    let medians: Vec<Option<f64>> =
-        figures.iter().map(|runs| median(runs.iter().flatten().copied().collect())).collect();
-    println!("| server | files/s per round | median | Nubo's median over it |");
-    println!("|---|---|---:|---:|");
-    for ((server, runs), server_median) in servers.iter().zip(figures).zip(&medians) {
-        let rounds: Vec<String> =
-            runs.iter().map(|run| run.map_or_else(|| "failed".to_owned(), |v| format!("{v:.0}"))).collect();
+/// One server's small PUTs in one round: files/s, and the server's CPU time per file.
+#[derive(Clone, Copy)]
+struct Round {
+    files_per_s: Option<f64>,
+    cpu_us_per_file: Option<f64>,
+}
+
+impl Round {
+    fn of(results: &BTreeMap<String, Value>) -> Self {
+        let files_per_s = figure(results, "c_put_small", "files_per_s");
+        let cpu_us_per_file = files_per_s.and_then(|_| {
+            let line = results.get("c_put_small")?;
+            let cpu_seconds = line.get("server")?.get("cpu_s")?.as_f64()?;
+            let files = line.get("files")?.as_f64().filter(|files| *files > 0.0)?;
+            Some(cpu_seconds / files * 1e6)
+        });
+        Self { files_per_s, cpu_us_per_file }
+    }
+}
+
+/// Each server's files/s per round, their median, Nubo's median over the server's, and the
+/// median of the server's CPU time per file (all its processes and threads, as davbench reads
+/// them: time spent beside the request, a checkpoint say, counts too).
+fn print_side_by_side(servers: &[&Server], figures: &[Vec<Round>]) {
+    let median_of =
+        |rounds: &[Round], value: fn(&Round) -> Option<f64>| median(rounds.iter().filter_map(value).collect());
+    let medians: Vec<Option<f64>> = figures.iter().map(|rounds| median_of(rounds, |round| round.files_per_s)).collect();
+    println!("| server | files/s per round | median | Nubo's median over it | CPU per file (µs, median) |");
+    println!("|---|---|---:|---:|---:|");
+    for ((server, rounds), server_median) in servers.iter().zip(figures).zip(&medians) {
+        let each: Vec<String> = rounds
+            .iter()
+            .map(|round| round.files_per_s.map_or_else(|| "failed".to_owned(), |v| format!("{v:.0}")))
+            .collect();
         let ratio =
             medians[0].zip(*server_median).map_or_else(String::new, |(nubo, other)| format!("{:.2}x", nubo / other));
         let shown = server_median.map_or_else(|| "failed".to_owned(), |v| format!("{v:.0}"));
-        println!("| {} | {} | {shown} | {ratio} |", server.name, rounds.join(" / "));
+        let cpu = median_of(rounds, |round| round.cpu_us_per_file).map_or_else(String::new, |v| format!("{v:.0}"));
+        println!("| {} | {} | {shown} | {ratio} | {cpu} |", server.name, each.join(" / "));
     }
 }
 
