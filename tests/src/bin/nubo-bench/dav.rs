@@ -255,12 +255,10 @@ fn side_by_side(options: &Options, nubo: Server, rounds: u32) {
     servers.extend(started.iter().map(|(server, _)| server));
     let small = Options { runs: 1, workloads: "c".to_owned(), ..options.clone() };
     let mut figures: Vec<Vec<Round>> = vec![Vec::new(); servers.len()];
+    // One seed per round, the same for every server: contents new to each, and equal for all.
+    let first_seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     for round in 0..rounds {
-        // A seed of the hour and round: new contents for every server, the same for all.
-        let seed = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
-            / 3600)
-            .wrapping_mul(1000)
-            + u64::from(round);
+        let seed = first_seed + u64::from(round);
         let extra = ["--keep".to_owned(), "--seed".to_owned(), seed.to_string()];
         for offset in 0..servers.len() {
             let at = (offset + round as usize) % servers.len();
