@@ -504,7 +504,7 @@ fn writeback_due(from: u64, written_before: u64, written: u64) -> Option<(u64, u
 /// writing dirty pages on its own only once they pass a tenth of it (`dirty_background_ratio`).
 /// So the fsync of a 1 GiB blob wrote all of it after its last byte arrived; started as the
 /// bytes arrive, the disk works while the network does, and the fsync waits for the last step
-/// only (1 GiB written and synced: ~0.9–1.5 s before, ~0.6 s after, docs/benchmarks.md).
+/// only (1 GiB written and synced: 0.7–1.4 s before, ~0.6 s after, docs/benchmarks.md).
 /// `POSIX_FADV_DONTNEED` does that on Linux through a safe call: it starts the writeback of the
 /// range's dirty pages and drops only pages already clean, so the bytes just written stay
 /// cached. It is advice: if it fails, the final fsync writes everything, as before.
