@@ -20,6 +20,9 @@ use crate::files::start_signed_in;
 
 const DEFAULT_PEERS: &str = "nginx,apache,rclone,dufs,wsgidav";
 const FIRST_PEER_PORT: u16 = 18_080;
+/// The WebDAV login of the account named `bench` that this command creates for the bench user
+/// (`email/account`), and its password.
+const DAV_LOGIN: (&str, &str) = ("bench@example.com/bench", "bench-dav-password");
 
 /// The figure each workload is compared by (a median of the runs), with its unit.
 const FIGURES: [(&str, &str, &str); 6] = [
@@ -143,11 +146,7 @@ pub async fn run(args: &[String]) {
     };
     let (bench, _) = start_signed_in().await;
     let created = bench
-        .json(
-            reqwest::Method::POST,
-            "/webdav/accounts",
-            Some(json!({"name": "bench", "password": "bench-dav-password"})),
-        )
+        .json(reqwest::Method::POST, "/webdav/accounts", Some(json!({"name": "bench", "password": DAV_LOGIN.1})))
         .await;
     assert_eq!(created["name"], "bench");
     let dav_url = bench.server.base.replace("/api/v1", "/dav/");
@@ -155,7 +154,7 @@ pub async fn run(args: &[String]) {
         if !options.durable {
             stop_syncing(&bench).await;
         }
-        println!("{dav_url} bench@example.com/bench bench-dav-password pid {}", bench.server.pid());
+        println!("{dav_url} {} {} pid {}", DAV_LOGIN.0, DAV_LOGIN.1, bench.server.pid());
         // Interrupted or terminated, return all the same: dropping the server stops the master
         // (killed on a signal, this process would leave it running).
         let mut terminate =
@@ -174,14 +173,7 @@ pub async fn run(args: &[String]) {
         return;
     }
     let mut table: Vec<Row> = Vec::new();
-    let nubo = davbench(
-        &options,
-        "nubo",
-        &dav_url,
-        Some(("bench@example.com/bench", "bench-dav-password")),
-        bench.server.pid(),
-        &[],
-    );
+    let nubo = davbench(&options, "nubo", &dav_url, Some(DAV_LOGIN), bench.server.pid(), &[]);
     table.push(Row { server: "nubo".to_owned(), workloads: options.workloads.clone(), results: nubo });
 
     // The peers acknowledge writes from the page cache; Nubo syncs each blob unless its policy
@@ -191,8 +183,7 @@ pub async fn run(args: &[String]) {
         stop_syncing(&bench).await;
         let unsynced = Options { workloads: writes, ..options.clone() };
         let label = "nubo, durable: false";
-        let auth = Some(("bench@example.com/bench", "bench-dav-password"));
-        let results = davbench(&unsynced, label, &dav_url, auth, bench.server.pid(), &[]);
+        let results = davbench(&unsynced, label, &dav_url, Some(DAV_LOGIN), bench.server.pid(), &[]);
         table.push(Row { server: label.to_owned(), workloads: unsynced.workloads, results });
     }
     drop(bench);
@@ -263,7 +254,7 @@ fn side_by_side(options: &Options, nubo: Server, rounds: u32) {
         for offset in 0..servers.len() {
             let at = (offset + round as usize) % servers.len();
             let server = servers[at];
-            let auth = server.auth.then_some(("bench@example.com/bench", "bench-dav-password"));
+            let auth = server.auth.then_some(DAV_LOGIN);
             let results = davbench(&small, &server.name, &server.url, auth, server.pid, &extra);
             figures[at].push(Round::of(&results));
         }
