@@ -29,9 +29,6 @@ use super::{Arg, DbError, Values};
 
 /// Idle read connections kept; more are opened when more threads read at once, and closed after.
 const IDLE_READERS: usize = 8;
-/// Page cache of the write connection, which also serves most reads (the read connections keep
-/// the master's usual 512 KiB: theirs is dropped whenever another connection writes).
-const WRITER_CACHE_KIB: u32 = 8 * 1024;
 /// Prepared statements each connection keeps (the hot requests use a handful).
 const STATEMENT_CACHE: usize = 64;
 /// How long a write waits for another connection's write lock before it fails as busy.
@@ -61,7 +58,12 @@ impl Inline {
         let writer = connect(path, &pragmas)?;
         // Waiting for another connection's write lock happens in [`Inline::write`], not here.
         writer.busy_timeout(Duration::ZERO)?;
-        writer.execute_batch(&format!("PRAGMA cache_size = -{WRITER_CACHE_KIB}"))?;
+        // The write connection keeps the usual page cache, not a larger one. When a commit split
+        // index pages, SQLite's page cache has held a page numbered past the end of the file (the
+        // lock-byte page, as a swap slot), and ending the transaction then walks every page the
+        // cache holds to drop it. With 8 MiB of 2 KiB pages that walk took 7-9% of a small
+        // WebDAV `PUT`'s CPU, and more as the cache filled (docs/benchmarks.md, fifteenth
+        // session); the pages a write reads are few and stay cached in the kernel anyway.
         Ok(Self { path: path.to_owned(), pragmas, readers: Mutex::default(), writer: Mutex::new(writer) })
     }
 
@@ -107,7 +109,7 @@ impl Inline {
                     // poisoned and recovered): nothing of it was committed.
                     conn.execute_batch("ROLLBACK")?;
                 }
-                match conn.execute_batch("BEGIN IMMEDIATE") {
+                match run(&conn, "BEGIN IMMEDIATE") {
                     Ok(()) => break conn,
                     Err(error) if !is_busy(&error) || started.elapsed() >= WRITE_LOCK_WAIT => {
                         return Err(error.into());
@@ -137,11 +139,17 @@ impl Inline {
 
 /// Commits after `answer` succeeded; rolls back after it failed (or the commit did).
 fn finish<T>(conn: &Connection, answer: Result<T, DbError>) -> Result<T, DbError> {
-    let committed = answer.and_then(|value| conn.execute_batch("COMMIT").map(|()| value).map_err(DbError::from));
+    let committed = answer.and_then(|value| run(conn, "COMMIT").map(|()| value).map_err(DbError::from));
     if committed.is_err() && !conn.is_autocommit() {
         let _ = conn.execute_batch("ROLLBACK");
     }
     committed
+}
+
+/// Runs a statement without arguments or rows (`BEGIN IMMEDIATE`, `COMMIT`) from the statement
+/// cache: `execute_batch` would parse it again on every transaction.
+fn run(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.raw_execute().map(drop)
 }
 
 fn is_busy(error: &rusqlite::Error) -> bool {
