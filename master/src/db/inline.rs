@@ -236,6 +236,15 @@ impl Values for rusqlite::Row<'_> {
     fn opt_int(&self, column: &str) -> Result<Option<i64>, DbError> {
         Ok(self.get(column)?)
     }
+    fn text_at(&self, index: usize) -> Result<String, DbError> {
+        Ok(self.get(index)?)
+    }
+    fn opt_text_at(&self, index: usize) -> Result<Option<String>, DbError> {
+        Ok(self.get(index)?)
+    }
+    fn int_at(&self, index: usize) -> Result<i64, DbError> {
+        Ok(self.get(index)?)
+    }
 }
 
 #[cfg(test)]

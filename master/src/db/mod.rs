@@ -96,6 +96,12 @@ pub trait Values {
     fn opt_text(&self, column: &str) -> Result<Option<String>, DbError>;
     fn int(&self, column: &str) -> Result<i64, DbError>;
     fn opt_int(&self, column: &str) -> Result<Option<i64>, DbError>;
+    /// The same by position (from 0), for wide rows whose columns are numbered: finding a column
+    /// by name scans the columns before it, so decoding a row that way grows with its width
+    /// squared (the path walk reads seven columns per level).
+    fn text_at(&self, index: usize) -> Result<String, DbError>;
+    fn opt_text_at(&self, index: usize) -> Result<Option<String>, DbError>;
+    fn int_at(&self, index: usize) -> Result<i64, DbError>;
 }
 
 impl Values for sqlx::any::AnyRow {
@@ -110,6 +116,15 @@ impl Values for sqlx::any::AnyRow {
     }
     fn opt_int(&self, column: &str) -> Result<Option<i64>, DbError> {
         Ok(sqlx::Row::try_get(self, column)?)
+    }
+    fn text_at(&self, index: usize) -> Result<String, DbError> {
+        Ok(sqlx::Row::try_get(self, index)?)
+    }
+    fn opt_text_at(&self, index: usize) -> Result<Option<String>, DbError> {
+        Ok(sqlx::Row::try_get(self, index)?)
+    }
+    fn int_at(&self, index: usize) -> Result<i64, DbError> {
+        Ok(sqlx::Row::try_get(self, index)?)
     }
 }
 

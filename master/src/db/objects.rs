@@ -509,6 +509,8 @@ pub async fn live_file_content(db: &Db, owner_id: &str, id: &str) -> Result<Opti
 
 /// Levels resolved per statement by [`walk`]; deeper paths take one statement per this many.
 const WALK_STEP: usize = 16;
+/// Columns [`walk`] selects per level, in the order [`ListingRow::at_level`] reads them.
+const WALK_COLUMNS: usize = 7;
 
 /// Where a [`walk`] starts.
 #[derive(Debug, Clone, Copy)]
@@ -537,6 +539,7 @@ pub async fn walk(db: &Db, start: WalkStart<'_>, names: &[&str]) -> Result<Vec<L
         let mut select = Vec::with_capacity(levels);
         let mut from = String::from("objects c0");
         for level in 0..levels {
+            // [`WALK_COLUMNS`] columns, in the order [`ListingRow::at_level`] reads them.
             select.push(format!(
                 "c{level}.id AS id{level}, c{level}.name AS name{level}, c{level}.kind AS kind{level}, \
                  c{level}.policy_id AS policy{level}, c{level}.size AS size{level}, \
@@ -637,18 +640,19 @@ pub struct ListingRow {
 }
 
 impl ListingRow {
-    /// The object at `level` of a [`walk`] row (columns `id{level}`, `name{level}`, ...);
-    /// `None` where the path ended before it.
+    /// The object at `level` of a [`walk`] row (columns `id{level}`, `name{level}`, ... in
+    /// that order, [`WALK_COLUMNS`] per level); `None` where the path ended before it.
     fn at_level(row: &dyn Values, level: usize) -> Result<Option<Self>, DbError> {
-        let Some(id) = row.opt_text(&format!("id{level}"))? else { return Ok(None) };
+        let at = |column: usize| level * WALK_COLUMNS + column;
+        let Some(id) = row.opt_text_at(at(0))? else { return Ok(None) };
         Ok(Some(Self {
             id,
-            name: row.text(&format!("name{level}"))?,
-            kind: row.text(&format!("kind{level}"))?,
-            policy_id: row.opt_text(&format!("policy{level}"))?,
-            size: row.int(&format!("size{level}"))?,
-            created_at: row.int(&format!("created{level}"))?,
-            updated_at: row.int(&format!("updated{level}"))?,
+            name: row.text_at(at(1))?,
+            kind: row.text_at(at(2))?,
+            policy_id: row.opt_text_at(at(3))?,
+            size: row.int_at(at(4))?,
+            created_at: row.int_at(at(5))?,
+            updated_at: row.int_at(at(6))?,
         }))
     }
 }
