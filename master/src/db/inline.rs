@@ -268,6 +268,20 @@ mod tests {
     }
 
     #[test]
+    fn values_by_position_follow_the_select_order() {
+        let conn = memory();
+        let sql = "SELECT $2 AS b, $1 AS a, NULL AS n";
+        let row = query_row(&conn, sql, &[Arg::Text("one"), Arg::Int(2)], |row| {
+            Ok((row.int_at(0)?, row.text_at(1)?, row.opt_text_at(2)?, row.opt_text_at(1)?))
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(row, (2, "one".to_owned(), None, Some("one".to_owned())));
+        let past_the_end = query_row(&conn, sql, &[Arg::Text("one"), Arg::Int(2)], |row| row.text_at(3));
+        assert!(past_the_end.is_err(), "a position past the last column is an error");
+    }
+
+    #[test]
     fn a_parameter_without_its_argument_is_an_error_not_a_null() {
         let conn = memory();
         let missing = query_row(&conn, "SELECT $2 AS b", &[Arg::Int(1)], |row| row.opt_int("b"));
