@@ -539,11 +539,10 @@ pub async fn walk(db: &Db, start: WalkStart<'_>, names: &[&str]) -> Result<Vec<L
         let mut select = Vec::with_capacity(levels);
         let mut from = String::from("objects c0");
         for level in 0..levels {
-            // [`WALK_COLUMNS`] columns, in the order [`ListingRow::at_level`] reads them.
+            // [`WALK_COLUMNS`] columns, read by position in [`ListingRow::at_level`].
             select.push(format!(
-                "c{level}.id AS id{level}, c{level}.name AS name{level}, c{level}.kind AS kind{level}, \
-                 c{level}.policy_id AS policy{level}, c{level}.size AS size{level}, \
-                 c{level}.created_at AS created{level}, c{level}.updated_at AS updated{level}"
+                "c{level}.id, c{level}.name, c{level}.kind, c{level}.policy_id, c{level}.size, \
+                 c{level}.created_at, c{level}.updated_at"
             ));
             if level > 0 {
                 from.push_str(&format!(
@@ -640,8 +639,9 @@ pub struct ListingRow {
 }
 
 impl ListingRow {
-    /// The object at `level` of a [`walk`] row (columns `id{level}`, `name{level}`, ... in
-    /// that order, [`WALK_COLUMNS`] per level); `None` where the path ended before it.
+    /// The object at `level` of a [`walk`] row (its [`WALK_COLUMNS`] columns from
+    /// `level * WALK_COLUMNS`, in the order the walk selects them); `None` where the path ended
+    /// before it.
     fn at_level(row: &dyn Values, level: usize) -> Result<Option<Self>, DbError> {
         let at = |column: usize| level * WALK_COLUMNS + column;
         let Some(id) = row.opt_text_at(at(0))? else { return Ok(None) };
