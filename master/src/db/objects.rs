@@ -899,20 +899,23 @@ pub async fn metadata(db: &Db, object_id: &str) -> Result<Vec<(String, String, S
     .await?)
 }
 
+/// `(object_id, name, value)` of one namespace (`$2`) for every live child of `$1`.
+///
+/// The order is the listing index's, so SQLite finds the children's ids in that index alone.
+/// Without it, SQLite chose the name index, which holds no ids, and read every child's row for
+/// its id: for 10,000 children as many page reads as the listing itself (~1,600), against ~590
+/// through the listing index (docs/benchmarks.md, sixteenth session).
+const METADATA_OF_CHILDREN: &str = "SELECT m.object_id, m.name, m.value FROM objects o
+     JOIN object_metadata m ON m.object_id = o.id AND m.namespace = $2
+     WHERE o.parent_id = $1 AND o.trashed_at IS NULL ORDER BY o.kind DESC, o.name";
+
 /// `(object_id, name, value)` of one namespace for every live child of `parent_id`.
 pub async fn metadata_of_children(
     db: &Db,
     parent_id: &str,
     namespace: &str,
 ) -> Result<Vec<(String, String, String)>, DbError> {
-    Ok(sqlx::query_as(
-        "SELECT m.object_id, m.name, m.value FROM object_metadata m JOIN objects o ON o.id = m.object_id
-         WHERE o.parent_id = $1 AND o.trashed_at IS NULL AND m.namespace = $2",
-    )
-    .bind(parent_id)
-    .bind(namespace)
-    .fetch_all(db.reader())
-    .await?)
+    Ok(sqlx::query_as(METADATA_OF_CHILDREN).bind(parent_id).bind(namespace).fetch_all(db.reader()).await?)
 }
 
 pub async fn set_metadata(
@@ -945,4 +948,31 @@ pub async fn set_metadata(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan SQLite makes for `sql` on the schema of a new master database.
+    async fn sqlite_plan(sql: &str) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nubo.db");
+        let db = Db::connect(&format!("sqlite://{}?mode=rwc", path.display()), 2).await.unwrap();
+        db.migrate().await.unwrap();
+        db.close().await;
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let mut plan = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        // Two arguments: their values do not change the plan.
+        let steps = plan.query_map(["parent", "dav"], |row| row.get::<_, String>(3)).unwrap();
+        steps.map(Result::unwrap).collect()
+    }
+
+    #[tokio::test]
+    async fn the_children_s_properties_are_found_through_the_listing_index_not_the_children_s_rows() {
+        let plan = sqlite_plan(METADATA_OF_CHILDREN).await;
+        assert!(plan.iter().any(|step| step.contains("USING INDEX objects_listing")), "{plan:?}");
+        assert!(!plan.iter().any(|step| step.contains("objects_live_name")), "{plan:?}");
+        assert!(!plan.iter().any(|step| step.contains("TEMP B-TREE")), "no sort: {plan:?}");
+    }
 }
