@@ -279,8 +279,13 @@ impl NuboFs {
     /// whether any of them has some.
     async fn children(&self, path: &DavPath, folder: &PathEntry) -> FsResult<(Vec<Arc<PathEntry>>, bool)> {
         let db = self.ctx.db();
-        let children = files::live_children(db, self.user(), folder).await.map_err(fs_error)?;
-        let mut props = metadata::dav_properties_of_children(db, self.user(), folder).await.map_err(fs_error)?;
+        // Both at once, on two of the read pool's connections (two snapshots, as one after the
+        // other would be).
+        let (children, mut props) = tokio::try_join!(
+            files::live_children(db, self.user(), folder),
+            metadata::dav_properties_of_children(db, self.user(), folder),
+        )
+        .map_err(fs_error)?;
         let with_props = !props.is_empty();
         let base = path_key(path);
         let mut remembered = self.remembered();
