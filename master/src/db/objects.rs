@@ -899,7 +899,7 @@ pub async fn metadata(db: &Db, object_id: &str) -> Result<Vec<(String, String, S
     .await?)
 }
 
-/// `(object_id, name, value)` of one namespace (`$2`) for every live child of `$1`.
+/// The SQL of [`metadata_of_children`] (`$1` the folder, `$2` the namespace).
 ///
 /// The order is the listing index's, so SQLite finds the children's ids in that index alone.
 /// Without it, SQLite chose the name index, which holds no ids, and read every child's row for
