@@ -24,6 +24,16 @@ const FIRST_PEER_PORT: u16 = 18_080;
 /// (`email/account`), and its password.
 const DAV_LOGIN: (&str, &str) = ("bench@example.com/bench", "bench-dav-password");
 
+/// davbench's flag that leaves a run's files in place. The table's runs all pass it, and the
+/// servers' data folders go only once the table is printed: on this machine's ext4 (no
+/// journal) a file created within minutes of many deletions costs up to 30 times more
+/// (`recently_deleted` skips every inode freed in the last 60 s, or 360 s while its inode table
+/// block is unwritten; measured 12 µs against 117-374 µs per create, docs/benchmarks.md,
+/// seventeenth session). Deleting as it went, each server ran after the one before it had
+/// deleted ~13,000 files, and davbench's own runs after its previous run's deletions, while
+/// Nubo ran first, and its `DELETE` only moves files to the trash.
+const KEEP: &str = "--keep";
+
 /// davbench's seed for Nubo's second pass (`durable: false`); the first pass and the peers use
 /// davbench's default, 1.
 const UNSYNCED_SEED: u32 = 2;
@@ -158,7 +168,7 @@ pub async fn run(args: &[String]) {
             std::process::exit(2);
         }
     };
-    let (bench, _) = start_signed_in().await;
+    let (mut bench, _) = start_signed_in().await;
     let created = bench
         .json(reqwest::Method::POST, "/webdav/accounts", Some(json!({"name": "bench", "password": DAV_LOGIN.1})))
         .await;
@@ -186,8 +196,10 @@ pub async fn run(args: &[String]) {
         side_by_side(&options, nubo, rounds);
         return;
     }
+    // No server deletes anything until the table is printed (see [`KEEP`]).
+    let keep = [KEEP.to_owned()];
     let mut table: Vec<Row> = Vec::new();
-    let nubo = davbench(&options, "nubo", &dav_url, Some(DAV_LOGIN), bench.server.pid(), &[]);
+    let nubo = davbench(&options, "nubo", &dav_url, Some(DAV_LOGIN), bench.server.pid(), &keep);
     table.push(Row { server: "nubo".to_owned(), workloads: options.workloads.clone(), results: nubo });
 
     // The peers acknowledge writes from the page cache; Nubo syncs each blob unless its policy
@@ -199,19 +211,24 @@ pub async fn run(args: &[String]) {
         stop_syncing(&bench).await;
         let unsynced = Options { workloads: writes, ..options.clone() };
         let label = "nubo, durable: false";
-        let new_contents = ["--seed".to_owned(), UNSYNCED_SEED.to_string()];
+        let new_contents = [KEEP.to_owned(), "--seed".to_owned(), UNSYNCED_SEED.to_string()];
         let results = davbench(&unsynced, label, &dav_url, Some(DAV_LOGIN), bench.server.pid(), &new_contents);
         table.push(Row { server: label.to_owned(), workloads: unsynced.workloads, results });
     }
-    drop(bench);
+    // The master stops; its files stay until the end, as every peer's do.
+    bench.server.stop();
 
+    let mut kept_data = Vec::new();
     for (index, peer) in options.peers.iter().enumerate() {
-        let Some((server, _data)) = start_peer(&options, index, peer) else { continue };
-        let results = davbench(&options, peer, &server.url, None, server.pid, &[]);
+        let Some((server, data)) = start_peer(&options, index, peer) else { continue };
+        let results = davbench(&options, peer, &server.url, None, server.pid, &keep);
         stop_peer(&options, &server);
+        kept_data.push(data);
         table.push(Row { server: peer.clone(), workloads: options.workloads.clone(), results });
     }
     print_table(&table);
+    drop(kept_data);
+    drop(bench);
 }
 
 /// A WebDAV server under test.

@@ -31,8 +31,7 @@ pub(crate) struct Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 }
 
@@ -60,6 +59,12 @@ impl Server {
                 panic!("cannot start {}: {e} (build it: cargo build --release --workspace --bins)", binary.display())
             });
         Server { child, base: format!("http://127.0.0.1:{port}/api/v1"), dir }
+    }
+
+    /// Stops the master; its data folder stays until the server is dropped.
+    pub(crate) fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     pub(crate) fn pid(&self) -> u32 {
