@@ -31,7 +31,9 @@ impl ObjectKind {
     }
 }
 
-/// A valid object name: 1..=255 bytes of UTF-8, no `/`, no NUL, not `.` or `..`.
+/// A valid object name: 1..=255 bytes of UTF-8, no `/`, not `.` or `..`, not only whitespace,
+/// and no control characters (newlines, NUL, ...) or bidirectional formatting characters (the
+/// right-to-left override and its kin make `exe.pdf` display as `fdp.exe`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ObjectName(String);
 
@@ -48,8 +50,17 @@ impl ObjectName {
         if raw == "." || raw == ".." {
             return Err("name may not be . or ..");
         }
-        if raw.contains('/') || raw.contains('\0') {
-            return Err("name may not contain / or NUL");
+        if raw.contains('/') {
+            return Err("name may not contain /");
+        }
+        if raw.chars().any(char::is_control) {
+            return Err("name may not contain control characters such as newlines or tabs");
+        }
+        if raw.chars().any(is_bidi_control) {
+            return Err("name may not contain bidirectional formatting characters");
+        }
+        if raw.chars().all(char::is_whitespace) {
+            return Err("name may not be only whitespace");
         }
         Ok(Self(raw.to_owned()))
     }
@@ -65,6 +76,11 @@ impl ObjectName {
             _ => String::new(),
         }
     }
+}
+
+/// Explicit bidirectional embeddings, overrides, isolates and marks (Unicode Bidi_Control).
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 impl fmt::Display for ObjectName {
@@ -109,6 +125,9 @@ mod tests {
             "...",
             "名前 with spaces",
             "a\\b",
+            " leading and trailing ",
+            "zero\u{200B}width",
+            "emoji 👍🏽",
             "x".repeat(255).as_str(),
             "ü".repeat(127).as_str(),
         ] {
@@ -118,7 +137,27 @@ mod tests {
 
     #[test]
     fn invalid_names_are_refused() {
-        for name in ["", ".", "..", "a/b", "/", "a\0b", "x".repeat(256).as_str(), "ü".repeat(128).as_str()] {
+        for name in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "/",
+            "a\0b",
+            "x".repeat(256).as_str(),
+            "ü".repeat(128).as_str(),
+            "line\nbreak",
+            "tab\there",
+            "bell\u{7}",
+            "del\u{7f}",
+            "c1\u{85}",
+            "invoice\u{202E}fdp.exe",
+            "isolate\u{2066}x",
+            "mark\u{200F}",
+            " ",
+            "   ",
+            "\u{3000}\u{a0}",
+        ] {
             assert!(ObjectName::parse(name).is_err(), "{name:?} accepted");
         }
     }
