@@ -26,7 +26,7 @@ use crate::domain::task::{TaskProgress, TaskProps, TaskType};
 use crate::domain::time::now_ms;
 use crate::service::migration::{Checkpoint, TaskFailure};
 use crate::service::tasks::{self, TaskView};
-use crate::service::{ServiceError, ServiceResult, files};
+use crate::service::{ErrorKind, ServiceError, ServiceResult, files, groups};
 use crate::storage::node::NodeBlobStore;
 
 /// Longest URL accepted.
@@ -80,6 +80,13 @@ pub async fn create(
     group_id: &str,
     request: NewExternalDownload,
 ) -> ServiceResult<TaskView> {
+    if !groups::permissions(ctx.db(), group_id).await?.external_download {
+        return Err(ServiceError::new(
+            ErrorKind::Forbidden,
+            "fetch.not_allowed",
+            "your group may not submit external downloads: ask an administrator for the permission",
+        ));
+    }
     let url = check_url(&request.url)?;
     files::authorize_folder(ctx.db(), owner, request.parent_id).await?;
     let policy = choose_policy(ctx, group_id, request.node_id).await?;
