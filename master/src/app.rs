@@ -117,7 +117,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let store =
         store::connect(config.redis_url.as_deref(), &config.redis_prefix).await.context("cannot connect to Redis")?;
     service::bootstrap::seed_first_admin(&db, &config).await.context("cannot create the first administrator")?;
-    crate::auth::revocation::restore_bans(&db, store.as_ref()).await.context("cannot restore bans")?;
+    crate::auth::revocation::restore(&db, store.as_ref()).await.context("cannot restore token revocations")?;
     let state = AppState::new(config, db, store)?;
     let router = crate::http::router(state.clone());
     let shutdown = CancellationToken::new();

@@ -235,7 +235,8 @@ async fn an_external_download_creates_the_file_only_where_the_node_may_reach_the
     let url = format!("{}/redirect", origin.url);
 
     // The default configuration refuses 127.0.0.1: the task fails, nothing is created.
-    app.set_user_group(&admin, json!({"policy_ids": [guarded]})).await;
+    let permissions = json!({"share": true, "webdav": true, "external_download": true});
+    app.set_user_group(&admin, json!({"policy_ids": [guarded], "permissions": permissions})).await;
     let user = user_of(&app).await;
     let root = app.root_id(&user).await;
     let refused = external_download(&app, &user, &url, &root).await;
@@ -258,6 +259,7 @@ async fn an_external_download_creates_the_file_only_where_the_node_may_reach_the
 
     // Larger than the quota left: fails while the bytes arrive, and leaves nothing.
     app.set_user_group(&admin, json!({"max_storage": bytes.len() + 1000})).await;
+    let user = app.refresh(&user).await;
     let too_big = external_download(&app, &user, &url, &root).await;
     assert_eq!(too_big["status"], "error", "{too_big}");
     assert_eq!(file_names(&app, &user).await, ["file.bin"]);

@@ -204,6 +204,9 @@ async fn accounts_are_the_callers_own_and_changes_reach_sign_in_at_once(app: Tes
     permissions["webdav"] = json!(false);
     app.set_user_group(&admin, json!({"permissions": permissions})).await;
     let response = app.call(Method::POST, "/webdav/accounts", Some(&user.access), Some(json!({"name": "later"}))).await;
+    assert_eq!(error_body(response, 401).await["code"], "auth.token_revoked", "the group's claims changed");
+    let user = app.login("ada@example.com", "password-123").await;
+    let response = app.call(Method::POST, "/webdav/accounts", Some(&user.access), Some(json!({"name": "later"}))).await;
     assert_eq!(error_body(response, 403).await["code"], "webdav.not_allowed");
 }
 

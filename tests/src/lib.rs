@@ -244,6 +244,19 @@ impl TestApp {
         }
     }
 
+    /// Trades the session's refresh token for a new pair (after a change that revoked its access
+    /// token, such as a change of the user's group); panics unless it succeeds.
+    pub async fn refresh(&self, session: &Session) -> Session {
+        let response = self.call(Method::POST, "/user/session/refresh", Some(&session.refresh), None).await;
+        assert_eq!(response.status(), 200, "refresh failed");
+        let body: Value = response.json().await.expect("refresh answer");
+        Session {
+            access: body["access_token"].as_str().expect("access token").to_owned(),
+            refresh: body["refresh_token"].as_str().expect("refresh token").to_owned(),
+            user_id: session.user_id.clone(),
+        }
+    }
+
     pub async fn login_admin(&self) -> Session {
         self.login(ADMIN_EMAIL, ADMIN_PASSWORD).await
     }

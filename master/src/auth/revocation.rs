@@ -1,10 +1,21 @@
-//! Per-user token state in the [`KvStore`]: a ban, or a "not before" time that invalidates
-//! access tokens issued earlier (after a group change). Checked on every authenticated request
-//! without touching the database, so a ban bites at once at every guard level.
+//! Token revocation in the [`KvStore`], checked on every authenticated request without touching
+//! the database, so a ban or a change of privileges bites at once at every guard level and on
+//! every master. Three independent facts, each under its own key, so no later change can erase
+//! an earlier one:
+//! - a user's ban (lifting it leaves the other two as they were);
+//! - a user's claims version: when they last moved group;
+//! - a group's claims version: when its name, admin flag, capacity or permissions last changed.
+//!
+//! Versions are the change's time in milliseconds, also kept in the database
+//! (`claims_changed_at`) and copied into each access token when it is issued; a token carrying
+//! an older version than the store's was issued before the change and is refused (401), so the
+//! client refreshes and gets the new claims at once, even within the same second.
 //!
 //! Entries live as long as an access token can, then vanish: by then every token issued before
-//! the change has expired, and refresh and sign-in consult the database.
+//! the change has expired, and refresh and sign-in consult the database. A master restarted
+//! with the in-memory store rebuilds them from the database ([`restore`]).
 
+use std::fmt::Display;
 use std::time::Duration;
 
 use uuid::Uuid;
@@ -15,12 +26,19 @@ use crate::domain::time::now_ms;
 use crate::service::{ErrorKind, ServiceError, ServiceResult};
 use crate::store::{KvStore, StoreError};
 
-const BANNED: &str = "banned";
 /// Longer than any access token lives, with a margin for clock skew between masters.
 const ENTRY_LIFETIME: Duration = Duration::from_secs(ACCESS_TOKEN_LIFETIME.as_secs() + 120);
 
-fn key(user: Uuid) -> String {
-    format!("user-state:{user}")
+fn ban_key(user: Uuid) -> String {
+    format!("user-ban:{user}")
+}
+
+fn user_version_key(user: Uuid) -> String {
+    format!("user-claims:{user}")
+}
+
+fn group_version_key(group: impl Display) -> String {
+    format!("group-claims:{group}")
 }
 
 impl From<StoreError> for ServiceError {
@@ -32,62 +50,109 @@ impl From<StoreError> for ServiceError {
     }
 }
 
+/// What the store says about the credentials of one user in one group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Standing {
+    pub banned: bool,
+    /// The oldest user and group claims versions still current (0: no change recorded).
+    pub user_version: i64,
+    pub group_version: i64,
+}
+
+impl Standing {
+    /// Whether credentials made with these claims versions still reflect the user's privileges.
+    pub fn admits(&self, user_version: i64, group_version: i64) -> bool {
+        user_version >= self.user_version && group_version >= self.group_version
+    }
+}
+
+/// The user's ban and the user's and the group's claims versions, in one round trip.
+pub async fn standing(store: &dyn KvStore, user: Uuid, group: impl Display) -> ServiceResult<Standing> {
+    let keys = [ban_key(user), user_version_key(user), group_version_key(group)];
+    let values = store.get_many(&keys).await?;
+    let number = |i: usize| values.get(i).and_then(|v| v.as_deref()).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+    Ok(Standing {
+        banned: values.first().is_some_and(Option::is_some),
+        user_version: number(1),
+        group_version: number(2),
+    })
+}
+
 /// Refuses every token of the user at once.
 pub async fn ban(store: &dyn KvStore, user: Uuid) -> ServiceResult<()> {
-    store.set(&key(user), BANNED, Some(ENTRY_LIFETIME)).await?;
+    store.set(&ban_key(user), "1", Some(ENTRY_LIFETIME)).await?;
     Ok(())
 }
 
 /// Whether the user is banned right now (for credentials checked without a token: WebDAV).
 pub async fn is_banned(store: &dyn KvStore, user: Uuid) -> ServiceResult<bool> {
-    Ok(store.get(&key(user)).await?.as_deref() == Some(BANNED))
+    Ok(store.get(&ban_key(user)).await?.is_some())
 }
 
-/// Lifts a ban: tokens issued before it work again until they expire.
+/// Lifts a ban: tokens issued before it work again until they expire, unless a change of
+/// privileges made them stale meanwhile (that entry is kept).
 pub async fn unban(store: &dyn KvStore, user: Uuid) -> ServiceResult<()> {
-    store.delete(&key(user)).await?;
+    store.delete(&ban_key(user)).await?;
     Ok(())
 }
 
-/// Refuses the user's access tokens issued before now (they must refresh to get fresh claims).
-pub async fn reissue_required(store: &dyn KvStore, user: Uuid) -> ServiceResult<()> {
-    let not_before = now_ms() / 1000;
-    store.set(&key(user), &format!("nbf:{not_before}"), Some(ENTRY_LIFETIME)).await?;
-    Ok(())
-}
-
-/// Checks the token's user against the store: 403 when banned, 401 when the token predates a
-/// change that requires a new one.
-pub async fn check(store: &dyn KvStore, claims: &JwtPayload) -> ServiceResult<()> {
-    match store.get(&key(claims.sub)).await?.as_deref() {
-        None => Ok(()),
-        Some(BANNED) => Err(ServiceError::user_inactive()),
-        Some(state) => {
-            let not_before = state.strip_prefix("nbf:").and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
-            // `iat` has one-second resolution: a token issued in the same second as the change
-            // may predate it, so it is refused too (a refresh a second later succeeds).
-            if claims.iat <= not_before {
-                Err(ServiceError::new(
-                    ErrorKind::Unauthorized,
-                    "auth.token_revoked",
-                    "token was revoked: refresh or sign in again",
-                ))
-            } else {
-                Ok(())
-            }
-        }
+/// Moves a version entry forward to `version`, never back.
+async fn raise_version(store: &dyn KvStore, key: &str, version: i64) -> ServiceResult<()> {
+    let current = store.get(key).await?.and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+    if version > current {
+        store.set(key, &version.to_string(), Some(ENTRY_LIFETIME)).await?;
     }
+    Ok(())
 }
 
-/// Re-creates ban entries for users deactivated within an access-token lifetime, so a master
-/// restarted with the in-memory store does not forget a fresh ban.
-pub async fn restore_bans(db: &Db, store: &dyn KvStore) -> ServiceResult<usize> {
+/// Refuses the user's access tokens issued before the move to another group recorded as
+/// `version` (they must refresh to get the claims of the new group).
+pub async fn user_claims_changed(store: &dyn KvStore, user: Uuid, version: i64) -> ServiceResult<()> {
+    raise_version(store, &user_version_key(user), version).await
+}
+
+/// Refuses the access tokens issued to members of the group before the change recorded as
+/// `version`.
+pub async fn group_claims_changed(store: &dyn KvStore, group: impl Display, version: i64) -> ServiceResult<()> {
+    raise_version(store, &group_version_key(group), version).await
+}
+
+/// Checks the token against the store: 403 when its user is banned, 401 when it was issued
+/// before a change of the user's privileges.
+pub async fn check(store: &dyn KvStore, claims: &JwtPayload) -> ServiceResult<()> {
+    let standing = standing(store, claims.sub, claims.group.id).await?;
+    if standing.banned {
+        return Err(ServiceError::user_inactive());
+    }
+    if !standing.admits(claims.user_version, claims.group.version) {
+        return Err(ServiceError::new(
+            ErrorKind::Unauthorized,
+            "auth.token_revoked",
+            "token was revoked: refresh or sign in again",
+        ));
+    }
+    Ok(())
+}
+
+/// Re-creates the entries of bans and privilege changes made within an access-token lifetime,
+/// so a master restarted with the in-memory store forgets none of them.
+pub async fn restore(db: &Db, store: &dyn KvStore) -> ServiceResult<usize> {
     let since = now_ms() - ENTRY_LIFETIME.as_millis() as i64;
-    let users = db::users::inactive_changed_since(db, since).await?;
-    for id in &users {
+    let banned = db::users::inactive_changed_since(db, since).await?;
+    for id in &banned {
         if let Ok(id) = id.parse() {
             ban(store, id).await?;
         }
     }
-    Ok(users.len())
+    let users = db::users::claims_changed_since(db, since).await?;
+    for (id, at) in &users {
+        if let Ok(id) = id.parse() {
+            user_claims_changed(store, id, *at).await?;
+        }
+    }
+    let groups = db::groups::claims_changed_since(db, since).await?;
+    for (id, at) in &groups {
+        group_claims_changed(store, id, *at).await?;
+    }
+    Ok(banned.len() + users.len() + groups.len())
 }

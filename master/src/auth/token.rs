@@ -34,6 +34,10 @@ pub struct GroupClaims {
     /// Group storage capacity in bytes.
     pub max_storage: i64,
     pub permissions: GroupPermissions,
+    /// When the group's claims last changed (milliseconds; 0: never). A token whose version is
+    /// older than the group's current one is revoked (see `auth::revocation`).
+    #[serde(default)]
+    pub version: i64,
 }
 
 /// Claims of an access token.
@@ -50,6 +54,9 @@ pub struct JwtPayload {
     pub exp: i64,
     pub typ: TokenType,
     pub group: GroupClaims,
+    /// When the user last moved group (milliseconds; 0: never), checked like the group's version.
+    #[serde(default)]
+    pub user_version: i64,
 }
 
 /// Claims of a refresh token; `jti` names its row, `fam` the chain it belongs to.
@@ -152,7 +159,9 @@ mod tests {
                 admin: false,
                 max_storage: 5 * 1024 * 1024 * 1024,
                 permissions: GroupPermissions::default(),
+                version: 0,
             },
+            user_version: 0,
         }
     }
 

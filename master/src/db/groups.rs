@@ -3,7 +3,8 @@
 use super::{Db, DbError};
 use crate::domain::time::Millis;
 
-const COLUMNS: &str = "id, name, is_admin, max_storage, permissions, trash_retention_days, created_at, updated_at";
+const COLUMNS: &str =
+    "id, name, is_admin, max_storage, permissions, trash_retention_days, created_at, updated_at, claims_changed_at";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct GroupRow {
@@ -15,6 +16,9 @@ pub struct GroupRow {
     pub trash_retention_days: i32,
     pub created_at: Millis,
     pub updated_at: Millis,
+    /// When what access tokens snapshot of the group last changed (0: never); tokens carry it
+    /// as their group claims' `version`.
+    pub claims_changed_at: Millis,
 }
 
 /// A group's columns as written.
@@ -95,10 +99,18 @@ pub async fn insert_all(db: &Db, groups: &[(&str, GroupValues<'_>)], now: Millis
     Ok(())
 }
 
-pub async fn update(db: &Db, id: &str, group: &GroupValues<'_>, now: Millis) -> Result<bool, DbError> {
+/// Replaces a group's columns; `claims_version`, when given, records that members' access
+/// tokens of older versions are stale.
+pub async fn update(
+    db: &Db,
+    id: &str,
+    group: &GroupValues<'_>,
+    claims_version: Option<Millis>,
+    now: Millis,
+) -> Result<bool, DbError> {
     let done = sqlx::query(
         "UPDATE groups SET name = $2, is_admin = $3, max_storage = $4, permissions = $5, trash_retention_days = $6,
-         updated_at = $7 WHERE id = $1",
+         updated_at = $7, claims_changed_at = COALESCE($8, claims_changed_at) WHERE id = $1",
     )
     .bind(id)
     .bind(group.name)
@@ -107,6 +119,7 @@ pub async fn update(db: &Db, id: &str, group: &GroupValues<'_>, now: Millis) -> 
     .bind(group.permissions)
     .bind(group.trash_retention_days)
     .bind(now)
+    .bind(claims_version)
     .execute(db.writer())
     .await?;
     Ok(done.rows_affected() > 0)
@@ -161,4 +174,13 @@ pub async fn unknown_policies(db: &Db, ids: &[String]) -> Result<Vec<String>, Db
         }
     }
     Ok(unknown)
+}
+
+/// Groups whose claims changed since `since`, with the time of that change (to restore token
+/// revocations at start-up).
+pub async fn claims_changed_since(db: &Db, since: Millis) -> Result<Vec<(String, Millis)>, DbError> {
+    Ok(sqlx::query_as("SELECT id, claims_changed_at FROM groups WHERE claims_changed_at >= $1")
+        .bind(since)
+        .fetch_all(db.reader())
+        .await?)
 }

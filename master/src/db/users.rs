@@ -5,7 +5,7 @@ use crate::domain::time::Millis;
 
 const USER_COLUMNS: &str = "id, email, nickname, status, group_id, storage, language, timezone, \
      two_factor_key, color_primary, color_secondary, color_success, \
-     color_info, color_warning, color_error, color_neutral, created_at, updated_at";
+     color_info, color_warning, color_error, color_neutral, created_at, updated_at, claims_changed_at";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct UserRow {
@@ -28,6 +28,8 @@ pub struct UserRow {
     pub color_neutral: Option<String>,
     pub created_at: Millis,
     pub updated_at: Millis,
+    /// When the user last moved group (0: never); access tokens carry it as `user_version`.
+    pub claims_changed_at: Millis,
 }
 
 pub struct NewUser<'a> {
@@ -261,18 +263,23 @@ pub struct UserChanges<'a> {
     pub nickname: Option<&'a str>,
     pub group_id: Option<&'a str>,
     pub status: Option<&'a str>,
+    /// The new claims version when the change alters what the user's access tokens snapshot
+    /// (their group).
+    pub claims_version: Option<Millis>,
 }
 
 pub async fn update(db: &Db, id: &str, changes: &UserChanges<'_>, now: Millis) -> Result<bool, DbError> {
     let done = sqlx::query(
         "UPDATE users SET nickname = COALESCE($2, nickname), group_id = COALESCE($3, group_id),
-         status = COALESCE($4, status), updated_at = $5 WHERE id = $1",
+         status = COALESCE($4, status), updated_at = $5, claims_changed_at = COALESCE($6, claims_changed_at)
+         WHERE id = $1",
     )
     .bind(id)
     .bind(changes.nickname)
     .bind(changes.group_id)
     .bind(changes.status)
     .bind(now)
+    .bind(changes.claims_version)
     .execute(db.writer())
     .await?;
     Ok(done.rows_affected() > 0)
@@ -290,6 +297,15 @@ pub async fn inactive_changed_since(db: &Db, since: Millis) -> Result<Vec<String
         .fetch_all(db.reader())
         .await?;
     Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
+/// Users whose group changed since `since`, with the time of that change (to restore token
+/// revocations at start-up).
+pub async fn claims_changed_since(db: &Db, since: Millis) -> Result<Vec<(String, Millis)>, DbError> {
+    Ok(sqlx::query_as("SELECT id, claims_changed_at FROM users WHERE claims_changed_at >= $1")
+        .bind(since)
+        .fetch_all(db.reader())
+        .await?)
 }
 
 // ---- storage quota ----

@@ -24,6 +24,9 @@ pub struct LoginRow {
     pub account: WebdavAccountRow,
     pub user_status: String,
     pub group_id: String,
+    /// The owner's and their group's claims versions (see `auth::revocation`).
+    pub user_version: Millis,
+    pub group_version: Millis,
 }
 
 pub async fn list_of(db: &Db, owner_id: &str) -> Result<Vec<WebdavAccountRow>, DbError> {
@@ -45,8 +48,9 @@ pub async fn find_owned(db: &Db, owner_id: &str, id: &str) -> Result<Option<Webd
 pub async fn find_for_login(db: &Db, email: &str, name: &str) -> Result<Option<LoginRow>, DbError> {
     Ok(sqlx::query_as(
         "SELECT a.id, a.owner_id, a.name, a.password_hash, a.root_path, a.read_only, a.created_at, a.updated_at,
-                u.status AS user_status, u.group_id
-         FROM webdav_accounts a JOIN users u ON u.id = a.owner_id
+                u.status AS user_status, u.group_id, u.claims_changed_at AS user_version,
+                g.claims_changed_at AS group_version
+         FROM webdav_accounts a JOIN users u ON u.id = a.owner_id JOIN groups g ON g.id = u.group_id
          WHERE u.email = $1 AND a.name = $2",
     )
     .bind(email)

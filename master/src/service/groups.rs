@@ -5,6 +5,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::app::AppState;
+use crate::auth::revocation;
 use crate::db::groups::{GroupRow, GroupValues};
 use crate::db::{self, Db, DbError};
 use crate::domain::group::GroupPermissions;
@@ -126,11 +128,19 @@ pub async fn create(db: &Db, input: GroupInput) -> ServiceResult<GroupView> {
     get(db, id).await
 }
 
-/// Replaces a group's settings. Members' access tokens keep the old claims until they refresh
-/// (at most an hour).
-pub async fn update(db: &Db, id: Uuid, input: GroupInput) -> ServiceResult<GroupView> {
+/// Replaces a group's settings. A change to what access tokens snapshot (name, admin flag,
+/// capacity, permissions) makes every member's tokens stale at once, on every master: they
+/// refresh to get the new claims.
+pub async fn update(ctx: &AppState, id: Uuid, input: GroupInput) -> ServiceResult<GroupView> {
+    let db = ctx.db();
     let (name, permissions, policy_ids) = validate(db, &input).await?;
     let key = id.to_string();
+    let current = db::groups::find(db, &key).await?.ok_or_else(not_found)?;
+    let current_permissions: Option<GroupPermissions> = serde_json::from_str(&current.permissions).ok();
+    let claims_changed = current.name != name
+        || (current.is_admin != 0) != input.is_admin
+        || current.max_storage != input.max_storage
+        || current_permissions != Some(input.permissions);
     let values = GroupValues {
         name: &name,
         is_admin: input.is_admin,
@@ -138,11 +148,23 @@ pub async fn update(db: &Db, id: Uuid, input: GroupInput) -> ServiceResult<Group
         permissions: &permissions,
         trash_retention_days: input.trash_retention_days,
     };
-    if !db::groups::update(db, &key, &values, now_ms()).await.map_err(|e| name_taken(e, &name))? {
+    let now = now_ms();
+    // Strictly newer than the last version, even for two changes within one millisecond.
+    let version = claims_changed.then(|| now.max(current.claims_changed_at + 1));
+    if !db::groups::update(db, &key, &values, version, now).await.map_err(|e| name_taken(e, &name))? {
         return Err(not_found());
+    }
+    if let Some(version) = version {
+        revocation::group_claims_changed(ctx.store(), id, version).await?;
     }
     db::groups::set_policies(db, &key, &policy_ids).await?;
     get(db, id).await
+}
+
+/// What members of the group may do, read from the database (not from a token).
+pub async fn permissions(db: &Db, group_id: &str) -> ServiceResult<GroupPermissions> {
+    let group = db::groups::find(db, group_id).await?.ok_or_else(not_found)?;
+    serde_json::from_str(&group.permissions).map_err(ServiceError::internal)
 }
 
 pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {

@@ -131,6 +131,7 @@ async fn group_claims(ctx: &AppState, user: &UserRow) -> ServiceResult<GroupClai
         admin: group.is_admin != 0,
         max_storage: group.max_storage,
         permissions,
+        version: group.claims_changed_at,
     })
 }
 
@@ -148,6 +149,7 @@ async fn issue(ctx: &AppState, user: &UserRow, family: Uuid) -> ServiceResult<To
         exp: access_exp,
         typ: TokenType::Access,
         group: group_claims(ctx, user).await?,
+        user_version: user.claims_changed_at,
     };
     let refresh = RefreshClaims {
         sub: user_id,

@@ -60,20 +60,25 @@ pub async fn update(ctx: &AppState, actor: Uuid, id: Uuid, update: UserUpdate) -
         }
         None => None,
     };
+    let now = now_ms();
+    // A move to another group makes the user's tokens stale: a claims version strictly newer
+    // than the last one.
+    let moved = group_id.as_ref().is_some_and(|g| *g != current.group_id);
+    let claims_version = moved.then(|| now.max(current.claims_changed_at + 1));
     let changes = UserChanges {
         nickname: nickname.as_deref(),
         group_id: group_id.as_deref(),
         status: update.status.map(UserStatus::as_str),
+        claims_version,
     };
-    db::users::update(ctx.db(), &key, &changes, now_ms()).await?;
-    let now = now_ms();
+    db::users::update(ctx.db(), &key, &changes, now).await?;
     if let Some(hash) = password_hash {
         db::users::set_credential(ctx.db(), &key, EMAIL_PASSWORD, &hash).await?;
         db::refresh_tokens::revoke_user(ctx.db(), &key, now).await?;
     }
-    // Token effects, strongest last so it wins: a new group needs new claims; a ban refuses all.
-    if group_id.as_ref().is_some_and(|g| *g != current.group_id) {
-        revocation::reissue_required(ctx.store(), id).await?;
+    // Each effect has its own entry, so lifting a ban never revives claims a move made stale.
+    if let Some(version) = claims_version {
+        revocation::user_claims_changed(ctx.store(), id, version).await?;
     }
     match update.status {
         Some(UserStatus::Active) if current.status != UserStatus::Active.as_str() => {

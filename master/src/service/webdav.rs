@@ -1,7 +1,8 @@
 //! WebDAV accounts: the caller's named credentials for `/dav` (each with its own password, root
 //! folder and read-only flag), and the HTTP Basic check of `/dav`, cached in the [`KvStore`]
-//! for a minute and dropped when the account changes or goes. A ban bites at once: the cached
-//! result is only used while the user's ban entry is absent.
+//! for a minute and dropped when the account changes or goes. A ban, a move to another group and
+//! a change of the group's permissions bite at once: the cached result is only used while the
+//! user's revocation entries (see [`revocation`]) say nothing happened since it was made.
 //!
 //! [`KvStore`]: crate::store::KvStore
 
@@ -19,11 +20,10 @@ use crate::auth::password::{generate_password, hash_password, verify_password};
 use crate::auth::revocation;
 use crate::db::webdav_accounts::WebdavAccountRow;
 use crate::db::{self, DbError};
-use crate::domain::group::GroupPermissions;
 use crate::domain::object::parse_path;
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
-use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, files, sessions};
+use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, files, groups, sessions};
 
 /// How long a successful check is reused without hashing the password again.
 const AUTH_CACHE_LIFETIME: Duration = Duration::from_secs(60);
@@ -97,6 +97,9 @@ pub struct DavPrincipal {
 struct CachedCheck {
     digest: String,
     principal: DavPrincipal,
+    /// The owner's and their group's claims versions when the password was verified.
+    user_version: i64,
+    group_version: i64,
 }
 
 fn not_found() -> ServiceError {
@@ -148,13 +151,6 @@ async fn hash(password: &Secret) -> ServiceResult<String> {
     hash_password(password).await.map_err(|e| accounts::password_error("password", e))
 }
 
-async fn permissions_of(ctx: &AppState, group_id: &str) -> ServiceResult<GroupPermissions> {
-    let group = db::groups::find(ctx.db(), group_id)
-        .await?
-        .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("group missing")))?;
-    serde_json::from_str(&group.permissions).map_err(ServiceError::internal)
-}
-
 fn webdav_not_allowed() -> ServiceError {
     ServiceError::new(ErrorKind::Forbidden, "webdav.not_allowed", "your group may not use WebDAV")
 }
@@ -188,7 +184,7 @@ pub async fn create(
     group_id: &str,
     input: NewWebdavAccount,
 ) -> ServiceResult<WebdavAccountCreated> {
-    if !permissions_of(ctx, group_id).await?.webdav {
+    if !groups::permissions(ctx.db(), group_id).await?.webdav {
         return Err(webdav_not_allowed());
     }
     let name = parse_name(&input.name)?;
@@ -277,7 +273,8 @@ fn digest(password: &Secret) -> blake3::Hash {
     blake3::keyed_hash(&CACHE_DIGEST_KEY, password.expose().as_bytes())
 }
 
-/// The principal of a recent successful sign-in with the same password, unless banned since.
+/// The principal of a recent successful sign-in with the same password, unless the owner was
+/// banned, moved to another group, or their group's permissions changed since.
 async fn cached_principal(ctx: &AppState, key: &str, presented: &blake3::Hash) -> ServiceResult<Option<DavPrincipal>> {
     let Some(cached) = ctx.store().get(key).await? else { return Ok(None) };
     let Ok(cached) = serde_json::from_str::<CachedCheck>(&cached) else { return Ok(None) };
@@ -285,8 +282,13 @@ async fn cached_principal(ctx: &AppState, key: &str, presented: &blake3::Hash) -
     if !blake3::Hash::from_hex(&cached.digest).is_ok_and(|d| d == *presented) {
         return Ok(None);
     }
-    if revocation::is_banned(ctx.store(), cached.principal.user_id).await? {
+    let standing = revocation::standing(ctx.store(), cached.principal.user_id, &cached.principal.group_id).await?;
+    if standing.banned {
         return Err(ServiceError::user_inactive());
+    }
+    // A privilege change since the check: verify again against the database.
+    if !standing.admits(cached.user_version, cached.group_version) {
+        return Ok(None);
     }
     Ok(Some(cached.principal))
 }
@@ -343,7 +345,7 @@ pub async fn authenticate(ctx: &AppState, username: &str, password: &Secret) -> 
     if login.user_status != UserStatus::Active.as_str() || revocation::is_banned(ctx.store(), user_id).await? {
         return Err(ServiceError::user_inactive());
     }
-    if !permissions_of(ctx, &login.group_id).await?.webdav {
+    if !groups::permissions(ctx.db(), &login.group_id).await?.webdav {
         return Err(webdav_not_allowed());
     }
     let principal = DavPrincipal {
@@ -353,7 +355,12 @@ pub async fn authenticate(ctx: &AppState, username: &str, password: &Secret) -> 
         root: login.account.root_path.clone(),
         read_only: login.account.read_only != 0,
     };
-    let cached = CachedCheck { digest: presented.to_hex().to_string(), principal: principal.clone() };
+    let cached = CachedCheck {
+        digest: presented.to_hex().to_string(),
+        principal: principal.clone(),
+        user_version: login.user_version,
+        group_version: login.group_version,
+    };
     let value = serde_json::to_string(&cached).map_err(ServiceError::internal)?;
     ctx.store().set(&key, &value, Some(AUTH_CACHE_LIFETIME)).await?;
     Ok(principal)

@@ -60,6 +60,10 @@ impl KvStore for MemoryStore {
         Ok(self.with(|map, now| live_value(map, key, now)))
     }
 
+    async fn get_many(&self, keys: &[String]) -> StoreResult<Vec<Option<String>>> {
+        Ok(self.with(|map, now| keys.iter().map(|key| live_value(map, key, now)).collect()))
+    }
+
     async fn set(&self, key: &str, value: &str, ttl: Option<Duration>) -> StoreResult<()> {
         self.with(|map, now| {
             map.insert(key.to_owned(), Entry { value: value.to_owned(), expires: ttl.map(|t| now + t) });

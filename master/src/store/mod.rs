@@ -26,6 +26,8 @@ pub type StoreResult<T> = Result<T, StoreError>;
 #[async_trait]
 pub trait KvStore: Send + Sync + 'static {
     async fn get(&self, key: &str) -> StoreResult<Option<String>>;
+    /// Reads several keys in one round trip; answers their values in the same order.
+    async fn get_many(&self, keys: &[String]) -> StoreResult<Vec<Option<String>>>;
     /// Sets `key`, replacing any value; `ttl` of `None` keeps it until deleted.
     async fn set(&self, key: &str, value: &str, ttl: Option<Duration>) -> StoreResult<()>;
     /// Sets `key` only when absent; answers whether it was set (claims, single-use tokens, locks).

@@ -43,6 +43,18 @@ impl KvStore for RedisStore {
         Ok(redis::cmd("GET").arg(self.key(key)).query_async(&mut conn).await?)
     }
 
+    async fn get_many(&self, keys: &[String]) -> StoreResult<Vec<Option<String>>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.connection.clone();
+        let mut cmd = redis::cmd("MGET");
+        for key in keys {
+            cmd.arg(self.key(key));
+        }
+        Ok(cmd.query_async(&mut conn).await?)
+    }
+
     async fn set(&self, key: &str, value: &str, ttl: Option<Duration>) -> StoreResult<()> {
         let mut conn = self.connection.clone();
         let mut cmd = redis::cmd("SET");

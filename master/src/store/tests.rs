@@ -26,6 +26,10 @@ async fn behaves_as_a_store(store: &dyn KvStore) {
     assert_eq!(store.get("a").await.unwrap().as_deref(), Some("1"));
     store.set("a", "2", None).await.unwrap();
     assert_eq!(store.get("a").await.unwrap().as_deref(), Some("2"));
+    store.set("b", "3", None).await.unwrap();
+    let keys = ["b".to_owned(), "missing".to_owned(), "a".to_owned()];
+    assert_eq!(store.get_many(&keys).await.unwrap(), vec![Some("3".to_owned()), None, Some("2".to_owned())]);
+    assert_eq!(store.get_many(&[]).await.unwrap(), Vec::<Option<String>>::new());
 
     assert!(store.set_if_absent("once", "x", Duration::from_secs(60)).await.unwrap());
     assert!(!store.set_if_absent("once", "y", Duration::from_secs(60)).await.unwrap());

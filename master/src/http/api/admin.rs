@@ -287,7 +287,7 @@ pub async fn update_group(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<GroupRequest>,
 ) -> ServiceResult<Json<GroupView>> {
-    Ok(Json(groups::update(state.db(), id, request.into()).await?))
+    Ok(Json(groups::update(&state, id, request.into()).await?))
 }
 
 /// Delete a group; refused while it has members.
