@@ -53,6 +53,15 @@ LOGIN_BODY="$(python3 -c 'import json, sys; print(json.dumps({"provider": "email
 TOKEN="$(curl -fsS -H 'content-type: application/json' -d "$LOGIN_BODY" "$BASE/user/session" |
   python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])')"
 
+# Operations on one user by id run on this ordinary user, never on the administrator: moving the
+# administrator to another group would invalidate the token the run uses.
+USERS_GROUP="$(curl -fsS -H "Authorization: Bearer $TOKEN" "$BASE/admin/group" |
+  python3 -c 'import json, sys; print(next(g["id"] for g in json.load(sys.stdin) if not g["is_admin"]))')"
+TARGET_BODY="$(python3 -c 'import json, sys; print(json.dumps({"email": "target@schemathesis.test", "password": "target-password", "group_id": sys.argv[1]}))' "$USERS_GROUP")"
+NUBO_ST_TARGET_USER="$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d "$TARGET_BODY" "$BASE/admin/user" |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')"
+export NUBO_ST_TARGET_USER
+
 started=$SECONDS
 status=0
 # NETRC=/dev/null: a ~/.netrc entry for 127.0.0.1 would otherwise replace the bearer token.

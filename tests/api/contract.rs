@@ -10,7 +10,8 @@ on_every_backend!(
     every_schema_reference_resolves_and_names_one_shape,
     every_json_request_schema_forbids_additional_properties,
     an_unknown_field_is_refused_with_422_on_every_json_route,
-    every_operation_documents_the_rejections_of_its_shape
+    every_operation_documents_the_rejections_of_its_shape,
+    a_json_body_that_is_not_an_object_is_refused_with_422
 );
 
 async fn document(app: &TestApp) -> Value {
@@ -61,8 +62,8 @@ async fn every_schema_reference_resolves_and_names_one_shape(app: TestApp) {
     // documented the other's shape.
     let token = &doc["paths"]["/api/v1/user/session"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
         ["$ref"];
-    let upload =
-        &doc["paths"]["/api/v1/file/upload"]["post"]["responses"]["201"]["content"]["application/json"]["schema"]["$ref"];
+    let upload = &doc["paths"]["/api/v1/file/upload"]["post"]["responses"]["201"]["content"]["application/json"]["schema"]
+        ["$ref"];
     assert_ne!(token, upload);
     let token_schema = &schemas[token.as_str().unwrap().trim_start_matches("#/components/schemas/")];
     assert!(token_schema["properties"]["user_id"].is_object(), "{token_schema}");
@@ -153,10 +154,20 @@ async fn every_operation_documents_the_rejections_of_its_shape(app: TestApp) {
         for status in expected {
             let response = responses.get(status).unwrap_or_else(|| panic!("{method} {path} lacks {status}"));
             assert_eq!(
-                response["content"]["application/json"]["schema"]["$ref"],
-                "#/components/schemas/ErrorBody",
+                response["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/ErrorBody",
                 "{method} {path} {status}"
             );
         }
     }
+}
+
+async fn a_json_body_that_is_not_an_object_is_refused_with_422(app: TestApp) {
+    let admin = app.login_admin().await;
+    // serde reads a struct from an array, field by position: `[null, null]` once reset the theme.
+    let response =
+        app.call(Method::PATCH, "/user/settings/theme", Some(&admin.access), Some(json!([null, null]))).await;
+    assert_eq!(response.status(), 422);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["code"], "request.invalid_body");
+    assert_eq!(body["message"], "expected a JSON object");
 }
