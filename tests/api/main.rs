@@ -4,6 +4,7 @@
 mod admin;
 mod auth;
 mod cluster;
+mod contract;
 mod crash;
 mod database;
 mod errors;

@@ -8,8 +8,9 @@ use serde::de::DeserializeOwned;
 
 use crate::service::{ErrorKind, ServiceError};
 
-/// A JSON body. Malformed JSON answers 400, a wrong content type 415, a body over the route's
-/// limit 413, and well-formed JSON with wrong or missing fields 422.
+/// A JSON object body. Malformed JSON answers 400, a wrong content type 415, a body over the
+/// route's limit 413, and well-formed JSON with wrong, missing or unknown fields 422, and so does
+/// JSON that is not an object (serde would read a struct from an array, field by position).
 pub struct ApiJson<T>(pub T);
 
 impl<S, T> FromRequest<S> for ApiJson<T>
@@ -20,10 +21,14 @@ where
     type Rejection = ServiceError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match Json::<T>::from_request(request, state).await {
-            Ok(Json(value)) => Ok(Self(value)),
-            Err(rejection) => Err(json_rejection(rejection)),
+        let Json(value) = Json::<serde_json::Value>::from_request(request, state).await.map_err(json_rejection)?;
+        if !value.is_object() {
+            return Err(ServiceError::new(ErrorKind::Validation, "request.invalid_body", "expected a JSON object"));
         }
+        // Through `Json::from_bytes` again so the messages name the failing field's path, as
+        // axum words them; bodies are small (the JSON body limit), parsing twice is cheap.
+        let bytes = serde_json::to_vec(&value).map_err(ServiceError::internal)?;
+        Json::<T>::from_bytes(&bytes).map(|Json(value)| Self(value)).map_err(json_rejection)
     }
 }
 

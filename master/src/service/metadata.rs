@@ -31,6 +31,7 @@ pub struct MetadataEntry {
 
 /// One change: set `value`, or remove the pair when `value` is null.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct MetadataChange {
     pub namespace: String,
     pub name: String,
@@ -183,6 +184,7 @@ impl PropertyType {
 
 /// Options of a property; `choices` for `select`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PropertyOptions {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub choices: Vec<String>,
@@ -199,6 +201,7 @@ pub struct PropertyView {
 }
 
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PropertyInput {
     pub name: String,
     #[serde(rename = "type")]

@@ -27,6 +27,7 @@ pub const SESSION_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
 /// What a client needs to send (or resume) an upload.
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = UploadSessionView)]
 pub struct SessionView {
     pub id: Uuid,
     pub file_name: String,

@@ -62,6 +62,7 @@ pub struct WebdavAccountCreated {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewWebdavAccount {
+    #[schema(min_length = 1, max_length = 64)]
     pub name: String,
     pub password: Option<String>,
     /// Defaults to `/`.

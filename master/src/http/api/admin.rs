@@ -20,6 +20,7 @@ use crate::service::groups::{self, GroupInput, GroupView};
 use crate::service::{Page, PageRequest, ServiceResult, site, users};
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct UserListQuery {
     pub group_id: Option<Uuid>,
     pub status: Option<UserStatus>,
@@ -27,8 +28,10 @@ pub struct UserListQuery {
     pub email_contains: Option<String>,
     /// Case-insensitive substring of the nickname.
     pub nickname_contains: Option<String>,
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
     /// 1..=1000, default 50.
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
 }
 
@@ -57,6 +60,7 @@ pub async fn list_users(
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateUserRequest {
     pub email: String,
     #[schema(value_type = String, format = Password)]
@@ -191,10 +195,12 @@ pub async fn calibrate_user(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GroupRequest {
+    #[schema(min_length = 1, max_length = 64)]
     pub name: String,
     #[serde(default)]
     pub is_admin: bool,
     /// Bytes; 64-bit.
+    #[schema(minimum = 0)]
     pub max_storage: i64,
     #[serde(default)]
     pub permissions: GroupPermissions,
@@ -203,6 +209,7 @@ pub struct GroupRequest {
     pub policy_ids: Vec<Uuid>,
     /// Days trashed objects are kept (1..=3650, default 30).
     #[serde(default = "default_retention")]
+    #[schema(minimum = 1, maximum = 3650)]
     pub trash_retention_days: i32,
 }
 

@@ -27,13 +27,18 @@ pub enum OrderBy {
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
-    /// Sort key; folders always come first.
+    /// Sort key; folders always come first. Inlined: parameters do not register their schemas as
+    /// components, so a reference would dangle.
+    #[param(inline)]
     pub order: Option<OrderBy>,
     #[serde(default)]
     pub desc: bool,
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
     /// 1..=1000, default 50.
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
 }
 
@@ -90,6 +95,7 @@ pub async fn list_path(
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateFolderRequest {
     pub parent_id: Uuid,
     pub name: String,
@@ -131,6 +137,7 @@ pub async fn get(
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RenameRequest {
     pub name: String,
 }
@@ -174,7 +181,9 @@ pub async fn detail(
 
 /// Objects to move or copy, always a list, and the destination folder.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct TransferRequest {
+    #[schema(min_items = 1)]
     pub src_ids: Vec<Uuid>,
     pub dst_id: Uuid,
 }
@@ -220,7 +229,9 @@ pub async fn copy_objects(
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct IdsRequest {
+    #[schema(min_items = 1)]
     pub ids: Vec<Uuid>,
 }
 
@@ -242,8 +253,11 @@ pub async fn trash(
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct PageQuery {
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
 }
 
@@ -298,6 +312,7 @@ pub async fn purge(
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ChangePolicyRequest {
     pub policy_id: Uuid,
 }

@@ -30,6 +30,7 @@ pub async fn get(
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct MetadataPatch {
     pub changes: Vec<MetadataChange>,
 }

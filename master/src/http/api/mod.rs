@@ -1,6 +1,7 @@
 //! The `/api/v1` routers, one module per area, and the OpenAPI document generated from them.
 
 pub mod admin;
+pub mod contract;
 pub mod files;
 pub mod metadata;
 pub mod nodes;
@@ -150,7 +151,8 @@ pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         // docs/protocol.md), not this document's conventions, so it is not an OpenAPI operation.
         .route("/node/rpc", axum::routing::post(crate::http::node_rpc::handle))
         .routes(routes!(openapi_json));
-    let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts();
+    let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts();
+    contract::add_common_errors(&mut doc);
     let json = OpenApiJson(Arc::new(doc.to_json().unwrap_or_default()));
     (router.layer(Extension(json)), doc)
 }

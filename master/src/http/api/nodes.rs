@@ -20,6 +20,7 @@ use crate::service::nodes::{self, NodeCheck, NodeInput, NodeView};
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeRequest {
+    #[schema(min_length = 1, max_length = 64)]
     pub name: String,
     /// Where the node listens, e.g. `http://10.0.0.5:5213`.
     pub base_url: String,

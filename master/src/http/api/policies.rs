@@ -29,7 +29,9 @@ pub async fn mine(State(state): State<AppState>, caller: AuthRequired) -> Servic
 /// region, bucket, path_style, access_key, secret_key, prefix}`); on update a blank
 /// `secret_key` keeps the stored one.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PolicyRequest {
+    #[schema(min_length = 1, max_length = 64)]
     pub name: String,
     #[serde(rename = "type")]
     pub kind: PolicyType,

@@ -15,12 +15,15 @@ use crate::service::tasks::{self, TaskView};
 use crate::service::{Page, PageRequest, ServiceResult};
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct TaskQuery {
     pub status: Option<TaskStatus>,
     #[serde(rename = "type")]
     #[param(rename = "type")]
     pub kind: Option<TaskType>,
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
 }
 

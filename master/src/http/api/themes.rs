@@ -29,6 +29,7 @@ pub async fn public_list(State(state): State<AppState>) -> ServiceResult<Json<Ve
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ThemePresetRequest {
+    #[schema(min_length = 1, max_length = 64)]
     pub name: String,
     pub colors: ThemeColors,
 }

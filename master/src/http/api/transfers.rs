@@ -25,6 +25,7 @@ use crate::service::transfers::{self, DownloadTokenView, SourceLinkView};
 use crate::service::uploads::{self, NewUpload, SessionView};
 
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateUploadRequest {
     pub file_name: String,
     /// Exact size in bytes (64-bit).
@@ -182,6 +183,7 @@ pub async fn download(
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ContentQuery {
     /// The file whose content is replaced.
     pub id: Uuid,
@@ -267,6 +269,7 @@ pub async fn serve_source(
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ExternalDownloadRequest {
     /// An `http` or `https` URL without credentials, at most 2048 characters.
     pub url: String,

@@ -25,6 +25,7 @@ use crate::service::{ErrorKind, ServiceError, ServiceResult};
 
 /// Registration request. `identifier` is the e-mail address and `credential` the password.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RegisterRequest {
     pub provider: AuthMethod,
     pub identifier: String,
@@ -63,6 +64,7 @@ pub async fn register(
 
 /// Unified sign-in request.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct LoginRequest {
     pub provider: AuthMethod,
     /// The e-mail address for `email_password`.
@@ -180,6 +182,7 @@ pub async fn settings(State(state): State<AppState>, caller: AuthRequired) -> Se
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ChangePasswordRequest {
     #[schema(value_type = String, format = Password)]
     pub old_password: Secret,
@@ -207,9 +210,10 @@ pub async fn change_password(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// `UserSettingUpdateRequest`: carries the value for the option named in the path; other
-/// fields are ignored.
+/// `UserSettingUpdateRequest`: carries the value for the option named in the path; the other
+/// two are ignored, and a field of another name is refused (422) like on every request body.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct UserSettingUpdateRequest {
     pub nickname: Option<String>,
     pub language: Option<String>,
