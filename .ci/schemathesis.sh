@@ -54,13 +54,19 @@ TOKEN="$(curl -fsS -H 'content-type: application/json' -d "$LOGIN_BODY" "$BASE/u
   python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])')"
 
 # Operations on one user by id run on this ordinary user, never on the administrator: moving the
-# administrator to another group would invalidate the token the run uses.
+# administrator to another group would revoke the token the run uses.
 USERS_GROUP="$(curl -fsS -H "Authorization: Bearer $TOKEN" "$BASE/admin/group" |
   python3 -c 'import json, sys; print(next(g["id"] for g in json.load(sys.stdin) if not g["is_admin"]))')"
 TARGET_BODY="$(python3 -c 'import json, sys; print(json.dumps({"email": "target@schemathesis.test", "password": "target-password", "group_id": sys.argv[1]}))' "$USERS_GROUP")"
 NUBO_ST_TARGET_USER="$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d "$TARGET_BODY" "$BASE/admin/user" |
   python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')"
 export NUBO_ST_TARGET_USER
+# Replacing a group runs on this group: a change to the administrators' group's claims would
+# revoke the token the run uses.
+NUBO_ST_TARGET_GROUP="$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' \
+  -d '{"name": "schemathesis target", "max_storage": 1048576}' "$BASE/admin/group" |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')"
+export NUBO_ST_TARGET_GROUP
 
 started=$SECONDS
 status=0
