@@ -3,7 +3,10 @@
 //! layer) and [`locks::KvLocks`] (locks in the shared store). Read-only accounts are refused
 //! every method that changes something, with 403, before dav-server sees the request. Error
 //! answers without a body of dav-server's get the uniform JSON error body; its XML error bodies
-//! (`207`, lock conflicts, `propfind-finite-depth`) pass unchanged.
+//! (`207`, lock conflicts, `propfind-finite-depth`) pass unchanged. [`guard`] refuses first
+//! what dav-server would do otherwise than documented (partial writes, paths and destinations
+//! outside `/dav`, copy cycles, oversized lock owners); file answers get
+//! [`content_safety`]'s headers.
 
 mod file;
 mod fs;
@@ -132,9 +135,8 @@ pub async fn serve(State(state): State<AppState>, mut request: Request) -> Respo
             Ok(body) => body,
             Err(_) => return ServiceError::request_too_large().into_response(),
         };
-        let path = DavPath::new(parts.uri.path()).and_then(|mut path| path.set_prefix(PREFIX).map(|()| path));
-        if let (Ok(path), Some(props)) = (path, propfind::requested_props(&body))
-            && let Some(response) = propfind::answer(&filesystem, &path, depth_one, props).await
+        if let Some(props) = propfind::requested_props(&body)
+            && let Some(response) = propfind::answer(&filesystem, &request_path, depth_one, props).await
         {
             return response;
         }
