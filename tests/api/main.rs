@@ -18,3 +18,4 @@ mod storage;
 mod tasks;
 mod themes;
 mod webdav;
+mod webdav_hardening;

@@ -247,6 +247,16 @@ impl NuboFs {
         Ok((parent, (*name).to_owned()))
     }
 
+    /// Whether `path` names a live object (one look-up at most: the request's path is known).
+    pub(super) async fn exists(&self, path: &DavPath) -> bool {
+        self.entry(path).await.is_ok()
+    }
+
+    /// Whether `path` names a live folder.
+    pub(super) async fn is_folder(&self, path: &DavPath) -> bool {
+        self.entry(path).await.is_ok_and(|entry| entry.is_folder)
+    }
+
     /// Keeps `facts` for the write of a new file this request is about to plan.
     pub(super) fn remember_new_file_facts(&self, facts: transfers::NewFileFacts) {
         self.remembered().new_file_facts = Some(facts);

@@ -1,9 +1,14 @@
 //! WebDAV locks kept in the [`KvStore`], so every master sharing the store sees the same locks:
-//! one JSON table per user, changed under a short store-held mutex. Paths are matched in the
-//! user's whole tree (the account's root plus the request path), so two accounts of one user
-//! with different roots agree too. The rules are those of dav-server's in-memory `MemLs`.
+//! one key per locked resource (its locks) and a small per-user index of the locked resources
+//! (paths and expiry times, no owners), changed under a short store-held mutex. Paths are
+//! matched in the user's whole tree (the account's root plus the request path), so two
+//! accounts of one user with different roots agree too. The rules are those of dav-server's
+//! in-memory `MemLs`, plus RFC 4918 7.4: a depth-0 lock on a folder guards its membership.
+//! Locks are bounded: [`MAX_LOCKS_PER_USER`], [`MAX_LOCKS_PER_RESOURCE`], a lifetime of at most
+//! [`LONGEST_LOCK`], and an owner of at most `guard::MAX_LOCK_OWNER` bytes.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use dav_server::davpath::DavPath;
@@ -13,11 +18,17 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 use xmltree::{Element, Namespace};
 
+use crate::service::ServiceError;
 use crate::store::{KvStore, StoreError};
 
-/// A lock without a timeout still ends after a day, so an abandoned one cannot stay forever.
-const LONGEST_LOCK: Duration = Duration::from_secs(24 * 3600);
-/// How long one master may hold a user's lock table while it changes it.
+/// The longest a lock lives without a refresh; a longer or infinite `Timeout` gets this, and
+/// the answer says so (clients refresh before it ends).
+pub const LONGEST_LOCK: Duration = Duration::from_secs(3600);
+/// Live locks one user may hold in all.
+pub const MAX_LOCKS_PER_USER: usize = 1000;
+/// Live locks on one resource (shared locks; an exclusive one is alone anyway).
+pub const MAX_LOCKS_PER_RESOURCE: usize = 100;
+/// How long one master may hold a user's lock index while it changes it.
 const MUTEX_LEASE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -57,16 +68,57 @@ impl StoredLock {
     }
 }
 
+/// One locked resource in a user's index: where, and when each of its locks ends.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Indexed {
+    segments: Vec<String>,
+    expiries: Vec<u64>,
+}
+
+impl Indexed {
+    fn live(&self, now: u64) -> usize {
+        self.expiries.iter().filter(|&&at| at > now).count()
+    }
+}
+
+fn to_json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "[]".to_owned())
+}
+
 fn unix_now() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// The lock system of one request: the user's table, seen from the account's root.
+/// Why a lock was refused other than by a conflicting lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    TooManyForUser,
+    TooManyOnResource,
+}
+
+impl Refusal {
+    pub fn error(self) -> ServiceError {
+        let message = match self {
+            Self::TooManyForUser => format!("you hold {MAX_LOCKS_PER_USER} WebDAV locks already: release some first"),
+            Self::TooManyOnResource => {
+                format!("this resource has {MAX_LOCKS_PER_RESOURCE} WebDAV locks already: release some first")
+            }
+        };
+        ServiceError::conflict("dav.too_many_locks", message)
+    }
+}
+
+/// The lock system of one request: the user's locks, seen from the account's root.
 #[derive(Clone)]
 pub struct KvLocks {
     store: Arc<dyn KvStore>,
     user: Uuid,
     root: Vec<String>,
+    /// Paths (from the user's root) whose folder gains or loses a member in this request: a
+    /// depth-0 lock on that folder must be held too (RFC 4918 7.4).
+    member_changes: Arc<Vec<Vec<String>>>,
+    /// Set when a lock was refused for a limit, so the answer can say which.
+    refusal: Arc<Mutex<Option<Refusal>>>,
 }
 
 impl std::fmt::Debug for KvLocks {
@@ -75,8 +127,8 @@ impl std::fmt::Debug for KvLocks {
     }
 }
 
-/// A lock answered when the store cannot be read: requests fail closed (423) rather than
-/// ignoring locks they cannot see.
+/// A lock answered when the store cannot be read (or a limit is reached): requests fail closed
+/// (423) rather than ignoring locks they cannot see.
 fn unavailable(path: &DavPath) -> DavLock {
     DavLock {
         token: "opaquelocktoken:unavailable".to_owned(),
@@ -90,13 +142,39 @@ fn unavailable(path: &DavPath) -> DavLock {
     }
 }
 
+/// The locks of the resources read for one operation, and the index they were found in.
+struct Loaded {
+    index: Vec<Indexed>,
+    /// Live locks of each resource read, by its segments.
+    resources: HashMap<Vec<String>, Vec<StoredLock>>,
+    /// Those locks as read (JSON), so a resource left unchanged is not written back.
+    as_read: HashMap<Vec<String>, String>,
+}
+
+impl Loaded {
+    fn all(&self) -> Vec<StoredLock> {
+        self.resources.values().flatten().cloned().collect()
+    }
+}
+
 impl KvLocks {
-    pub fn new(store: Arc<dyn KvStore>, user: Uuid, root: Vec<String>) -> Self {
-        Self { store, user, root }
+    pub fn new(store: Arc<dyn KvStore>, user: Uuid, root: Vec<String>, member_changes: &[&DavPath]) -> Self {
+        let mut locks = Self { store, user, root, member_changes: Arc::default(), refusal: Arc::default() };
+        locks.member_changes = Arc::new(member_changes.iter().map(|path| locks.segments(path)).collect());
+        locks
     }
 
-    fn table_key(&self) -> String {
-        format!("dav-locks:{}", self.user)
+    /// The limit a `LOCK` of this request ran into, if any.
+    pub fn refusal(&self) -> Option<Refusal> {
+        *self.refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn index_key(&self) -> String {
+        format!("dav-lock-index:{}", self.user)
+    }
+
+    fn resource_key(&self, segments: &[String]) -> String {
+        format!("dav-lock:{}:{}", self.user, blake3::hash(segments.join("/").as_bytes()).to_hex())
     }
 
     fn segments(&self, path: &DavPath) -> Vec<String> {
@@ -105,36 +183,60 @@ impl KvLocks {
         segments
     }
 
-    async fn read(&self) -> Result<Vec<StoredLock>, StoreError> {
+    async fn read_index(&self) -> Result<Vec<Indexed>, StoreError> {
         let now = unix_now();
-        let table: Vec<StoredLock> = match self.store.get(&self.table_key()).await? {
+        let index: Vec<Indexed> = match self.store.get(&self.index_key()).await? {
             Some(json) => serde_json::from_str(&json).unwrap_or_default(),
             None => Vec::new(),
         };
-        Ok(table.into_iter().filter(|lock| lock.expires_at > now).collect())
+        Ok(index.into_iter().filter(|entry| entry.live(now) > 0).collect())
     }
 
-    /// Runs `change` on the live table under the user's mutex and stores the result.
-    async fn update<T>(&self, change: impl FnOnce(&mut Vec<StoredLock>) -> T) -> Result<T, StoreError> {
+    /// The live locks of the resource at `segments`.
+    async fn read_resource(&self, segments: &[String]) -> Result<Vec<StoredLock>, StoreError> {
+        let now = unix_now();
+        let locks: Vec<StoredLock> = match self.store.get(&self.resource_key(segments)).await? {
+            Some(json) => serde_json::from_str(&json).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        Ok(locks.into_iter().filter(|lock| lock.expires_at > now).collect())
+    }
+
+    /// The locks that matter to `segments`: on it and on the folders above it, and with
+    /// `below` also on anything under it. Resources without locks are not read.
+    async fn load(&self, segments: &[String], below: bool) -> Result<Loaded, StoreError> {
+        let index = self.read_index().await?;
+        let wanted: Vec<&Indexed> = index
+            .iter()
+            .filter(|entry| segments.starts_with(&entry.segments) || (below && entry.segments.starts_with(segments)))
+            .collect();
+        let read = futures_util::future::try_join_all(wanted.iter().map(|entry| self.read_resource(&entry.segments)));
+        let resources: HashMap<_, _> = wanted.iter().map(|entry| entry.segments.clone()).zip(read.await?).collect();
+        let as_read = resources.iter().map(|(segments, locks)| (segments.clone(), to_json(locks))).collect();
+        Ok(Loaded { index, resources, as_read })
+    }
+
+    /// Runs `change` on the locks `load(segments, below)` finds, under the user's mutex, and
+    /// stores every resource it read (and the index) as `change` left them.
+    async fn update<T>(
+        &self,
+        segments: &[String],
+        below: bool,
+        change: impl FnOnce(&mut Loaded) -> T,
+    ) -> Result<T, StoreError> {
         let mutex = format!("dav-locks-mutex:{}", self.user);
         let holder = Uuid::new_v4().to_string();
         let deadline = tokio::time::Instant::now() + MUTEX_LEASE;
         while !self.store.set_if_absent(&mutex, &holder, MUTEX_LEASE).await? {
             if tokio::time::Instant::now() > deadline {
-                return Err(StoreError::Unavailable("the WebDAV lock table stays busy".into()));
+                return Err(StoreError::Unavailable("the WebDAV lock index stays busy".into()));
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let result = async {
-            let mut table = self.read().await?;
-            let answer = change(&mut table);
-            let json = serde_json::to_string(&table).unwrap_or_else(|_| "[]".to_owned());
-            let longest = table.iter().map(|l| l.expires_at).max().unwrap_or(0).saturating_sub(unix_now());
-            if table.is_empty() {
-                self.store.delete(&self.table_key()).await?;
-            } else {
-                self.store.set(&self.table_key(), &json, Some(Duration::from_secs(longest + 60))).await?;
-            }
+            let mut loaded = self.load(segments, below).await?;
+            let answer = change(&mut loaded);
+            self.store_changes(loaded).await?;
             Ok(answer)
         }
         .await;
@@ -142,6 +244,55 @@ impl KvLocks {
             self.store.delete(&mutex).await?;
         }
         result
+    }
+
+    /// Writes each resource of `loaded` (deleting the empty ones) and the index to match.
+    async fn store_changes(&self, loaded: Loaded) -> Result<(), StoreError> {
+        let now = unix_now();
+        let Loaded { mut index, resources, as_read } = loaded;
+        for (segments, locks) in resources {
+            index.retain(|entry| entry.segments != segments);
+            let key = self.resource_key(&segments);
+            if locks.is_empty() {
+                self.store.delete(&key).await?;
+                continue;
+            }
+            let json = to_json(&locks);
+            let expiries: Vec<u64> = locks.iter().map(|lock| lock.expires_at).collect();
+            if as_read.get(&segments) != Some(&json) {
+                let longest = expiries.iter().max().copied().unwrap_or(now).saturating_sub(now);
+                self.store.set(&key, &json, Some(Duration::from_secs(longest + 60))).await?;
+            }
+            index.push(Indexed { segments, expiries });
+        }
+        if index.is_empty() {
+            self.store.delete(&self.index_key()).await?;
+        } else {
+            let longest =
+                index.iter().flat_map(|e| e.expiries.iter()).max().copied().unwrap_or(now).saturating_sub(now);
+            let json = to_json(&index);
+            self.store.set(&self.index_key(), &json, Some(Duration::from_secs(longest + 60))).await?;
+        }
+        Ok(())
+    }
+
+    /// A depth-0 lock on the folder of `segments` not held by `claim`, when this request adds
+    /// or removes `segments` as a member of that folder (RFC 4918 7.4; deeper locks are found
+    /// by the usual checks).
+    fn membership_conflict<'t>(
+        &self,
+        claim: &Claim<'_>,
+        locks: &'t [StoredLock],
+        segments: &[String],
+    ) -> Result<(), &'t StoredLock> {
+        let Some((_, folder)) = segments.split_last() else { return Ok(()) };
+        if !self.member_changes.iter().any(|changed| changed.as_slice() == segments) {
+            return Ok(());
+        }
+        match locks.iter().find(|lock| !lock.deep && lock.segments.as_slice() == folder && !claim.holds(lock)) {
+            Some(lock) => Err(lock),
+            None => Ok(()),
+        }
     }
 }
 
@@ -236,29 +387,48 @@ impl DavLockSystem for KvLocks {
         async move {
             let lifetime = timeout.unwrap_or(LONGEST_LOCK).min(LONGEST_LOCK);
             let outcome = self
-                .update(|table| {
+                .update(&segments, deep, |loaded| {
+                    let now = unix_now();
+                    let held: usize = loaded.index.iter().map(|entry| entry.live(now)).sum();
+                    let here = loaded.resources.get(&segments).map_or(0, Vec::len);
+                    let refusal = if held >= MAX_LOCKS_PER_USER {
+                        Some(Refusal::TooManyForUser)
+                    } else if here >= MAX_LOCKS_PER_RESOURCE {
+                        Some(Refusal::TooManyOnResource)
+                    } else {
+                        None
+                    };
+                    if let Some(refusal) = refusal {
+                        *self.refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(refusal);
+                        return Err(None);
+                    }
                     let anyone = Claim { principal: None, ignore_principal: true, tokens: &[], shared_ok: shared };
-                    anyone.conflict(table, &segments, deep).map_err(StoredLock::to_dav)?;
+                    anyone.conflict(&loaded.all(), &segments, deep).map_err(|lock| Some(lock.to_dav()))?;
                     let lock = StoredLock {
                         token: Uuid::new_v4().urn().to_string(),
                         segments: segments.clone(),
                         url,
                         principal,
                         owner,
-                        expires_at: unix_now() + lifetime.as_secs(),
-                        timeout_seconds: timeout.map(|t| t.as_secs()),
+                        expires_at: now + lifetime.as_secs(),
+                        // What the answer's `Timeout` says: the lifetime granted.
+                        timeout_seconds: Some(lifetime.as_secs()),
                         shared,
                         deep,
                     };
                     let answer = lock.to_dav();
-                    table.push(lock);
+                    loaded.resources.entry(segments.clone()).or_default().push(lock);
                     Ok(answer)
                 })
                 .await;
-            outcome.unwrap_or_else(|error| {
-                tracing::warn!(%error, "cannot take a WebDAV lock");
-                Err(fallback)
-            })
+            match outcome {
+                Ok(Ok(lock)) => Ok(lock),
+                Ok(Err(conflict)) => Err(conflict.unwrap_or(fallback)),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot take a WebDAV lock");
+                    Err(fallback)
+                }
+            }
         }
         .boxed()
     }
@@ -267,9 +437,14 @@ impl DavLockSystem for KvLocks {
         let segments = self.segments(path);
         let token = token.to_owned();
         async move {
-            self.update(|table| {
-                let found = table.iter().position(|l| l.token == token && l.covers(&segments));
-                found.map(|index| drop(table.remove(index))).ok_or(())
+            self.update(&segments, false, |loaded| {
+                for locks in loaded.resources.values_mut() {
+                    if let Some(index) = locks.iter().position(|l| l.token == token && l.covers(&segments)) {
+                        locks.remove(index);
+                        return Ok(());
+                    }
+                }
+                Err(())
             })
             .await
             .unwrap_or(Err(()))
@@ -281,11 +456,16 @@ impl DavLockSystem for KvLocks {
         let segments = self.segments(path);
         let token = token.to_owned();
         async move {
-            self.update(|table| {
-                let lock = table.iter_mut().find(|l| l.token == token && l.covers(&segments)).ok_or(())?;
+            self.update(&segments, false, |loaded| {
+                let lock = loaded
+                    .resources
+                    .values_mut()
+                    .flatten()
+                    .find(|l| l.token == token && l.covers(&segments))
+                    .ok_or(())?;
                 let lifetime = timeout.unwrap_or(LONGEST_LOCK).min(LONGEST_LOCK);
                 lock.expires_at = unix_now() + lifetime.as_secs();
-                lock.timeout_seconds = timeout.map(|t| t.as_secs());
+                lock.timeout_seconds = Some(lifetime.as_secs());
                 Ok(lock.to_dav())
             })
             .await
@@ -307,15 +487,22 @@ impl DavLockSystem for KvLocks {
         let tokens = submitted_tokens.to_vec();
         let fallback = unavailable(path);
         async move {
-            let table = match self.read().await {
-                Ok(table) => table,
+            let loaded = match self.load(&segments, deep).await {
+                Ok(loaded) => loaded,
                 Err(error) => {
                     tracing::warn!(%error, "cannot read WebDAV locks");
                     return Err(fallback);
                 }
             };
+            let locks = loaded.all();
             let claim = Claim { principal: principal.as_deref(), ignore_principal, tokens: &tokens, shared_ok: false };
-            claim.conflict(&table, &segments, deep).map_err(StoredLock::to_dav)
+            claim.conflict(&locks, &segments, deep).map_err(StoredLock::to_dav)?;
+            // dav-server evaluates `If` tokens with `ignore_principal`; only the checks of the
+            // method itself guard membership.
+            if !ignore_principal {
+                self.membership_conflict(&claim, &locks, &segments).map_err(StoredLock::to_dav)?;
+            }
+            Ok(())
         }
         .boxed()
     }
@@ -323,8 +510,10 @@ impl DavLockSystem for KvLocks {
     fn discover(&'_ self, path: &DavPath) -> LsFuture<'_, Vec<DavLock>> {
         let segments = self.segments(path);
         async move {
-            let mut found: Vec<StoredLock> =
-                self.read().await.unwrap_or_default().into_iter().filter(|l| l.covers(&segments)).collect();
+            let mut found: Vec<StoredLock> = match self.load(&segments, false).await {
+                Ok(loaded) => loaded.all().into_iter().filter(|l| l.covers(&segments)).collect(),
+                Err(_) => Vec::new(),
+            };
             found.sort_by_key(|l| l.segments.len());
             found.iter().map(StoredLock::to_dav).collect()
         }
@@ -334,7 +523,13 @@ impl DavLockSystem for KvLocks {
     fn delete(&'_ self, path: &DavPath) -> LsFuture<'_, Result<(), ()>> {
         let segments = self.segments(path);
         async move {
-            self.update(|table| table.retain(|l| !l.segments.starts_with(&segments))).await.map_err(|error| {
+            self.update(&segments, true, |loaded| {
+                for locks in loaded.resources.values_mut() {
+                    locks.retain(|l| !l.segments.starts_with(&segments));
+                }
+            })
+            .await
+            .map_err(|error| {
                 tracing::warn!(%error, "cannot drop WebDAV locks");
             })
         }

@@ -3,10 +3,14 @@
 //! layer) and [`locks::KvLocks`] (locks in the shared store). Read-only accounts are refused
 //! every method that changes something, with 403, before dav-server sees the request. Error
 //! answers without a body of dav-server's get the uniform JSON error body; its XML error bodies
-//! (`207`, lock conflicts, `propfind-finite-depth`) pass unchanged.
+//! (`207`, lock conflicts, `propfind-finite-depth`) pass unchanged. [`guard`] refuses first
+//! what dav-server would do otherwise than documented (partial writes, paths and destinations
+//! outside `/dav`, copy cycles, oversized lock owners); file answers get
+//! [`content_safety`]'s headers.
 
 mod file;
 mod fs;
+mod guard;
 mod locks;
 mod propfind;
 
@@ -22,6 +26,7 @@ use nubo_common::secret::Secret;
 
 use crate::app::AppState;
 use crate::domain::object::parse_path;
+use crate::http::content_safety;
 use crate::http::error::{error_response, mark_rendered};
 use crate::service::webdav::{self, DavPrincipal};
 use crate::service::{ErrorKind, ServiceError, ServiceResult, files, transfers};
@@ -85,17 +90,23 @@ pub async fn serve(State(state): State<AppState>, mut request: Request) -> Respo
         return ServiceError::new(ErrorKind::Forbidden, "webdav.read_only", "this WebDAV account is read-only")
             .into_response();
     }
+    let checked = guard::refuse_partial_write(request.method(), request.headers())
+        .and_then(|()| guard::request_path(request.uri()))
+        .and_then(|path| Ok((path, guard::destination(request.method(), request.headers())?)));
+    let (request_path, destination) = match checked {
+        Ok(checked) => checked,
+        Err(error) => return error.into_response(),
+    };
+    guard::default_propfind_depth(&mut request);
     let root_segments: Vec<String> = match parse_path(&principal.root) {
         Ok(names) => names.iter().map(|n| n.as_str().to_owned()).collect(),
         Err(_) => return ServiceError::internal(anyhow::anyhow!("stored root path unparsable")).into_response(),
     };
-    let request_path =
-        DavPath::new(request.uri().path()).and_then(|mut path| path.set_prefix(PREFIX).map(|()| path)).ok();
     // A `PUT` needs the owner's usage and the group's policy too: read with the walk (at the
     // same time on PostgreSQL; on SQLite both run on this thread), a new file's write then waits
     // for no further query (an overwrite uses them as well, and reads its file's policy only
     // when that is another one).
-    let opened = open_filesystem(&state, &principal, &root_segments, request_path.as_ref());
+    let opened = open_filesystem(&state, &principal, &root_segments, &request_path);
     let (filesystem, new_file_facts) = if request.method() == Method::PUT {
         let facts = transfers::new_file_facts(&state, principal.user_id, &principal.group_id);
         let (filesystem, facts) = tokio::join!(opened, facts);
@@ -110,6 +121,12 @@ pub async fn serve(State(state): State<AppState>, mut request: Request) -> Respo
     if let Some(facts) = new_file_facts {
         filesystem.remember_new_file_facts(facts);
     }
+    if let Some(destination) = &destination
+        && let Err(error) =
+            guard::refuse_cycle(request.method(), &request_path, destination, filesystem.is_folder(&request_path)).await
+    {
+        return error.into_response();
+    }
     if request.method().as_str() == "PROPFIND"
         && let Some(depth_one) = propfind::depth_one(request.headers().get("depth"))
     {
@@ -118,16 +135,28 @@ pub async fn serve(State(state): State<AppState>, mut request: Request) -> Respo
             Ok(body) => body,
             Err(_) => return ServiceError::request_too_large().into_response(),
         };
-        let path = DavPath::new(parts.uri.path()).and_then(|mut path| path.set_prefix(PREFIX).map(|()| path));
-        if let (Ok(path), Some(props)) = (path, propfind::requested_props(&body))
-            && let Some(response) = propfind::answer(&filesystem, &path, depth_one, props).await
+        if let Some(props) = propfind::requested_props(&body)
+            && let Some(response) = propfind::answer(&filesystem, &request_path, depth_one, props).await
         {
             return response;
         }
         request = Request::from_parts(parts, axum::body::Body::from(body));
     }
+    if request.method().as_str() == "LOCK" {
+        let (parts, body) = request.into_parts();
+        let body = match axum::body::to_bytes(body, guard::LOCK_BODY_LIMIT).await {
+            Ok(body) => body,
+            Err(_) => return ServiceError::request_too_large().into_response(),
+        };
+        if let Err(error) = guard::check_lock_body(&body) {
+            return error.into_response();
+        }
+        request = Request::from_parts(parts, axum::body::Body::from(body));
+    }
+    let member_changes = member_changes(request.method(), &filesystem, &request_path, destination.as_ref()).await;
     let lock_principal = principal.account_id.to_string();
-    let locks = locks::KvLocks::new(state.shared_store(), principal.user_id, root_segments);
+    let locks = locks::KvLocks::new(state.shared_store(), principal.user_id, root_segments, &member_changes);
+    let lock_refusal = locks.clone();
     let handler = DavHandler::builder()
         .filesystem(Box::new(filesystem))
         .locksystem(Box::new(locks))
@@ -137,8 +166,40 @@ pub async fn serve(State(state): State<AppState>, mut request: Request) -> Respo
         .build_handler();
     let method = request.method().clone();
     let response = handler.handle(request).await.map(axum::body::Body::new);
-    let response = if method.as_str() == "PROPFIND" { response.map(coalesce) } else { response };
+    let mut response = if method.as_str() == "PROPFIND" { response.map(coalesce) } else { response };
+    if let Some(refusal) = lock_refusal.refusal()
+        && response.status() == StatusCode::LOCKED
+    {
+        return refusal.error().into_response();
+    }
+    if matches!(method, Method::GET | Method::HEAD) && response.status().is_success() {
+        content_safety::harden_file_response(response.headers_mut());
+    }
     finish(&method, response)
+}
+
+/// The paths whose folder gains or loses a member if the request succeeds (see
+/// `locks::KvLocks`): a new name written or made, a name deleted, a move's both ends, a copy's
+/// new destination.
+async fn member_changes<'p>(
+    method: &Method,
+    filesystem: &fs::NuboFs,
+    path: &'p DavPath,
+    destination: Option<&'p DavPath>,
+) -> Vec<&'p DavPath> {
+    let new_destination = async {
+        match destination {
+            Some(destination) if !filesystem.exists(destination).await => Some(destination),
+            _ => None,
+        }
+    };
+    match method.as_str() {
+        "PUT" if !filesystem.exists(path).await => vec![path],
+        "MKCOL" | "DELETE" => vec![path],
+        "MOVE" => std::iter::once(path).chain(new_destination.await).collect(),
+        "COPY" => new_destination.await.into_iter().collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The request's filesystem at the account's root folder, its entry cache already holding the
@@ -148,9 +209,9 @@ async fn open_filesystem(
     state: &AppState,
     principal: &DavPrincipal,
     root_segments: &[String],
-    request_path: Option<&DavPath>,
+    request_path: &DavPath,
 ) -> Result<fs::NuboFs, Response> {
-    let below = request_path.map(segments).unwrap_or_default();
+    let below = segments(request_path);
     let names: Vec<&str> = root_segments.iter().map(String::as_str).chain(below.iter().copied()).collect();
     let mut walked = files::walk_from_root(state.db(), principal.user_id, &names)
         .await
@@ -206,7 +267,13 @@ fn finish(method: &Method, mut response: Response) -> Response {
         mark_rendered(&mut response);
         return response;
     }
+    // A PUT's only 405 is dav-server's answer to the write's commit finding the name taken:
+    // another request created it meanwhile (two PUTs racing on a new name). RFC 4918 has 405
+    // for MKCOL only; a PUT gets 409 as when a folder holds the name.
+    let put_race = *method == Method::PUT && status == StatusCode::METHOD_NOT_ALLOWED;
+    let status = if put_race { StatusCode::CONFLICT } else { status };
     let (code, message) = match status {
+        _ if put_race => ("object.name_taken", "another request created this name meanwhile"),
         StatusCode::BAD_REQUEST => ("dav.bad_request", "the WebDAV request is malformed"),
         StatusCode::FORBIDDEN => ("dav.forbidden", "the operation is not allowed here"),
         StatusCode::NOT_FOUND => ("object.not_found", "no such file or folder"),
@@ -229,6 +296,7 @@ fn finish(method: &Method, mut response: Response) -> Response {
     };
     let (mut parts, _) = response.into_parts();
     let (rendered, body) = error_response(status, code, message).into_parts();
+    parts.status = status;
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.extend(rendered.headers);
     parts.extensions.extend(rendered.extensions);
