@@ -66,7 +66,9 @@ pub fn destination(method: &Method, headers: &HeaderMap) -> Result<Option<DavPat
     let Some(value) = headers.get("destination").and_then(|v| v.to_str().ok()) else {
         return Ok(None);
     };
-    let uri: Uri = value.parse().map_err(|_| destination_outside())?;
+    let unreadable =
+        || ServiceError::new(ErrorKind::BadRequest, "dav.bad_request", "the Destination header is not a valid path");
+    let uri: Uri = value.parse().map_err(|_| unreadable())?;
     if let Some(authority) = uri.authority() {
         let named = |name: &str| {
             headers
@@ -80,9 +82,8 @@ pub fn destination(method: &Method, headers: &HeaderMap) -> Result<Option<DavPat
             return Err(destination_outside());
         }
     }
-    let path = DavPath::new(uri.path())
-        .and_then(|mut path| path.set_prefix(PREFIX).map(|()| path))
-        .map_err(|_| destination_outside())?;
+    let mut path = DavPath::new(uri.path()).map_err(|_| unreadable())?;
+    path.set_prefix(PREFIX).map_err(|_| destination_outside())?;
     Ok(Some(path))
 }
 
