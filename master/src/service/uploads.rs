@@ -126,10 +126,16 @@ pub async fn create(ctx: &AppState, owner: Uuid, group_id: &str, request: NewUpl
         return Err(ServiceError::conflict("object.name_taken", "an object with that name exists in the folder")
             .with_field("file_name"));
     }
+    // The quota is looked at before anything is staged: a size it cannot take never reaches
+    // storage (a local staging file of 16 TiB cannot even be created). The reservation below
+    // settles it atomically.
+    let (used, capacity) = db::users::usage_and_capacity(db, &owner.to_string(), now_ms()).await?;
+    if request.file_size > capacity.saturating_sub(used) {
+        return Err(quota_exceeded());
+    }
     let store = policies::store(ctx, &policy).await?;
     let context = NamingContext { user_id: owner, original_name: name.as_str(), now: time::OffsetDateTime::now_utc() };
     let key = StorageKey::parse(&naming::storage_key(&policy.dir_name_rule, &policy.file_name_rule, &context))?;
-    let capacity = db::users::capacity(db, &owner.to_string(), now_ms()).await?;
     let upload = match store.begin_upload(&key, request.file_size as u64, policy.chunk_size as u64).await {
         Ok(upload) => upload,
         Err(StorageError::Unavailable(why)) if policy.node_id.is_some() => {
