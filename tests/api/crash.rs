@@ -168,11 +168,10 @@ async fn a_master_killed_mid_migration_resumes_after_restart_on_postgres() {
 /// Sessions of the database at `url` in `finishing` or `aborting`.
 async fn claimed_sessions(url: &str) -> i64 {
     let db = nubo_master::db::Db::connect(url, 1).await.expect("database");
-    let (n,): (i64,) =
-        sqlx::query_as("SELECT COUNT(*) FROM upload_sessions WHERE status IN ('finishing', 'aborting')")
-            .fetch_one(db.reader())
-            .await
-            .unwrap();
+    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM upload_sessions WHERE status IN ('finishing', 'aborting')")
+        .fetch_one(db.reader())
+        .await
+        .unwrap();
     n
 }
 
@@ -301,7 +300,8 @@ async fn killed_during_an_upload_burst_leaves_no_upload_stuck(backend: Backend) 
     let app = Arc::into_inner(app).expect("the burst is over");
     let TestApp { database, config, .. } = app;
     let app = TestApp::spawn_with(database, config).await;
-    let later = nubo_master::domain::time::now_ms() + nubo_master::service::uploads::SESSION_LIFETIME.as_millis() as i64 + 1;
+    let later =
+        nubo_master::domain::time::now_ms() + nubo_master::service::uploads::SESSION_LIFETIME.as_millis() as i64 + 1;
     nubo_master::service::uploads::reap_expired(app.state(), later).await.unwrap();
     assert_eq!(app.storage_used(&user).await, (BURST_FILES * BURST_FILE) as i64, "charged once per file");
 }

@@ -776,7 +776,13 @@ async fn open_upload(app: &TestApp, user: &nubo_tests::Session, root: &str, name
 /// Stores and records every chunk of upload `id`, as the master does before it claims the
 /// session to finish it, without finishing; `complete_blob` also completes the blob, as a
 /// master that died just after doing so leaves it.
-async fn stage_without_finishing(app: &TestApp, user: &nubo_tests::Session, id: &str, bytes: &[u8], complete_blob: bool) {
+async fn stage_without_finishing(
+    app: &TestApp,
+    user: &nubo_tests::Session,
+    id: &str,
+    bytes: &[u8],
+    complete_blob: bool,
+) {
     use nubo_master::db::uploads::{self, ChunkRow};
     let db = app.state().db();
     let session = uploads::find_owned(db, &user.user_id, id).await.unwrap().expect("the session");
