@@ -69,6 +69,9 @@ pub struct Config {
     pub task_lease_seconds: u64,
     /// Milliseconds between polls of an empty task queue.
     pub task_poll_millis: u64,
+    /// Seconds a claim on an upload session (finishing or cancelling it) lasts without being
+    /// renewed; a dead master's claim is taken over after it.
+    pub upload_claim_lease_seconds: u64,
 }
 
 impl Default for Config {
@@ -96,6 +99,7 @@ impl Default for Config {
             task_workers: 2,
             task_lease_seconds: 30,
             task_poll_millis: 1000,
+            upload_claim_lease_seconds: 60,
         }
     }
 }
@@ -159,6 +163,7 @@ const ENV_KEYS: &[&str] = &[
     "task_workers",
     "task_lease_seconds",
     "task_poll_millis",
+    "upload_claim_lease_seconds",
 ];
 
 impl Config {

@@ -79,7 +79,9 @@ impl From<StorageError> for ApiError {
             StorageError::InvalidKey(_) => (StatusCode::BAD_REQUEST, "blob.invalid_key"),
             StorageError::ChunkOutOfRange { .. } => (StatusCode::BAD_REQUEST, "upload.chunk_out_of_range"),
             StorageError::LengthMismatch { .. } => (StatusCode::BAD_REQUEST, "upload.chunk_length"),
-            StorageError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "upload.too_large"),
+            StorageError::TooLarge { .. } | StorageError::SizeUnsupported { .. } => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "upload.too_large")
+            }
             StorageError::Body(_) => (StatusCode::BAD_REQUEST, "upload.body"),
             StorageError::Unavailable(_) => {
                 tracing::warn!(error = %error, "storage unavailable");

@@ -175,6 +175,7 @@ async fn upload_session_create(node: &Shared, params: UploadSessionCreateParams)
     }
     let staged = node.store.begin_upload(&key, params.size, params.chunk_size).await.map_err(|error| match error {
         StorageError::Failed(detail) => RpcError::invalid_params(METHOD, detail),
+        error @ StorageError::SizeUnsupported { .. } => RpcError::invalid_params(METHOD, error.to_string()),
         other => storage_failure(other),
     })?;
     if u64::from(staged.total_chunks()) != params.total_chunks {

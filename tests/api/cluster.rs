@@ -423,3 +423,31 @@ async fn a_report_sent_while_the_master_was_down_creates_the_file_exactly_once(m
     let object = repeated.client_body["object"]["id"].as_str().unwrap().to_owned();
     assert_eq!(app.download(&user, &object).await, bytes);
 }
+
+on_every_backend!(a_report_a_dead_master_was_recording_is_taken_over_once_its_lease_ran_out);
+
+async fn a_report_a_dead_master_was_recording_is_taken_over_once_its_lease_ran_out(app: TestApp) {
+    let admin = app.login_admin().await;
+    let node = TestNode::start(&app, &admin, false).await;
+    app.use_node_policy(&admin, &node, true).await;
+    let user = user_of(&app).await;
+    let root = app.root_id(&user).await;
+    let bytes = content(64 * 1024 + 500, 9);
+    let state: Value = app.start_upload(&user, &root, "late.bin", bytes.len()).await.json().await.unwrap();
+    let id = state["id"].as_str().unwrap().to_owned();
+    assert_eq!(app.put_direct(&state, 0, bytes[..64 * 1024].to_vec()).await.status(), 200);
+
+    // Another master holds the session (recording an earlier report) and is alive: the node's
+    // report is told to come again, and the client hears that the file is not recorded yet.
+    app.claim_upload_as_other_master(&id, 0).await;
+    let last = app.put_direct(&state, 1, bytes[64 * 1024..].to_vec()).await;
+    assert_eq!(last.status(), 202, "{}", last.text().await.unwrap_or_default());
+    assert!(file_names(&app, &user).await.is_empty());
+
+    // That master died: once its lease ran out, the node's next report records the file.
+    app.claim_upload_as_other_master(&id, app.stale_claim_age()).await;
+    let names = nubo_tests::settled(vec!["late.bin".to_owned()], || file_names(&app, &user)).await;
+    assert_eq!(names, ["late.bin"]);
+    assert_eq!(app.storage_used(&user).await, bytes.len() as i64, "charged once");
+    assert_eq!(node.blobs().len(), 1, "the node kept the bytes");
+}

@@ -1,7 +1,10 @@
 //! A master killed with SIGKILL in the middle of a migration: after a restart the task is taken
-//! over once its lease runs out and completes with nothing lost.
+//! over once its lease runs out and completes with nothing lost. And one killed during a burst
+//! of uploads: no session stays stuck `finishing`, every file ends up there once, charged once.
 
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use nubo_tests::files::{PolicyKind, TestPolicy, content};
@@ -31,6 +34,7 @@ fn start_master(config: &nubo_master::config::Config) -> Child {
         .env("NUBO_REDIS_PREFIX", &config.redis_prefix)
         .env("NUBO_TASK_LEASE_SECONDS", "2")
         .env("NUBO_TASK_POLL_MILLIS", "100")
+        .env("NUBO_UPLOAD_CLAIM_LEASE_SECONDS", config.upload_claim_lease_seconds.to_string())
         .env("NUBO_LOG_LEVEL", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -159,4 +163,155 @@ async fn a_master_killed_mid_migration_resumes_after_restart_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_killed_mid_migration_resumes_after_restart_on_postgres() {
     killed_mid_migration_resumes_after_restart(Backend::Postgres).await;
+}
+
+/// Sessions of the database at `url` in `finishing` or `aborting`.
+async fn claimed_sessions(url: &str) -> i64 {
+    let db = nubo_master::db::Db::connect(url, 1).await.expect("database");
+    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM upload_sessions WHERE status IN ('finishing', 'aborting')")
+        .fetch_one(db.reader())
+        .await
+        .unwrap();
+    n
+}
+
+/// Opens a session for file `i` of the burst and sends its only chunk; answers the session id
+/// (when the answer came) and whether the file was created. A master killed meanwhile cuts
+/// either request off.
+async fn upload_one(app: &TestApp, token: &str, folder: &str, i: usize) -> (Option<String>, bool) {
+    let body = json!({"file_name": format!("f{i:03}.bin"), "file_size": BURST_FILE, "parent_id": folder});
+    let created = app.request(Method::POST, "/file/upload").bearer_auth(token).json(&body).send().await;
+    let Ok(created) = created else { return (None, false) };
+    assert_eq!(created.status(), 201, "session of file {i}");
+    let Some(id) = created.json::<Value>().await.ok().and_then(|s| s["id"].as_str().map(str::to_owned)) else {
+        return (None, false);
+    };
+    let sent = app
+        .request(Method::PUT, &format!("/file/upload/{id}/0"))
+        .bearer_auth(token)
+        .body(content(BURST_FILE, i as u8))
+        .send()
+        .await;
+    let done = sent.is_ok_and(|answer| answer.status() == 200);
+    (Some(id), done)
+}
+
+const BURST_FILES: usize = 120;
+const BURST_FILE: usize = 20 * 1024;
+
+async fn killed_during_an_upload_burst_leaves_no_upload_stuck(backend: Backend) {
+    let Some(database) = TestDatabase::create(backend).await else { return };
+    if backend == Backend::Postgres && !nubo_tests::redis_available().await {
+        return;
+    }
+    let mut config = test_config(&database);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    config.listen = format!("127.0.0.1:{port}").parse().unwrap();
+    config.upload_claim_lease_seconds = 2;
+    let mut master = start_master(&config);
+    let app = TestApp::external(database, config.clone());
+    wait_until_up(&app).await;
+    let admin = app.login_admin().await;
+    app.use_small_chunks(&admin, 0).await;
+    let user = app.register("ugo@example.com", "ugo-password").await;
+    let root = app.root_id(&user).await;
+    let folder = app.mkdir(&user, &root, "burst").await;
+
+    // 120 single-chunk uploads, eight at a time; SIGKILL once a third of them are done.
+    let app = Arc::new(app);
+    let finished = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(tokio::sync::Semaphore::new(8));
+    let burst: Vec<_> = (0..BURST_FILES)
+        .map(|i| {
+            let (app, token, folder) = (app.clone(), user.access.clone(), folder.clone());
+            let (finished, gate) = (finished.clone(), gate.clone());
+            tokio::spawn(async move {
+                let _turn = gate.acquire().await.unwrap();
+                let outcome = upload_one(&app, &token, &folder, i).await;
+                if outcome.1 {
+                    finished.fetch_add(1, Ordering::SeqCst);
+                }
+                outcome
+            })
+        })
+        .collect();
+    for _ in 0..2000 {
+        if finished.load(Ordering::SeqCst) >= BURST_FILES / 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    master.kill().expect("SIGKILL");
+    master.wait().expect("reaped");
+    let outcomes: Vec<(Option<String>, bool)> =
+        futures_util::future::join_all(burst).await.into_iter().map(Result::unwrap).collect();
+    let done = outcomes.iter().filter(|(_, done)| *done).count();
+    assert!(done < BURST_FILES, "the burst finished before the kill: make it bigger");
+    let stuck = claimed_sessions(&app.database.url).await;
+    eprintln!("killed with {done} of {BURST_FILES} uploads done and {stuck} sessions claimed");
+
+    // After the restart the client resumes what it knows: the claims of the dead master are
+    // taken over once their lease ran out (by the retry or by the reaper), never refused for good.
+    let mut master = start_master(&config);
+    wait_until_up(&app).await;
+    for (i, (id, done)) in outcomes.iter().enumerate() {
+        if *done {
+            continue;
+        }
+        let Some(id) = id else {
+            // The session's answer was lost (its reservation expires with it): upload anew.
+            app.upload(&user, &folder, &format!("f{i:03}.bin"), &content(BURST_FILE, i as u8)).await;
+            continue;
+        };
+        let mut settled = false;
+        for _ in 0..200 {
+            let answer = app.put_chunk(&user, id, 0, content(BURST_FILE, i as u8)).await;
+            match answer.status().as_u16() {
+                // Finished by this retry, or by the reaper before it.
+                200 | 404 => {
+                    settled = true;
+                    break;
+                }
+                409 => tokio::time::sleep(Duration::from_millis(50)).await,
+                other => panic!("file {i}: {other} {}", answer.text().await.unwrap_or_default()),
+            }
+        }
+        assert!(settled, "upload {i} stayed refused after the restart");
+    }
+    let listing: Value = app
+        .call(Method::GET, &format!("/directory/burst?limit={}", 2 * BURST_FILES), Some(&user.access), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let files = listing["items"].as_array().unwrap();
+    let names: Vec<&str> = files.iter().map(|f| f["name"].as_str().unwrap()).collect();
+    let expected: Vec<String> = (0..BURST_FILES).map(|i| format!("f{i:03}.bin")).collect();
+    assert_eq!(names, expected, "every file exactly once");
+    for (i, file) in files.iter().enumerate() {
+        assert_eq!(app.download(&user, file["id"].as_str().unwrap()).await, content(BURST_FILE, i as u8), "file {i}");
+    }
+    assert_eq!(claimed_sessions(&app.database.url).await, 0, "no session left claimed");
+    master.kill().expect("stop");
+    master.wait().expect("reaped");
+
+    // Sessions whose answer was lost hold their reservation until they expire; after that the
+    // user is charged exactly for the files.
+    let app = Arc::into_inner(app).expect("the burst is over");
+    let TestApp { database, config, .. } = app;
+    let app = TestApp::spawn_with(database, config).await;
+    let later =
+        nubo_master::domain::time::now_ms() + nubo_master::service::uploads::SESSION_LIFETIME.as_millis() as i64 + 1;
+    nubo_master::service::uploads::reap_expired(app.state(), later).await.unwrap();
+    assert_eq!(app.storage_used(&user).await, (BURST_FILES * BURST_FILE) as i64, "charged once per file");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_killed_during_an_upload_burst_leaves_no_upload_stuck_on_sqlite() {
+    killed_during_an_upload_burst_leaves_no_upload_stuck(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_killed_during_an_upload_burst_leaves_no_upload_stuck_on_postgres() {
+    killed_during_an_upload_burst_leaves_no_upload_stuck(Backend::Postgres).await;
 }

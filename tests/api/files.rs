@@ -767,3 +767,131 @@ async fn active_storage_packs_add_to_the_capacity(app: TestApp) {
     assert_eq!(app.start_upload(&user, &root, "big.bin", 1500).await.status(), 201);
     assert_eq!(app.start_upload(&user, &root, "more.bin", 501).await.status(), 507);
 }
+
+nubo_tests::on_every_backend_and_storage!(a_finish_left_by_a_dead_master_is_taken_over_once_its_lease_ran_out);
+on_every_backend!(a_huge_declared_size_is_refused_before_anything_is_staged);
+
+/// Opens an upload session; answers its id.
+async fn open_upload(app: &TestApp, user: &nubo_tests::Session, root: &str, name: &str, len: usize) -> String {
+    let response = app.start_upload(user, root, name, len).await;
+    assert_eq!(response.status(), 201, "upload session for {name}");
+    response.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned()
+}
+
+/// Stores and records every chunk of upload `id`, as the master does before it claims the
+/// session to finish it, without finishing; `complete_blob` also completes the blob, as a
+/// master that died just after doing so leaves it.
+async fn stage_without_finishing(
+    app: &TestApp,
+    user: &nubo_tests::Session,
+    id: &str,
+    bytes: &[u8],
+    complete_blob: bool,
+) {
+    use nubo_master::db::uploads::{self, ChunkRow};
+    let db = app.state().db();
+    let session = uploads::find_owned(db, &user.user_id, id).await.unwrap().expect("the session");
+    let staged: nubo_common::storage::StagedUpload = serde_json::from_str(&session.driver_state).unwrap();
+    let policy = nubo_master::service::policies::find(db, session.policy_id.parse().unwrap()).await.unwrap();
+    let store = nubo_master::service::policies::store(app.state(), &policy).await.unwrap();
+    let mut receipts = Vec::new();
+    for (index, piece) in bytes.chunks(session.chunk_size as usize).enumerate() {
+        let body: nubo_common::storage::ByteStream =
+            Box::pin(futures_util::stream::iter([Ok(bytes::Bytes::copy_from_slice(piece))]));
+        let receipt = store.put_chunk(&staged, index as u32, body).await.unwrap();
+        let row = ChunkRow {
+            chunk_index: index as i32,
+            size: receipt.size as i64,
+            etag: receipt.etag.clone(),
+            chaining_value: receipt.chaining_value.clone(),
+        };
+        uploads::upsert_chunk(db, id, &row, nubo_master::domain::time::now_ms()).await.unwrap();
+        receipts.push(receipt);
+    }
+    if complete_blob {
+        store.complete_upload(&staged, &receipts).await.unwrap();
+    }
+}
+
+async fn a_finish_left_by_a_dead_master_is_taken_over_once_its_lease_ran_out(app: TestApp, kind: PolicyKind) {
+    use nubo_master::service::uploads::recover_stale_claims;
+    let (user, root, policy) = setup_storage(&app, kind).await;
+    let now = nubo_master::domain::time::now_ms;
+    let dead = app.stale_claim_age();
+
+    // Every chunk is in and another master is finishing: nobody else may finish or cancel.
+    let first = content(1000, 1);
+    let id = open_upload(&app, &user, &root, "first.bin", first.len()).await;
+    stage_without_finishing(&app, &user, &id, &first, false).await;
+    app.claim_upload_as_other_master(&id, 0).await;
+    let retried = app.put_chunk(&user, &id, 0, first.clone()).await;
+    assert_eq!(error_body(retried, 409).await["code"], "upload.not_open");
+    let completed = app.call(Method::POST, &format!("/file/upload/{id}/complete"), Some(&user.access), None).await;
+    assert_eq!(error_body(completed, 409).await["code"], "upload.not_open");
+    let cancelled = app.call(Method::DELETE, &format!("/file/upload/{id}"), Some(&user.access), None).await;
+    assert_eq!(error_body(cancelled, 409).await["code"], "upload.not_open");
+    assert_eq!(recover_stale_claims(app.state(), now()).await.unwrap(), 0, "a live claim is left alone");
+    assert_eq!(app.storage_used(&user).await, 1000, "still reserved");
+
+    // That master died: once its lease ran out, the client's retry of the last chunk finishes.
+    app.claim_upload_as_other_master(&id, dead).await;
+    let done = app.put_chunk(&user, &id, 0, first.clone()).await;
+    assert_eq!(done.status(), 200);
+    let object = done.json::<Value>().await.unwrap()["object"].clone();
+    assert_eq!(object["name"], "first.bin", "{object}");
+    assert_eq!(app.download(&user, object["id"].as_str().unwrap()).await, first);
+    assert_eq!(app.storage_used(&user).await, 1000, "charged once");
+    let gone = app.call(Method::GET, &format!("/file/upload/{id}"), Some(&user.access), None).await;
+    assert_eq!(error_body(gone, 404).await["code"], "upload.not_found");
+
+    // It died after completing the blob: an explicit completion records that blob.
+    let second = content(2000, 2);
+    let id = open_upload(&app, &user, &root, "second.bin", second.len()).await;
+    stage_without_finishing(&app, &user, &id, &second, true).await;
+    app.claim_upload_as_other_master(&id, dead).await;
+    let done = app.call(Method::POST, &format!("/file/upload/{id}/complete"), Some(&user.access), None).await;
+    assert_eq!(done.status(), 200);
+    let object = done.json::<Value>().await.unwrap()["object"].clone();
+    assert_eq!(app.download(&user, object["id"].as_str().unwrap()).await, second);
+    assert_eq!(app.storage_used(&user).await, 3000);
+
+    // Nobody comes back for it: the reaper's recovery finishes it.
+    let third = content(3000, 3);
+    let id = open_upload(&app, &user, &root, "third.bin", third.len()).await;
+    stage_without_finishing(&app, &user, &id, &third, false).await;
+    app.claim_upload_as_other_master(&id, dead).await;
+    assert_eq!(recover_stale_claims(app.state(), now()).await.unwrap(), 1);
+    assert_eq!(names_of(&app, &user, "").await, ["first.bin", "second.bin", "third.bin"]);
+    assert_eq!(app.storage_used(&user).await, 6000);
+
+    // The client cancels instead: everything goes, the completed blob too.
+    let fourth = content(4000, 4);
+    let id = open_upload(&app, &user, &root, "fourth.bin", fourth.len()).await;
+    stage_without_finishing(&app, &user, &id, &fourth, true).await;
+    app.claim_upload_as_other_master(&id, dead).await;
+    let cancelled = app.call(Method::DELETE, &format!("/file/upload/{id}"), Some(&user.access), None).await;
+    assert_eq!(cancelled.status(), 204);
+    assert_eq!(app.storage_used(&user).await, 6000);
+    assert_eq!(blob_count(&app, &policy.id).await, 3);
+    assert_eq!(policy.stored_blobs(&app), 3, "one blob per file, nothing staged or left over");
+}
+
+async fn a_huge_declared_size_is_refused_before_anything_is_staged(app: TestApp) {
+    const TIB: usize = 1 << 40;
+    let admin = app.login_admin().await;
+    app.use_small_chunks(&admin, 0).await;
+    let user = app.register("ines@example.com", "ines-password").await;
+    let root = app.root_id(&user).await;
+    for size in [16 * TIB, 300 * TIB] {
+        let response = app.start_upload(&user, &root, "huge.bin", size).await;
+        assert_eq!(error_body(response, 507).await["code"], "storage.quota_exceeded", "{size} bytes");
+    }
+    // A quota that could take it, but 300 TiB are more 64 KiB chunks than an upload may have.
+    app.set_user_group(&admin, json!({"max_storage": 1000 * TIB})).await;
+    let response = app.start_upload(&user, &root, "huge.bin", 300 * TIB).await;
+    assert_eq!(error_body(response, 413).await["code"], "file.too_large");
+    assert_eq!(app.storage_used(&user).await, 0, "nothing reserved");
+    let reserved = nubo_master::db::uploads::reserved_bytes(app.state().db(), &user.user_id).await.unwrap();
+    assert_eq!(reserved, 0, "no session");
+    assert!(files_under(&app.config.data_dir.join("small")).is_empty(), "nothing staged");
+}

@@ -193,3 +193,26 @@ impl TestApp {
         self.use_policy(admin, policy).await
     }
 }
+
+impl TestApp {
+    /// Marks upload `id` as claimed for finishing by another master that last renewed its
+    /// lease `renewed_ms_ago` milliseconds ago (0: alive; more than the lease: dead), as a
+    /// master killed while finishing the upload leaves it.
+    pub async fn claim_upload_as_other_master(&self, id: &str, renewed_ms_ago: i64) {
+        let claimed_at = nubo_master::domain::time::now_ms() - renewed_ms_ago;
+        sqlx::query(
+            "UPDATE upload_sessions SET status = 'finishing', claim_token = 'other-master', claimed_at = $2
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(claimed_at)
+        .execute(self.state().db().writer())
+        .await
+        .expect("claim the upload session");
+    }
+
+    /// Milliseconds after which a claim on an upload is stale, with a second to spare.
+    pub fn stale_claim_age(&self) -> i64 {
+        self.config.upload_claim_lease_seconds as i64 * 1000 + 1000
+    }
+}

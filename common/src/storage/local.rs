@@ -133,7 +133,13 @@ impl BlobStore for LocalBlobStore {
         self.blob_path(key)?;
         let (handle, file, guard) = self.new_staging_file().await?;
         // Full length up front, so every chunk can be written at its offset in any order.
-        file.set_len(size).await.map_err(|err| io_failure("size the staging file", err))?;
+        file.set_len(size).await.map_err(|err| match err.kind() {
+            // EFBIG: beyond the file system's largest file (16 TiB on ext4 with 4 KiB blocks).
+            io::ErrorKind::FileTooLarge | io::ErrorKind::InvalidInput => {
+                StorageError::SizeUnsupported { size, why: "larger than the file system allows".to_owned() }
+            }
+            _ => io_failure("size the staging file", err),
+        })?;
         guard.disarm();
         Ok(StagedUpload { key: key.to_string(), size, chunk_size, handle })
     }

@@ -40,6 +40,10 @@ pub enum StorageError {
     LengthMismatch { expected: u64, actual: u64 },
     #[error("body is larger than {limit} bytes")]
     TooLarge { limit: u64 },
+    /// The backend cannot hold a blob of that size at all (a file-system limit, more chunks or
+    /// parts than it allows).
+    #[error("storage cannot hold {size} bytes: {why}")]
+    SizeUnsupported { size: u64, why: String },
     #[error("the request body failed: {0}")]
     Body(String),
     /// A retry may succeed (network, throttling, a node that is down).
@@ -133,7 +137,7 @@ pub(crate) fn check_upload_shape(size: u64, chunk_size: u64) -> StorageResult<()
         return Err(StorageError::Failed(format!("chunk size {chunk_size} is not a power of two of at least 1 KiB")));
     }
     if crate::hash::chunk_count(chunk_size, size) > u64::from(u32::MAX) {
-        return Err(StorageError::Failed(format!("{size} bytes in chunks of {chunk_size} are too many chunks")));
+        return Err(StorageError::SizeUnsupported { size, why: format!("too many chunks of {chunk_size} bytes") });
     }
     Ok(())
 }

@@ -223,9 +223,10 @@ impl BlobStore for S3BlobStore {
             return Err(StorageError::Failed(format!("S3 needs chunks of at least {MIN_PART_SIZE} bytes")));
         }
         if chunks > MAX_PARTS {
-            return Err(StorageError::Failed(format!(
-                "S3 allows at most {MAX_PARTS} parts, this upload needs {chunks}"
-            )));
+            return Err(StorageError::SizeUnsupported {
+                size,
+                why: format!("S3 allows at most {MAX_PARTS} parts, this upload needs {chunks}"),
+            });
         }
         // An empty blob has no parts, and S3 cannot complete a multipart upload without one.
         let handle = if size == 0 {

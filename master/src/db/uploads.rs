@@ -109,29 +109,100 @@ pub async fn upsert_chunk(db: &Db, session_id: &str, chunk: &ChunkRow, now: Mill
     Ok(())
 }
 
-/// Moves a session from `from` to `to`; answers false when another request got there first.
-pub async fn transition(db: &Db, id: &str, from: &str, to: &str) -> Result<bool, DbError> {
-    let done = sqlx::query("UPDATE upload_sessions SET status = $3 WHERE id = $1 AND status = $2")
+/// Claims a session for one request, which will finish (`to` = [`FINISHING`]) or abort
+/// ([`ABORTING`]) it: from `uploading`, or over a claim in one of `stale_states` whose lease ran
+/// out (not renewed since `stale_before`, or never timed). Answers false when another request
+/// holds a live claim (or the session is gone).
+pub async fn claim(
+    db: &Db,
+    id: &str,
+    to: &str,
+    token: &str,
+    now: Millis,
+    stale_before: Millis,
+    stale_states: &[&str],
+) -> Result<bool, DbError> {
+    // Two slots for the states a stale claim may be in; an unused one repeats the first.
+    let first = stale_states.first().copied().unwrap_or(UPLOADING);
+    let second = stale_states.get(1).copied().unwrap_or(first);
+    let done = sqlx::query(
+        "UPDATE upload_sessions SET status = $2, claim_token = $3, claimed_at = $4
+         WHERE id = $1 AND (status = 'uploading'
+             OR (status IN ($6, $7) AND (claimed_at IS NULL OR claimed_at < $5)))",
+    )
+    .bind(id)
+    .bind(to)
+    .bind(token)
+    .bind(now)
+    .bind(stale_before)
+    .bind(first)
+    .bind(second)
+    .execute(db.writer())
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Renews the lease of the claim `token`; answers false when the claim was lost.
+pub async fn renew_claim(db: &Db, id: &str, token: &str, now: Millis) -> Result<bool, DbError> {
+    let done = sqlx::query("UPDATE upload_sessions SET claimed_at = $3 WHERE id = $1 AND claim_token = $2")
         .bind(id)
-        .bind(from)
-        .bind(to)
+        .bind(token)
+        .bind(now)
         .execute(db.writer())
         .await?;
     Ok(done.rows_affected() > 0)
 }
 
-pub async fn delete(conn: &mut Conn, id: &str) -> Result<(), DbError> {
-    sqlx::query("DELETE FROM upload_sessions WHERE id = $1").bind(id).execute(conn).await?;
-    Ok(())
+/// Gives the claim `token` up: the session is `uploading` again. Answers false when the claim
+/// was no longer held.
+pub async fn release_claim(db: &Db, id: &str, token: &str) -> Result<bool, DbError> {
+    let done = sqlx::query(
+        "UPDATE upload_sessions SET status = 'uploading', claim_token = NULL, claimed_at = NULL
+         WHERE id = $1 AND claim_token = $2",
+    )
+    .bind(id)
+    .bind(token)
+    .execute(db.writer())
+    .await?;
+    Ok(done.rows_affected() > 0)
 }
 
-/// Sessions whose time ran out before `now`, in any state (one left `finishing` or `aborting`
-/// by a master that died half-way is expired too).
-pub async fn expired(db: &Db, now: Millis, limit: i64) -> Result<Vec<SessionRow>, DbError> {
+/// Deletes the session only while the claim `token` holds it (the fence that keeps a finisher
+/// whose claim was taken over from recording the file a second time). Answers whether it did.
+pub async fn delete_claimed(conn: &mut Conn, id: &str, token: &str) -> Result<bool, DbError> {
+    let done = sqlx::query("DELETE FROM upload_sessions WHERE id = $1 AND claim_token = $2")
+        .bind(id)
+        .bind(token)
+        .execute(conn)
+        .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Sessions claimed (`finishing` or `aborting`) whose lease was not renewed since
+/// `stale_before`: their holder died.
+pub async fn stale_claims(db: &Db, stale_before: Millis, limit: i64) -> Result<Vec<SessionRow>, DbError> {
     Ok(sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM upload_sessions WHERE expires_at < $1 ORDER BY expires_at LIMIT $2"
+        "SELECT {COLUMNS} FROM upload_sessions
+         WHERE status IN ('finishing', 'aborting') AND (claimed_at IS NULL OR claimed_at < $1)
+         ORDER BY created_at LIMIT $2"
+    ))
+    .bind(stale_before)
+    .bind(limit)
+    .fetch_all(db.reader())
+    .await?)
+}
+
+/// Sessions whose time ran out before `now`: open ones, and claimed ones whose claim is stale
+/// (not renewed since `stale_before`: a master died half-way). A live claim is left to its
+/// holder, which deletes the session itself.
+pub async fn expired(db: &Db, now: Millis, stale_before: Millis, limit: i64) -> Result<Vec<SessionRow>, DbError> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM upload_sessions
+         WHERE expires_at < $1 AND (status = 'uploading' OR claimed_at IS NULL OR claimed_at < $2)
+         ORDER BY expires_at LIMIT $3"
     ))
     .bind(now)
+    .bind(stale_before)
     .bind(limit)
     .fetch_all(db.reader())
     .await?)

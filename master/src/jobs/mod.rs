@@ -83,8 +83,14 @@ pub fn start(state: &AppState, shutdown: &CancellationToken) -> Vec<JoinHandle<(
             checkpoint,
         ));
     }
-    handles.push(every("upload-session-reaper", Duration::from_secs(60), |s| {
-        Box::pin(async move { Ok(uploads::reap_expired(&s, now_ms()).await?) })
+    // Runs at start-up (the first tick is immediate) and at least once per claim lease, so a
+    // claim a dead master left is recovered soon after its lease runs out.
+    let reaper_every = Duration::from_secs(config.upload_claim_lease_seconds.clamp(1, 60));
+    handles.push(every("upload-session-reaper", reaper_every, |s| {
+        Box::pin(async move {
+            let recovered = uploads::recover_stale_claims(&s, now_ms()).await?;
+            Ok(recovered + uploads::reap_expired(&s, now_ms()).await?)
+        })
     }));
     handles.push(every("blob-collector", hourly, |s| {
         Box::pin(async move { Ok(maintenance::collect_blobs(&s, now_ms(), maintenance::BLOB_GRACE).await?) })

@@ -190,6 +190,11 @@ impl From<nubo_common::storage::StorageError> for ServiceError {
                 "file.too_large",
                 format!("the file is larger than the policy's limit of {limit} bytes"),
             ),
+            E::SizeUnsupported { size, .. } => (
+                ErrorKind::PayloadTooLarge,
+                "file.too_large",
+                format!("the policy's storage cannot hold a file of {size} bytes"),
+            ),
             E::Body(_) => (ErrorKind::BadRequest, "request.body_failed", "the request body broke off".to_owned()),
             E::Unavailable(_) => {
                 (ErrorKind::Unavailable, "storage.unavailable", "storage is unavailable, try again".to_owned())

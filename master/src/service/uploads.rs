@@ -127,10 +127,16 @@ pub async fn create(ctx: &AppState, owner: Uuid, group_id: &str, request: NewUpl
         return Err(ServiceError::conflict("object.name_taken", "an object with that name exists in the folder")
             .with_field("file_name"));
     }
+    // The quota is looked at before anything is staged: a size it cannot take never reaches
+    // storage (a local staging file of 16 TiB cannot even be created). The reservation below
+    // settles it atomically.
+    let (used, capacity) = db::users::usage_and_capacity(db, &owner.to_string(), now_ms()).await?;
+    if request.file_size > capacity.saturating_sub(used) {
+        return Err(quota_exceeded());
+    }
     let store = policies::store(ctx, &policy).await?;
     let context = NamingContext { user_id: owner, original_name: name.as_str(), now: time::OffsetDateTime::now_utc() };
     let key = StorageKey::parse(&naming::storage_key(&policy.dir_name_rule, &policy.file_name_rule, &context))?;
-    let capacity = db::users::capacity(db, &owner.to_string(), now_ms()).await?;
     let upload = match store.begin_upload(&key, request.file_size as u64, policy.chunk_size as u64).await {
         Ok(upload) => upload,
         Err(StorageError::Unavailable(why)) if policy.node_id.is_some() => {
@@ -180,7 +186,8 @@ pub async fn create(ctx: &AppState, owner: Uuid, group_id: &str, request: NewUpl
     }
     // An empty file has no chunks to wait for.
     if session.total_chunks == 0 {
-        let object = finish(ctx, &session).await?;
+        let claim = take_claim(ctx, &session, FINISHING, now_ms()).await?.ok_or_else(being_completed)?;
+        let object = finish_claimed(ctx, &session, &claim).await?;
         return view(&session, Vec::new(), Some(object));
     }
     with_direct(view(&session, Vec::new(), None)?, store.as_ref(), &session)
@@ -208,9 +215,18 @@ async fn load(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<SessionRow
     db::uploads::find_owned(ctx.db(), &owner.to_string(), &id.to_string()).await?.ok_or_else(session_not_found)
 }
 
+fn being_completed() -> ServiceError {
+    ServiceError::conflict(
+        "upload.not_open",
+        "the upload is being completed or cancelled by another request; ask for its status in a moment",
+    )
+}
+
+/// Refuses a session that expired or is being cancelled. A `finishing` one passes: its chunks
+/// have all arrived, and the claim decides whether this request may finish it.
 fn check_open(session: &SessionRow) -> ServiceResult<()> {
-    if session.status != UPLOADING {
-        return Err(ServiceError::conflict("upload.not_open", "the upload is being completed or cancelled"));
+    if session.status == ABORTING {
+        return Err(ServiceError::conflict("upload.not_open", "the upload is being cancelled"));
     }
     if session.expires_at < now_ms() {
         return Err(ServiceError::not_found("upload.expired", "the upload session has expired"));
@@ -264,6 +280,12 @@ pub async fn put_chunk(
             format!("chunk {index} must be exactly {expected} bytes, the request says {length}"),
         ));
     }
+    if session.status == FINISHING {
+        // Every chunk arrived before the session was claimed: this is a retry of the last one
+        // (its first answer lost with a master that died finishing). Finish, or take over a
+        // claim whose lease ran out.
+        return complete_session(ctx, session).await;
+    }
     let policy = policies::find(ctx.db(), files::parse_uuid(&session.policy_id)?).await?;
     let store = policies::store(ctx, &policy).await?;
     let receipt = store.put_chunk(&upload, index, body).await?;
@@ -291,7 +313,7 @@ pub async fn complete(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<Se
         return Err(direct_only());
     }
     let uploaded = db::uploads::chunks(ctx.db(), &session.id).await?.len() as i32;
-    if uploaded != session.total_chunks {
+    if uploaded != session.total_chunks && session.status != FINISHING {
         return Err(ServiceError::conflict(
             "upload.incomplete",
             format!("{uploaded} of {} chunks have arrived", session.total_chunks),
@@ -300,27 +322,76 @@ pub async fn complete(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<Se
     complete_session(ctx, session).await
 }
 
-/// Claims the session (so of two concurrent last chunks only one finalises) and finishes it;
-/// on failure the claim is released so the client can retry.
+/// Claims the session (so of two concurrent last chunks only one finalises, and a claim left
+/// by a dead master is taken over once its lease ran out) and finishes it.
 async fn complete_session(ctx: &AppState, session: SessionRow) -> ServiceResult<SessionView> {
-    if !db::uploads::transition(ctx.db(), &session.id, UPLOADING, FINISHING).await? {
-        return Err(ServiceError::conflict("upload.not_open", "the upload is being completed or cancelled"));
+    let claim = take_claim(ctx, &session, FINISHING, now_ms()).await?.ok_or_else(being_completed)?;
+    let object = finish_claimed(ctx, &session, &claim).await?;
+    let uploaded = (0..session.total_chunks).collect();
+    view(&session, uploaded, Some(object))
+}
+
+/// How long a claim on a session lasts without being renewed.
+fn claim_lease(ctx: &AppState) -> Duration {
+    Duration::from_secs(ctx.config().upload_claim_lease_seconds.max(1))
+}
+
+/// This request's claim on a session (`finishing` or `aborting`). Its token fences: the
+/// session row is deleted, and the file recorded, only while the token still holds it, so a
+/// holder whose claim was taken over can never record the file a second time or release the
+/// reservation twice.
+struct Claim {
+    token: String,
+}
+
+/// Claims `session` for finishing or aborting (`to`) as of `now`: from `uploading`, or over a
+/// stale claim (lease not renewed for [`claim_lease`]). A finish takes over only a finish (an
+/// abort that died must still end as an abort); an abort takes over either. `None` when
+/// another request holds a live claim.
+async fn take_claim(ctx: &AppState, session: &SessionRow, to: &str, now: i64) -> ServiceResult<Option<Claim>> {
+    let token = Uuid::new_v4().simple().to_string();
+    let stale_before = now - claim_lease(ctx).as_millis() as i64;
+    let stale: &[&str] = if to == FINISHING { &[FINISHING] } else { &[FINISHING, ABORTING] };
+    let claimed = db::uploads::claim(ctx.db(), &session.id, to, &token, now, stale_before, stale).await?;
+    if claimed && session.status != UPLOADING {
+        tracing::warn!(session = %session.id, status = %session.status, "took over an upload claim whose lease ran out");
     }
-    match finish(ctx, &session).await {
-        Ok(object) => {
-            let uploaded = (0..session.total_chunks).collect();
-            view(&session, uploaded, Some(object))
-        }
-        Err(err) => {
-            let _ = db::uploads::transition(ctx.db(), &session.id, FINISHING, UPLOADING).await;
-            Err(err)
+    Ok(claimed.then_some(Claim { token }))
+}
+
+/// Runs `work` while renewing the claim's lease every third of it, so a finish that takes
+/// longer than the lease (a large S3 completion, a slow fsync) is not taken over while alive.
+async fn under_lease<T>(ctx: &AppState, session_id: &str, claim: &Claim, work: impl Future<Output = T>) -> T {
+    let every = claim_lease(ctx) / 3;
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut work = std::pin::pin!(work);
+    loop {
+        tokio::select! {
+            done = &mut work => return done,
+            _ = ticks.tick() => match db::uploads::renew_claim(ctx.db(), session_id, &claim.token, now_ms()).await {
+                Ok(true) => {}
+                // The fence keeps this request from recording anything now; it fails at its commit.
+                Ok(false) => tracing::warn!(session = %session_id, "lost the claim on an upload while finishing it"),
+                Err(err) => tracing::warn!(session = %session_id, error = %err, "could not renew an upload claim"),
+            },
         }
     }
 }
 
+/// Finishes a claimed session under its lease; on failure the claim is given up, so the client
+/// (or the reaper) can retry.
+async fn finish_claimed(ctx: &AppState, session: &SessionRow, claim: &Claim) -> ServiceResult<ObjectView> {
+    let finished = under_lease(ctx, &session.id, claim, finish(ctx, session, claim)).await;
+    if finished.is_err() {
+        let _ = db::uploads::release_claim(ctx.db(), &session.id, &claim.token).await;
+    }
+    finished
+}
+
 /// Completes the staged blob, then records the file (see [`record_upload`]); a blob made
 /// redundant by de-duplication is deleted after the commit.
-async fn finish(ctx: &AppState, session: &SessionRow) -> ServiceResult<ObjectView> {
+async fn finish(ctx: &AppState, session: &SessionRow, claim: &Claim) -> ServiceResult<ObjectView> {
     let db = ctx.db();
     let upload = staged(session)?;
     let chunks = db::uploads::chunks(db, &session.id).await?;
@@ -338,8 +409,21 @@ async fn finish(ctx: &AppState, session: &SessionRow) -> ServiceResult<ObjectVie
         .map_err(|e| ServiceError::internal(anyhow::anyhow!("combining chunk hashes: {e}")))?;
     let policy = policies::find(db, files::parse_uuid(&session.policy_id)?).await?;
     let store = policies::store(ctx, &policy).await?;
-    store.complete_upload(&upload, &receipts).await?;
-    let (object, duplicate) = record_upload(ctx, session, &policy.id, store.as_ref(), &content_hash, None).await?;
+    if let Err(err) = store.complete_upload(&upload, &receipts).await {
+        // A finisher that died after completing the blob left it at the key (keys are unique
+        // to a session, and no row references it before the commit below): take it over.
+        let key = StorageKey::parse(&session.storage_key)?;
+        match store.size(&key).await {
+            Ok(Some(size)) if size == upload.size => {
+                tracing::info!(session = %session.id, "the blob was completed before: recording it");
+                // Staged bytes a crash may have left next to the blob; usually a no-op.
+                let _ = store.abort_upload(&upload).await;
+            }
+            _ => return Err(err.into()),
+        }
+    }
+    let (object, duplicate) =
+        record_upload(ctx, session, claim, &policy.id, store.as_ref(), &content_hash, None).await?;
     if duplicate {
         let key = StorageKey::parse(&session.storage_key)?;
         if let Err(err) = store.delete(&key).await {
@@ -364,6 +448,7 @@ struct NodeReport<'a> {
 async fn record_upload(
     ctx: &AppState,
     session: &SessionRow,
+    claim: &Claim,
     policy_id: &str,
     store: &dyn BlobStore,
     content_hash: &str,
@@ -388,7 +473,10 @@ async fn record_upload(
             size: session.declared_size,
         };
         db::objects::insert(&mut tx, &object, now).await?;
-        db::uploads::delete(&mut tx, &session.id).await?;
+        if !db::uploads::delete_claimed(&mut tx, &session.id, &claim.token).await? {
+            // The claim was taken over: its new holder records the file (rolled back here).
+            return Ok(None);
+        }
         if let Some(report) = &report {
             let result = UploadResultRow {
                 object_id: Some(object_id.clone()),
@@ -398,20 +486,24 @@ async fn record_upload(
             db::node_reports::insert_upload_result(&mut tx, report.node_id, report.handle, &result, now).await?;
         }
         tx.commit().await?;
-        Ok::<_, DbError>((object_id, duplicate))
+        Ok::<_, DbError>(Some((object_id, duplicate)))
     }
     .await;
     match committed {
-        Ok((object_id, duplicate)) => {
+        Ok(None) => Err(being_completed()),
+        Ok(Some((object_id, duplicate))) => {
             let row = db::objects::find_owned(db, &session.owner_id, &object_id).await?.ok_or_else(files::not_found)?;
             Ok((files::view_of(db, &row).await?, duplicate))
         }
         Err(err) => {
-            // The bytes are complete but no row points at them: remove them, give back the
-            // reservation and end the session, so nothing is left behind.
-            let _ = store.delete(&StorageKey::parse(&session.storage_key)?).await;
+            // The bytes are complete but no row points at them: end the session, give back
+            // the reservation and remove them, so nothing is left behind (unless the claim was
+            // taken over: then they are the new holder's).
             let clash = err.is_unique_violation();
-            release_session(ctx, session).await?;
+            if !release_session(ctx, session, claim).await? {
+                return Err(being_completed());
+            }
+            let _ = store.delete(&StorageKey::parse(&session.storage_key)?).await;
             if clash {
                 return Err(ServiceError::conflict(
                     "object.name_taken",
@@ -446,76 +538,134 @@ pub async fn complete_reported(
     if staged(&session)?.handle != report.session_id {
         return Err(session_not_found());
     }
-    if session.status == FINISHING {
+    let Some(claim) = take_claim(ctx, &session, FINISHING, now_ms()).await? else {
+        let current = db::uploads::find_for_node(db, node_id, &report.storage_key).await?;
+        if current.is_some_and(|s| s.status == ABORTING) {
+            return Err(ServiceError::conflict("upload.not_open", "the upload was cancelled or has expired"));
+        }
+        // Another report (or a master that died recording it, until its lease runs out) holds
+        // the session: the node reports again and gets the settled answer, or takes over.
         return Err(ServiceError::new(
             ErrorKind::Unavailable,
             "upload.finishing",
             "the upload is being recorded; report again",
         ));
+    };
+    let recorded = under_lease(ctx, &session.id, &claim, async {
+        let policy = policies::find(db, files::parse_uuid(&session.policy_id)?).await?;
+        let store = policies::store(ctx, &policy).await?;
+        if report.size != session.declared_size as u64 {
+            // The node assembled something else than was declared: refuse and release everything.
+            if release_session(ctx, &session, &claim).await? {
+                let _ = store.delete(&StorageKey::parse(&session.storage_key)?).await;
+            }
+            return Err(ServiceError::conflict(
+                "upload.wrong_length",
+                format!("the node holds {} bytes, {} were declared", report.size, session.declared_size),
+            ));
+        }
+        let handle = NodeReport { node_id, handle: &report.session_id };
+        record_upload(ctx, &session, &claim, &policy.id, store.as_ref(), report.blake3.as_str(), Some(handle)).await
+    })
+    .await;
+    match recorded {
+        Ok((object, duplicate)) => Ok((!duplicate, DirectUploadDone { completed: true, object: Some(object) })),
+        Err(err) => {
+            // Settled or released already when it got that far; otherwise the next report retries.
+            let _ = db::uploads::release_claim(db, &session.id, &claim.token).await;
+            Err(err)
+        }
     }
-    if !db::uploads::transition(db, &session.id, UPLOADING, FINISHING).await? {
-        return Err(ServiceError::conflict("upload.not_open", "the upload was cancelled or has expired"));
-    }
-    let policy = policies::find(db, files::parse_uuid(&session.policy_id)?).await?;
-    let store = policies::store(ctx, &policy).await?;
-    if report.size != session.declared_size as u64 {
-        // The node assembled something else than was declared: refuse and release everything.
-        let _ = store.delete(&StorageKey::parse(&session.storage_key)?).await;
-        release_session(ctx, &session).await?;
-        return Err(ServiceError::conflict(
-            "upload.wrong_length",
-            format!("the node holds {} bytes, {} were declared", report.size, session.declared_size),
-        ));
-    }
-    let handle = NodeReport { node_id, handle: &report.session_id };
-    let (object, duplicate) =
-        record_upload(ctx, &session, &policy.id, store.as_ref(), report.blake3.as_str(), Some(handle)).await?;
-    Ok((!duplicate, DirectUploadDone { completed: true, object: Some(object) }))
 }
 
-/// Deletes a session row and gives back its reservation, in one transaction.
-async fn release_session(ctx: &AppState, session: &SessionRow) -> ServiceResult<()> {
+/// Deletes a session row and gives back its reservation, in one transaction, while `claim`
+/// holds it. Answers false (and changes nothing) when the claim was taken over.
+async fn release_session(ctx: &AppState, session: &SessionRow, claim: &Claim) -> ServiceResult<bool> {
     let mut tx = ctx.db().begin().await?;
-    db::uploads::delete(&mut tx, &session.id).await?;
+    if !db::uploads::delete_claimed(&mut tx, &session.id, &claim.token).await? {
+        return Ok(false);
+    }
     db::users::release_storage(&mut tx, &session.owner_id, session.declared_size).await?;
     tx.commit().await.map_err(DbError::from)?;
-    Ok(())
+    Ok(true)
 }
 
-/// Cancels a session: its reservation and its staged bytes are released.
+/// Cancels a session: its reservation and its staged bytes are released. A session left
+/// `finishing` by a dead master can be cancelled once the claim's lease ran out.
 pub async fn abort(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<()> {
     let session = load(ctx, owner, id).await?;
-    if !db::uploads::transition(ctx.db(), &session.id, UPLOADING, ABORTING).await? {
-        return Err(ServiceError::conflict("upload.not_open", "the upload is being completed or cancelled"));
-    }
-    drop_session(ctx, &session).await
+    let claim = take_claim(ctx, &session, ABORTING, now_ms()).await?.ok_or_else(being_completed)?;
+    drop_session(ctx, &session, &claim).await
 }
 
-async fn drop_session(ctx: &AppState, session: &SessionRow) -> ServiceResult<()> {
-    release_session(ctx, session).await?;
+/// Ends a session claimed for aborting: the row and the reservation first, then its bytes.
+async fn drop_session(ctx: &AppState, session: &SessionRow, claim: &Claim) -> ServiceResult<()> {
+    if !release_session(ctx, session, claim).await? {
+        return Ok(());
+    }
     let policy = policies::find(ctx.db(), files::parse_uuid(&session.policy_id)?).await?;
     let store = policies::store(ctx, &policy).await?;
     if let Err(err) = store.abort_upload(&staged(session)?).await {
         tracing::warn!(session = %session.id, error = %err, "could not drop staged bytes; the collector will");
     }
+    if session.status == FINISHING {
+        // A finisher that died may have completed the blob already; no row references it.
+        let key = StorageKey::parse(&session.storage_key)?;
+        if let Err(err) = store.delete(&key).await {
+            tracing::warn!(session = %session.id, error = %err, "could not drop a completed blob; the collector will");
+        }
+    }
     Ok(())
 }
 
 /// Expires sessions whose time ran out before `now`: reservations and staged bytes are
-/// released. Answers how many were reaped.
+/// released. A session claimed by a live request is left to it. Answers how many were reaped.
 pub async fn reap_expired(ctx: &AppState, now: i64) -> ServiceResult<usize> {
+    let stale_before = now - claim_lease(ctx).as_millis() as i64;
     let mut reaped = 0;
     loop {
-        let sessions = db::uploads::expired(ctx.db(), now, 100).await?;
+        let sessions = db::uploads::expired(ctx.db(), now, stale_before, 100).await?;
         if sessions.is_empty() {
             return Ok(reaped);
         }
         for session in &sessions {
             // Claim it first: a chunk arriving at the same moment must not race the reaper.
-            if db::uploads::transition(ctx.db(), &session.id, &session.status, ABORTING).await? {
-                drop_session(ctx, session).await?;
+            if let Some(claim) = take_claim(ctx, session, ABORTING, now).await? {
+                drop_session(ctx, session, &claim).await?;
                 reaped += 1;
             }
+        }
+    }
+}
+
+/// Recovers sessions whose claim went stale as of `now` (its master died finishing or
+/// aborting): an abort is carried out; a finish of chunks the master received is taken over
+/// and completed, so the file appears and its reservation becomes its usage; a storage node's
+/// session goes back to `uploading`, so the node's next report records it. Runs at start-up
+/// and with the reaper. Answers how many sessions were recovered.
+pub async fn recover_stale_claims(ctx: &AppState, now: i64) -> ServiceResult<usize> {
+    const BATCH: usize = 100;
+    let stale_before = now - claim_lease(ctx).as_millis() as i64;
+    let mut recovered = 0;
+    loop {
+        let sessions = db::uploads::stale_claims(ctx.db(), stale_before, BATCH as i64).await?;
+        for session in &sessions {
+            let to = if session.status == ABORTING { ABORTING } else { FINISHING };
+            let Some(claim) = take_claim(ctx, session, to, now).await? else { continue };
+            if to == ABORTING {
+                drop_session(ctx, session, &claim).await?;
+            } else if session.node_id.is_some() {
+                db::uploads::release_claim(ctx.db(), &session.id, &claim.token).await?;
+            } else if let Err(err) = finish_claimed(ctx, session, &claim).await {
+                // The claim was given up: the client's retry (or the expiry) settles it.
+                tracing::warn!(session = %session.id, error = %err, "could not finish an upload a dead master left");
+                continue;
+            }
+            recovered += 1;
+        }
+        // Every session seen left the stale set (finished, dropped, released or claimed anew).
+        if sessions.len() < BATCH {
+            return Ok(recovered);
         }
     }
 }

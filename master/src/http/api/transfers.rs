@@ -46,9 +46,9 @@ pub struct CreateUploadRequest {
         (status = 403, description = "Policy not allowed", body = ErrorBody),
         (status = 404, description = "No such folder", body = ErrorBody),
         (status = 409, description = "Name taken", body = ErrorBody),
-        (status = 413, description = "Larger than the policy's max_size", body = ErrorBody),
+        (status = 413, description = "Larger than the policy's max_size or than its storage can hold", body = ErrorBody),
         (status = 422, description = "Invalid name or size", body = ErrorBody),
-        (status = 507, description = "Quota exceeded", body = ErrorBody),
+        (status = 507, description = "Quota exceeded (checked before anything is staged)", body = ErrorBody),
     ))]
 pub async fn create_upload(
     State(state): State<AppState>,
