@@ -888,6 +888,7 @@ async fn a_huge_declared_size_is_refused_before_anything_is_staged(app: TestApp)
     }
     // A quota that could take it, but 300 TiB are more 64 KiB chunks than an upload may have.
     app.set_user_group(&admin, json!({"max_storage": 1000 * TIB})).await;
+    let user = app.refresh(&user).await;
     let response = app.start_upload(&user, &root, "huge.bin", 300 * TIB).await;
     assert_eq!(error_body(response, 413).await["code"], "file.too_large");
     assert_eq!(app.storage_used(&user).await, 0, "nothing reserved");
