@@ -137,9 +137,6 @@ pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(transfers::create_download, transfers::download))
         .routes(routes!(transfers::create_source, transfers::get_source))
         .routes(routes!(transfers::serve_source))
-        // Streamed bodies: no size limit here, the services count bytes themselves.
-        .routes(unlimited_body(routes!(transfers::put_chunk)))
-        .routes(unlimited_body(routes!(transfers::replace_content)))
         // The wildcard path is documented through `ApiDoc` (utoipa-axum cannot register it).
         .route("/directory/{*path}", axum::routing::get(files::list_path))
         .route("/directory/", axum::routing::get(files::list_root))
@@ -149,7 +146,16 @@ pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         // The storage-node router speaks the node protocol (signed envelopes, see
         // docs/protocol.md), not this document's conventions, so it is not an OpenAPI operation.
         .route("/node/rpc", axum::routing::post(crate::http::node_rpc::handle))
-        .routes(routes!(openapi_json));
+        .routes(routes!(openapi_json))
+        // Every route above reads JSON (or nothing): a declared length over the limit is
+        // refused before the body is read.
+        .route_layer(axum::middleware::from_fn(crate::http::edge::refuse_declared_oversize))
+        // Streamed bodies: no size limit here, the services count bytes themselves.
+        .merge(
+            OpenApiRouter::new()
+                .routes(unlimited_body(routes!(transfers::put_chunk)))
+                .routes(unlimited_body(routes!(transfers::replace_content))),
+        );
     let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts();
     let json = OpenApiJson(Arc::new(doc.to_json().unwrap_or_default()));
     (router.layer(Extension(json)), doc)
