@@ -6,6 +6,7 @@ mod auth;
 mod cluster;
 mod crash;
 mod database;
+mod edge;
 mod errors;
 mod files;
 mod nodes;
