@@ -323,51 +323,56 @@ mod tests {
     use super::*;
     use http_body_util::BodyExt;
 
-    #[tokio::test(start_paused = true)]
+    // Real time, in short steps (tokio's paused clock needs a feature the workspace leaves off).
+    const TIMEOUT: Duration = Duration::from_millis(400);
+
+    fn channel_body() -> (tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>, Body) {
+        let (sender, mut receiver) = tokio::sync::mpsc::channel(1);
+        (sender, Body::from_stream(futures_util::stream::poll_fn(move |cx| receiver.poll_recv(cx))))
+    }
+
+    #[tokio::test]
     async fn a_silent_body_fails_after_the_timeout_and_sets_the_flag() {
-        let (_sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(1);
-        let stream = tokio_stream_from(receiver);
-        let (body, flag) = ProgressBody::new(Body::from_stream(stream), Duration::from_secs(5));
+        let (_sender, inner) = channel_body();
+        let (body, flag) = ProgressBody::new(inner, TIMEOUT);
         let started = Instant::now();
         let error = body.collect().await.expect_err("the body fails");
         assert!(error.to_string().contains("no body bytes"), "{error}");
-        let waited = started.elapsed();
-        assert!(waited >= Duration::from_secs(5) && waited < Duration::from_secs(6), "{waited:?}");
+        assert!(started.elapsed() >= TIMEOUT);
         assert!(flag.is_set());
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_steady_trickle_longer_than_the_timeout_is_not_cut() {
-        let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(1);
+        let (sender, inner) = channel_body();
         tokio::spawn(async move {
-            for _ in 0..10 {
-                tokio::time::sleep(Duration::from_secs(4)).await;
+            for _ in 0..8 {
+                tokio::time::sleep(TIMEOUT / 4).await;
                 sender.send(Ok(Bytes::from_static(b"x"))).await.unwrap();
             }
         });
-        let (body, flag) = ProgressBody::new(Body::from_stream(tokio_stream_from(receiver)), Duration::from_secs(5));
+        let (body, flag) = ProgressBody::new(inner, TIMEOUT);
         let bytes = body.collect().await.expect("a steady body is read whole").to_bytes();
-        assert_eq!(bytes.len(), 10);
+        assert_eq!(bytes.len(), 8, "twice the timeout in all");
         assert!(!flag.is_set());
     }
 
-    fn tokio_stream_from(
-        mut receiver: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
-    ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
-        futures_util::stream::poll_fn(move |cx| receiver.poll_recv(cx))
-    }
-
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_working_handler_keeps_a_quiet_connection_open() {
         let activity = Arc::new(Activity::new());
         let working = activity.working();
-        let timeout = Duration::from_secs(10);
-        let idle = activity.idle(Some(timeout));
+        let idle = activity.idle(Some(TIMEOUT));
         tokio::pin!(idle);
-        assert!(tokio::time::timeout(Duration::from_secs(60), &mut idle).await.is_err(), "not idle while working");
+        assert!(tokio::time::timeout(TIMEOUT * 3, &mut idle).await.is_err(), "not idle while working");
         drop(working);
         let started = Instant::now();
         idle.await;
-        assert!(started.elapsed() >= Duration::from_secs(9), "idle only a full timeout after the handler ended");
+        assert!(started.elapsed() >= TIMEOUT, "idle only a full timeout after the handler ended");
+    }
+
+    #[tokio::test]
+    async fn no_timeout_never_reports_idleness() {
+        let activity = Activity::new();
+        assert!(tokio::time::timeout(TIMEOUT, activity.idle(None)).await.is_err());
     }
 }

@@ -122,8 +122,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let shutdown = CancellationToken::new();
     let jobs = crate::jobs::start(&state, &shutdown);
     let limits = state.config().edge_limits();
-    let server =
-        tokio::spawn(nubo_common::serve::serve(listener, router, limits, shutdown.clone().cancelled_owned()));
+    let server = tokio::spawn(nubo_common::serve::serve(listener, router, limits, shutdown.clone().cancelled_owned()));
     tracing::info!(%addr, version = env!("CARGO_PKG_VERSION"), "nubo-master listening on {addr}");
     Ok(Running { addr, state, shutdown, server, jobs })
 }

@@ -159,8 +159,13 @@ impl BlobStore for NodeBlobStore {
             expires_at: unix_now() + TRANSFER_CREDENTIAL_LIFETIME.as_secs(),
         };
         let url = format!("{}/api/v1/slave/blob/{}", self.base_url, credential::issue(&self.key, &grant));
-        let answer =
-            self.http.put(url).body(reqwest::Body::wrap_stream(body)).send().await.map_err(|e| self.unreachable(e.without_url()))?;
+        let answer = self
+            .http
+            .put(url)
+            .body(reqwest::Body::wrap_stream(body))
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e.without_url()))?;
         match answer.status().as_u16() {
             201 => {
                 let written: Written = answer.json().await.map_err(|e| self.unreachable(e.without_url()))?;
