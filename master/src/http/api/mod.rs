@@ -32,7 +32,7 @@ use crate::http::error::ErrorBody;
         description = "Nubo: a multi-user cloud file storage and sharing service.\n\n\
 Errors: every failure answers `{\"code\", \"message\", \"field\"?, \"request_id\"}` (see `ErrorBody`). \
 Codes are stable `area.snake_case` strings. Status codes: 400 malformed request, 401 missing or invalid token, \
-403 not allowed, 404 unknown record or route, 405 wrong method, 409 conflict, 413 body too large, \
+403 not allowed, 404 unknown record or route, 405 wrong method, 408 the request body stopped arriving (`body_timeout_seconds`; any route with a body), 409 conflict, 413 body too large (a JSON route refuses a declared `Content-Length` over `max_json_body` before reading it), \
 415 wrong content type, 422 invalid field, 429 rate limited, 500 internal error (details only in the server log), \
 501 not implemented yet, 503 dependency unavailable, 507 quota exceeded.\n\n\
 Choices of ours where the interface specification is silent (not taken from it): the error body fields and \
