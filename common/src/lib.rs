@@ -1,8 +1,9 @@
 //! What the Nubo master and its storage nodes share: secret values and their loading rules,
-//! blake3 content hashing and the blob storage drivers.
+//! blake3 content hashing, the blob storage drivers and the HTTP edge both listen through.
 
 pub mod config;
 pub mod hash;
 pub mod http;
 pub mod secret;
+pub mod serve;
 pub mod storage;

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use nubo_common::secret::Secret;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -122,14 +121,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let router = crate::http::router(state.clone());
     let shutdown = CancellationToken::new();
     let jobs = crate::jobs::start(&state, &shutdown);
-    let server = tokio::spawn(
-        axum::serve(
-            listener.tap_io(nubo_common::http::answer_without_delay),
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-        .into_future(),
-    );
+    let limits = state.config().edge_limits();
+    let server = tokio::spawn(nubo_common::serve::serve(listener, router, limits, shutdown.clone().cancelled_owned()));
     tracing::info!(%addr, version = env!("CARGO_PKG_VERSION"), "nubo-master listening on {addr}");
     Ok(Running { addr, state, shutdown, server, jobs })
 }

@@ -49,6 +49,17 @@ pub struct Config {
     pub max_json_body: usize,
     /// Seconds in-flight requests get to finish after SIGINT/SIGTERM.
     pub shutdown_grace_seconds: u64,
+    /// Seconds a client has to send a request's headers (also how long an idle keep-alive
+    /// connection waits for its next request); the connection is closed after. 0: no limit.
+    pub header_read_timeout_seconds: u64,
+    /// Seconds a request body may deliver no byte while the server waits for it; the request
+    /// then answers 408 `request.timeout`. A slow but steady body is never cut. 0: no limit.
+    pub body_timeout_seconds: u64,
+    /// Seconds a connection may move no byte either way while no request is being worked on
+    /// (e.g. a client that stopped reading a download); it is closed after. 0: no limit.
+    pub idle_timeout_seconds: u64,
+    /// Connections served at once; more clients wait in the listen backlog until one closes.
+    pub max_connections: usize,
     /// Lifetime of refresh tokens, in days.
     pub refresh_token_days: u32,
     /// E-mail of the administrator created on first start (empty database).
@@ -88,6 +99,10 @@ impl Default for Config {
             log_level: "info".to_owned(),
             max_json_body: 1024 * 1024,
             shutdown_grace_seconds: 30,
+            header_read_timeout_seconds: 30,
+            body_timeout_seconds: 60,
+            idle_timeout_seconds: 120,
+            max_connections: 1024,
             redis_prefix: "nubo:".to_owned(),
             refresh_token_days: 30,
             admin_email: "admin@nubo.local".to_owned(),
@@ -152,6 +167,10 @@ const ENV_KEYS: &[&str] = &[
     "log_level",
     "max_json_body",
     "shutdown_grace_seconds",
+    "header_read_timeout_seconds",
+    "body_timeout_seconds",
+    "idle_timeout_seconds",
+    "max_connections",
     "redis_prefix",
     "refresh_token_days",
     "admin_email",
@@ -183,6 +202,16 @@ impl Config {
             Some(secret) if secret.is_empty() => Err(ConfigError::MissingSecret),
             Some(secret) if secret.len() < MIN_SECRET_LEN => Err(ConfigError::ShortSecret(secret.len())),
             Some(secret) => Ok(secret),
+        }
+    }
+
+    /// The connection limits of the listener.
+    pub fn edge_limits(&self) -> nubo_common::serve::EdgeLimits {
+        use nubo_common::serve::seconds;
+        nubo_common::serve::EdgeLimits {
+            header_read_timeout: seconds(self.header_read_timeout_seconds),
+            idle_timeout: seconds(self.idle_timeout_seconds),
+            max_connections: self.max_connections,
         }
     }
 

@@ -42,6 +42,14 @@ pub struct Config {
     pub fetch_timeout_seconds: u64,
     /// A tracing filter, e.g. `info` or `info,nubo_slave=debug`.
     pub log_level: String,
+    /// Seconds a client has to send a request's headers (also the keep-alive wait). 0: no limit.
+    pub header_read_timeout_seconds: u64,
+    /// Seconds a chunk or blob body may deliver no byte before the request answers 408. 0: no limit.
+    pub body_timeout_seconds: u64,
+    /// Seconds a connection may move nothing while no request is worked on. 0: no limit.
+    pub idle_timeout_seconds: u64,
+    /// Connections served at once; more wait in the listen backlog.
+    pub max_connections: usize,
 }
 
 impl Default for Config {
@@ -59,6 +67,10 @@ impl Default for Config {
             fetch_allow_private_addresses: false,
             fetch_timeout_seconds: 3600,
             log_level: "info".to_owned(),
+            header_read_timeout_seconds: 30,
+            body_timeout_seconds: 60,
+            idle_timeout_seconds: 120,
+            max_connections: 1024,
         }
     }
 }
@@ -105,6 +117,10 @@ const ENV_KEYS: &[&str] = &[
     "fetch_allow_private_addresses",
     "fetch_timeout_seconds",
     "log_level",
+    "header_read_timeout_seconds",
+    "body_timeout_seconds",
+    "idle_timeout_seconds",
+    "max_connections",
 ];
 
 impl Config {

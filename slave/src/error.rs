@@ -141,6 +141,27 @@ pub async fn uniform_errors(request: Request, next: Next) -> Response {
     Response::from_parts(parts, body)
 }
 
+/// Middleware: a body that delivers no byte for `timeout` while a handler waits for it fails
+/// the read, and the request answers 408 `request.timeout` whatever the handler made of it.
+pub async fn body_progress(
+    axum::extract::State(timeout): axum::extract::State<Option<std::time::Duration>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(timeout) = timeout else { return next.run(request).await };
+    let (parts, body) = request.into_parts();
+    let (body, stalled) = nubo_common::serve::ProgressBody::new(body, timeout);
+    let response = next.run(Request::from_parts(parts, axum::body::Body::new(body))).await;
+    let status = response.status();
+    if !stalled.is_set() || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let message = format!("the request body stopped arriving for {} seconds", timeout.as_secs());
+    let mut answer = ApiError::new(StatusCode::REQUEST_TIMEOUT, "request.timeout", message).into_response();
+    answer.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    answer
+}
+
 /// Converts a caught panic into a logged 500 with the uniform body.
 pub fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
     let detail = panic

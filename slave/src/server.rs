@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::{get, post, put};
-use axum::serve::ListenerExt;
 use axum::{Router, middleware};
 use nubo_common::storage::local::LocalBlobStore;
 use nubo_protocol::Role;
@@ -90,6 +89,7 @@ impl Node {
     }
 
     pub fn router(&self) -> Router {
+        let body_timeout = nubo_common::serve::seconds(self.state.config.body_timeout_seconds);
         Router::new()
             .route("/api/v1/slave/rpc", post(rpc::handle))
             .route("/api/v1/slave/upload/{session_id}", get(upload::status))
@@ -99,6 +99,7 @@ impl Node {
             .route("/api/v1/slave/blob/{credential}", put(blob::write))
             .fallback(error::no_route)
             .layer(middleware::from_fn(error::uniform_errors))
+            .layer(middleware::from_fn_with_state(body_timeout, error::body_progress))
             .layer(CatchPanicLayer::custom(error::panic_response))
             .with_state(self.state.clone())
     }
@@ -113,9 +114,13 @@ impl Node {
             tracing::info!(%addr, node_id = %self.state.node_id, "storage node listening");
         }
         let sweeper = tokio::spawn(report::run_sweeper(self.state.clone()));
-        let served = axum::serve(listener.tap_io(nubo_common::http::answer_without_delay), self.router())
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let config = &self.state.config;
+        let limits = nubo_common::serve::EdgeLimits {
+            header_read_timeout: nubo_common::serve::seconds(config.header_read_timeout_seconds),
+            idle_timeout: nubo_common::serve::seconds(config.idle_timeout_seconds),
+            max_connections: config.max_connections,
+        };
+        let served = nubo_common::serve::serve(listener, self.router(), limits, shutdown).await;
         self.state.shutdown.cancel();
         let _ = sweeper.await;
         served

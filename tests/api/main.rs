@@ -7,6 +7,7 @@ mod cluster;
 mod contract;
 mod crash;
 mod database;
+mod edge;
 mod errors;
 mod files;
 mod names;

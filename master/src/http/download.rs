@@ -1,15 +1,19 @@
 //! Serving a file over HTTP: `Range` (one range; 206 / 416), `HEAD`, `ETag` from the content
 //! hash with `If-None-Match`, `Last-Modified`, `Content-Type` by extension and an RFC 6266
-//! `Content-Disposition`; or a 302 when the file's store hands out direct URLs.
+//! `Content-Disposition`; or a 302 when the file's store hands out direct URLs. Users' files are
+//! served from the API's own origin, so every answer also forbids sniffing and carries a
+//! sandboxing CSP: an uploaded HTML or SVG file must never run as a page of this origin.
 
 use std::time::{Duration, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use http_range_header::{EndPosition, RangeUnsatisfiableError, StartPosition};
 use nubo_common::storage::ByteRange;
 
 use crate::domain::object::attachment_disposition;
+use crate::http::content_safety;
 use crate::service::transfers::Download;
 use crate::service::{ErrorKind, ServiceError, ServiceResult};
 
@@ -31,6 +35,8 @@ pub async fn serve(download: Download, method: &Method, request: &HeaderMap) -> 
     let mime = mime_guess::from_path(&download.name).first_or_octet_stream();
     headers.insert(header::CONTENT_TYPE, header_value(mime.essence_str()));
     headers.insert(header::CONTENT_DISPOSITION, header_value(&attachment_disposition(&download.name)));
+    // Every download is already an attachment; this adds nosniff and the sandboxing CSP.
+    content_safety::harden_file_response(&mut headers);
     let modified = UNIX_EPOCH + Duration::from_millis(download.updated_at.max(0) as u64);
     headers.insert(header::LAST_MODIFIED, header_value(&httpdate::fmt_http_date(modified)));
     if let Some(etag) = &etag {
@@ -61,19 +67,35 @@ pub async fn serve(download: Download, method: &Method, request: &HeaderMap) -> 
     Ok((status, headers, Body::from_stream(stream)).into_response())
 }
 
-/// The single range asked for, `None` for the whole file (no `Range`, an unreadable one, or
-/// several ranges, which RFC 9110 lets a server answer with the whole content).
+/// The single range asked for, `None` for the whole file. RFC 9110 §14: no `Range` or an
+/// unreadable one is ignored; several ranges (overlapping or not) get the whole file, which a
+/// server may always answer; a suffix longer than the file is the whole file (206); `bytes=-0`,
+/// a first position past the end or a last position before the first are unsatisfiable (416).
 fn requested_range(request: &HeaderMap, size: u64) -> ServiceResult<Option<ByteRange>> {
     let Some(value) = request.get(header::RANGE).and_then(|v| v.to_str().ok()) else { return Ok(None) };
-    let Ok(parsed) = http_range_header::parse_range_header(value) else { return Ok(None) };
-    match parsed.validate(size) {
-        Ok(ranges) if ranges.len() == 1 => {
-            let range = &ranges[0];
-            Ok(Some(ByteRange { start: *range.start(), end_inclusive: *range.end() }))
+    let parsed = match http_range_header::parse_range_header(value) {
+        Ok(parsed) => parsed,
+        Err(RangeUnsatisfiableError::ZeroSuffix) => return Err(range_not_satisfiable(size)),
+        Err(_) => return Ok(None),
+    };
+    let [spec] = parsed.ranges.as_slice() else { return Ok(None) };
+    let Some(last) = size.checked_sub(1) else {
+        // An empty file has no byte to start at; a suffix of it is all of it (nothing).
+        return match spec.start {
+            StartPosition::FromLast(_) => Ok(None),
+            StartPosition::Index(_) => Err(range_not_satisfiable(size)),
+        };
+    };
+    let (start, end_inclusive) = match (spec.start, spec.end) {
+        (StartPosition::FromLast(suffix), _) => (size.saturating_sub(suffix), last),
+        (StartPosition::Index(start), _) if start > last => return Err(range_not_satisfiable(size)),
+        (StartPosition::Index(start), EndPosition::Index(end)) if end < start => {
+            return Err(range_not_satisfiable(size));
         }
-        Ok(_) => Ok(None),
-        Err(_) => Err(range_not_satisfiable(size)),
-    }
+        (StartPosition::Index(start), EndPosition::Index(end)) => (start, end.min(last)),
+        (StartPosition::Index(start), EndPosition::LastByte) => (start, last),
+    };
+    Ok(Some(ByteRange { start, end_inclusive }))
 }
 
 fn range_not_satisfiable(size: u64) -> ServiceError {
@@ -84,4 +106,35 @@ fn range_not_satisfiable(size: u64) -> ServiceError {
     );
     err.content_range = Some(format!("bytes */{size}"));
     err
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(value: &str, size: u64) -> Result<Option<(u64, u64)>, String> {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::RANGE, HeaderValue::from_str(value).unwrap());
+        requested_range(&headers, size).map(|r| r.map(|r| (r.start, r.end_inclusive))).map_err(|e| e.code.into_owned())
+    }
+
+    #[test]
+    fn ranges_follow_rfc_9110() {
+        assert_eq!(range("bytes=0-9", 100), Ok(Some((0, 9))));
+        assert_eq!(range("bytes=90-200", 100), Ok(Some((90, 99))), "a last position past the end is cut");
+        assert_eq!(range("bytes=-10", 100), Ok(Some((90, 99))));
+        assert_eq!(range("bytes=-1000", 100), Ok(Some((0, 99))), "a longer suffix is the whole file");
+        assert_eq!(range("bytes=0-10, 5-20", 100), Ok(None), "overlapping ranges get the whole file");
+        assert_eq!(range("bytes=0-1, 5-6", 100), Ok(None), "several ranges get the whole file");
+        assert_eq!(range("items=0-1", 100), Ok(None), "another unit is ignored");
+        assert_eq!(range("bytes=-0", 100).unwrap_err(), "download.range_not_satisfiable");
+        assert_eq!(range("bytes=100-", 100).unwrap_err(), "download.range_not_satisfiable");
+        assert_eq!(range("bytes=9-3", 100).unwrap_err(), "download.range_not_satisfiable");
+    }
+
+    #[test]
+    fn an_empty_file_has_no_byte_to_start_at() {
+        assert_eq!(range("bytes=0-", 0).unwrap_err(), "download.range_not_satisfiable");
+        assert_eq!(range("bytes=-5", 0), Ok(None));
+    }
 }

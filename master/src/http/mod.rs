@@ -5,19 +5,23 @@ pub mod api;
 pub mod content_safety;
 pub mod dav;
 pub mod download;
+pub mod edge;
 pub mod error;
 pub mod extract;
 pub mod node_rpc;
 
-use axum::Router;
+use std::time::Duration;
+
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderName, Method, Request, Uri, header};
+use axum::http::{HeaderName, Method, Request, StatusCode, Uri, header};
+use axum::{Extension, Router};
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::classify::ServerErrorsFailureClass;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
-use tracing::Level;
+use tracing::{Level, Span};
 
 use crate::app::AppState;
 use crate::service::{ErrorKind, ServiceError};
@@ -27,6 +31,7 @@ pub fn router(state: AppState) -> Router {
     let (api, _doc) = api::routes();
     let request_id = HeaderName::from_static(error::REQUEST_ID_HEADER);
     let max_json_body = state.config().max_json_body;
+    let body_timeout = nubo_common::serve::seconds(state.config().body_timeout_seconds);
     // Bodies under /dav are streams the services meter themselves: no JSON body limit there.
     let dav = axum::routing::any(dav::serve).layer(DefaultBodyLimit::disable());
     api.route(dav::PREFIX, dav.clone())
@@ -34,6 +39,7 @@ pub fn router(state: AppState) -> Router {
         .route("/dav/{*path}", dav)
         .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(max_json_body))
+        .layer(Extension(edge::JsonBodyLimit(max_json_body)))
         .with_state(state)
         .layer(
             ServiceBuilder::new()
@@ -47,14 +53,36 @@ pub fn router(state: AppState) -> Router {
                                 .get(error::REQUEST_ID_HEADER)
                                 .and_then(|v| v.to_str().ok())
                                 .unwrap_or_default();
-                            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
+                            let path = edge::loggable_path(request.uri().path());
+                            tracing::info_span!("request", method = %request.method(), path = %path, request_id = %id)
                         })
-                        .on_response(DefaultOnResponse::new().level(Level::INFO)),
+                        .on_response(DefaultOnResponse::new().level(Level::INFO))
+                        .on_failure(log_failure),
                 )
                 .layer(PropagateRequestIdLayer::new(request_id))
                 .layer(axum::middleware::from_fn(error::uniform_errors))
+                .layer(axum::middleware::from_fn_with_state(body_timeout, edge::body_progress))
                 .layer(CatchPanicLayer::custom(error::panic_response)),
         )
+}
+
+/// Logs a 5xx answer or a broken response stream by what it says about us: ERROR only for our
+/// own faults (500, whose cause `ServiceError` already logged); a dependency that failed
+/// (502, 503, 504) is a WARN, a refusal such as 507 (quota) or 501 is ordinary (INFO).
+fn log_failure(failure: ServerErrorsFailureClass, latency: Duration, _span: &Span) {
+    let latency_ms = latency.as_millis();
+    match failure {
+        ServerErrorsFailureClass::StatusCode(StatusCode::INTERNAL_SERVER_ERROR) => {
+            tracing::error!(status = 500, latency_ms, "response failed")
+        }
+        ServerErrorsFailureClass::StatusCode(
+            status @ (StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT),
+        ) => tracing::warn!(status = status.as_u16(), latency_ms, "a dependency failed"),
+        ServerErrorsFailureClass::StatusCode(status) => {
+            tracing::info!(status = status.as_u16(), latency_ms, "request refused")
+        }
+        ServerErrorsFailureClass::Error(error) => tracing::warn!(%error, latency_ms, "response stream broke off"),
+    }
 }
 
 async fn unknown_route(method: Method, uri: Uri) -> ServiceError {

@@ -64,7 +64,12 @@ fn refusal(error: ServiceError) -> RpcError {
         _ => ErrorCode::Internal,
     };
     if code == ErrorCode::Internal {
-        tracing::error!(error = %error.message, source = ?error.source, "a node's call failed");
+        // ERROR only for our own faults; a dependency that failed under us is a warning.
+        if error.kind == ErrorKind::Internal {
+            tracing::error!(error = %error.message, source = ?error.source, "a node's call failed");
+        } else {
+            tracing::warn!(code = %error.code, error = %error.message, "a node's call could not be served");
+        }
         return RpcError::internal();
     }
     tracing::debug!(code = %error.code, "a node's call was refused");

@@ -159,11 +159,16 @@ impl BlobStore for NodeBlobStore {
             expires_at: unix_now() + TRANSFER_CREDENTIAL_LIFETIME.as_secs(),
         };
         let url = format!("{}/api/v1/slave/blob/{}", self.base_url, credential::issue(&self.key, &grant));
-        let answer =
-            self.http.put(url).body(reqwest::Body::wrap_stream(body)).send().await.map_err(|e| self.unreachable(e))?;
+        let answer = self
+            .http
+            .put(url)
+            .body(reqwest::Body::wrap_stream(body))
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e.without_url()))?;
         match answer.status().as_u16() {
             201 => {
-                let written: Written = answer.json().await.map_err(|e| self.unreachable(e))?;
+                let written: Written = answer.json().await.map_err(|e| self.unreachable(e.without_url()))?;
                 Ok(PutOutcome { size: written.size, blake3: written.blake3 })
             }
             409 => Err(StorageError::AlreadyExists(key.to_string())),
@@ -178,9 +183,9 @@ impl BlobStore for NodeBlobStore {
         if let Some(range) = range {
             request = request.header("range", format!("bytes={}-{}", range.start, range.end_inclusive));
         }
-        let answer = request.send().await.map_err(|e| self.unreachable(e))?;
+        let answer = request.send().await.map_err(|e| self.unreachable(e.without_url()))?;
         match answer.status().as_u16() {
-            200 | 206 => Ok(Box::pin(answer.bytes_stream().map_err(std::io::Error::other))),
+            200 | 206 => Ok(Box::pin(answer.bytes_stream().map_err(|e| std::io::Error::other(e.without_url())))),
             404 => Err(StorageError::NotFound(key.to_string())),
             503 => Err(self.unreachable("the node's storage is unavailable")),
             status => Err(StorageError::Failed(format!("storage node {} answered {status} to a read", self.name))),

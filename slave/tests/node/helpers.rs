@@ -34,12 +34,18 @@ impl TestNode {
 
     /// Starts a node on `dir`, e.g. the data directory of a node that was stopped.
     pub async fn start_in(dir: TempDir) -> Self {
-        let config = Config {
+        Self::start_configured(dir, |_| {}).await
+    }
+
+    /// Starts a node on `dir` with its configuration adjusted by `adjust` first.
+    pub async fn start_configured(dir: TempDir, adjust: impl FnOnce(&mut Config)) -> Self {
+        let mut config = Config {
             data_dir: dir.path().to_path_buf(),
             node_id: Some(NODE.into()),
             node_key: Some(Secret::new(KEY)),
             ..Config::default()
         };
+        adjust(&mut config);
         let node = Node::new(config).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

@@ -210,3 +210,23 @@ async fn errors_the_framework_produces_use_the_uniform_body() {
     assert_eq!(nowhere.status(), 404);
     assert_eq!(nowhere.json::<Value>().await.unwrap()["code"], "route.not_found");
 }
+
+#[tokio::test]
+async fn a_chunk_body_that_stops_arriving_answers_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let node = TestNode::start_configured(tempfile::tempdir().unwrap(), |c| c.body_timeout_seconds = 1).await;
+    node.create_session("stall", "k/stall", 1024, 1024).await;
+    let credential = issue(&upload_grant("stall", 1024, 1024));
+    let mut stream = tokio::net::TcpStream::connect(node.base.trim_start_matches("http://")).await.unwrap();
+    let head = format!(
+        "PUT /api/v1/slave/upload/stall/0 HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer {credential}\r\n\
+         Content-Length: 1024\r\n\r\nonly ten b"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
+    read.expect("answered and closed within the timeout").unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("request.timeout"), "{answer}");
+}

@@ -33,7 +33,7 @@ use crate::http::error::ErrorBody;
         description = "Nubo: a multi-user cloud file storage and sharing service.\n\n\
 Errors: every failure answers `{\"code\", \"message\", \"field\"?, \"request_id\"}` (see `ErrorBody`). \
 Codes are stable `area.snake_case` strings. Status codes: 400 malformed request, 401 missing or invalid token, \
-403 not allowed, 404 unknown record or route, 405 wrong method, 409 conflict, 413 body too large, \
+403 not allowed, 404 unknown record or route, 405 wrong method, 408 the request body stopped arriving (`body_timeout_seconds`; any route with a body), 409 conflict, 413 body too large (a JSON route refuses a declared `Content-Length` over `max_json_body` before reading it), \
 415 wrong content type, 422 invalid field, 429 rate limited, 500 internal error (details only in the server log), \
 501 not implemented yet, 503 dependency unavailable, 507 quota exceeded.\n\n\
 Choices of ours where the interface specification is silent (not taken from it): the error body fields and \
@@ -138,9 +138,6 @@ pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(transfers::create_download, transfers::download))
         .routes(routes!(transfers::create_source, transfers::get_source))
         .routes(routes!(transfers::serve_source))
-        // Streamed bodies: no size limit here, the services count bytes themselves.
-        .routes(unlimited_body(routes!(transfers::put_chunk)))
-        .routes(unlimited_body(routes!(transfers::replace_content)))
         // The wildcard path is documented through `ApiDoc` (utoipa-axum cannot register it).
         .route("/directory/{*path}", axum::routing::get(files::list_path))
         .route("/directory/", axum::routing::get(files::list_root))
@@ -150,7 +147,16 @@ pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         // The storage-node router speaks the node protocol (signed envelopes, see
         // docs/protocol.md), not this document's conventions, so it is not an OpenAPI operation.
         .route("/node/rpc", axum::routing::post(crate::http::node_rpc::handle))
-        .routes(routes!(openapi_json));
+        .routes(routes!(openapi_json))
+        // Every route above reads JSON (or nothing): a declared length over the limit is
+        // refused before the body is read.
+        .route_layer(axum::middleware::from_fn(crate::http::edge::refuse_declared_oversize))
+        // Streamed bodies: no size limit here, the services count bytes themselves.
+        .merge(
+            OpenApiRouter::new()
+                .routes(unlimited_body(routes!(transfers::put_chunk)))
+                .routes(unlimited_body(routes!(transfers::replace_content))),
+        );
     let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts();
     contract::add_common_errors(&mut doc);
     let json = OpenApiJson(Arc::new(doc.to_json().unwrap_or_default()));

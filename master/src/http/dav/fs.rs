@@ -41,8 +41,13 @@ pub fn fs_error(error: ServiceError) -> FsError {
             tracing::warn!(error = %error, "WebDAV request failed on a dependency");
             FsError::IsRemote
         }
-        _ => {
+        // Only our own faults are errors; anything else is a refusal dav-server has no word for.
+        ErrorKind::Internal => {
             tracing::error!(error = %error, "WebDAV request failed");
+            FsError::GeneralFailure
+        }
+        _ => {
+            tracing::info!(error = %error, "WebDAV request refused");
             FsError::GeneralFailure
         }
     }

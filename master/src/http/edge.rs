@@ -1,0 +1,114 @@
+//! Request-level limits at the edge of the HTTP front end: a body that stops arriving answers
+//! 408, a JSON route refuses a declared `Content-Length` over its limit before reading a byte,
+//! and request paths are logged without the download tokens they may carry. Connection-level
+//! limits (headers, idleness, the connection cap) live in `nubo_common::serve`.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, Version, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use nubo_common::serve::ProgressBody;
+
+use crate::http::error::error_response;
+
+/// The JSON body limit in force, put on every request so routes that parse JSON can refuse a
+/// declared length early (see [`refuse_declared_oversize`]).
+#[derive(Debug, Clone, Copy)]
+pub struct JsonBodyLimit(pub usize);
+
+/// Middleware: wraps the request body so that `timeout` without a byte fails the read, and
+/// answers such a request 408 `request.timeout` whatever error the handler made of it.
+pub async fn body_progress(State(timeout): State<Option<Duration>>, request: Request, next: Next) -> Response {
+    let Some(timeout) = timeout else { return next.run(request).await };
+    let version = request.version();
+    let (parts, body) = request.into_parts();
+    let (body, stalled) = ProgressBody::new(body, timeout);
+    let response = next.run(Request::from_parts(parts, Body::new(body))).await;
+    let status = response.status();
+    if !stalled.is_set() || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    tracing::info!(timeout_seconds = timeout.as_secs(), "request body stalled");
+    let mut answer = error_response(
+        StatusCode::REQUEST_TIMEOUT,
+        "request.timeout",
+        &format!("the request body stopped arriving for {} seconds", timeout.as_secs()),
+    );
+    close_after(&mut answer, version);
+    answer
+}
+
+/// Middleware for routes whose body is JSON: a declared `Content-Length` above the limit
+/// answers 413 `request.too_large` before the body is read (the body limit itself still
+/// counts the bytes of a body sent without a length).
+pub async fn refuse_declared_oversize(request: Request, next: Next) -> Response {
+    let limit = request.extensions().get::<JsonBodyLimit>().map(|limit| limit.0);
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    match (limit, declared) {
+        (Some(limit), Some(declared)) if declared > limit as u64 => {
+            let mut answer = error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request.too_large",
+                &format!("the body is over the limit of {limit} bytes"),
+            );
+            close_after(&mut answer, request.version());
+            answer
+        }
+        _ => next.run(request).await,
+    }
+}
+
+/// Asks an HTTP/1 client to open a new connection: the unread rest of the body is still on
+/// this one.
+fn close_after(response: &mut Response, version: Version) {
+    if version <= Version::HTTP_11 {
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+}
+
+/// Route whose last path segment is a bearer credential (a download token).
+const DOWNLOAD_PREFIX: &str = "/api/v1/file/download/";
+
+/// `path` as it may be logged: a download token is replaced by a short hash of it, enough to
+/// match log lines of one token, useless to download with. The `POST` of the same route names a
+/// file id, which is kept.
+pub fn loggable_path(path: &str) -> Cow<'_, str> {
+    match path.strip_prefix(DOWNLOAD_PREFIX) {
+        Some(token) if !token.is_empty() && uuid::Uuid::try_parse(token).is_err() => {
+            let digest = blake3::hash(token.as_bytes()).to_hex();
+            Cow::Owned(format!("{DOWNLOAD_PREFIX}[token:{}]", &digest.as_str()[..12]))
+        }
+        _ => Cow::Borrowed(path),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn download_tokens_never_reach_the_log_whole() {
+        let token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
+        let logged = loggable_path(&format!("/api/v1/file/download/{token}")).into_owned();
+        assert!(logged.starts_with("/api/v1/file/download/[token:"), "{logged}");
+        assert!(!logged.contains("eyJ"), "no piece of the token: {logged}");
+        assert_eq!(logged, loggable_path(&format!("/api/v1/file/download/{token}")), "stable per token");
+        assert_ne!(logged, loggable_path("/api/v1/file/download/another.token.value"));
+    }
+
+    #[test]
+    fn other_paths_and_file_ids_are_logged_as_they_are() {
+        let id = "/api/v1/file/download/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+        assert_eq!(loggable_path(id), id);
+        assert_eq!(loggable_path("/api/v1/file/source/abc/name.txt"), "/api/v1/file/source/abc/name.txt");
+        assert_eq!(loggable_path("/api/v1/file/download/"), "/api/v1/file/download/");
+    }
+}
