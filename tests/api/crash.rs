@@ -44,6 +44,26 @@ fn start_master(config: &nubo_master::config::Config) -> Child {
     command.spawn().expect("master process starts")
 }
 
+/// A `nubo-master` process on a fresh database and its own port (configured by `adjust`), and
+/// a [`TestApp`] talking to it; `None` when the backend is unavailable.
+async fn spawn_master_process(
+    backend: Backend,
+    adjust: impl FnOnce(&mut nubo_master::config::Config),
+) -> Option<(TestApp, Child)> {
+    let database = TestDatabase::create(backend).await?;
+    if backend == Backend::Postgres && !nubo_tests::redis_available().await {
+        return None;
+    }
+    let mut config = test_config(&database);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    config.listen = format!("127.0.0.1:{port}").parse().unwrap();
+    adjust(&mut config);
+    let master = start_master(&config);
+    let app = TestApp::external(database, config);
+    wait_until_up(&app).await;
+    Some((app, master))
+}
+
 async fn wait_until_up(app: &TestApp) {
     for _ in 0..200 {
         if app.client.get(app.api("/site/ping")).send().await.is_ok_and(|r| r.status().is_success()) {
@@ -59,16 +79,8 @@ async fn task_view(app: &TestApp, token: &str, task: &str) -> Value {
 }
 
 async fn killed_mid_migration_resumes_after_restart(backend: Backend) {
-    let Some(database) = TestDatabase::create(backend).await else { return };
-    if backend == Backend::Postgres && !nubo_tests::redis_available().await {
-        return;
-    }
-    let mut config = test_config(&database);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    config.listen = format!("127.0.0.1:{port}").parse().unwrap();
-    let mut master = start_master(&config);
-    let app = TestApp::external(database, config.clone());
-    wait_until_up(&app).await;
+    let Some((app, mut master)) = spawn_master_process(backend, |_| {}).await else { return };
+    let config = app.config.clone();
 
     let admin = app.login_admin().await;
     let server = S3TestServer::start().await;
@@ -200,17 +212,11 @@ const BURST_FILES: usize = 120;
 const BURST_FILE: usize = 20 * 1024;
 
 async fn killed_during_an_upload_burst_leaves_no_upload_stuck(backend: Backend) {
-    let Some(database) = TestDatabase::create(backend).await else { return };
-    if backend == Backend::Postgres && !nubo_tests::redis_available().await {
+    let Some((app, mut master)) = spawn_master_process(backend, |config| config.upload_claim_lease_seconds = 2).await
+    else {
         return;
-    }
-    let mut config = test_config(&database);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    config.listen = format!("127.0.0.1:{port}").parse().unwrap();
-    config.upload_claim_lease_seconds = 2;
-    let mut master = start_master(&config);
-    let app = TestApp::external(database, config.clone());
-    wait_until_up(&app).await;
+    };
+    let config = app.config.clone();
     let admin = app.login_admin().await;
     app.use_small_chunks(&admin, 0).await;
     let user = app.register("ugo@example.com", "ugo-password").await;
