@@ -294,7 +294,7 @@ impl Db {
 /// [`Db::checkpoint`]). A checkpoint copies each page once however often it changed since the
 /// last, and syncs the file: the pages every write changes (the owner's row, the ends of the
 /// indexes) are copied and written back once a second instead of four times (measured on
-/// 4 KiB WebDAV writes against 250 ms: ~10% less CPU per write, docs/benchmarks.md).
+/// 4 KiB WebDAV writes against 250 ms: ~10% less CPU per write).
 pub const SQLITE_CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
 /// The log size (in pages, 256 MiB) at which a committing connection checkpoints by itself.
@@ -358,9 +358,9 @@ pub struct Checkpoint {
 /// Why smaller: a commit writes every page it changed into the write-ahead log, whole. A new
 /// file changes one page in each of about ten B-trees (the object, its blob, their indexes, the
 /// owner's usage), whatever the page size, so halving the pages halves the bytes each small
-/// write logs (~50 KiB to ~28 KiB). Measured on the transaction of a new file: ~20% less CPU
-/// (docs/benchmarks.md, thirteenth session). At 2048 an index entry stays within its page up to
-/// ~490 bytes, above the longest name plus ids; 1024 would push long names onto overflow pages.
+/// write logs (~50 KiB to ~28 KiB). Measured on the transaction of a new file: ~20% less CPU.
+/// At 2048 an index entry stays within its page up to ~490 bytes, above the longest name plus
+/// ids; 1024 would push long names onto overflow pages.
 const SQLITE_PAGE_SIZE: u32 = 2048;
 
 /// Page cache per SQLite connection. Each connection keeps its own; in WAL mode it is dropped
