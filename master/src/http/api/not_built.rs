@@ -99,65 +99,67 @@ const fn row(
     NotBuilt { verb, path, access, area, summary, feature }
 }
 
-use Access::{Admin, Public, User};
-use Verb::{Delete, Get, Patch, Post, Put};
-
-/// Paths from /work/shared/spec/api-conventions.md; remove a row when its operation is built.
-pub const TABLE: &[NotBuilt] = &[
-    // Shares
-    row(Post, "/share", User, "shares", "Create a share", "shares"),
-    row(Get, "/share", User, "shares", "List the caller's shares", "shares"),
-    row(Get, "/share/{code}", Public, "shares", "Read a share (password by query or header)", "shares"),
-    row(Patch, "/share/{code}", User, "shares", "Change a share", "shares"),
-    row(Delete, "/share/{code}", User, "shares", "Delete a share", "shares"),
-    row(Get, "/share/{code}/children/{*path}", Public, "shares", "List a folder inside a share", "shares"),
-    row(Post, "/share/{code}/download/{object_id}", Public, "shares", "Download a shared file", "shares"),
-    row(Post, "/share/{code}/save", User, "shares", "Save a share into the caller's files", "shares"),
-    row(Post, "/share/{code}/report", Public, "shares", "Report a share", "reports"),
-    // Tags
-    row(Get, "/tag", User, "tags", "List the caller's tags", "tags"),
-    row(Post, "/tag", User, "tags", "Create a tag", "tags"),
-    row(Get, "/tag/{id}", User, "tags", "Read a tag", "tags"),
-    row(Patch, "/tag/{id}", User, "tags", "Change a tag", "tags"),
-    row(Delete, "/tag/{id}", User, "tags", "Delete a tag", "tags"),
-    row(Get, "/tag/{id}/objects", User, "tags", "List the objects with a tag", "tags"),
-    // Passkeys
-    row(Post, "/user/authn/registration", User, "user", "Start a passkey registration", "passkeys"),
-    row(Put, "/user/authn/registration", User, "user", "Finish a passkey registration", "passkeys"),
-    row(Post, "/user/authn/options", Public, "user", "Passkey sign-in options", "passkeys"),
-    row(Get, "/user/settings/authns", User, "user", "List the caller's passkeys", "passkeys"),
-    row(Patch, "/user/settings/authn/{id}", User, "user", "Rename a passkey", "passkeys"),
-    row(Delete, "/user/settings/authn/{id}", User, "user", "Delete a passkey", "passkeys"),
-    // OAuth and magic links
-    row(Get, "/user/oauth/{provider}", Public, "user", "Start an OAuth sign-in", "OAuth sign-in"),
-    row(Get, "/user/oauth/{provider}/callback", Public, "user", "OAuth sign-in callback", "OAuth sign-in"),
-    row(Post, "/user/magic_link", Public, "user", "Mail a sign-in link", "magic links"),
-    // Avatars
-    row(Put, "/user/settings/avatar", User, "user", "Use the public avatar service", "avatars"),
-    row(Post, "/user/settings/avatar", User, "user", "Upload an avatar", "avatars"),
-    row(Delete, "/user/settings/avatar", User, "user", "Reset the avatar", "avatars"),
-    row(Get, "/user/avatar/{id}/{size}", Public, "user", "Serve an avatar", "avatars"),
-    // Two-factor codes
-    row(Get, "/user/settings/2fa", User, "user", "Begin two-factor setup", "two-factor codes"),
-    row(Post, "/user/settings/2fa", User, "user", "Enable two-factor codes", "two-factor codes"),
-    row(Delete, "/user/settings/2fa", User, "user", "Disable two-factor codes", "two-factor codes"),
-    // Viewers and WOPI
-    row(Get, "/file/viewers", User, "files", "Viewers and editors for an extension", "file viewers"),
-    row(Post, "/file/{id}/wopi_session", User, "files", "Open a WOPI editing session", "WOPI"),
-    row(Get, "/wopi/files/{id}", Public, "files", "WOPI CheckFileInfo", "WOPI"),
-    row(Post, "/wopi/files/{id}", Public, "files", "WOPI lock operations (X-WOPI-Override)", "WOPI"),
-    row(Get, "/wopi/files/{id}/contents", Public, "files", "WOPI GetFile", "WOPI"),
-    row(Post, "/wopi/files/{id}/contents", Public, "files", "WOPI PutFile", "WOPI"),
-    // Storage packs and redeem codes
-    row(Get, "/user/storage_packs", User, "user", "List the caller's storage packs", "storage packs"),
-    row(Post, "/user/redeem", User, "user", "Redeem a code", "redeem codes"),
-    // Administration
-    row(Get, "/admin/summary", Admin, "admin", "Site summary", "the admin summary"),
-    row(Get, "/admin/share", Admin, "admin", "List all shares", "shares"),
-    row(Get, "/admin/redeem", Admin, "admin", "List redeem codes", "redeem codes"),
-    row(Get, "/admin/storage_pack", Admin, "admin", "List storage packs", "storage packs"),
-    row(Get, "/admin/report", Admin, "admin", "List reports", "reports"),
-];
+/// Paths as the API conventions name them (see docs/design.md, "Not built yet"); a feature that
+/// lands removes its rows.
+pub const TABLE: &[NotBuilt] = {
+    use Access::{Admin, Public, User};
+    use Verb::{Delete, Get, Patch, Post, Put};
+    &[
+        // Shares
+        row(Post, "/share", User, "shares", "Create a share", "shares"),
+        row(Get, "/share", User, "shares", "List the caller's shares", "shares"),
+        row(Get, "/share/{code}", Public, "shares", "Read a share (password by query or header)", "shares"),
+        row(Patch, "/share/{code}", User, "shares", "Change a share", "shares"),
+        row(Delete, "/share/{code}", User, "shares", "Delete a share", "shares"),
+        row(Get, "/share/{code}/children/{*path}", Public, "shares", "List a folder inside a share", "shares"),
+        row(Post, "/share/{code}/download/{object_id}", Public, "shares", "Download a shared file", "shares"),
+        row(Post, "/share/{code}/save", User, "shares", "Save a share into the caller's files", "shares"),
+        row(Post, "/share/{code}/report", Public, "shares", "Report a share", "reports"),
+        // Tags
+        row(Get, "/tag", User, "tags", "List the caller's tags", "tags"),
+        row(Post, "/tag", User, "tags", "Create a tag", "tags"),
+        row(Get, "/tag/{id}", User, "tags", "Read a tag", "tags"),
+        row(Patch, "/tag/{id}", User, "tags", "Change a tag", "tags"),
+        row(Delete, "/tag/{id}", User, "tags", "Delete a tag", "tags"),
+        row(Get, "/tag/{id}/objects", User, "tags", "List the objects with a tag", "tags"),
+        // Passkeys
+        row(Post, "/user/authn/registration", User, "user", "Start a passkey registration", "passkeys"),
+        row(Put, "/user/authn/registration", User, "user", "Finish a passkey registration", "passkeys"),
+        row(Post, "/user/authn/options", Public, "user", "Passkey sign-in options", "passkeys"),
+        row(Get, "/user/settings/authns", User, "user", "List the caller's passkeys", "passkeys"),
+        row(Patch, "/user/settings/authn/{id}", User, "user", "Rename a passkey", "passkeys"),
+        row(Delete, "/user/settings/authn/{id}", User, "user", "Delete a passkey", "passkeys"),
+        // OAuth and magic links
+        row(Get, "/user/oauth/{provider}", Public, "user", "Start an OAuth sign-in", "OAuth sign-in"),
+        row(Get, "/user/oauth/{provider}/callback", Public, "user", "OAuth sign-in callback", "OAuth sign-in"),
+        row(Post, "/user/magic_link", Public, "user", "Mail a sign-in link", "magic links"),
+        // Avatars
+        row(Put, "/user/settings/avatar", User, "user", "Use the public avatar service", "avatars"),
+        row(Post, "/user/settings/avatar", User, "user", "Upload an avatar", "avatars"),
+        row(Delete, "/user/settings/avatar", User, "user", "Reset the avatar", "avatars"),
+        row(Get, "/user/avatar/{id}/{size}", Public, "user", "Serve an avatar", "avatars"),
+        // Two-factor codes
+        row(Get, "/user/settings/2fa", User, "user", "Begin two-factor setup", "two-factor codes"),
+        row(Post, "/user/settings/2fa", User, "user", "Enable two-factor codes", "two-factor codes"),
+        row(Delete, "/user/settings/2fa", User, "user", "Disable two-factor codes", "two-factor codes"),
+        // Viewers and WOPI
+        row(Get, "/file/viewers", User, "files", "Viewers and editors for an extension", "file viewers"),
+        row(Post, "/file/{id}/wopi_session", User, "files", "Open a WOPI editing session", "WOPI"),
+        row(Get, "/wopi/files/{id}", Public, "files", "WOPI CheckFileInfo", "WOPI"),
+        row(Post, "/wopi/files/{id}", Public, "files", "WOPI lock operations (X-WOPI-Override)", "WOPI"),
+        row(Get, "/wopi/files/{id}/contents", Public, "files", "WOPI GetFile", "WOPI"),
+        row(Post, "/wopi/files/{id}/contents", Public, "files", "WOPI PutFile", "WOPI"),
+        // Storage packs and redeem codes
+        row(Get, "/user/storage_packs", User, "user", "List the caller's storage packs", "storage packs"),
+        row(Post, "/user/redeem", User, "user", "Redeem a code", "redeem codes"),
+        // Administration
+        row(Get, "/admin/summary", Admin, "admin", "Site summary", "the admin summary"),
+        row(Get, "/admin/share", Admin, "admin", "List all shares", "shares"),
+        row(Get, "/admin/redeem", Admin, "admin", "List redeem codes", "redeem codes"),
+        row(Get, "/admin/storage_pack", Admin, "admin", "List storage packs", "storage packs"),
+        row(Get, "/admin/report", Admin, "admin", "List reports", "reports"),
+    ]
+};
 
 impl NotBuilt {
     /// Outside `/api/v1`: the WOPI host lives where WOPI clients expect it.
