@@ -12,6 +12,7 @@ mod errors;
 mod files;
 mod names;
 mod nodes;
+mod not_built;
 mod privileges;
 mod settings;
 mod site;

@@ -5,6 +5,7 @@ pub mod contract;
 pub mod files;
 pub mod metadata;
 pub mod nodes;
+pub mod not_built;
 pub mod policies;
 pub mod site;
 pub mod tasks;
@@ -148,6 +149,7 @@ pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         // docs/protocol.md), not this document's conventions, so it is not an OpenAPI operation.
         .route("/node/rpc", axum::routing::post(crate::http::node_rpc::handle))
         .routes(routes!(openapi_json))
+        .merge(not_built::api_routes())
         // Every route above reads JSON (or nothing): a declared length over the limit is
         // refused before the body is read.
         .route_layer(axum::middleware::from_fn(crate::http::edge::refuse_declared_oversize))
@@ -158,9 +160,10 @@ pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
                 .routes(unlimited_body(routes!(transfers::replace_content))),
         );
     let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts();
+    not_built::document(&mut doc);
     contract::add_common_errors(&mut doc);
     let json = OpenApiJson(Arc::new(doc.to_json().unwrap_or_default()));
-    (router.layer(Extension(json)), doc)
+    (router.merge(not_built::absolute_routes()).layer(Extension(json)), doc)
 }
 
 type DocumentedRoute = (
