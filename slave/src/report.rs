@@ -107,12 +107,16 @@ async fn report(node: &Shared, session_id: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The client-facing error for a refused report: the master's own body when it sent one.
+/// The client-facing error for a refused report: the master's own body and status when it sent
+/// them (a quota refusal stays 507, a size refusal 413), else a status derived from the
+/// protocol code (a master that does not send one).
 fn refusal(error: &RpcError) -> ReportOutcome {
-    let status = match error.code {
-        ErrorCode::NotFound => 404,
-        ErrorCode::Conflict => 409,
-        ErrorCode::InvalidParams => 422,
+    let relayed = error.status.filter(|status| (400..=599).contains(status));
+    let status = match (relayed, error.code) {
+        (Some(status), _) if error.data.is_some() => status,
+        (_, ErrorCode::NotFound) => 404,
+        (_, ErrorCode::Conflict) => 409,
+        (_, ErrorCode::InvalidParams) => 422,
         _ => 502,
     };
     let body = error.data.clone().unwrap_or_else(

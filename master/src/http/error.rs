@@ -65,7 +65,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
     }
 }
 
-fn current_request_id() -> String {
+pub(crate) fn current_request_id() -> String {
     REQUEST_ID.try_with(Clone::clone).unwrap_or_default()
 }
 

@@ -111,6 +111,31 @@ pub fn check_max_size(max_size: i64, size: i64) -> ServiceResult<()> {
     Ok(())
 }
 
+/// Looks again, once the bytes are in, at what admitted the upload when it began: the owner's
+/// group may still use the policy, the file still fits the policy's size limit, and the quota
+/// still covers what the owner uses (this upload's reservation included). An administrator may
+/// have changed any of them while the bytes were in flight. `Ok(Some(refusal))` when the upload
+/// may no longer be recorded; `Err` only for a fault while looking.
+async fn refusal_on_completion(
+    ctx: &AppState,
+    session: &SessionRow,
+    policy: &db::policies::PolicyRow,
+) -> ServiceResult<Option<ServiceError>> {
+    let db = ctx.db();
+    let owner = db::users::find(db, &session.owner_id).await?.ok_or_else(files::not_found)?;
+    if let Err(refused) = policies::policy_for(db, &owner.group_id, Some(files::parse_uuid(&policy.id)?)).await {
+        return match refused.kind {
+            ErrorKind::Forbidden => Ok(Some(refused)),
+            _ => Err(refused),
+        };
+    }
+    if let Err(refused) = check_max_size(policy.max_size, session.declared_size) {
+        return Ok(Some(refused));
+    }
+    let (used, capacity) = db::users::usage_and_capacity(db, &session.owner_id, now_ms()).await?;
+    Ok((used > capacity).then(quota_exceeded))
+}
+
 /// Opens a session: checks the folder, the name, the policy and its size limit, and reserves
 /// the declared size against the quota in the same transaction as the session row, so
 /// concurrent sessions can never exceed the quota together.
@@ -408,6 +433,10 @@ async fn finish(ctx: &AppState, session: &SessionRow, claim: &Claim) -> ServiceR
     let content_hash = hash::combine(&chaining_values, upload.chunk_size, upload.size)
         .map_err(|e| ServiceError::internal(anyhow::anyhow!("combining chunk hashes: {e}")))?;
     let policy = policies::find(db, files::parse_uuid(&session.policy_id)?).await?;
+    if let Some(refused) = refusal_on_completion(ctx, session, &policy).await? {
+        drop_session(ctx, session, claim).await?;
+        return Err(refused);
+    }
     let store = policies::store(ctx, &policy).await?;
     if let Err(err) = store.complete_upload(&upload, &receipts).await {
         // A finisher that died after completing the blob left it at the key (keys are unique
@@ -503,7 +532,7 @@ async fn record_upload(
             if !release_session(ctx, session, claim).await? {
                 return Err(being_completed());
             }
-            let _ = store.delete(&StorageKey::parse(&session.storage_key)?).await;
+            delete_refused(store, session).await;
             if clash {
                 return Err(ServiceError::conflict(
                     "object.name_taken",
@@ -557,12 +586,18 @@ pub async fn complete_reported(
         if report.size != session.declared_size as u64 {
             // The node assembled something else than was declared: refuse and release everything.
             if release_session(ctx, &session, &claim).await? {
-                let _ = store.delete(&StorageKey::parse(&session.storage_key)?).await;
+                delete_refused(store.as_ref(), &session).await;
             }
             return Err(ServiceError::conflict(
                 "upload.wrong_length",
                 format!("the node holds {} bytes, {} were declared", report.size, session.declared_size),
             ));
+        }
+        if let Some(refused) = refusal_on_completion(ctx, &session, &policy).await? {
+            if release_session(ctx, &session, &claim).await? {
+                delete_refused(store.as_ref(), &session).await;
+            }
+            return Err(refused);
         }
         let handle = NodeReport { node_id, handle: &report.session_id };
         record_upload(ctx, &session, &claim, &policy.id, store.as_ref(), report.blake3.as_str(), Some(handle)).await
@@ -575,6 +610,18 @@ pub async fn complete_reported(
             let _ = db::uploads::release_claim(db, &session.id, &claim.token).await;
             Err(err)
         }
+    }
+}
+
+/// Removes the completed blob of a session that will record no file. A failure is only logged:
+/// no row references the blob, so the collector reaps it later.
+async fn delete_refused(store: &dyn BlobStore, session: &SessionRow) {
+    let deleted = match StorageKey::parse(&session.storage_key) {
+        Ok(key) => store.delete(&key).await,
+        Err(err) => Err(err),
+    };
+    if let Err(err) = deleted {
+        tracing::warn!(session = %session.id, error = %err, "could not delete the blob of a refused upload; the collector will");
     }
 }
 
