@@ -145,8 +145,10 @@ pub async fn sweep(node: &Shared) {
     let now = unix_now();
     for record in records {
         if record.expires_at.saturating_add(EXPIRED_GRACE_SECS) < now {
-            if !record.completed {
-                let _ = node.store.abort_upload(&record.staged).await;
+            if !record.completed
+                && let Err(error) = node.store.abort_upload(&record.staged).await
+            {
+                tracing::warn!(session = %record.session_id, %error, "cannot drop the staged bytes of an expired session");
             }
             if let Err(error) = node.sessions.remove(&record.session_id).await {
                 tracing::warn!(session = %record.session_id, %error, "cannot remove an expired session");

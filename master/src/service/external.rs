@@ -183,7 +183,9 @@ pub async fn run(
         Ok(_) => {}
         // The node's address guard or its checks refused the URL: retrying cannot help.
         Err(CallError::Refused(error)) if error.code == ErrorCode::InvalidParams => {
-            let _ = reports::fail_external_download(ctx.db(), task_id, &error.message, now_ms()).await;
+            if let Err(err) = reports::fail_external_download(ctx.db(), task_id, &error.message, now_ms()).await {
+                tracing::warn!(task = %task_id, error = %err, "could not record the refused external download");
+            }
             return Err(TaskFailure::Permanent(format!("the storage node refused the URL: {}", error.message)));
         }
         Err(error) => return Err(transient(format!("storage node {}: {error}", node.name))),
@@ -197,8 +199,10 @@ pub async fn run(
             let cancelled = matches!(stop, TaskFailure::Stopped)
                 && db::tasks::find(ctx.db(), task_id).await.ok().flatten().is_some_and(|t| t.cancel_requested != 0);
             if cancelled {
-                let _ = reports::fail_external_download(ctx.db(), task_id, "cancelled", now_ms()).await;
-                let _ = store.rpc().call(ExternalDownloadCancelParams { task_id: task_id.to_owned() }).await;
+                if let Err(err) = reports::fail_external_download(ctx.db(), task_id, "cancelled", now_ms()).await {
+                    tracing::warn!(task = %task_id, error = %err, "could not record the cancelled external download");
+                }
+                cancel_on_node(&store, task_id).await;
             }
             return Err(stop);
         }
@@ -217,11 +221,19 @@ pub async fn run(
             }
             FAILED => return Err(TaskFailure::Permanent(state.error.unwrap_or_else(|| "the fetch failed".into()))),
             _ if now_ms() - state.updated_at > STALL_LIMIT.as_millis() as i64 => {
-                let _ = store.rpc().call(ExternalDownloadCancelParams { task_id: task_id.to_owned() }).await;
+                cancel_on_node(&store, task_id).await;
                 return Err(transient(format!("storage node {} stopped reporting on the fetch", node.name)));
             }
             _ => {}
         }
+    }
+}
+
+/// Tells the node to stop a fetch; a node that does not hear it finds the task gone at its next
+/// progress report, so a failure is only logged.
+async fn cancel_on_node(store: &NodeBlobStore, task_id: &str) {
+    if let Err(err) = store.rpc().call(ExternalDownloadCancelParams { task_id: task_id.to_owned() }).await {
+        tracing::warn!(task = %task_id, error = %err, "could not tell the node to cancel an external download");
     }
 }
 

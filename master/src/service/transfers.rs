@@ -598,17 +598,25 @@ impl StreamedContent {
 
     /// Undoes the write after a failure: the new bytes go, the reservation comes back.
     async fn discard(self, ctx: &AppState, error: ServiceError) -> ServiceError {
-        let _ = self.store.delete(&self.key).await;
+        if let Err(err) = self.store.delete(&self.key).await {
+            tracing::warn!(key = %self.key, error = %err, "cannot remove the bytes of a failed write; the collector will");
+        }
         give_back(ctx, &self.owner_id, self.reserved).await;
         error
     }
 }
 
 async fn give_back(ctx: &AppState, owner_id: &str, bytes: i64) {
-    if bytes > 0
-        && let Ok(mut conn) = ctx.db().writer().acquire().await
-    {
-        let _ = db::users::release_storage(&mut conn, owner_id, bytes).await;
+    if bytes <= 0 {
+        return;
+    }
+    let released = match ctx.db().writer().acquire().await {
+        Ok(mut conn) => db::users::release_storage(&mut conn, owner_id, bytes).await,
+        Err(err) => Err(DbError::from(err)),
+    };
+    if let Err(err) = released {
+        // The usage stays counted too high until corrected: worth an operator's look.
+        tracing::warn!(user = %owner_id, bytes, error = %err, "could not give back a reservation");
     }
 }
 

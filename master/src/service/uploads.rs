@@ -201,11 +201,11 @@ pub async fn create(ctx: &AppState, owner: Uuid, group_id: &str, request: NewUpl
     match reserved {
         Ok(true) => {}
         Ok(false) => {
-            let _ = store.abort_upload(&upload).await;
+            abort_staged(store.as_ref(), &upload).await;
             return Err(quota_exceeded());
         }
         Err(err) => {
-            let _ = store.abort_upload(&upload).await;
+            abort_staged(store.as_ref(), &upload).await;
             return Err(err.into());
         }
     }
@@ -409,7 +409,7 @@ async fn under_lease<T>(ctx: &AppState, session_id: &str, claim: &Claim, work: i
 async fn finish_claimed(ctx: &AppState, session: &SessionRow, claim: &Claim) -> ServiceResult<ObjectView> {
     let finished = under_lease(ctx, &session.id, claim, finish(ctx, session, claim)).await;
     if finished.is_err() {
-        let _ = db::uploads::release_claim(ctx.db(), &session.id, &claim.token).await;
+        give_up_claim(ctx, &session.id, claim).await;
     }
     finished
 }
@@ -446,7 +446,7 @@ async fn finish(ctx: &AppState, session: &SessionRow, claim: &Claim) -> ServiceR
             Ok(Some(size)) if size == upload.size => {
                 tracing::info!(session = %session.id, "the blob was completed before: recording it");
                 // Staged bytes a crash may have left next to the blob; usually a no-op.
-                let _ = store.abort_upload(&upload).await;
+                abort_staged(store.as_ref(), &upload).await;
             }
             _ => return Err(err.into()),
         }
@@ -607,9 +607,23 @@ pub async fn complete_reported(
         Ok((object, duplicate)) => Ok((!duplicate, DirectUploadDone { completed: true, object: Some(object) })),
         Err(err) => {
             // Settled or released already when it got that far; otherwise the next report retries.
-            let _ = db::uploads::release_claim(db, &session.id, &claim.token).await;
+            give_up_claim(ctx, &session.id, &claim).await;
             Err(err)
         }
+    }
+}
+
+/// Drops staged bytes nothing will complete; a failure is logged and left to the collector.
+async fn abort_staged(store: &dyn BlobStore, upload: &StagedUpload) {
+    if let Err(err) = store.abort_upload(upload).await {
+        tracing::warn!(key = %upload.key, error = %err, "could not drop staged upload bytes; the collector will");
+    }
+}
+
+/// Gives a claim back after a failed finish, so a retry need not wait for its lease to run out.
+async fn give_up_claim(ctx: &AppState, session_id: &str, claim: &Claim) {
+    if let Err(err) = db::uploads::release_claim(ctx.db(), session_id, &claim.token).await {
+        tracing::warn!(session = %session_id, error = %err, "could not give up an upload claim; it lapses with its lease");
     }
 }
 
