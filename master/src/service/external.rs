@@ -24,6 +24,7 @@ use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::{ObjectKind, ObjectName, new_id};
 use crate::domain::task::{TaskProgress, TaskProps, TaskType};
 use crate::domain::time::now_ms;
+use crate::error_codes as codes;
 use crate::service::migration::{Checkpoint, TaskFailure};
 use crate::service::tasks::{self, TaskView};
 use crate::service::{ErrorKind, ServiceError, ServiceResult, files, groups};
@@ -83,7 +84,7 @@ pub async fn create(
     if !groups::permissions(ctx.db(), group_id).await?.external_download {
         return Err(ServiceError::new(
             ErrorKind::Forbidden,
-            "fetch.not_allowed",
+            codes::FETCH_NOT_ALLOWED,
             "your group may not submit external downloads: ask an administrator for the permission",
         ));
     }
@@ -242,7 +243,7 @@ async fn running_fetch(ctx: &AppState, node_id: &str, task_id: &str) -> ServiceR
     reports::external_download(ctx.db(), task_id)
         .await?
         .filter(|row| row.node_id == node_id)
-        .ok_or_else(|| ServiceError::not_found("task.not_found", "no such fetch on this node"))
+        .ok_or_else(|| ServiceError::not_found(codes::TASK_NOT_FOUND, "no such fetch on this node"))
 }
 
 /// A node's progress report; answers whether the node should stop (cancelled or ended).
@@ -277,11 +278,11 @@ pub async fn complete(ctx: &AppState, node_id: &str, report: &ExternalDownloadCo
         _ => {}
     }
     if report.storage_key != fetch.storage_key {
-        return Err(ServiceError::conflict("fetch.wrong_key", "the report names another blob"));
+        return Err(ServiceError::conflict(codes::FETCH_WRONG_KEY, "the report names another blob"));
     }
     let task = db::tasks::find(ctx.db(), &report.task_id)
         .await?
-        .ok_or_else(|| ServiceError::not_found("task.not_found", "no such task"))?;
+        .ok_or_else(|| ServiceError::not_found(codes::TASK_NOT_FOUND, "no such task"))?;
     let props: TaskProps = serde_json::from_str(&task.props).map_err(ServiceError::internal)?;
     let owner = task.owner_id.clone().ok_or_else(|| ServiceError::internal(anyhow::anyhow!("task without owner")))?;
     let parent = props.parent_id.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("task without folder")))?;

@@ -19,6 +19,7 @@ use crate::db::{self, DbError};
 use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::{ObjectKind, ObjectName, new_id};
 use crate::domain::time::{now_ms, to_rfc3339};
+use crate::error_codes as codes;
 use crate::service::files::{self, ObjectView, quota_exceeded};
 use crate::service::{ErrorKind, ServiceError, ServiceResult, policies};
 
@@ -77,7 +78,7 @@ pub struct NewUpload {
 }
 
 fn session_not_found() -> ServiceError {
-    ServiceError::not_found("upload.not_found", "no such upload session")
+    ServiceError::not_found(codes::UPLOAD_NOT_FOUND, "no such upload session")
 }
 
 fn view(session: &SessionRow, uploaded: Vec<i32>, object: Option<ObjectView>) -> ServiceResult<SessionView> {
@@ -104,7 +105,7 @@ pub fn check_max_size(max_size: i64, size: i64) -> ServiceResult<()> {
     if max_size > 0 && size > max_size {
         return Err(ServiceError::new(
             ErrorKind::PayloadTooLarge,
-            "file.too_large",
+            codes::FILE_TOO_LARGE,
             format!("the file is larger than the policy's limit of {max_size} bytes"),
         ));
     }
@@ -149,7 +150,7 @@ pub async fn create(ctx: &AppState, owner: Uuid, group_id: &str, request: NewUpl
     let policy = policies::policy_for(db, group_id, request.policy_id).await?;
     check_max_size(policy.max_size, request.file_size)?;
     if db::objects::child_by_name(db, &parent.row().id, name.as_str()).await?.is_some() {
-        return Err(ServiceError::conflict("object.name_taken", "an object with that name exists in the folder")
+        return Err(ServiceError::conflict(codes::OBJECT_NAME_TAKEN, "an object with that name exists in the folder")
             .with_field("file_name"));
     }
     // The quota is looked at before anything is staged: a size it cannot take never reaches
@@ -231,7 +232,7 @@ fn with_direct(mut view: SessionView, store: &dyn BlobStore, session: &SessionRo
 
 fn direct_only() -> ServiceError {
     ServiceError::conflict(
-        "upload.direct_only",
+        codes::UPLOAD_DIRECT_ONLY,
         "this upload goes to a storage node: send the chunks to the `direct.url` of the session",
     )
 }
@@ -242,7 +243,7 @@ async fn load(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<SessionRow
 
 fn being_completed() -> ServiceError {
     ServiceError::conflict(
-        "upload.not_open",
+        codes::UPLOAD_NOT_OPEN,
         "the upload is being completed or cancelled by another request; ask for its status in a moment",
     )
 }
@@ -251,10 +252,10 @@ fn being_completed() -> ServiceError {
 /// have all arrived, and the claim decides whether this request may finish it.
 fn check_open(session: &SessionRow) -> ServiceResult<()> {
     if session.status == ABORTING {
-        return Err(ServiceError::conflict("upload.not_open", "the upload is being cancelled"));
+        return Err(ServiceError::conflict(codes::UPLOAD_NOT_OPEN, "the upload is being cancelled"));
     }
     if session.expires_at < now_ms() {
-        return Err(ServiceError::not_found("upload.expired", "the upload session has expired"));
+        return Err(ServiceError::not_found(codes::UPLOAD_EXPIRED, "the upload session has expired"));
     }
     Ok(())
 }
@@ -291,7 +292,7 @@ pub async fn put_chunk(
     let expected = upload.chunk_len(index).ok_or_else(|| {
         ServiceError::new(
             ErrorKind::Validation,
-            "upload.chunk_out_of_range",
+            codes::UPLOAD_CHUNK_OUT_OF_RANGE,
             format!("chunk {index} does not exist: the upload has {} chunks", upload.total_chunks()),
         )
         .with_field("index")
@@ -301,7 +302,7 @@ pub async fn put_chunk(
     {
         return Err(ServiceError::new(
             ErrorKind::BadRequest,
-            "upload.wrong_length",
+            codes::UPLOAD_WRONG_LENGTH,
             format!("chunk {index} must be exactly {expected} bytes, the request says {length}"),
         ));
     }
@@ -340,7 +341,7 @@ pub async fn complete(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<Se
     let uploaded = db::uploads::chunks(ctx.db(), &session.id).await?.len() as i32;
     if uploaded != session.total_chunks && session.status != FINISHING {
         return Err(ServiceError::conflict(
-            "upload.incomplete",
+            codes::UPLOAD_INCOMPLETE,
             format!("{uploaded} of {} chunks have arrived", session.total_chunks),
         ));
     }
@@ -535,7 +536,7 @@ async fn record_upload(
             delete_refused(store, session).await;
             if clash {
                 return Err(ServiceError::conflict(
-                    "object.name_taken",
+                    codes::OBJECT_NAME_TAKEN,
                     "an object with that name appeared in the folder meanwhile",
                 ));
             }
@@ -570,13 +571,13 @@ pub async fn complete_reported(
     let Some(claim) = take_claim(ctx, &session, FINISHING, now_ms()).await? else {
         let current = db::uploads::find_for_node(db, node_id, &report.storage_key).await?;
         if current.is_some_and(|s| s.status == ABORTING) {
-            return Err(ServiceError::conflict("upload.not_open", "the upload was cancelled or has expired"));
+            return Err(ServiceError::conflict(codes::UPLOAD_NOT_OPEN, "the upload was cancelled or has expired"));
         }
         // Another report (or a master that died recording it, until its lease runs out) holds
         // the session: the node reports again and gets the settled answer, or takes over.
         return Err(ServiceError::new(
             ErrorKind::Unavailable,
-            "upload.finishing",
+            codes::UPLOAD_FINISHING,
             "the upload is being recorded; report again",
         ));
     };
@@ -589,7 +590,7 @@ pub async fn complete_reported(
                 delete_refused(store.as_ref(), &session).await;
             }
             return Err(ServiceError::conflict(
-                "upload.wrong_length",
+                codes::UPLOAD_WRONG_LENGTH,
                 format!("the node holds {} bytes, {} were declared", report.size, session.declared_size),
             ));
         }
