@@ -16,6 +16,7 @@ macro_rules! codes {
 codes! {
     ROUTE_NOT_FOUND = "route.not_found";
     ROUTE_METHOD_NOT_ALLOWED = "route.method_not_allowed";
+    ROUTE_NOT_IMPLEMENTED = "route.not_implemented";
 
     REQUEST_MALFORMED_JSON = "request.malformed_json";
     REQUEST_UNREADABLE_BODY = "request.unreadable_body";
