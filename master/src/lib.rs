@@ -6,6 +6,7 @@ pub mod auth; // passwords, tokens, guards, sign-in providers
 pub mod config; // the one typed configuration
 pub mod db; // pools, migrations, all SQL
 pub mod domain; // pure types and rules
+pub mod error_codes; // every stable error code the master answers
 pub mod http; // routers, middleware, error rendering, OpenAPI
 pub mod jobs; // periodic background work
 pub mod service; // use cases

@@ -112,15 +112,27 @@ pub struct RpcError {
     /// error body, which the node relays to the uploading client unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
+    /// The HTTP status that goes with `data` when the node relays it to a client (507 for a
+    /// quota refusal, 413, 403...), so the client sees the master's own answer and not the
+    /// coarser protocol `code`. Optional on the wire: a peer that does not send it leaves the
+    /// receiver to derive a status from `code`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
 }
 
 impl RpcError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), data: None }
+        Self { code, message: message.into(), data: None, status: None }
     }
 
     pub fn with_data(mut self, data: Value) -> Self {
         self.data = Some(data);
+        self
+    }
+
+    /// Names the HTTP status a relay answers its client with along with `data`.
+    pub fn with_status(mut self, status: u16) -> Self {
+        self.status = Some(status);
         self
     }
 
@@ -573,6 +585,18 @@ mod tests {
         assert_eq!(parsed, err);
         let error = parsed.into_result::<Ack>("2").unwrap_err();
         assert_eq!((error.code, error.data), (ErrorCode::Conflict, Some(json!({"code": "x"}))));
+    }
+
+    #[test]
+    fn a_relayed_status_round_trips_and_an_error_without_one_still_parses() {
+        let err = Response::failure("4", RpcError::conflict("full").with_data(json!({"code": "x"})).with_status(507));
+        let parsed = Response::parse(&serde_json::to_vec(&err).unwrap()).unwrap();
+        assert_eq!(parsed.into_result::<Ack>("4").unwrap_err().status, Some(507));
+        // What a master without the field sends: no status, and none is written back either.
+        let old = br#"{"id":"5","error":{"code":"conflict","message":"full","data":{"code":"x"}}}"#;
+        let error = Response::parse(old).unwrap().into_result::<Ack>("5").unwrap_err();
+        assert_eq!((error.code, error.status), (ErrorCode::Conflict, None));
+        assert!(!serde_json::to_string(&error).unwrap().contains("status"));
     }
 
     #[test]

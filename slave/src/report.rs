@@ -107,12 +107,16 @@ async fn report(node: &Shared, session_id: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The client-facing error for a refused report: the master's own body when it sent one.
+/// The client-facing error for a refused report: the master's own body and status when it sent
+/// them (a quota refusal stays 507, a size refusal 413), else a status derived from the
+/// protocol code (a master that does not send one).
 fn refusal(error: &RpcError) -> ReportOutcome {
-    let status = match error.code {
-        ErrorCode::NotFound => 404,
-        ErrorCode::Conflict => 409,
-        ErrorCode::InvalidParams => 422,
+    let relayed = error.status.filter(|status| (400..=599).contains(status));
+    let status = match (relayed, error.code) {
+        (Some(status), _) if error.data.is_some() => status,
+        (_, ErrorCode::NotFound) => 404,
+        (_, ErrorCode::Conflict) => 409,
+        (_, ErrorCode::InvalidParams) => 422,
         _ => 502,
     };
     let body = error.data.clone().unwrap_or_else(
@@ -141,8 +145,10 @@ pub async fn sweep(node: &Shared) {
     let now = unix_now();
     for record in records {
         if record.expires_at.saturating_add(EXPIRED_GRACE_SECS) < now {
-            if !record.completed {
-                let _ = node.store.abort_upload(&record.staged).await;
+            if !record.completed
+                && let Err(error) = node.store.abort_upload(&record.staged).await
+            {
+                tracing::warn!(session = %record.session_id, %error, "cannot drop the staged bytes of an expired session");
             }
             if let Err(error) = node.sessions.remove(&record.session_id).await {
                 tracing::warn!(session = %record.session_id, %error, "cannot remove an expired session");

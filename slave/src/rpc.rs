@@ -180,7 +180,9 @@ async fn upload_session_create(node: &Shared, params: UploadSessionCreateParams)
     })?;
     if u64::from(staged.total_chunks()) != params.total_chunks {
         // Nothing references the staging area yet: drop it before refusing.
-        let _ = node.store.abort_upload(&staged).await;
+        if let Err(error) = node.store.abort_upload(&staged).await {
+            tracing::warn!(key = %staged.key, %error, "cannot drop the staging area of a refused session");
+        }
         let detail =
             format!("{} bytes in chunks of {} make {} chunks", params.size, params.chunk_size, staged.total_chunks());
         return Err(RpcError::invalid_params(METHOD, detail));

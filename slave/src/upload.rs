@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use axum::response::{IntoResponse, Response as HttpResponse};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Rendered};
 use crate::report;
 use crate::server::Shared;
 use crate::sessions::{ReportOutcome, SessionRecord, valid_session_id};
@@ -147,7 +147,10 @@ pub async fn put_chunk(
     match report::await_outcome(&node, &session_id, wait).await {
         Some(outcome) => {
             let status = StatusCode::from_u16(outcome.status).unwrap_or(StatusCode::BAD_GATEWAY);
-            Ok((status, Json(outcome.body)).into_response())
+            let mut answer = (status, Json(outcome.body)).into_response();
+            // A refusal's body is the master's uniform error body: relayed as it is, not rewritten.
+            answer.extensions_mut().insert(Rendered);
+            Ok(answer)
         }
         None => {
             let status = status_of(&node, &load_session(&node, &session_id).await?).await?;

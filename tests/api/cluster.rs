@@ -24,6 +24,9 @@ on_every_backend!(
     the_router_refuses_bad_signatures_stale_and_replayed_calls_and_unknown_methods,
     a_node_that_is_down_answers_503_and_a_restarted_node_resumes_the_upload,
     a_report_sent_while_the_master_was_down_creates_the_file_exactly_once,
+    a_quota_shrunk_during_a_direct_upload_reaches_the_client_as_507,
+    a_size_limit_lowered_during_a_direct_upload_reaches_the_client_as_413,
+    a_policy_taken_from_the_group_during_a_direct_upload_reaches_the_client_as_403,
 );
 
 const SIZE: usize = 3 * 64 * 1024 + 1000;
@@ -450,4 +453,84 @@ async fn a_report_a_dead_master_was_recording_is_taken_over_once_its_lease_ran_o
     assert_eq!(names, ["late.bin"]);
     assert_eq!(app.storage_used(&user).await, bytes.len() as i64, "charged once");
     assert_eq!(node.blobs().len(), 1, "the node kept the bytes");
+}
+
+/// A direct upload of [`SIZE`] bytes with every chunk but the last on the node: the session
+/// state and the last chunk, for a test to change something before sending it.
+async fn direct_upload_but_the_last_chunk(app: &TestApp, user: &Session, name: &str) -> (Value, Vec<u8>) {
+    let root = app.root_id(user).await;
+    let response = app.start_upload(user, &root, name, SIZE).await;
+    assert_eq!(response.status(), 201);
+    let state: Value = response.json().await.unwrap();
+    let pieces: Vec<Vec<u8>> = content(SIZE, 21).chunks(64 * 1024).map(<[u8]>::to_vec).collect();
+    let (last, others) = pieces.split_last().unwrap();
+    for (index, piece) in others.iter().enumerate() {
+        assert_eq!(app.put_direct(&state, index, piece.clone()).await.status(), 200, "chunk {index}");
+    }
+    (state, last.clone())
+}
+
+/// Sends the last chunk and answers the node's error body, checking the status it relays and
+/// that nothing of the upload is left: no file, no reservation, no blob on the node.
+async fn relayed_refusal(
+    app: &TestApp,
+    user: &Session,
+    node: &TestNode,
+    state: &Value,
+    last: Vec<u8>,
+    status: u16,
+) -> Value {
+    let index = state["total_chunks"].as_u64().unwrap() as usize - 1;
+    let answer = app.put_direct(state, index, last).await;
+    assert_eq!(answer.status().as_u16(), status, "the node relays the master's status");
+    let body: Value = answer.json().await.unwrap();
+    assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    assert!(file_names(app, user).await.is_empty());
+    assert_eq!(app.storage_used(user).await, 0, "the reservation was given back");
+    assert!(node.blobs().is_empty(), "the refused bytes were dropped");
+    body
+}
+
+async fn a_quota_shrunk_during_a_direct_upload_reaches_the_client_as_507(app: TestApp) {
+    let admin = app.login_admin().await;
+    let node = TestNode::start(&app, &admin, false).await;
+    app.use_node_policy(&admin, &node, true).await;
+    let user = user_of(&app).await;
+    let (state, last) = direct_upload_but_the_last_chunk(&app, &user, "big.bin").await;
+
+    app.set_user_group(&admin, json!({"max_storage": 1000})).await;
+    // The group change revoked the access token; the node's upload credential stays valid.
+    let user = app.refresh(&user).await;
+    let body = relayed_refusal(&app, &user, &node, &state, last, 507).await;
+    assert_eq!(body["code"], "storage.quota_exceeded", "{body}");
+}
+
+async fn a_size_limit_lowered_during_a_direct_upload_reaches_the_client_as_413(app: TestApp) {
+    let admin = app.login_admin().await;
+    let node = TestNode::start(&app, &admin, false).await;
+    let policy = app.use_node_policy(&admin, &node, true).await;
+    let user = user_of(&app).await;
+    let (state, last) = direct_upload_but_the_last_chunk(&app, &user, "big.bin").await;
+
+    let limited = json!({"name": format!("on {}", node.id), "type": "local", "chunk_size": nubo_tests::files::SMALL_CHUNK,
+                         "is_private": true, "node_id": node.id, "max_size": 1000});
+    let response = app.call(Method::PUT, &format!("/admin/policy/{policy}"), Some(&admin.access), Some(limited)).await;
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap_or_default());
+    let body = relayed_refusal(&app, &user, &node, &state, last, 413).await;
+    assert_eq!(body["code"], "file.too_large", "{body}");
+}
+
+async fn a_policy_taken_from_the_group_during_a_direct_upload_reaches_the_client_as_403(app: TestApp) {
+    let admin = app.login_admin().await;
+    let node = TestNode::start(&app, &admin, false).await;
+    let on_node = app.use_node_policy(&admin, &node, true).await;
+    let local = app.use_policy(&admin, json!({"name": "local", "type": "local"})).await;
+    app.set_user_group(&admin, json!({"policy_ids": [on_node, local]})).await;
+    let user = user_of(&app).await;
+    let (state, last) = direct_upload_but_the_last_chunk(&app, &user, "big.bin").await;
+
+    app.set_user_group(&admin, json!({"policy_ids": [local]})).await;
+    let user = app.refresh(&user).await;
+    let body = relayed_refusal(&app, &user, &node, &state, last, 403).await;
+    assert_eq!((&body["code"], &body["field"]), (&json!("policy.not_allowed"), &json!("policy_id")), "{body}");
 }

@@ -21,6 +21,7 @@ on_every_backend!(
     wrong_chunk_length_and_index_are_refused,
     concurrent_sessions_never_exceed_the_quota,
     max_size_is_enforced_at_session_creation,
+    a_quota_shrunk_during_an_upload_refuses_its_completion,
     moving_a_folder_into_its_descendant_changes_nothing,
     a_batch_move_with_one_bad_id_changes_nothing,
     copies_share_blobs_and_count_against_the_quota,
@@ -201,6 +202,22 @@ async fn max_size_is_enforced_at_session_creation(app: TestApp) {
     assert_eq!(error_body(response, 413).await["code"], "file.too_large");
     assert_eq!(app.storage_used(&user).await, 0);
     assert_eq!(app.start_upload(&user, &root, "ok.bin", 1000).await.status(), 201);
+}
+
+async fn a_quota_shrunk_during_an_upload_refuses_its_completion(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    let session: Value = app.start_upload(&user, &root, "f.bin", SMALL_CHUNK + 10).await.json().await.unwrap();
+    let id = session["id"].as_str().unwrap();
+    assert_eq!(app.put_chunk(&user, id, 0, vec![1; SMALL_CHUNK]).await.status(), 200);
+
+    let admin = app.login_admin().await;
+    app.set_user_group(&admin, json!({"max_storage": 1000})).await;
+    let user = app.refresh(&user).await;
+    let refused = app.put_chunk(&user, id, 1, vec![1; 10]).await;
+    assert_eq!(error_body(refused, 507).await["code"], "storage.quota_exceeded");
+    assert_eq!(app.storage_used(&user).await, 0, "the reservation was given back");
+    let gone = app.call(Method::GET, &format!("/file/upload/{id}"), Some(&user.access), None).await;
+    assert_eq!(error_body(gone, 404).await["code"], "upload.not_found", "the session was released");
 }
 
 async fn blob_count(app: &TestApp, policy: &str) -> i64 {

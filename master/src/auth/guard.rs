@@ -13,12 +13,13 @@ use crate::app::AppState;
 use crate::auth::revocation;
 use crate::auth::token::{JwtPayload, TokenError};
 use crate::db::users::UserRow;
+use crate::error_codes as codes;
 use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts};
 
 /// The bearer token of the request, if it carries one.
 pub fn bearer_token(parts: &Parts) -> ServiceResult<&str> {
     let header = parts.headers.get(AUTHORIZATION).ok_or_else(|| {
-        ServiceError::new(ErrorKind::Unauthorized, "auth.missing_token", "an access token is required")
+        ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_MISSING_TOKEN, "an access token is required")
     })?;
     header
         .to_str()
@@ -27,14 +28,22 @@ pub fn bearer_token(parts: &Parts) -> ServiceResult<&str> {
         .map(str::trim)
         .filter(|token| !token.is_empty())
         .ok_or_else(|| {
-            ServiceError::new(ErrorKind::Unauthorized, "auth.invalid_token", "expected an Authorization: Bearer token")
+            ServiceError::new(
+                ErrorKind::Unauthorized,
+                codes::AUTH_INVALID_TOKEN,
+                "expected an Authorization: Bearer token",
+            )
         })
 }
 
 pub fn token_error(err: TokenError) -> ServiceError {
     match err {
-        TokenError::Expired => ServiceError::new(ErrorKind::Unauthorized, "auth.token_expired", "token has expired"),
-        TokenError::Invalid => ServiceError::new(ErrorKind::Unauthorized, "auth.invalid_token", "token is invalid"),
+        TokenError::Expired => {
+            ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_TOKEN_EXPIRED, "token has expired")
+        }
+        TokenError::Invalid => {
+            ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_INVALID_TOKEN, "token is invalid")
+        }
     }
 }
 
@@ -62,7 +71,7 @@ impl FromRequestParts<AppState> for AdminRequired {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let JwtRequired(claims) = JwtRequired::from_request_parts(parts, state).await?;
         if !claims.group.admin {
-            return Err(ServiceError::new(ErrorKind::Forbidden, "auth.admin_required", "administrators only"));
+            return Err(ServiceError::new(ErrorKind::Forbidden, codes::AUTH_ADMIN_REQUIRED, "administrators only"));
         }
         Ok(Self(claims))
     }

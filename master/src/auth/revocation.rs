@@ -23,6 +23,7 @@ use uuid::Uuid;
 use crate::auth::token::{ACCESS_TOKEN_LIFETIME, JwtPayload};
 use crate::db::{self, Db};
 use crate::domain::time::now_ms;
+use crate::error_codes as codes;
 use crate::service::{ErrorKind, ServiceError, ServiceResult};
 use crate::store::{KvStore, StoreError};
 
@@ -43,8 +44,11 @@ fn group_version_key(group: impl Display) -> String {
 
 impl From<StoreError> for ServiceError {
     fn from(err: StoreError) -> Self {
-        let mut e =
-            ServiceError::new(ErrorKind::Unavailable, "store.unavailable", "a shared store is unavailable, try again");
+        let mut e = ServiceError::new(
+            ErrorKind::Unavailable,
+            codes::STORE_UNAVAILABLE,
+            "a shared store is unavailable, try again",
+        );
         e.source = Some(err.into());
         e
     }
@@ -127,7 +131,7 @@ pub async fn check(store: &dyn KvStore, claims: &JwtPayload) -> ServiceResult<()
     if !standing.admits(claims.user_version, claims.group.version) {
         return Err(ServiceError::new(
             ErrorKind::Unauthorized,
-            "auth.token_revoked",
+            codes::AUTH_TOKEN_REVOKED,
             "token was revoked: refresh or sign in again",
         ));
     }

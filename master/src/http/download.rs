@@ -13,6 +13,7 @@ use http_range_header::{EndPosition, RangeUnsatisfiableError, StartPosition};
 use nubo_common::storage::ByteRange;
 
 use crate::domain::object::attachment_disposition;
+use crate::error_codes as codes;
 use crate::http::content_safety;
 use crate::service::transfers::Download;
 use crate::service::{ErrorKind, ServiceError, ServiceResult};
@@ -101,7 +102,7 @@ fn requested_range(request: &HeaderMap, size: u64) -> ServiceResult<Option<ByteR
 fn range_not_satisfiable(size: u64) -> ServiceError {
     let mut err = ServiceError::new(
         ErrorKind::RangeNotSatisfiable,
-        "download.range_not_satisfiable",
+        codes::DOWNLOAD_RANGE_NOT_SATISFIABLE,
         format!("the requested range lies outside the {size}-byte file"),
     );
     err.content_range = Some(format!("bytes */{size}"));
@@ -127,14 +128,14 @@ mod tests {
         assert_eq!(range("bytes=0-10, 5-20", 100), Ok(None), "overlapping ranges get the whole file");
         assert_eq!(range("bytes=0-1, 5-6", 100), Ok(None), "several ranges get the whole file");
         assert_eq!(range("items=0-1", 100), Ok(None), "another unit is ignored");
-        assert_eq!(range("bytes=-0", 100).unwrap_err(), "download.range_not_satisfiable");
-        assert_eq!(range("bytes=100-", 100).unwrap_err(), "download.range_not_satisfiable");
-        assert_eq!(range("bytes=9-3", 100).unwrap_err(), "download.range_not_satisfiable");
+        assert_eq!(range("bytes=-0", 100).unwrap_err(), codes::DOWNLOAD_RANGE_NOT_SATISFIABLE);
+        assert_eq!(range("bytes=100-", 100).unwrap_err(), codes::DOWNLOAD_RANGE_NOT_SATISFIABLE);
+        assert_eq!(range("bytes=9-3", 100).unwrap_err(), codes::DOWNLOAD_RANGE_NOT_SATISFIABLE);
     }
 
     #[test]
     fn an_empty_file_has_no_byte_to_start_at() {
-        assert_eq!(range("bytes=0-", 0).unwrap_err(), "download.range_not_satisfiable");
+        assert_eq!(range("bytes=0-", 0).unwrap_err(), codes::DOWNLOAD_RANGE_NOT_SATISFIABLE);
         assert_eq!(range("bytes=-5", 0), Ok(None));
     }
 }

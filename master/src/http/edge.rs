@@ -13,6 +13,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use nubo_common::serve::ProgressBody;
 
+use crate::error_codes as codes;
 use crate::http::error::error_response;
 
 /// The JSON body limit in force, put on every request so routes that parse JSON can refuse a
@@ -35,7 +36,7 @@ pub async fn body_progress(State(timeout): State<Option<Duration>>, request: Req
     tracing::info!(timeout_seconds = timeout.as_secs(), "request body stalled");
     let mut answer = error_response(
         StatusCode::REQUEST_TIMEOUT,
-        "request.timeout",
+        codes::REQUEST_TIMEOUT,
         &format!("the request body stopped arriving for {} seconds", timeout.as_secs()),
     );
     close_after(&mut answer, version);
@@ -56,7 +57,7 @@ pub async fn refuse_declared_oversize(request: Request, next: Next) -> Response 
         (Some(limit), Some(declared)) if declared > limit as u64 => {
             let mut answer = error_response(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "request.too_large",
+                codes::REQUEST_TOO_LARGE,
                 &format!("the body is over the limit of {limit} bytes"),
             );
             close_after(&mut answer, request.version());

@@ -10,6 +10,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use crate::error_codes as codes;
 use crate::service::{ErrorKind, ServiceError};
 
 /// Response header carrying the request id; also accepted from a trusted proxy.
@@ -65,7 +66,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
     }
 }
 
-fn current_request_id() -> String {
+pub(crate) fn current_request_id() -> String {
     REQUEST_ID.try_with(Clone::clone).unwrap_or_default()
 }
 
@@ -107,12 +108,12 @@ pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response
 /// Stable code and message for an error response the framework produced without a body of ours.
 fn code_for_status(status: StatusCode) -> (String, String) {
     let (code, message) = match status {
-        StatusCode::NOT_FOUND => ("route.not_found", "no such route"),
-        StatusCode::METHOD_NOT_ALLOWED => ("route.method_not_allowed", "method not allowed on this route"),
-        StatusCode::PAYLOAD_TOO_LARGE => ("request.too_large", "request body is too large"),
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("request.unsupported_media_type", "unsupported content type"),
-        StatusCode::REQUEST_TIMEOUT => ("request.timeout", "request took too long"),
-        StatusCode::INTERNAL_SERVER_ERROR => ("server.internal", "internal server error"),
+        StatusCode::NOT_FOUND => (codes::ROUTE_NOT_FOUND, "no such route"),
+        StatusCode::METHOD_NOT_ALLOWED => (codes::ROUTE_METHOD_NOT_ALLOWED, "method not allowed on this route"),
+        StatusCode::PAYLOAD_TOO_LARGE => (codes::REQUEST_TOO_LARGE, "request body is too large"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => (codes::REQUEST_UNSUPPORTED_MEDIA_TYPE, "unsupported content type"),
+        StatusCode::REQUEST_TIMEOUT => (codes::REQUEST_TIMEOUT, "request took too long"),
+        StatusCode::INTERNAL_SERVER_ERROR => (codes::SERVER_INTERNAL, "internal server error"),
         other => {
             let reason = other.canonical_reason().unwrap_or("error");
             return (format!("http.{}", other.as_u16()), reason.to_lowercase());

@@ -6,6 +6,7 @@ use axum::extract::{FromRequest, FromRequestParts, Query, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
+use crate::error_codes as codes;
 use crate::service::{ErrorKind, ServiceError};
 
 /// A JSON object body. Malformed JSON answers 400, a wrong content type 415, a body over the
@@ -23,7 +24,11 @@ where
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let Json(value) = Json::<serde_json::Value>::from_request(request, state).await.map_err(json_rejection)?;
         if !value.is_object() {
-            return Err(ServiceError::new(ErrorKind::Validation, "request.invalid_body", "expected a JSON object"));
+            return Err(ServiceError::new(
+                ErrorKind::Validation,
+                codes::REQUEST_INVALID_BODY,
+                "expected a JSON object",
+            ));
         }
         // Through `Json::from_bytes` again so the messages name the failing field's path, as
         // axum words them; bodies are small (the JSON body limit), parsing twice is cheap.
@@ -35,20 +40,20 @@ where
 fn json_rejection(rejection: JsonRejection) -> ServiceError {
     match rejection {
         JsonRejection::JsonDataError(e) => {
-            ServiceError::new(ErrorKind::Validation, "request.invalid_body", e.body_text())
+            ServiceError::new(ErrorKind::Validation, codes::REQUEST_INVALID_BODY, e.body_text())
         }
         JsonRejection::JsonSyntaxError(e) => {
-            ServiceError::new(ErrorKind::BadRequest, "request.malformed_json", e.body_text())
+            ServiceError::new(ErrorKind::BadRequest, codes::REQUEST_MALFORMED_JSON, e.body_text())
         }
         JsonRejection::MissingJsonContentType(_) => ServiceError::new(
             ErrorKind::UnsupportedMediaType,
-            "request.unsupported_media_type",
+            codes::REQUEST_UNSUPPORTED_MEDIA_TYPE,
             "expected a body with Content-Type: application/json",
         ),
         JsonRejection::BytesRejection(e) if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
             ServiceError::request_too_large()
         }
-        other => ServiceError::new(ErrorKind::BadRequest, "request.unreadable_body", other.body_text()),
+        other => ServiceError::new(ErrorKind::BadRequest, codes::REQUEST_UNREADABLE_BODY, other.body_text()),
     }
 }
 
@@ -71,7 +76,7 @@ where
 }
 
 fn query_rejection(rejection: QueryRejection) -> ServiceError {
-    ServiceError::new(ErrorKind::BadRequest, "request.invalid_query", rejection.body_text())
+    ServiceError::new(ErrorKind::BadRequest, codes::REQUEST_INVALID_QUERY, rejection.body_text())
 }
 
 /// Path parameters; unreadable ones (e.g. a malformed UUID) answer 400 with the uniform body.
@@ -88,7 +93,7 @@ where
         match axum::extract::Path::<T>::from_request_parts(parts, state).await {
             Ok(axum::extract::Path(value)) => Ok(Self(value)),
             Err(rejection) => {
-                Err(ServiceError::new(ErrorKind::BadRequest, "request.invalid_path", rejection.body_text()))
+                Err(ServiceError::new(ErrorKind::BadRequest, codes::REQUEST_INVALID_PATH, rejection.body_text()))
             }
         }
     }

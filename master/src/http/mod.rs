@@ -24,6 +24,7 @@ use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::{Level, Span};
 
 use crate::app::AppState;
+use crate::error_codes as codes;
 use crate::service::{ErrorKind, ServiceError};
 
 /// Builds the complete application router.
@@ -86,5 +87,5 @@ fn log_failure(failure: ServerErrorsFailureClass, latency: Duration, _span: &Spa
 }
 
 async fn unknown_route(method: Method, uri: Uri) -> ServiceError {
-    ServiceError::new(ErrorKind::NotFound, "route.not_found", format!("no route for {method} {}", uri.path()))
+    ServiceError::new(ErrorKind::NotFound, codes::ROUTE_NOT_FOUND, format!("no route for {method} {}", uri.path()))
 }

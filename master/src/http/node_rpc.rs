@@ -15,13 +15,15 @@ use axum::response::{IntoResponse, Response as HttpResponse};
 use nubo_common::secret::Secret;
 use nubo_protocol::key::NodeKey;
 use nubo_protocol::nonce::{NonceStore, NonceStoreError};
-use nubo_protocol::rpc::{Request, Response, RpcError};
+use nubo_protocol::rpc::{ErrorCode, Request, Response, RpcError};
 use nubo_protocol::signing::{RequestParts, SignatureHeaders, Verifier, VerifyError};
 use nubo_protocol::{Role, unix_now};
 
 use crate::app::AppState;
 use crate::db::nodes::NodeRow;
-use crate::service::node_calls;
+use crate::http::error::{ErrorBody, current_request_id, status_of};
+use crate::service::node_calls::{self, Refusal, protocol_code};
+use crate::service::{ErrorKind, ServiceError};
 use crate::store::KvStore;
 
 /// How far a node's clock may be from the master's.
@@ -49,7 +51,10 @@ pub async fn handle(
         }
     };
     let method = request.method();
-    let outcome = node_calls::dispatch(&state, &node, request.call).await;
+    let outcome = node_calls::dispatch(&state, &node, request.call).await.map_err(|refusal| match refusal {
+        Refusal::Protocol(error) => error,
+        Refusal::Service(error) => refused(error),
+    });
     if let Err(error) = &outcome {
         tracing::info!(node = %node.name, %method, code = %error.code, "node call refused");
     }
@@ -72,6 +77,33 @@ async fn authenticate(state: &AppState, uri: &Uri, headers: &HeaderMap, body: &[
     let nonces = KvNonces(state.store());
     Verifier::new(Role::Node).with_max_skew(MAX_SKEW).verify(&key, &signature, &parts, unix_now(), &nonces).await?;
     Ok(node)
+}
+
+/// A service refusal as a protocol error. `data` holds the uniform error body and `status` the
+/// HTTP status the JSON API would answer with, so a node relays the master's refusal to its
+/// client unchanged (507, 413, 403... rather than one status per protocol code). Internal
+/// faults are logged here and say nothing more.
+fn refused(error: ServiceError) -> RpcError {
+    let code = protocol_code(error.kind);
+    if code == ErrorCode::Internal {
+        // ERROR only for our own faults; a dependency that failed under us is a warning.
+        if error.kind == ErrorKind::Internal {
+            tracing::error!(error = %error.message, source = ?error.source, "a node's call failed");
+        } else {
+            tracing::warn!(code = %error.code, error = %error.message, "a node's call could not be served");
+        }
+        return RpcError::internal();
+    }
+    tracing::debug!(code = %error.code, "a node's call was refused");
+    let status = status_of(error.kind).as_u16();
+    let body = ErrorBody {
+        code: error.code.to_string(),
+        message: error.message.to_string(),
+        field: error.field,
+        request_id: current_request_id(),
+    };
+    let data = serde_json::to_value(body).unwrap_or_default();
+    RpcError::new(code, error.message.into_owned()).with_data(data).with_status(status)
 }
 
 fn answer(response: Response) -> HttpResponse {

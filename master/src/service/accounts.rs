@@ -14,6 +14,7 @@ use crate::domain::settings::AuthMethod;
 use crate::domain::theme::{ThemeColors, ThemeSource};
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
+use crate::error_codes as codes;
 use crate::service::{ErrorKind, ServiceError, ServiceResult, bootstrap, site, themes};
 
 /// Provider name of e-mail-and-password credentials in `auth_identities`.
@@ -71,7 +72,7 @@ pub async fn user_view(db: &Db, user: &UserRow) -> ServiceResult<UserView> {
 /// The user behind a token, refused unless `ACTIVE`.
 pub async fn load_active_user(db: &Db, id: Uuid) -> ServiceResult<UserRow> {
     let user = db::users::find(db, &id.to_string()).await?.ok_or_else(|| {
-        ServiceError::new(ErrorKind::Unauthorized, "auth.user_not_found", "the token's user no longer exists")
+        ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_USER_NOT_FOUND, "the token's user no longer exists")
     })?;
     if parse_status(&user.status)? != UserStatus::Active {
         return Err(ServiceError::user_inactive());
@@ -117,7 +118,7 @@ async fn insert_password_user(
     match db::users::insert_with_identity(db, &user, &identity, now_ms()).await {
         Ok(()) => Ok(user_id),
         Err(e) if e.is_unique_violation() => Err(ServiceError::conflict(
-            "user.email_taken",
+            codes::USER_EMAIL_TAKEN,
             format!("an account with the e-mail address {email} already exists"),
         )
         .with_field("email")),
@@ -181,14 +182,14 @@ pub async fn register(
     if provider != AuthMethod::EmailPassword {
         return Err(ServiceError::new(
             ErrorKind::BadRequest,
-            "auth.registration_unsupported",
+            codes::AUTH_REGISTRATION_UNSUPPORTED,
             "this provider registers through its own sign-in",
         ));
     }
     if !config.register_enabled {
         return Err(ServiceError::new(
             ErrorKind::Forbidden,
-            "user.registration_closed",
+            codes::USER_REGISTRATION_CLOSED,
             "registration is closed on this site",
         ));
     }
@@ -222,7 +223,7 @@ impl SettingOption {
             "timezone" => Ok(Self::Timezone),
             other => Err(ServiceError::new(
                 ErrorKind::Validation,
-                "user.unknown_setting",
+                codes::USER_UNKNOWN_SETTING,
                 format!("{other:?} is not a setting: use nickname, language or timezone"),
             )
             .with_field("option")),
@@ -280,11 +281,15 @@ pub async fn update_setting(
 pub async fn change_password(db: &Db, user_id: Uuid, old: &Secret, new: &Secret) -> ServiceResult<()> {
     let id = user_id.to_string();
     let stored = db::users::credential_of(db, &id, EMAIL_PASSWORD).await?.ok_or_else(|| {
-        ServiceError::new(ErrorKind::Conflict, "user.no_password", "this account signs in without a password")
+        ServiceError::new(ErrorKind::Conflict, codes::USER_NO_PASSWORD, "this account signs in without a password")
     })?;
     if !verify_password(old, &stored).await {
-        return Err(ServiceError::new(ErrorKind::Forbidden, "user.wrong_password", "the current password is wrong")
-            .with_field("old_password"));
+        return Err(ServiceError::new(
+            ErrorKind::Forbidden,
+            codes::USER_WRONG_PASSWORD,
+            "the current password is wrong",
+        )
+        .with_field("old_password"));
     }
     let hash = hash_password(new).await.map_err(|e| password_error("new_password", e))?;
     db::users::set_credential(db, &id, EMAIL_PASSWORD, &hash).await?;

@@ -10,6 +10,7 @@ use crate::db::{self, Db};
 use crate::domain::group::{GIB, GroupPermissions};
 use crate::domain::policy::{DEFAULT_CHUNK_SIZE, PolicyType};
 use crate::domain::time::now_ms;
+use crate::error_codes as codes;
 use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, policies, site};
 
 pub const ADMIN_GROUP_NAME: &str = "Administrators";
@@ -90,7 +91,7 @@ pub async fn registration_group(db: &Db) -> ServiceResult<String> {
         Some(group) => Ok(group.id),
         None => Err(ServiceError::new(
             ErrorKind::Unavailable,
-            "user.no_registration_group",
+            codes::USER_NO_REGISTRATION_GROUP,
             "no group is configured for new users",
         )),
     }

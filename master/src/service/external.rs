@@ -24,6 +24,7 @@ use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::{ObjectKind, ObjectName, new_id};
 use crate::domain::task::{TaskProgress, TaskProps, TaskType};
 use crate::domain::time::now_ms;
+use crate::error_codes as codes;
 use crate::service::migration::{Checkpoint, TaskFailure};
 use crate::service::tasks::{self, TaskView};
 use crate::service::{ErrorKind, ServiceError, ServiceResult, files, groups};
@@ -83,7 +84,7 @@ pub async fn create(
     if !groups::permissions(ctx.db(), group_id).await?.external_download {
         return Err(ServiceError::new(
             ErrorKind::Forbidden,
-            "fetch.not_allowed",
+            codes::FETCH_NOT_ALLOWED,
             "your group may not submit external downloads: ask an administrator for the permission",
         ));
     }
@@ -183,7 +184,9 @@ pub async fn run(
         Ok(_) => {}
         // The node's address guard or its checks refused the URL: retrying cannot help.
         Err(CallError::Refused(error)) if error.code == ErrorCode::InvalidParams => {
-            let _ = reports::fail_external_download(ctx.db(), task_id, &error.message, now_ms()).await;
+            if let Err(err) = reports::fail_external_download(ctx.db(), task_id, &error.message, now_ms()).await {
+                tracing::warn!(task = %task_id, error = %err, "could not record the refused external download");
+            }
             return Err(TaskFailure::Permanent(format!("the storage node refused the URL: {}", error.message)));
         }
         Err(error) => return Err(transient(format!("storage node {}: {error}", node.name))),
@@ -197,8 +200,10 @@ pub async fn run(
             let cancelled = matches!(stop, TaskFailure::Stopped)
                 && db::tasks::find(ctx.db(), task_id).await.ok().flatten().is_some_and(|t| t.cancel_requested != 0);
             if cancelled {
-                let _ = reports::fail_external_download(ctx.db(), task_id, "cancelled", now_ms()).await;
-                let _ = store.rpc().call(ExternalDownloadCancelParams { task_id: task_id.to_owned() }).await;
+                if let Err(err) = reports::fail_external_download(ctx.db(), task_id, "cancelled", now_ms()).await {
+                    tracing::warn!(task = %task_id, error = %err, "could not record the cancelled external download");
+                }
+                cancel_on_node(&store, task_id).await;
             }
             return Err(stop);
         }
@@ -217,11 +222,19 @@ pub async fn run(
             }
             FAILED => return Err(TaskFailure::Permanent(state.error.unwrap_or_else(|| "the fetch failed".into()))),
             _ if now_ms() - state.updated_at > STALL_LIMIT.as_millis() as i64 => {
-                let _ = store.rpc().call(ExternalDownloadCancelParams { task_id: task_id.to_owned() }).await;
+                cancel_on_node(&store, task_id).await;
                 return Err(transient(format!("storage node {} stopped reporting on the fetch", node.name)));
             }
             _ => {}
         }
+    }
+}
+
+/// Tells the node to stop a fetch; a node that does not hear it finds the task gone at its next
+/// progress report, so a failure is only logged.
+async fn cancel_on_node(store: &NodeBlobStore, task_id: &str) {
+    if let Err(err) = store.rpc().call(ExternalDownloadCancelParams { task_id: task_id.to_owned() }).await {
+        tracing::warn!(task = %task_id, error = %err, "could not tell the node to cancel an external download");
     }
 }
 
@@ -230,7 +243,7 @@ async fn running_fetch(ctx: &AppState, node_id: &str, task_id: &str) -> ServiceR
     reports::external_download(ctx.db(), task_id)
         .await?
         .filter(|row| row.node_id == node_id)
-        .ok_or_else(|| ServiceError::not_found("task.not_found", "no such fetch on this node"))
+        .ok_or_else(|| ServiceError::not_found(codes::TASK_NOT_FOUND, "no such fetch on this node"))
 }
 
 /// A node's progress report; answers whether the node should stop (cancelled or ended).
@@ -265,11 +278,11 @@ pub async fn complete(ctx: &AppState, node_id: &str, report: &ExternalDownloadCo
         _ => {}
     }
     if report.storage_key != fetch.storage_key {
-        return Err(ServiceError::conflict("fetch.wrong_key", "the report names another blob"));
+        return Err(ServiceError::conflict(codes::FETCH_WRONG_KEY, "the report names another blob"));
     }
     let task = db::tasks::find(ctx.db(), &report.task_id)
         .await?
-        .ok_or_else(|| ServiceError::not_found("task.not_found", "no such task"))?;
+        .ok_or_else(|| ServiceError::not_found(codes::TASK_NOT_FOUND, "no such task"))?;
     let props: TaskProps = serde_json::from_str(&task.props).map_err(ServiceError::internal)?;
     let owner = task.owner_id.clone().ok_or_else(|| ServiceError::internal(anyhow::anyhow!("task without owner")))?;
     let parent = props.parent_id.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("task without folder")))?;

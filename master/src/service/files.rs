@@ -13,6 +13,7 @@ use crate::db::objects::{ListOrder, ListingRow, NewObject, ObjectRow};
 use crate::db::{self, Conn, Db, DbError};
 use crate::domain::object::{ObjectKind, ObjectName, new_id, parse_path};
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
+use crate::error_codes as codes;
 use crate::service::{ErrorKind, Page, PageRequest, ServiceError, ServiceResult, policies};
 
 /// A file or folder as the API shows it.
@@ -49,11 +50,11 @@ impl Owned {
 }
 
 pub fn not_found() -> ServiceError {
-    ServiceError::not_found("object.not_found", "no such file or folder")
+    ServiceError::not_found(codes::OBJECT_NOT_FOUND, "no such file or folder")
 }
 
 fn name_taken() -> ServiceError {
-    ServiceError::conflict("object.name_taken", "an object with that name exists in the folder").with_field("name")
+    ServiceError::conflict(codes::OBJECT_NAME_TAKEN, "an object with that name exists in the folder").with_field("name")
 }
 
 /// Maps a unique-constraint violation to "name taken"; other errors pass through.
@@ -148,7 +149,7 @@ pub async fn authorize_folder(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<O
     if owned.0.is_folder() {
         Ok(owned)
     } else {
-        Err(ServiceError::conflict("object.not_a_folder", "the object is a file, not a folder"))
+        Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the object is a file, not a folder"))
     }
 }
 
@@ -183,7 +184,7 @@ pub async fn list_directory(
 ) -> ServiceResult<DirectoryView> {
     let folder = resolve_path(db, owner, path).await?;
     if !folder.is_folder() {
-        return Err(ServiceError::conflict("object.not_a_folder", "the path names a file, not a folder"));
+        return Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the path names a file, not a folder"));
     }
     let folder_path = path_of(db, &folder.id).await?;
     let (count, rows) = db::objects::children(db, &folder.id, order, descending, page.offset, page.limit).await?;
@@ -269,7 +270,7 @@ pub async fn detail(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<ObjectDetai
 pub async fn rename(db: &Db, owner: Uuid, id: Uuid, name: &str) -> ServiceResult<ObjectView> {
     let owned = authorize_live(db, owner, id).await?;
     if owned.0.parent_id.is_none() {
-        return Err(ServiceError::new(ErrorKind::Forbidden, "object.root", "the root folder cannot be renamed"));
+        return Err(ServiceError::new(ErrorKind::Forbidden, codes::OBJECT_ROOT, "the root folder cannot be renamed"));
     }
     let name = parse_name(name)?;
     let mut conn = db.writer().acquire().await.map_err(DbError::from)?;
@@ -295,7 +296,7 @@ async fn owned_in(conn: &mut Conn, owner_id: &str, id: &str) -> ServiceResult<Ob
     if row.parent_id.is_none() {
         return Err(ServiceError::new(
             ErrorKind::Forbidden,
-            "object.root",
+            codes::OBJECT_ROOT,
             "the root folder cannot be moved, copied or deleted",
         ));
     }
@@ -308,7 +309,7 @@ async fn destination_in(conn: &mut Conn, owner_id: &str, dst: Uuid) -> ServiceRe
         return Err(not_found());
     }
     if !row.is_folder() {
-        return Err(ServiceError::conflict("object.not_a_folder", "the destination is a file, not a folder"));
+        return Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the destination is a file, not a folder"));
     }
     Ok(row)
 }
@@ -326,7 +327,7 @@ pub async fn move_objects(db: &Db, owner: Uuid, src_ids: &[Uuid], dst: Uuid) -> 
         let row = owned_in(&mut tx, &owner_id, id).await?;
         if ancestors.contains(&row.id) {
             return Err(ServiceError::conflict(
-                "object.move_cycle",
+                codes::OBJECT_MOVE_CYCLE,
                 "a folder cannot move into itself or its descendants",
             ));
         }
@@ -375,7 +376,7 @@ async fn copy_trees(
         let root = owned_in(&mut tx, &owner_id, id).await?;
         if ancestors.contains(&root.id) {
             return Err(ServiceError::conflict(
-                "object.copy_cycle",
+                codes::OBJECT_COPY_CYCLE,
                 "a folder cannot be copied into itself or its descendants",
             ));
         }
@@ -437,7 +438,10 @@ pub async fn relocate(db: &Db, owner: Uuid, id: Uuid, dst: Uuid, name: &str) -> 
     let row = owned_in(&mut tx, &owner_id, &id.to_string()).await?;
     let ancestors = db::objects::ancestor_ids(&mut tx, &destination.id).await?;
     if ancestors.contains(&row.id) {
-        return Err(ServiceError::conflict("object.move_cycle", "a folder cannot move into itself or its descendants"));
+        return Err(ServiceError::conflict(
+            codes::OBJECT_MOVE_CYCLE,
+            "a folder cannot move into itself or its descendants",
+        ));
     }
     db::objects::relocate(&mut tx, &row.id, &destination.id, name.as_str(), now_ms()).await.map_err(on_name_clash)?;
     tx.commit().await.map_err(DbError::from)?;
@@ -499,7 +503,7 @@ pub(crate) fn own_folder(owner: Uuid, entry: &PathEntry) -> ServiceResult<String
         return Err(not_found());
     }
     if !entry.is_folder {
-        return Err(ServiceError::conflict("object.not_a_folder", "the object is a file, not a folder"));
+        return Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the object is a file, not a folder"));
     }
     Ok(entry.id.to_string())
 }
@@ -544,7 +548,7 @@ pub async fn storage_usage(db: &Db, owner: Uuid) -> ServiceResult<(i64, i64)> {
 }
 
 pub fn quota_exceeded() -> ServiceError {
-    ServiceError::new(ErrorKind::QuotaExceeded, "storage.quota_exceeded", "not enough storage space left")
+    ServiceError::new(ErrorKind::QuotaExceeded, codes::STORAGE_QUOTA_EXCEEDED, "not enough storage space left")
 }
 
 /// Puts objects (and what is inside folders) in the trash; they keep counting against the quota
@@ -575,7 +579,7 @@ pub async fn list_trash(db: &Db, owner: Uuid, page: PageRequest) -> ServiceResul
 async fn trash_root_in(conn: &mut Conn, owner_id: &str, id: &str) -> ServiceResult<ObjectRow> {
     let row = db::objects::find_owned_in(conn, owner_id, id).await?.ok_or_else(not_found)?;
     if row.trash_root_id.as_deref() != Some(row.id.as_str()) {
-        return Err(ServiceError::not_found("trash.not_found", "the object is not in the trash"));
+        return Err(ServiceError::not_found(codes::TRASH_NOT_FOUND, "the object is not in the trash"));
     }
     Ok(row)
 }
@@ -591,7 +595,7 @@ pub async fn restore(db: &Db, owner: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
         if let Some(parent) = &row.parent_id {
             let parent = db::objects::find_owned_in(&mut tx, &owner_id, parent).await?.ok_or_else(not_found)?;
             if parent.trashed_at.is_some() {
-                return Err(ServiceError::conflict("trash.parent_trashed", "restore the folder it was in first"));
+                return Err(ServiceError::conflict(codes::TRASH_PARENT_TRASHED, "restore the folder it was in first"));
             }
         }
         db::objects::restore_subtree(&mut tx, &row.id).await.map_err(on_name_clash)?;
@@ -640,7 +644,7 @@ async fn delete_trees(tx: &mut Conn, owner_id: &str, roots: &[ObjectRow]) -> Ser
         }
         db::objects::delete(tx, &root.id).await.map_err(|e| match e {
             DbError::Sqlx(sqlx::Error::Database(ref d)) if d.is_foreign_key_violation() => ServiceError::conflict(
-                "object.upload_in_progress",
+                codes::OBJECT_UPLOAD_IN_PROGRESS,
                 "an upload into this folder is in progress: finish or cancel it first",
             ),
             other => other.into(),

@@ -11,6 +11,7 @@ use crate::db::groups::{GroupRow, GroupValues};
 use crate::db::{self, Db, DbError};
 use crate::domain::group::GroupPermissions;
 use crate::domain::time::now_ms;
+use crate::error_codes as codes;
 use crate::service::{ServiceError, ServiceResult};
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -40,7 +41,7 @@ pub struct GroupInput {
 }
 
 fn not_found() -> ServiceError {
-    ServiceError::not_found("group.not_found", "no such group")
+    ServiceError::not_found(codes::GROUP_NOT_FOUND, "no such group")
 }
 
 async fn view(db: &Db, row: GroupRow, member_count: i64) -> ServiceResult<GroupView> {
@@ -106,7 +107,7 @@ async fn validate(db: &Db, input: &GroupInput) -> ServiceResult<(String, String,
 fn name_taken(e: DbError, name: &str) -> ServiceError {
     match e {
         ref err if err.is_unique_violation() => {
-            ServiceError::conflict("group.name_taken", format!("a group named {name:?} exists")).with_field("name")
+            ServiceError::conflict(codes::GROUP_NAME_TAKEN, format!("a group named {name:?} exists")).with_field("name")
         }
         other => other.into(),
     }
@@ -175,7 +176,7 @@ pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
     let members = db::groups::member_count(db, &key).await?;
     if members > 0 {
         return Err(ServiceError::conflict(
-            "group.has_users",
+            codes::GROUP_HAS_USERS,
             format!("the group still has {members} member(s): move them to another group first"),
         ));
     }
@@ -183,7 +184,7 @@ pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
         Ok(_) => Ok(()),
         // A member joined between the check and the delete.
         Err(DbError::Sqlx(e)) if matches!(&e, sqlx::Error::Database(d) if d.is_foreign_key_violation()) => {
-            Err(ServiceError::conflict("group.has_users", "the group still has members"))
+            Err(ServiceError::conflict(codes::GROUP_HAS_USERS, "the group still has members"))
         }
         Err(e) => Err(e.into()),
     }

@@ -10,6 +10,7 @@ use uuid::Uuid;
 use crate::db::properties::PropertyRow;
 use crate::db::{self, Db, DbError};
 use crate::domain::time::now_ms;
+use crate::error_codes as codes;
 use crate::service::{ErrorKind, ServiceError, ServiceResult, files};
 
 pub const SYSTEM_NAMESPACE: &str = "sys";
@@ -70,7 +71,7 @@ pub async fn patch(
             SYSTEM_NAMESPACE => {
                 return Err(ServiceError::new(
                     ErrorKind::Forbidden,
-                    "metadata.read_only",
+                    codes::METADATA_READ_ONLY,
                     "the sys namespace is read-only",
                 ));
             }
@@ -246,7 +247,7 @@ fn property_view(row: &PropertyRow) -> ServiceResult<PropertyView> {
 }
 
 fn property_not_found() -> ServiceError {
-    ServiceError::not_found("property.not_found", "no such custom property")
+    ServiceError::not_found(codes::PROPERTY_NOT_FOUND, "no such custom property")
 }
 
 fn validate_property(input: &PropertyInput) -> ServiceResult<String> {
@@ -266,7 +267,7 @@ fn validate_property(input: &PropertyInput) -> ServiceResult<String> {
 fn property_name_taken(err: DbError) -> ServiceError {
     match err {
         ref e if e.is_unique_violation() => {
-            ServiceError::conflict("property.name_taken", "a property with that name exists").with_field("name")
+            ServiceError::conflict(codes::PROPERTY_NAME_TAKEN, "a property with that name exists").with_field("name")
         }
         other => other.into(),
     }

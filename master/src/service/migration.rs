@@ -4,7 +4,7 @@
 //! the same content is reused. Every step is safe to repeat, so a task that stopped anywhere
 //! (crash, restart, cancel) can simply run again.
 
-use nubo_common::storage::StorageKey;
+use nubo_common::storage::{BlobStore, StorageKey};
 use uuid::Uuid;
 
 use crate::app::AppState;
@@ -156,7 +156,7 @@ async fn migrate_file(ctx: &AppState, file: &ObjectRow, target: &db::policies::P
     }
     .await;
     if let Err(failure) = copied {
-        let _ = destination.delete(&key).await;
+        drop_copy(destination.as_ref(), &key).await;
         forget_journal(ctx, &journal.id).await;
         return Err(failure);
     }
@@ -167,7 +167,7 @@ async fn migrate_file(ctx: &AppState, file: &ObjectRow, target: &db::policies::P
     if orphans.contains(&journal.id) {
         // The file changed meanwhile: nothing points at the copy.
         drop(tx);
-        let _ = destination.delete(&key).await;
+        drop_copy(destination.as_ref(), &key).await;
         forget_journal(ctx, &journal.id).await;
         return Ok(());
     }
@@ -196,8 +196,19 @@ async fn switch(
     Ok(orphans)
 }
 
+/// Removes a copy no file points at; a failure is logged and left to the orphan collector.
+async fn drop_copy(destination: &dyn BlobStore, key: &StorageKey) {
+    if let Err(err) = destination.delete(key).await {
+        tracing::warn!(key = %key, error = %err, "could not remove an unused migration copy; the collector will");
+    }
+}
+
 async fn forget_journal(ctx: &AppState, id: &str) {
-    if let Ok(mut conn) = ctx.db().writer().acquire().await {
-        let _ = db::blobs::delete_unreferenced(&mut conn, id).await;
+    let forgotten = match ctx.db().writer().acquire().await {
+        Ok(mut conn) => db::blobs::delete_unreferenced(&mut conn, id).await,
+        Err(err) => Err(DbError::from(err)),
+    };
+    if let Err(err) = forgotten {
+        tracing::warn!(blob = %id, error = %err, "could not forget a migration journal entry");
     }
 }

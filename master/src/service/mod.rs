@@ -26,6 +26,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use crate::db::DbError;
+use crate::error_codes as codes;
 
 /// What went wrong, in terms every front end can map to its own status codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,27 +101,27 @@ impl ServiceError {
     }
 
     pub fn validation(field: &str, message: impl Into<Cow<'static, str>>) -> Self {
-        Self::new(ErrorKind::Validation, "request.invalid_field", message).with_field(field)
+        Self::new(ErrorKind::Validation, codes::REQUEST_INVALID_FIELD, message).with_field(field)
     }
 
     /// A request body over the limit of where it goes.
     pub fn request_too_large() -> Self {
-        Self::new(ErrorKind::PayloadTooLarge, "request.too_large", "request body is too large")
+        Self::new(ErrorKind::PayloadTooLarge, codes::REQUEST_TOO_LARGE, "request body is too large")
     }
 
     /// The user is banned or not active: refused at every access level and at sign-in.
     pub fn user_inactive() -> Self {
-        Self::new(ErrorKind::Forbidden, "auth.user_inactive", "this account is not active")
+        Self::new(ErrorKind::Forbidden, codes::AUTH_USER_INACTIVE, "this account is not active")
     }
 
     /// An operation of the interface that is not built yet.
     pub fn not_implemented(what: &str) -> Self {
-        Self::new(ErrorKind::NotImplemented, "server.not_implemented", format!("{what} is not implemented yet"))
+        Self::new(ErrorKind::NotImplemented, codes::SERVER_NOT_IMPLEMENTED, format!("{what} is not implemented yet"))
     }
 
     /// A fault of ours: the caller sees a generic message, the log sees `cause`.
     pub fn internal(cause: impl Into<anyhow::Error>) -> Self {
-        let mut err = Self::new(ErrorKind::Internal, "server.internal", "internal server error");
+        let mut err = Self::new(ErrorKind::Internal, codes::SERVER_INTERNAL, "internal server error");
         err.source = Some(cause.into());
         err
     }
@@ -181,23 +182,23 @@ impl From<nubo_common::storage::StorageError> for ServiceError {
         let (kind, code, message): (ErrorKind, &'static str, String) = match &err {
             E::LengthMismatch { expected, actual } => (
                 ErrorKind::BadRequest,
-                "upload.wrong_length",
+                codes::UPLOAD_WRONG_LENGTH,
                 format!("expected exactly {expected} bytes, got {actual}"),
             ),
-            E::ChunkOutOfRange { .. } => (ErrorKind::Validation, "upload.chunk_out_of_range", err.to_string()),
+            E::ChunkOutOfRange { .. } => (ErrorKind::Validation, codes::UPLOAD_CHUNK_OUT_OF_RANGE, err.to_string()),
             E::TooLarge { limit } => (
                 ErrorKind::PayloadTooLarge,
-                "file.too_large",
+                codes::FILE_TOO_LARGE,
                 format!("the file is larger than the policy's limit of {limit} bytes"),
             ),
             E::SizeUnsupported { size, .. } => (
                 ErrorKind::PayloadTooLarge,
-                "file.too_large",
+                codes::FILE_TOO_LARGE,
                 format!("the policy's storage cannot hold a file of {size} bytes"),
             ),
-            E::Body(_) => (ErrorKind::BadRequest, "request.body_failed", "the request body broke off".to_owned()),
+            E::Body(_) => (ErrorKind::BadRequest, codes::REQUEST_BODY_FAILED, "the request body broke off".to_owned()),
             E::Unavailable(_) => {
-                (ErrorKind::Unavailable, "storage.unavailable", "storage is unavailable, try again".to_owned())
+                (ErrorKind::Unavailable, codes::STORAGE_UNAVAILABLE, "storage is unavailable, try again".to_owned())
             }
             E::NotFound(_) | E::AlreadyExists(_) | E::InvalidKey(_) | E::Failed(_) => {
                 return ServiceError::internal(anyhow::Error::new(err).context("storage"));

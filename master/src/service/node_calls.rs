@@ -8,35 +8,56 @@ use nubo_protocol::methods::{
     UploadCompleteResult,
 };
 use nubo_protocol::rpc::{ErrorCode, RpcError, check_protocol_version, encode_outcome};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::app::AppState;
 use crate::db::nodes::NodeRow;
 use crate::service::{ErrorKind, ServiceError, external, uploads};
 
+/// Why a node's call got no result: a protocol error as it is, or a service refusal that the
+/// HTTP front end turns into a protocol error carrying the client-facing body and status (the
+/// service layer knows nothing about HTTP statuses).
+#[derive(Debug)]
+pub enum Refusal {
+    Protocol(RpcError),
+    Service(ServiceError),
+}
+
+impl From<RpcError> for Refusal {
+    fn from(error: RpcError) -> Self {
+        Refusal::Protocol(error)
+    }
+}
+
+impl From<ServiceError> for Refusal {
+    fn from(error: ServiceError) -> Self {
+        Refusal::Service(error)
+    }
+}
+
 /// Runs `call` from `node`.
-pub async fn dispatch(ctx: &AppState, node: &NodeRow, call: Call) -> Result<Value, RpcError> {
+pub async fn dispatch(ctx: &AppState, node: &NodeRow, call: Call) -> Result<Value, Refusal> {
     match call {
-        Call::Ping(params) => encode_outcome(ping(params)),
+        Call::Ping(params) => Ok(encode_outcome(ping(params))?),
         Call::UploadComplete(report) => {
-            let (keep_blob, done) = uploads::complete_reported(ctx, &node.id, &report).await.map_err(refusal)?;
+            let (keep_blob, done) = uploads::complete_reported(ctx, &node.id, &report).await?;
             let client_body = serde_json::to_value(done).map_err(|_| RpcError::internal())?;
-            encode_outcome(Ok(UploadCompleteResult { keep_blob, client_body }))
+            Ok(encode_outcome(Ok(UploadCompleteResult { keep_blob, client_body }))?)
         }
         Call::ExternalDownloadProgress(report) => {
-            let cancel = external::progress(ctx, &node.id, &report).await.map_err(refusal)?;
-            encode_outcome(Ok(ExternalDownloadProgressResult { cancel }))
+            let cancel = external::progress(ctx, &node.id, &report).await?;
+            Ok(encode_outcome(Ok(ExternalDownloadProgressResult { cancel }))?)
         }
         Call::ExternalDownloadComplete(report) => {
-            let keep_blob = external::complete(ctx, &node.id, &report).await.map_err(refusal)?;
-            encode_outcome(Ok(ExternalDownloadCompleteResult { keep_blob }))
+            let keep_blob = external::complete(ctx, &node.id, &report).await?;
+            Ok(encode_outcome(Ok(ExternalDownloadCompleteResult { keep_blob }))?)
         }
         Call::ExternalDownloadFailed(report) => {
-            external::failed(ctx, &node.id, &report).await.map_err(refusal)?;
-            encode_outcome(Ok(Ack {}))
+            external::failed(ctx, &node.id, &report).await?;
+            Ok(encode_outcome(Ok(Ack {}))?)
         }
         // `parse_for(Role::Master)` refuses node-side methods before they get here.
-        other => Err(RpcError::unknown_method(other.method().as_str())),
+        other => Err(RpcError::unknown_method(other.method().as_str()).into()),
     }
 }
 
@@ -51,10 +72,10 @@ fn ping(params: PingParams) -> Result<PingResult, RpcError> {
     })
 }
 
-/// A service refusal as a protocol error; `data` carries the uniform error body for the client
-/// the node relays it to. Internal faults are logged here and say nothing more.
-fn refusal(error: ServiceError) -> RpcError {
-    let code = match error.kind {
+/// The protocol code for a service refusal: the coarse class a node acts on (drop the bytes,
+/// retry later). The client-facing status travels next to it (see `http::node_rpc`).
+pub fn protocol_code(kind: ErrorKind) -> ErrorCode {
+    match kind {
         ErrorKind::NotFound => ErrorCode::NotFound,
         ErrorKind::Conflict | ErrorKind::QuotaExceeded | ErrorKind::Forbidden | ErrorKind::PayloadTooLarge => {
             ErrorCode::Conflict
@@ -62,17 +83,5 @@ fn refusal(error: ServiceError) -> RpcError {
         ErrorKind::Validation | ErrorKind::BadRequest => ErrorCode::InvalidParams,
         ErrorKind::Unavailable => ErrorCode::Unavailable,
         _ => ErrorCode::Internal,
-    };
-    if code == ErrorCode::Internal {
-        // ERROR only for our own faults; a dependency that failed under us is a warning.
-        if error.kind == ErrorKind::Internal {
-            tracing::error!(error = %error.message, source = ?error.source, "a node's call failed");
-        } else {
-            tracing::warn!(code = %error.code, error = %error.message, "a node's call could not be served");
-        }
-        return RpcError::internal();
     }
-    tracing::debug!(code = %error.code, "a node's call was refused");
-    let body = json!({"code": error.code, "message": error.message});
-    RpcError::new(code, error.message.to_string()).with_data(body)
 }

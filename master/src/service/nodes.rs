@@ -16,6 +16,7 @@ use uuid::Uuid;
 use crate::db::nodes::NodeRow;
 use crate::db::{self, Db, DbError};
 use crate::domain::time::{now_ms, to_rfc3339};
+use crate::error_codes as codes;
 use crate::service::{ErrorKind, ServiceError, ServiceResult};
 
 /// Longest a health check waits for the node.
@@ -53,7 +54,7 @@ pub struct NodeCheck {
 }
 
 fn not_found() -> ServiceError {
-    ServiceError::not_found("node.not_found", "no such storage node")
+    ServiceError::not_found(codes::NODE_NOT_FOUND, "no such storage node")
 }
 
 fn view(row: &NodeRow) -> ServiceResult<NodeView> {
@@ -88,7 +89,7 @@ fn validate(input: &NodeInput) -> ServiceResult<(String, String)> {
 fn name_taken(err: DbError) -> ServiceError {
     match err {
         ref e if e.is_unique_violation() => {
-            ServiceError::conflict("node.name_taken", "a node with that name exists").with_field("name")
+            ServiceError::conflict(codes::NODE_NAME_TAKEN, "a node with that name exists").with_field("name")
         }
         other => other.into(),
     }
@@ -143,7 +144,7 @@ pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
     let key = id.to_string();
     db::nodes::find(db, &key).await?.ok_or_else(not_found)?;
     if db::nodes::policies_using(db, &key).await? > 0 {
-        return Err(ServiceError::conflict("node.in_use", "storage policies keep their files on this node"));
+        return Err(ServiceError::conflict(codes::NODE_IN_USE, "storage policies keep their files on this node"));
     }
     db::nodes::delete(db, &key).await?;
     Ok(())
@@ -178,12 +179,14 @@ async fn ping(node: &NodeRow) -> ServiceResult<PingResult> {
     let client = RpcClient::new(&node.base_url, NODE_RPC_PATH, key, &node.id, Role::Master, PING_TIMEOUT)
         .map_err(ServiceError::internal)?;
     client.call(PingParams { protocol_version: PROTOCOL_VERSION }).await.map_err(|error| match error {
-        CallError::Unreachable(why) => {
-            ServiceError::new(ErrorKind::Unavailable, "node.unreachable", format!("the node does not answer: {why}"))
-        }
+        CallError::Unreachable(why) => ServiceError::new(
+            ErrorKind::Unavailable,
+            codes::NODE_UNREACHABLE,
+            format!("the node does not answer: {why}"),
+        ),
         CallError::Refused(e) => ServiceError::new(
             ErrorKind::BadGateway,
-            "node.refused",
+            codes::NODE_REFUSED,
             format!("the node refused: {} ({})", e.message, e.code.as_str()),
         ),
     })

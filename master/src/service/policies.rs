@@ -11,6 +11,7 @@ use crate::db::{self, Db, DbError};
 use crate::domain::naming;
 use crate::domain::policy::{DEFAULT_CHUNK_SIZE, LocalOptions, PolicyType, S3Options, validate_chunk_size};
 use crate::domain::time::now_ms;
+use crate::error_codes as codes;
 use std::sync::Arc;
 
 use nubo_common::storage::BlobStore;
@@ -67,7 +68,7 @@ pub const DEFAULT_DIR_RULE: &str = "{uid}/{year}/{month}";
 pub const DEFAULT_FILE_RULE: &str = "{uuid}_{originname}";
 
 fn not_found() -> ServiceError {
-    ServiceError::not_found("policy.not_found", "no such storage policy")
+    ServiceError::not_found(codes::POLICY_NOT_FOUND, "no such storage policy")
 }
 
 fn kind_of(row: &PolicyRow) -> ServiceResult<PolicyType> {
@@ -196,7 +197,8 @@ async fn check_node(db: &Db, checked: &Validated) -> ServiceResult<()> {
 fn name_taken(e: DbError, name: &str) -> ServiceError {
     match e {
         ref err if err.is_unique_violation() => {
-            ServiceError::conflict("policy.name_taken", format!("a policy named {name:?} exists")).with_field("name")
+            ServiceError::conflict(codes::POLICY_NAME_TAKEN, format!("a policy named {name:?} exists"))
+                .with_field("name")
         }
         other => other.into(),
     }
@@ -223,7 +225,7 @@ pub async fn update(db: &Db, id: Uuid, input: PolicyInput) -> ServiceResult<Poli
     let moved = kind_of(&previous)? != input.kind || previous.node_id != checked.node_id;
     if moved && db::policies::usage_by_files(db, &previous.id).await? > 0 {
         return Err(ServiceError::conflict(
-            "policy.in_use",
+            codes::POLICY_IN_USE,
             "the type or node of a policy that stores files cannot change (migrate the files instead)",
         ));
     }
@@ -238,7 +240,7 @@ pub async fn update(db: &Db, id: Uuid, input: PolicyInput) -> ServiceResult<Poli
 pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
     let policy = find(db, id).await?;
     if db::policies::usage(db, &policy.id).await? > 0 {
-        return Err(ServiceError::conflict("policy.in_use", "the policy is linked to groups or stores files"));
+        return Err(ServiceError::conflict(codes::POLICY_IN_USE, "the policy is linked to groups or stores files"));
     }
     db::policies::delete(db, &policy.id).await?;
     Ok(())
@@ -252,7 +254,7 @@ pub async fn test(ctx: &AppState, id: Uuid) -> ServiceResult<()> {
         None => ctx.storage().build(&policy).map_err(|e| ServiceError::validation("options", e.to_string()))?,
     };
     store.check().await.map_err(|e| {
-        ServiceError::new(ErrorKind::BadGateway, "policy.unreachable", format!("the storage does not work: {e}"))
+        ServiceError::new(ErrorKind::BadGateway, codes::POLICY_UNREACHABLE, format!("the storage does not work: {e}"))
     })
 }
 
@@ -273,7 +275,11 @@ pub async fn store(ctx: &AppState, policy: &PolicyRow) -> ServiceResult<Arc<dyn 
 
 /// 503 for a storage node that cannot take part now.
 pub fn node_unavailable(name: &str, why: impl std::fmt::Display) -> ServiceError {
-    ServiceError::new(ErrorKind::Unavailable, "node.unavailable", format!("storage node {name} {why}; try again later"))
+    ServiceError::new(
+        ErrorKind::Unavailable,
+        codes::NODE_UNAVAILABLE,
+        format!("storage node {name} {why}; try again later"),
+    )
 }
 
 /// The policies of a group, in order.
@@ -294,6 +300,6 @@ pub async fn policy_for(db: &Db, group_id: &str, requested: Option<Uuid>) -> Ser
 
 /// The refusal of a policy the caller's group may not use (or of any write when it has none).
 pub fn not_allowed() -> ServiceError {
-    ServiceError::new(ErrorKind::Forbidden, "policy.not_allowed", "your group may not use this storage policy")
+    ServiceError::new(ErrorKind::Forbidden, codes::POLICY_NOT_ALLOWED, "your group may not use this storage policy")
         .with_field("policy_id")
 }

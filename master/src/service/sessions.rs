@@ -19,6 +19,7 @@ use crate::domain::group::GroupPermissions;
 use crate::domain::settings::AuthMethod;
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
+use crate::error_codes as codes;
 use crate::service::accounts::{self, EMAIL_PASSWORD, UserView};
 use crate::service::{ErrorKind, ServiceError, ServiceResult, site};
 
@@ -42,11 +43,11 @@ pub struct LoginView {
 }
 
 fn invalid_credentials() -> ServiceError {
-    ServiceError::new(ErrorKind::Unauthorized, "auth.invalid_credentials", "e-mail or password is wrong")
+    ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_INVALID_CREDENTIALS, "e-mail or password is wrong")
 }
 
 pub fn rate_limited() -> ServiceError {
-    ServiceError::new(ErrorKind::RateLimited, "auth.rate_limited", "too many sign-in attempts, try again later")
+    ServiceError::new(ErrorKind::RateLimited, codes::AUTH_RATE_LIMITED, "too many sign-in attempts, try again later")
 }
 
 /// A hash of a password nobody knows, verified when the account does not exist so that a
@@ -179,7 +180,7 @@ async fn issue(ctx: &AppState, user: &UserRow, family: Uuid) -> ServiceResult<To
 fn refresh_refused() -> ServiceError {
     ServiceError::new(
         ErrorKind::Unauthorized,
-        "auth.refresh_token_invalid",
+        codes::AUTH_REFRESH_TOKEN_INVALID,
         "refresh token is no longer valid: sign in again",
     )
 }
@@ -200,7 +201,7 @@ pub async fn refresh(ctx: &AppState, token: &str) -> ServiceResult<TokenPair> {
         tracing::warn!(user = %row.user_id, family = %row.family_id, revoked, "refresh token reused; family revoked");
         return Err(ServiceError::new(
             ErrorKind::Unauthorized,
-            "auth.refresh_token_reused",
+            codes::AUTH_REFRESH_TOKEN_REUSED,
             "refresh token was already used: sign in again",
         ));
     }

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use crate::db::{self, Db};
 use crate::domain::settings::{AuthMethod, KNOWN_SETTINGS, known_setting, validate_setting_value};
 use crate::domain::time::now_ms;
+use crate::error_codes as codes;
 use crate::service::{ErrorKind, ServiceError, ServiceResult};
 
 /// The public configuration clients need before anyone signs in.
@@ -50,7 +51,7 @@ pub fn require_enabled_method(config: &SiteConfig, method: AuthMethod) -> Servic
     } else {
         Err(ServiceError::new(
             ErrorKind::Forbidden,
-            "auth.provider_disabled",
+            codes::AUTH_PROVIDER_DISABLED,
             "this sign-in method is not enabled on this site",
         )
         .with_field("provider"))
@@ -60,12 +61,12 @@ pub fn require_enabled_method(config: &SiteConfig, method: AuthMethod) -> Servic
 /// Validates and stores several settings at once; all are written or none.
 pub async fn update_settings(db: &Db, values: &serde_json::Map<String, serde_json::Value>) -> ServiceResult<()> {
     if values.is_empty() {
-        return Err(ServiceError::new(ErrorKind::Validation, "settings.empty", "no settings given"));
+        return Err(ServiceError::new(ErrorKind::Validation, codes::SETTINGS_EMPTY, "no settings given"));
     }
     let mut rows = Vec::with_capacity(values.len());
     for (name, value) in values {
         let setting = known_setting(name).ok_or_else(|| {
-            ServiceError::new(ErrorKind::Validation, "settings.unknown", format!("unknown setting {name:?}"))
+            ServiceError::new(ErrorKind::Validation, codes::SETTINGS_UNKNOWN, format!("unknown setting {name:?}"))
                 .with_field(name.clone())
         })?;
         let text = validate_setting_value(setting, value)

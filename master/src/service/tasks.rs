@@ -10,6 +10,7 @@ use crate::db::tasks::{TaskFilter, TaskRow};
 use crate::db::{self, Db};
 use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
 use crate::domain::time::{now_ms, to_rfc3339};
+use crate::error_codes as codes;
 use crate::service::{ErrorKind, Page, PageRequest, ServiceError, ServiceResult, files, policies};
 
 /// Attempts a task gets before a transient failure becomes final.
@@ -36,7 +37,7 @@ pub struct TaskView {
 }
 
 fn not_found() -> ServiceError {
-    ServiceError::not_found("task.not_found", "no such task")
+    ServiceError::not_found(codes::TASK_NOT_FOUND, "no such task")
 }
 
 pub fn view(row: &TaskRow) -> ServiceResult<TaskView> {
@@ -131,7 +132,7 @@ pub async fn get(db: &Db, owner: Option<Uuid>, id: Uuid) -> ServiceResult<TaskVi
 pub async fn cancel(db: &Db, owner: Option<Uuid>, id: Uuid) -> ServiceResult<TaskView> {
     let row = load(db, owner, id).await?;
     if db::tasks::cancel(db, &row.id, now_ms()).await?.is_none() {
-        return Err(ServiceError::new(ErrorKind::Conflict, "task.finished", "the task has already ended"));
+        return Err(ServiceError::new(ErrorKind::Conflict, codes::TASK_FINISHED, "the task has already ended"));
     }
     get(db, None, id).await
 }

@@ -8,6 +8,7 @@ use crate::db::themes::ThemeRow;
 use crate::db::{self, Db, DbError};
 use crate::domain::theme::ThemeColors;
 use crate::domain::time::{now_ms, to_rfc3339};
+use crate::error_codes as codes;
 use crate::service::{ServiceError, ServiceResult};
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -31,7 +32,7 @@ fn view(row: &ThemeRow) -> ServiceResult<ThemePresetView> {
 }
 
 fn not_found() -> ServiceError {
-    ServiceError::not_found("theme.not_found", "no such theme preset")
+    ServiceError::not_found(codes::THEME_NOT_FOUND, "no such theme preset")
 }
 
 fn parse_name(raw: &str) -> ServiceResult<String> {
@@ -45,7 +46,8 @@ fn parse_name(raw: &str) -> ServiceResult<String> {
 fn name_taken(e: DbError, name: &str) -> ServiceError {
     match e {
         ref err if err.is_unique_violation() => {
-            ServiceError::conflict("theme.name_taken", format!("a preset named {name:?} exists")).with_field("name")
+            ServiceError::conflict(codes::THEME_NAME_TAKEN, format!("a preset named {name:?} exists"))
+                .with_field("name")
         }
         other => other.into(),
     }

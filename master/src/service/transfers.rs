@@ -21,6 +21,7 @@ use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::{ObjectKind, ObjectName, new_id};
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::domain::user::UserStatus;
+use crate::error_codes as codes;
 use crate::service::files::{self, ObjectView, quota_exceeded};
 use crate::service::uploads::check_max_size;
 use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, policies};
@@ -55,7 +56,7 @@ pub struct Download {
 }
 
 fn not_a_file() -> ServiceError {
-    ServiceError::conflict("object.not_a_file", "the object is a folder, not a file")
+    ServiceError::conflict(codes::OBJECT_NOT_A_FILE, "the object is a folder, not a file")
 }
 
 fn expect_file(row: &ObjectRow) -> ServiceResult<()> {
@@ -88,7 +89,7 @@ pub async fn open_download(ctx: &AppState, token: &str, consume: bool) -> Servic
             .set_if_absent(&format!("download-used:{}", claims.jti), "1", Duration::from_secs(remaining))
             .await?;
         if !first {
-            return Err(ServiceError::conflict("download.token_used", "this download link was already used"));
+            return Err(ServiceError::conflict(codes::DOWNLOAD_TOKEN_USED, "this download link was already used"));
         }
     }
     // The owner must still be allowed in, and the file still theirs and not in the trash.
@@ -154,14 +155,14 @@ pub async fn source_link(ctx: &AppState, owner: Uuid, object_id: Uuid) -> Servic
     let owned = files::authorize(ctx.db(), owner, object_id).await?;
     let (_, downloads) = db::objects::source_link_of(ctx.db(), &owned.row().id)
         .await?
-        .ok_or_else(|| ServiceError::not_found("source.not_found", "the file has no source link"))?;
+        .ok_or_else(|| ServiceError::not_found(codes::SOURCE_NOT_FOUND, "the file has no source link"))?;
     Ok(SourceLinkView { url: source_url(&owned.row().id, &owned.row().name), downloads })
 }
 
 /// Opens a file through its public source link. The name in the URL must be the file's name;
 /// a trashed file, or one whose owner is not active, is not served.
 pub async fn open_source(ctx: &AppState, object_id: Uuid, name: &str) -> ServiceResult<Download> {
-    let missing = || ServiceError::not_found("source.not_found", "no such source link");
+    let missing = || ServiceError::not_found(codes::SOURCE_NOT_FOUND, "no such source link");
     let id = object_id.to_string();
     db::objects::source_link_of(ctx.db(), &id).await?.ok_or_else(missing)?;
     let row = db::objects::find_by_id(ctx.db(), &id).await?.ok_or_else(missing)?;
@@ -298,7 +299,7 @@ async fn replace_row(
 fn changed_meanwhile() -> ServiceError {
     ServiceError::new(
         ErrorKind::Conflict,
-        "object.changed",
+        codes::OBJECT_CHANGED,
         "the file was changed or removed while the new content arrived; send it again",
     )
 }
@@ -598,17 +599,25 @@ impl StreamedContent {
 
     /// Undoes the write after a failure: the new bytes go, the reservation comes back.
     async fn discard(self, ctx: &AppState, error: ServiceError) -> ServiceError {
-        let _ = self.store.delete(&self.key).await;
+        if let Err(err) = self.store.delete(&self.key).await {
+            tracing::warn!(key = %self.key, error = %err, "cannot remove the bytes of a failed write; the collector will");
+        }
         give_back(ctx, &self.owner_id, self.reserved).await;
         error
     }
 }
 
 async fn give_back(ctx: &AppState, owner_id: &str, bytes: i64) {
-    if bytes > 0
-        && let Ok(mut conn) = ctx.db().writer().acquire().await
-    {
-        let _ = db::users::release_storage(&mut conn, owner_id, bytes).await;
+    if bytes <= 0 {
+        return;
+    }
+    let released = match ctx.db().writer().acquire().await {
+        Ok(mut conn) => db::users::release_storage(&mut conn, owner_id, bytes).await,
+        Err(err) => Err(DbError::from(err)),
+    };
+    if let Err(err) = released {
+        // The usage stays counted too high until corrected: worth an operator's look.
+        tracing::warn!(user = %owner_id, bytes, error = %err, "could not give back a reservation");
     }
 }
 

@@ -19,6 +19,7 @@ use crate::db::{self, DbError};
 use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::{ObjectKind, ObjectName, new_id};
 use crate::domain::time::{now_ms, to_rfc3339};
+use crate::error_codes as codes;
 use crate::service::files::{self, ObjectView, quota_exceeded};
 use crate::service::{ErrorKind, ServiceError, ServiceResult, policies};
 
@@ -77,7 +78,7 @@ pub struct NewUpload {
 }
 
 fn session_not_found() -> ServiceError {
-    ServiceError::not_found("upload.not_found", "no such upload session")
+    ServiceError::not_found(codes::UPLOAD_NOT_FOUND, "no such upload session")
 }
 
 fn view(session: &SessionRow, uploaded: Vec<i32>, object: Option<ObjectView>) -> ServiceResult<SessionView> {
@@ -104,11 +105,36 @@ pub fn check_max_size(max_size: i64, size: i64) -> ServiceResult<()> {
     if max_size > 0 && size > max_size {
         return Err(ServiceError::new(
             ErrorKind::PayloadTooLarge,
-            "file.too_large",
+            codes::FILE_TOO_LARGE,
             format!("the file is larger than the policy's limit of {max_size} bytes"),
         ));
     }
     Ok(())
+}
+
+/// Looks again, once the bytes are in, at what admitted the upload when it began: the owner's
+/// group may still use the policy, the file still fits the policy's size limit, and the quota
+/// still covers what the owner uses (this upload's reservation included). An administrator may
+/// have changed any of them while the bytes were in flight. `Ok(Some(refusal))` when the upload
+/// may no longer be recorded; `Err` only for a fault while looking.
+async fn refusal_on_completion(
+    ctx: &AppState,
+    session: &SessionRow,
+    policy: &db::policies::PolicyRow,
+) -> ServiceResult<Option<ServiceError>> {
+    let db = ctx.db();
+    let owner = db::users::find(db, &session.owner_id).await?.ok_or_else(files::not_found)?;
+    if let Err(refused) = policies::policy_for(db, &owner.group_id, Some(files::parse_uuid(&policy.id)?)).await {
+        return match refused.kind {
+            ErrorKind::Forbidden => Ok(Some(refused)),
+            _ => Err(refused),
+        };
+    }
+    if let Err(refused) = check_max_size(policy.max_size, session.declared_size) {
+        return Ok(Some(refused));
+    }
+    let (used, capacity) = db::users::usage_and_capacity(db, &session.owner_id, now_ms()).await?;
+    Ok((used > capacity).then(quota_exceeded))
 }
 
 /// Opens a session: checks the folder, the name, the policy and its size limit, and reserves
@@ -124,7 +150,7 @@ pub async fn create(ctx: &AppState, owner: Uuid, group_id: &str, request: NewUpl
     let policy = policies::policy_for(db, group_id, request.policy_id).await?;
     check_max_size(policy.max_size, request.file_size)?;
     if db::objects::child_by_name(db, &parent.row().id, name.as_str()).await?.is_some() {
-        return Err(ServiceError::conflict("object.name_taken", "an object with that name exists in the folder")
+        return Err(ServiceError::conflict(codes::OBJECT_NAME_TAKEN, "an object with that name exists in the folder")
             .with_field("file_name"));
     }
     // The quota is looked at before anything is staged: a size it cannot take never reaches
@@ -176,11 +202,11 @@ pub async fn create(ctx: &AppState, owner: Uuid, group_id: &str, request: NewUpl
     match reserved {
         Ok(true) => {}
         Ok(false) => {
-            let _ = store.abort_upload(&upload).await;
+            abort_staged(store.as_ref(), &upload).await;
             return Err(quota_exceeded());
         }
         Err(err) => {
-            let _ = store.abort_upload(&upload).await;
+            abort_staged(store.as_ref(), &upload).await;
             return Err(err.into());
         }
     }
@@ -206,7 +232,7 @@ fn with_direct(mut view: SessionView, store: &dyn BlobStore, session: &SessionRo
 
 fn direct_only() -> ServiceError {
     ServiceError::conflict(
-        "upload.direct_only",
+        codes::UPLOAD_DIRECT_ONLY,
         "this upload goes to a storage node: send the chunks to the `direct.url` of the session",
     )
 }
@@ -217,7 +243,7 @@ async fn load(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<SessionRow
 
 fn being_completed() -> ServiceError {
     ServiceError::conflict(
-        "upload.not_open",
+        codes::UPLOAD_NOT_OPEN,
         "the upload is being completed or cancelled by another request; ask for its status in a moment",
     )
 }
@@ -226,10 +252,10 @@ fn being_completed() -> ServiceError {
 /// have all arrived, and the claim decides whether this request may finish it.
 fn check_open(session: &SessionRow) -> ServiceResult<()> {
     if session.status == ABORTING {
-        return Err(ServiceError::conflict("upload.not_open", "the upload is being cancelled"));
+        return Err(ServiceError::conflict(codes::UPLOAD_NOT_OPEN, "the upload is being cancelled"));
     }
     if session.expires_at < now_ms() {
-        return Err(ServiceError::not_found("upload.expired", "the upload session has expired"));
+        return Err(ServiceError::not_found(codes::UPLOAD_EXPIRED, "the upload session has expired"));
     }
     Ok(())
 }
@@ -266,7 +292,7 @@ pub async fn put_chunk(
     let expected = upload.chunk_len(index).ok_or_else(|| {
         ServiceError::new(
             ErrorKind::Validation,
-            "upload.chunk_out_of_range",
+            codes::UPLOAD_CHUNK_OUT_OF_RANGE,
             format!("chunk {index} does not exist: the upload has {} chunks", upload.total_chunks()),
         )
         .with_field("index")
@@ -276,7 +302,7 @@ pub async fn put_chunk(
     {
         return Err(ServiceError::new(
             ErrorKind::BadRequest,
-            "upload.wrong_length",
+            codes::UPLOAD_WRONG_LENGTH,
             format!("chunk {index} must be exactly {expected} bytes, the request says {length}"),
         ));
     }
@@ -315,7 +341,7 @@ pub async fn complete(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<Se
     let uploaded = db::uploads::chunks(ctx.db(), &session.id).await?.len() as i32;
     if uploaded != session.total_chunks && session.status != FINISHING {
         return Err(ServiceError::conflict(
-            "upload.incomplete",
+            codes::UPLOAD_INCOMPLETE,
             format!("{uploaded} of {} chunks have arrived", session.total_chunks),
         ));
     }
@@ -384,7 +410,7 @@ async fn under_lease<T>(ctx: &AppState, session_id: &str, claim: &Claim, work: i
 async fn finish_claimed(ctx: &AppState, session: &SessionRow, claim: &Claim) -> ServiceResult<ObjectView> {
     let finished = under_lease(ctx, &session.id, claim, finish(ctx, session, claim)).await;
     if finished.is_err() {
-        let _ = db::uploads::release_claim(ctx.db(), &session.id, &claim.token).await;
+        give_up_claim(ctx, &session.id, claim).await;
     }
     finished
 }
@@ -408,6 +434,10 @@ async fn finish(ctx: &AppState, session: &SessionRow, claim: &Claim) -> ServiceR
     let content_hash = hash::combine(&chaining_values, upload.chunk_size, upload.size)
         .map_err(|e| ServiceError::internal(anyhow::anyhow!("combining chunk hashes: {e}")))?;
     let policy = policies::find(db, files::parse_uuid(&session.policy_id)?).await?;
+    if let Some(refused) = refusal_on_completion(ctx, session, &policy).await? {
+        drop_session(ctx, session, claim).await?;
+        return Err(refused);
+    }
     let store = policies::store(ctx, &policy).await?;
     if let Err(err) = store.complete_upload(&upload, &receipts).await {
         // A finisher that died after completing the blob left it at the key (keys are unique
@@ -417,7 +447,7 @@ async fn finish(ctx: &AppState, session: &SessionRow, claim: &Claim) -> ServiceR
             Ok(Some(size)) if size == upload.size => {
                 tracing::info!(session = %session.id, "the blob was completed before: recording it");
                 // Staged bytes a crash may have left next to the blob; usually a no-op.
-                let _ = store.abort_upload(&upload).await;
+                abort_staged(store.as_ref(), &upload).await;
             }
             _ => return Err(err.into()),
         }
@@ -503,10 +533,10 @@ async fn record_upload(
             if !release_session(ctx, session, claim).await? {
                 return Err(being_completed());
             }
-            let _ = store.delete(&StorageKey::parse(&session.storage_key)?).await;
+            delete_refused(store, session).await;
             if clash {
                 return Err(ServiceError::conflict(
-                    "object.name_taken",
+                    codes::OBJECT_NAME_TAKEN,
                     "an object with that name appeared in the folder meanwhile",
                 ));
             }
@@ -541,13 +571,13 @@ pub async fn complete_reported(
     let Some(claim) = take_claim(ctx, &session, FINISHING, now_ms()).await? else {
         let current = db::uploads::find_for_node(db, node_id, &report.storage_key).await?;
         if current.is_some_and(|s| s.status == ABORTING) {
-            return Err(ServiceError::conflict("upload.not_open", "the upload was cancelled or has expired"));
+            return Err(ServiceError::conflict(codes::UPLOAD_NOT_OPEN, "the upload was cancelled or has expired"));
         }
         // Another report (or a master that died recording it, until its lease runs out) holds
         // the session: the node reports again and gets the settled answer, or takes over.
         return Err(ServiceError::new(
             ErrorKind::Unavailable,
-            "upload.finishing",
+            codes::UPLOAD_FINISHING,
             "the upload is being recorded; report again",
         ));
     };
@@ -557,12 +587,18 @@ pub async fn complete_reported(
         if report.size != session.declared_size as u64 {
             // The node assembled something else than was declared: refuse and release everything.
             if release_session(ctx, &session, &claim).await? {
-                let _ = store.delete(&StorageKey::parse(&session.storage_key)?).await;
+                delete_refused(store.as_ref(), &session).await;
             }
             return Err(ServiceError::conflict(
-                "upload.wrong_length",
+                codes::UPLOAD_WRONG_LENGTH,
                 format!("the node holds {} bytes, {} were declared", report.size, session.declared_size),
             ));
+        }
+        if let Some(refused) = refusal_on_completion(ctx, &session, &policy).await? {
+            if release_session(ctx, &session, &claim).await? {
+                delete_refused(store.as_ref(), &session).await;
+            }
+            return Err(refused);
         }
         let handle = NodeReport { node_id, handle: &report.session_id };
         record_upload(ctx, &session, &claim, &policy.id, store.as_ref(), report.blake3.as_str(), Some(handle)).await
@@ -572,9 +608,35 @@ pub async fn complete_reported(
         Ok((object, duplicate)) => Ok((!duplicate, DirectUploadDone { completed: true, object: Some(object) })),
         Err(err) => {
             // Settled or released already when it got that far; otherwise the next report retries.
-            let _ = db::uploads::release_claim(db, &session.id, &claim.token).await;
+            give_up_claim(ctx, &session.id, &claim).await;
             Err(err)
         }
+    }
+}
+
+/// Drops staged bytes nothing will complete; a failure is logged and left to the collector.
+async fn abort_staged(store: &dyn BlobStore, upload: &StagedUpload) {
+    if let Err(err) = store.abort_upload(upload).await {
+        tracing::warn!(key = %upload.key, error = %err, "could not drop staged upload bytes; the collector will");
+    }
+}
+
+/// Gives a claim back after a failed finish, so a retry need not wait for its lease to run out.
+async fn give_up_claim(ctx: &AppState, session_id: &str, claim: &Claim) {
+    if let Err(err) = db::uploads::release_claim(ctx.db(), session_id, &claim.token).await {
+        tracing::warn!(session = %session_id, error = %err, "could not give up an upload claim; it lapses with its lease");
+    }
+}
+
+/// Removes the completed blob of a session that will record no file. A failure is only logged:
+/// no row references the blob, so the collector reaps it later.
+async fn delete_refused(store: &dyn BlobStore, session: &SessionRow) {
+    let deleted = match StorageKey::parse(&session.storage_key) {
+        Ok(key) => store.delete(&key).await,
+        Err(err) => Err(err),
+    };
+    if let Err(err) = deleted {
+        tracing::warn!(session = %session.id, error = %err, "could not delete the blob of a refused upload; the collector will");
     }
 }
 

@@ -11,11 +11,12 @@ use crate::db::users::{UserChanges, UserFilter};
 use crate::db::{self};
 use crate::domain::time::now_ms;
 use crate::domain::user::UserStatus;
+use crate::error_codes as codes;
 use crate::service::accounts::{self, EMAIL_PASSWORD, UserView};
 use crate::service::{ErrorKind, Page, PageRequest, ServiceError, ServiceResult};
 
 fn not_found() -> ServiceError {
-    ServiceError::not_found("user.not_found", "no such user")
+    ServiceError::not_found(codes::USER_NOT_FOUND, "no such user")
 }
 
 pub async fn list(ctx: &AppState, filter: &UserFilter, page: PageRequest) -> ServiceResult<Page<UserView>> {
@@ -45,7 +46,7 @@ pub async fn update(ctx: &AppState, actor: Uuid, id: Uuid, update: UserUpdate) -
     let key = id.to_string();
     let current = db::users::find(ctx.db(), &key).await?.ok_or_else(not_found)?;
     if actor == id && update.status.is_some_and(|s| s != UserStatus::Active) {
-        return Err(ServiceError::conflict("user.cannot_ban_self", "administrators cannot deactivate themselves"));
+        return Err(ServiceError::conflict(codes::USER_CANNOT_BAN_SELF, "administrators cannot deactivate themselves"));
     }
     let nickname = update.nickname.as_deref().map(accounts::parse_nickname).transpose()?;
     let group_id = update.group_id.map(|g| g.to_string());
@@ -97,7 +98,7 @@ pub async fn delete(ctx: &AppState, actor: Uuid, id: Uuid) -> ServiceResult<()> 
     if actor == id {
         return Err(ServiceError::new(
             ErrorKind::Conflict,
-            "user.cannot_delete_self",
+            codes::USER_CANNOT_DELETE_SELF,
             "administrators cannot delete themselves",
         ));
     }

@@ -23,6 +23,7 @@ use crate::db::{self, DbError};
 use crate::domain::object::parse_path;
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
+use crate::error_codes as codes;
 use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, files, groups, sessions};
 
 /// How long a successful check is reused without hashing the password again.
@@ -104,11 +105,11 @@ struct CachedCheck {
 }
 
 fn not_found() -> ServiceError {
-    ServiceError::not_found("webdav.account_not_found", "no such WebDAV account")
+    ServiceError::not_found(codes::WEBDAV_ACCOUNT_NOT_FOUND, "no such WebDAV account")
 }
 
 fn invalid_credentials() -> ServiceError {
-    ServiceError::new(ErrorKind::Unauthorized, "auth.invalid_credentials", "wrong WebDAV account or password")
+    ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_INVALID_CREDENTIALS, "wrong WebDAV account or password")
 }
 
 fn view(row: &WebdavAccountRow) -> ServiceResult<WebdavAccountView> {
@@ -153,13 +154,13 @@ async fn hash(password: &Secret) -> ServiceResult<String> {
 }
 
 fn webdav_not_allowed() -> ServiceError {
-    ServiceError::new(ErrorKind::Forbidden, "webdav.not_allowed", "your group may not use WebDAV")
+    ServiceError::new(ErrorKind::Forbidden, codes::WEBDAV_NOT_ALLOWED, "your group may not use WebDAV")
 }
 
 fn on_name_clash(err: DbError) -> ServiceError {
     match err {
         ref e if e.is_unique_violation() => {
-            ServiceError::conflict("webdav.name_taken", "you already have a WebDAV account with that name")
+            ServiceError::conflict(codes::WEBDAV_NAME_TAKEN, "you already have a WebDAV account with that name")
                 .with_field("name")
         }
         other => other.into(),

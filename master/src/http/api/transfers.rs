@@ -90,10 +90,13 @@ pub async fn upload_status(
         (status = 200, description = "Chunk stored (and the upload completed when it was the last)", body = SessionView),
         (status = 400, description = "Wrong chunk length, or the body broke off", body = ErrorBody),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "At completion: the group may no longer use the session's policy", body = ErrorBody),
         (status = 404, description = "No such or expired session", body = ErrorBody),
         (status = 409, description = "Session being completed or cancelled; or the name was taken meanwhile", body = ErrorBody),
+        (status = 413, description = "At completion: the policy's max_size was lowered below the file's size", body = ErrorBody),
         (status = 422, description = "Chunk index out of range", body = ErrorBody),
         (status = 503, description = "Storage unavailable", body = ErrorBody),
+        (status = 507, description = "At completion: the quota shrank below the usage", body = ErrorBody),
     ))]
 pub async fn put_chunk(
     State(state): State<AppState>,
@@ -112,8 +115,11 @@ pub async fn put_chunk(
     responses(
         (status = 200, description = "Completed", body = SessionView),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "The group may no longer use the session's policy", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
         (status = 409, description = "Chunks missing, or already being completed", body = ErrorBody),
+        (status = 413, description = "The policy's max_size was lowered below the file's size", body = ErrorBody),
+        (status = 507, description = "The quota shrank below the usage", body = ErrorBody)
     ))]
 pub async fn complete_upload(
     State(state): State<AppState>,

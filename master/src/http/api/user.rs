@@ -15,6 +15,7 @@ use crate::auth::token::GroupClaims;
 use crate::domain::settings::AuthMethod;
 use crate::domain::theme::ThemeColors;
 use crate::domain::time::to_rfc3339;
+use crate::error_codes as codes;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ClientAddress};
 use crate::service::accounts::{
@@ -281,7 +282,7 @@ pub async fn set_theme(
         (Some(_), Some(_)) => {
             return Err(ServiceError::new(
                 ErrorKind::Validation,
-                "theme.ambiguous",
+                codes::THEME_AMBIGUOUS,
                 "give preset_id or colors, not both",
             )
             .with_field("colors"));

@@ -22,6 +22,7 @@ use super::file::{ReadFile, WriteFile};
 use super::segments;
 use crate::app::AppState;
 use crate::domain::time::Millis;
+use crate::error_codes as codes;
 use crate::service::files::{self, PathEntry};
 use crate::service::metadata::{self, DavProperty};
 use crate::service::transfers;
@@ -33,7 +34,7 @@ pub fn fs_error(error: ServiceError) -> FsError {
     match error.kind {
         ErrorKind::NotFound => FsError::NotFound,
         ErrorKind::Forbidden | ErrorKind::Validation | ErrorKind::BadRequest => FsError::Forbidden,
-        ErrorKind::Conflict if error.code == "object.name_taken" => FsError::Exists,
+        ErrorKind::Conflict if error.code == codes::OBJECT_NAME_TAKEN => FsError::Exists,
         ErrorKind::Conflict => FsError::Forbidden,
         ErrorKind::PayloadTooLarge => FsError::TooLarge,
         ErrorKind::QuotaExceeded => FsError::InsufficientStorage,

@@ -8,6 +8,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, Uri, header};
 use dav_server::davpath::DavPath;
 
 use super::PREFIX;
+use crate::error_codes as codes;
 use crate::service::{ErrorKind, ServiceError};
 
 /// The largest lock `<owner>` element kept (as serialised XML). Clients put a name or a URL
@@ -20,7 +21,7 @@ pub const LOCK_BODY_LIMIT: usize = 16 * 1024;
 /// decode is refused with 400 rather than dav-server's 502.
 pub fn request_path(uri: &Uri) -> Result<DavPath, ServiceError> {
     DavPath::new(uri.path()).and_then(|mut path| path.set_prefix(PREFIX).map(|()| path)).map_err(|_| {
-        ServiceError::new(ErrorKind::BadRequest, "dav.bad_request", "the request path does not lie inside /dav")
+        ServiceError::new(ErrorKind::BadRequest, codes::DAV_BAD_REQUEST, "the request path does not lie inside /dav")
     })
 }
 
@@ -32,7 +33,7 @@ pub fn refuse_partial_write(method: &Method, headers: &HeaderMap) -> Result<(), 
     if partial_put || method == Method::PATCH {
         return Err(ServiceError::new(
             ErrorKind::NotImplemented,
-            "dav.not_implemented",
+            codes::DAV_NOT_IMPLEMENTED,
             "partial writes (PUT with Content-Range, PATCH) are not supported: send the whole file",
         ));
     }
@@ -50,7 +51,7 @@ pub fn default_propfind_depth(request: &mut Request) {
 fn destination_outside() -> ServiceError {
     ServiceError::new(
         ErrorKind::BadGateway,
-        "dav.destination_outside",
+        codes::DAV_DESTINATION_OUTSIDE,
         "the destination is not inside this WebDAV endpoint",
     )
 }
@@ -66,8 +67,9 @@ pub fn destination(method: &Method, headers: &HeaderMap) -> Result<Option<DavPat
     let Some(value) = headers.get("destination").and_then(|v| v.to_str().ok()) else {
         return Ok(None);
     };
-    let unreadable =
-        || ServiceError::new(ErrorKind::BadRequest, "dav.bad_request", "the Destination header is not a valid path");
+    let unreadable = || {
+        ServiceError::new(ErrorKind::BadRequest, codes::DAV_BAD_REQUEST, "the Destination header is not a valid path")
+    };
     let uri: Uri = value.parse().map_err(|_| unreadable())?;
     if let Some(authority) = uri.authority() {
         let named = |name: &str| {
@@ -101,9 +103,9 @@ pub async fn refuse_cycle(
         return Ok(());
     }
     Err(if method.as_str() == "MOVE" {
-        ServiceError::conflict("object.move_cycle", "a folder cannot move into itself or its descendants")
+        ServiceError::conflict(codes::OBJECT_MOVE_CYCLE, "a folder cannot move into itself or its descendants")
     } else {
-        ServiceError::conflict("object.copy_cycle", "a folder cannot be copied into itself or its descendants")
+        ServiceError::conflict(codes::OBJECT_COPY_CYCLE, "a folder cannot be copied into itself or its descendants")
     })
 }
 
@@ -124,7 +126,7 @@ pub fn check_lock_body(body: &[u8]) -> Result<(), ServiceError> {
     if owner_size(body) > MAX_LOCK_OWNER {
         return Err(ServiceError::new(
             ErrorKind::PayloadTooLarge,
-            "dav.lock_owner_too_large",
+            codes::DAV_LOCK_OWNER_TOO_LARGE,
             format!("the lock owner is larger than {MAX_LOCK_OWNER} bytes"),
         ));
     }
@@ -164,7 +166,7 @@ mod tests {
         for target in ["http://evil.example/dav/x", "http://nubo.example:81/dav/x", "/x", "/dav/../x"] {
             let map = headers(&[("host", "nubo.example"), ("destination", target)]);
             let error = destination(&copy, &map).expect_err(target);
-            assert_eq!(error.code, "dav.destination_outside", "{target}");
+            assert_eq!(error.code, codes::DAV_DESTINATION_OUTSIDE, "{target}");
         }
     }
 
@@ -177,6 +179,6 @@ mod tests {
             r#"<D:lockinfo xmlns:D="DAV:"><D:lockscope><D:shared/></D:lockscope><D:owner>{}</D:owner></D:lockinfo>"#,
             "x".repeat(MAX_LOCK_OWNER)
         );
-        assert_eq!(check_lock_body(big.as_bytes()).unwrap_err().code, "dav.lock_owner_too_large");
+        assert_eq!(check_lock_body(big.as_bytes()).unwrap_err().code, codes::DAV_LOCK_OWNER_TOO_LARGE);
     }
 }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 use xmltree::{Element, Namespace};
 
+use crate::error_codes as codes;
 use crate::service::ServiceError;
 use crate::store::{KvStore, StoreError};
 
@@ -104,7 +105,7 @@ impl Refusal {
                 format!("this resource has {MAX_LOCKS_PER_RESOURCE} WebDAV locks already: release some first")
             }
         };
-        ServiceError::conflict("dav.too_many_locks", message)
+        ServiceError::conflict(codes::DAV_TOO_MANY_LOCKS, message)
     }
 }
 

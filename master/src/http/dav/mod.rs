@@ -26,6 +26,7 @@ use nubo_common::secret::Secret;
 
 use crate::app::AppState;
 use crate::domain::object::parse_path;
+use crate::error_codes as codes;
 use crate::http::content_safety;
 use crate::http::error::{error_response, mark_rendered};
 use crate::service::webdav::{self, DavPrincipal};
@@ -58,7 +59,7 @@ async fn authenticate(state: &AppState, credentials: Option<Authorization<Basic>
     let Some(Authorization(basic)) = credentials else {
         return Err(ServiceError::new(
             ErrorKind::Unauthorized,
-            "auth.missing_credentials",
+            codes::AUTH_MISSING_CREDENTIALS,
             "sign in with a WebDAV account: HTTP Basic as {email}/{account name}",
         ));
     };
@@ -87,7 +88,7 @@ pub async fn serve(State(state): State<AppState>, mut request: Request) -> Respo
         }
     };
     if principal.read_only && changes_something(request.method()) {
-        return ServiceError::new(ErrorKind::Forbidden, "webdav.read_only", "this WebDAV account is read-only")
+        return ServiceError::new(ErrorKind::Forbidden, codes::WEBDAV_READ_ONLY, "this WebDAV account is read-only")
             .into_response();
     }
     let checked = guard::refuse_partial_write(request.method(), request.headers())
@@ -226,7 +227,7 @@ async fn open_filesystem(
         // creates the one and reports the other.
         None => files::folder_entry(state.db(), principal.user_id, &principal.root).await.map_err(|error| {
             if error.kind == ErrorKind::NotFound {
-                ServiceError::not_found("webdav.root_missing", "the account's root folder no longer exists")
+                ServiceError::not_found(codes::WEBDAV_ROOT_MISSING, "the account's root folder no longer exists")
                     .into_response()
             } else {
                 error.into_response()
@@ -273,26 +274,26 @@ fn finish(method: &Method, mut response: Response) -> Response {
     let put_race = *method == Method::PUT && status == StatusCode::METHOD_NOT_ALLOWED;
     let status = if put_race { StatusCode::CONFLICT } else { status };
     let (code, message) = match status {
-        _ if put_race => ("object.name_taken", "another request created this name meanwhile"),
-        StatusCode::BAD_REQUEST => ("dav.bad_request", "the WebDAV request is malformed"),
-        StatusCode::FORBIDDEN => ("dav.forbidden", "the operation is not allowed here"),
-        StatusCode::NOT_FOUND => ("object.not_found", "no such file or folder"),
-        StatusCode::METHOD_NOT_ALLOWED => ("dav.method_not_allowed", "the method does not apply to this resource"),
-        StatusCode::CONFLICT => ("dav.conflict", "the parent folder is missing or the operation conflicts"),
-        StatusCode::PRECONDITION_FAILED => ("dav.precondition_failed", "a precondition of the request failed"),
-        StatusCode::PAYLOAD_TOO_LARGE => ("file.too_large", "the file is larger than the policy allows"),
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("request.unsupported_media_type", "unsupported content type"),
-        StatusCode::RANGE_NOT_SATISFIABLE => ("dav.range_not_satisfiable", "the range is outside the file"),
-        StatusCode::LOCKED => ("dav.locked", "the resource is locked"),
-        StatusCode::NOT_IMPLEMENTED => ("dav.not_implemented", "this WebDAV feature is not supported"),
+        _ if put_race => (codes::OBJECT_NAME_TAKEN, "another request created this name meanwhile"),
+        StatusCode::BAD_REQUEST => (codes::DAV_BAD_REQUEST, "the WebDAV request is malformed"),
+        StatusCode::FORBIDDEN => (codes::DAV_FORBIDDEN, "the operation is not allowed here"),
+        StatusCode::NOT_FOUND => (codes::OBJECT_NOT_FOUND, "no such file or folder"),
+        StatusCode::METHOD_NOT_ALLOWED => (codes::DAV_METHOD_NOT_ALLOWED, "the method does not apply to this resource"),
+        StatusCode::CONFLICT => (codes::DAV_CONFLICT, "the parent folder is missing or the operation conflicts"),
+        StatusCode::PRECONDITION_FAILED => (codes::DAV_PRECONDITION_FAILED, "a precondition of the request failed"),
+        StatusCode::PAYLOAD_TOO_LARGE => (codes::FILE_TOO_LARGE, "the file is larger than the policy allows"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => (codes::REQUEST_UNSUPPORTED_MEDIA_TYPE, "unsupported content type"),
+        StatusCode::RANGE_NOT_SATISFIABLE => (codes::DAV_RANGE_NOT_SATISFIABLE, "the range is outside the file"),
+        StatusCode::LOCKED => (codes::DAV_LOCKED, "the resource is locked"),
+        StatusCode::NOT_IMPLEMENTED => (codes::DAV_NOT_IMPLEMENTED, "this WebDAV feature is not supported"),
         // COPY and MOVE copy references, not bytes: their 502 is dav-server's answer to a
         // Destination outside `/dav`.
         StatusCode::BAD_GATEWAY if matches!(method.as_str(), "COPY" | "MOVE") => {
-            ("dav.destination_outside", "the destination is not inside this WebDAV endpoint")
+            (codes::DAV_DESTINATION_OUTSIDE, "the destination is not inside this WebDAV endpoint")
         }
-        StatusCode::BAD_GATEWAY => ("dav.storage_unavailable", "the storage behind this file does not answer"),
-        StatusCode::INSUFFICIENT_STORAGE => ("storage.quota_exceeded", "not enough storage space left"),
-        _ => ("server.internal", "internal server error"),
+        StatusCode::BAD_GATEWAY => (codes::DAV_STORAGE_UNAVAILABLE, "the storage behind this file does not answer"),
+        StatusCode::INSUFFICIENT_STORAGE => (codes::STORAGE_QUOTA_EXCEEDED, "not enough storage space left"),
+        _ => (codes::SERVER_INTERNAL, "internal server error"),
     };
     let (mut parts, _) = response.into_parts();
     let (rendered, body) = error_response(status, code, message).into_parts();

@@ -1,0 +1,272 @@
+//! Every stable error code the master answers, one constant each, and the list [`ALL`]:
+//! `docs/errors.md` lists exactly these codes, and call sites name the constants (tests below
+//! check both; the second scans `master/src` for `"area.snake_case"` literals). Storage
+//! nodes' own codes are the node's (`slave/src/error.rs`); a response with a status that has
+//! no code of its own reads `http.<status>` (see `http::error`).
+
+/// Declares each code as a constant and collects them all in [`ALL`], in the documents' order.
+macro_rules! codes {
+    ($($name:ident = $code:literal;)*) => {
+        $(#[doc = concat!("`", $code, "`")] pub const $name: &str = $code;)*
+        /// Every code above, in the order `docs/errors.md` lists them.
+        pub const ALL: &[&str] = &[$($code),*];
+    };
+}
+
+codes! {
+    ROUTE_NOT_FOUND = "route.not_found";
+    ROUTE_METHOD_NOT_ALLOWED = "route.method_not_allowed";
+    ROUTE_NOT_IMPLEMENTED = "route.not_implemented";
+
+    REQUEST_MALFORMED_JSON = "request.malformed_json";
+    REQUEST_UNREADABLE_BODY = "request.unreadable_body";
+    REQUEST_INVALID_QUERY = "request.invalid_query";
+    REQUEST_INVALID_PATH = "request.invalid_path";
+    REQUEST_UNSUPPORTED_MEDIA_TYPE = "request.unsupported_media_type";
+    REQUEST_TOO_LARGE = "request.too_large";
+    REQUEST_INVALID_BODY = "request.invalid_body";
+    REQUEST_INVALID_FIELD = "request.invalid_field";
+    REQUEST_TIMEOUT = "request.timeout";
+
+    AUTH_MISSING_TOKEN = "auth.missing_token";
+    AUTH_INVALID_TOKEN = "auth.invalid_token";
+    AUTH_TOKEN_EXPIRED = "auth.token_expired";
+    AUTH_TOKEN_REVOKED = "auth.token_revoked";
+    AUTH_USER_NOT_FOUND = "auth.user_not_found";
+    AUTH_USER_INACTIVE = "auth.user_inactive";
+    AUTH_ADMIN_REQUIRED = "auth.admin_required";
+    AUTH_INVALID_CREDENTIALS = "auth.invalid_credentials";
+    AUTH_RATE_LIMITED = "auth.rate_limited";
+    AUTH_PROVIDER_DISABLED = "auth.provider_disabled";
+    AUTH_REGISTRATION_UNSUPPORTED = "auth.registration_unsupported";
+    AUTH_REFRESH_TOKEN_INVALID = "auth.refresh_token_invalid";
+    AUTH_REFRESH_TOKEN_REUSED = "auth.refresh_token_reused";
+
+    USER_EMAIL_TAKEN = "user.email_taken";
+    USER_REGISTRATION_CLOSED = "user.registration_closed";
+    USER_NO_REGISTRATION_GROUP = "user.no_registration_group";
+    USER_WRONG_PASSWORD = "user.wrong_password";
+    USER_NO_PASSWORD = "user.no_password";
+    USER_UNKNOWN_SETTING = "user.unknown_setting";
+    USER_NOT_FOUND = "user.not_found";
+    USER_CANNOT_BAN_SELF = "user.cannot_ban_self";
+    USER_CANNOT_DELETE_SELF = "user.cannot_delete_self";
+
+    GROUP_NOT_FOUND = "group.not_found";
+    GROUP_NAME_TAKEN = "group.name_taken";
+    GROUP_HAS_USERS = "group.has_users";
+
+    THEME_NOT_FOUND = "theme.not_found";
+    THEME_NAME_TAKEN = "theme.name_taken";
+    THEME_AMBIGUOUS = "theme.ambiguous";
+
+    OBJECT_NOT_FOUND = "object.not_found";
+    OBJECT_NAME_TAKEN = "object.name_taken";
+    OBJECT_CHANGED = "object.changed";
+    OBJECT_NOT_A_FOLDER = "object.not_a_folder";
+    OBJECT_NOT_A_FILE = "object.not_a_file";
+    OBJECT_ROOT = "object.root";
+    OBJECT_MOVE_CYCLE = "object.move_cycle";
+    OBJECT_COPY_CYCLE = "object.copy_cycle";
+    OBJECT_UPLOAD_IN_PROGRESS = "object.upload_in_progress";
+
+    TRASH_NOT_FOUND = "trash.not_found";
+    TRASH_PARENT_TRASHED = "trash.parent_trashed";
+
+    POLICY_NOT_FOUND = "policy.not_found";
+    POLICY_NOT_ALLOWED = "policy.not_allowed";
+    POLICY_NAME_TAKEN = "policy.name_taken";
+    POLICY_IN_USE = "policy.in_use";
+    POLICY_UNREACHABLE = "policy.unreachable";
+
+    FILE_TOO_LARGE = "file.too_large";
+
+    STORAGE_QUOTA_EXCEEDED = "storage.quota_exceeded";
+    STORAGE_UNAVAILABLE = "storage.unavailable";
+
+    UPLOAD_NOT_FOUND = "upload.not_found";
+    UPLOAD_EXPIRED = "upload.expired";
+    UPLOAD_NOT_OPEN = "upload.not_open";
+    UPLOAD_FINISHING = "upload.finishing";
+    UPLOAD_WRONG_LENGTH = "upload.wrong_length";
+    UPLOAD_CHUNK_OUT_OF_RANGE = "upload.chunk_out_of_range";
+    UPLOAD_INCOMPLETE = "upload.incomplete";
+    UPLOAD_DIRECT_ONLY = "upload.direct_only";
+
+    DOWNLOAD_TOKEN_USED = "download.token_used";
+    DOWNLOAD_RANGE_NOT_SATISFIABLE = "download.range_not_satisfiable";
+
+    SOURCE_NOT_FOUND = "source.not_found";
+
+    METADATA_READ_ONLY = "metadata.read_only";
+
+    PROPERTY_NOT_FOUND = "property.not_found";
+    PROPERTY_NAME_TAKEN = "property.name_taken";
+
+    TASK_NOT_FOUND = "task.not_found";
+    TASK_FINISHED = "task.finished";
+
+    NODE_NOT_FOUND = "node.not_found";
+    NODE_NAME_TAKEN = "node.name_taken";
+    NODE_IN_USE = "node.in_use";
+    NODE_REFUSED = "node.refused";
+    NODE_UNREACHABLE = "node.unreachable";
+
+    FETCH_NOT_ALLOWED = "fetch.not_allowed";
+    FETCH_WRONG_KEY = "fetch.wrong_key";
+
+    WEBDAV_NOT_ALLOWED = "webdav.not_allowed";
+    WEBDAV_NAME_TAKEN = "webdav.name_taken";
+    WEBDAV_ACCOUNT_NOT_FOUND = "webdav.account_not_found";
+
+    AUTH_MISSING_CREDENTIALS = "auth.missing_credentials";
+
+    WEBDAV_READ_ONLY = "webdav.read_only";
+    WEBDAV_ROOT_MISSING = "webdav.root_missing";
+
+    DAV_BAD_REQUEST = "dav.bad_request";
+    DAV_FORBIDDEN = "dav.forbidden";
+    DAV_CONFLICT = "dav.conflict";
+    DAV_METHOD_NOT_ALLOWED = "dav.method_not_allowed";
+    DAV_PRECONDITION_FAILED = "dav.precondition_failed";
+    DAV_RANGE_NOT_SATISFIABLE = "dav.range_not_satisfiable";
+    DAV_LOCKED = "dav.locked";
+    DAV_TOO_MANY_LOCKS = "dav.too_many_locks";
+    DAV_LOCK_OWNER_TOO_LARGE = "dav.lock_owner_too_large";
+    DAV_DESTINATION_OUTSIDE = "dav.destination_outside";
+    DAV_STORAGE_UNAVAILABLE = "dav.storage_unavailable";
+    DAV_NOT_IMPLEMENTED = "dav.not_implemented";
+
+    NODE_UNAVAILABLE = "node.unavailable";
+
+    REQUEST_BODY_FAILED = "request.body_failed";
+
+    SETTINGS_UNKNOWN = "settings.unknown";
+    SETTINGS_EMPTY = "settings.empty";
+
+    STORE_UNAVAILABLE = "store.unavailable";
+
+    SERVER_NOT_IMPLEMENTED = "server.not_implemented";
+    SERVER_INTERNAL = "server.internal";
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+
+    use super::ALL;
+
+    /// Code-shaped literals in the source that are not codes (file and host names in tests).
+    const NOT_CODES: &[&str] =
+        &["existing.db", "inline.db", "nubo.db", "nubo.example", "nubo.toml", "report.pdf", "same.txt", "secret.txt"];
+
+    fn is_code_shaped(text: &str) -> bool {
+        let Some((area, name)) = text.split_once('.') else { return false };
+        let lower = |s: &str, extra: fn(char) -> bool| {
+            s.starts_with(|c: char| c.is_ascii_lowercase()) && s.chars().all(|c| c.is_ascii_lowercase() || extra(c))
+        };
+        lower(area, |c| c.is_ascii_digit()) && lower(name, |c| c.is_ascii_digit() || c == '_')
+    }
+
+    /// The codes in the first column of `docs/errors.md`'s table (several per row allowed).
+    fn documented() -> Vec<String> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/errors.md");
+        let text = std::fs::read_to_string(&path).expect("docs/errors.md");
+        let mut codes = Vec::new();
+        for row in text.lines().filter(|line| line.starts_with("| `")) {
+            let first = row.split('|').nth(1).unwrap_or_default();
+            codes.extend(first.split('`').skip(1).step_by(2).filter(|c| is_code_shaped(c)).map(str::to_owned));
+        }
+        codes
+    }
+
+    fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("source directory") {
+            let path = entry.expect("directory entry").path();
+            if path.is_dir() {
+                rust_files(&path, found);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                found.push(path);
+            }
+        }
+    }
+
+    /// Every `"area.snake_case"` string literal in `text`: a small lexer that skips comments,
+    /// raw strings and the `'"'` character literal, so an escaped or quoted `"` cannot shift it.
+    fn code_literals(text: &str) -> Vec<&str> {
+        let bytes = text.as_bytes();
+        let mut found = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            let rest = &text[at..];
+            if rest.starts_with("//") {
+                at += rest.find('\n').unwrap_or(rest.len());
+            } else if let Some(raw) = rest.strip_prefix("r#\"") {
+                at += raw.find("\"#").map_or(rest.len(), |end| end + 5);
+            } else if rest.starts_with("'\"'") || rest.starts_with("'\\\"'") {
+                at += rest[1..].find('\'').map_or(rest.len(), |end| end + 2);
+            } else if bytes[at] == b'"' {
+                let mut end = at + 1;
+                while end < bytes.len() && bytes[end] != b'"' {
+                    end += if bytes[end] == b'\\' { 2 } else { 1 };
+                }
+                let literal = &text[at + 1..end.min(bytes.len())];
+                if is_code_shaped(literal) {
+                    found.push(literal);
+                }
+                at = end + 1;
+            } else {
+                at += rest.chars().next().map_or(1, char::len_utf8);
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn codes_are_unique_and_area_snake_case() {
+        let unique: BTreeSet<_> = ALL.iter().collect();
+        assert_eq!(unique.len(), ALL.len(), "a code is listed twice");
+        assert!(ALL.iter().all(|code| is_code_shaped(code)), "{ALL:?}");
+    }
+
+    #[test]
+    fn the_document_lists_exactly_these_codes() {
+        let documented: BTreeSet<String> = documented().into_iter().collect();
+        let known: BTreeSet<String> = ALL.iter().map(|c| (*c).to_owned()).collect();
+        let undocumented: Vec<_> = known.difference(&documented).collect();
+        let unknown: Vec<_> = documented.difference(&known).collect();
+        assert!(undocumented.is_empty(), "codes missing from docs/errors.md: {undocumented:?}");
+        assert!(unknown.is_empty(), "docs/errors.md lists codes the master does not have: {unknown:?}");
+    }
+
+    #[test]
+    fn call_sites_name_the_constants_and_no_code_escapes_the_list() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        rust_files(&root, &mut files);
+        assert!(files.len() > 50, "the scan found the source tree");
+        let this_file = root.join("error_codes.rs");
+        let (mut unknown, mut spelled_out) = (Vec::new(), Vec::new());
+        for file in files.iter().filter(|file| **file != this_file) {
+            let text = std::fs::read_to_string(file).expect("source file");
+            let shown = file.strip_prefix(&root).unwrap_or(file).display().to_string();
+            for literal in code_literals(&text) {
+                if ALL.contains(&literal) {
+                    spelled_out.push(format!("{shown}: {literal}"));
+                } else if !NOT_CODES.contains(&literal) {
+                    unknown.push(format!("{shown}: {literal}"));
+                }
+            }
+        }
+        assert!(unknown.is_empty(), "add these codes to error_codes.rs and docs/errors.md: {unknown:?}");
+        assert!(spelled_out.is_empty(), "name the error_codes constant instead: {spelled_out:?}");
+    }
+
+    #[test]
+    fn the_scan_sees_codes_and_skips_other_strings() {
+        let source = r#"x("object.not_found", "a message.", "v1.2", "Nubo.toml") // "auth.not_a_code"
+            let q = '"'; y("say \"hi\"", "dav.locked")"#;
+        assert_eq!(code_literals(source), ["object.not_found", "dav.locked"]);
+    }
+}
