@@ -13,6 +13,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::app::AppState;
 use crate::auth::guard::{AdminRequired, JwtRequired};
+use crate::error_codes as codes;
 use crate::service::{ErrorKind, ServiceError};
 
 /// The tag every not-built operation carries besides its area's, so tools (and CI's
@@ -176,7 +177,7 @@ impl NotBuilt {
     fn refusal(&self) -> ServiceError {
         ServiceError::new(
             ErrorKind::NotImplemented,
-            "route.not_implemented",
+            codes::ROUTE_NOT_IMPLEMENTED,
             format!("not built yet: {}", self.feature),
         )
     }
