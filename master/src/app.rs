@@ -15,9 +15,9 @@ use uuid::Uuid;
 use crate::auth::token::TokenKeys;
 use crate::config::Config;
 use crate::db::Db;
+use crate::kv::{self, KvStore, SharedStore};
 use crate::service;
 use crate::storage::StorageRegistry;
-use crate::store::{self, KvStore, SharedStore};
 
 /// What every request handler shares; cheap to clone.
 #[derive(Clone)]
@@ -114,7 +114,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
     let store =
-        store::connect(config.redis_url.as_deref(), &config.redis_prefix).await.context("cannot connect to Redis")?;
+        kv::connect(config.redis_url.as_deref(), &config.redis_prefix).await.context("cannot connect to Redis")?;
     service::bootstrap::seed_first_admin(&db, &config).await.context("cannot create the first administrator")?;
     crate::auth::revocation::restore(&db, store.as_ref()).await.context("cannot restore token revocations")?;
     let state = AppState::new(config, db, store)?;

@@ -9,7 +9,7 @@ pub mod domain; // pure types and rules
 pub mod error_codes; // every stable error code the master answers
 pub mod http; // routers, middleware, error rendering, OpenAPI
 pub mod jobs; // periodic background work
+pub mod kv; // shared key-value state: memory or Redis
 pub mod service; // use cases
 pub mod storage; // the blob store of each storage policy
-pub mod store; // shared key-value state: memory or Redis
 pub mod telemetry; // logging set-up

@@ -22,9 +22,9 @@ use nubo_protocol::{Role, unix_now};
 use crate::app::AppState;
 use crate::db::nodes::NodeRow;
 use crate::http::error::{ErrorBody, current_request_id, status_of};
+use crate::kv::KvStore;
 use crate::service::node_calls::{self, Refusal, protocol_code};
 use crate::service::{ErrorKind, ServiceError};
-use crate::store::KvStore;
 
 /// How far a node's clock may be from the master's.
 const MAX_SKEW: Duration = Duration::from_secs(60);

@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod bootstrap;
+pub mod dav_accounts;
 pub mod external;
 pub mod files;
 pub mod groups;
@@ -13,14 +14,13 @@ pub mod migration;
 pub mod node_calls;
 pub mod nodes;
 pub mod policies;
-pub mod sessions;
+pub mod sign_in;
 pub mod site;
 pub mod tasks;
 pub mod themes;
 pub mod transfers;
 pub mod uploads;
 pub mod users;
-pub mod webdav;
 
 use std::borrow::Cow;
 use std::fmt;

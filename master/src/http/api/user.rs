@@ -21,7 +21,7 @@ use crate::http::extract::{ApiJson, ApiPath, ClientAddress};
 use crate::service::accounts::{
     self, EffectiveTheme, SettingOption, SettingValue, ThemeChoice, UserSettingsView, UserView,
 };
-use crate::service::sessions::{self, LoginView, TokenPair};
+use crate::service::sign_in::{self, LoginView, TokenPair};
 use crate::service::{ErrorKind, ServiceError, ServiceResult};
 
 /// Registration request. `identifier` is the e-mail address and `credential` the password.
@@ -51,7 +51,7 @@ pub async fn register(
     ClientAddress(address): ClientAddress,
     ApiJson(request): ApiJson<RegisterRequest>,
 ) -> ServiceResult<(StatusCode, Json<UserView>)> {
-    sessions::limit_registration(&state, address).await?;
+    sign_in::limit_registration(&state, address).await?;
     let user = accounts::register(
         &state,
         request.provider,
@@ -93,7 +93,7 @@ pub async fn login(
     ApiJson(request): ApiJson<LoginRequest>,
 ) -> ServiceResult<Json<LoginView>> {
     let view =
-        sessions::login(&state, request.provider, &request.identifier, request.credential.as_ref(), address).await?;
+        sign_in::login(&state, request.provider, &request.identifier, request.credential.as_ref(), address).await?;
     Ok(Json(view))
 }
 
@@ -120,7 +120,7 @@ pub async fn refresh(
     State(state): State<AppState>,
     RefreshBearer(token): RefreshBearer,
 ) -> ServiceResult<Json<TokenPair>> {
-    Ok(Json(sessions::refresh(&state, &token).await?))
+    Ok(Json(sign_in::refresh(&state, &token).await?))
 }
 
 /// Sign out: revokes the refresh token (as Bearer) and every token rotated from the same sign-in.
@@ -130,7 +130,7 @@ pub async fn refresh(
         (status = 401, description = "Refresh token missing or invalid", body = ErrorBody),
     ))]
 pub async fn logout(State(state): State<AppState>, RefreshBearer(token): RefreshBearer) -> ServiceResult<StatusCode> {
-    sessions::logout(&state, &token).await?;
+    sign_in::logout(&state, &token).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -1,4 +1,4 @@
-//! The caller's WebDAV accounts at `/webdav/accounts`: thin handlers over `service::webdav`.
+//! The caller's WebDAV accounts at `/webdav/accounts`: thin handlers over `service::dav_accounts`.
 
 use axum::Json;
 use axum::extract::State;
@@ -10,7 +10,9 @@ use crate::auth::guard::AuthRequired;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath};
 use crate::service::ServiceResult;
-use crate::service::webdav::{self, NewWebdavAccount, WebdavAccountChanges, WebdavAccountCreated, WebdavAccountView};
+use crate::service::dav_accounts::{
+    self, NewWebdavAccount, WebdavAccountChanges, WebdavAccountCreated, WebdavAccountView,
+};
 
 /// List the caller's WebDAV accounts.
 #[utoipa::path(get, path = "/webdav/accounts", tag = "webdav", security(("bearer" = [])),
@@ -19,7 +21,7 @@ use crate::service::webdav::{self, NewWebdavAccount, WebdavAccountChanges, Webda
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
     ))]
 pub async fn list(State(state): State<AppState>, caller: AuthRequired) -> ServiceResult<Json<Vec<WebdavAccountView>>> {
-    Ok(Json(webdav::list(&state, caller.claims.sub).await?))
+    Ok(Json(dav_accounts::list(&state, caller.claims.sub).await?))
 }
 
 /// Create a WebDAV account. Without `password` the server generates one and answers it once
@@ -39,7 +41,7 @@ pub async fn create(
     caller: AuthRequired,
     ApiJson(request): ApiJson<NewWebdavAccount>,
 ) -> ServiceResult<(StatusCode, Json<WebdavAccountCreated>)> {
-    let created = webdav::create(&state, caller.claims.sub, &caller.user.group_id, request).await?;
+    let created = dav_accounts::create(&state, caller.claims.sub, &caller.user.group_id, request).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -57,7 +59,7 @@ pub async fn get(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<WebdavAccountView>> {
-    Ok(Json(webdav::get(&state, caller.claims.sub, id).await?))
+    Ok(Json(dav_accounts::get(&state, caller.claims.sub, id).await?))
 }
 
 /// Change a WebDAV account (absent fields stay). A cached `/dav` sign-in of the account is
@@ -78,7 +80,7 @@ pub async fn update(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(changes): ApiJson<WebdavAccountChanges>,
 ) -> ServiceResult<Json<WebdavAccountCreated>> {
-    Ok(Json(webdav::update(&state, caller.claims.sub, id, changes).await?))
+    Ok(Json(dav_accounts::update(&state, caller.claims.sub, id, changes).await?))
 }
 
 /// Delete a WebDAV account; its clients are refused from the next request on.
@@ -95,6 +97,6 @@ pub async fn delete(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<StatusCode> {
-    webdav::delete(&state, caller.claims.sub, id).await?;
+    dav_accounts::delete(&state, caller.claims.sub, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -23,10 +23,10 @@ use super::segments;
 use crate::app::AppState;
 use crate::domain::time::Millis;
 use crate::error_codes as codes;
+use crate::service::dav_accounts::DavPrincipal;
 use crate::service::files::{self, PathEntry};
 use crate::service::metadata::{self, DavProperty};
 use crate::service::transfers;
-use crate::service::webdav::DavPrincipal;
 use crate::service::{ErrorKind, ServiceError};
 
 /// Maps a service refusal to the filesystem vocabulary dav-server turns into status codes.

@@ -19,8 +19,8 @@ use uuid::Uuid;
 use xmltree::{Element, Namespace};
 
 use crate::error_codes as codes;
+use crate::kv::{KvStore, StoreError};
 use crate::service::ServiceError;
-use crate::store::{KvStore, StoreError};
 
 /// The longest a lock lives without a refresh; a longer or infinite `Timeout` gets this, and
 /// the answer says so (clients refresh before it ends).

@@ -29,7 +29,7 @@ use crate::domain::object::parse_path;
 use crate::error_codes as codes;
 use crate::http::content_safety;
 use crate::http::error::{error_response, mark_rendered};
-use crate::service::webdav::{self, DavPrincipal};
+use crate::service::dav_accounts::{self, DavPrincipal};
 use crate::service::{ErrorKind, ServiceError, ServiceResult, files, transfers};
 
 /// Where the endpoint is mounted.
@@ -63,7 +63,7 @@ async fn authenticate(state: &AppState, credentials: Option<Authorization<Basic>
             "sign in with a WebDAV account: HTTP Basic as {email}/{account name}",
         ));
     };
-    webdav::authenticate(state, basic.username(), &Secret::new(basic.password().to_owned())).await
+    dav_accounts::authenticate(state, basic.username(), &Secret::new(basic.password().to_owned())).await
 }
 
 /// Serves every method under `/dav`.

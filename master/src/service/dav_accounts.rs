@@ -4,7 +4,7 @@
 //! a change of the group's permissions bite at once: the cached result is only used while the
 //! user's revocation entries (see [`revocation`]) say nothing happened since it was made.
 //!
-//! [`KvStore`]: crate::store::KvStore
+//! [`KvStore`]: crate::kv::KvStore
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Weak};
@@ -24,7 +24,7 @@ use crate::domain::object::parse_path;
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
 use crate::error_codes as codes;
-use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, files, groups, sessions};
+use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, files, groups, sign_in};
 
 /// How long a successful check is reused without hashing the password again.
 const AUTH_CACHE_LIFETIME: Duration = Duration::from_secs(60);
@@ -333,13 +333,13 @@ pub async fn authenticate(ctx: &AppState, username: &str, password: &Secret) -> 
         Some(login) => verify_password(password, &login.account.password_hash).await,
         None => {
             // Same work for an unknown account as for a wrong password.
-            let _ = verify_password(password, sessions::dummy_hash().await?).await;
+            let _ = verify_password(password, sign_in::dummy_hash().await?).await;
             false
         }
     };
     let Some(login) = found.filter(|_| verified) else {
         if ctx.store().increment(&failures_key, FAILURE_WINDOW).await? > MAX_FAILURES {
-            return Err(sessions::rate_limited());
+            return Err(sign_in::rate_limited());
         }
         return Err(invalid_credentials());
     };
