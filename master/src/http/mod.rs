@@ -67,20 +67,33 @@ pub fn router(state: AppState) -> Router {
         )
 }
 
-/// Logs a 5xx answer or a broken response stream by what it says about us: ERROR only for our
-/// own faults (500, whose cause `ServiceError` already logged); a dependency that failed
-/// (502, 503, 504) is a WARN, a refusal such as 507 (quota) or 501 is ordinary (INFO).
+/// How loud a 5xx answer or a broken response stream is, by what it says about us: ERROR only
+/// for our own faults (500, whose cause `ServiceError` already logged); a dependency that failed
+/// (502, 503, 504) or a stream that broke off is a WARN; a refusal such as 507 (quota) or 501 is
+/// ordinary (INFO).
+fn failure_level(failure: &ServerErrorsFailureClass) -> tracing::Level {
+    match failure {
+        ServerErrorsFailureClass::StatusCode(StatusCode::INTERNAL_SERVER_ERROR) => tracing::Level::ERROR,
+        ServerErrorsFailureClass::StatusCode(
+            StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT,
+        )
+        | ServerErrorsFailureClass::Error(_) => tracing::Level::WARN,
+        ServerErrorsFailureClass::StatusCode(_) => tracing::Level::INFO,
+    }
+}
+
+/// Logs a 5xx answer or a broken response stream at its [`failure_level`].
 fn log_failure(failure: ServerErrorsFailureClass, latency: Duration, _span: &Span) {
     let latency_ms = latency.as_millis();
+    let level = failure_level(&failure);
     match failure {
-        ServerErrorsFailureClass::StatusCode(StatusCode::INTERNAL_SERVER_ERROR) => {
-            tracing::error!(status = 500, latency_ms, "response failed")
-        }
-        ServerErrorsFailureClass::StatusCode(
-            status @ (StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT),
-        ) => tracing::warn!(status = status.as_u16(), latency_ms, "a dependency failed"),
         ServerErrorsFailureClass::StatusCode(status) => {
-            tracing::info!(status = status.as_u16(), latency_ms, "request refused")
+            let status = status.as_u16();
+            match level {
+                tracing::Level::ERROR => tracing::error!(status, latency_ms, "response failed"),
+                tracing::Level::WARN => tracing::warn!(status, latency_ms, "a dependency failed"),
+                _ => tracing::info!(status, latency_ms, "request refused"),
+            }
         }
         ServerErrorsFailureClass::Error(error) => tracing::warn!(%error, latency_ms, "response stream broke off"),
     }
@@ -88,4 +101,23 @@ fn log_failure(failure: ServerErrorsFailureClass, latency: Duration, _span: &Spa
 
 async fn unknown_route(method: Method, uri: Uri) -> ServiceError {
     ServiceError::new(ErrorKind::NotFound, codes::ROUTE_NOT_FOUND, format!("no route for {method} {}", uri.path()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_our_own_faults_are_logged_as_errors() {
+        let level =
+            |status: u16| failure_level(&ServerErrorsFailureClass::StatusCode(StatusCode::from_u16(status).unwrap()));
+        assert_eq!(level(500), tracing::Level::ERROR);
+        for dependency in [502, 503, 504] {
+            assert_eq!(level(dependency), tracing::Level::WARN, "{dependency}");
+        }
+        for refusal in [501, 507, 505] {
+            assert_eq!(level(refusal), tracing::Level::INFO, "{refusal}");
+        }
+        assert_eq!(failure_level(&ServerErrorsFailureClass::Error("reset".into())), tracing::Level::WARN);
+    }
 }
