@@ -57,19 +57,6 @@ async fn patch_user(app: &TestApp, admin: &Session, user: &Session, body: Value)
     assert_eq!(response.status(), 200, "PATCH user: {}", response.text().await.unwrap_or_default());
 }
 
-async fn put_group(app: &TestApp, admin: &Session, id: &str, changes: Value) {
-    let path = format!("/admin/group/{id}");
-    let mut group: Value = app.call(Method::GET, &path, Some(&admin.access), None).await.json().await.unwrap();
-    for (key, value) in changes.as_object().unwrap() {
-        group[key] = value.clone();
-    }
-    let body = json!({"name": group["name"], "is_admin": group["is_admin"], "max_storage": group["max_storage"],
-                      "permissions": group["permissions"], "policy_ids": group["policy_ids"],
-                      "trash_retention_days": group["trash_retention_days"]});
-    let response = app.call(Method::PUT, &path, Some(&admin.access), Some(body)).await;
-    assert_eq!(response.status(), 200, "PUT group: {}", response.text().await.unwrap_or_default());
-}
-
 async fn assert_revoked(response: Response, context: &str) {
     assert_eq!(error_body(response, 401).await["code"], "auth.token_revoked", "{context}");
 }
@@ -138,7 +125,7 @@ async fn changing_a_groups_claims_revokes_every_members_tokens_at_once(app: Test
     ];
     let mut dora = dora;
     for change in changes {
-        put_group(&app, &admin, &deputies, change.clone()).await;
+        app.set_group(&admin, &deputies, change.clone()).await;
         let response = other.call(&app, Method::GET, "/user/session", &dora.access, None).await;
         assert_revoked(response, &format!("after {change}")).await;
         assert_revoked(other.creates_an_admin(&app, &dora.access, "evil@example.com").await, "admin route").await;
@@ -163,24 +150,19 @@ async fn group_changes_that_tokens_do_not_carry_leave_them_valid(app: TestApp) {
     let other = OtherMaster::of(&app).await;
     let user = app.register("ulla@example.com", "ulla-password").await;
     let users = app.group_id(&admin, "Users").await;
-    put_group(&app, &admin, &users, json!({"trash_retention_days": 7})).await;
-    put_group(&app, &admin, &users, json!({"policy_ids": []})).await;
+    app.set_group(&admin, &users, json!({"trash_retention_days": 7})).await;
+    app.set_group(&admin, &users, json!({"policy_ids": []})).await;
     assert_eq!(other.call(&app, Method::GET, "/user/me", &user.access, None).await.status(), 200);
     // Saving the group unchanged is no change either.
-    put_group(&app, &admin, &users, json!({})).await;
+    app.set_group(&admin, &users, json!({})).await;
     assert_eq!(other.call(&app, Method::GET, "/user/me", &user.access, None).await.status(), 200);
 }
 
 async fn the_external_download_permission_is_enforced(app: TestApp) {
     let admin = app.login_admin().await;
     let users = app.group_id(&admin, "Users").await;
-    put_group(
-        &app,
-        &admin,
-        &users,
-        json!({"permissions": {"share": true, "webdav": true, "external_download": false}}),
-    )
-    .await;
+    app.set_group(&admin, &users, json!({"permissions": {"share": true, "webdav": true, "external_download": false}}))
+        .await;
     let user = app.register("eve@example.com", "eve-password").await;
     let root = app.root_id(&user).await;
     let body = json!({"url": "https://example.com/a.iso", "parent_id": root});
@@ -192,7 +174,7 @@ async fn the_external_download_permission_is_enforced(app: TestApp) {
 
     // With the permission the request passes that check (and fails on the next: this group
     // has no policy on a storage node).
-    put_group(&app, &admin, &users, json!({"permissions": {"share": true, "webdav": true, "external_download": true}}))
+    app.set_group(&admin, &users, json!({"permissions": {"share": true, "webdav": true, "external_download": true}}))
         .await;
     let user = app.refresh(&user).await;
     let response = app.call(Method::POST, "/file/external_download", Some(&user.access), Some(body)).await;
@@ -215,16 +197,11 @@ async fn cached_webdav_sign_ins_end_when_the_privilege_goes(app: TestApp) {
     assert_eq!(propfind(&app.base_url).await.unwrap().status(), 207);
     assert_eq!(propfind(&other.base_url).await.unwrap().status(), 207);
 
-    put_group(
-        &app,
-        &admin,
-        &users,
-        json!({"permissions": {"share": true, "webdav": false, "external_download": true}}),
-    )
-    .await;
+    app.set_group(&admin, &users, json!({"permissions": {"share": true, "webdav": false, "external_download": true}}))
+        .await;
     let response = propfind(&other.base_url).await.unwrap();
     assert_eq!(response.status(), 403, "the group lost WebDAV");
-    put_group(&app, &admin, &users, json!({"permissions": {"share": true, "webdav": true, "external_download": true}}))
+    app.set_group(&admin, &users, json!({"permissions": {"share": true, "webdav": true, "external_download": true}}))
         .await;
     assert_eq!(propfind(&other.base_url).await.unwrap().status(), 207, "the group has WebDAV again");
 

@@ -151,6 +151,11 @@ impl TestApp {
     /// Changes fields of the `Users` group (name, quota, policies...), keeping the others.
     pub async fn set_user_group(&self, admin: &Session, changes: Value) {
         let id = self.group_id(admin, "Users").await;
+        self.set_group(admin, &id, changes).await;
+    }
+
+    /// Changes fields of group `id` with `PUT /admin/group/{id}`, keeping the others.
+    pub async fn set_group(&self, admin: &Session, id: &str, changes: Value) {
         let mut group: Value = self
             .call(Method::GET, &format!("/admin/group/{id}"), Some(&admin.access), None)
             .await
@@ -164,7 +169,7 @@ impl TestApp {
                           "permissions": group["permissions"], "policy_ids": group["policy_ids"],
                           "trash_retention_days": group["trash_retention_days"]});
         let response = self.call(Method::PUT, &format!("/admin/group/{id}"), Some(&admin.access), Some(body)).await;
-        assert_eq!(response.status(), 200, "update Users group: {}", response.text().await.unwrap_or_default());
+        assert_eq!(response.status(), 200, "update group {id}: {}", response.text().await.unwrap_or_default());
     }
 
     /// Gives the `Users` group a policy of `kind` (an S3 one on a fresh S3 test server), private,
