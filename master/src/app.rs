@@ -1,75 +1,26 @@
-//! Assembling the master: connect and migrate the database, seed it, build the shared state,
-//! bind the listener and serve until told to stop. Also the one-shot commands of the CLI.
+//! Wiring the master: connect and migrate the database, seed it, build the [`Context`], bind
+//! the listener and serve until told to stop. Also the one-shot commands of the CLI.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::Context as _;
 use nubo_common::secret::Secret;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::auth::token::TokenKeys;
 use crate::config::Config;
+use crate::context::Context;
 use crate::db::Db;
-use crate::kv::{self, KvStore, SharedStore};
+use crate::kv;
 use crate::service;
-use crate::storage::StorageRegistry;
-
-/// What every request handler shares; cheap to clone.
-#[derive(Clone)]
-pub struct AppState(Arc<AppInner>);
-
-struct AppInner {
-    config: Config,
-    db: Db,
-    store: SharedStore,
-    tokens: TokenKeys,
-    storage: StorageRegistry,
-}
-
-impl AppState {
-    /// Fails only when the signing secret is missing or too short.
-    pub fn new(config: Config, db: Db, store: SharedStore) -> anyhow::Result<Self> {
-        let tokens = TokenKeys::new(config.signing_secret()?);
-        let storage = StorageRegistry::new(&config.data_dir);
-        Ok(Self(Arc::new(AppInner { config, db, store, tokens, storage })))
-    }
-
-    pub fn store(&self) -> &dyn KvStore {
-        self.0.store.as_ref()
-    }
-
-    /// The store as an owned handle, for what outlives a borrow (WebDAV lock systems).
-    pub fn shared_store(&self) -> SharedStore {
-        self.0.store.clone()
-    }
-
-    pub fn tokens(&self) -> &TokenKeys {
-        &self.0.tokens
-    }
-
-    /// The blob store of each storage policy.
-    pub fn storage(&self) -> &StorageRegistry {
-        &self.0.storage
-    }
-
-    pub fn config(&self) -> &Config {
-        &self.0.config
-    }
-
-    pub fn db(&self) -> &Db {
-        &self.0.db
-    }
-}
 
 /// A master serving in the background (used by `serve` and by the test harness).
 pub struct Running {
     pub addr: SocketAddr,
-    pub state: AppState,
+    pub context: Context,
     shutdown: CancellationToken,
     server: JoinHandle<std::io::Result<()>>,
     jobs: Vec<JoinHandle<()>>,
@@ -91,7 +42,7 @@ impl Running {
         for job in self.jobs {
             let _ = tokio::time::timeout(grace, job).await;
         }
-        self.state.db().close().await;
+        self.context.db().close().await;
         Ok(())
     }
 }
@@ -117,14 +68,14 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         kv::connect(config.redis_url.as_deref(), &config.redis_prefix).await.context("cannot connect to Redis")?;
     service::bootstrap::seed_first_admin(&db, &config).await.context("cannot create the first administrator")?;
     crate::auth::revocation::restore(&db, store.as_ref()).await.context("cannot restore token revocations")?;
-    let state = AppState::new(config, db, store)?;
-    let router = crate::http::router(state.clone());
+    let context = Context::new(config, db, store)?;
+    let router = crate::http::router(context.clone());
     let shutdown = CancellationToken::new();
-    let jobs = crate::jobs::start(&state, &shutdown);
-    let limits = state.config().edge_limits();
+    let jobs = crate::jobs::start(&context, &shutdown);
+    let limits = context.config().edge_limits();
     let server = tokio::spawn(nubo_common::serve::serve(listener, router, limits, shutdown.clone().cancelled_owned()));
     tracing::info!(%addr, version = env!("CARGO_PKG_VERSION"), "nubo-master listening on {addr}");
-    Ok(Running { addr, state, shutdown, server, jobs })
+    Ok(Running { addr, context, shutdown, server, jobs })
 }
 
 /// `nubo-master serve`: runs until SIGINT or SIGTERM, then shuts down gracefully.

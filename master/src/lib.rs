@@ -1,11 +1,12 @@
-//! Nubo master: metadata, authentication, the REST API and (later) WebDAV and the storage-node
-//! router. `main.rs` only parses the command line and calls into this library.
+//! Nubo master: metadata, authentication, the REST API, WebDAV and the storage-node router. `main.rs` only parses the command line and calls into this library.
 
-pub mod app; // assembling state, serving, one-shot commands
-pub mod auth; // passwords, tokens, guards, sign-in providers
+pub mod app; // wiring: serving and the one-shot commands
+pub mod auth; // passwords, tokens, revocation, sign-in providers
 pub mod config; // the one typed configuration
+pub mod context; // what every request, job and service call shares
 pub mod db; // pools, migrations, all SQL
 pub mod domain; // pure types and rules
+pub mod error; // the service layer's error vocabulary
 pub mod error_codes; // every stable error code the master answers
 pub mod http; // routers, middleware, error rendering, OpenAPI
 pub mod jobs; // periodic background work

@@ -14,7 +14,7 @@ use nubo_protocol::unix_now;
 use serde::Serialize;
 
 use crate::error::ApiError;
-use crate::server::Shared;
+use crate::state::Shared;
 
 /// What was stored.
 #[derive(Debug, Serialize)]

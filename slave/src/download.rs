@@ -12,7 +12,7 @@ use nubo_protocol::credential::{self, DownloadGrant};
 use nubo_protocol::unix_now;
 
 use crate::error::ApiError;
-use crate::server::Shared;
+use crate::state::Shared;
 
 pub async fn download(
     State(node): State<Shared>,

@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::guard::{AddressGuard, Refusal};
-use crate::server::Shared;
+use crate::state::Shared;
 
 /// Longest wait for a TCP (and TLS) connection to the remote.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

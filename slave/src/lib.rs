@@ -11,7 +11,8 @@
 //! - [`guard`]: the SSRF guard of external downloads (addresses, resolver, redirects).
 //! - [`blob`]: `PUT /api/v1/slave/blob/{credential}`, whole blobs written by the master.
 //! - [`report`]: finished uploads reported to the master until it acknowledges.
-//! - [`server`]: the node's shared state, the router and the serve loop.
+//! - [`state`]: the node's shared state, read by every handler.
+//! - [`server`]: the router and the serve loop.
 
 pub mod blob;
 pub mod config;
@@ -23,4 +24,5 @@ pub mod report;
 pub mod rpc;
 pub mod server;
 pub mod sessions;
+pub mod state;
 pub mod upload;

@@ -11,8 +11,8 @@ use nubo_protocol::rpc::{ErrorCode, RpcError};
 use nubo_protocol::unix_now;
 use serde_json::json;
 
-use crate::server::Shared;
 use crate::sessions::{ReportOutcome, SessionRecord};
+use crate::state::Shared;
 
 /// How often the sweep runs.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(60);

@@ -20,8 +20,8 @@ use nubo_protocol::{PROTOCOL_VERSION, Role, unix_now};
 use serde_json::Value;
 
 use crate::error::Rendered;
-use crate::server::Shared;
 use crate::sessions::{SessionRecord, valid_session_id};
+use crate::state::Shared;
 
 pub async fn handle(State(node): State<Shared>, uri: Uri, headers: HeaderMap, body: Bytes) -> HttpResponse {
     if let Err(error) = authenticate(&node, &uri, &headers, &body).await {

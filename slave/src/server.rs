@@ -1,4 +1,4 @@
-//! The node's shared state, its router and the serve loop with graceful shutdown. Handlers live
+//! The node's router and the serve loop with graceful shutdown. Handlers live
 //! in `rpc`, `upload` and `download`; this module only wires them.
 
 use std::future::Future;
@@ -10,7 +10,6 @@ use axum::{Router, middleware};
 use nubo_common::storage::local::LocalBlobStore;
 use nubo_protocol::Role;
 use nubo_protocol::client::{MASTER_RPC_PATH, RpcClient};
-use nubo_protocol::key::NodeKey;
 use nubo_protocol::nonce::MemoryNonceStore;
 use nubo_protocol::signing::Verifier;
 use tokio::net::TcpListener;
@@ -19,36 +18,11 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::config::{Config, ConfigError};
 use crate::sessions::SessionStore;
+use crate::state::{NodeState, Shared};
 use crate::{blob, download, error, report, rpc, upload};
 
 /// Longest one call to the master may take.
 const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Everything a handler needs, shared by all requests.
-pub struct NodeState {
-    pub node_id: String,
-    pub key: NodeKey,
-    pub verifier: Verifier,
-    pub nonces: MemoryNonceStore,
-    pub store: LocalBlobStore,
-    pub sessions: SessionStore,
-    pub config: Config,
-    /// Calls to the master's router; `None` when no `master_url` is configured (the node then
-    /// keeps finished uploads and reports them once one is).
-    pub master: Option<RpcClient>,
-    /// Sessions whose completion report is under way (one report per session at a time).
-    pub reporting: std::sync::Mutex<std::collections::HashSet<String>>,
-    /// Cancelled when the node stops serving: background reports end with it.
-    pub shutdown: tokio_util::sync::CancellationToken,
-    /// Woken whenever a report settles, for requests waiting on the master's answer.
-    pub reported: tokio::sync::Notify,
-    /// Serialises the completion step, so two last chunks arriving together complete once.
-    pub completing: Mutex<()>,
-    /// External downloads under way and their guarded HTTP client.
-    pub fetches: crate::fetch::Fetches,
-}
-
-pub type Shared = Arc<NodeState>;
 
 /// A node ready to serve: configuration checked, key loaded.
 #[derive(Clone)]

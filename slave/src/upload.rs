@@ -22,8 +22,8 @@ use axum::response::{IntoResponse, Response as HttpResponse};
 
 use crate::error::{ApiError, Rendered};
 use crate::report;
-use crate::server::Shared;
 use crate::sessions::{ReportOutcome, SessionRecord, valid_session_id};
+use crate::state::Shared;
 
 /// What the chunk endpoints answer: the session's progress.
 #[derive(Debug, Serialize)]

@@ -47,7 +47,7 @@ async fn registered_user_reaches_jwt_and_auth_levels_but_not_admin(app: TestApp)
 }
 
 fn claims_of(app: &TestApp, session: &Session) -> JwtPayload {
-    app.state().tokens().verify_access(&session.access).unwrap()
+    app.context().tokens().verify_access(&session.access).unwrap()
 }
 
 async fn every_level_refuses_missing_malformed_expired_and_tampered_tokens(app: TestApp) {
@@ -55,7 +55,7 @@ async fn every_level_refuses_missing_malformed_expired_and_tampered_tokens(app: 
     let mut expired = claims_of(&app, &admin);
     expired.iat -= 7200;
     expired.exp -= 7200;
-    let expired = app.state().tokens().sign(&expired);
+    let expired = app.context().tokens().sign(&expired);
     let (head, signature) = admin.access.rsplit_once('.').unwrap();
     let swapped = if signature.starts_with('A') { 'B' } else { 'A' };
     let tampered = format!("{head}.{swapped}{}", &signature[1..]);
@@ -133,7 +133,7 @@ async fn wrong_email_and_wrong_password_answer_the_same_401(app: TestApp) {
 
 async fn repeated_failures_are_rate_limited(app: TestApp) {
     app.register("dave@example.com", "dave-password").await;
-    let limit = app.state().config().login_failures_per_identifier;
+    let limit = app.context().config().login_failures_per_identifier;
     for _ in 0..limit {
         let response =
             app.call(Method::POST, "/user/session", None, Some(login_body("dave@example.com", "wrong-password"))).await;

@@ -155,7 +155,7 @@ async fn killed_mid_migration_resumes_after_restart(backend: Backend) {
     let collector = TestApp::spawn_with(database, config).await;
     let later = nubo_master::domain::time::now_ms() + 7 * 3_600_000;
     let collected = nubo_master::service::maintenance::collect_blobs(
-        collector.state(),
+        collector.context(),
         later,
         nubo_master::service::maintenance::BLOB_GRACE,
     )
@@ -163,7 +163,7 @@ async fn killed_mid_migration_resumes_after_restart(backend: Backend) {
     .unwrap();
     assert!(collected <= 1, "{collected} leftovers");
     assert_eq!(s3.stored_blobs(&collector), files.len(), "exactly one blob per file on S3");
-    let local_left = nubo_master::db::blobs::count_for_policy(collector.state().db(), &local_id).await.unwrap();
+    let local_left = nubo_master::db::blobs::count_for_policy(collector.context().db(), &local_id).await.unwrap();
     assert_eq!(local_left, 0, "every old blob released");
 }
 
@@ -308,7 +308,7 @@ async fn killed_during_an_upload_burst_leaves_no_upload_stuck(backend: Backend) 
     let app = TestApp::spawn_with(database, config).await;
     let later =
         nubo_master::domain::time::now_ms() + nubo_master::service::uploads::SESSION_LIFETIME.as_millis() as i64 + 1;
-    nubo_master::service::uploads::reap_expired(app.state(), later).await.unwrap();
+    nubo_master::service::uploads::reap_expired(app.context(), later).await.unwrap();
     assert_eq!(app.storage_used(&user).await, (BURST_FILES * BURST_FILE) as i64, "charged once per file");
 }
 

@@ -46,7 +46,7 @@ async fn migrations_apply_on_empty_postgres_and_twice_is_a_no_op() {
 #[tokio::test]
 async fn sqlite_database_runs_in_wal_mode() {
     let app = TestApp::spawn(Backend::Sqlite).await.unwrap();
-    assert_eq!(app.state().db().backend(), DbBackend::Sqlite);
+    assert_eq!(app.context().db().backend(), DbBackend::Sqlite);
     let wal = std::fs::exists(app.database.dir.path().join("nubo.db-wal")).unwrap();
     assert!(wal, "WAL file exists next to the database");
 }
@@ -56,7 +56,7 @@ async fn sqlite_database_runs_in_wal_mode() {
 #[tokio::test]
 async fn sqlite_checkpoints_run_outside_the_commits() {
     let app = TestApp::spawn(Backend::Sqlite).await.unwrap();
-    let db = app.state().db();
+    let db = app.context().db();
     let (threshold,): (i64,) = sqlx::query_as("PRAGMA wal_autocheckpoint").fetch_one(db.writer()).await.unwrap();
     assert!(threshold > 10_000, "a commit does not checkpoint by itself after 1000 pages: {threshold}");
     let admin = app.login_admin().await;
@@ -75,7 +75,7 @@ async fn sqlite_checkpoints_run_outside_the_commits() {
 #[tokio::test]
 async fn sqlite_log_file_is_emptied_when_nothing_uses_it() {
     let app = TestApp::spawn(Backend::Sqlite).await.unwrap();
-    let db = app.state().db();
+    let db = app.context().db();
     let log = app.database.dir.path().join("nubo.db-wal");
     let admin = app.login_admin().await;
     for i in 0..20 {
@@ -131,7 +131,7 @@ nubo_tests::on_every_backend!(name_lookups_search_the_folder_and_name_index);
 /// `(parent_id, name)` uniqueness index; keyed on the owner first, it made such a look-up read
 /// every child of the folder.
 async fn name_lookups_search_the_folder_and_name_index(app: TestApp) {
-    let db = app.state().db();
+    let db = app.context().db();
     match db.backend() {
         DbBackend::Sqlite => {
             let steps = sqlite_plan(
@@ -154,7 +154,7 @@ nubo_tests::on_every_backend!(a_new_file_is_one_transaction_that_charges_shares_
 /// file, its blob reference and the owner's charge land together or not at all.
 async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(app: TestApp) {
     use nubo_master::db::objects::{self, FileCreation, NewFile, NewObject};
-    let db = app.state().db();
+    let db = app.context().db();
     let admin = app.login_admin().await;
     let owner = admin.user_id.clone();
     let root = nubo_master::service::files::folder_entry(db, owner.parse().unwrap(), "/").await.unwrap();
@@ -261,7 +261,7 @@ nubo_tests::on_every_backend!(only_trashed_objects_are_in_the_trash_index);
 /// The trash index holds trashed objects only (a new file does not write to it), and the trash
 /// look-ups, which all name a trash root, still search it.
 async fn only_trashed_objects_are_in_the_trash_index(app: TestApp) {
-    let db = app.state().db();
+    let db = app.context().db();
     match db.backend() {
         DbBackend::Sqlite => {
             let definition = index_definition(db, "objects_trash").await;
@@ -311,7 +311,7 @@ async fn an_in_memory_sqlite_database_is_refused() {
 async fn an_inline_write_waits_for_a_busy_database_without_holding_the_thread() {
     use nubo_master::db::{Arg, inline};
     let app = TestApp::spawn(Backend::Sqlite).await.unwrap();
-    let db = app.state().db().clone();
+    let db = app.context().db().clone();
     let mut holder = db.writer().acquire().await.unwrap();
     sqlx::query("BEGIN IMMEDIATE").execute(&mut *holder).await.unwrap();
     let started = std::time::Instant::now();

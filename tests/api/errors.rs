@@ -58,7 +58,7 @@ async fn wrong_content_type_answers_415(app: TestApp) {
 }
 
 async fn oversized_body_answers_413(app: TestApp) {
-    let limit = app.state().config().max_json_body;
+    let limit = app.context().config().max_json_body;
     let body = format!("{{\"provider\":\"email_password\",\"identifier\":\"{}\"}}", "a".repeat(limit + 1));
     let response = app
         .request(Method::POST, "/user/session")

@@ -179,7 +179,7 @@ async fn abort_and_reaper_release_the_reservation_and_bytes(app: TestApp, kind: 
     app.put_chunk(&user, abandoned["id"].as_str().unwrap(), 1, vec![1]).await;
     let kept = app.upload(&user, &root, "kept.bin", &content(100, 4)).await;
     assert_eq!(app.storage_used(&user).await, chunk as i64 + 1 + 100);
-    let state = app.state();
+    let state = app.context();
     let now = nubo_master::domain::time::now_ms();
     assert_eq!(nubo_master::service::uploads::reap_expired(state, now).await.unwrap(), 0, "nothing expired yet");
     let later = now + nubo_master::service::uploads::SESSION_LIFETIME.as_millis() as i64 + 1;
@@ -221,7 +221,7 @@ async fn a_quota_shrunk_during_an_upload_refuses_its_completion(app: TestApp) {
 }
 
 async fn blob_count(app: &TestApp, policy: &str) -> i64 {
-    nubo_master::db::blobs::count_for_policy(app.state().db(), policy).await.unwrap()
+    nubo_master::db::blobs::count_for_policy(app.context().db(), policy).await.unwrap()
 }
 
 async fn duplicate_content_is_stored_once_and_deleted_with_its_last_reference(app: TestApp, kind: PolicyKind) {
@@ -672,7 +672,7 @@ async fn calibrate_repairs_storage_drift(app: TestApp) {
     app.upload(&user, &root, "a.bin", &[1; 300]).await;
     app.start_upload(&user, &root, "pending.bin", 700).await;
     let user_id = user.user_id.clone();
-    nubo_master::db::users::set_storage(app.state().db(), &user_id, 123_456).await.unwrap();
+    nubo_master::db::users::set_storage(app.context().db(), &user_id, 123_456).await.unwrap();
     assert_eq!(app.storage_used(&user).await, 123_456);
     let admin = app.login_admin().await;
     let response = app.call(Method::POST, &format!("/admin/user/{user_id}/calibrate"), Some(&admin.access), None).await;
@@ -776,7 +776,7 @@ async fn active_storage_packs_add_to_the_capacity(app: TestApp) {
             .bind(size)
             .bind(from)
             .bind(until)
-            .execute(app.state().db().writer())
+            .execute(app.context().db().writer())
             .await
             .unwrap();
     }
@@ -806,11 +806,11 @@ async fn stage_without_finishing(
     complete_blob: bool,
 ) {
     use nubo_master::db::uploads::{self, ChunkRow};
-    let db = app.state().db();
+    let db = app.context().db();
     let session = uploads::find_owned(db, &user.user_id, id).await.unwrap().expect("the session");
     let staged: nubo_common::storage::StagedUpload = serde_json::from_str(&session.driver_state).unwrap();
     let policy = nubo_master::service::policies::find(db, session.policy_id.parse().unwrap()).await.unwrap();
-    let store = nubo_master::service::policies::store(app.state(), &policy).await.unwrap();
+    let store = nubo_master::service::policies::store(app.context(), &policy).await.unwrap();
     let mut receipts = Vec::new();
     for (index, piece) in bytes.chunks(session.chunk_size as usize).enumerate() {
         let body: nubo_common::storage::ByteStream =
@@ -847,7 +847,7 @@ async fn a_finish_left_by_a_dead_master_is_taken_over_once_its_lease_ran_out(app
     assert_eq!(error_body(completed, 409).await["code"], "upload.not_open");
     let cancelled = app.call(Method::DELETE, &format!("/file/upload/{id}"), Some(&user.access), None).await;
     assert_eq!(error_body(cancelled, 409).await["code"], "upload.not_open");
-    assert_eq!(recover_stale_claims(app.state(), now()).await.unwrap(), 0, "a live claim is left alone");
+    assert_eq!(recover_stale_claims(app.context(), now()).await.unwrap(), 0, "a live claim is left alone");
     assert_eq!(app.storage_used(&user).await, 1000, "still reserved");
 
     // That master died: once its lease ran out, the client's retry of the last chunk finishes.
@@ -877,7 +877,7 @@ async fn a_finish_left_by_a_dead_master_is_taken_over_once_its_lease_ran_out(app
     let id = open_upload(&app, &user, &root, "third.bin", third.len()).await;
     stage_without_finishing(&app, &user, &id, &third, false).await;
     app.claim_upload_as_other_master(&id, dead).await;
-    assert_eq!(recover_stale_claims(app.state(), now()).await.unwrap(), 1);
+    assert_eq!(recover_stale_claims(app.context(), now()).await.unwrap(), 1);
     assert_eq!(names_of(&app, &user, "").await, ["first.bin", "second.bin", "third.bin"]);
     assert_eq!(app.storage_used(&user).await, 6000);
 
@@ -909,7 +909,7 @@ async fn a_huge_declared_size_is_refused_before_anything_is_staged(app: TestApp)
     let response = app.start_upload(&user, &root, "huge.bin", 300 * TIB).await;
     assert_eq!(error_body(response, 413).await["code"], "file.too_large");
     assert_eq!(app.storage_used(&user).await, 0, "nothing reserved");
-    let reserved = nubo_master::db::uploads::reserved_bytes(app.state().db(), &user.user_id).await.unwrap();
+    let reserved = nubo_master::db::uploads::reserved_bytes(app.context().db(), &user.user_id).await.unwrap();
     assert_eq!(reserved, 0, "no session");
     assert!(files_under(&app.config.data_dir.join("small")).is_empty(), "nothing staged");
 }

@@ -67,7 +67,7 @@ async fn policy_of(app: &TestApp, user: &Session, object: &str) -> String {
 }
 
 async fn blob_count(app: &TestApp, policy: &str) -> i64 {
-    nubo_master::db::blobs::count_for_policy(app.state().db(), policy).await.unwrap()
+    nubo_master::db::blobs::count_for_policy(app.context().db(), policy).await.unwrap()
 }
 
 /// A folder with nested files: (id, bytes) of each file and the folder's id.
@@ -200,7 +200,7 @@ async fn a_migration_stopped_midway_leaves_everything_readable_and_resumes(app: 
     let owner = user.user_id.parse().ok();
     let props =
         TaskProps { object_id: folder.parse().ok(), target_policy_id: s3.id.parse().ok(), ..TaskProps::default() };
-    let stopped = migration::run(app.state(), owner, &props, &mut StopAfter { after: 2 }).await;
+    let stopped = migration::run(app.context(), owner, &props, &mut StopAfter { after: 2 }).await;
     assert!(matches!(stopped, Err(TaskFailure::Stopped)));
     let mut moved = 0;
     for (id, bytes) in &files {
@@ -272,16 +272,16 @@ async fn the_collector_and_the_trash_purge_take_what_they_must_and_nothing_else(
     let old = app.upload(&user, &root, "old.bin", &content(1000, 2)).await;
     let now = nubo_master::domain::time::now_ms();
     // Nothing unreferenced: the collector takes nothing.
-    assert_eq!(maintenance::collect_blobs(app.state(), now + 1, Duration::ZERO).await.unwrap(), 0);
+    assert_eq!(maintenance::collect_blobs(app.context(), now + 1, Duration::ZERO).await.unwrap(), 0);
     assert_eq!(local.stored_blobs(&app), 2);
 
     app.call(Method::DELETE, "/object", Some(&user.access), Some(json!({"ids": [old["id"]]}))).await;
     let day = 86_400_000;
-    assert_eq!(maintenance::purge_expired_trash(app.state(), now + 29 * day).await.unwrap(), 0, "kept 30 days");
+    assert_eq!(maintenance::purge_expired_trash(app.context(), now + 29 * day).await.unwrap(), 0, "kept 30 days");
     // Each group keeps its own retention.
     app.set_user_group(&admin, json!({"trash_retention_days": 7})).await;
-    assert_eq!(maintenance::purge_expired_trash(app.state(), now + 6 * day).await.unwrap(), 0);
-    assert_eq!(maintenance::purge_expired_trash(app.state(), now + 8 * day).await.unwrap(), 1);
+    assert_eq!(maintenance::purge_expired_trash(app.context(), now + 6 * day).await.unwrap(), 0);
+    assert_eq!(maintenance::purge_expired_trash(app.context(), now + 8 * day).await.unwrap(), 1);
     assert_eq!(local.stored_blobs(&app), 1);
     assert_eq!(app.storage_used(&user).await, 1000);
     assert_eq!(app.download(&user, kept["id"].as_str().unwrap()).await, content(1000, 1));
@@ -300,15 +300,18 @@ async fn the_collector_and_the_trash_purge_take_what_they_must_and_nothing_else(
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("leftover.bin"), b"abc").unwrap();
     {
-        let mut conn = app.state().db().writer().acquire().await.unwrap();
+        let mut conn = app.context().db().writer().acquire().await.unwrap();
         nubo_master::db::blobs::insert(&mut conn, &blob, now).await.unwrap();
     }
     assert_eq!(
-        maintenance::collect_blobs(app.state(), now + 1000, maintenance::BLOB_GRACE).await.unwrap(),
+        maintenance::collect_blobs(app.context(), now + 1000, maintenance::BLOB_GRACE).await.unwrap(),
         0,
         "too young"
     );
-    assert_eq!(maintenance::collect_blobs(app.state(), now + 7 * 3_600_000, maintenance::BLOB_GRACE).await.unwrap(), 1);
+    assert_eq!(
+        maintenance::collect_blobs(app.context(), now + 7 * 3_600_000, maintenance::BLOB_GRACE).await.unwrap(),
+        1
+    );
     assert!(!app.config.data_dir.join("small/stray/leftover.bin").exists());
     assert_eq!(local.stored_blobs(&app), 1, "the kept file's blob stays");
 
@@ -319,11 +322,14 @@ async fn the_collector_and_the_trash_purge_take_what_they_must_and_nothing_else(
     let pending = app.start_upload(&user, &root, "pending.bin", 10).await.json::<Value>().await.unwrap();
     assert!(pending["id"].is_string());
     assert_eq!(
-        maintenance::collect_blobs(app.state(), now + 1000, maintenance::BLOB_GRACE).await.unwrap(),
+        maintenance::collect_blobs(app.context(), now + 1000, maintenance::BLOB_GRACE).await.unwrap(),
         0,
         "too young"
     );
-    assert_eq!(maintenance::collect_blobs(app.state(), now + 7 * 3_600_000, maintenance::BLOB_GRACE).await.unwrap(), 1);
+    assert_eq!(
+        maintenance::collect_blobs(app.context(), now + 7 * 3_600_000, maintenance::BLOB_GRACE).await.unwrap(),
+        1
+    );
     assert!(!dir.join("unknown.bin").exists());
     let abort = app
         .call(Method::DELETE, &format!("/file/upload/{}", pending["id"].as_str().unwrap()), Some(&user.access), None)

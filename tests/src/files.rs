@@ -211,7 +211,7 @@ impl TestApp {
         )
         .bind(id)
         .bind(claimed_at)
-        .execute(self.state().db().writer())
+        .execute(self.context().db().writer())
         .await
         .expect("claim the upload session");
     }

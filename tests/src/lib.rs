@@ -202,9 +202,9 @@ impl TestApp {
         Self { base_url, client, backend: database.backend, config, running: None, database }
     }
 
-    /// The server's shared state (database handle, configuration).
-    pub fn state(&self) -> &app::AppState {
-        &self.running.as_ref().expect("server is running").state
+    /// The server's context (database handle, configuration).
+    pub fn context(&self) -> &nubo_master::context::Context {
+        &self.running.as_ref().expect("server is running").context
     }
 
     /// Absolute URL of an API path such as `/site/ping`.

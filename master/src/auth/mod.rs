@@ -1,7 +1,6 @@
-//! Authentication: password hashing, tokens, the per-user revocation state and the three
-//! guard levels. Sign-in use cases live in `service::sign_in`.
+//! Authentication without HTTP: password hashing, tokens and the per-user revocation state.
+//! The guard extractors live in `http::guard`; sign-in use cases in `service::sign_in`.
 
-pub mod guard;
 pub mod password;
 pub mod revocation;
 pub mod token;

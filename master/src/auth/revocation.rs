@@ -23,9 +23,9 @@ use uuid::Uuid;
 use crate::auth::token::{ACCESS_TOKEN_LIFETIME, JwtPayload};
 use crate::db::{self, Db};
 use crate::domain::time::now_ms;
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::kv::{KvStore, StoreError};
-use crate::service::{ErrorKind, ServiceError, ServiceResult};
 
 /// Longer than any access token lives, with a margin for clock skew between masters.
 const ENTRY_LIFETIME: Duration = Duration::from_secs(ACCESS_TOKEN_LIFETIME.as_secs() + 120);

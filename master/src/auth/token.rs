@@ -12,6 +12,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::domain::group::GroupPermissions;
+use crate::error::{ErrorKind, ServiceError};
+use crate::error_codes as codes;
 
 /// Lifetime of an access token (fixed by the interface: one hour).
 pub const ACCESS_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
@@ -135,6 +137,18 @@ impl TokenKeys {
     pub fn verify_refresh(&self, token: &str) -> Result<RefreshClaims, TokenError> {
         let claims: RefreshClaims = self.verify(token)?;
         if claims.typ == TokenType::Refresh { Ok(claims) } else { Err(TokenError::Invalid) }
+    }
+}
+
+/// A token that does not verify, as the 401 every front end answers.
+pub fn token_error(err: TokenError) -> ServiceError {
+    match err {
+        TokenError::Expired => {
+            ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_TOKEN_EXPIRED, "token has expired")
+        }
+        TokenError::Invalid => {
+            ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_INVALID_TOKEN, "token is invalid")
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! derived from its parent chain with a recursive query, so moving a folder updates one row.
 
 use super::{Arg, Conn, Db, DbError, Values};
+use crate::domain::object::ListOrder;
 use crate::domain::time::Millis;
 
 pub const COLUMNS: &str = "id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, trashed_at, trash_root_id, created_at, updated_at";
@@ -655,15 +656,6 @@ impl ListingRow {
             updated_at: row.int_at(at(6))?,
         }))
     }
-}
-
-/// Sort orders of a folder listing; folders always come first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListOrder {
-    Name,
-    Size,
-    CreatedAt,
-    UpdatedAt,
 }
 
 /// One page of the live children of `parent_id`, folders first, and their total count.

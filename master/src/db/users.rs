@@ -2,6 +2,7 @@
 
 use super::{Arg, Conn, Db, DbError, Values};
 use crate::domain::time::Millis;
+use crate::domain::user::UserFilter;
 
 const USER_COLUMNS: &str = "id, email, nickname, status, group_id, storage, language, timezone, \
      two_factor_key, color_primary, color_secondary, color_success, \
@@ -193,15 +194,6 @@ pub async fn set_colors(db: &Db, id: &str, colors: Option<[&str; 7]>, now: Milli
     .execute(db.writer())
     .await?;
     Ok(done.rows_affected() > 0)
-}
-
-/// Filters of the administrators' user list; `None` means no restriction.
-#[derive(Debug, Default, Clone)]
-pub struct UserFilter {
-    pub group_id: Option<String>,
-    pub status: Option<String>,
-    pub email_contains: Option<String>,
-    pub nickname_contains: Option<String>,
 }
 
 /// The WHERE clause for `filter` with `$n` placeholders, and the text values to bind in order.

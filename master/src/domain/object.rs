@@ -102,6 +102,15 @@ pub fn parse_path(path: &str) -> Result<Vec<ObjectName>, &'static str> {
     path.split('/').filter(|s| !s.is_empty()).map(ObjectName::parse).collect()
 }
 
+/// Sort orders of a folder listing; folders always come first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListOrder {
+    Name,
+    Size,
+    CreatedAt,
+    UpdatedAt,
+}
+
 #[cfg(test)]
 mod tests {
 

@@ -77,6 +77,15 @@ impl fmt::Display for Email {
     }
 }
 
+/// Filters of the administrators' user list; `None` means no restriction.
+#[derive(Debug, Default, Clone)]
+pub struct UserFilter {
+    pub group_id: Option<String>,
+    pub status: Option<String>,
+    pub email_contains: Option<String>,
+    pub nickname_contains: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,10 +13,10 @@ use http_range_header::{EndPosition, RangeUnsatisfiableError, StartPosition};
 use nubo_common::storage::ByteRange;
 
 use crate::domain::object::attachment_disposition;
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::http::content_safety;
 use crate::service::transfers::Download;
-use crate::service::{ErrorKind, ServiceError, ServiceResult};
 
 fn header_value(value: &str) -> HeaderValue {
     HeaderValue::from_str(value).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
@@ -51,7 +51,10 @@ pub async fn serve(download: Download, method: &Method, request: &HeaderMap) -> 
         }
     }
 
-    let range = requested_range(request, download.size)?;
+    let range = match requested_range(request, download.size) {
+        Ok(range) => range,
+        Err(unsatisfiable) => return Ok(unsatisfiable.into_response()),
+    };
     let (status, length) = match range {
         Some(range) => {
             let content_range = format!("bytes {}-{}/{}", range.start, range.end_inclusive, download.size);
@@ -72,7 +75,7 @@ pub async fn serve(download: Download, method: &Method, request: &HeaderMap) -> 
 /// unreadable one is ignored; several ranges (overlapping or not) get the whole file, which a
 /// server may always answer; a suffix longer than the file is the whole file (206); `bytes=-0`,
 /// a first position past the end or a last position before the first are unsatisfiable (416).
-fn requested_range(request: &HeaderMap, size: u64) -> ServiceResult<Option<ByteRange>> {
+fn requested_range(request: &HeaderMap, size: u64) -> Result<Option<ByteRange>, RangeNotSatisfiable> {
     let Some(value) = request.get(header::RANGE).and_then(|v| v.to_str().ok()) else { return Ok(None) };
     let parsed = match http_range_header::parse_range_header(value) {
         Ok(parsed) => parsed,
@@ -99,14 +102,28 @@ fn requested_range(request: &HeaderMap, size: u64) -> ServiceResult<Option<ByteR
     Ok(Some(ByteRange { start, end_inclusive }))
 }
 
-fn range_not_satisfiable(size: u64) -> ServiceError {
-    let mut err = ServiceError::new(
-        ErrorKind::RangeNotSatisfiable,
-        codes::DOWNLOAD_RANGE_NOT_SATISFIABLE,
-        format!("the requested range lies outside the {size}-byte file"),
-    );
-    err.content_range = Some(format!("bytes */{size}"));
-    err
+/// A range that lies outside a file of `size` bytes: answered 416 with `Content-Range: bytes */size`.
+#[derive(Debug, PartialEq, Eq)]
+struct RangeNotSatisfiable {
+    size: u64,
+}
+
+fn range_not_satisfiable(size: u64) -> RangeNotSatisfiable {
+    RangeNotSatisfiable { size }
+}
+
+impl IntoResponse for RangeNotSatisfiable {
+    fn into_response(self) -> Response {
+        let size = self.size;
+        let error = ServiceError::new(
+            ErrorKind::RangeNotSatisfiable,
+            codes::DOWNLOAD_RANGE_NOT_SATISFIABLE,
+            format!("the requested range lies outside the {size}-byte file"),
+        );
+        let mut response = error.into_response();
+        response.headers_mut().insert(header::CONTENT_RANGE, header_value(&format!("bytes */{size}")));
+        response
+    }
 }
 
 #[cfg(test)]
@@ -116,7 +133,9 @@ mod tests {
     fn range(value: &str, size: u64) -> Result<Option<(u64, u64)>, String> {
         let mut headers = HeaderMap::new();
         headers.insert(header::RANGE, HeaderValue::from_str(value).unwrap());
-        requested_range(&headers, size).map(|r| r.map(|r| (r.start, r.end_inclusive))).map_err(|e| e.code.into_owned())
+        requested_range(&headers, size)
+            .map(|r| r.map(|r| (r.start, r.end_inclusive)))
+            .map_err(|_| codes::DOWNLOAD_RANGE_NOT_SATISFIABLE.to_owned())
     }
 
     #[test]

@@ -10,8 +10,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use crate::error::{ErrorKind, ServiceError};
 use crate::error_codes as codes;
-use crate::service::{ErrorKind, ServiceError};
 
 /// Response header carrying the request id; also accepted from a trusted proxy.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -87,11 +87,7 @@ impl IntoResponse for ServiceError {
             tracing::debug!(code = %self.code, cause = %source, "request refused");
         }
         let unauthorized = self.kind == ErrorKind::Unauthorized;
-        let content_range = self.content_range.clone();
         let mut response = render(status, self.code.into_owned(), self.message.into_owned(), self.field);
-        if let Some(range) = content_range.and_then(|r| HeaderValue::from_str(&r).ok()) {
-            response.headers_mut().insert(header::CONTENT_RANGE, range);
-        }
         if unauthorized && !response.headers().contains_key(header::WWW_AUTHENTICATE) {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }

@@ -6,8 +6,8 @@ use axum::extract::{FromRequest, FromRequestParts, Query, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
+use crate::error::{ErrorKind, ServiceError};
 use crate::error_codes as codes;
-use crate::service::{ErrorKind, ServiceError};
 
 /// A JSON object body. Malformed JSON answers 400, a wrong content type 415, a body over the
 /// route's limit 413, and well-formed JSON with wrong, missing or unknown fields 422, and so does

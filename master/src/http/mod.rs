@@ -8,6 +8,7 @@ pub mod download;
 pub mod edge;
 pub mod error;
 pub mod extract;
+pub mod guard;
 pub mod node_rpc;
 
 use std::time::Duration;
@@ -23,12 +24,12 @@ use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::{Level, Span};
 
-use crate::app::AppState;
+use crate::context::Context;
+use crate::error::{ErrorKind, ServiceError};
 use crate::error_codes as codes;
-use crate::service::{ErrorKind, ServiceError};
 
 /// Builds the complete application router.
-pub fn router(state: AppState) -> Router {
+pub fn router(state: Context) -> Router {
     let (api, _doc) = api::routes();
     let request_id = HeaderName::from_static(error::REQUEST_ID_HEADER);
     let max_json_body = state.config().max_json_body;

@@ -12,25 +12,23 @@ use axum::body::Bytes;
 use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response as HttpResponse};
-use nubo_common::secret::Secret;
 use nubo_protocol::key::NodeKey;
 use nubo_protocol::nonce::{NonceStore, NonceStoreError};
 use nubo_protocol::rpc::{ErrorCode, Request, Response, RpcError};
 use nubo_protocol::signing::{RequestParts, SignatureHeaders, Verifier, VerifyError};
 use nubo_protocol::{Role, unix_now};
 
-use crate::app::AppState;
-use crate::db::nodes::NodeRow;
+use crate::context::Context;
+use crate::error::{ErrorKind, ServiceError};
 use crate::http::error::{ErrorBody, current_request_id, status_of};
 use crate::kv::KvStore;
-use crate::service::node_calls::{self, Refusal, protocol_code};
-use crate::service::{ErrorKind, ServiceError};
+use crate::service::node_calls::{self, Caller, Refusal, protocol_code};
 
 /// How far a node's clock may be from the master's.
 const MAX_SKEW: Duration = Duration::from_secs(60);
 
 pub async fn handle(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     OriginalUri(uri): OriginalUri,
     headers: HeaderMap,
     body: Bytes,
@@ -61,16 +59,13 @@ pub async fn handle(
     answer(Response { id: Some(request.id), outcome })
 }
 
-async fn authenticate(state: &AppState, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<NodeRow, RpcError> {
+async fn authenticate(state: &Context, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<Caller, RpcError> {
     let signature = SignatureHeaders::parse(|name| headers.get(name).map(|value| value.as_bytes()))?;
-    let node = crate::db::nodes::find(state.db(), &signature.node)
+    let node = node_calls::caller(state, &signature.node)
         .await
         .map_err(|_| RpcError::unavailable("the master's database is unavailable"))?
         .ok_or(VerifyError::UnknownNode)?;
-    if node.enabled == 0 {
-        return Err(VerifyError::UnknownNode.into());
-    }
-    let key = NodeKey::new(&Secret::new(node.secret_key.clone())).map_err(|_| RpcError::internal())?;
+    let key = NodeKey::new(&node.key).map_err(|_| RpcError::internal())?;
     // The path as the node sent it (a nested router's `Uri` would lack the `/api/v1` prefix).
     let path = uri.path_and_query().map_or(uri.path(), |path| path.as_str());
     let parts = RequestParts { method: "POST", path, body };

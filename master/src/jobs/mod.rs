@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::AppState;
+use crate::context::Context;
 use crate::domain::time::now_ms;
 use crate::service::{maintenance, uploads};
 
@@ -44,7 +44,7 @@ where
 }
 
 /// Starts the task workers and the periodic jobs.
-pub fn start(state: &AppState, shutdown: &CancellationToken) -> Vec<JoinHandle<()>> {
+pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()>> {
     let config = state.config();
     let timing = worker::WorkerTiming {
         lease: Duration::from_secs(config.task_lease_seconds.max(1)),
@@ -57,7 +57,7 @@ pub fn start(state: &AppState, shutdown: &CancellationToken) -> Vec<JoinHandle<(
         })
         .collect();
     let hourly = Duration::from_secs(3600);
-    let every = |name: &'static str, period: Duration, job: fn(AppState) -> BoxedJob| {
+    let every = |name: &'static str, period: Duration, job: fn(Context) -> BoxedJob| {
         let state = state.clone();
         spawn_periodic(name, period, shutdown.clone(), move || job(state.clone()))
     };

@@ -10,7 +10,7 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::app::AppState;
+use crate::context::Context;
 use crate::db::tasks::TaskRow;
 use crate::db::{self};
 use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
@@ -35,7 +35,7 @@ struct Shared {
 }
 
 struct Control {
-    state: AppState,
+    state: Context,
     task_id: String,
     shared: Arc<Shared>,
     shutdown: CancellationToken,
@@ -60,7 +60,7 @@ impl Checkpoint for Control {
 }
 
 /// Runs one worker until `shutdown`.
-pub async fn run_worker(state: AppState, name: String, timing: WorkerTiming, shutdown: CancellationToken) {
+pub async fn run_worker(state: Context, name: String, timing: WorkerTiming, shutdown: CancellationToken) {
     while !shutdown.is_cancelled() {
         let now = now_ms();
         let claimed = db::tasks::claim(state.db(), &name, now, now + timing.lease.as_millis() as i64).await;
@@ -84,7 +84,7 @@ fn backoff(attempts: i32) -> Duration {
     Duration::from_secs(2_u64.saturating_pow(attempts.clamp(0, 8) as u32).min(300))
 }
 
-async fn run_task(state: &AppState, worker: &str, timing: WorkerTiming, task: TaskRow, shutdown: &CancellationToken) {
+async fn run_task(state: &Context, worker: &str, timing: WorkerTiming, task: TaskRow, shutdown: &CancellationToken) {
     tracing::info!(task = %task.id, kind = %task.kind, attempt = task.attempts, "task started");
     let shared = Arc::new(Shared {
         progress: Mutex::new(serde_json::from_str(&task.progress).unwrap_or_default()),
@@ -143,7 +143,7 @@ async fn run_task(state: &AppState, worker: &str, timing: WorkerTiming, task: Ta
     }
 }
 
-async fn execute(state: &AppState, task: &TaskRow, control: &mut Control) -> Result<TaskProgress, TaskFailure> {
+async fn execute(state: &Context, task: &TaskRow, control: &mut Control) -> Result<TaskProgress, TaskFailure> {
     let props: TaskProps =
         serde_json::from_str(&task.props).map_err(|e| TaskFailure::Permanent(format!("bad task properties: {e}")))?;
     let owner = task.owner_id.as_deref().and_then(|o| o.parse::<Uuid>().ok());
@@ -157,7 +157,7 @@ async fn execute(state: &AppState, task: &TaskRow, control: &mut Control) -> Res
 /// Extends the lease every third of its length, saves progress, and notices a cancel request
 /// or a lost lease, until `done`.
 async fn heartbeat(
-    state: AppState,
+    state: Context,
     id: String,
     worker: String,
     timing: WorkerTiming,

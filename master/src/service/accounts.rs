@@ -6,16 +6,17 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::app::AppState;
 use crate::auth::password::{PasswordError, hash_password, verify_password};
+use crate::context::Context;
 use crate::db::users::{ProfileField, UserRow};
 use crate::db::{self, Db};
 use crate::domain::settings::AuthMethod;
 use crate::domain::theme::{ThemeColors, ThemeSource};
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::{ErrorKind, ServiceError, ServiceResult, bootstrap, site, themes};
+use crate::service::{bootstrap, site, themes};
 
 /// Provider name of e-mail-and-password credentials in `auth_identities`.
 pub const EMAIL_PASSWORD: &str = "email_password";
@@ -69,15 +70,29 @@ pub async fn user_view(db: &Db, user: &UserRow) -> ServiceResult<UserView> {
     })
 }
 
+/// A user whose account was found `ACTIVE` for this request: what the user-level guard carries.
+#[derive(Debug, Clone)]
+pub struct ActiveUser(UserRow);
+
+impl ActiveUser {
+    pub fn group_id(&self) -> &str {
+        &self.0.group_id
+    }
+
+    pub fn row(&self) -> &UserRow {
+        &self.0
+    }
+}
+
 /// The user behind a token, refused unless `ACTIVE`.
-pub async fn load_active_user(db: &Db, id: Uuid) -> ServiceResult<UserRow> {
+pub async fn load_active_user(db: &Db, id: Uuid) -> ServiceResult<ActiveUser> {
     let user = db::users::find(db, &id.to_string()).await?.ok_or_else(|| {
         ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_USER_NOT_FOUND, "the token's user no longer exists")
     })?;
     if parse_status(&user.status)? != UserStatus::Active {
         return Err(ServiceError::user_inactive());
     }
-    Ok(user)
+    Ok(ActiveUser(user))
 }
 
 pub(crate) fn password_error(field: &str, err: PasswordError) -> ServiceError {
@@ -171,7 +186,7 @@ pub async fn create_user(
 
 /// Self-service registration with e-mail and password, into the registrations group.
 pub async fn register(
-    ctx: &AppState,
+    ctx: &Context,
     provider: AuthMethod,
     email: &str,
     password: &Secret,
@@ -377,5 +392,5 @@ pub async fn set_theme(db: &Db, user_id: Uuid, choice: ThemeChoice) -> ServiceRe
     };
     db::users::set_colors(db, &id, colors.as_ref().map(ThemeColors::as_columns), now_ms()).await?;
     let user = load_active_user(db, user_id).await?;
-    effective_theme(db, &user).await
+    effective_theme(db, user.row()).await
 }

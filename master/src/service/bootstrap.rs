@@ -10,8 +10,9 @@ use crate::db::{self, Db};
 use crate::domain::group::{GIB, GroupPermissions};
 use crate::domain::policy::{DEFAULT_CHUNK_SIZE, PolicyType};
 use crate::domain::time::now_ms;
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, policies, site};
+use crate::service::{accounts, policies, site};
 
 pub const ADMIN_GROUP_NAME: &str = "Administrators";
 pub const USER_GROUP_NAME: &str = "Users";

@@ -15,16 +15,17 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::app::AppState;
 use crate::auth::password::{generate_password, hash_password, verify_password};
 use crate::auth::revocation;
+use crate::context::Context;
 use crate::db::webdav_accounts::WebdavAccountRow;
 use crate::db::{self, DbError};
 use crate::domain::object::parse_path;
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, files, groups, sign_in};
+use crate::service::{accounts, files, groups, sign_in};
 
 /// How long a successful check is reused without hashing the password again.
 const AUTH_CACHE_LIFETIME: Duration = Duration::from_secs(60);
@@ -136,7 +137,7 @@ fn parse_name(raw: &str) -> ServiceResult<String> {
 }
 
 /// The canonical form of a root path, which must name a live folder of the owner.
-async fn parse_root(ctx: &AppState, owner: Uuid, raw: &str) -> ServiceResult<String> {
+async fn parse_root(ctx: &Context, owner: Uuid, raw: &str) -> ServiceResult<String> {
     let names = parse_path(raw).map_err(|why| ServiceError::validation("root", why))?;
     let canonical = format!("/{}", names.iter().map(|n| n.as_str()).collect::<Vec<_>>().join("/"));
     let folder = files::resolve_path(ctx.db(), owner, &canonical).await.map_err(|e| match e.kind {
@@ -167,21 +168,21 @@ fn on_name_clash(err: DbError) -> ServiceError {
     }
 }
 
-pub async fn list(ctx: &AppState, owner: Uuid) -> ServiceResult<Vec<WebdavAccountView>> {
+pub async fn list(ctx: &Context, owner: Uuid) -> ServiceResult<Vec<WebdavAccountView>> {
     db::webdav_accounts::list_of(ctx.db(), &owner.to_string()).await?.iter().map(view).collect()
 }
 
-pub async fn get(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<WebdavAccountView> {
+pub async fn get(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<WebdavAccountView> {
     view(&load(ctx, owner, id).await?)
 }
 
-async fn load(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<WebdavAccountRow> {
+async fn load(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<WebdavAccountRow> {
     db::webdav_accounts::find_owned(ctx.db(), &owner.to_string(), &id.to_string()).await?.ok_or_else(not_found)
 }
 
 /// Creates an account; the owner's group must allow WebDAV.
 pub async fn create(
-    ctx: &AppState,
+    ctx: &Context,
     owner: Uuid,
     group_id: &str,
     input: NewWebdavAccount,
@@ -216,7 +217,7 @@ pub async fn create(
 
 /// Changes an account; a cached sign-in of it is forgotten at once.
 pub async fn update(
-    ctx: &AppState,
+    ctx: &Context,
     owner: Uuid,
     id: Uuid,
     changes: WebdavAccountChanges,
@@ -251,7 +252,7 @@ pub async fn update(
     Ok(WebdavAccountCreated { account: view(&row)?, password: shown })
 }
 
-pub async fn delete(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<()> {
+pub async fn delete(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<()> {
     let row = load(ctx, owner, id).await?;
     if !db::webdav_accounts::delete(ctx.db(), &owner.to_string(), &row.id).await? {
         return Err(not_found());
@@ -264,7 +265,7 @@ fn cache_key(email: &str, name: &str) -> String {
 }
 
 /// Drops the cached sign-in of the owner's account `name`.
-async fn forget(ctx: &AppState, owner: Uuid, name: &str) -> ServiceResult<()> {
+async fn forget(ctx: &Context, owner: Uuid, name: &str) -> ServiceResult<()> {
     if let Some(user) = db::users::find(ctx.db(), &owner.to_string()).await? {
         ctx.store().delete(&cache_key(&user.email, name)).await?;
     }
@@ -277,7 +278,7 @@ fn digest(password: &Secret) -> blake3::Hash {
 
 /// The principal of a recent successful sign-in with the same password, unless the owner was
 /// banned, moved to another group, or their group's permissions changed since.
-async fn cached_principal(ctx: &AppState, key: &str, presented: &blake3::Hash) -> ServiceResult<Option<DavPrincipal>> {
+async fn cached_principal(ctx: &Context, key: &str, presented: &blake3::Hash) -> ServiceResult<Option<DavPrincipal>> {
     let Some(cached) = ctx.store().get(key).await? else { return Ok(None) };
     let Ok(cached) = serde_json::from_str::<CachedCheck>(&cached) else { return Ok(None) };
     // `blake3::Hash` compares in constant time.
@@ -312,7 +313,7 @@ fn sign_in_lock(key: &str) -> Arc<tokio::sync::Mutex<()>> {
 /// Checks HTTP Basic credentials of `/dav`: `username` is `{email}/{account name}` (split at
 /// the last `/`). A recent success for the same password is reused from the store; otherwise
 /// the password is verified (argon2) and the owner must be active with WebDAV allowed.
-pub async fn authenticate(ctx: &AppState, username: &str, password: &Secret) -> ServiceResult<DavPrincipal> {
+pub async fn authenticate(ctx: &Context, username: &str, password: &Secret) -> ServiceResult<DavPrincipal> {
     let (email, name) = username.rsplit_once('/').ok_or_else(invalid_credentials)?;
     let email = Email::parse(email).map_err(|_| invalid_credentials())?;
     let key = cache_key(email.as_str(), name);

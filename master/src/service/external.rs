@@ -15,7 +15,7 @@ use nubo_protocol::methods::{
 use nubo_protocol::rpc::ErrorCode;
 use uuid::Uuid;
 
-use crate::app::AppState;
+use crate::context::Context;
 use crate::db::node_reports::{self as reports, COMPLETED, ExternalDownloadRow, FAILED, RUNNING};
 use crate::db::objects::NewObject;
 use crate::db::policies::PolicyRow;
@@ -24,10 +24,11 @@ use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::{ObjectKind, ObjectName, new_id};
 use crate::domain::task::{TaskProgress, TaskProps, TaskType};
 use crate::domain::time::now_ms;
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::migration::{Checkpoint, TaskFailure};
 use crate::service::tasks::{self, TaskView};
-use crate::service::{ErrorKind, ServiceError, ServiceResult, files, groups};
+use crate::service::{files, groups};
 use crate::storage::node::NodeBlobStore;
 
 /// Longest URL accepted.
@@ -62,7 +63,7 @@ fn check_url(raw: &str) -> ServiceResult<String> {
 
 /// The caller's policy the fetched file lands in: one bound to `node` when given, else the
 /// first of the group's policies that lives on a storage node.
-async fn choose_policy(ctx: &AppState, group_id: &str, node: Option<Uuid>) -> ServiceResult<PolicyRow> {
+async fn choose_policy(ctx: &Context, group_id: &str, node: Option<Uuid>) -> ServiceResult<PolicyRow> {
     let on_nodes = db::policies::of_group(ctx.db(), group_id).await?.into_iter().filter(|p| p.node_id.is_some());
     let mut candidates = on_nodes.filter(|p| node.is_none_or(|n| p.node_id.as_deref() == Some(n.to_string().as_str())));
     candidates.next().ok_or_else(|| match node {
@@ -76,7 +77,7 @@ async fn choose_policy(ctx: &AppState, group_id: &str, node: Option<Uuid>) -> Se
 
 /// Queues the fetch as a task after checking the URL's form, the folder and the policy.
 pub async fn create(
-    ctx: &AppState,
+    ctx: &Context,
     owner: Uuid,
     group_id: &str,
     request: NewExternalDownload,
@@ -118,7 +119,7 @@ fn transient(err: impl std::fmt::Display) -> TaskFailure {
 /// Runs one attempt of an `EXTERNAL_DOWNLOAD` task: starts the fetch on the node, then follows
 /// the node's reports until the file exists, the fetch failed, or the task is stopped.
 pub async fn run(
-    ctx: &AppState,
+    ctx: &Context,
     task_id: &str,
     owner: Option<Uuid>,
     props: &TaskProps,
@@ -239,7 +240,7 @@ async fn cancel_on_node(store: &NodeBlobStore, task_id: &str) {
 }
 
 /// A fetch the reporting node runs, or `not_found`.
-async fn running_fetch(ctx: &AppState, node_id: &str, task_id: &str) -> ServiceResult<ExternalDownloadRow> {
+async fn running_fetch(ctx: &Context, node_id: &str, task_id: &str) -> ServiceResult<ExternalDownloadRow> {
     reports::external_download(ctx.db(), task_id)
         .await?
         .filter(|row| row.node_id == node_id)
@@ -247,7 +248,7 @@ async fn running_fetch(ctx: &AppState, node_id: &str, task_id: &str) -> ServiceR
 }
 
 /// A node's progress report; answers whether the node should stop (cancelled or ended).
-pub async fn progress(ctx: &AppState, node_id: &str, report: &ExternalDownloadProgressParams) -> ServiceResult<bool> {
+pub async fn progress(ctx: &Context, node_id: &str, report: &ExternalDownloadProgressParams) -> ServiceResult<bool> {
     let total = report.total.map(|t| t.min(i64::MAX as u64) as i64);
     let downloaded = report.downloaded.min(i64::MAX as u64) as i64;
     let running =
@@ -258,7 +259,7 @@ pub async fn progress(ctx: &AppState, node_id: &str, report: &ExternalDownloadPr
 }
 
 /// A node's failure report.
-pub async fn failed(ctx: &AppState, node_id: &str, report: &ExternalDownloadFailedParams) -> ServiceResult<()> {
+pub async fn failed(ctx: &Context, node_id: &str, report: &ExternalDownloadFailedParams) -> ServiceResult<()> {
     running_fetch(ctx, node_id, &report.task_id).await?;
     let reason = serde_json::to_value(report.reason).ok().and_then(|v| v.as_str().map(str::to_owned));
     let message = format!("{} ({})", report.message, reason.unwrap_or_default());
@@ -270,7 +271,7 @@ pub async fn failed(ctx: &AppState, node_id: &str, report: &ExternalDownloadFail
 /// and de-duplicates, all in one transaction. Answers whether the node keeps its blob. The
 /// same report again gets the same answer; a report the quota or the folder cannot take ends
 /// the fetch as failed and tells the node to drop the bytes.
-pub async fn complete(ctx: &AppState, node_id: &str, report: &ExternalDownloadCompleteParams) -> ServiceResult<bool> {
+pub async fn complete(ctx: &Context, node_id: &str, report: &ExternalDownloadCompleteParams) -> ServiceResult<bool> {
     let fetch = running_fetch(ctx, node_id, &report.task_id).await?;
     match fetch.state.as_str() {
         COMPLETED => return Ok(fetch.keep_blob.unwrap_or(1) != 0),
@@ -344,7 +345,7 @@ pub async fn complete(ctx: &AppState, node_id: &str, report: &ExternalDownloadCo
 }
 
 /// `wanted`, or `stem (n).ext` for the first `n` free in the folder.
-async fn free_name(ctx: &AppState, folder_id: &str, wanted: &str) -> ServiceResult<String> {
+async fn free_name(ctx: &Context, folder_id: &str, wanted: &str) -> ServiceResult<String> {
     if db::objects::child_by_name(ctx.db(), folder_id, wanted).await?.is_none() {
         return Ok(wanted.to_owned());
     }

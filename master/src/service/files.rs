@@ -8,13 +8,15 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::app::AppState;
-use crate::db::objects::{ListOrder, ListingRow, NewObject, ObjectRow};
+use crate::context::Context;
+use crate::db::objects::{ListingRow, NewObject, ObjectRow};
 use crate::db::{self, Conn, Db, DbError};
+use crate::domain::object::ListOrder;
 use crate::domain::object::{ObjectKind, ObjectName, new_id, parse_path};
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::{ErrorKind, Page, PageRequest, ServiceError, ServiceResult, policies};
+use crate::service::{Page, PageRequest, policies};
 
 /// A file or folder as the API shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -606,7 +608,7 @@ pub async fn restore(db: &Db, owner: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
 
 /// Deletes trashed objects for good: their quota is released and each blob whose last
 /// reference goes is deleted from storage after the change commits.
-pub async fn purge(ctx: &AppState, owner: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
+pub async fn purge(ctx: &Context, owner: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
     let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
     let owner_id = owner.to_string();
     let mut tx = ctx.db().begin().await?;
@@ -621,7 +623,7 @@ pub async fn purge(ctx: &AppState, owner: Uuid, ids: &[Uuid]) -> ServiceResult<(
 }
 
 /// Deletes everything a user owns (before the user is deleted), releasing blobs.
-pub async fn delete_everything_of(ctx: &AppState, owner: Uuid) -> ServiceResult<()> {
+pub async fn delete_everything_of(ctx: &Context, owner: Uuid) -> ServiceResult<()> {
     let Some(root) = db::objects::root_of(ctx.db(), &owner.to_string()).await? else { return Ok(()) };
     let mut tx = ctx.db().begin().await?;
     let orphans = delete_trees(&mut tx, &owner.to_string(), &[root]).await?;
@@ -676,7 +678,7 @@ pub async fn reference_content(
 
 /// Deletes unreferenced blobs from storage and then their rows. Failures are logged and left
 /// for the orphan collector: the metadata change has already committed.
-pub async fn release_blobs(ctx: &AppState, blob_ids: &[String]) {
+pub async fn release_blobs(ctx: &Context, blob_ids: &[String]) {
     for id in blob_ids {
         if let Err(err) = release_blob(ctx, id).await {
             tracing::warn!(blob = %id, error = %err, "could not delete an unreferenced blob; the collector will retry");
@@ -684,7 +686,7 @@ pub async fn release_blobs(ctx: &AppState, blob_ids: &[String]) {
     }
 }
 
-async fn release_blob(ctx: &AppState, id: &str) -> ServiceResult<()> {
+async fn release_blob(ctx: &Context, id: &str) -> ServiceResult<()> {
     let Some(blob) = db::blobs::find(ctx.db(), id).await? else { return Ok(()) };
     if blob.ref_count > 0 {
         return Ok(());

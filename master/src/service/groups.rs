@@ -5,14 +5,14 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::app::AppState;
 use crate::auth::revocation;
+use crate::context::Context;
 use crate::db::groups::{GroupRow, GroupValues};
 use crate::db::{self, Db, DbError};
 use crate::domain::group::GroupPermissions;
 use crate::domain::time::now_ms;
+use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::{ServiceError, ServiceResult};
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct GroupView {
@@ -132,7 +132,7 @@ pub async fn create(db: &Db, input: GroupInput) -> ServiceResult<GroupView> {
 /// Replaces a group's settings. A change to what access tokens snapshot (name, admin flag,
 /// capacity, permissions) makes every member's tokens stale at once, on every master: they
 /// refresh to get the new claims.
-pub async fn update(ctx: &AppState, id: Uuid, input: GroupInput) -> ServiceResult<GroupView> {
+pub async fn update(ctx: &Context, id: Uuid, input: GroupInput) -> ServiceResult<GroupView> {
     let db = ctx.db();
     let (name, permissions, policy_ids) = validate(db, &input).await?;
     let key = id.to_string();

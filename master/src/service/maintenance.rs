@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use nubo_common::storage::StorageKey;
 
-use crate::app::AppState;
+use crate::context::Context;
 use crate::db::{self};
 use crate::domain::time::Millis;
-use crate::service::{ServiceResult, files, policies};
+use crate::error::ServiceResult;
+use crate::service::{files, policies};
 
 /// How old an unreferenced blob must be before it is collected: long enough that a copy in
 /// progress (whose journal row has no reference yet) is never taken.
@@ -19,12 +20,12 @@ pub const BLOB_GRACE: Duration = Duration::from_secs(6 * 3600);
 /// references (interrupted migrations, deletions that failed; bytes first, then the row), and
 /// bytes no row and no open upload knows (a crash between writing and recording). Answers how
 /// many blobs were collected.
-pub async fn collect_blobs(ctx: &AppState, now: Millis, grace: Duration) -> ServiceResult<usize> {
+pub async fn collect_blobs(ctx: &Context, now: Millis, grace: Duration) -> ServiceResult<usize> {
     let collected = collect_unreferenced_rows(ctx, now, grace).await?;
     Ok(collected + collect_unknown_bytes(ctx, now, grace).await?)
 }
 
-async fn collect_unknown_bytes(ctx: &AppState, now: Millis, grace: Duration) -> ServiceResult<usize> {
+async fn collect_unknown_bytes(ctx: &Context, now: Millis, grace: Duration) -> ServiceResult<usize> {
     let cutoff = now - grace.as_millis() as i64;
     let mut collected = 0;
     // Nodes do not list their blobs (see `NodeBlobStore::list`), and a node may serve several
@@ -50,7 +51,7 @@ async fn collect_unknown_bytes(ctx: &AppState, now: Millis, grace: Duration) -> 
     Ok(collected)
 }
 
-async fn collect_unreferenced_rows(ctx: &AppState, now: Millis, grace: Duration) -> ServiceResult<usize> {
+async fn collect_unreferenced_rows(ctx: &Context, now: Millis, grace: Duration) -> ServiceResult<usize> {
     let mut collected = 0;
     loop {
         let blobs = db::blobs::unreferenced_before(ctx.db(), now - grace.as_millis() as i64, 100).await?;
@@ -71,7 +72,7 @@ async fn collect_unreferenced_rows(ctx: &AppState, now: Millis, grace: Duration)
 }
 
 /// Deletes for good what has been in the trash longer than its owner's group keeps it.
-pub async fn purge_expired_trash(ctx: &AppState, now: Millis) -> ServiceResult<usize> {
+pub async fn purge_expired_trash(ctx: &Context, now: Millis) -> ServiceResult<usize> {
     let expired = db::objects::expired_trash(ctx.db(), now, 500).await?;
     let mut purged = 0;
     for (owner, id) in expired {
@@ -87,6 +88,6 @@ pub async fn purge_expired_trash(ctx: &AppState, now: Millis) -> ServiceResult<u
 
 /// Deletes refresh tokens that expired, or were retired or revoked more than a day ago (reuse
 /// detection needs the retired ones for a while).
-pub async fn clean_refresh_tokens(ctx: &AppState, now: Millis) -> ServiceResult<u64> {
+pub async fn clean_refresh_tokens(ctx: &Context, now: Millis) -> ServiceResult<u64> {
     Ok(db::refresh_tokens::delete_dead(ctx.db(), now, now - 86_400_000).await?)
 }

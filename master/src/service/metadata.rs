@@ -10,8 +10,9 @@ use uuid::Uuid;
 use crate::db::properties::PropertyRow;
 use crate::db::{self, Db, DbError};
 use crate::domain::time::now_ms;
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::{ErrorKind, ServiceError, ServiceResult, files};
+use crate::service::files;
 
 pub const SYSTEM_NAMESPACE: &str = "sys";
 pub const USER_NAMESPACE: &str = "user";

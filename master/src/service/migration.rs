@@ -7,14 +7,15 @@
 use nubo_common::storage::{BlobStore, StorageKey};
 use uuid::Uuid;
 
-use crate::app::AppState;
+use crate::context::Context;
 use crate::db::blobs::BlobRow;
 use crate::db::objects::ObjectRow;
 use crate::db::{self, DbError};
 use crate::domain::naming::{self, NamingContext};
 use crate::domain::task::{TaskProgress, TaskProps};
 use crate::domain::time::now_ms;
-use crate::service::{ServiceError, files, policies};
+use crate::error::ServiceError;
+use crate::service::{files, policies};
 
 /// Why a task stopped before finishing.
 #[derive(Debug, thiserror::Error)]
@@ -32,7 +33,7 @@ pub enum TaskFailure {
 
 impl From<ServiceError> for TaskFailure {
     fn from(err: ServiceError) -> Self {
-        use crate::service::ErrorKind;
+        use crate::error::ErrorKind;
         match err.kind {
             ErrorKind::Unavailable | ErrorKind::Internal | ErrorKind::BadGateway => {
                 TaskFailure::Transient(err.to_string())
@@ -67,7 +68,7 @@ pub trait Checkpoint: Send {
 
 /// Runs a migration to the end, or until the checkpoint says stop.
 pub async fn run(
-    ctx: &AppState,
+    ctx: &Context,
     owner: Option<Uuid>,
     props: &TaskProps,
     control: &mut dyn Checkpoint,
@@ -106,7 +107,7 @@ pub async fn run(
 }
 
 /// Moves one file's content to `target` (or points it at an identical blob already there).
-async fn migrate_file(ctx: &AppState, file: &ObjectRow, target: &db::policies::PolicyRow) -> Result<(), TaskFailure> {
+async fn migrate_file(ctx: &Context, file: &ObjectRow, target: &db::policies::PolicyRow) -> Result<(), TaskFailure> {
     let db = ctx.db();
     // Re-read: the file may have changed since the plan was made.
     let Some(current) = db::objects::find_by_id(db, &file.id).await? else { return Ok(()) };
@@ -203,7 +204,7 @@ async fn drop_copy(destination: &dyn BlobStore, key: &StorageKey) {
     }
 }
 
-async fn forget_journal(ctx: &AppState, id: &str) {
+async fn forget_journal(ctx: &Context, id: &str) {
     let forgotten = match ctx.db().writer().acquire().await {
         Ok(mut conn) => db::blobs::delete_unreferenced(&mut conn, id).await,
         Err(err) => Err(DbError::from(err)),

@@ -2,6 +2,7 @@
 //! Signatures are checked before (see `http::node_rpc`); this module sees authenticated calls
 //! of one known node and answers typed results or protocol errors.
 
+use nubo_common::secret::Secret;
 use nubo_protocol::PROTOCOL_VERSION;
 use nubo_protocol::methods::{
     Ack, Call, ExternalDownloadCompleteResult, ExternalDownloadProgressResult, PingParams, PingResult,
@@ -10,9 +11,10 @@ use nubo_protocol::methods::{
 use nubo_protocol::rpc::{ErrorCode, RpcError, check_protocol_version, encode_outcome};
 use serde_json::Value;
 
-use crate::app::AppState;
-use crate::db::nodes::NodeRow;
-use crate::service::{ErrorKind, ServiceError, external, uploads};
+use crate::context::Context;
+use crate::db;
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
+use crate::service::{external, uploads};
 
 /// Why a node's call got no result: a protocol error as it is, or a service refusal that the
 /// HTTP front end turns into a protocol error carrying the client-facing body and status (the
@@ -35,8 +37,21 @@ impl From<ServiceError> for Refusal {
     }
 }
 
+/// A known, enabled node that signed a call: who it is and the key its signature is checked with.
+pub struct Caller {
+    pub id: String,
+    pub name: String,
+    pub key: Secret,
+}
+
+/// The enabled node named `node_id` in a call's signature; `None` when it is unknown or disabled.
+pub async fn caller(ctx: &Context, node_id: &str) -> ServiceResult<Option<Caller>> {
+    let Some(node) = db::nodes::find(ctx.db(), node_id).await? else { return Ok(None) };
+    Ok((node.enabled != 0).then(|| Caller { id: node.id, name: node.name, key: Secret::new(node.secret_key) }))
+}
+
 /// Runs `call` from `node`.
-pub async fn dispatch(ctx: &AppState, node: &NodeRow, call: Call) -> Result<Value, Refusal> {
+pub async fn dispatch(ctx: &Context, node: &Caller, call: Call) -> Result<Value, Refusal> {
     match call {
         Call::Ping(params) => Ok(encode_outcome(ping(params))?),
         Call::UploadComplete(report) => {

@@ -16,8 +16,8 @@ use uuid::Uuid;
 use crate::db::nodes::NodeRow;
 use crate::db::{self, Db, DbError};
 use crate::domain::time::{now_ms, to_rfc3339};
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::{ErrorKind, ServiceError, ServiceResult};
 
 /// Longest a health check waits for the node.
 const PING_TIMEOUT: Duration = Duration::from_secs(10);

@@ -5,7 +5,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::app::AppState;
+use crate::context::Context;
 use crate::db::policies::{PolicyRow, PolicyValues};
 use crate::db::{self, Db, DbError};
 use crate::domain::naming;
@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use nubo_common::storage::BlobStore;
 
-use crate::service::{ErrorKind, ServiceError, ServiceResult};
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 
 /// A policy as administrators see it; the S3 secret key is never included.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -247,7 +247,7 @@ pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
 }
 
 /// Writes, reads back and deletes a probe blob with the policy's store.
-pub async fn test(ctx: &AppState, id: Uuid) -> ServiceResult<()> {
+pub async fn test(ctx: &Context, id: Uuid) -> ServiceResult<()> {
     let policy = find(ctx.db(), id).await?;
     let store = match policy.node_id {
         Some(_) => store(ctx, &policy).await?,
@@ -260,7 +260,7 @@ pub async fn test(ctx: &AppState, id: Uuid) -> ServiceResult<()> {
 
 /// The blob store of `policy`: the policy's own, or the store of the node it is bound to. A
 /// disabled node answers 503 `node.unavailable` here, before any call is tried.
-pub async fn store(ctx: &AppState, policy: &PolicyRow) -> ServiceResult<Arc<dyn BlobStore>> {
+pub async fn store(ctx: &Context, policy: &PolicyRow) -> ServiceResult<Arc<dyn BlobStore>> {
     let Some(node_id) = &policy.node_id else {
         return ctx.storage().store(policy).map_err(ServiceError::internal);
     };

@@ -9,19 +9,20 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::app::AppState;
-use crate::auth::guard::token_error;
 use crate::auth::password::{generate_password, hash_password, verify_password};
 use crate::auth::token::{ACCESS_TOKEN_LIFETIME, GroupClaims, JwtPayload, RefreshClaims, TokenType};
+use crate::context::Context;
 use crate::db::users::UserRow;
 use crate::db::{self};
 use crate::domain::group::GroupPermissions;
 use crate::domain::settings::AuthMethod;
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::auth::token::token_error;
 use crate::service::accounts::{self, EMAIL_PASSWORD, UserView};
-use crate::service::{ErrorKind, ServiceError, ServiceResult, site};
+use crate::service::site;
 
 /// A freshly issued pair of tokens.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -61,7 +62,7 @@ pub async fn dummy_hash() -> ServiceResult<&'static str> {
 }
 
 /// Counts an attempt from `address`; refuses when the address is over its budget.
-async fn limit_address(ctx: &AppState, scope: &str, address: IpAddr) -> ServiceResult<()> {
+async fn limit_address(ctx: &Context, scope: &str, address: IpAddr) -> ServiceResult<()> {
     let window = Duration::from_secs(ctx.config().login_rate_window_seconds);
     let attempts = ctx.store().increment(&format!("rate:{scope}:addr:{address}"), window).await?;
     if attempts > ctx.config().login_attempts_per_address {
@@ -70,14 +71,14 @@ async fn limit_address(ctx: &AppState, scope: &str, address: IpAddr) -> ServiceR
     Ok(())
 }
 
-pub async fn limit_registration(ctx: &AppState, address: IpAddr) -> ServiceResult<()> {
+pub async fn limit_registration(ctx: &Context, address: IpAddr) -> ServiceResult<()> {
     limit_address(ctx, "register", address).await
 }
 
 /// Unified sign-in. Only providers enabled in `auth_methods` are accepted; of those, e-mail and
 /// password is built, others answer 501 until they land.
 pub async fn login(
-    ctx: &AppState,
+    ctx: &Context,
     provider: AuthMethod,
     identifier: &str,
     credential: Option<&Secret>,
@@ -121,7 +122,7 @@ pub async fn login(
 }
 
 /// The group claims snapshot of a user's current group.
-async fn group_claims(ctx: &AppState, user: &UserRow) -> ServiceResult<GroupClaims> {
+async fn group_claims(ctx: &Context, user: &UserRow) -> ServiceResult<GroupClaims> {
     let group = db::groups::find(ctx.db(), &user.group_id)
         .await?
         .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("user {} has no group", user.id)))?;
@@ -137,7 +138,7 @@ async fn group_claims(ctx: &AppState, user: &UserRow) -> ServiceResult<GroupClai
 }
 
 /// Issues an access token and a refresh token in `family`, recording the refresh token.
-async fn issue(ctx: &AppState, user: &UserRow, family: Uuid) -> ServiceResult<TokenPair> {
+async fn issue(ctx: &Context, user: &UserRow, family: Uuid) -> ServiceResult<TokenPair> {
     let user_id: Uuid = user.id.parse().map_err(ServiceError::internal)?;
     let now_ms = now_ms();
     let now = now_ms / 1000;
@@ -187,7 +188,7 @@ fn refresh_refused() -> ServiceError {
 
 /// Exchanges a refresh token for a new pair and retires it. Presenting a token that was
 /// already exchanged means it leaked (or a client replays it): the whole family is revoked.
-pub async fn refresh(ctx: &AppState, token: &str) -> ServiceResult<TokenPair> {
+pub async fn refresh(ctx: &Context, token: &str) -> ServiceResult<TokenPair> {
     let claims = ctx.tokens().verify_refresh(token).map_err(token_error)?;
     let now = now_ms();
     let id = claims.jti.to_string();
@@ -206,11 +207,11 @@ pub async fn refresh(ctx: &AppState, token: &str) -> ServiceResult<TokenPair> {
         ));
     }
     let user = accounts::load_active_user(ctx.db(), claims.sub).await?;
-    issue(ctx, &user, claims.fam).await
+    issue(ctx, user.row(), claims.fam).await
 }
 
 /// Signs out: revokes the refresh token's whole family. Idempotent.
-pub async fn logout(ctx: &AppState, token: &str) -> ServiceResult<()> {
+pub async fn logout(ctx: &Context, token: &str) -> ServiceResult<()> {
     let claims = ctx.tokens().verify_refresh(token).map_err(token_error)?;
     db::refresh_tokens::revoke_family(ctx.db(), &claims.fam.to_string(), now_ms()).await?;
     Ok(())

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use crate::db::{self, Db};
 use crate::domain::settings::{AuthMethod, KNOWN_SETTINGS, known_setting, validate_setting_value};
 use crate::domain::time::now_ms;
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::{ErrorKind, ServiceError, ServiceResult};
 
 /// The public configuration clients need before anyone signs in.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,13 +5,14 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::app::AppState;
+use crate::context::Context;
 use crate::db::tasks::{TaskFilter, TaskRow};
 use crate::db::{self, Db};
 use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
 use crate::domain::time::{now_ms, to_rfc3339};
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::{ErrorKind, Page, PageRequest, ServiceError, ServiceResult, files, policies};
+use crate::service::{Page, PageRequest, files, policies};
 
 /// Attempts a task gets before a transient failure becomes final.
 pub const MAX_ATTEMPTS: i32 = 5;
@@ -61,7 +62,7 @@ pub fn view(row: &TaskRow) -> ServiceResult<TaskView> {
 /// Queues a `POLICY_MIGRATE` task for an object the caller owns, after checking that the
 /// caller's group may use the target policy (403 and no task otherwise).
 pub async fn create_migration(
-    ctx: &AppState,
+    ctx: &Context,
     owner: Uuid,
     group_id: &str,
     object_id: Uuid,

@@ -8,8 +8,8 @@ use crate::db::themes::ThemeRow;
 use crate::db::{self, Db, DbError};
 use crate::domain::theme::ThemeColors;
 use crate::domain::time::{now_ms, to_rfc3339};
+use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::{ServiceError, ServiceResult};
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ThemePresetView {

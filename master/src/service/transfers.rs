@@ -11,9 +11,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::app::AppState;
-use crate::auth::guard::token_error;
 use crate::auth::token::{DownloadClaims, TokenType};
+use crate::context::Context;
 use crate::db::objects::{ContentReplaced, FileCreation, NewObject, ObjectRow};
 use crate::db::policies::PolicyRow;
 use crate::db::{self, DbError};
@@ -21,10 +20,12 @@ use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::{ObjectKind, ObjectName, new_id};
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::domain::user::UserStatus;
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::auth::token::token_error;
 use crate::service::files::{self, ObjectView, quota_exceeded};
 use crate::service::uploads::check_max_size;
-use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts, policies};
+use crate::service::{accounts, policies};
 
 /// Lifetime of a download token (the interface leaves it open): one hour to start using it.
 pub const DOWNLOAD_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
@@ -63,7 +64,7 @@ fn expect_file(row: &ObjectRow) -> ServiceResult<()> {
     if row.is_folder() { Err(not_a_file()) } else { Ok(()) }
 }
 
-pub async fn create_download_token(ctx: &AppState, owner: Uuid, object_id: Uuid) -> ServiceResult<DownloadTokenView> {
+pub async fn create_download_token(ctx: &Context, owner: Uuid, object_id: Uuid) -> ServiceResult<DownloadTokenView> {
     let owned = files::authorize_live(ctx.db(), owner, object_id).await?;
     expect_file(owned.row())?;
     let now = now_ms() / 1000;
@@ -80,7 +81,7 @@ pub async fn create_download_token(ctx: &AppState, owner: Uuid, object_id: Uuid)
 
 /// Opens the file a download token names. With `consume`, the token is spent: a second use
 /// is refused, also on another master sharing the store. (`HEAD` does not consume it.)
-pub async fn open_download(ctx: &AppState, token: &str, consume: bool) -> ServiceResult<Download> {
+pub async fn open_download(ctx: &Context, token: &str, consume: bool) -> ServiceResult<Download> {
     let claims = ctx.tokens().verify_download(token).map_err(token_error)?;
     if consume {
         let remaining = (claims.exp - now_ms() / 1000).max(1) as u64 + 60;
@@ -98,7 +99,7 @@ pub async fn open_download(ctx: &AppState, token: &str, consume: bool) -> Servic
     prepare(ctx, owned.row()).await
 }
 
-async fn prepare(ctx: &AppState, row: &ObjectRow) -> ServiceResult<Download> {
+async fn prepare(ctx: &Context, row: &ObjectRow) -> ServiceResult<Download> {
     expect_file(row)?;
     let blob_id =
         row.physical_file_id.as_deref().ok_or_else(|| ServiceError::internal(anyhow::anyhow!("file without blob")))?;
@@ -114,7 +115,7 @@ async fn prepare(ctx: &AppState, row: &ObjectRow) -> ServiceResult<Download> {
 /// answers a URL; local disk answers none); otherwise, and for a private one, they stream
 /// through the master.
 async fn serve_content(
-    ctx: &AppState,
+    ctx: &Context,
     content: db::objects::FileContentRow,
     may_redirect: bool,
 ) -> ServiceResult<Download> {
@@ -143,7 +144,7 @@ fn source_url(object_id: &str, name: &str) -> String {
 }
 
 /// Creates the file's source link (or answers the existing one).
-pub async fn create_source_link(ctx: &AppState, owner: Uuid, object_id: Uuid) -> ServiceResult<SourceLinkView> {
+pub async fn create_source_link(ctx: &Context, owner: Uuid, object_id: Uuid) -> ServiceResult<SourceLinkView> {
     let owned = files::authorize_live(ctx.db(), owner, object_id).await?;
     expect_file(owned.row())?;
     let row = owned.row();
@@ -151,7 +152,7 @@ pub async fn create_source_link(ctx: &AppState, owner: Uuid, object_id: Uuid) ->
     source_link(ctx, owner, object_id).await
 }
 
-pub async fn source_link(ctx: &AppState, owner: Uuid, object_id: Uuid) -> ServiceResult<SourceLinkView> {
+pub async fn source_link(ctx: &Context, owner: Uuid, object_id: Uuid) -> ServiceResult<SourceLinkView> {
     let owned = files::authorize(ctx.db(), owner, object_id).await?;
     let (_, downloads) = db::objects::source_link_of(ctx.db(), &owned.row().id)
         .await?
@@ -161,7 +162,7 @@ pub async fn source_link(ctx: &AppState, owner: Uuid, object_id: Uuid) -> Servic
 
 /// Opens a file through its public source link. The name in the URL must be the file's name;
 /// a trashed file, or one whose owner is not active, is not served.
-pub async fn open_source(ctx: &AppState, object_id: Uuid, name: &str) -> ServiceResult<Download> {
+pub async fn open_source(ctx: &Context, object_id: Uuid, name: &str) -> ServiceResult<Download> {
     let missing = || ServiceError::not_found(codes::SOURCE_NOT_FOUND, "no such source link");
     let id = object_id.to_string();
     db::objects::source_link_of(ctx.db(), &id).await?.ok_or_else(missing)?;
@@ -181,7 +182,7 @@ pub async fn open_source(ctx: &AppState, object_id: Uuid, name: &str) -> Service
 /// Opens a live file of `owner` for reading through the master (WebDAV): always a stream, never a
 /// redirect. One statement checks the file is the owner's and not in the trash and reads its
 /// blob and policy; anything else (someone else's, trashed, a folder, gone) is not found.
-pub async fn open_owned(ctx: &AppState, owner: Uuid, object_id: Uuid) -> ServiceResult<Download> {
+pub async fn open_owned(ctx: &Context, owner: Uuid, object_id: Uuid) -> ServiceResult<Download> {
     let content = db::objects::live_file_content(ctx.db(), &owner.to_string(), &object_id.to_string())
         .await?
         .ok_or_else(files::not_found)?;
@@ -193,7 +194,7 @@ pub async fn open_owned(ctx: &AppState, owner: Uuid, object_id: Uuid) -> Service
 /// the old blob loses a reference (and is deleted when it was the last). Until the new content
 /// is complete the old one stays in place and readable.
 pub async fn replace_content(
-    ctx: &AppState,
+    ctx: &Context,
     owner: Uuid,
     object_id: Uuid,
     content_length: Option<u64>,
@@ -241,7 +242,7 @@ pub struct NewFileFacts {
 
 /// Reads the [`NewFileFacts`] of `owner` in group `group_id`, in one query. A caller that will
 /// plan a write can read them while it looks up the folder (see [`Presence::KnownAbsent`]).
-pub async fn new_file_facts(ctx: &AppState, owner: Uuid, group_id: &str) -> ServiceResult<NewFileFacts> {
+pub async fn new_file_facts(ctx: &Context, owner: Uuid, group_id: &str) -> ServiceResult<NewFileFacts> {
     let (used, capacity, policy) =
         db::users::usage_capacity_and_policy(ctx.db(), &owner.to_string(), group_id, now_ms()).await?;
     let policy = Box::new(policy.ok_or_else(policies::not_allowed)?);
@@ -252,7 +253,7 @@ pub async fn new_file_facts(ctx: &AppState, owner: Uuid, group_id: &str) -> Serv
 /// old blob, when this was its last reference, and a surplus copy of the new content are
 /// removed after the answer.
 async fn replace_row(
-    ctx: &AppState,
+    ctx: &Context,
     owner: Uuid,
     row: &ObjectRow,
     policy: &PolicyRow,
@@ -362,7 +363,7 @@ pub enum Presence {
 /// the owner) from a body of `declared` bytes (unknown for a chunked body). Refuses a name taken
 /// by a folder; [`PlannedWrite::admit`] then says whether the size fits.
 pub async fn plan_write(
-    ctx: &AppState,
+    ctx: &Context,
     owner: Uuid,
     group_id: &str,
     parent: &files::PathEntry,
@@ -427,7 +428,7 @@ impl PlannedWrite {
     /// Streams the body in. Nothing is visible until every byte has arrived; a body that fails
     /// or is cut off leaves no file, no blob and no quota change (an existing file keeps its
     /// content). Answers the file as written.
-    pub async fn write(self, ctx: &AppState, body: ByteStream) -> ServiceResult<files::PathEntry> {
+    pub async fn write(self, ctx: &Context, body: ByteStream) -> ServiceResult<files::PathEntry> {
         if let Some(row) = &self.existing {
             let (size, now) = replace_row(ctx, self.owner, row, &self.policy, self.usage, self.declared, body).await?;
             let id = files::parse_uuid(&row.id)?;
@@ -462,7 +463,7 @@ impl PlannedWrite {
     /// Writes a body the caller held whole before the write began (a small one). When the
     /// policy already holds its content, the new file (or the file's new content) refers to that
     /// blob and no byte is stored again; anything else is written as by [`PlannedWrite::write`].
-    pub async fn write_whole(self, ctx: &AppState, pieces: Vec<Bytes>) -> ServiceResult<files::PathEntry> {
+    pub async fn write_whole(self, ctx: &Context, pieces: Vec<Bytes>) -> ServiceResult<files::PathEntry> {
         if let Some(entry) = self.refer_to_held_content(ctx, &pieces).await? {
             return Ok(entry);
         }
@@ -472,7 +473,7 @@ impl PlannedWrite {
     /// The file written, when the policy holds a live blob with the content of `pieces` and the
     /// owner has room for it; `None` when the bytes need storing (or refusing, which the write
     /// does with the usual answer).
-    async fn refer_to_held_content(&self, ctx: &AppState, pieces: &[Bytes]) -> ServiceResult<Option<files::PathEntry>> {
+    async fn refer_to_held_content(&self, ctx: &Context, pieces: &[Bytes]) -> ServiceResult<Option<files::PathEntry>> {
         let mut hasher = StreamHasher::new();
         for piece in pieces {
             hasher.update(piece);
@@ -499,7 +500,7 @@ impl PlannedWrite {
     /// policy's blob with `blake3` and `size`, and its old blob loses the file's reference.
     async fn replace_with_held_content(
         &self,
-        ctx: &AppState,
+        ctx: &Context,
         row: &ObjectRow,
         blake3: &str,
         size: i64,
@@ -535,7 +536,7 @@ impl PlannedWrite {
     /// answers how, and the file as it is if it was created.
     async fn create_file(
         &self,
-        ctx: &AppState,
+        ctx: &Context,
         content: NewContent<'_>,
     ) -> ServiceResult<(FileCreation, files::PathEntry)> {
         let (object_id, blob_id) = (new_id(), new_id().to_string());
@@ -598,7 +599,7 @@ impl StreamedContent {
     }
 
     /// Undoes the write after a failure: the new bytes go, the reservation comes back.
-    async fn discard(self, ctx: &AppState, error: ServiceError) -> ServiceError {
+    async fn discard(self, ctx: &Context, error: ServiceError) -> ServiceError {
         if let Err(err) = self.store.delete(&self.key).await {
             tracing::warn!(key = %self.key, error = %err, "cannot remove the bytes of a failed write; the collector will");
         }
@@ -607,7 +608,7 @@ impl StreamedContent {
     }
 }
 
-async fn give_back(ctx: &AppState, owner_id: &str, bytes: i64) {
+async fn give_back(ctx: &Context, owner_id: &str, bytes: i64) {
     if bytes <= 0 {
         return;
     }
@@ -627,7 +628,7 @@ async fn give_back(ctx: &AppState, owner_id: &str, bytes: i64) {
 /// bytes arrive, also when no length was declared.
 #[allow(clippy::too_many_arguments)] // one write's facts, each used once; a struct would only rename them
 async fn stream_content(
-    ctx: &AppState,
+    ctx: &Context,
     owner: Uuid,
     policy: &PolicyRow,
     name: &str,

@@ -11,7 +11,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::app::AppState;
+use crate::context::Context;
 use crate::db::node_reports::UploadResultRow;
 use crate::db::objects::NewObject;
 use crate::db::uploads::{ABORTING, ChunkRow, FINISHING, SessionRow, UPLOADING};
@@ -19,9 +19,10 @@ use crate::db::{self, DbError};
 use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::{ObjectKind, ObjectName, new_id};
 use crate::domain::time::{now_ms, to_rfc3339};
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::files::{self, ObjectView, quota_exceeded};
-use crate::service::{ErrorKind, ServiceError, ServiceResult, policies};
+use crate::service::policies;
 
 /// How long a session may wait for its chunks (the interface leaves it open): a day.
 pub const SESSION_LIFETIME: Duration = Duration::from_secs(24 * 3600);
@@ -118,7 +119,7 @@ pub fn check_max_size(max_size: i64, size: i64) -> ServiceResult<()> {
 /// have changed any of them while the bytes were in flight. `Ok(Some(refusal))` when the upload
 /// may no longer be recorded; `Err` only for a fault while looking.
 async fn refusal_on_completion(
-    ctx: &AppState,
+    ctx: &Context,
     session: &SessionRow,
     policy: &db::policies::PolicyRow,
 ) -> ServiceResult<Option<ServiceError>> {
@@ -140,7 +141,7 @@ async fn refusal_on_completion(
 /// Opens a session: checks the folder, the name, the policy and its size limit, and reserves
 /// the declared size against the quota in the same transaction as the session row, so
 /// concurrent sessions can never exceed the quota together.
-pub async fn create(ctx: &AppState, owner: Uuid, group_id: &str, request: NewUpload) -> ServiceResult<SessionView> {
+pub async fn create(ctx: &Context, owner: Uuid, group_id: &str, request: NewUpload) -> ServiceResult<SessionView> {
     let db = ctx.db();
     let parent = files::authorize_folder(db, owner, request.parent_id).await?;
     let name = ObjectName::parse(&request.file_name).map_err(|why| ServiceError::validation("file_name", why))?;
@@ -237,7 +238,7 @@ fn direct_only() -> ServiceError {
     )
 }
 
-async fn load(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<SessionRow> {
+async fn load(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<SessionRow> {
     db::uploads::find_owned(ctx.db(), &owner.to_string(), &id.to_string()).await?.ok_or_else(session_not_found)
 }
 
@@ -260,7 +261,7 @@ fn check_open(session: &SessionRow) -> ServiceResult<()> {
     Ok(())
 }
 
-pub async fn status(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<SessionView> {
+pub async fn status(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<SessionView> {
     let session = load(ctx, owner, id).await?;
     let uploaded = db::uploads::chunks(ctx.db(), &session.id).await?.iter().map(|c| c.chunk_index).collect();
     let current = view(&session, uploaded, None)?;
@@ -276,7 +277,7 @@ pub async fn status(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<Sess
 /// Stores chunk `index`. Idempotent: a re-sent chunk replaces the earlier copy. When this was
 /// the last missing chunk, the upload is finalised and the answer carries the new object.
 pub async fn put_chunk(
-    ctx: &AppState,
+    ctx: &Context,
     owner: Uuid,
     id: Uuid,
     index: u32,
@@ -331,7 +332,7 @@ pub async fn put_chunk(
 
 /// Explicitly finalises an upload whose chunks have all arrived (also retries a finalisation
 /// that failed half-way).
-pub async fn complete(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<SessionView> {
+pub async fn complete(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<SessionView> {
     let session = load(ctx, owner, id).await?;
     check_open(&session)?;
     if session.node_id.is_some() {
@@ -350,7 +351,7 @@ pub async fn complete(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<Se
 
 /// Claims the session (so of two concurrent last chunks only one finalises, and a claim left
 /// by a dead master is taken over once its lease ran out) and finishes it.
-async fn complete_session(ctx: &AppState, session: SessionRow) -> ServiceResult<SessionView> {
+async fn complete_session(ctx: &Context, session: SessionRow) -> ServiceResult<SessionView> {
     let claim = take_claim(ctx, &session, FINISHING, now_ms()).await?.ok_or_else(being_completed)?;
     let object = finish_claimed(ctx, &session, &claim).await?;
     let uploaded = (0..session.total_chunks).collect();
@@ -358,7 +359,7 @@ async fn complete_session(ctx: &AppState, session: SessionRow) -> ServiceResult<
 }
 
 /// How long a claim on a session lasts without being renewed.
-fn claim_lease(ctx: &AppState) -> Duration {
+fn claim_lease(ctx: &Context) -> Duration {
     Duration::from_secs(ctx.config().upload_claim_lease_seconds.max(1))
 }
 
@@ -374,7 +375,7 @@ struct Claim {
 /// stale claim (lease not renewed for [`claim_lease`]). A finish takes over only a finish (an
 /// abort that died must still end as an abort); an abort takes over either. `None` when
 /// another request holds a live claim.
-async fn take_claim(ctx: &AppState, session: &SessionRow, to: &str, now: i64) -> ServiceResult<Option<Claim>> {
+async fn take_claim(ctx: &Context, session: &SessionRow, to: &str, now: i64) -> ServiceResult<Option<Claim>> {
     let token = Uuid::new_v4().simple().to_string();
     let stale_before = now - claim_lease(ctx).as_millis() as i64;
     let stale: &[&str] = if to == FINISHING { &[FINISHING] } else { &[FINISHING, ABORTING] };
@@ -387,7 +388,7 @@ async fn take_claim(ctx: &AppState, session: &SessionRow, to: &str, now: i64) ->
 
 /// Runs `work` while renewing the claim's lease every third of it, so a finish that takes
 /// longer than the lease (a large S3 completion, a slow fsync) is not taken over while alive.
-async fn under_lease<T>(ctx: &AppState, session_id: &str, claim: &Claim, work: impl Future<Output = T>) -> T {
+async fn under_lease<T>(ctx: &Context, session_id: &str, claim: &Claim, work: impl Future<Output = T>) -> T {
     let every = claim_lease(ctx) / 3;
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -407,7 +408,7 @@ async fn under_lease<T>(ctx: &AppState, session_id: &str, claim: &Claim, work: i
 
 /// Finishes a claimed session under its lease; on failure the claim is given up, so the client
 /// (or the reaper) can retry.
-async fn finish_claimed(ctx: &AppState, session: &SessionRow, claim: &Claim) -> ServiceResult<ObjectView> {
+async fn finish_claimed(ctx: &Context, session: &SessionRow, claim: &Claim) -> ServiceResult<ObjectView> {
     let finished = under_lease(ctx, &session.id, claim, finish(ctx, session, claim)).await;
     if finished.is_err() {
         give_up_claim(ctx, &session.id, claim).await;
@@ -417,7 +418,7 @@ async fn finish_claimed(ctx: &AppState, session: &SessionRow, claim: &Claim) -> 
 
 /// Completes the staged blob, then records the file (see [`record_upload`]); a blob made
 /// redundant by de-duplication is deleted after the commit.
-async fn finish(ctx: &AppState, session: &SessionRow, claim: &Claim) -> ServiceResult<ObjectView> {
+async fn finish(ctx: &Context, session: &SessionRow, claim: &Claim) -> ServiceResult<ObjectView> {
     let db = ctx.db();
     let upload = staged(session)?;
     let chunks = db::uploads::chunks(db, &session.id).await?;
@@ -476,7 +477,7 @@ struct NodeReport<'a> {
 /// the blob turned out to be a duplicate. On failure the blob is removed and the session and
 /// its reservation released, so nothing is left behind.
 async fn record_upload(
-    ctx: &AppState,
+    ctx: &Context,
     session: &SessionRow,
     claim: &Claim,
     policy_id: &str,
@@ -549,7 +550,7 @@ async fn record_upload(
 /// the duplicate) and the body it relays to the client. Idempotent: a report already settled
 /// gets the same answer again; one whose session is being recorded right now is told to retry.
 pub async fn complete_reported(
-    ctx: &AppState,
+    ctx: &Context,
     node_id: &str,
     report: &UploadCompleteParams,
 ) -> ServiceResult<(bool, DirectUploadDone)> {
@@ -622,7 +623,7 @@ async fn abort_staged(store: &dyn BlobStore, upload: &StagedUpload) {
 }
 
 /// Gives a claim back after a failed finish, so a retry need not wait for its lease to run out.
-async fn give_up_claim(ctx: &AppState, session_id: &str, claim: &Claim) {
+async fn give_up_claim(ctx: &Context, session_id: &str, claim: &Claim) {
     if let Err(err) = db::uploads::release_claim(ctx.db(), session_id, &claim.token).await {
         tracing::warn!(session = %session_id, error = %err, "could not give up an upload claim; it lapses with its lease");
     }
@@ -642,7 +643,7 @@ async fn delete_refused(store: &dyn BlobStore, session: &SessionRow) {
 
 /// Deletes a session row and gives back its reservation, in one transaction, while `claim`
 /// holds it. Answers false (and changes nothing) when the claim was taken over.
-async fn release_session(ctx: &AppState, session: &SessionRow, claim: &Claim) -> ServiceResult<bool> {
+async fn release_session(ctx: &Context, session: &SessionRow, claim: &Claim) -> ServiceResult<bool> {
     let mut tx = ctx.db().begin().await?;
     if !db::uploads::delete_claimed(&mut tx, &session.id, &claim.token).await? {
         return Ok(false);
@@ -654,14 +655,14 @@ async fn release_session(ctx: &AppState, session: &SessionRow, claim: &Claim) ->
 
 /// Cancels a session: its reservation and its staged bytes are released. A session left
 /// `finishing` by a dead master can be cancelled once the claim's lease ran out.
-pub async fn abort(ctx: &AppState, owner: Uuid, id: Uuid) -> ServiceResult<()> {
+pub async fn abort(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<()> {
     let session = load(ctx, owner, id).await?;
     let claim = take_claim(ctx, &session, ABORTING, now_ms()).await?.ok_or_else(being_completed)?;
     drop_session(ctx, &session, &claim).await
 }
 
 /// Ends a session claimed for aborting: the row and the reservation first, then its bytes.
-async fn drop_session(ctx: &AppState, session: &SessionRow, claim: &Claim) -> ServiceResult<()> {
+async fn drop_session(ctx: &Context, session: &SessionRow, claim: &Claim) -> ServiceResult<()> {
     if !release_session(ctx, session, claim).await? {
         return Ok(());
     }
@@ -682,7 +683,7 @@ async fn drop_session(ctx: &AppState, session: &SessionRow, claim: &Claim) -> Se
 
 /// Expires sessions whose time ran out before `now`: reservations and staged bytes are
 /// released. A session claimed by a live request is left to it. Answers how many were reaped.
-pub async fn reap_expired(ctx: &AppState, now: i64) -> ServiceResult<usize> {
+pub async fn reap_expired(ctx: &Context, now: i64) -> ServiceResult<usize> {
     let stale_before = now - claim_lease(ctx).as_millis() as i64;
     let mut reaped = 0;
     loop {
@@ -705,7 +706,7 @@ pub async fn reap_expired(ctx: &AppState, now: i64) -> ServiceResult<usize> {
 /// and completed, so the file appears and its reservation becomes its usage; a storage node's
 /// session goes back to `uploading`, so the node's next report records it. Runs at start-up
 /// and with the reaper. Answers how many sessions were recovered.
-pub async fn recover_stale_claims(ctx: &AppState, now: i64) -> ServiceResult<usize> {
+pub async fn recover_stale_claims(ctx: &Context, now: i64) -> ServiceResult<usize> {
     const BATCH: usize = 100;
     let stale_before = now - claim_lease(ctx).as_millis() as i64;
     let mut recovered = 0;

@@ -4,22 +4,24 @@
 use nubo_common::secret::Secret;
 use uuid::Uuid;
 
-use crate::app::AppState;
 use crate::auth::password::hash_password;
 use crate::auth::revocation;
-use crate::db::users::{UserChanges, UserFilter};
+use crate::context::Context;
+use crate::db::users::UserChanges;
 use crate::db::{self};
 use crate::domain::time::now_ms;
+use crate::domain::user::UserFilter;
 use crate::domain::user::UserStatus;
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::accounts::{self, EMAIL_PASSWORD, UserView};
-use crate::service::{ErrorKind, Page, PageRequest, ServiceError, ServiceResult};
+use crate::service::{Page, PageRequest};
 
 fn not_found() -> ServiceError {
     ServiceError::not_found(codes::USER_NOT_FOUND, "no such user")
 }
 
-pub async fn list(ctx: &AppState, filter: &UserFilter, page: PageRequest) -> ServiceResult<Page<UserView>> {
+pub async fn list(ctx: &Context, filter: &UserFilter, page: PageRequest) -> ServiceResult<Page<UserView>> {
     let (count, rows) = db::users::list(ctx.db(), filter, page.offset, page.limit).await?;
     let mut items = Vec::with_capacity(rows.len());
     for row in &rows {
@@ -28,7 +30,7 @@ pub async fn list(ctx: &AppState, filter: &UserFilter, page: PageRequest) -> Ser
     Ok(Page { count, items })
 }
 
-pub async fn get(ctx: &AppState, id: Uuid) -> ServiceResult<UserView> {
+pub async fn get(ctx: &Context, id: Uuid) -> ServiceResult<UserView> {
     let row = db::users::find(ctx.db(), &id.to_string()).await?.ok_or_else(not_found)?;
     accounts::user_view(ctx.db(), &row).await
 }
@@ -42,7 +44,7 @@ pub struct UserUpdate {
     pub password: Option<Secret>,
 }
 
-pub async fn update(ctx: &AppState, actor: Uuid, id: Uuid, update: UserUpdate) -> ServiceResult<UserView> {
+pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, update: UserUpdate) -> ServiceResult<UserView> {
     let key = id.to_string();
     let current = db::users::find(ctx.db(), &key).await?.ok_or_else(not_found)?;
     if actor == id && update.status.is_some_and(|s| s != UserStatus::Active) {
@@ -94,7 +96,7 @@ pub async fn update(ctx: &AppState, actor: Uuid, id: Uuid, update: UserUpdate) -
     get(ctx, id).await
 }
 
-pub async fn delete(ctx: &AppState, actor: Uuid, id: Uuid) -> ServiceResult<()> {
+pub async fn delete(ctx: &Context, actor: Uuid, id: Uuid) -> ServiceResult<()> {
     if actor == id {
         return Err(ServiceError::new(
             ErrorKind::Conflict,
@@ -114,7 +116,7 @@ pub async fn delete(ctx: &AppState, actor: Uuid, id: Uuid) -> ServiceResult<()> 
 
 /// Recomputes a user's used storage from their files and open upload sessions, repairing any
 /// drift. Answers the user with the corrected figure.
-pub async fn calibrate(ctx: &AppState, id: Uuid) -> ServiceResult<UserView> {
+pub async fn calibrate(ctx: &Context, id: Uuid) -> ServiceResult<UserView> {
     let key = id.to_string();
     db::users::find(ctx.db(), &key).await?.ok_or_else(not_found)?;
     let used = db::objects::owned_bytes(ctx.db(), &key).await? + db::uploads::reserved_bytes(ctx.db(), &key).await?;

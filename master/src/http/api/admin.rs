@@ -8,16 +8,17 @@ use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use crate::app::AppState;
-use crate::auth::guard::AdminRequired;
-use crate::db::users::UserFilter;
+use crate::context::Context;
 use crate::domain::group::GroupPermissions;
+use crate::domain::user::UserFilter;
 use crate::domain::user::UserStatus;
+use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::guard::AdminRequired;
 use crate::service::accounts::{self, UserView};
 use crate::service::groups::{self, GroupInput, GroupView};
-use crate::service::{Page, PageRequest, ServiceResult, site, users};
+use crate::service::{Page, PageRequest, site, users};
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -45,7 +46,7 @@ pub struct UserListQuery {
         (status = 422, description = "Paging out of range", body = ErrorBody),
     ))]
 pub async fn list_users(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiQuery(query): ApiQuery<UserListQuery>,
 ) -> ServiceResult<Json<Page<UserView>>> {
@@ -82,7 +83,7 @@ pub struct CreateUserRequest {
         (status = 422, description = "Invalid field", body = ErrorBody),
     ))]
 pub async fn create_user(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiJson(request): ApiJson<CreateUserRequest>,
 ) -> ServiceResult<(StatusCode, Json<UserView>)> {
@@ -109,7 +110,7 @@ pub async fn create_user(
         (status = 404, description = "No such user", body = ErrorBody),
     ))]
 pub async fn get_user(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<UserView>> {
@@ -142,7 +143,7 @@ pub struct UpdateUserRequest {
         (status = 422, description = "Invalid field", body = ErrorBody),
     ))]
 pub async fn update_user(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     AdminRequired(admin): AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<UpdateUserRequest>,
@@ -167,7 +168,7 @@ pub async fn update_user(
         (status = 409, description = "Administrators cannot delete themselves", body = ErrorBody),
     ))]
 pub async fn delete_user(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     AdminRequired(admin): AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<StatusCode> {
@@ -184,7 +185,7 @@ pub async fn delete_user(
         (status = 404, description = "No such user", body = ErrorBody),
     ))]
 pub async fn calibrate_user(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<UserView>> {
@@ -237,7 +238,7 @@ impl From<GroupRequest> for GroupInput {
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
     ))]
-pub async fn list_groups(State(state): State<AppState>, _admin: AdminRequired) -> ServiceResult<Json<Vec<GroupView>>> {
+pub async fn list_groups(State(state): State<Context>, _admin: AdminRequired) -> ServiceResult<Json<Vec<GroupView>>> {
     Ok(Json(groups::list(state.db()).await?))
 }
 
@@ -252,7 +253,7 @@ pub async fn list_groups(State(state): State<AppState>, _admin: AdminRequired) -
         (status = 422, description = "Invalid field or unknown policy", body = ErrorBody),
     ))]
 pub async fn create_group(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiJson(request): ApiJson<GroupRequest>,
 ) -> ServiceResult<(StatusCode, Json<GroupView>)> {
@@ -269,7 +270,7 @@ pub async fn create_group(
         (status = 404, description = "No such group", body = ErrorBody),
     ))]
 pub async fn get_group(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<GroupView>> {
@@ -289,7 +290,7 @@ pub async fn get_group(
         (status = 422, description = "Invalid field or unknown policy", body = ErrorBody),
     ))]
 pub async fn update_group(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<GroupRequest>,
@@ -308,7 +309,7 @@ pub async fn update_group(
         (status = 409, description = "The group still has members", body = ErrorBody),
     ))]
 pub async fn delete_group(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<StatusCode> {
@@ -324,7 +325,7 @@ pub async fn delete_group(
         (status = 403, description = "Not an administrator", body = ErrorBody),
     ))]
 pub async fn get_settings(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
 ) -> ServiceResult<Json<std::collections::HashMap<&'static str, String>>> {
     Ok(Json(site::effective_settings(state.db()).await?))
@@ -343,7 +344,7 @@ pub async fn get_settings(
         (status = 422, description = "Unknown setting or invalid value; `field` names it", body = ErrorBody),
     ))]
 pub async fn update_settings(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiJson(values): ApiJson<serde_json::Map<String, serde_json::Value>>,
 ) -> ServiceResult<StatusCode> {

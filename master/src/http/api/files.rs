@@ -7,14 +7,15 @@ use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use crate::app::AppState;
-use crate::auth::guard::AuthRequired;
-use crate::db::objects::ListOrder;
+use crate::context::Context;
+use crate::domain::object::ListOrder;
+use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::guard::AuthRequired;
 use crate::service::files::{self, DirectoryView, ObjectDetail, ObjectView};
 use crate::service::tasks::{self, TaskView};
-use crate::service::{Page, PageRequest, ServiceResult};
+use crate::service::{Page, PageRequest};
 
 #[derive(Debug, Clone, Copy, Deserialize, ToSchema, Default)]
 #[serde(rename_all = "snake_case")]
@@ -43,7 +44,7 @@ pub struct ListQuery {
 }
 
 async fn list(
-    state: &AppState,
+    state: &Context,
     caller: &AuthRequired,
     path: &str,
     query: ListQuery,
@@ -67,7 +68,7 @@ async fn list(
         (status = 422, description = "Paging out of range", body = ErrorBody),
     ))]
 pub async fn list_root(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> ServiceResult<Json<DirectoryView>> {
@@ -86,7 +87,7 @@ pub async fn list_root(
         (status = 422, description = "Invalid path or paging", body = ErrorBody),
     ))]
 pub async fn list_path(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(path): ApiPath<String>,
     ApiQuery(query): ApiQuery<ListQuery>,
@@ -112,7 +113,7 @@ pub struct CreateFolderRequest {
         (status = 422, description = "Invalid name", body = ErrorBody),
     ))]
 pub async fn create_folder(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiJson(request): ApiJson<CreateFolderRequest>,
 ) -> ServiceResult<(StatusCode, Json<ObjectView>)> {
@@ -129,7 +130,7 @@ pub async fn create_folder(
         (status = 404, description = "No such object (or not the caller's)", body = ErrorBody),
     ))]
 pub async fn get(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<ObjectView>> {
@@ -155,7 +156,7 @@ pub struct RenameRequest {
         (status = 422, description = "Invalid name", body = ErrorBody),
     ))]
 pub async fn rename(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<RenameRequest>,
@@ -172,7 +173,7 @@ pub async fn rename(
         (status = 404, description = "No such object", body = ErrorBody),
     ))]
 pub async fn detail(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<ObjectDetail>> {
@@ -201,7 +202,7 @@ pub struct TransferRequest {
         (status = 422, description = "No source given", body = ErrorBody),
     ))]
 pub async fn move_objects(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiJson(request): ApiJson<TransferRequest>,
 ) -> ServiceResult<StatusCode> {
@@ -220,7 +221,7 @@ pub async fn move_objects(
         (status = 507, description = "Quota exceeded", body = ErrorBody),
     ))]
 pub async fn copy_objects(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiJson(request): ApiJson<TransferRequest>,
 ) -> ServiceResult<(StatusCode, Json<Vec<ObjectView>>)> {
@@ -244,7 +245,7 @@ pub struct IdsRequest {
         (status = 404, description = "No such object", body = ErrorBody),
     ))]
 pub async fn trash(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiJson(request): ApiJson<IdsRequest>,
 ) -> ServiceResult<StatusCode> {
@@ -269,7 +270,7 @@ pub struct PageQuery {
         (status = 422, description = "Paging out of range", body = ErrorBody),
     ))]
 pub async fn list_trash(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> ServiceResult<Json<Page<ObjectView>>> {
@@ -286,7 +287,7 @@ pub async fn list_trash(
         (status = 409, description = "Name taken, or its folder is in the trash", body = ErrorBody),
     ))]
 pub async fn restore(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiJson(request): ApiJson<IdsRequest>,
 ) -> ServiceResult<StatusCode> {
@@ -303,7 +304,7 @@ pub async fn restore(
         (status = 409, description = "An upload into the folder is in progress", body = ErrorBody),
     ))]
 pub async fn purge(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiJson(request): ApiJson<IdsRequest>,
 ) -> ServiceResult<StatusCode> {
@@ -330,11 +331,11 @@ pub struct ChangePolicyRequest {
         (status = 404, description = "No such object", body = ErrorBody),
     ))]
 pub async fn change_policy(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<ChangePolicyRequest>,
 ) -> ServiceResult<(StatusCode, Json<TaskView>)> {
-    let task = tasks::create_migration(&state, caller.claims.sub, &caller.user.group_id, id, request.policy_id).await?;
+    let task = tasks::create_migration(&state, caller.claims.sub, &caller.user.group_id(), id, request.policy_id).await?;
     Ok((StatusCode::ACCEPTED, Json(task)))
 }

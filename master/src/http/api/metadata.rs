@@ -7,11 +7,11 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::app::AppState;
-use crate::auth::guard::AuthRequired;
+use crate::context::Context;
+use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath};
-use crate::service::ServiceResult;
+use crate::http::guard::AuthRequired;
 use crate::service::metadata::{self, MetadataChange, MetadataEntry, PropertyInput, PropertyView};
 
 /// An object's metadata, by namespace and name.
@@ -22,7 +22,7 @@ use crate::service::metadata::{self, MetadataChange, MetadataEntry, PropertyInpu
         (status = 404, description = "No such object", body = ErrorBody),
     ))]
 pub async fn get(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<Vec<MetadataEntry>>> {
@@ -48,7 +48,7 @@ pub struct MetadataPatch {
         (status = 422, description = "Invalid name, value or namespace", body = ErrorBody),
     ))]
 pub async fn patch(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<MetadataPatch>,
@@ -63,7 +63,7 @@ pub async fn patch(
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
     ))]
 pub async fn list_properties(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
 ) -> ServiceResult<Json<Vec<PropertyView>>> {
     Ok(Json(metadata::list_properties(state.db(), caller.claims.sub).await?))
@@ -79,7 +79,7 @@ pub async fn list_properties(
         (status = 422, description = "Invalid definition", body = ErrorBody),
     ))]
 pub async fn create_property(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiJson(input): ApiJson<PropertyInput>,
 ) -> ServiceResult<(StatusCode, Json<PropertyView>)> {
@@ -98,7 +98,7 @@ pub async fn create_property(
         (status = 422, description = "Invalid definition", body = ErrorBody),
     ))]
 pub async fn update_property(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(input): ApiJson<PropertyInput>,
@@ -115,7 +115,7 @@ pub async fn update_property(
         (status = 404, description = "No such property", body = ErrorBody),
     ))]
 pub async fn delete_property(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<StatusCode> {

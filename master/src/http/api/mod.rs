@@ -23,7 +23,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::app::AppState;
+use crate::context::Context;
 use crate::http::error::ErrorBody;
 
 /// Top-level facts of the document; paths are collected from the routers below.
@@ -87,7 +87,7 @@ async fn openapi_json(Extension(doc): Extension<OpenApiJson>) -> impl IntoRespon
 }
 
 /// All routes under `/api/v1` with their document.
-pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
+pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
     let v1 = OpenApiRouter::new()
         .routes(routes!(site::ping))
         .routes(routes!(site::config))
@@ -169,7 +169,7 @@ pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
 type DocumentedRoute = (
     Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>,
     utoipa::openapi::path::Paths,
-    axum::routing::MethodRouter<AppState>,
+    axum::routing::MethodRouter<Context>,
 );
 
 /// Lifts the JSON body limit from a route whose body is a byte stream the service meters itself.

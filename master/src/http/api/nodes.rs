@@ -8,11 +8,11 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::app::AppState;
-use crate::auth::guard::AdminRequired;
+use crate::context::Context;
+use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath};
-use crate::service::ServiceResult;
+use crate::http::guard::AdminRequired;
 use crate::service::nodes::{self, NodeCheck, NodeInput, NodeView};
 
 /// A node as written. `key` is the secret shared with the node (at least 32 bytes); it is never
@@ -47,7 +47,7 @@ impl From<NodeRequest> for NodeInput {
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
     ))]
-pub async fn list(State(state): State<AppState>, _admin: AdminRequired) -> ServiceResult<Json<Vec<NodeView>>> {
+pub async fn list(State(state): State<Context>, _admin: AdminRequired) -> ServiceResult<Json<Vec<NodeView>>> {
     Ok(Json(nodes::list(state.db()).await?))
 }
 
@@ -62,7 +62,7 @@ pub async fn list(State(state): State<AppState>, _admin: AdminRequired) -> Servi
         (status = 422, description = "Invalid name, URL or key", body = ErrorBody),
     ))]
 pub async fn create(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiJson(request): ApiJson<NodeRequest>,
 ) -> ServiceResult<(StatusCode, Json<NodeView>)> {
@@ -78,7 +78,7 @@ pub async fn create(
         (status = 404, description = "No such node", body = ErrorBody),
     ))]
 pub async fn get(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<NodeView>> {
@@ -97,7 +97,7 @@ pub async fn get(
         (status = 422, description = "Invalid name, URL or key", body = ErrorBody),
     ))]
 pub async fn update(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<NodeRequest>,
@@ -115,7 +115,7 @@ pub async fn update(
         (status = 409, description = "Policies use the node", body = ErrorBody),
     ))]
 pub async fn delete(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<StatusCode> {
@@ -134,7 +134,7 @@ pub async fn delete(
         (status = 503, description = "The node does not answer", body = ErrorBody),
     ))]
 pub async fn test(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<NodeCheck>> {

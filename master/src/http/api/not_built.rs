@@ -11,10 +11,10 @@ use utoipa::openapi::tag::TagBuilder;
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, Required, ResponseBuilder};
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::app::AppState;
-use crate::auth::guard::{AdminRequired, JwtRequired};
+use crate::context::Context;
+use crate::error::{ErrorKind, ServiceError};
 use crate::error_codes as codes;
-use crate::service::{ErrorKind, ServiceError};
+use crate::http::guard::{AdminRequired, JwtRequired};
 
 /// The tag every not-built operation carries besides its area's, so tools (and CI's
 /// schemathesis exceptions) can select them all.
@@ -182,7 +182,7 @@ impl NotBuilt {
         )
     }
 
-    fn method_router(&'static self) -> MethodRouter<AppState> {
+    fn method_router(&'static self) -> MethodRouter<Context> {
         let filter = self.verb.filter();
         match self.access {
             Access::Public => on(filter, move || async move { self.refusal() }),
@@ -228,8 +228,8 @@ impl NotBuilt {
 }
 
 /// One method router per path of the rows `absolute` selects, keeping the table's order.
-fn routers(absolute: bool) -> Vec<(&'static str, MethodRouter<AppState>)> {
-    let mut grouped: Vec<(&'static str, MethodRouter<AppState>)> = Vec::new();
+fn routers(absolute: bool) -> Vec<(&'static str, MethodRouter<Context>)> {
+    let mut grouped: Vec<(&'static str, MethodRouter<Context>)> = Vec::new();
     for entry in TABLE.iter().filter(|entry| entry.is_absolute() == absolute) {
         match grouped.iter_mut().find(|(path, _)| *path == entry.path) {
             Some((_, router)) => *router = std::mem::take(router).merge(entry.method_router()),
@@ -240,7 +240,7 @@ fn routers(absolute: bool) -> Vec<(&'static str, MethodRouter<AppState>)> {
 }
 
 /// The rows under `/api/v1`, relative to it (their operations come from [`document`]).
-pub fn api_routes() -> OpenApiRouter<AppState> {
+pub fn api_routes() -> OpenApiRouter<Context> {
     let mut v1 = OpenApiRouter::new();
     for (path, router) in routers(false) {
         // A wildcard does not match an empty rest, so its root answers alike (as `/directory/`).
@@ -253,7 +253,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
 }
 
 /// The rows outside `/api/v1` (the WOPI host).
-pub fn absolute_routes() -> axum::Router<AppState> {
+pub fn absolute_routes() -> axum::Router<Context> {
     routers(true).into_iter().fold(axum::Router::new(), |router, (path, method)| router.route(path, method))
 }
 

@@ -7,12 +7,12 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::app::AppState;
-use crate::auth::guard::{AdminRequired, AuthRequired};
+use crate::context::Context;
 use crate::domain::policy::PolicyType;
+use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath};
-use crate::service::ServiceResult;
+use crate::http::guard::{AdminRequired, AuthRequired};
 use crate::service::policies::{self, PolicyInput, PolicySummary, PolicyView};
 
 /// The storage policies the caller's group may use, in order (the first is the default).
@@ -21,8 +21,8 @@ use crate::service::policies::{self, PolicyInput, PolicySummary, PolicyView};
         (status = 200, description = "Policies", body = Vec<PolicySummary>),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
     ))]
-pub async fn mine(State(state): State<AppState>, caller: AuthRequired) -> ServiceResult<Json<Vec<PolicySummary>>> {
-    Ok(Json(policies::of_group(state.db(), &caller.user.group_id).await?))
+pub async fn mine(State(state): State<Context>, caller: AuthRequired) -> ServiceResult<Json<Vec<PolicySummary>>> {
+    Ok(Json(policies::of_group(state.db(), &caller.user.group_id()).await?))
 }
 
 /// A policy as written. `options` is `LocalOptions` (`{root, durable}`) or `S3Options` (`{endpoint,
@@ -82,7 +82,7 @@ impl From<PolicyRequest> for PolicyInput {
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
     ))]
-pub async fn list(State(state): State<AppState>, _admin: AdminRequired) -> ServiceResult<Json<Vec<PolicyView>>> {
+pub async fn list(State(state): State<Context>, _admin: AdminRequired) -> ServiceResult<Json<Vec<PolicyView>>> {
     Ok(Json(policies::list(state.db()).await?))
 }
 
@@ -97,7 +97,7 @@ pub async fn list(State(state): State<AppState>, _admin: AdminRequired) -> Servi
         (status = 422, description = "Invalid field", body = ErrorBody),
     ))]
 pub async fn create(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiJson(request): ApiJson<PolicyRequest>,
 ) -> ServiceResult<(StatusCode, Json<PolicyView>)> {
@@ -113,7 +113,7 @@ pub async fn create(
         (status = 404, description = "No such policy", body = ErrorBody),
     ))]
 pub async fn get(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<PolicyView>> {
@@ -133,7 +133,7 @@ pub async fn get(
         (status = 422, description = "Invalid field", body = ErrorBody),
     ))]
 pub async fn update(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<PolicyRequest>,
@@ -151,7 +151,7 @@ pub async fn update(
         (status = 409, description = "In use", body = ErrorBody),
     ))]
 pub async fn delete(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<StatusCode> {
@@ -170,7 +170,7 @@ pub async fn delete(
         (status = 503, description = "The storage is unreachable", body = ErrorBody),
     ))]
 pub async fn test(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<StatusCode> {

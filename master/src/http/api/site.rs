@@ -5,10 +5,11 @@ use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::app::AppState;
+use crate::context::Context;
 use crate::domain::settings::AuthMethod;
+use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
-use crate::service::{ServiceResult, site};
+use crate::service::site;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PingResponse {
@@ -49,7 +50,7 @@ pub struct SiteConfigResponse {
         (status = 200, description = "Current site configuration", body = SiteConfigResponse),
         (status = 500, description = "Internal error", body = ErrorBody),
     ))]
-pub async fn config(State(state): State<AppState>) -> ServiceResult<Json<SiteConfigResponse>> {
+pub async fn config(State(state): State<Context>) -> ServiceResult<Json<SiteConfigResponse>> {
     let config = site::site_config(state.db()).await?;
     Ok(Json(SiteConfigResponse {
         site_name: config.site_name,

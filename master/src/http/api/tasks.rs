@@ -6,13 +6,14 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 use uuid::Uuid;
 
-use crate::app::AppState;
-use crate::auth::guard::{AdminRequired, AuthRequired};
+use crate::context::Context;
 use crate::domain::task::{TaskStatus, TaskType};
+use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiPath, ApiQuery};
+use crate::http::guard::{AdminRequired, AuthRequired};
 use crate::service::tasks::{self, TaskView};
-use crate::service::{Page, PageRequest, ServiceResult};
+use crate::service::{Page, PageRequest};
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -36,7 +37,7 @@ pub struct TaskQuery {
         (status = 422, description = "Paging out of range", body = ErrorBody),
     ))]
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiQuery(query): ApiQuery<TaskQuery>,
 ) -> ServiceResult<Json<Page<TaskView>>> {
@@ -52,7 +53,7 @@ pub async fn list(
         (status = 404, description = "No such task", body = ErrorBody),
     ))]
 pub async fn get(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<TaskView>> {
@@ -69,7 +70,7 @@ pub async fn get(
         (status = 409, description = "The task has already ended", body = ErrorBody),
     ))]
 pub async fn cancel(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<TaskView>> {
@@ -85,7 +86,7 @@ pub async fn cancel(
         (status = 422, description = "Paging out of range", body = ErrorBody),
     ))]
 pub async fn admin_list(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiQuery(query): ApiQuery<TaskQuery>,
 ) -> ServiceResult<Json<Page<TaskView>>> {
@@ -102,7 +103,7 @@ pub async fn admin_list(
         (status = 404, description = "No such task", body = ErrorBody),
     ))]
 pub async fn admin_get(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<TaskView>> {
@@ -119,7 +120,7 @@ pub async fn admin_get(
         (status = 409, description = "The task has already ended", body = ErrorBody),
     ))]
 pub async fn admin_cancel(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<TaskView>> {

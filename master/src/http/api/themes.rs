@@ -7,12 +7,12 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::app::AppState;
-use crate::auth::guard::AdminRequired;
+use crate::context::Context;
 use crate::domain::theme::ThemeColors;
+use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath};
-use crate::service::ServiceResult;
+use crate::http::guard::AdminRequired;
 use crate::service::themes::{self, ThemePresetView};
 
 /// Public list of theme presets.
@@ -21,7 +21,7 @@ use crate::service::themes::{self, ThemePresetView};
         (status = 200, description = "All presets, by name", body = Vec<ThemePresetView>),
         (status = 500, description = "Internal error", body = ErrorBody),
     ))]
-pub async fn public_list(State(state): State<AppState>) -> ServiceResult<Json<Vec<ThemePresetView>>> {
+pub async fn public_list(State(state): State<Context>) -> ServiceResult<Json<Vec<ThemePresetView>>> {
     Ok(Json(themes::list(state.db()).await?))
 }
 
@@ -41,7 +41,7 @@ pub struct ThemePresetRequest {
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
     ))]
-pub async fn list(State(state): State<AppState>, _admin: AdminRequired) -> ServiceResult<Json<Vec<ThemePresetView>>> {
+pub async fn list(State(state): State<Context>, _admin: AdminRequired) -> ServiceResult<Json<Vec<ThemePresetView>>> {
     Ok(Json(themes::list(state.db()).await?))
 }
 
@@ -57,7 +57,7 @@ pub async fn list(State(state): State<AppState>, _admin: AdminRequired) -> Servi
         (status = 422, description = "Invalid name or colour", body = ErrorBody),
     ))]
 pub async fn create(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiJson(request): ApiJson<ThemePresetRequest>,
 ) -> ServiceResult<(StatusCode, Json<ThemePresetView>)> {
@@ -75,7 +75,7 @@ pub async fn create(
         (status = 404, description = "No such preset", body = ErrorBody),
     ))]
 pub async fn get(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<ThemePresetView>> {
@@ -95,7 +95,7 @@ pub async fn get(
         (status = 422, description = "Invalid name or colour", body = ErrorBody),
     ))]
 pub async fn update(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<ThemePresetRequest>,
@@ -114,7 +114,7 @@ pub async fn update(
         (status = 404, description = "No such preset", body = ErrorBody),
     ))]
 pub async fn delete(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<StatusCode> {
@@ -133,7 +133,7 @@ pub async fn delete(
         (status = 404, description = "No such preset", body = ErrorBody),
     ))]
 pub async fn set_default(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<ThemePresetView>> {

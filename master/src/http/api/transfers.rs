@@ -12,12 +12,12 @@ use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use crate::app::AppState;
-use crate::auth::guard::AuthRequired;
+use crate::context::Context;
+use crate::error::ServiceResult;
 use crate::http::download;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, body_stream, content_length};
-use crate::service::ServiceResult;
+use crate::http::guard::AuthRequired;
 use crate::service::external::{self, NewExternalDownload};
 use crate::service::files::ObjectView;
 use crate::service::tasks::TaskView;
@@ -51,7 +51,7 @@ pub struct CreateUploadRequest {
         (status = 507, description = "Quota exceeded (checked before anything is staged)", body = ErrorBody),
     ))]
 pub async fn create_upload(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiJson(request): ApiJson<CreateUploadRequest>,
 ) -> ServiceResult<(StatusCode, Json<SessionView>)> {
@@ -61,7 +61,7 @@ pub async fn create_upload(
         parent_id: request.parent_id,
         policy_id: request.policy_id,
     };
-    let session = uploads::create(&state, caller.claims.sub, &caller.user.group_id, upload).await?;
+    let session = uploads::create(&state, caller.claims.sub, &caller.user.group_id(), upload).await?;
     Ok((StatusCode::CREATED, Json(session)))
 }
 
@@ -73,7 +73,7 @@ pub async fn create_upload(
         (status = 404, description = "No such session", body = ErrorBody),
     ))]
 pub async fn upload_status(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<SessionView>> {
@@ -99,7 +99,7 @@ pub async fn upload_status(
         (status = 507, description = "At completion: the quota shrank below the usage", body = ErrorBody),
     ))]
 pub async fn put_chunk(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath((id, index)): ApiPath<(Uuid, u32)>,
     headers: HeaderMap,
@@ -122,7 +122,7 @@ pub async fn put_chunk(
         (status = 507, description = "The quota shrank below the usage", body = ErrorBody)
     ))]
 pub async fn complete_upload(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<SessionView>> {
@@ -138,7 +138,7 @@ pub async fn complete_upload(
         (status = 409, description = "Already being completed", body = ErrorBody),
     ))]
 pub async fn abort_upload(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<StatusCode> {
@@ -156,7 +156,7 @@ pub async fn abort_upload(
         (status = 409, description = "The object is a folder", body = ErrorBody),
     ))]
 pub async fn create_download(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<DownloadTokenView>> {
@@ -179,7 +179,7 @@ pub async fn create_download(
         (status = 416, description = "Range not satisfiable", body = ErrorBody),
     ))]
 pub async fn download(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     ApiPath(token): ApiPath<String>,
     method: Method,
     headers: HeaderMap,
@@ -211,7 +211,7 @@ pub struct ContentQuery {
         (status = 507, description = "Quota exceeded", body = ErrorBody),
     ))]
 pub async fn replace_content(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiQuery(query): ApiQuery<ContentQuery>,
     headers: HeaderMap,
@@ -232,7 +232,7 @@ pub async fn replace_content(
         (status = 409, description = "The object is a folder", body = ErrorBody),
     ))]
 pub async fn create_source(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<SourceLinkView>> {
@@ -247,7 +247,7 @@ pub async fn create_source(
         (status = 404, description = "No such file or no link", body = ErrorBody),
     ))]
 pub async fn get_source(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<SourceLinkView>> {
@@ -265,7 +265,7 @@ pub async fn get_source(
         (status = 416, description = "Range not satisfiable", body = ErrorBody),
     ))]
 pub async fn serve_source(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     ApiPath((id, name)): ApiPath<(Uuid, String)>,
     method: Method,
     headers: HeaderMap,
@@ -303,11 +303,11 @@ pub struct ExternalDownloadRequest {
         (status = 422, description = "Invalid URL, or no node-backed policy (on that node)", body = ErrorBody),
     ))]
 pub async fn create_external_download(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiJson(request): ApiJson<ExternalDownloadRequest>,
 ) -> ServiceResult<(StatusCode, Json<TaskView>)> {
     let request = NewExternalDownload { url: request.url, parent_id: request.parent_id, node_id: request.node_id };
-    let task = external::create(&state, caller.claims.sub, &caller.user.group_id, request).await?;
+    let task = external::create(&state, caller.claims.sub, &caller.user.group_id(), request).await?;
     Ok((StatusCode::ACCEPTED, Json(task)))
 }

@@ -9,20 +9,20 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::app::AppState;
-use crate::auth::guard::{AuthRequired, JwtRequired, bearer_token};
 use crate::auth::token::GroupClaims;
+use crate::context::Context;
 use crate::domain::settings::AuthMethod;
 use crate::domain::theme::ThemeColors;
 use crate::domain::time::to_rfc3339;
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ClientAddress};
+use crate::http::guard::{AuthRequired, JwtRequired, bearer_token};
 use crate::service::accounts::{
     self, EffectiveTheme, SettingOption, SettingValue, ThemeChoice, UserSettingsView, UserView,
 };
 use crate::service::sign_in::{self, LoginView, TokenPair};
-use crate::service::{ErrorKind, ServiceError, ServiceResult};
 
 /// Registration request. `identifier` is the e-mail address and `credential` the password.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -47,7 +47,7 @@ pub struct RegisterRequest {
         (status = 429, description = "Too many attempts from this address", body = ErrorBody),
     ))]
 pub async fn register(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     ClientAddress(address): ClientAddress,
     ApiJson(request): ApiJson<RegisterRequest>,
 ) -> ServiceResult<(StatusCode, Json<UserView>)> {
@@ -88,7 +88,7 @@ pub struct LoginRequest {
         (status = 501, description = "Provider enabled but not built yet", body = ErrorBody),
     ))]
 pub async fn login(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     ClientAddress(address): ClientAddress,
     ApiJson(request): ApiJson<LoginRequest>,
 ) -> ServiceResult<Json<LoginView>> {
@@ -100,10 +100,10 @@ pub async fn login(
 /// The refresh token presented as `Authorization: Bearer`.
 pub struct RefreshBearer(String);
 
-impl axum::extract::FromRequestParts<AppState> for RefreshBearer {
+impl axum::extract::FromRequestParts<Context> for RefreshBearer {
     type Rejection = ServiceError;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, _state: &Context) -> Result<Self, Self::Rejection> {
         bearer_token(parts).map(|token| Self(token.to_owned()))
     }
 }
@@ -117,7 +117,7 @@ impl axum::extract::FromRequestParts<AppState> for RefreshBearer {
         (status = 403, description = "Account not active", body = ErrorBody),
     ))]
 pub async fn refresh(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     RefreshBearer(token): RefreshBearer,
 ) -> ServiceResult<Json<TokenPair>> {
     Ok(Json(sign_in::refresh(&state, &token).await?))
@@ -129,7 +129,7 @@ pub async fn refresh(
         (status = 204, description = "Signed out"),
         (status = 401, description = "Refresh token missing or invalid", body = ErrorBody),
     ))]
-pub async fn logout(State(state): State<AppState>, RefreshBearer(token): RefreshBearer) -> ServiceResult<StatusCode> {
+pub async fn logout(State(state): State<Context>, RefreshBearer(token): RefreshBearer) -> ServiceResult<StatusCode> {
     sign_in::logout(&state, &token).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -167,8 +167,8 @@ pub async fn session(JwtRequired(claims): JwtRequired) -> Json<SessionView> {
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Account not active", body = ErrorBody),
     ))]
-pub async fn me(State(state): State<AppState>, caller: AuthRequired) -> ServiceResult<Json<UserView>> {
-    Ok(Json(accounts::user_view(state.db(), &caller.user).await?))
+pub async fn me(State(state): State<Context>, caller: AuthRequired) -> ServiceResult<Json<UserView>> {
+    Ok(Json(accounts::user_view(state.db(), caller.user.row()).await?))
 }
 
 /// The caller's settings and effective theme.
@@ -178,8 +178,8 @@ pub async fn me(State(state): State<AppState>, caller: AuthRequired) -> ServiceR
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Account not active", body = ErrorBody),
     ))]
-pub async fn settings(State(state): State<AppState>, caller: AuthRequired) -> ServiceResult<Json<UserSettingsView>> {
-    Ok(Json(accounts::settings(state.db(), &caller.user).await?))
+pub async fn settings(State(state): State<Context>, caller: AuthRequired) -> ServiceResult<Json<UserSettingsView>> {
+    Ok(Json(accounts::settings(state.db(), caller.user.row()).await?))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -203,7 +203,7 @@ pub struct ChangePasswordRequest {
         (status = 422, description = "New password too short or long", body = ErrorBody),
     ))]
 pub async fn change_password(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiJson(request): ApiJson<ChangePasswordRequest>,
 ) -> ServiceResult<StatusCode> {
@@ -235,7 +235,7 @@ pub struct UserSettingUpdateRequest {
         (status = 422, description = "Unknown option or invalid value; `field` names it", body = ErrorBody),
     ))]
 pub async fn update_setting(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(option): ApiPath<String>,
     ApiJson(request): ApiJson<UserSettingUpdateRequest>,
@@ -271,7 +271,7 @@ pub struct SetThemeRequest {
         (status = 422, description = "Both or an unknown colour given", body = ErrorBody),
     ))]
 pub async fn set_theme(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiJson(request): ApiJson<SetThemeRequest>,
 ) -> ServiceResult<Json<EffectiveTheme>> {
@@ -302,7 +302,7 @@ pub async fn set_theme(
         (status = 422, description = "Both or an unknown colour given", body = ErrorBody),
     ))]
 pub async fn set_theme_alias(
-    state: State<AppState>,
+    state: State<Context>,
     caller: AuthRequired,
     request: ApiJson<SetThemeRequest>,
 ) -> ServiceResult<Json<EffectiveTheme>> {

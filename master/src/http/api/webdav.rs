@@ -5,11 +5,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use uuid::Uuid;
 
-use crate::app::AppState;
-use crate::auth::guard::AuthRequired;
+use crate::context::Context;
+use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath};
-use crate::service::ServiceResult;
+use crate::http::guard::AuthRequired;
 use crate::service::dav_accounts::{
     self, NewWebdavAccount, WebdavAccountChanges, WebdavAccountCreated, WebdavAccountView,
 };
@@ -20,7 +20,7 @@ use crate::service::dav_accounts::{
         (status = 200, description = "The accounts, by name", body = Vec<WebdavAccountView>),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
     ))]
-pub async fn list(State(state): State<AppState>, caller: AuthRequired) -> ServiceResult<Json<Vec<WebdavAccountView>>> {
+pub async fn list(State(state): State<Context>, caller: AuthRequired) -> ServiceResult<Json<Vec<WebdavAccountView>>> {
     Ok(Json(dav_accounts::list(&state, caller.claims.sub).await?))
 }
 
@@ -37,11 +37,11 @@ pub async fn list(State(state): State<AppState>, caller: AuthRequired) -> Servic
         (status = 422, description = "Invalid name, password or root", body = ErrorBody),
     ))]
 pub async fn create(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiJson(request): ApiJson<NewWebdavAccount>,
 ) -> ServiceResult<(StatusCode, Json<WebdavAccountCreated>)> {
-    let created = dav_accounts::create(&state, caller.claims.sub, &caller.user.group_id, request).await?;
+    let created = dav_accounts::create(&state, caller.claims.sub, &caller.user.group_id(), request).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -55,7 +55,7 @@ pub async fn create(
         (status = 404, description = "No such account of the caller", body = ErrorBody),
     ))]
 pub async fn get(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<WebdavAccountView>> {
@@ -75,7 +75,7 @@ pub async fn get(
         (status = 422, description = "Invalid name, password or root", body = ErrorBody),
     ))]
 pub async fn update(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(changes): ApiJson<WebdavAccountChanges>,
@@ -93,7 +93,7 @@ pub async fn update(
         (status = 404, description = "No such account of the caller", body = ErrorBody),
     ))]
 pub async fn delete(
-    State(state): State<AppState>,
+    State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<StatusCode> {

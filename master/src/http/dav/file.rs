@@ -18,8 +18,8 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::fs::{Meta, fs_error};
-use crate::app::AppState;
-use crate::service::ServiceResult;
+use crate::context::Context;
+use crate::error::ServiceResult;
 use crate::service::files::PathEntry;
 use crate::service::transfers::{self, ByteLimit, PlannedWrite};
 
@@ -48,7 +48,7 @@ impl std::fmt::Debug for ReadFile {
 }
 
 impl ReadFile {
-    pub async fn open(ctx: &AppState, user: Uuid, entry: &PathEntry) -> Result<Self, FsError> {
+    pub async fn open(ctx: &Context, user: Uuid, entry: &PathEntry) -> Result<Self, FsError> {
         let download = transfers::open_owned(ctx, user, entry.id).await.map_err(fs_error)?;
         let mut meta = Meta::of(entry);
         meta.size = download.size;
@@ -201,7 +201,7 @@ async fn written(
 
 /// A file being written.
 pub struct WriteFile {
-    ctx: AppState,
+    ctx: Context,
     limit: ByteLimit,
     destination: Destination,
     expected: Option<u64>,
@@ -216,7 +216,7 @@ impl std::fmt::Debug for WriteFile {
 }
 
 impl WriteFile {
-    pub fn start(ctx: &AppState, plan: PlannedWrite, expected: Option<u64>) -> Self {
+    pub fn start(ctx: &Context, plan: PlannedWrite, expected: Option<u64>) -> Self {
         Self {
             ctx: ctx.clone(),
             limit: plan.byte_limit(),

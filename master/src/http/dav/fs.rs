@@ -20,14 +20,14 @@ use uuid::Uuid;
 
 use super::file::{ReadFile, WriteFile};
 use super::segments;
-use crate::app::AppState;
+use crate::context::Context;
 use crate::domain::time::Millis;
+use crate::error::{ErrorKind, ServiceError};
 use crate::error_codes as codes;
 use crate::service::dav_accounts::DavPrincipal;
 use crate::service::files::{self, PathEntry};
 use crate::service::metadata::{self, DavProperty};
 use crate::service::transfers;
-use crate::service::{ErrorKind, ServiceError};
 
 /// Maps a service refusal to the filesystem vocabulary dav-server turns into status codes.
 pub fn fs_error(error: ServiceError) -> FsError {
@@ -159,7 +159,7 @@ struct Remembered {
 /// The filesystem of one `/dav` request.
 #[derive(Clone)]
 pub struct NuboFs {
-    ctx: AppState,
+    ctx: Context,
     principal: Arc<DavPrincipal>,
     /// The account's root folder.
     root: Arc<PathEntry>,
@@ -167,7 +167,7 @@ pub struct NuboFs {
 }
 
 impl NuboFs {
-    pub fn new(ctx: AppState, principal: DavPrincipal, root: PathEntry) -> Self {
+    pub fn new(ctx: Context, principal: DavPrincipal, root: PathEntry) -> Self {
         Self { ctx, principal: Arc::new(principal), root: Arc::new(root), remembered: Arc::default() }
     }
 

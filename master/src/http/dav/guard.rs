@@ -8,8 +8,8 @@ use axum::http::{HeaderMap, HeaderValue, Method, Uri, header};
 use dav_server::davpath::DavPath;
 
 use super::PREFIX;
+use crate::error::{ErrorKind, ServiceError};
 use crate::error_codes as codes;
-use crate::service::{ErrorKind, ServiceError};
 
 /// The largest lock `<owner>` element kept (as serialised XML). Clients put a name or a URL
 /// there; each lock's owner is stored and repeated in every `lockdiscovery`.

@@ -18,9 +18,9 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 use xmltree::{Element, Namespace};
 
+use crate::error::ServiceError;
 use crate::error_codes as codes;
 use crate::kv::{KvStore, StoreError};
-use crate::service::ServiceError;
 
 /// The longest a lock lives without a refresh; a longer or infinite `Timeout` gets this, and
 /// the answer says so (clients refresh before it ends).

@@ -24,13 +24,14 @@ use headers::authorization::Basic;
 use headers::{Authorization, HeaderMapExt};
 use nubo_common::secret::Secret;
 
-use crate::app::AppState;
+use crate::context::Context;
 use crate::domain::object::parse_path;
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::http::content_safety;
 use crate::http::error::{error_response, mark_rendered};
 use crate::service::dav_accounts::{self, DavPrincipal};
-use crate::service::{ErrorKind, ServiceError, ServiceResult, files, transfers};
+use crate::service::{files, transfers};
 
 /// Where the endpoint is mounted.
 pub const PREFIX: &str = "/dav";
@@ -55,7 +56,7 @@ fn changes_something(method: &Method) -> bool {
     !matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS" | "PROPFIND")
 }
 
-async fn authenticate(state: &AppState, credentials: Option<Authorization<Basic>>) -> ServiceResult<DavPrincipal> {
+async fn authenticate(state: &Context, credentials: Option<Authorization<Basic>>) -> ServiceResult<DavPrincipal> {
     let Some(Authorization(basic)) = credentials else {
         return Err(ServiceError::new(
             ErrorKind::Unauthorized,
@@ -67,7 +68,7 @@ async fn authenticate(state: &AppState, credentials: Option<Authorization<Basic>
 }
 
 /// Serves every method under `/dav`.
-pub async fn serve(State(state): State<AppState>, mut request: Request) -> Response {
+pub async fn serve(State(state): State<Context>, mut request: Request) -> Response {
     // dav-server walks a whole tree for `Depth: infinity` when this test-suite header is
     // present; without it such a PROPFIND is refused (403 propfind-finite-depth), which keeps
     // one request from listing an unbounded tree.
@@ -207,7 +208,7 @@ async fn member_changes<'p>(
 /// objects along the request's path: one statement finds the root and them, where looking up
 /// the root and then walking to the path took two.
 async fn open_filesystem(
-    state: &AppState,
+    state: &Context,
     principal: &DavPrincipal,
     root_segments: &[String],
     request_path: &DavPath,

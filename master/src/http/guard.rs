@@ -1,4 +1,5 @@
-//! The three access levels as axum extractors:
+//! The three access levels as axum extractors (the tokens and revocation they check live in
+//! `auth`):
 //! - [`JwtRequired`]: a valid access token (and no ban), no database lookup;
 //! - [`AdminRequired`]: the same plus the admin flag of the token's group claims, no database lookup;
 //! - [`AuthRequired`]: the same as `JwtRequired` plus the user loaded from the database, which must be `ACTIVE`.
@@ -9,12 +10,12 @@ use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 
-use crate::app::AppState;
 use crate::auth::revocation;
-use crate::auth::token::{JwtPayload, TokenError};
-use crate::db::users::UserRow;
+use crate::auth::token::{JwtPayload, token_error};
+use crate::context::Context;
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::{ErrorKind, ServiceError, ServiceResult, accounts};
+use crate::service::accounts::{self, ActiveUser};
 
 /// The bearer token of the request, if it carries one.
 pub fn bearer_token(parts: &Parts) -> ServiceResult<&str> {
@@ -36,25 +37,14 @@ pub fn bearer_token(parts: &Parts) -> ServiceResult<&str> {
         })
 }
 
-pub fn token_error(err: TokenError) -> ServiceError {
-    match err {
-        TokenError::Expired => {
-            ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_TOKEN_EXPIRED, "token has expired")
-        }
-        TokenError::Invalid => {
-            ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_INVALID_TOKEN, "token is invalid")
-        }
-    }
-}
-
 /// `jwt_required`: a valid, unrevoked access token.
 #[derive(Debug, Clone)]
 pub struct JwtRequired(pub JwtPayload);
 
-impl FromRequestParts<AppState> for JwtRequired {
+impl FromRequestParts<Context> for JwtRequired {
     type Rejection = ServiceError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &Context) -> Result<Self, Self::Rejection> {
         let claims = state.tokens().verify_access(bearer_token(parts)?).map_err(token_error)?;
         revocation::check(state.store(), &claims).await?;
         Ok(Self(claims))
@@ -65,10 +55,10 @@ impl FromRequestParts<AppState> for JwtRequired {
 #[derive(Debug, Clone)]
 pub struct AdminRequired(pub JwtPayload);
 
-impl FromRequestParts<AppState> for AdminRequired {
+impl FromRequestParts<Context> for AdminRequired {
     type Rejection = ServiceError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &Context) -> Result<Self, Self::Rejection> {
         let JwtRequired(claims) = JwtRequired::from_request_parts(parts, state).await?;
         if !claims.group.admin {
             return Err(ServiceError::new(ErrorKind::Forbidden, codes::AUTH_ADMIN_REQUIRED, "administrators only"));
@@ -81,13 +71,13 @@ impl FromRequestParts<AppState> for AdminRequired {
 #[derive(Debug, Clone)]
 pub struct AuthRequired {
     pub claims: JwtPayload,
-    pub user: UserRow,
+    pub user: ActiveUser,
 }
 
-impl FromRequestParts<AppState> for AuthRequired {
+impl FromRequestParts<Context> for AuthRequired {
     type Rejection = ServiceError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &Context) -> Result<Self, Self::Rejection> {
         let JwtRequired(claims) = JwtRequired::from_request_parts(parts, state).await?;
         let user = accounts::load_active_user(state.db(), claims.sub).await?;
         Ok(Self { claims, user })
