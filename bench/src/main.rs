@@ -10,6 +10,11 @@
 //! (`GET /user/session`) and an `auth_required` one (`GET /user/me`) with C concurrent
 //! keep-alive connections for N seconds each. With `--static-url` it measures that URL (e.g. a
 //! tiny file served by nginx) the same way, as the yardstick.
+//!
+//! `auth` runs its master in-process (the `nubo-tests` harness); the other commands start the
+//! `nubo-master` and `nubo-slave` binaries found next to this one, which `cargo run -p
+//! nubo-bench` does not build: build them in the same profile first
+//! (`cargo build --release --workspace --bins`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -187,6 +192,10 @@ fn main() {
         eprintln!("{usage}");
         std::process::exit(2);
     };
+    if matches!(command.as_str(), "--help" | "-h" | "help") {
+        println!("{usage}");
+        return;
+    }
     if command == "dav" {
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
