@@ -16,7 +16,7 @@ use crate::domain::object::attachment_disposition;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::http::content_safety;
-use crate::service::transfers::Download;
+use crate::service::downloads::Download;
 
 fn header_value(value: &str) -> HeaderValue {
     HeaderValue::from_str(value).unwrap_or_else(|_| HeaderValue::from_static("invalid"))

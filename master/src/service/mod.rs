@@ -5,6 +5,7 @@
 pub mod accounts;
 pub mod bootstrap;
 pub mod dav_accounts;
+pub mod downloads;
 pub mod external;
 pub mod files;
 pub mod groups;
@@ -18,9 +19,9 @@ pub mod sign_in;
 pub mod site;
 pub mod tasks;
 pub mod themes;
-pub mod transfers;
 pub mod uploads;
 pub mod users;
+pub mod writes;
 
 use crate::error::{ServiceError, ServiceResult};
 

@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::password::{generate_password, hash_password, verify_password};
+use crate::auth::token::token_error;
 use crate::auth::token::{ACCESS_TOKEN_LIFETIME, GroupClaims, JwtPayload, RefreshClaims, TokenType};
 use crate::context::Context;
 use crate::db::users::UserRow;
@@ -20,7 +21,6 @@ use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::auth::token::token_error;
 use crate::service::accounts::{self, EMAIL_PASSWORD, UserView};
 use crate::service::site;
 

@@ -336,6 +336,7 @@ pub async fn change_policy(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<ChangePolicyRequest>,
 ) -> ServiceResult<(StatusCode, Json<TaskView>)> {
-    let task = tasks::create_migration(&state, caller.claims.sub, &caller.user.group_id(), id, request.policy_id).await?;
+    let task =
+        tasks::create_migration(&state, caller.claims.sub, &caller.user.group_id(), id, request.policy_id).await?;
     Ok((StatusCode::ACCEPTED, Json(task)))
 }

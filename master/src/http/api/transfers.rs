@@ -18,11 +18,12 @@ use crate::http::download;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, body_stream, content_length};
 use crate::http::guard::AuthRequired;
+use crate::service::downloads::{self, DownloadTokenView, SourceLinkView};
 use crate::service::external::{self, NewExternalDownload};
 use crate::service::files::ObjectView;
 use crate::service::tasks::TaskView;
-use crate::service::transfers::{self, DownloadTokenView, SourceLinkView};
 use crate::service::uploads::{self, NewUpload, SessionView};
+use crate::service::writes;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -160,7 +161,7 @@ pub async fn create_download(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<DownloadTokenView>> {
-    Ok(Json(transfers::create_download_token(&state, caller.claims.sub, id).await?))
+    Ok(Json(downloads::create_download_token(&state, caller.claims.sub, id).await?))
 }
 
 /// Download with a token from `POST /file/download/{id}`; the token works once (`HEAD` does not
@@ -184,7 +185,7 @@ pub async fn download(
     method: Method,
     headers: HeaderMap,
 ) -> ServiceResult<Response> {
-    let file = transfers::open_download(&state, &token, method != Method::HEAD).await?;
+    let file = downloads::open_download(&state, &token, method != Method::HEAD).await?;
     download::serve(file, &method, &headers).await
 }
 
@@ -218,7 +219,7 @@ pub async fn replace_content(
     body: Body,
 ) -> ServiceResult<Json<ObjectView>> {
     let object =
-        transfers::replace_content(&state, caller.claims.sub, query.id, content_length(&headers), body_stream(body))
+        writes::replace_content(&state, caller.claims.sub, query.id, content_length(&headers), body_stream(body))
             .await?;
     Ok(Json(object))
 }
@@ -236,7 +237,7 @@ pub async fn create_source(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<SourceLinkView>> {
-    Ok(Json(transfers::create_source_link(&state, caller.claims.sub, id).await?))
+    Ok(Json(downloads::create_source_link(&state, caller.claims.sub, id).await?))
 }
 
 /// Read a file's source link.
@@ -251,7 +252,7 @@ pub async fn get_source(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<SourceLinkView>> {
-    Ok(Json(transfers::source_link(&state, caller.claims.sub, id).await?))
+    Ok(Json(downloads::source_link(&state, caller.claims.sub, id).await?))
 }
 
 /// Public source link: streams the file when its policy is private, otherwise answers 302 to
@@ -270,7 +271,7 @@ pub async fn serve_source(
     method: Method,
     headers: HeaderMap,
 ) -> ServiceResult<Response> {
-    let file = transfers::open_source(&state, id, &name).await?;
+    let file = downloads::open_source(&state, id, &name).await?;
     download::serve(file, &method, &headers).await
 }
 

@@ -1,5 +1,5 @@
 //! Open WebDAV files. Reading streams the blob from its store from the current position on;
-//! writing runs a `transfers::PlannedWrite`, which makes the file visible only once every byte
+//! writing runs a `writes::PlannedWrite`, which makes the file visible only once every byte
 //! has arrived. A small body is held and written whole at `flush` (not at all when the policy
 //! holds the same content already); a larger one is fed through a
 //! bounded channel to the write as its own task. A write whose handle is dropped before `flush`
@@ -20,8 +20,9 @@ use uuid::Uuid;
 use super::fs::{Meta, fs_error};
 use crate::context::Context;
 use crate::error::ServiceResult;
+use crate::service::downloads;
 use crate::service::files::PathEntry;
-use crate::service::transfers::{self, ByteLimit, PlannedWrite};
+use crate::service::writes::{ByteLimit, PlannedWrite};
 
 /// Request-body pieces in flight between the handler and the write task.
 const WRITE_QUEUE: usize = 8;
@@ -49,7 +50,7 @@ impl std::fmt::Debug for ReadFile {
 
 impl ReadFile {
     pub async fn open(ctx: &Context, user: Uuid, entry: &PathEntry) -> Result<Self, FsError> {
-        let download = transfers::open_owned(ctx, user, entry.id).await.map_err(fs_error)?;
+        let download = downloads::open_owned(ctx, user, entry.id).await.map_err(fs_error)?;
         let mut meta = Meta::of(entry);
         meta.size = download.size;
         Ok(Self {

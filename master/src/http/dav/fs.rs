@@ -27,7 +27,7 @@ use crate::error_codes as codes;
 use crate::service::dav_accounts::DavPrincipal;
 use crate::service::files::{self, PathEntry};
 use crate::service::metadata::{self, DavProperty};
-use crate::service::transfers;
+use crate::service::writes;
 
 /// Maps a service refusal to the filesystem vocabulary dav-server turns into status codes.
 pub fn fs_error(error: ServiceError) -> FsError {
@@ -153,7 +153,7 @@ struct Remembered {
     /// Dead properties of the objects whose folder listing loaded them (an empty list: none).
     props: HashMap<Uuid, Vec<DavProperty>>,
     /// What a new file at the request's path needs, read while the path was walked (`PUT`).
-    new_file_facts: Option<transfers::NewFileFacts>,
+    new_file_facts: Option<writes::NewFileFacts>,
 }
 
 /// The filesystem of one `/dav` request.
@@ -264,7 +264,7 @@ impl NuboFs {
     }
 
     /// Keeps `facts` for the write of a new file this request is about to plan.
-    pub(super) fn remember_new_file_facts(&self, facts: transfers::NewFileFacts) {
+    pub(super) fn remember_new_file_facts(&self, facts: writes::NewFileFacts) {
         self.remembered().new_file_facts = Some(facts);
     }
 
@@ -351,23 +351,16 @@ impl DavFileSystem for NuboFs {
                 let mut remembered = self.remembered();
                 let facts = remembered.new_file_facts.take();
                 if remembered.missing.contains(path_key(path)) {
-                    transfers::Presence::KnownAbsent(facts)
+                    writes::Presence::KnownAbsent(facts)
                 } else {
-                    transfers::Presence::Unknown(facts)
+                    writes::Presence::Unknown(facts)
                 }
             };
             let principal = &self.principal;
-            let plan = transfers::plan_write(
-                &self.ctx,
-                self.user(),
-                &principal.group_id,
-                &parent,
-                &name,
-                presence,
-                options.size,
-            )
-            .await
-            .map_err(fs_error)?;
+            let plan =
+                writes::plan_write(&self.ctx, self.user(), &principal.group_id, &parent, &name, presence, options.size)
+                    .await
+                    .map_err(fs_error)?;
             match plan.replaces_a_file() {
                 true if options.create_new => return Err(FsError::Exists),
                 false if !options.create => return Err(FsError::NotFound),

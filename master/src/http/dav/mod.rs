@@ -31,7 +31,7 @@ use crate::error_codes as codes;
 use crate::http::content_safety;
 use crate::http::error::{error_response, mark_rendered};
 use crate::service::dav_accounts::{self, DavPrincipal};
-use crate::service::{files, transfers};
+use crate::service::{files, writes};
 
 /// Where the endpoint is mounted.
 pub const PREFIX: &str = "/dav";
@@ -110,7 +110,7 @@ pub async fn serve(State(state): State<Context>, mut request: Request) -> Respon
     // when that is another one).
     let opened = open_filesystem(&state, &principal, &root_segments, &request_path);
     let (filesystem, new_file_facts) = if request.method() == Method::PUT {
-        let facts = transfers::new_file_facts(&state, principal.user_id, &principal.group_id);
+        let facts = writes::new_file_facts(&state, principal.user_id, &principal.group_id);
         let (filesystem, facts) = tokio::join!(opened, facts);
         (filesystem, facts.ok())
     } else {

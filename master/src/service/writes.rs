@@ -1,193 +1,28 @@
-//! Bytes out and in outside upload sessions: single-use download tokens, permanent source
-//! links, and replacing a file's content with a streamed body.
+//! Bytes in outside upload sessions: a streamed body becomes a new file or a file's new
+//! content (WebDAV `PUT`, `PATCH /file/content`), with the policy's limits and the quota
+//! enforced before and while the bytes arrive.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use bytes::Bytes;
-use nubo_common::hash::StreamHasher;
-use nubo_common::storage::{BlobStore, ByteStream, PutOutcome, StorageError, StorageKey};
-use serde::Serialize;
-use utoipa::ToSchema;
-use uuid::Uuid;
-
-use crate::auth::token::{DownloadClaims, TokenType};
 use crate::context::Context;
 use crate::db::objects::{ContentReplaced, FileCreation, NewObject, ObjectRow};
 use crate::db::policies::PolicyRow;
 use crate::db::{self, DbError};
 use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::{ObjectKind, ObjectName, new_id};
-use crate::domain::time::{Millis, now_ms, to_rfc3339};
-use crate::domain::user::UserStatus;
+use crate::domain::time::{Millis, now_ms};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::auth::token::token_error;
+use crate::service::downloads::expect_file;
 use crate::service::files::{self, ObjectView, quota_exceeded};
+use crate::service::policies;
 use crate::service::uploads::check_max_size;
-use crate::service::{accounts, policies};
+use bytes::Bytes;
+use nubo_common::hash::StreamHasher;
+use nubo_common::storage::{BlobStore, ByteStream, PutOutcome, StorageError, StorageKey};
+use std::sync::Arc;
+use uuid::Uuid;
 
-/// Lifetime of a download token (the interface leaves it open): one hour to start using it.
-pub const DOWNLOAD_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 /// Declared lengths up to this are not reserved against the quota before the bytes arrive.
 const RESERVE_ABOVE: u64 = 1024 * 1024;
-/// Lifetime of the presigned URL a redirect points at.
-const REDIRECT_LIFETIME: Duration = Duration::from_secs(15 * 60);
-
-/// A download token and where to use it.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct DownloadTokenView {
-    /// A JWT valid for one download.
-    pub access_token: String,
-    /// `GET` this (relative to the site) to download.
-    pub url: String,
-    pub expires: String,
-}
-
-/// A file ready to be served: either a stream from its store or a redirect elsewhere.
-pub struct Download {
-    pub name: String,
-    pub size: u64,
-    pub blake3: Option<String>,
-    pub updated_at: Millis,
-    pub store: Arc<dyn BlobStore>,
-    pub key: StorageKey,
-    /// Set when the policy is public and its store can hand out a direct URL.
-    pub redirect: Option<String>,
-}
-
-fn not_a_file() -> ServiceError {
-    ServiceError::conflict(codes::OBJECT_NOT_A_FILE, "the object is a folder, not a file")
-}
-
-fn expect_file(row: &ObjectRow) -> ServiceResult<()> {
-    if row.is_folder() { Err(not_a_file()) } else { Ok(()) }
-}
-
-pub async fn create_download_token(ctx: &Context, owner: Uuid, object_id: Uuid) -> ServiceResult<DownloadTokenView> {
-    let owned = files::authorize_live(ctx.db(), owner, object_id).await?;
-    expect_file(owned.row())?;
-    let now = now_ms() / 1000;
-    let exp = now + DOWNLOAD_TOKEN_LIFETIME.as_secs() as i64;
-    let claims =
-        DownloadClaims { sub: owner, jti: Uuid::new_v4(), obj: object_id, iat: now, exp, typ: TokenType::Download };
-    let token = ctx.tokens().sign(&claims);
-    Ok(DownloadTokenView {
-        url: format!("/api/v1/file/download/{token}"),
-        access_token: token,
-        expires: to_rfc3339(exp * 1000),
-    })
-}
-
-/// Opens the file a download token names. With `consume`, the token is spent: a second use
-/// is refused, also on another master sharing the store. (`HEAD` does not consume it.)
-pub async fn open_download(ctx: &Context, token: &str, consume: bool) -> ServiceResult<Download> {
-    let claims = ctx.tokens().verify_download(token).map_err(token_error)?;
-    if consume {
-        let remaining = (claims.exp - now_ms() / 1000).max(1) as u64 + 60;
-        let first = ctx
-            .store()
-            .set_if_absent(&format!("download-used:{}", claims.jti), "1", Duration::from_secs(remaining))
-            .await?;
-        if !first {
-            return Err(ServiceError::conflict(codes::DOWNLOAD_TOKEN_USED, "this download link was already used"));
-        }
-    }
-    // The owner must still be allowed in, and the file still theirs and not in the trash.
-    accounts::load_active_user(ctx.db(), claims.sub).await?;
-    let owned = files::authorize_live(ctx.db(), claims.sub, claims.obj).await?;
-    prepare(ctx, owned.row()).await
-}
-
-async fn prepare(ctx: &Context, row: &ObjectRow) -> ServiceResult<Download> {
-    expect_file(row)?;
-    let blob_id =
-        row.physical_file_id.as_deref().ok_or_else(|| ServiceError::internal(anyhow::anyhow!("file without blob")))?;
-    let (blob, policy) = db::blobs::find_with_policy(ctx.db(), blob_id)
-        .await?
-        .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("blob row missing")))?;
-    let content = db::objects::FileContentRow { name: row.name.clone(), updated_at: row.updated_at, blob, policy };
-    serve_content(ctx, content, true).await
-}
-
-/// The file's content ready to serve. With `may_redirect`, a public policy hands the bytes
-/// over to the backend when it can serve them itself (S3, a storage node: `presigned_get`
-/// answers a URL; local disk answers none); otherwise, and for a private one, they stream
-/// through the master.
-async fn serve_content(
-    ctx: &Context,
-    content: db::objects::FileContentRow,
-    may_redirect: bool,
-) -> ServiceResult<Download> {
-    let db::objects::FileContentRow { name, updated_at, blob, policy } = content;
-    let store = policies::store(ctx, &policy).await?;
-    let key = StorageKey::parse(&blob.storage_key)?;
-    let redirect = if may_redirect && policy.is_private == 0 {
-        store.presigned_get(&key, REDIRECT_LIFETIME, &name).await?
-    } else {
-        None
-    };
-    Ok(Download { name, size: blob.size as u64, blake3: blob.blake3, updated_at, store, key, redirect })
-}
-
-/// The permanent source link of a file.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct SourceLinkView {
-    /// Public URL (relative to the site); works until the file is deleted.
-    pub url: String,
-    pub downloads: i64,
-}
-
-fn source_url(object_id: &str, name: &str) -> String {
-    let name = percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC);
-    format!("/api/v1/file/source/{object_id}/{name}")
-}
-
-/// Creates the file's source link (or answers the existing one).
-pub async fn create_source_link(ctx: &Context, owner: Uuid, object_id: Uuid) -> ServiceResult<SourceLinkView> {
-    let owned = files::authorize_live(ctx.db(), owner, object_id).await?;
-    expect_file(owned.row())?;
-    let row = owned.row();
-    db::objects::insert_source_link(ctx.db(), &Uuid::new_v4().to_string(), &row.id, &row.name, now_ms()).await?;
-    source_link(ctx, owner, object_id).await
-}
-
-pub async fn source_link(ctx: &Context, owner: Uuid, object_id: Uuid) -> ServiceResult<SourceLinkView> {
-    let owned = files::authorize(ctx.db(), owner, object_id).await?;
-    let (_, downloads) = db::objects::source_link_of(ctx.db(), &owned.row().id)
-        .await?
-        .ok_or_else(|| ServiceError::not_found(codes::SOURCE_NOT_FOUND, "the file has no source link"))?;
-    Ok(SourceLinkView { url: source_url(&owned.row().id, &owned.row().name), downloads })
-}
-
-/// Opens a file through its public source link. The name in the URL must be the file's name;
-/// a trashed file, or one whose owner is not active, is not served.
-pub async fn open_source(ctx: &Context, object_id: Uuid, name: &str) -> ServiceResult<Download> {
-    let missing = || ServiceError::not_found(codes::SOURCE_NOT_FOUND, "no such source link");
-    let id = object_id.to_string();
-    db::objects::source_link_of(ctx.db(), &id).await?.ok_or_else(missing)?;
-    let row = db::objects::find_by_id(ctx.db(), &id).await?.ok_or_else(missing)?;
-    if row.trashed_at.is_some() || row.name != name {
-        return Err(missing());
-    }
-    let owner = db::users::find(ctx.db(), &row.owner_id).await?.ok_or_else(missing)?;
-    if owner.status != UserStatus::Active.as_str() {
-        return Err(missing());
-    }
-    let download = prepare(ctx, &row).await?;
-    db::objects::count_source_download(ctx.db(), &id).await?;
-    Ok(download)
-}
-
-/// Opens a live file of `owner` for reading through the master (WebDAV): always a stream, never a
-/// redirect. One statement checks the file is the owner's and not in the trash and reads its
-/// blob and policy; anything else (someone else's, trashed, a folder, gone) is not found.
-pub async fn open_owned(ctx: &Context, owner: Uuid, object_id: Uuid) -> ServiceResult<Download> {
-    let content = db::objects::live_file_content(ctx.db(), &owner.to_string(), &object_id.to_string())
-        .await?
-        .ok_or_else(files::not_found)?;
-    serve_content(ctx, content, false).await
-}
 
 /// Replaces a file's content with a streamed body. The policy's `max_size` is enforced before
 /// (declared length) and while bytes arrive; the quota is settled by the difference in size;
