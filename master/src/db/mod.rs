@@ -12,6 +12,7 @@
 //! decoder over [`Values`], and [`Db::read_row`] picks the executor.
 
 pub mod blobs;
+pub mod columns;
 pub mod groups;
 pub mod inline;
 pub mod node_reports;
@@ -63,6 +64,9 @@ pub enum DbError {
     Sqlite(#[from] rusqlite::Error),
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored value that does not decode into its type (see [`columns`]).
+    #[error("column {column} holds an invalid value: {reason}")]
+    Invalid { column: String, reason: String },
 }
 
 impl DbError {

@@ -1,6 +1,7 @@
 //! Pure types and rules of Nubo: enumerations, validated values, time. No I/O lives here.
 
 pub mod group;
+pub mod ids;
 pub mod naming;
 pub mod object;
 pub mod policy;
