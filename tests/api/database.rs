@@ -161,7 +161,7 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
     let root_id = root.id.to_string();
     let (policy,): (String,) =
         sqlx::query_as("SELECT id FROM policies ORDER BY id LIMIT 1").fetch_one(db.reader()).await.unwrap();
-    let used = || async { nubo_master::db::users::find(db, &owner).await.unwrap().unwrap().storage };
+    let used = || async { nubo_master::db::users::find(db, owner.parse().unwrap()).await.unwrap().unwrap().storage };
     let start = used().await;
     // `stored`: whether the content was stored under the key `blob` (else only the policy's
     // blob of the same content will do).

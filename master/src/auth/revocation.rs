@@ -144,15 +144,11 @@ pub async fn restore(db: &Db, store: &dyn KvStore) -> ServiceResult<usize> {
     let since = now_ms() - ENTRY_LIFETIME.as_millis() as i64;
     let banned = db::users::inactive_changed_since(db, since).await?;
     for id in &banned {
-        if let Ok(id) = id.parse() {
-            ban(store, id).await?;
-        }
+        ban(store, id.as_uuid()).await?;
     }
     let users = db::users::claims_changed_since(db, since).await?;
     for (id, at) in &users {
-        if let Ok(id) = id.parse() {
-            user_claims_changed(store, id, *at).await?;
-        }
+        user_claims_changed(store, id.as_uuid(), *at).await?;
     }
     let groups = db::groups::claims_changed_since(db, since).await?;
     for (id, at) in &groups {

@@ -1,5 +1,6 @@
-//! How domain values sit in columns: typed ids as UUID text, for sqlx's `Any` driver and for
-//! decoders over [`Values`]. A stored value that does not decode is a [`DbError`], never a panic.
+//! How domain values sit in columns: typed ids as UUID text, enumerations as their text, flags
+//! as 0/1 integers, option documents as JSON text; for sqlx's `Any` driver and for decoders over
+//! [`Values`]. A stored value that does not decode is a [`DbError`], never a panic.
 
 use std::str::FromStr;
 
@@ -9,7 +10,10 @@ use sqlx::error::BoxDynError;
 use sqlx::{Decode, Encode, Type};
 
 use super::{DbError, Values};
+use crate::domain::group::GroupPermissions;
 use crate::domain::ids::{GroupId, NodeId, ObjectId, PolicyId, UserId};
+use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
+use crate::domain::user::UserStatus;
 
 /// Stores a type as TEXT through its `Display` and reads it back through its `FromStr`.
 macro_rules! text_column {
@@ -41,6 +45,100 @@ macro_rules! text_column {
 
 text_column!(UserId, ObjectId, PolicyId, NodeId, GroupId);
 
+/// Stores an enumeration as its `as_str` text and reads it back with `parse` (`Option`).
+macro_rules! enum_column {
+    ($($name:ty => $parse:expr),+ $(,)?) => {$(
+        impl Type<Any> for $name {
+            fn type_info() -> AnyTypeInfo {
+                <String as Type<Any>>::type_info()
+            }
+
+            fn compatible(ty: &AnyTypeInfo) -> bool {
+                <String as Type<Any>>::compatible(ty)
+            }
+        }
+
+        impl<'q> Encode<'q, Any> for $name {
+            fn encode_by_ref(&self, buf: &mut <Any as sqlx::Database>::ArgumentBuffer<'q>) -> Result<IsNull, BoxDynError> {
+                <&str as Encode<'q, Any>>::encode(self.as_str(), buf)
+            }
+        }
+
+        impl<'r> Decode<'r, Any> for $name {
+            fn decode(value: AnyValueRef<'r>) -> Result<Self, BoxDynError> {
+                let text = <String as Decode<'r, Any>>::decode(value)?;
+                let parse: fn(&str) -> Option<$name> = $parse;
+                parse(&text).ok_or_else(|| format!(concat!("{:?} is not a ", stringify!($name)), text).into())
+            }
+        }
+    )+};
+}
+
+enum_column!(
+    UserStatus => |text| text.parse().ok(),
+    TaskStatus => TaskStatus::parse,
+    TaskType => TaskType::parse,
+);
+
+/// Stores a document as JSON text and reads it back with serde.
+macro_rules! json_column {
+    ($($name:ty),+ $(,)?) => {$(
+        impl Type<Any> for $name {
+            fn type_info() -> AnyTypeInfo {
+                <String as Type<Any>>::type_info()
+            }
+
+            fn compatible(ty: &AnyTypeInfo) -> bool {
+                <String as Type<Any>>::compatible(ty)
+            }
+        }
+
+        impl<'q> Encode<'q, Any> for $name {
+            fn encode_by_ref(&self, buf: &mut <Any as sqlx::Database>::ArgumentBuffer<'q>) -> Result<IsNull, BoxDynError> {
+                <String as Encode<'q, Any>>::encode(serde_json::to_string(self)?, buf)
+            }
+        }
+
+        impl<'r> Decode<'r, Any> for $name {
+            fn decode(value: AnyValueRef<'r>) -> Result<Self, BoxDynError> {
+                Ok(serde_json::from_str(&<String as Decode<'r, Any>>::decode(value)?)?)
+            }
+        }
+    )+};
+}
+
+json_column!(GroupPermissions, TaskProps, TaskProgress);
+
+/// A yes/no column, stored as 0 or 1 in both backends. Row structs keep a plain `bool` and
+/// decode through it: `#[sqlx(try_from = "Flag")]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flag(pub bool);
+
+impl From<Flag> for bool {
+    fn from(flag: Flag) -> Self {
+        flag.0
+    }
+}
+
+impl Type<Any> for Flag {
+    fn type_info() -> AnyTypeInfo {
+        <i64 as Type<Any>>::type_info()
+    }
+
+    fn compatible(ty: &AnyTypeInfo) -> bool {
+        <i64 as Type<Any>>::compatible(ty) || <bool as Type<Any>>::compatible(ty)
+    }
+}
+
+impl<'r> Decode<'r, Any> for Flag {
+    fn decode(value: AnyValueRef<'r>) -> Result<Self, BoxDynError> {
+        match <i64 as Decode<'r, Any>>::decode(value.clone()) {
+            Ok(number) => Ok(Flag(number != 0)),
+            Err(_) => Ok(Flag(<bool as Decode<'r, Any>>::decode(value)?)),
+        }
+    }
+}
+
 /// Typed reads for decoders written over [`Values`].
 impl dyn Values + '_ {
     /// The text of `column` parsed as `T` (an id, an enumeration).
@@ -50,6 +148,11 @@ impl dyn Values + '_ {
         T::Err: std::fmt::Display,
     {
         parse_text(column, &self.text(column)?)
+    }
+
+    /// A 0/1 column as a `bool`.
+    pub fn flag(&self, column: &str) -> Result<bool, DbError> {
+        Ok(self.int(column)? != 0)
     }
 
     /// [`Self::parsed`] for a column that may be NULL.
@@ -100,5 +203,46 @@ mod tests {
         let values: &dyn Values = &row;
         assert!(matches!(values.parsed::<NodeId>("id"), Err(DbError::Invalid { .. })));
         assert_eq!(values.opt_parsed::<NodeId>("missing").ok(), None, "an unknown column is an error too");
+    }
+
+    #[derive(sqlx::FromRow)]
+    struct Decoded {
+        #[sqlx(try_from = "Flag")]
+        enabled: bool,
+        #[sqlx(try_from = "Flag")]
+        disabled: bool,
+        status: UserStatus,
+        permissions: GroupPermissions,
+    }
+
+    #[tokio::test]
+    async fn flags_enumerations_and_documents_decode_into_their_types() {
+        let (_dir, db) = sqlite().await;
+        let row: Decoded = sqlx::query_as(
+            r#"SELECT 1 AS enabled, 0 AS disabled, 'BANNED' AS status, '{"share":true}' AS permissions"#,
+        )
+        .fetch_one(db.reader())
+        .await
+        .unwrap();
+        assert!(row.enabled && !row.disabled);
+        assert_eq!(row.status, UserStatus::Banned);
+        assert_eq!(row.permissions, GroupPermissions { share: true, ..GroupPermissions::default() });
+        let (status, task): (UserStatus, TaskStatus) = sqlx::query_as("SELECT $1, $2")
+            .bind(UserStatus::Inactive)
+            .bind(TaskStatus::Canceled)
+            .fetch_one(db.reader())
+            .await
+            .unwrap();
+        assert_eq!((status, task), (UserStatus::Inactive, TaskStatus::Canceled));
+        let bad: Result<Decoded, _> =
+            sqlx::query_as("SELECT 1 AS enabled, 0 AS disabled, 'asleep' AS status, '{}' AS permissions")
+                .fetch_one(db.reader())
+                .await;
+        assert!(bad.is_err());
+        let bad: Result<Decoded, _> =
+            sqlx::query_as("SELECT 1 AS enabled, 0 AS disabled, 'ACTIVE' AS status, 'x' AS permissions")
+                .fetch_one(db.reader())
+                .await;
+        assert!(bad.is_err());
     }
 }

@@ -1,6 +1,9 @@
 //! SQL of the `groups` and `group_policies` tables.
 
+use super::columns::Flag;
 use super::{Db, DbError};
+use crate::domain::group::GroupPermissions;
+use crate::domain::ids::{GroupId, PolicyId};
 use crate::domain::time::Millis;
 
 const COLUMNS: &str =
@@ -8,11 +11,12 @@ const COLUMNS: &str =
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct GroupRow {
-    pub id: String,
+    pub id: GroupId,
     pub name: String,
-    pub is_admin: i64,
+    #[sqlx(try_from = "Flag")]
+    pub is_admin: bool,
     pub max_storage: i64,
-    pub permissions: String,
+    pub permissions: GroupPermissions,
     pub trash_retention_days: i32,
     pub created_at: Millis,
     pub updated_at: Millis,
@@ -26,7 +30,7 @@ pub struct GroupValues<'a> {
     pub name: &'a str,
     pub is_admin: bool,
     pub max_storage: i64,
-    pub permissions: &'a str,
+    pub permissions: GroupPermissions,
     pub trash_retention_days: i32,
 }
 
@@ -39,7 +43,7 @@ pub async fn list(db: &Db) -> Result<Vec<(GroupRow, i64)>, DbError> {
     let groups: Vec<GroupRow> = sqlx::query_as(&format!("SELECT {COLUMNS} FROM groups ORDER BY created_at, name"))
         .fetch_all(db.reader())
         .await?;
-    let counts: Vec<(String, i64)> =
+    let counts: Vec<(GroupId, i64)> =
         sqlx::query_as("SELECT group_id, COUNT(*) FROM users GROUP BY group_id").fetch_all(db.reader()).await?;
     Ok(groups
         .into_iter()
@@ -50,7 +54,7 @@ pub async fn list(db: &Db) -> Result<Vec<(GroupRow, i64)>, DbError> {
         .collect())
 }
 
-pub async fn find(db: &Db, id: &str) -> Result<Option<GroupRow>, DbError> {
+pub async fn find(db: &Db, id: GroupId) -> Result<Option<GroupRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM groups WHERE id = $1"))
         .bind(id)
         .fetch_optional(db.reader())
@@ -71,14 +75,14 @@ pub async fn first_admin_group(db: &Db) -> Result<Option<GroupRow>, DbError> {
         .await?)
 }
 
-pub async fn member_count(db: &Db, id: &str) -> Result<i64, DbError> {
+pub async fn member_count(db: &Db, id: GroupId) -> Result<i64, DbError> {
     let (n,): (i64,) =
         sqlx::query_as("SELECT COUNT(*) FROM users WHERE group_id = $1").bind(id).fetch_one(db.reader()).await?;
     Ok(n)
 }
 
 /// Inserts groups in one transaction.
-pub async fn insert_all(db: &Db, groups: &[(&str, GroupValues<'_>)], now: Millis) -> Result<(), DbError> {
+pub async fn insert_all(db: &Db, groups: &[(GroupId, GroupValues<'_>)], now: Millis) -> Result<(), DbError> {
     let mut tx = db.writer().begin().await?;
     for (id, group) in groups {
         sqlx::query(
@@ -103,7 +107,7 @@ pub async fn insert_all(db: &Db, groups: &[(&str, GroupValues<'_>)], now: Millis
 /// tokens of older versions are stale.
 pub async fn update(
     db: &Db,
-    id: &str,
+    id: GroupId,
     group: &GroupValues<'_>,
     claims_version: Option<Millis>,
     now: Millis,
@@ -127,7 +131,7 @@ pub async fn update(
 
 /// Deletes a group that has no members; answers false when it does not exist. A group that
 /// still has members is refused by the foreign key, reported as a constraint error.
-pub async fn delete(db: &Db, id: &str) -> Result<bool, DbError> {
+pub async fn delete(db: &Db, id: GroupId) -> Result<bool, DbError> {
     let mut tx = db.writer().begin().await?;
     sqlx::query("DELETE FROM group_policies WHERE group_id = $1").bind(id).execute(&mut *tx).await?;
     let done = sqlx::query("DELETE FROM groups WHERE id = $1").bind(id).execute(&mut *tx).await?;
@@ -136,8 +140,8 @@ pub async fn delete(db: &Db, id: &str) -> Result<bool, DbError> {
 }
 
 /// The group's policy ids in order (the first is the default for new users).
-pub async fn policy_ids(db: &Db, group_id: &str) -> Result<Vec<String>, DbError> {
-    let rows: Vec<(String,)> =
+pub async fn policy_ids(db: &Db, group_id: GroupId) -> Result<Vec<PolicyId>, DbError> {
+    let rows: Vec<(PolicyId,)> =
         sqlx::query_as("SELECT policy_id FROM group_policies WHERE group_id = $1 ORDER BY position")
             .bind(group_id)
             .fetch_all(db.reader())
@@ -146,13 +150,13 @@ pub async fn policy_ids(db: &Db, group_id: &str) -> Result<Vec<String>, DbError>
 }
 
 /// Replaces the group's ordered policy list.
-pub async fn set_policies(db: &Db, group_id: &str, policy_ids: &[String]) -> Result<(), DbError> {
+pub async fn set_policies(db: &Db, group_id: GroupId, policy_ids: &[PolicyId]) -> Result<(), DbError> {
     let mut tx = db.writer().begin().await?;
     sqlx::query("DELETE FROM group_policies WHERE group_id = $1").bind(group_id).execute(&mut *tx).await?;
     for (position, policy_id) in policy_ids.iter().enumerate() {
         sqlx::query("INSERT INTO group_policies (group_id, policy_id, position) VALUES ($1, $2, $3)")
             .bind(group_id)
-            .bind(policy_id.as_str())
+            .bind(*policy_id)
             .bind(position as i64)
             .execute(&mut *tx)
             .await?;
@@ -162,15 +166,13 @@ pub async fn set_policies(db: &Db, group_id: &str, policy_ids: &[String]) -> Res
 }
 
 /// Ids among `ids` that name no policy.
-pub async fn unknown_policies(db: &Db, ids: &[String]) -> Result<Vec<String>, DbError> {
+pub async fn unknown_policies(db: &Db, ids: &[PolicyId]) -> Result<Vec<PolicyId>, DbError> {
     let mut unknown = Vec::new();
     for id in ids {
-        let found: Option<(String,)> = sqlx::query_as("SELECT id FROM policies WHERE id = $1")
-            .bind(id.as_str())
-            .fetch_optional(db.reader())
-            .await?;
+        let found: Option<(String,)> =
+            sqlx::query_as("SELECT id FROM policies WHERE id = $1").bind(*id).fetch_optional(db.reader()).await?;
         if found.is_none() {
-            unknown.push(id.clone());
+            unknown.push(*id);
         }
     }
     Ok(unknown)
@@ -178,7 +180,7 @@ pub async fn unknown_policies(db: &Db, ids: &[String]) -> Result<Vec<String>, Db
 
 /// Groups whose claims changed since `since`, with the time of that change (to restore token
 /// revocations at start-up).
-pub async fn claims_changed_since(db: &Db, since: Millis) -> Result<Vec<(String, Millis)>, DbError> {
+pub async fn claims_changed_since(db: &Db, since: Millis) -> Result<Vec<(GroupId, Millis)>, DbError> {
     Ok(sqlx::query_as("SELECT id, claims_changed_at FROM groups WHERE claims_changed_at >= $1")
         .bind(since)
         .fetch_all(db.reader())

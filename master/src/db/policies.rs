@@ -1,6 +1,7 @@
 //! SQL of the `policies` table.
 
 use super::{Db, DbError};
+use crate::domain::ids::GroupId;
 use crate::domain::time::Millis;
 
 const COLUMNS: &str = "id, name, type, node_id, max_size, is_private, chunk_size, options, dir_name_rule, file_name_rule, created_at, updated_at";
@@ -84,7 +85,7 @@ pub async fn find(db: &Db, id: &str) -> Result<Option<PolicyRow>, DbError> {
 }
 
 /// The policies of a group, in the group's order.
-pub async fn of_group(db: &Db, group_id: &str) -> Result<Vec<PolicyRow>, DbError> {
+pub async fn of_group(db: &Db, group_id: GroupId) -> Result<Vec<PolicyRow>, DbError> {
     Ok(sqlx::query_as(&format!(
         "SELECT {} FROM policies p JOIN group_policies gp ON gp.policy_id = p.id
          WHERE gp.group_id = $1 ORDER BY gp.position",

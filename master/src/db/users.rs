@@ -1,8 +1,9 @@
 //! SQL of the `users` and `auth_identities` tables.
 
 use super::{Arg, Conn, Db, DbError, Values};
+use crate::domain::ids::{GroupId, UserId};
 use crate::domain::time::Millis;
-use crate::domain::user::UserFilter;
+use crate::domain::user::{UserFilter, UserStatus};
 
 const USER_COLUMNS: &str = "id, email, nickname, status, group_id, storage, language, timezone, \
      two_factor_key, color_primary, color_secondary, color_success, \
@@ -10,11 +11,11 @@ const USER_COLUMNS: &str = "id, email, nickname, status, group_id, storage, lang
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct UserRow {
-    pub id: String,
+    pub id: UserId,
     pub email: String,
     pub nickname: String,
-    pub status: String,
-    pub group_id: String,
+    pub status: UserStatus,
+    pub group_id: GroupId,
     pub storage: i64,
     pub language: String,
     pub timezone: i32,
@@ -34,11 +35,11 @@ pub struct UserRow {
 }
 
 pub struct NewUser<'a> {
-    pub id: &'a str,
+    pub id: UserId,
     pub email: &'a str,
     pub nickname: &'a str,
-    pub status: &'a str,
-    pub group_id: &'a str,
+    pub status: UserStatus,
+    pub group_id: GroupId,
 }
 
 pub struct NewIdentity<'a> {
@@ -94,7 +95,7 @@ pub async fn find_identity(
     db: &Db,
     provider: &str,
     identifier: &str,
-) -> Result<Option<(String, Option<String>)>, DbError> {
+) -> Result<Option<(UserId, Option<String>)>, DbError> {
     Ok(sqlx::query_as("SELECT user_id, credential FROM auth_identities WHERE provider = $1 AND identifier = $2")
         .bind(provider)
         .bind(identifier)
@@ -103,7 +104,7 @@ pub async fn find_identity(
 }
 
 /// The stored credential of a user for a provider.
-pub async fn credential_of(db: &Db, user_id: &str, provider: &str) -> Result<Option<String>, DbError> {
+pub async fn credential_of(db: &Db, user_id: UserId, provider: &str) -> Result<Option<String>, DbError> {
     let row: Option<(Option<String>,)> =
         sqlx::query_as("SELECT credential FROM auth_identities WHERE user_id = $1 AND provider = $2")
             .bind(user_id)
@@ -114,7 +115,7 @@ pub async fn credential_of(db: &Db, user_id: &str, provider: &str) -> Result<Opt
 }
 
 /// Replaces a user's credential for a provider; answers whether the identity exists.
-pub async fn set_credential(db: &Db, user_id: &str, provider: &str, credential: &str) -> Result<bool, DbError> {
+pub async fn set_credential(db: &Db, user_id: UserId, provider: &str, credential: &str) -> Result<bool, DbError> {
     let done = sqlx::query("UPDATE auth_identities SET credential = $3 WHERE user_id = $1 AND provider = $2")
         .bind(user_id)
         .bind(provider)
@@ -134,7 +135,7 @@ pub async fn touch_identity(db: &Db, provider: &str, identifier: &str, now: Mill
     Ok(())
 }
 
-pub async fn find(db: &Db, id: &str) -> Result<Option<UserRow>, DbError> {
+pub async fn find(db: &Db, id: UserId) -> Result<Option<UserRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1"))
         .bind(id)
         .fetch_optional(db.reader())
@@ -150,7 +151,7 @@ pub enum ProfileField {
 
 pub async fn set_profile_text(
     db: &Db,
-    id: &str,
+    id: UserId,
     field: ProfileField,
     value: &str,
     now: Millis,
@@ -164,7 +165,7 @@ pub async fn set_profile_text(
     Ok(done.rows_affected() > 0)
 }
 
-pub async fn set_timezone(db: &Db, id: &str, timezone: i32, now: Millis) -> Result<bool, DbError> {
+pub async fn set_timezone(db: &Db, id: UserId, timezone: i32, now: Millis) -> Result<bool, DbError> {
     let done = sqlx::query("UPDATE users SET timezone = $2, updated_at = $3 WHERE id = $1")
         .bind(id)
         .bind(timezone)
@@ -176,7 +177,7 @@ pub async fn set_timezone(db: &Db, id: &str, timezone: i32, now: Millis) -> Resu
 
 /// Sets (or with `None` clears) the user's theme colour snapshot, in the order primary,
 /// secondary, success, info, warning, error, neutral.
-pub async fn set_colors(db: &Db, id: &str, colors: Option<[&str; 7]>, now: Millis) -> Result<bool, DbError> {
+pub async fn set_colors(db: &Db, id: UserId, colors: Option<[&str; 7]>, now: Millis) -> Result<bool, DbError> {
     let c = colors.map(|c| c.map(Some)).unwrap_or([None; 7]);
     let done = sqlx::query(
         "UPDATE users SET color_primary = $2, color_secondary = $3, color_success = $4, color_info = $5,
@@ -253,14 +254,14 @@ pub async fn list(db: &Db, filter: &UserFilter, offset: i64, limit: i64) -> Resu
 #[derive(Debug, Default)]
 pub struct UserChanges<'a> {
     pub nickname: Option<&'a str>,
-    pub group_id: Option<&'a str>,
-    pub status: Option<&'a str>,
+    pub group_id: Option<GroupId>,
+    pub status: Option<UserStatus>,
     /// The new claims version when the change alters what the user's access tokens snapshot
     /// (their group).
     pub claims_version: Option<Millis>,
 }
 
-pub async fn update(db: &Db, id: &str, changes: &UserChanges<'_>, now: Millis) -> Result<bool, DbError> {
+pub async fn update(db: &Db, id: UserId, changes: &UserChanges<'_>, now: Millis) -> Result<bool, DbError> {
     let done = sqlx::query(
         "UPDATE users SET nickname = COALESCE($2, nickname), group_id = COALESCE($3, group_id),
          status = COALESCE($4, status), updated_at = $5, claims_changed_at = COALESCE($6, claims_changed_at)
@@ -277,14 +278,14 @@ pub async fn update(db: &Db, id: &str, changes: &UserChanges<'_>, now: Millis) -
     Ok(done.rows_affected() > 0)
 }
 
-pub async fn delete(db: &Db, id: &str) -> Result<bool, DbError> {
+pub async fn delete(db: &Db, id: UserId) -> Result<bool, DbError> {
     let done = sqlx::query("DELETE FROM users WHERE id = $1").bind(id).execute(db.writer()).await?;
     Ok(done.rows_affected() > 0)
 }
 
 /// Users whose status is not `ACTIVE` and changed since `since` (to restore bans at start-up).
-pub async fn inactive_changed_since(db: &Db, since: Millis) -> Result<Vec<String>, DbError> {
-    let rows: Vec<(String,)> = sqlx::query_as("SELECT id FROM users WHERE status <> 'ACTIVE' AND updated_at >= $1")
+pub async fn inactive_changed_since(db: &Db, since: Millis) -> Result<Vec<UserId>, DbError> {
+    let rows: Vec<(UserId,)> = sqlx::query_as("SELECT id FROM users WHERE status <> 'ACTIVE' AND updated_at >= $1")
         .bind(since)
         .fetch_all(db.reader())
         .await?;
@@ -293,7 +294,7 @@ pub async fn inactive_changed_since(db: &Db, since: Millis) -> Result<Vec<String
 
 /// Users whose group changed since `since`, with the time of that change (to restore token
 /// revocations at start-up).
-pub async fn claims_changed_since(db: &Db, since: Millis) -> Result<Vec<(String, Millis)>, DbError> {
+pub async fn claims_changed_since(db: &Db, since: Millis) -> Result<Vec<(UserId, Millis)>, DbError> {
     Ok(sqlx::query_as("SELECT id, claims_changed_at FROM users WHERE claims_changed_at >= $1")
         .bind(since)
         .fetch_all(db.reader())
@@ -329,7 +330,7 @@ pub async fn usage_and_capacity(db: &Db, user_id: &str, now: Millis) -> Result<(
 pub async fn usage_capacity_and_policy(
     db: &Db,
     user_id: &str,
-    group_id: &str,
+    group_id: GroupId,
     now: Millis,
 ) -> Result<(i64, i64, Option<super::policies::PolicyRow>), DbError> {
     let policy_columns = super::policies::qualified_columns("p");
@@ -338,7 +339,8 @@ pub async fn usage_capacity_and_policy(
          LEFT JOIN policies p ON p.id = (SELECT gp.policy_id FROM group_policies gp WHERE gp.group_id = $3 ORDER BY gp.position LIMIT 1)
          WHERE u.id = $1"
     );
-    let args = [Arg::Text(user_id), Arg::Int(now), Arg::Text(group_id)];
+    let group_id = group_id.to_string();
+    let args = [Arg::Text(user_id), Arg::Int(now), Arg::Text(&group_id)];
     let decode = |row: &dyn Values| {
         let (used, capacity) = usage_of(row)?;
         let policy = match row.opt_text("id")? {

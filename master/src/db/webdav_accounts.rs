@@ -1,18 +1,22 @@
 //! SQL of the `webdav_accounts` table.
 
+use super::columns::Flag;
 use super::{Db, DbError};
+use crate::domain::ids::{GroupId, UserId};
 use crate::domain::time::Millis;
+use crate::domain::user::UserStatus;
 
 const COLUMNS: &str = "id, owner_id, name, password_hash, root_path, read_only, created_at, updated_at";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct WebdavAccountRow {
     pub id: String,
-    pub owner_id: String,
+    pub owner_id: UserId,
     pub name: String,
     pub password_hash: String,
     pub root_path: String,
-    pub read_only: i64,
+    #[sqlx(try_from = "Flag")]
+    pub read_only: bool,
     pub created_at: Millis,
     pub updated_at: Millis,
 }
@@ -22,21 +26,21 @@ pub struct WebdavAccountRow {
 pub struct LoginRow {
     #[sqlx(flatten)]
     pub account: WebdavAccountRow,
-    pub user_status: String,
-    pub group_id: String,
+    pub user_status: UserStatus,
+    pub group_id: GroupId,
     /// The owner's and their group's claims versions (see `auth::revocation`).
     pub user_version: Millis,
     pub group_version: Millis,
 }
 
-pub async fn list_of(db: &Db, owner_id: &str) -> Result<Vec<WebdavAccountRow>, DbError> {
+pub async fn list_of(db: &Db, owner_id: UserId) -> Result<Vec<WebdavAccountRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM webdav_accounts WHERE owner_id = $1 ORDER BY name"))
         .bind(owner_id)
         .fetch_all(db.reader())
         .await?)
 }
 
-pub async fn find_owned(db: &Db, owner_id: &str, id: &str) -> Result<Option<WebdavAccountRow>, DbError> {
+pub async fn find_owned(db: &Db, owner_id: UserId, id: &str) -> Result<Option<WebdavAccountRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM webdav_accounts WHERE owner_id = $1 AND id = $2"))
         .bind(owner_id)
         .bind(id)
@@ -65,11 +69,11 @@ pub async fn insert(db: &Db, row: &WebdavAccountRow) -> Result<(), DbError> {
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .bind(&row.id)
-    .bind(&row.owner_id)
+    .bind(row.owner_id)
     .bind(&row.name)
     .bind(&row.password_hash)
     .bind(&row.root_path)
-    .bind(row.read_only)
+    .bind(i64::from(row.read_only))
     .bind(row.created_at)
     .bind(row.updated_at)
     .execute(db.writer())
@@ -84,18 +88,18 @@ pub async fn update(db: &Db, row: &WebdavAccountRow) -> Result<bool, DbError> {
          WHERE id = $1 AND owner_id = $2",
     )
     .bind(&row.id)
-    .bind(&row.owner_id)
+    .bind(row.owner_id)
     .bind(&row.name)
     .bind(&row.password_hash)
     .bind(&row.root_path)
-    .bind(row.read_only)
+    .bind(i64::from(row.read_only))
     .bind(row.updated_at)
     .execute(db.writer())
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
-pub async fn delete(db: &Db, owner_id: &str, id: &str) -> Result<bool, DbError> {
+pub async fn delete(db: &Db, owner_id: UserId, id: &str) -> Result<bool, DbError> {
     let done = sqlx::query("DELETE FROM webdav_accounts WHERE id = $1 AND owner_id = $2")
         .bind(id)
         .bind(owner_id)

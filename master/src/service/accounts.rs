@@ -10,6 +10,7 @@ use crate::auth::password::{PasswordError, hash_password, verify_password};
 use crate::context::Context;
 use crate::db::users::{ProfileField, UserRow};
 use crate::db::{self, Db};
+use crate::domain::ids::{GroupId, UserId};
 use crate::domain::settings::AuthMethod;
 use crate::domain::theme::{ThemeColors, ThemeSource};
 use crate::domain::time::{now_ms, to_rfc3339};
@@ -45,23 +46,15 @@ pub struct UserView {
     pub created_at: String,
 }
 
-fn parse_id(id: &str) -> ServiceResult<Uuid> {
-    id.parse().map_err(|_| ServiceError::internal(anyhow::anyhow!("stored id {id:?} is not a UUID")))
-}
-
-pub fn parse_status(status: &str) -> ServiceResult<UserStatus> {
-    status.parse().map_err(|e: String| ServiceError::internal(anyhow::anyhow!(e)))
-}
-
 /// Builds the API view of a user row (one extra lookup for the group name).
 pub async fn user_view(db: &Db, user: &UserRow) -> ServiceResult<UserView> {
-    let group = db::groups::find(db, &user.group_id).await?;
+    let group = db::groups::find(db, user.group_id).await?;
     Ok(UserView {
-        id: parse_id(&user.id)?,
+        id: user.id.into(),
         email: user.email.clone(),
         nickname: user.nickname.clone(),
-        status: parse_status(&user.status)?,
-        group: GroupRef { id: parse_id(&user.group_id)?, name: group.map(|g| g.name).unwrap_or_default() },
+        status: user.status,
+        group: GroupRef { id: user.group_id.into(), name: group.map(|g| g.name).unwrap_or_default() },
         storage: user.storage,
         language: user.language.clone(),
         timezone: user.timezone,
@@ -75,8 +68,8 @@ pub async fn user_view(db: &Db, user: &UserRow) -> ServiceResult<UserView> {
 pub struct ActiveUser(UserRow);
 
 impl ActiveUser {
-    pub fn group_id(&self) -> &str {
-        &self.0.group_id
+    pub fn group_id(&self) -> GroupId {
+        self.0.group_id
     }
 
     pub fn row(&self) -> &UserRow {
@@ -86,10 +79,10 @@ impl ActiveUser {
 
 /// The user behind a token, refused unless `ACTIVE`.
 pub async fn load_active_user(db: &Db, id: Uuid) -> ServiceResult<ActiveUser> {
-    let user = db::users::find(db, &id.to_string()).await?.ok_or_else(|| {
+    let user = db::users::find(db, id.into()).await?.ok_or_else(|| {
         ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_USER_NOT_FOUND, "the token's user no longer exists")
     })?;
-    if parse_status(&user.status)? != UserStatus::Active {
+    if user.status != UserStatus::Active {
         return Err(ServiceError::user_inactive());
     }
     Ok(ActiveUser(user))
@@ -112,18 +105,12 @@ async fn insert_password_user(
     email: &Email,
     nickname: &str,
     password: &Secret,
-    group_id: &str,
+    group_id: GroupId,
     status: UserStatus,
-) -> ServiceResult<Uuid> {
+) -> ServiceResult<UserId> {
     let hash = hash_password(password).await.map_err(|e| password_error("password", e))?;
-    let user_id = Uuid::new_v4();
-    let user = db::users::NewUser {
-        id: &user_id.to_string(),
-        email: email.as_str(),
-        nickname,
-        status: status.as_str(),
-        group_id,
-    };
+    let user_id = UserId::random();
+    let user = db::users::NewUser { id: user_id, email: email.as_str(), nickname, status, group_id };
     let identity = db::users::NewIdentity {
         id: &Uuid::new_v4().to_string(),
         provider: EMAIL_PASSWORD,
@@ -160,7 +147,8 @@ pub async fn create_admin(db: &Db, email: &str, password: &Secret) -> ServiceRes
     let group = db::groups::first_admin_group(db)
         .await?
         .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("no administrators' group exists")))?;
-    insert_password_user(db, &email, &nickname_from(&email), password, &group.id, UserStatus::Active).await
+    let id = insert_password_user(db, &email, &nickname_from(&email), password, group.id, UserStatus::Active).await?;
+    Ok(id.into())
 }
 
 /// Creates a user in a given group (administrators' API).
@@ -174,13 +162,12 @@ pub async fn create_user(
 ) -> ServiceResult<UserView> {
     let email = Email::parse(email).map_err(|why| ServiceError::validation("email", why))?;
     let nickname = nickname.map(parse_nickname).transpose()?.unwrap_or_else(|| nickname_from(&email));
-    if db::groups::find(db, &group_id.to_string()).await?.is_none() {
+    let group_id = GroupId::from(group_id);
+    if db::groups::find(db, group_id).await?.is_none() {
         return Err(ServiceError::validation("group_id", "no such group"));
     }
-    let id = insert_password_user(db, &email, &nickname, password, &group_id.to_string(), status).await?;
-    let row = db::users::find(db, &id.to_string())
-        .await?
-        .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("user vanished")))?;
+    let id = insert_password_user(db, &email, &nickname, password, group_id, status).await?;
+    let row = db::users::find(db, id).await?.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("user vanished")))?;
     user_view(db, &row).await
 }
 
@@ -211,14 +198,13 @@ pub async fn register(
     let email = Email::parse(email).map_err(|why| ServiceError::validation("identifier", why))?;
     let nickname = nickname.map(parse_nickname).transpose()?.unwrap_or_else(|| nickname_from(&email));
     let group_id = bootstrap::registration_group(ctx.db()).await?;
-    let id = insert_password_user(ctx.db(), &email, &nickname, password, &group_id, UserStatus::Active).await.map_err(
+    let id = insert_password_user(ctx.db(), &email, &nickname, password, group_id, UserStatus::Active).await.map_err(
         |e| {
             if e.field.as_deref() == Some("password") { e.with_field("credential") } else { e }
         },
     )?;
-    let row = db::users::find(ctx.db(), &id.to_string())
-        .await?
-        .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("user vanished")))?;
+    let row =
+        db::users::find(ctx.db(), id).await?.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("user vanished")))?;
     user_view(ctx.db(), &row).await
 }
 
@@ -267,24 +253,24 @@ pub async fn update_setting(
     };
     let value =
         value.ok_or_else(|| ServiceError::validation(field, format!("{field} is required and may not be null")))?;
-    let id = user_id.to_string();
+    let id = UserId::from(user_id);
     let now = now_ms();
     match (option, value) {
         (SettingOption::Nickname, SettingValue::Text(text)) => {
-            db::users::set_profile_text(db, &id, ProfileField::Nickname, &parse_nickname(&text)?, now).await?;
+            db::users::set_profile_text(db, id, ProfileField::Nickname, &parse_nickname(&text)?, now).await?;
         }
         (SettingOption::Language, SettingValue::Text(text)) => {
             let valid = (2..=35).contains(&text.len()) && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
             if !valid {
                 return Err(ServiceError::validation("language", "language must be a language tag such as en-US"));
             }
-            db::users::set_profile_text(db, &id, ProfileField::Language, &text, now).await?;
+            db::users::set_profile_text(db, id, ProfileField::Language, &text, now).await?;
         }
         (SettingOption::Timezone, SettingValue::Timezone(hours)) => {
             if !(-12..=14).contains(&hours) {
                 return Err(ServiceError::validation("timezone", "timezone must be an integer from -12 to 14"));
             }
-            db::users::set_timezone(db, &id, hours as i32, now).await?;
+            db::users::set_timezone(db, id, hours as i32, now).await?;
         }
         _ => return Err(ServiceError::validation(field, format!("{field} has the wrong type"))),
     }
@@ -294,8 +280,8 @@ pub async fn update_setting(
 /// Changes the caller's password after checking the current one, and signs out every session
 /// (all refresh tokens are revoked).
 pub async fn change_password(db: &Db, user_id: Uuid, old: &Secret, new: &Secret) -> ServiceResult<()> {
-    let id = user_id.to_string();
-    let stored = db::users::credential_of(db, &id, EMAIL_PASSWORD).await?.ok_or_else(|| {
+    let id = UserId::from(user_id);
+    let stored = db::users::credential_of(db, id, EMAIL_PASSWORD).await?.ok_or_else(|| {
         ServiceError::new(ErrorKind::Conflict, codes::USER_NO_PASSWORD, "this account signs in without a password")
     })?;
     if !verify_password(old, &stored).await {
@@ -307,8 +293,8 @@ pub async fn change_password(db: &Db, user_id: Uuid, old: &Secret, new: &Secret)
         .with_field("old_password"));
     }
     let hash = hash_password(new).await.map_err(|e| password_error("new_password", e))?;
-    db::users::set_credential(db, &id, EMAIL_PASSWORD, &hash).await?;
-    db::refresh_tokens::revoke_user(db, &id, now_ms()).await?;
+    db::users::set_credential(db, id, EMAIL_PASSWORD, &hash).await?;
+    db::refresh_tokens::revoke_user(db, &id.to_string(), now_ms()).await?;
     Ok(())
 }
 
@@ -384,13 +370,12 @@ pub enum ThemeChoice {
 /// Stores the caller's theme as a snapshot of colours (a later change of the preset does not
 /// change it) and answers the effective theme.
 pub async fn set_theme(db: &Db, user_id: Uuid, choice: ThemeChoice) -> ServiceResult<EffectiveTheme> {
-    let id = user_id.to_string();
     let colors = match choice {
         ThemeChoice::Preset(preset) => Some(themes::get(db, preset).await?.colors),
         ThemeChoice::Colors(colors) => Some(colors),
         ThemeChoice::Reset => None,
     };
-    db::users::set_colors(db, &id, colors.as_ref().map(ThemeColors::as_columns), now_ms()).await?;
+    db::users::set_colors(db, user_id.into(), colors.as_ref().map(ThemeColors::as_columns), now_ms()).await?;
     let user = load_active_user(db, user_id).await?;
     effective_theme(db, user.row()).await
 }

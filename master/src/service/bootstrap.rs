@@ -8,6 +8,7 @@ use crate::db::groups::GroupValues;
 use crate::db::policies::PolicyValues;
 use crate::db::{self, Db};
 use crate::domain::group::{GIB, GroupPermissions};
+use crate::domain::ids::{GroupId, PolicyId};
 use crate::domain::policy::{DEFAULT_CHUNK_SIZE, PolicyType};
 use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
@@ -27,29 +28,26 @@ pub async fn seed(db: &Db) -> ServiceResult<()> {
     if db::groups::count(db).await? > 0 {
         return Ok(());
     }
-    let admin_id = Uuid::new_v4().to_string();
-    let user_id = Uuid::new_v4().to_string();
-    let all = serde_json::to_string(&GroupPermissions::all()).map_err(ServiceError::internal)?;
-    let users = serde_json::to_string(&GroupPermissions { share: true, webdav: true, external_download: false })
-        .map_err(ServiceError::internal)?;
+    let admin_id = GroupId::random();
+    let user_id = GroupId::random();
     let groups = [
         (
-            admin_id.as_str(),
+            admin_id,
             GroupValues {
                 name: ADMIN_GROUP_NAME,
                 is_admin: true,
                 max_storage: 1024 * GIB,
-                permissions: &all,
+                permissions: GroupPermissions::all(),
                 trash_retention_days: 30,
             },
         ),
         (
-            user_id.as_str(),
+            user_id,
             GroupValues {
                 name: USER_GROUP_NAME,
                 is_admin: false,
                 max_storage: GIB,
-                permissions: &users,
+                permissions: GroupPermissions { share: true, webdav: true, external_download: false },
                 trash_retention_days: 30,
             },
         ),
@@ -60,7 +58,7 @@ pub async fn seed(db: &Db) -> ServiceResult<()> {
         Err(e) if e.is_unique_violation() => return Ok(()),
         Err(e) => return Err(e.into()),
     }
-    let policy_id = Uuid::new_v4().to_string();
+    let policy_id = Uuid::new_v4();
     let policy = PolicyValues {
         name: DEFAULT_POLICY_NAME,
         kind: PolicyType::Local.as_str(),
@@ -72,21 +70,22 @@ pub async fn seed(db: &Db) -> ServiceResult<()> {
         file_name_rule: policies::DEFAULT_FILE_RULE,
         node_id: None,
     };
-    db::policies::insert(db, &policy_id, &policy, now_ms()).await?;
-    db::groups::set_policies(db, &admin_id, std::slice::from_ref(&policy_id)).await?;
-    db::groups::set_policies(db, &user_id, std::slice::from_ref(&policy_id)).await?;
+    db::policies::insert(db, &policy_id.to_string(), &policy, now_ms()).await?;
+    let policy_ids = [PolicyId::from(policy_id)];
+    db::groups::set_policies(db, admin_id, &policy_ids).await?;
+    db::groups::set_policies(db, user_id, &policy_ids).await?;
     let mut values = serde_json::Map::new();
-    values.insert(REGISTRATION_GROUP_SETTING.into(), user_id.into());
+    values.insert(REGISTRATION_GROUP_SETTING.into(), user_id.to_string().into());
     site::update_settings(db, &values).await
 }
 
 /// The group registrations join: the one named by the setting, else the seeded users' group.
-pub async fn registration_group(db: &Db) -> ServiceResult<String> {
+pub async fn registration_group(db: &Db) -> ServiceResult<GroupId> {
     let settings = site::effective_settings(db).await?;
-    if let Some(id) = settings.get(REGISTRATION_GROUP_SETTING).filter(|id| !id.is_empty())
+    if let Some(id) = settings.get(REGISTRATION_GROUP_SETTING).and_then(|id| id.parse::<GroupId>().ok())
         && db::groups::find(db, id).await?.is_some()
     {
-        return Ok(id.clone());
+        return Ok(id);
     }
     match db::groups::find_by_name(db, USER_GROUP_NAME).await? {
         Some(group) => Ok(group.id),

@@ -20,6 +20,7 @@ use crate::auth::revocation;
 use crate::context::Context;
 use crate::db::webdav_accounts::WebdavAccountRow;
 use crate::db::{self, DbError};
+use crate::domain::ids::GroupId;
 use crate::domain::object::parse_path;
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
@@ -90,7 +91,7 @@ pub struct WebdavAccountChanges {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DavPrincipal {
     pub user_id: Uuid,
-    pub group_id: String,
+    pub group_id: GroupId,
     pub account_id: Uuid,
     pub root: String,
     pub read_only: bool,
@@ -118,7 +119,7 @@ fn view(row: &WebdavAccountRow) -> ServiceResult<WebdavAccountView> {
         id: files::parse_uuid(&row.id)?,
         name: row.name.clone(),
         root: row.root_path.clone(),
-        read_only: row.read_only != 0,
+        read_only: row.read_only,
         created_at: to_rfc3339(row.created_at),
         updated_at: to_rfc3339(row.updated_at),
     })
@@ -169,7 +170,7 @@ fn on_name_clash(err: DbError) -> ServiceError {
 }
 
 pub async fn list(ctx: &Context, owner: Uuid) -> ServiceResult<Vec<WebdavAccountView>> {
-    db::webdav_accounts::list_of(ctx.db(), &owner.to_string()).await?.iter().map(view).collect()
+    db::webdav_accounts::list_of(ctx.db(), owner.into()).await?.iter().map(view).collect()
 }
 
 pub async fn get(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<WebdavAccountView> {
@@ -177,14 +178,14 @@ pub async fn get(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<WebdavAc
 }
 
 async fn load(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<WebdavAccountRow> {
-    db::webdav_accounts::find_owned(ctx.db(), &owner.to_string(), &id.to_string()).await?.ok_or_else(not_found)
+    db::webdav_accounts::find_owned(ctx.db(), owner.into(), &id.to_string()).await?.ok_or_else(not_found)
 }
 
 /// Creates an account; the owner's group must allow WebDAV.
 pub async fn create(
     ctx: &Context,
     owner: Uuid,
-    group_id: &str,
+    group_id: GroupId,
     input: NewWebdavAccount,
 ) -> ServiceResult<WebdavAccountCreated> {
     if !groups::permissions(ctx.db(), group_id).await?.webdav {
@@ -203,11 +204,11 @@ pub async fn create(
     let now = now_ms();
     let row = WebdavAccountRow {
         id: Uuid::new_v4().to_string(),
-        owner_id: owner.to_string(),
+        owner_id: owner.into(),
         name,
         password_hash: hash(&password).await?,
         root_path: root,
-        read_only: i64::from(input.read_only),
+        read_only: input.read_only,
         created_at: now,
         updated_at: now,
     };
@@ -231,7 +232,7 @@ pub async fn update(
         row.root_path = parse_root(ctx, owner, root).await?;
     }
     if let Some(read_only) = changes.read_only {
-        row.read_only = i64::from(read_only);
+        row.read_only = read_only;
     }
     let mut shown = None;
     if changes.generate_password {
@@ -254,7 +255,7 @@ pub async fn update(
 
 pub async fn delete(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<()> {
     let row = load(ctx, owner, id).await?;
-    if !db::webdav_accounts::delete(ctx.db(), &owner.to_string(), &row.id).await? {
+    if !db::webdav_accounts::delete(ctx.db(), owner.into(), &row.id).await? {
         return Err(not_found());
     }
     forget(ctx, owner, &row.name).await
@@ -266,7 +267,7 @@ fn cache_key(email: &str, name: &str) -> String {
 
 /// Drops the cached sign-in of the owner's account `name`.
 async fn forget(ctx: &Context, owner: Uuid, name: &str) -> ServiceResult<()> {
-    if let Some(user) = db::users::find(ctx.db(), &owner.to_string()).await? {
+    if let Some(user) = db::users::find(ctx.db(), owner.into()).await? {
         ctx.store().delete(&cache_key(&user.email, name)).await?;
     }
     Ok(())
@@ -285,7 +286,7 @@ async fn cached_principal(ctx: &Context, key: &str, presented: &blake3::Hash) ->
     if !blake3::Hash::from_hex(&cached.digest).is_ok_and(|d| d == *presented) {
         return Ok(None);
     }
-    let standing = revocation::standing(ctx.store(), cached.principal.user_id, &cached.principal.group_id).await?;
+    let standing = revocation::standing(ctx.store(), cached.principal.user_id, cached.principal.group_id).await?;
     if standing.banned {
         return Err(ServiceError::user_inactive());
     }
@@ -344,19 +345,19 @@ pub async fn authenticate(ctx: &Context, username: &str, password: &Secret) -> S
         }
         return Err(invalid_credentials());
     };
-    let user_id = files::parse_uuid(&login.account.owner_id)?;
-    if login.user_status != UserStatus::Active.as_str() || revocation::is_banned(ctx.store(), user_id).await? {
+    let user_id = login.account.owner_id.as_uuid();
+    if login.user_status != UserStatus::Active || revocation::is_banned(ctx.store(), user_id).await? {
         return Err(ServiceError::user_inactive());
     }
-    if !groups::permissions(ctx.db(), &login.group_id).await?.webdav {
+    if !groups::permissions(ctx.db(), login.group_id).await?.webdav {
         return Err(webdav_not_allowed());
     }
     let principal = DavPrincipal {
         user_id,
-        group_id: login.group_id.clone(),
+        group_id: login.group_id,
         account_id: files::parse_uuid(&login.account.id)?,
         root: login.account.root_path.clone(),
-        read_only: login.account.read_only != 0,
+        read_only: login.account.read_only,
     };
     let cached = CachedCheck {
         digest: presented.to_hex().to_string(),

@@ -160,8 +160,8 @@ pub async fn open_source(ctx: &Context, object_id: Uuid, name: &str) -> ServiceR
     if row.trashed_at.is_some() || row.name != name {
         return Err(missing());
     }
-    let owner = db::users::find(ctx.db(), &row.owner_id).await?.ok_or_else(missing)?;
-    if owner.status != UserStatus::Active.as_str() {
+    let owner = db::users::find(ctx.db(), files::parse_uuid(&row.owner_id)?.into()).await?.ok_or_else(missing)?;
+    if owner.status != UserStatus::Active {
         return Err(missing());
     }
     let download = prepare(ctx, &row).await?;

@@ -20,6 +20,7 @@ use crate::db::node_reports::{self as reports, COMPLETED, ExternalDownloadRow, F
 use crate::db::objects::NewObject;
 use crate::db::policies::PolicyRow;
 use crate::db::{self, DbError};
+use crate::domain::ids::GroupId;
 use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::{ObjectKind, ObjectName, new_id};
 use crate::domain::task::{TaskProgress, TaskProps, TaskType};
@@ -63,7 +64,7 @@ fn check_url(raw: &str) -> ServiceResult<String> {
 
 /// The caller's policy the fetched file lands in: one bound to `node` when given, else the
 /// first of the group's policies that lives on a storage node.
-async fn choose_policy(ctx: &Context, group_id: &str, node: Option<Uuid>) -> ServiceResult<PolicyRow> {
+async fn choose_policy(ctx: &Context, group_id: GroupId, node: Option<Uuid>) -> ServiceResult<PolicyRow> {
     let on_nodes = db::policies::of_group(ctx.db(), group_id).await?.into_iter().filter(|p| p.node_id.is_some());
     let mut candidates = on_nodes.filter(|p| node.is_none_or(|n| p.node_id.as_deref() == Some(n.to_string().as_str())));
     candidates.next().ok_or_else(|| match node {
@@ -79,7 +80,7 @@ async fn choose_policy(ctx: &Context, group_id: &str, node: Option<Uuid>) -> Ser
 pub async fn create(
     ctx: &Context,
     owner: Uuid,
-    group_id: &str,
+    group_id: GroupId,
     request: NewExternalDownload,
 ) -> ServiceResult<TaskView> {
     if !groups::permissions(ctx.db(), group_id).await?.external_download {
@@ -145,11 +146,11 @@ pub async fn run(
 
     // The most the file may be: the policy's limit and what is left of the owner's quota now
     // (the quota is settled again, atomically, when the file is created).
-    let user = db::users::find(ctx.db(), &owner.to_string())
+    let user = db::users::find(ctx.db(), owner.into())
         .await
         .map_err(transient)?
         .ok_or_else(|| permanent("the owner was deleted"))?;
-    let capacity = db::users::capacity(ctx.db(), &user.id, now_ms()).await.map_err(transient)?;
+    let capacity = db::users::capacity(ctx.db(), &user.id.to_string(), now_ms()).await.map_err(transient)?;
     let free = capacity.saturating_sub(user.storage).max(0) as u64;
     let max_size = if policy.max_size > 0 { free.min(policy.max_size as u64) } else { free };
     if max_size == 0 {

@@ -10,6 +10,7 @@ use crate::context::Context;
 use crate::db::groups::{GroupRow, GroupValues};
 use crate::db::{self, Db, DbError};
 use crate::domain::group::GroupPermissions;
+use crate::domain::ids::{GroupId, PolicyId};
 use crate::domain::time::now_ms;
 use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
@@ -45,17 +46,13 @@ fn not_found() -> ServiceError {
 }
 
 async fn view(db: &Db, row: GroupRow, member_count: i64) -> ServiceResult<GroupView> {
-    let policy_ids = db::groups::policy_ids(db, &row.id)
-        .await?
-        .iter()
-        .map(|id| id.parse().map_err(ServiceError::internal))
-        .collect::<ServiceResult<_>>()?;
+    let policy_ids = db::groups::policy_ids(db, row.id).await?.into_iter().map(Uuid::from).collect();
     Ok(GroupView {
-        id: row.id.parse().map_err(ServiceError::internal)?,
+        id: row.id.into(),
         name: row.name,
-        is_admin: row.is_admin != 0,
+        is_admin: row.is_admin,
         max_storage: row.max_storage,
-        permissions: serde_json::from_str(&row.permissions).map_err(ServiceError::internal)?,
+        permissions: row.permissions,
         policy_ids,
         trash_retention_days: row.trash_retention_days,
         member_count,
@@ -71,14 +68,14 @@ pub async fn list(db: &Db) -> ServiceResult<Vec<GroupView>> {
 }
 
 pub async fn get(db: &Db, id: Uuid) -> ServiceResult<GroupView> {
-    let key = id.to_string();
-    let row = db::groups::find(db, &key).await?.ok_or_else(not_found)?;
-    let members = db::groups::member_count(db, &key).await?;
+    let key = GroupId::from(id);
+    let row = db::groups::find(db, key).await?.ok_or_else(not_found)?;
+    let members = db::groups::member_count(db, key).await?;
     view(db, row, members).await
 }
 
-/// Checks the input and answers the stored forms of name, permissions and policy ids.
-async fn validate(db: &Db, input: &GroupInput) -> ServiceResult<(String, String, Vec<String>)> {
+/// Checks the input and answers the trimmed name and the policy ids.
+async fn validate(db: &Db, input: &GroupInput) -> ServiceResult<(String, Vec<PolicyId>)> {
     let name = input.name.trim();
     if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
         return Err(ServiceError::validation("name", "name must be 1 to 64 characters"));
@@ -89,7 +86,7 @@ async fn validate(db: &Db, input: &GroupInput) -> ServiceResult<(String, String,
     if input.max_storage < 0 {
         return Err(ServiceError::validation("max_storage", "max_storage must be 0 or more bytes"));
     }
-    let policy_ids: Vec<String> = input.policy_ids.iter().map(Uuid::to_string).collect();
+    let policy_ids: Vec<PolicyId> = input.policy_ids.iter().copied().map(PolicyId::from).collect();
     let mut unique = policy_ids.clone();
     unique.sort();
     unique.dedup();
@@ -98,10 +95,10 @@ async fn validate(db: &Db, input: &GroupInput) -> ServiceResult<(String, String,
     }
     let unknown = db::groups::unknown_policies(db, &policy_ids).await?;
     if !unknown.is_empty() {
+        let unknown: Vec<String> = unknown.iter().map(PolicyId::to_string).collect();
         return Err(ServiceError::validation("policy_ids", format!("no such policy: {}", unknown.join(", "))));
     }
-    let permissions = serde_json::to_string(&input.permissions).map_err(ServiceError::internal)?;
-    Ok((name.to_owned(), permissions, policy_ids))
+    Ok((name.to_owned(), policy_ids))
 }
 
 fn name_taken(e: DbError, name: &str) -> ServiceError {
@@ -114,19 +111,18 @@ fn name_taken(e: DbError, name: &str) -> ServiceError {
 }
 
 pub async fn create(db: &Db, input: GroupInput) -> ServiceResult<GroupView> {
-    let (name, permissions, policy_ids) = validate(db, &input).await?;
-    let id = Uuid::new_v4();
-    let key = id.to_string();
+    let (name, policy_ids) = validate(db, &input).await?;
+    let id = GroupId::random();
     let values = GroupValues {
         name: &name,
         is_admin: input.is_admin,
         max_storage: input.max_storage,
-        permissions: &permissions,
+        permissions: input.permissions,
         trash_retention_days: input.trash_retention_days,
     };
-    db::groups::insert_all(db, &[(key.as_str(), values)], now_ms()).await.map_err(|e| name_taken(e, &name))?;
-    db::groups::set_policies(db, &key, &policy_ids).await?;
-    get(db, id).await
+    db::groups::insert_all(db, &[(id, values)], now_ms()).await.map_err(|e| name_taken(e, &name))?;
+    db::groups::set_policies(db, id, &policy_ids).await?;
+    get(db, id.into()).await
 }
 
 /// Replaces a group's settings. A change to what access tokens snapshot (name, admin flag,
@@ -134,53 +130,52 @@ pub async fn create(db: &Db, input: GroupInput) -> ServiceResult<GroupView> {
 /// refresh to get the new claims.
 pub async fn update(ctx: &Context, id: Uuid, input: GroupInput) -> ServiceResult<GroupView> {
     let db = ctx.db();
-    let (name, permissions, policy_ids) = validate(db, &input).await?;
-    let key = id.to_string();
-    let current = db::groups::find(db, &key).await?.ok_or_else(not_found)?;
-    let current_permissions: Option<GroupPermissions> = serde_json::from_str(&current.permissions).ok();
+    let (name, policy_ids) = validate(db, &input).await?;
+    let key = GroupId::from(id);
+    let current = db::groups::find(db, key).await?.ok_or_else(not_found)?;
     let claims_changed = current.name != name
-        || (current.is_admin != 0) != input.is_admin
+        || current.is_admin != input.is_admin
         || current.max_storage != input.max_storage
-        || current_permissions != Some(input.permissions);
+        || current.permissions != input.permissions;
     let values = GroupValues {
         name: &name,
         is_admin: input.is_admin,
         max_storage: input.max_storage,
-        permissions: &permissions,
+        permissions: input.permissions,
         trash_retention_days: input.trash_retention_days,
     };
     let now = now_ms();
     // Strictly newer than the last version, even for two changes within one millisecond.
     let version = claims_changed.then(|| now.max(current.claims_changed_at + 1));
-    if !db::groups::update(db, &key, &values, version, now).await.map_err(|e| name_taken(e, &name))? {
+    if !db::groups::update(db, key, &values, version, now).await.map_err(|e| name_taken(e, &name))? {
         return Err(not_found());
     }
     if let Some(version) = version {
         revocation::group_claims_changed(ctx.store(), id, version).await?;
     }
-    db::groups::set_policies(db, &key, &policy_ids).await?;
+    db::groups::set_policies(db, key, &policy_ids).await?;
     get(db, id).await
 }
 
 /// What members of the group may do, read from the database (not from a token).
-pub async fn permissions(db: &Db, group_id: &str) -> ServiceResult<GroupPermissions> {
+pub async fn permissions(db: &Db, group_id: GroupId) -> ServiceResult<GroupPermissions> {
     let group = db::groups::find(db, group_id).await?.ok_or_else(not_found)?;
-    serde_json::from_str(&group.permissions).map_err(ServiceError::internal)
+    Ok(group.permissions)
 }
 
 pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
-    let key = id.to_string();
-    if db::groups::find(db, &key).await?.is_none() {
+    let key = GroupId::from(id);
+    if db::groups::find(db, key).await?.is_none() {
         return Err(not_found());
     }
-    let members = db::groups::member_count(db, &key).await?;
+    let members = db::groups::member_count(db, key).await?;
     if members > 0 {
         return Err(ServiceError::conflict(
             codes::GROUP_HAS_USERS,
             format!("the group still has {members} member(s): move them to another group first"),
         ));
     }
-    match db::groups::delete(db, &key).await {
+    match db::groups::delete(db, key).await {
         Ok(_) => Ok(()),
         // A member joined between the check and the delete.
         Err(DbError::Sqlx(e)) if matches!(&e, sqlx::Error::Database(d) if d.is_foreign_key_violation()) => {

@@ -8,6 +8,7 @@ use uuid::Uuid;
 use crate::context::Context;
 use crate::db::policies::{PolicyRow, PolicyValues};
 use crate::db::{self, Db, DbError};
+use crate::domain::ids::GroupId;
 use crate::domain::naming;
 use crate::domain::policy::{DEFAULT_CHUNK_SIZE, LocalOptions, PolicyType, S3Options, validate_chunk_size};
 use crate::domain::time::now_ms;
@@ -283,13 +284,13 @@ pub fn node_unavailable(name: &str, why: impl std::fmt::Display) -> ServiceError
 }
 
 /// The policies of a group, in order.
-pub async fn of_group(db: &Db, group_id: &str) -> ServiceResult<Vec<PolicySummary>> {
+pub async fn of_group(db: &Db, group_id: GroupId) -> ServiceResult<Vec<PolicySummary>> {
     db::policies::of_group(db, group_id).await?.iter().map(summary).collect()
 }
 
 /// The policy an upload by a member of `group_id` goes to: the requested one if the group may
 /// use it (403 otherwise), else the group's first policy.
-pub async fn policy_for(db: &Db, group_id: &str, requested: Option<Uuid>) -> ServiceResult<PolicyRow> {
+pub async fn policy_for(db: &Db, group_id: GroupId, requested: Option<Uuid>) -> ServiceResult<PolicyRow> {
     let policies = db::policies::of_group(db, group_id).await?;
     let chosen = match requested {
         Some(id) => policies.into_iter().find(|p| p.id == id.to_string()),

@@ -15,7 +15,6 @@ use crate::auth::token::{ACCESS_TOKEN_LIFETIME, GroupClaims, JwtPayload, Refresh
 use crate::context::Context;
 use crate::db::users::UserRow;
 use crate::db::{self};
-use crate::domain::group::GroupPermissions;
 use crate::domain::settings::AuthMethod;
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
@@ -112,8 +111,8 @@ pub async fn login(
     };
     ctx.store().delete(&failures_key).await?;
 
-    let user = db::users::find(ctx.db(), &user_id).await?.ok_or_else(invalid_credentials)?;
-    if accounts::parse_status(&user.status)? != UserStatus::Active {
+    let user = db::users::find(ctx.db(), user_id).await?.ok_or_else(invalid_credentials)?;
+    if user.status != UserStatus::Active {
         return Err(ServiceError::user_inactive());
     }
     db::users::touch_identity(ctx.db(), EMAIL_PASSWORD, email.as_str(), now_ms()).await?;
@@ -123,23 +122,22 @@ pub async fn login(
 
 /// The group claims snapshot of a user's current group.
 async fn group_claims(ctx: &Context, user: &UserRow) -> ServiceResult<GroupClaims> {
-    let group = db::groups::find(ctx.db(), &user.group_id)
+    let group = db::groups::find(ctx.db(), user.group_id)
         .await?
         .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("user {} has no group", user.id)))?;
-    let permissions: GroupPermissions = serde_json::from_str(&group.permissions).map_err(ServiceError::internal)?;
     Ok(GroupClaims {
-        id: group.id.parse().map_err(ServiceError::internal)?,
+        id: group.id.into(),
         name: group.name,
-        admin: group.is_admin != 0,
+        admin: group.is_admin,
         max_storage: group.max_storage,
-        permissions,
+        permissions: group.permissions,
         version: group.claims_changed_at,
     })
 }
 
 /// Issues an access token and a refresh token in `family`, recording the refresh token.
 async fn issue(ctx: &Context, user: &UserRow, family: Uuid) -> ServiceResult<TokenPair> {
-    let user_id: Uuid = user.id.parse().map_err(ServiceError::internal)?;
+    let user_id = user.id.as_uuid();
     let now_ms = now_ms();
     let now = now_ms / 1000;
     let access_exp = now + ACCESS_TOKEN_LIFETIME.as_secs() as i64;
@@ -164,7 +162,7 @@ async fn issue(ctx: &Context, user: &UserRow, family: Uuid) -> ServiceResult<Tok
     db::refresh_tokens::insert(
         ctx.db(),
         &refresh.jti.to_string(),
-        &user.id,
+        &user.id.to_string(),
         &family.to_string(),
         refresh_exp * 1000,
         now_ms,

@@ -8,6 +8,7 @@ use uuid::Uuid;
 use crate::context::Context;
 use crate::db::tasks::{TaskFilter, TaskRow};
 use crate::db::{self, Db};
+use crate::domain::ids::GroupId;
 use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
@@ -64,7 +65,7 @@ pub fn view(row: &TaskRow) -> ServiceResult<TaskView> {
 pub async fn create_migration(
     ctx: &Context,
     owner: Uuid,
-    group_id: &str,
+    group_id: GroupId,
     object_id: Uuid,
     policy_id: Uuid,
 ) -> ServiceResult<TaskView> {

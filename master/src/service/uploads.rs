@@ -16,6 +16,7 @@ use crate::db::node_reports::UploadResultRow;
 use crate::db::objects::NewObject;
 use crate::db::uploads::{ABORTING, ChunkRow, FINISHING, SessionRow, UPLOADING};
 use crate::db::{self, DbError};
+use crate::domain::ids::GroupId;
 use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::{ObjectKind, ObjectName, new_id};
 use crate::domain::time::{now_ms, to_rfc3339};
@@ -124,8 +125,9 @@ async fn refusal_on_completion(
     policy: &db::policies::PolicyRow,
 ) -> ServiceResult<Option<ServiceError>> {
     let db = ctx.db();
-    let owner = db::users::find(db, &session.owner_id).await?.ok_or_else(files::not_found)?;
-    if let Err(refused) = policies::policy_for(db, &owner.group_id, Some(files::parse_uuid(&policy.id)?)).await {
+    let owner =
+        db::users::find(db, files::parse_uuid(&session.owner_id)?.into()).await?.ok_or_else(files::not_found)?;
+    if let Err(refused) = policies::policy_for(db, owner.group_id, Some(files::parse_uuid(&policy.id)?)).await {
         return match refused.kind {
             ErrorKind::Forbidden => Ok(Some(refused)),
             _ => Err(refused),
@@ -141,7 +143,7 @@ async fn refusal_on_completion(
 /// Opens a session: checks the folder, the name, the policy and its size limit, and reserves
 /// the declared size against the quota in the same transaction as the session row, so
 /// concurrent sessions can never exceed the quota together.
-pub async fn create(ctx: &Context, owner: Uuid, group_id: &str, request: NewUpload) -> ServiceResult<SessionView> {
+pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewUpload) -> ServiceResult<SessionView> {
     let db = ctx.db();
     let parent = files::authorize_folder(db, owner, request.parent_id).await?;
     let name = ObjectName::parse(&request.file_name).map_err(|why| ServiceError::validation("file_name", why))?;

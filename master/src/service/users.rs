@@ -9,6 +9,7 @@ use crate::auth::revocation;
 use crate::context::Context;
 use crate::db::users::UserChanges;
 use crate::db::{self};
+use crate::domain::ids::{GroupId, UserId};
 use crate::domain::time::now_ms;
 use crate::domain::user::UserFilter;
 use crate::domain::user::UserStatus;
@@ -31,7 +32,7 @@ pub async fn list(ctx: &Context, filter: &UserFilter, page: PageRequest) -> Serv
 }
 
 pub async fn get(ctx: &Context, id: Uuid) -> ServiceResult<UserView> {
-    let row = db::users::find(ctx.db(), &id.to_string()).await?.ok_or_else(not_found)?;
+    let row = db::users::find(ctx.db(), id.into()).await?.ok_or_else(not_found)?;
     accounts::user_view(ctx.db(), &row).await
 }
 
@@ -45,14 +46,14 @@ pub struct UserUpdate {
 }
 
 pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, update: UserUpdate) -> ServiceResult<UserView> {
-    let key = id.to_string();
-    let current = db::users::find(ctx.db(), &key).await?.ok_or_else(not_found)?;
+    let key = UserId::from(id);
+    let current = db::users::find(ctx.db(), key).await?.ok_or_else(not_found)?;
     if actor == id && update.status.is_some_and(|s| s != UserStatus::Active) {
         return Err(ServiceError::conflict(codes::USER_CANNOT_BAN_SELF, "administrators cannot deactivate themselves"));
     }
     let nickname = update.nickname.as_deref().map(accounts::parse_nickname).transpose()?;
-    let group_id = update.group_id.map(|g| g.to_string());
-    if let Some(group) = &group_id
+    let group_id = update.group_id.map(GroupId::from);
+    if let Some(group) = group_id
         && db::groups::find(ctx.db(), group).await?.is_none()
     {
         return Err(ServiceError::validation("group_id", "no such group"));
@@ -66,30 +67,23 @@ pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, update: UserUpdate) ->
     let now = now_ms();
     // A move to another group makes the user's tokens stale: a claims version strictly newer
     // than the last one.
-    let moved = group_id.as_ref().is_some_and(|g| *g != current.group_id);
+    let moved = group_id.is_some_and(|g| g != current.group_id);
     let claims_version = moved.then(|| now.max(current.claims_changed_at + 1));
-    let changes = UserChanges {
-        nickname: nickname.as_deref(),
-        group_id: group_id.as_deref(),
-        status: update.status.map(UserStatus::as_str),
-        claims_version,
-    };
-    db::users::update(ctx.db(), &key, &changes, now).await?;
+    let changes = UserChanges { nickname: nickname.as_deref(), group_id, status: update.status, claims_version };
+    db::users::update(ctx.db(), key, &changes, now).await?;
     if let Some(hash) = password_hash {
-        db::users::set_credential(ctx.db(), &key, EMAIL_PASSWORD, &hash).await?;
-        db::refresh_tokens::revoke_user(ctx.db(), &key, now).await?;
+        db::users::set_credential(ctx.db(), key, EMAIL_PASSWORD, &hash).await?;
+        db::refresh_tokens::revoke_user(ctx.db(), &key.to_string(), now).await?;
     }
     // Each effect has its own entry, so lifting a ban never revives claims a move made stale.
     if let Some(version) = claims_version {
         revocation::user_claims_changed(ctx.store(), id, version).await?;
     }
     match update.status {
-        Some(UserStatus::Active) if current.status != UserStatus::Active.as_str() => {
-            revocation::unban(ctx.store(), id).await?
-        }
+        Some(UserStatus::Active) if current.status != UserStatus::Active => revocation::unban(ctx.store(), id).await?,
         Some(status) if status != UserStatus::Active => {
             revocation::ban(ctx.store(), id).await?;
-            db::refresh_tokens::revoke_user(ctx.db(), &key, now).await?;
+            db::refresh_tokens::revoke_user(ctx.db(), &key.to_string(), now).await?;
         }
         _ => {}
     }
@@ -104,21 +98,21 @@ pub async fn delete(ctx: &Context, actor: Uuid, id: Uuid) -> ServiceResult<()> {
             "administrators cannot delete themselves",
         ));
     }
-    if db::users::find(ctx.db(), &id.to_string()).await?.is_none() {
+    if db::users::find(ctx.db(), id.into()).await?.is_none() {
         return Err(not_found());
     }
     // Refuse the user's tokens first, so nothing slips through while the files go.
     revocation::ban(ctx.store(), id).await?;
     crate::service::files::delete_everything_of(ctx, id).await?;
-    db::users::delete(ctx.db(), &id.to_string()).await?;
+    db::users::delete(ctx.db(), id.into()).await?;
     Ok(())
 }
 
 /// Recomputes a user's used storage from their files and open upload sessions, repairing any
 /// drift. Answers the user with the corrected figure.
 pub async fn calibrate(ctx: &Context, id: Uuid) -> ServiceResult<UserView> {
+    db::users::find(ctx.db(), id.into()).await?.ok_or_else(not_found)?;
     let key = id.to_string();
-    db::users::find(ctx.db(), &key).await?.ok_or_else(not_found)?;
     let used = db::objects::owned_bytes(ctx.db(), &key).await? + db::uploads::reserved_bytes(ctx.db(), &key).await?;
     db::users::set_storage(ctx.db(), &key, used).await?;
     get(ctx, id).await

@@ -6,6 +6,7 @@ use crate::context::Context;
 use crate::db::objects::{ContentReplaced, FileCreation, NewObject, ObjectRow};
 use crate::db::policies::PolicyRow;
 use crate::db::{self, DbError};
+use crate::domain::ids::GroupId;
 use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::{ObjectKind, ObjectName, new_id};
 use crate::domain::time::{Millis, now_ms};
@@ -77,7 +78,7 @@ pub struct NewFileFacts {
 
 /// Reads the [`NewFileFacts`] of `owner` in group `group_id`, in one query. A caller that will
 /// plan a write can read them while it looks up the folder (see [`Presence::KnownAbsent`]).
-pub async fn new_file_facts(ctx: &Context, owner: Uuid, group_id: &str) -> ServiceResult<NewFileFacts> {
+pub async fn new_file_facts(ctx: &Context, owner: Uuid, group_id: GroupId) -> ServiceResult<NewFileFacts> {
     let (used, capacity, policy) =
         db::users::usage_capacity_and_policy(ctx.db(), &owner.to_string(), group_id, now_ms()).await?;
     let policy = Box::new(policy.ok_or_else(policies::not_allowed)?);
@@ -200,7 +201,7 @@ pub enum Presence {
 pub async fn plan_write(
     ctx: &Context,
     owner: Uuid,
-    group_id: &str,
+    group_id: GroupId,
     parent: &files::PathEntry,
     name: &str,
     presence: Presence,

@@ -358,7 +358,7 @@ impl DavFileSystem for NuboFs {
             };
             let principal = &self.principal;
             let plan =
-                writes::plan_write(&self.ctx, self.user(), &principal.group_id, &parent, &name, presence, options.size)
+                writes::plan_write(&self.ctx, self.user(), principal.group_id, &parent, &name, presence, options.size)
                     .await
                     .map_err(fs_error)?;
             match plan.replaces_a_file() {

@@ -110,7 +110,7 @@ pub async fn serve(State(state): State<Context>, mut request: Request) -> Respon
     // when that is another one).
     let opened = open_filesystem(&state, &principal, &root_segments, &request_path);
     let (filesystem, new_file_facts) = if request.method() == Method::PUT {
-        let facts = writes::new_file_facts(&state, principal.user_id, &principal.group_id);
+        let facts = writes::new_file_facts(&state, principal.user_id, principal.group_id);
         let (filesystem, facts) = tokio::join!(opened, facts);
         (filesystem, facts.ok())
     } else {
