@@ -109,6 +109,33 @@ macro_rules! json_column {
 
 json_column!(GroupPermissions, TaskProps, TaskProgress);
 
+/// A column of JSON text read as a free-form document. Row structs keep a plain
+/// `serde_json::Value`: `#[sqlx(try_from = "JsonDocument")]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonDocument(pub serde_json::Value);
+
+impl From<JsonDocument> for serde_json::Value {
+    fn from(document: JsonDocument) -> Self {
+        document.0
+    }
+}
+
+impl Type<Any> for JsonDocument {
+    fn type_info() -> AnyTypeInfo {
+        <String as Type<Any>>::type_info()
+    }
+
+    fn compatible(ty: &AnyTypeInfo) -> bool {
+        <String as Type<Any>>::compatible(ty)
+    }
+}
+
+impl<'r> Decode<'r, Any> for JsonDocument {
+    fn decode(value: AnyValueRef<'r>) -> Result<Self, BoxDynError> {
+        Ok(JsonDocument(serde_json::from_str(&<String as Decode<'r, Any>>::decode(value)?)?))
+    }
+}
+
 /// A yes/no column, stored as 0 or 1 in both backends. Row structs keep a plain `bool` and
 /// decode through it: `#[sqlx(try_from = "Flag")]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

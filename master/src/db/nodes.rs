@@ -1,6 +1,8 @@
 //! SQL of the `nodes` table: the storage nodes this master knows.
 
+use super::columns::{Flag, JsonDocument};
 use super::{Db, DbError};
+use crate::domain::ids::NodeId;
 use crate::domain::time::Millis;
 
 const COLUMNS: &str =
@@ -8,16 +10,19 @@ const COLUMNS: &str =
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct NodeRow {
-    pub id: String,
+    pub id: NodeId,
     pub name: String,
     pub base_url: String,
     /// The key shared with the node (it signs with it, so it is kept as is).
     pub secret_key: String,
-    pub enabled: i64,
+    #[sqlx(try_from = "Flag")]
+    pub enabled: bool,
     pub status: String,
     pub last_heartbeat: Option<Millis>,
     pub free_space: Option<i64>,
-    pub capabilities: String,
+    /// What the node said it can do at its last check (`{}` before the first).
+    #[sqlx(try_from = "JsonDocument")]
+    pub capabilities: serde_json::Value,
     pub created_at: Millis,
     pub updated_at: Millis,
 }
@@ -26,7 +31,7 @@ pub async fn list(db: &Db) -> Result<Vec<NodeRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM nodes ORDER BY name")).fetch_all(db.reader()).await?)
 }
 
-pub async fn find(db: &Db, id: &str) -> Result<Option<NodeRow>, DbError> {
+pub async fn find(db: &Db, id: NodeId) -> Result<Option<NodeRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM nodes WHERE id = $1"))
         .bind(id)
         .fetch_optional(db.reader())
@@ -35,15 +40,15 @@ pub async fn find(db: &Db, id: &str) -> Result<Option<NodeRow>, DbError> {
 
 pub async fn insert(db: &Db, node: &NodeRow) -> Result<(), DbError> {
     sqlx::query(&format!("INSERT INTO nodes ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"))
-        .bind(node.id.as_str())
+        .bind(node.id)
         .bind(node.name.as_str())
         .bind(node.base_url.as_str())
         .bind(node.secret_key.as_str())
-        .bind(node.enabled)
+        .bind(i64::from(node.enabled))
         .bind(node.status.as_str())
         .bind(node.last_heartbeat)
         .bind(node.free_space)
-        .bind(node.capabilities.as_str())
+        .bind(node.capabilities.to_string())
         .bind(node.created_at)
         .bind(node.updated_at)
         .execute(db.writer())
@@ -56,11 +61,11 @@ pub async fn update(db: &Db, node: &NodeRow) -> Result<bool, DbError> {
     let done = sqlx::query(
         "UPDATE nodes SET name = $2, base_url = $3, secret_key = $4, enabled = $5, updated_at = $6 WHERE id = $1",
     )
-    .bind(node.id.as_str())
+    .bind(node.id)
     .bind(node.name.as_str())
     .bind(node.base_url.as_str())
     .bind(node.secret_key.as_str())
-    .bind(node.enabled)
+    .bind(i64::from(node.enabled))
     .bind(node.updated_at)
     .execute(db.writer())
     .await?;
@@ -70,11 +75,11 @@ pub async fn update(db: &Db, node: &NodeRow) -> Result<bool, DbError> {
 /// Records the outcome of a health check.
 pub async fn set_health(
     db: &Db,
-    id: &str,
+    id: NodeId,
     status: &str,
     heartbeat: Option<Millis>,
     free_space: Option<i64>,
-    capabilities: &str,
+    capabilities: &serde_json::Value,
 ) -> Result<(), DbError> {
     sqlx::query(
         "UPDATE nodes SET status = $2, last_heartbeat = COALESCE($3, last_heartbeat), free_space = $4, capabilities = $5
@@ -84,20 +89,20 @@ pub async fn set_health(
     .bind(status)
     .bind(heartbeat)
     .bind(free_space)
-    .bind(capabilities)
+    .bind(capabilities.to_string())
     .execute(db.writer())
     .await?;
     Ok(())
 }
 
 /// How many policies store their bytes on the node.
-pub async fn policies_using(db: &Db, id: &str) -> Result<i64, DbError> {
+pub async fn policies_using(db: &Db, id: NodeId) -> Result<i64, DbError> {
     let (n,): (i64,) =
         sqlx::query_as("SELECT COUNT(*) FROM policies WHERE node_id = $1").bind(id).fetch_one(db.reader()).await?;
     Ok(n)
 }
 
-pub async fn delete(db: &Db, id: &str) -> Result<bool, DbError> {
+pub async fn delete(db: &Db, id: NodeId) -> Result<bool, DbError> {
     let done = sqlx::query("DELETE FROM nodes WHERE id = $1").bind(id).execute(db.writer()).await?;
     Ok(done.rows_affected() > 0)
 }

@@ -30,6 +30,56 @@ impl PolicyType {
     }
 }
 
+impl std::str::FromStr for PolicyType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PolicyType::parse(s).ok_or_else(|| format!("unknown policy type {s:?}"))
+    }
+}
+
+/// A policy's options, of the policy's type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyOptions {
+    Local(LocalOptions),
+    S3(S3Options),
+}
+
+impl PolicyOptions {
+    /// Reads the stored JSON of a policy of type `kind`.
+    pub fn parse(kind: PolicyType, json: &str) -> Result<Self, serde_json::Error> {
+        Ok(match kind {
+            PolicyType::Local => PolicyOptions::Local(serde_json::from_str(json)?),
+            PolicyType::S3 => PolicyOptions::S3(serde_json::from_str(json)?),
+        })
+    }
+
+    pub fn kind(&self) -> PolicyType {
+        match self {
+            PolicyOptions::Local(_) => PolicyType::Local,
+            PolicyOptions::S3(_) => PolicyType::S3,
+        }
+    }
+
+    /// The options as stored and shown: a JSON object of the type's fields.
+    pub fn to_json(&self) -> serde_json::Value {
+        let value = match self {
+            PolicyOptions::Local(options) => serde_json::to_value(options),
+            PolicyOptions::S3(options) => serde_json::to_value(options),
+        };
+        value.unwrap_or_default()
+    }
+
+    /// The options as stored: JSON text of the type's fields in declaration order.
+    pub fn to_text(&self) -> String {
+        let text = match self {
+            PolicyOptions::Local(options) => serde_json::to_string(options),
+            PolicyOptions::S3(options) => serde_json::to_string(options),
+        };
+        text.unwrap_or_default()
+    }
+}
+
 /// Options of a `local` policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -97,6 +147,16 @@ pub fn validate_chunk_size(kind: PolicyType, chunk_size: i64) -> Result<(), Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn options_are_read_as_the_policy_type_says() {
+        let local = PolicyOptions::parse(PolicyType::Local, r#"{"root":"uploads"}"#).unwrap();
+        assert_eq!(local, PolicyOptions::Local(LocalOptions { root: "uploads".into(), durable: true }));
+        assert_eq!(local.kind(), PolicyType::Local);
+        assert_eq!(local.to_json(), serde_json::json!({ "root": "uploads", "durable": true }));
+        assert!(PolicyOptions::parse(PolicyType::S3, r#"{"root":"uploads"}"#).is_err());
+        assert!(PolicyOptions::parse(PolicyType::Local, "not json").is_err());
+    }
 
     #[test]
     fn chunk_sizes_are_powers_of_two_in_range() {

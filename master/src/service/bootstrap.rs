@@ -1,15 +1,13 @@
 //! What an empty database needs before anyone can use it: the administrators' group, the
 //! default group for registrations, and the first administrator.
 
-use uuid::Uuid;
-
 use crate::config::Config;
 use crate::db::groups::GroupValues;
 use crate::db::policies::PolicyValues;
 use crate::db::{self, Db};
 use crate::domain::group::{GIB, GroupPermissions};
 use crate::domain::ids::{GroupId, PolicyId};
-use crate::domain::policy::{DEFAULT_CHUNK_SIZE, PolicyType};
+use crate::domain::policy::{DEFAULT_CHUNK_SIZE, LocalOptions, PolicyOptions};
 use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
@@ -58,20 +56,20 @@ pub async fn seed(db: &Db) -> ServiceResult<()> {
         Err(e) if e.is_unique_violation() => return Ok(()),
         Err(e) => return Err(e.into()),
     }
-    let policy_id = Uuid::new_v4();
+    let policy_id = PolicyId::random();
+    let options = PolicyOptions::Local(LocalOptions { root: "uploads".to_owned(), ..LocalOptions::default() });
     let policy = PolicyValues {
         name: DEFAULT_POLICY_NAME,
-        kind: PolicyType::Local.as_str(),
         max_size: 0,
         is_private: true,
         chunk_size: DEFAULT_CHUNK_SIZE,
-        options: r#"{"root":"uploads"}"#,
+        options: &options,
         dir_name_rule: policies::DEFAULT_DIR_RULE,
         file_name_rule: policies::DEFAULT_FILE_RULE,
         node_id: None,
     };
-    db::policies::insert(db, &policy_id.to_string(), &policy, now_ms()).await?;
-    let policy_ids = [PolicyId::from(policy_id)];
+    db::policies::insert(db, policy_id, &policy, now_ms()).await?;
+    let policy_ids = [policy_id];
     db::groups::set_policies(db, admin_id, &policy_ids).await?;
     db::groups::set_policies(db, user_id, &policy_ids).await?;
     let mut values = serde_json::Map::new();

@@ -112,7 +112,7 @@ async fn serve_content(
     let db::objects::FileContentRow { name, updated_at, blob, policy } = content;
     let store = policies::store(ctx, &policy).await?;
     let key = StorageKey::parse(&blob.storage_key)?;
-    let redirect = if may_redirect && policy.is_private == 0 {
+    let redirect = if may_redirect && !policy.is_private {
         store.presigned_get(&key, REDIRECT_LIFETIME, &name).await?
     } else {
         None

@@ -66,7 +66,7 @@ fn check_url(raw: &str) -> ServiceResult<String> {
 /// first of the group's policies that lives on a storage node.
 async fn choose_policy(ctx: &Context, group_id: GroupId, node: Option<Uuid>) -> ServiceResult<PolicyRow> {
     let on_nodes = db::policies::of_group(ctx.db(), group_id).await?.into_iter().filter(|p| p.node_id.is_some());
-    let mut candidates = on_nodes.filter(|p| node.is_none_or(|n| p.node_id.as_deref() == Some(n.to_string().as_str())));
+    let mut candidates = on_nodes.filter(|p| node.is_none_or(|n| p.node_id == Some(n.into())));
     candidates.next().ok_or_else(|| match node {
         Some(_) => ServiceError::validation("node_id", "none of your storage policies keeps files on that node"),
         None => ServiceError::validation(
@@ -96,8 +96,8 @@ pub async fn create(
     let props = TaskProps {
         url: Some(url),
         parent_id: Some(request.parent_id),
-        target_policy_id: Some(files::parse_uuid(&policy.id)?),
-        node_id: policy.node_id.as_deref().map(files::parse_uuid).transpose()?,
+        target_policy_id: Some(policy.id.into()),
+        node_id: policy.node_id.map(Uuid::from),
         ..TaskProps::default()
     };
     tasks::enqueue(ctx.db(), TaskType::ExternalDownload, Some(owner), &props).await
@@ -130,16 +130,16 @@ pub async fn run(
     let owner = owner.ok_or_else(|| permanent("the task has no owner"))?;
     let url = props.url.clone().ok_or_else(|| permanent("the task names no URL"))?;
     let policy_id = props.target_policy_id.ok_or_else(|| permanent("the task names no policy"))?;
-    let policy = db::policies::find(ctx.db(), &policy_id.to_string())
+    let policy = db::policies::find(ctx.db(), policy_id.into())
         .await
         .map_err(transient)?
         .ok_or_else(|| permanent("the storage policy was deleted"))?;
-    let node_id = policy.node_id.clone().ok_or_else(|| permanent("the policy is no longer on a storage node"))?;
-    let node = db::nodes::find(ctx.db(), &node_id)
+    let node_id = policy.node_id.ok_or_else(|| permanent("the policy is no longer on a storage node"))?;
+    let node = db::nodes::find(ctx.db(), node_id)
         .await
         .map_err(transient)?
         .ok_or_else(|| permanent("the storage node was deleted"))?;
-    if node.enabled == 0 {
+    if !node.enabled {
         return Err(transient(format!("storage node {} is disabled", node.name)));
     }
     let store = NodeBlobStore::new(&node).map_err(|e| TaskFailure::Permanent(e.to_string()))?;
@@ -163,8 +163,8 @@ pub async fn run(
         .map_err(|e| TaskFailure::Permanent(e.to_string()))?;
     let row = ExternalDownloadRow {
         task_id: task_id.to_owned(),
-        node_id: node.id.clone(),
-        policy_id: policy.id.clone(),
+        node_id: node.id.to_string(),
+        policy_id: policy.id.to_string(),
         storage_key: key.to_string(),
         state: RUNNING.to_owned(),
         downloaded: 0,

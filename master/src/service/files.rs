@@ -257,9 +257,11 @@ pub async fn detail(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<ObjectDetai
     let row = owned.row();
     let (total_size, file_count, folder_count) = db::objects::subtree_totals(db, &row.id).await?;
     let policy = match &row.policy_id {
-        Some(policy_id) => {
-            db::policies::find(db, policy_id).await?.as_ref().map(crate::service::policies::summary).transpose()?
-        }
+        Some(policy_id) => db::policies::find(db, parse_uuid(policy_id)?.into())
+            .await?
+            .as_ref()
+            .map(crate::service::policies::summary)
+            .transpose()?,
         None => None,
     };
     let blake3 = match &row.physical_file_id {
@@ -691,7 +693,7 @@ async fn release_blob(ctx: &Context, id: &str) -> ServiceResult<()> {
     if blob.ref_count > 0 {
         return Ok(());
     }
-    let policy = db::policies::find(ctx.db(), &blob.policy_id)
+    let policy = db::policies::find(ctx.db(), parse_uuid(&blob.policy_id)?.into())
         .await?
         .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("policy gone")))?;
     let store = policies::store(ctx, &policy).await?;

@@ -33,12 +33,13 @@ async fn collect_unknown_bytes(ctx: &Context, now: Millis, grace: Duration) -> S
     for policy in db::policies::list(ctx.db()).await?.into_iter().filter(|p| p.node_id.is_none()) {
         let store = policies::store(ctx, &policy).await?;
         let listed = store.list().await?;
+        let policy_id = policy.id.to_string();
         let mut known: std::collections::HashSet<String> =
-            db::blobs::keys_of_policy(ctx.db(), &policy.id).await?.into_iter().collect();
-        known.extend(db::uploads::keys_of_policy(ctx.db(), &policy.id).await?);
+            db::blobs::keys_of_policy(ctx.db(), &policy_id).await?.into_iter().collect();
+        known.extend(db::uploads::keys_of_policy(ctx.db(), &policy_id).await?);
         for blob in listed.into_iter().filter(|b| b.modified_ms < cutoff && !known.contains(&b.key)) {
             // Check again just before deleting: a row may have appeared since the listing.
-            if db::blobs::key_exists(ctx.db(), &policy.id, &blob.key).await? {
+            if db::blobs::key_exists(ctx.db(), &policy_id, &blob.key).await? {
                 continue;
             }
             if let Ok(key) = StorageKey::parse(&blob.key) {

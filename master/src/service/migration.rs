@@ -113,14 +113,15 @@ async fn migrate_file(ctx: &Context, file: &ObjectRow, target: &db::policies::Po
     let Some(current) = db::objects::find_by_id(db, &file.id).await? else { return Ok(()) };
     let Some(old_blob_id) = current.physical_file_id.clone() else { return Ok(()) };
     let Some(old) = db::blobs::find(db, &old_blob_id).await? else { return Ok(()) };
-    if old.policy_id == target.id {
+    let target_id = target.id.to_string();
+    if old.policy_id == target_id {
         return Ok(());
     }
     let hash = old.blake3.clone().ok_or_else(|| TaskFailure::Permanent(format!("blob {} has no hash", old.id)))?;
 
     let mut tx = db.begin().await?;
-    if let Some(existing) = db::blobs::find_same_content(&mut tx, &target.id, &hash, old.size).await? {
-        let orphans = switch(&mut tx, &current, &old, &existing.id, &target.id).await?;
+    if let Some(existing) = db::blobs::find_same_content(&mut tx, &target_id, &hash, old.size).await? {
+        let orphans = switch(&mut tx, &current, &old, &existing.id, &target_id).await?;
         tx.commit().await.map_err(DbError::from)?;
         files::release_blobs(ctx, &orphans).await;
         return Ok(());
@@ -137,7 +138,7 @@ async fn migrate_file(ctx: &Context, file: &ObjectRow, target: &db::policies::Po
     let key = StorageKey::parse(&naming::storage_key(&target.dir_name_rule, &target.file_name_rule, &context))?;
     let journal = BlobRow {
         id: Uuid::new_v4().to_string(),
-        policy_id: target.id.clone(),
+        policy_id: target_id.clone(),
         storage_key: key.to_string(),
         size: old.size,
         blake3: None,
@@ -164,7 +165,7 @@ async fn migrate_file(ctx: &Context, file: &ObjectRow, target: &db::policies::Po
 
     let mut tx = db.begin().await?;
     db::blobs::activate(&mut tx, &journal.id, &hash).await?;
-    let orphans = switch(&mut tx, &current, &old, &journal.id, &target.id).await?;
+    let orphans = switch(&mut tx, &current, &old, &journal.id, &target_id).await?;
     if orphans.contains(&journal.id) {
         // The file changed meanwhile: nothing points at the copy.
         drop(tx);

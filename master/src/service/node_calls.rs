@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::context::Context;
 use crate::db;
+use crate::domain::ids::NodeId;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::service::{external, uploads};
 
@@ -46,8 +47,9 @@ pub struct Caller {
 
 /// The enabled node named `node_id` in a call's signature; `None` when it is unknown or disabled.
 pub async fn caller(ctx: &Context, node_id: &str) -> ServiceResult<Option<Caller>> {
+    let Ok(node_id) = node_id.parse::<NodeId>() else { return Ok(None) };
     let Some(node) = db::nodes::find(ctx.db(), node_id).await? else { return Ok(None) };
-    Ok((node.enabled != 0).then(|| Caller { id: node.id, name: node.name, key: Secret::new(node.secret_key) }))
+    Ok(node.enabled.then(|| Caller { id: node.id.to_string(), name: node.name, key: Secret::new(node.secret_key) }))
 }
 
 /// Runs `call` from `node`.

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use crate::db::nodes::NodeRow;
 use crate::db::{self, Db, DbError};
+use crate::domain::ids::NodeId;
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
@@ -59,14 +60,14 @@ fn not_found() -> ServiceError {
 
 fn view(row: &NodeRow) -> ServiceResult<NodeView> {
     Ok(NodeView {
-        id: row.id.parse().map_err(ServiceError::internal)?,
+        id: row.id.into(),
         name: row.name.clone(),
         base_url: row.base_url.clone(),
-        enabled: row.enabled != 0,
+        enabled: row.enabled,
         status: row.status.clone(),
         last_heartbeat: row.last_heartbeat.map(to_rfc3339),
         free_space: row.free_space,
-        capabilities: serde_json::from_str(&row.capabilities).unwrap_or(serde_json::Value::Null),
+        capabilities: row.capabilities.clone(),
     })
 }
 
@@ -100,7 +101,7 @@ pub async fn list(db: &Db) -> ServiceResult<Vec<NodeView>> {
 }
 
 pub async fn get(db: &Db, id: Uuid) -> ServiceResult<NodeView> {
-    view(&db::nodes::find(db, &id.to_string()).await?.ok_or_else(not_found)?)
+    view(&db::nodes::find(db, id.into()).await?.ok_or_else(not_found)?)
 }
 
 pub async fn create(db: &Db, input: NodeInput) -> ServiceResult<NodeView> {
@@ -108,15 +109,15 @@ pub async fn create(db: &Db, input: NodeInput) -> ServiceResult<NodeView> {
     let key = input.key.as_ref().ok_or_else(|| ServiceError::validation("key", "a node needs its shared key"))?;
     let now = now_ms();
     let row = NodeRow {
-        id: Uuid::new_v4().to_string(),
+        id: NodeId::random(),
         name,
         base_url,
         secret_key: key.expose().to_owned(),
-        enabled: i64::from(input.enabled),
+        enabled: input.enabled,
         status: "unknown".to_owned(),
         last_heartbeat: None,
         free_space: None,
-        capabilities: "[]".to_owned(),
+        capabilities: serde_json::json!([]),
         created_at: now,
         updated_at: now,
     };
@@ -126,12 +127,12 @@ pub async fn create(db: &Db, input: NodeInput) -> ServiceResult<NodeView> {
 
 pub async fn update(db: &Db, id: Uuid, input: NodeInput) -> ServiceResult<NodeView> {
     let (name, base_url) = validate(&input)?;
-    let current = db::nodes::find(db, &id.to_string()).await?.ok_or_else(not_found)?;
+    let current = db::nodes::find(db, id.into()).await?.ok_or_else(not_found)?;
     let row = NodeRow {
         name,
         base_url,
         secret_key: input.key.map_or(current.secret_key.clone(), |k| k.expose().to_owned()),
-        enabled: i64::from(input.enabled),
+        enabled: input.enabled,
         updated_at: now_ms(),
         ..current
     };
@@ -141,24 +142,24 @@ pub async fn update(db: &Db, id: Uuid, input: NodeInput) -> ServiceResult<NodeVi
 
 /// Deletes a node no policy uses.
 pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
-    let key = id.to_string();
-    db::nodes::find(db, &key).await?.ok_or_else(not_found)?;
-    if db::nodes::policies_using(db, &key).await? > 0 {
+    let key = NodeId::from(id);
+    db::nodes::find(db, key).await?.ok_or_else(not_found)?;
+    if db::nodes::policies_using(db, key).await? > 0 {
         return Err(ServiceError::conflict(codes::NODE_IN_USE, "storage policies keep their files on this node"));
     }
-    db::nodes::delete(db, &key).await?;
+    db::nodes::delete(db, key).await?;
     Ok(())
 }
 
 /// Sends the node a signed `ping` and records the outcome (online with its free space, or
 /// offline). A node that cannot be reached answers 503; one that refuses or answers nonsense 502.
 pub async fn check(db: &Db, id: Uuid) -> ServiceResult<NodeCheck> {
-    let node = db::nodes::find(db, &id.to_string()).await?.ok_or_else(not_found)?;
+    let node = db::nodes::find(db, id.into()).await?.ok_or_else(not_found)?;
     match ping(&node).await {
         Ok(result) => {
-            let capabilities = serde_json::to_string(&result.capabilities).unwrap_or_else(|_| "[]".to_owned());
+            let capabilities = serde_json::to_value(&result.capabilities).unwrap_or_else(|_| serde_json::json!([]));
             let free = result.free_space.and_then(|f| i64::try_from(f).ok());
-            db::nodes::set_health(db, &node.id, "online", Some(now_ms()), free, &capabilities).await?;
+            db::nodes::set_health(db, node.id, "online", Some(now_ms()), free, &capabilities).await?;
             Ok(NodeCheck {
                 protocol_version: result.protocol_version,
                 software: result.software,
@@ -167,7 +168,7 @@ pub async fn check(db: &Db, id: Uuid) -> ServiceResult<NodeCheck> {
             })
         }
         Err(err) => {
-            db::nodes::set_health(db, &node.id, "offline", None, node.free_space, &node.capabilities).await?;
+            db::nodes::set_health(db, node.id, "offline", None, node.free_space, &node.capabilities).await?;
             tracing::warn!(node = %node.name, error = %err.message, "storage node check failed");
             Err(err)
         }
@@ -176,7 +177,7 @@ pub async fn check(db: &Db, id: Uuid) -> ServiceResult<NodeCheck> {
 
 async fn ping(node: &NodeRow) -> ServiceResult<PingResult> {
     let key = NodeKey::new(&Secret::new(node.secret_key.clone())).map_err(ServiceError::internal)?;
-    let client = RpcClient::new(&node.base_url, NODE_RPC_PATH, key, &node.id, Role::Master, PING_TIMEOUT)
+    let client = RpcClient::new(&node.base_url, NODE_RPC_PATH, key, &node.id.to_string(), Role::Master, PING_TIMEOUT)
         .map_err(ServiceError::internal)?;
     client.call(PingParams { protocol_version: PROTOCOL_VERSION }).await.map_err(|error| match error {
         CallError::Unreachable(why) => ServiceError::new(
@@ -195,10 +196,8 @@ async fn ping(node: &NodeRow) -> ServiceResult<PingResult> {
 /// Checks every enabled node (the periodic health check); answers how many answered.
 pub async fn check_all(db: &Db) -> ServiceResult<usize> {
     let mut online = 0;
-    for node in db::nodes::list(db).await?.into_iter().filter(|n| n.enabled != 0) {
-        if let Ok(id) = node.id.parse::<Uuid>()
-            && check(db, id).await.is_ok()
-        {
+    for node in db::nodes::list(db).await?.into_iter().filter(|n| n.enabled) {
+        if check(db, node.id.into()).await.is_ok() {
             online += 1;
         }
     }

@@ -9,8 +9,11 @@ use crate::context::Context;
 use crate::db::policies::{PolicyRow, PolicyValues};
 use crate::db::{self, Db, DbError};
 use crate::domain::ids::GroupId;
+use crate::domain::ids::{NodeId, PolicyId};
 use crate::domain::naming;
-use crate::domain::policy::{DEFAULT_CHUNK_SIZE, LocalOptions, PolicyType, S3Options, validate_chunk_size};
+use crate::domain::policy::{
+    DEFAULT_CHUNK_SIZE, LocalOptions, PolicyOptions, PolicyType, S3Options, validate_chunk_size,
+};
 use crate::domain::time::now_ms;
 use crate::error_codes as codes;
 use std::sync::Arc;
@@ -72,69 +75,62 @@ fn not_found() -> ServiceError {
     ServiceError::not_found(codes::POLICY_NOT_FOUND, "no such storage policy")
 }
 
-fn kind_of(row: &PolicyRow) -> ServiceResult<PolicyType> {
-    PolicyType::parse(&row.kind)
-        .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("policy {} has type {}", row.id, row.kind)))
-}
-
 pub fn view(row: &PolicyRow) -> ServiceResult<PolicyView> {
-    let kind = kind_of(row)?;
-    let mut options: serde_json::Value = serde_json::from_str(&row.options).map_err(ServiceError::internal)?;
+    let mut options = row.options.to_json();
     if let Some(map) = options.as_object_mut()
         && let Some(secret) = map.remove("secret_key")
     {
         map.insert("has_secret_key".into(), serde_json::Value::Bool(secret.as_str().is_some_and(|s| !s.is_empty())));
     }
     Ok(PolicyView {
-        id: row.id.parse().map_err(ServiceError::internal)?,
+        id: row.id.into(),
         name: row.name.clone(),
-        kind,
+        kind: row.kind,
         max_size: row.max_size,
-        is_private: row.is_private != 0,
+        is_private: row.is_private,
         chunk_size: row.chunk_size,
         options,
         dir_name_rule: row.dir_name_rule.clone(),
         file_name_rule: row.file_name_rule.clone(),
-        node_id: row.node_id.as_deref().map(str::parse).transpose().map_err(ServiceError::internal)?,
+        node_id: row.node_id.map(Uuid::from),
     })
 }
 
 pub fn summary(row: &PolicyRow) -> ServiceResult<PolicySummary> {
     Ok(PolicySummary {
-        id: row.id.parse().map_err(ServiceError::internal)?,
+        id: row.id.into(),
         name: row.name.clone(),
-        kind: kind_of(row)?,
+        kind: row.kind,
         max_size: row.max_size,
         chunk_size: row.chunk_size,
     })
 }
 
 pub async fn find(db: &Db, id: Uuid) -> ServiceResult<PolicyRow> {
-    db::policies::find(db, &id.to_string()).await?.ok_or_else(not_found)
+    db::policies::find(db, id.into()).await?.ok_or_else(not_found)
 }
 
 /// A checked policy input in its stored form.
 struct Validated {
     name: String,
     chunk_size: i64,
-    options: String,
+    options: PolicyOptions,
     dir_rule: String,
     file_rule: String,
-    node_id: Option<String>,
+    node_id: Option<NodeId>,
 }
 
 impl Validated {
     fn values<'a>(&'a self, input: &PolicyInput) -> PolicyValues<'a> {
         PolicyValues {
             name: &self.name,
-            kind: input.kind.as_str(),
             max_size: input.max_size,
             is_private: input.is_private,
             chunk_size: self.chunk_size,
             options: &self.options,
             dir_name_rule: &self.dir_rule,
             file_name_rule: &self.file_rule,
-            node_id: self.node_id.as_deref(),
+            node_id: self.node_id,
         }
     }
 }
@@ -158,7 +154,7 @@ fn validate(input: &PolicyInput, previous: Option<&PolicyRow>) -> ServiceResult<
         PolicyType::Local => {
             let options: LocalOptions = serde_json::from_value(input.options.clone())
                 .map_err(|e| ServiceError::validation("options", format!("local options: {e}")))?;
-            serde_json::to_string(&options).map_err(ServiceError::internal)?
+            PolicyOptions::Local(options)
         }
         PolicyType::S3 => {
             let mut options: S3Options = serde_json::from_value(input.options.clone())
@@ -168,26 +164,26 @@ fn validate(input: &PolicyInput, previous: Option<&PolicyRow>) -> ServiceResult<
             }
             if options.secret_key.is_empty()
                 && let Some(previous) = previous
-                && let Ok(old) = serde_json::from_str::<S3Options>(&previous.options)
+                && let PolicyOptions::S3(old) = &previous.options
             {
-                options.secret_key = old.secret_key;
+                options.secret_key = old.secret_key.clone();
             }
             if options.secret_key.is_empty() {
                 return Err(ServiceError::validation("options", "s3 options need secret_key"));
             }
-            serde_json::to_string(&options).map_err(ServiceError::internal)?
+            PolicyOptions::S3(options)
         }
     };
     if input.node_id.is_some() && input.kind != PolicyType::Local {
         return Err(ServiceError::validation("node_id", "only a local policy can be bound to a storage node"));
     }
-    let node_id = input.node_id.map(|id| id.to_string());
+    let node_id = input.node_id.map(NodeId::from);
     Ok(Validated { name: name.to_owned(), chunk_size, options, dir_rule, file_rule, node_id })
 }
 
 /// Refuses a node that does not exist.
 async fn check_node(db: &Db, checked: &Validated) -> ServiceResult<()> {
-    if let Some(node_id) = &checked.node_id
+    if let Some(node_id) = checked.node_id
         && db::nodes::find(db, node_id).await?.is_none()
     {
         return Err(ServiceError::validation("node_id", "no such storage node"));
@@ -212,19 +208,17 @@ pub async fn list(db: &Db) -> ServiceResult<Vec<PolicyView>> {
 pub async fn create(db: &Db, input: PolicyInput) -> ServiceResult<PolicyView> {
     let checked = validate(&input, None)?;
     check_node(db, &checked).await?;
-    let id = Uuid::new_v4();
-    db::policies::insert(db, &id.to_string(), &checked.values(&input), now_ms())
-        .await
-        .map_err(|e| name_taken(e, &checked.name))?;
-    view(&find(db, id).await?)
+    let id = PolicyId::random();
+    db::policies::insert(db, id, &checked.values(&input), now_ms()).await.map_err(|e| name_taken(e, &checked.name))?;
+    view(&find(db, id.into()).await?)
 }
 
 pub async fn update(db: &Db, id: Uuid, input: PolicyInput) -> ServiceResult<PolicyView> {
     let previous = find(db, id).await?;
     let checked = validate(&input, Some(&previous))?;
     check_node(db, &checked).await?;
-    let moved = kind_of(&previous)? != input.kind || previous.node_id != checked.node_id;
-    if moved && db::policies::usage_by_files(db, &previous.id).await? > 0 {
+    let moved = previous.kind != input.kind || previous.node_id != checked.node_id;
+    if moved && db::policies::usage_by_files(db, previous.id).await? > 0 {
         return Err(ServiceError::conflict(
             codes::POLICY_IN_USE,
             "the type or node of a policy that stores files cannot change (migrate the files instead)",
@@ -232,7 +226,7 @@ pub async fn update(db: &Db, id: Uuid, input: PolicyInput) -> ServiceResult<Poli
     }
     // A new version stamp makes the storage registry rebuild the store.
     let stamp = now_ms().max(previous.updated_at + 1);
-    db::policies::update(db, &previous.id, &checked.values(&input), stamp)
+    db::policies::update(db, previous.id, &checked.values(&input), stamp)
         .await
         .map_err(|e| name_taken(e, &checked.name))?;
     view(&find(db, id).await?)
@@ -240,10 +234,10 @@ pub async fn update(db: &Db, id: Uuid, input: PolicyInput) -> ServiceResult<Poli
 
 pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
     let policy = find(db, id).await?;
-    if db::policies::usage(db, &policy.id).await? > 0 {
+    if db::policies::usage(db, policy.id).await? > 0 {
         return Err(ServiceError::conflict(codes::POLICY_IN_USE, "the policy is linked to groups or stores files"));
     }
-    db::policies::delete(db, &policy.id).await?;
+    db::policies::delete(db, policy.id).await?;
     Ok(())
 }
 
@@ -262,13 +256,13 @@ pub async fn test(ctx: &Context, id: Uuid) -> ServiceResult<()> {
 /// The blob store of `policy`: the policy's own, or the store of the node it is bound to. A
 /// disabled node answers 503 `node.unavailable` here, before any call is tried.
 pub async fn store(ctx: &Context, policy: &PolicyRow) -> ServiceResult<Arc<dyn BlobStore>> {
-    let Some(node_id) = &policy.node_id else {
+    let Some(node_id) = policy.node_id else {
         return ctx.storage().store(policy).map_err(ServiceError::internal);
     };
     let node = db::nodes::find(ctx.db(), node_id)
         .await?
         .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("policy {} names a missing node", policy.id)))?;
-    if node.enabled == 0 {
+    if !node.enabled {
         return Err(node_unavailable(&node.name, "is disabled"));
     }
     ctx.storage().node_store(&node).map_err(ServiceError::internal)
@@ -293,7 +287,7 @@ pub async fn of_group(db: &Db, group_id: GroupId) -> ServiceResult<Vec<PolicySum
 pub async fn policy_for(db: &Db, group_id: GroupId, requested: Option<Uuid>) -> ServiceResult<PolicyRow> {
     let policies = db::policies::of_group(db, group_id).await?;
     let chosen = match requested {
-        Some(id) => policies.into_iter().find(|p| p.id == id.to_string()),
+        Some(id) => policies.into_iter().find(|p| p.id == PolicyId::from(id)),
         None => policies.into_iter().next(),
     };
     chosen.ok_or_else(not_allowed)

@@ -127,7 +127,7 @@ async fn refusal_on_completion(
     let db = ctx.db();
     let owner =
         db::users::find(db, files::parse_uuid(&session.owner_id)?.into()).await?.ok_or_else(files::not_found)?;
-    if let Err(refused) = policies::policy_for(db, owner.group_id, Some(files::parse_uuid(&policy.id)?)).await {
+    if let Err(refused) = policies::policy_for(db, owner.group_id, Some(policy.id.into())).await {
         return match refused.kind {
             ErrorKind::Forbidden => Ok(Some(refused)),
             _ => Err(refused),
@@ -180,8 +180,8 @@ pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewU
         owner_id: owner.to_string(),
         parent_id: parent.row().id.clone(),
         file_name: name.to_string(),
-        policy_id: policy.id.clone(),
-        node_id: policy.node_id.clone(),
+        policy_id: policy.id.to_string(),
+        node_id: policy.node_id.map(|id| id.to_string()),
         declared_size: request.file_size,
         chunk_size: policy.chunk_size,
         total_chunks: upload.total_chunks() as i32,
@@ -456,7 +456,7 @@ async fn finish(ctx: &Context, session: &SessionRow, claim: &Claim) -> ServiceRe
         }
     }
     let (object, duplicate) =
-        record_upload(ctx, session, claim, &policy.id, store.as_ref(), &content_hash, None).await?;
+        record_upload(ctx, session, claim, &policy.id.to_string(), store.as_ref(), &content_hash, None).await?;
     if duplicate {
         let key = StorageKey::parse(&session.storage_key)?;
         if let Err(err) = store.delete(&key).await {
@@ -604,7 +604,16 @@ pub async fn complete_reported(
             return Err(refused);
         }
         let handle = NodeReport { node_id, handle: &report.session_id };
-        record_upload(ctx, &session, &claim, &policy.id, store.as_ref(), report.blake3.as_str(), Some(handle)).await
+        record_upload(
+            ctx,
+            &session,
+            &claim,
+            &policy.id.to_string(),
+            store.as_ref(),
+            report.blake3.as_str(),
+            Some(handle),
+        )
+        .await
     })
     .await;
     match recorded {

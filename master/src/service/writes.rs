@@ -100,13 +100,13 @@ async fn replace_row(
     let streamed = stream_content(ctx, owner, policy, &row.name, row.size, usage, content_length, body).await?;
     let size = streamed.outcome.size as i64;
     let now = now_ms();
-    let blob_id = new_id().to_string();
+    let (blob_id, policy_id) = (new_id().to_string(), policy.id.to_string());
     let replacement = db::objects::ContentReplacement {
         object_id: &row.id,
         old_blob_id: row.physical_file_id.as_deref(),
         old_size: row.size,
         owner_id: &streamed.owner_id,
-        policy_id: &policy.id,
+        policy_id: &policy_id,
         blob_id: &blob_id,
         storage_key: Some(streamed.key.as_str()),
         blake3: &streamed.outcome.blake3,
@@ -218,7 +218,7 @@ pub async fn plan_write(
         // An overwrite keeps its file's policy: usually the one new files go to, already read.
         (Some(row), Some(facts)) => {
             expect_file(row)?;
-            let policy = match row.policy_id.as_deref() == Some(facts.policy.id.as_str()) {
+            let policy = match row.policy_id.as_deref() == Some(facts.policy.id.to_string().as_str()) {
                 true => *facts.policy,
                 false => policy_of(db, row).await?,
             };
@@ -318,7 +318,7 @@ impl PlannedWrite {
             return Ok(None);
         }
         let (blake3, size) = (hasher.finalize(), hasher.len() as i64);
-        if !db::blobs::holds_content(ctx.db(), &self.policy.id, &blake3, size).await? {
+        if !db::blobs::holds_content(ctx.db(), &self.policy.id.to_string(), &blake3, size).await? {
             return Ok(None);
         }
         let Some(row) = &self.existing else {
@@ -342,12 +342,13 @@ impl PlannedWrite {
         size: i64,
     ) -> ServiceResult<Option<files::PathEntry>> {
         let (owner_id, unused_blob_id, now) = (self.owner.to_string(), new_id().to_string(), now_ms());
+        let policy_id = self.policy.id.to_string();
         let replacement = db::objects::ContentReplacement {
             object_id: &row.id,
             old_blob_id: row.physical_file_id.as_deref(),
             old_size: row.size,
             owner_id: &owner_id,
-            policy_id: &self.policy.id,
+            policy_id: &policy_id,
             blob_id: &unused_blob_id,
             storage_key: None,
             blake3,
@@ -376,7 +377,7 @@ impl PlannedWrite {
         content: NewContent<'_>,
     ) -> ServiceResult<(FileCreation, files::PathEntry)> {
         let (object_id, blob_id) = (new_id(), new_id().to_string());
-        let (id, owner_id) = (object_id.to_string(), self.owner.to_string());
+        let (id, owner_id, policy_id) = (object_id.to_string(), self.owner.to_string(), self.policy.id.to_string());
         let now = now_ms();
         let file = db::objects::NewFile {
             object: NewObject {
@@ -385,7 +386,7 @@ impl PlannedWrite {
                 parent_id: Some(&self.parent),
                 name: self.name.as_str(),
                 kind: ObjectKind::File.as_str(),
-                policy_id: Some(&self.policy.id),
+                policy_id: Some(&policy_id),
                 physical_file_id: Some(&blob_id),
                 size: content.size,
             },

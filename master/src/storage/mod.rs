@@ -15,12 +15,11 @@ use nubo_common::storage::s3::{S3BlobStore, S3Config};
 use self::node::NodeBlobStore;
 use crate::db::nodes::NodeRow;
 use crate::db::policies::PolicyRow;
-use crate::domain::policy::{LocalOptions, PolicyType, S3Options};
+use crate::domain::ids::{NodeId, PolicyId};
+use crate::domain::policy::{LocalOptions, PolicyOptions};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    #[error("policy {0} has an unknown type")]
-    UnknownType(String),
     #[error("policy options are invalid: {0}")]
     Options(String),
 }
@@ -31,8 +30,8 @@ type Versioned = (i64, Arc<dyn BlobStore>);
 /// Blob stores by policy id, and node stores by node id.
 pub struct StorageRegistry {
     data_dir: PathBuf,
-    stores: Mutex<HashMap<String, Versioned>>,
-    nodes: Mutex<HashMap<String, Versioned>>,
+    stores: Mutex<HashMap<PolicyId, Versioned>>,
+    nodes: Mutex<HashMap<NodeId, Versioned>>,
 }
 
 impl StorageRegistry {
@@ -55,21 +54,18 @@ impl StorageRegistry {
             return Ok(store.clone());
         }
         let store = self.build(policy)?;
-        self.lock().insert(policy.id.clone(), (policy.updated_at, store.clone()));
+        self.lock().insert(policy.id, (policy.updated_at, store.clone()));
         Ok(store)
     }
 
     /// Builds a store without caching it (to test options before saving them).
     pub fn build(&self, policy: &PolicyRow) -> Result<Arc<dyn BlobStore>, RegistryError> {
-        match PolicyType::parse(&policy.kind) {
-            Some(PolicyType::Local) => {
-                let options: LocalOptions =
-                    serde_json::from_str(&policy.options).map_err(|e| RegistryError::Options(e.to_string()))?;
-                Ok(Arc::new(LocalBlobStore::new(self.local_root(&options)).durable(options.durable)))
+        match &policy.options {
+            PolicyOptions::Local(options) => {
+                Ok(Arc::new(LocalBlobStore::new(self.local_root(options)).durable(options.durable)))
             }
-            Some(PolicyType::S3) => {
-                let options: S3Options =
-                    serde_json::from_str(&policy.options).map_err(|e| RegistryError::Options(e.to_string()))?;
+            PolicyOptions::S3(options) => {
+                let options = options.clone();
                 let config = S3Config {
                     endpoint: (!options.endpoint.is_empty()).then_some(options.endpoint),
                     region: options.region,
@@ -82,7 +78,6 @@ impl StorageRegistry {
                 let store = S3BlobStore::new(&config).map_err(|e| RegistryError::Options(e.to_string()))?;
                 Ok(Arc::new(store))
             }
-            None => Err(RegistryError::UnknownType(policy.id.clone())),
         }
     }
 
@@ -96,11 +91,11 @@ impl StorageRegistry {
             return Ok(store.clone());
         }
         let store: Arc<dyn BlobStore> = Arc::new(NodeBlobStore::new(node).map_err(RegistryError::Options)?);
-        nodes.insert(node.id.clone(), (node.updated_at, store.clone()));
+        nodes.insert(node.id, (node.updated_at, store.clone()));
         Ok(store)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Versioned>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PolicyId, Versioned>> {
         self.stores.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -43,7 +43,8 @@ pub struct NodeBlobStore {
 impl NodeBlobStore {
     pub fn new(node: &NodeRow) -> Result<Self, String> {
         let key = NodeKey::new(&Secret::new(node.secret_key.clone())).map_err(|e| e.to_string())?;
-        let rpc = RpcClient::new(&node.base_url, NODE_RPC_PATH, key.clone(), &node.id, Role::Master, CALL_TIMEOUT)
+        let node_id = node.id.to_string();
+        let rpc = RpcClient::new(&node.base_url, NODE_RPC_PATH, key.clone(), &node_id, Role::Master, CALL_TIMEOUT)
             .map_err(|e| e.to_string())?;
         // Data-plane transfers may be long: only connecting is bounded.
         let http = reqwest::Client::builder()
@@ -52,7 +53,7 @@ impl NodeBlobStore {
             .build()
             .map_err(|e| e.to_string())?;
         Ok(Self {
-            node_id: node.id.clone(),
+            node_id,
             name: node.name.clone(),
             base_url: node.base_url.trim_end_matches('/').to_owned(),
             key,
