@@ -208,7 +208,8 @@ mod tests {
 
     async fn sqlite() -> (tempfile::TempDir, Db) {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::connect(&format!("sqlite://{}?mode=rwc", dir.path().join("columns-test").display()), 2).await.unwrap();
+        let db =
+            Db::connect(&format!("sqlite://{}?mode=rwc", dir.path().join("columns-test").display()), 2).await.unwrap();
         (dir, db)
     }
 

@@ -2,7 +2,10 @@
 //! one PostgreSQL never hold the same task; a task whose lease ran out (its worker died) is
 //! claimable again.
 
+use super::columns::Flag;
 use super::{Db, DbError};
+use crate::domain::ids::UserId;
+use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
 use crate::domain::time::Millis;
 
 pub const COLUMNS: &str = "id, type, status, owner_id, props, progress, error, attempts, max_attempts, run_after, \
@@ -12,18 +15,19 @@ pub const COLUMNS: &str = "id, type, status, owner_id, props, progress, error, a
 pub struct TaskRow {
     pub id: String,
     #[sqlx(rename = "type")]
-    pub kind: String,
-    pub status: String,
-    pub owner_id: Option<String>,
-    pub props: String,
-    pub progress: String,
+    pub kind: TaskType,
+    pub status: TaskStatus,
+    pub owner_id: Option<UserId>,
+    pub props: TaskProps,
+    pub progress: TaskProgress,
     pub error: Option<String>,
     pub attempts: i32,
     pub max_attempts: i32,
     pub run_after: Millis,
     pub lease_owner: Option<String>,
     pub lease_until: Option<Millis>,
-    pub cancel_requested: i64,
+    #[sqlx(try_from = "Flag")]
+    pub cancel_requested: bool,
     pub created_at: Millis,
     pub updated_at: Millis,
     pub finished_at: Option<Millis>,
@@ -35,11 +39,11 @@ pub async fn insert(db: &Db, row: &TaskRow) -> Result<(), DbError> {
          VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8, $9, $9)",
     )
     .bind(row.id.as_str())
-    .bind(row.kind.as_str())
-    .bind(row.status.as_str())
-    .bind(row.owner_id.as_deref())
-    .bind(row.props.as_str())
-    .bind(row.progress.as_str())
+    .bind(row.kind)
+    .bind(row.status)
+    .bind(row.owner_id)
+    .bind(&row.props)
+    .bind(&row.progress)
     .bind(row.max_attempts)
     .bind(row.run_after)
     .bind(row.created_at)
@@ -57,9 +61,11 @@ pub async fn find(db: &Db, id: &str) -> Result<Option<TaskRow>, DbError> {
 
 /// Claims the next due task for `worker` until `lease_until`: a queued one whose time has come,
 /// or a running one whose lease expired. Answers `None` when there is none (or another worker
-/// won the race for it).
+/// won the race for it). Only types this build knows are claimed: a task another version
+/// queued waits for a master that can run it, instead of being taken and failing to decode.
 pub async fn claim(db: &Db, worker: &str, now: Millis, lease_until: Millis) -> Result<Option<TaskRow>, DbError> {
-    let due = "((status = 'queued' AND run_after <= $3) OR (status = 'running' AND lease_until < $3))";
+    let due = "((status = 'queued' AND run_after <= $3) OR (status = 'running' AND lease_until < $3)) \
+               AND type IN ('POLICY_MIGRATE', 'EXTERNAL_DOWNLOAD')";
     let sql = format!(
         "UPDATE tasks SET status = 'running', lease_owner = $1, lease_until = $2, attempts = attempts + 1, updated_at = $3
          WHERE id = (SELECT id FROM tasks WHERE {due} ORDER BY run_after, created_at LIMIT 1) AND {due}
@@ -75,10 +81,10 @@ pub async fn heartbeat(
     id: &str,
     worker: &str,
     lease_until: Millis,
-    progress: &str,
+    progress: &TaskProgress,
     now: Millis,
 ) -> Result<Option<bool>, DbError> {
-    let row: Option<(i64,)> = sqlx::query_as(
+    let row: Option<(Flag,)> = sqlx::query_as(
         "UPDATE tasks SET lease_until = $3, progress = $4, updated_at = $5
          WHERE id = $1 AND lease_owner = $2 AND status = 'running' RETURNING cancel_requested",
     )
@@ -89,7 +95,7 @@ pub async fn heartbeat(
     .bind(now)
     .fetch_optional(db.writer())
     .await?;
-    Ok(row.map(|(cancel,)| cancel != 0))
+    Ok(row.map(|(cancel,)| cancel.into()))
 }
 
 /// Ends a task `worker` holds with a final status; answers false when the lease was lost.
@@ -97,9 +103,9 @@ pub async fn finish(
     db: &Db,
     id: &str,
     worker: &str,
-    status: &str,
+    status: TaskStatus,
     error: Option<&str>,
-    progress: &str,
+    progress: &TaskProgress,
     now: Millis,
 ) -> Result<bool, DbError> {
     let done = sqlx::query(
@@ -142,7 +148,7 @@ pub async fn requeue(
 
 /// Cancels a task: a queued one at once, a running one at its worker's next safe point.
 /// Answers the status it now has, or `None` when it had already ended.
-pub async fn cancel(db: &Db, id: &str, now: Millis) -> Result<Option<String>, DbError> {
+pub async fn cancel(db: &Db, id: &str, now: Millis) -> Result<Option<TaskStatus>, DbError> {
     let mut tx = db.begin().await?;
     let queued = sqlx::query(
         "UPDATE tasks SET status = 'canceled', updated_at = $2, finished_at = $2 WHERE id = $1 AND status = 'queued'",
@@ -153,7 +159,7 @@ pub async fn cancel(db: &Db, id: &str, now: Millis) -> Result<Option<String>, Db
     .await?;
     if queued.rows_affected() > 0 {
         tx.commit().await?;
-        return Ok(Some("canceled".to_owned()));
+        return Ok(Some(TaskStatus::Canceled));
     }
     let running =
         sqlx::query("UPDATE tasks SET cancel_requested = 1, updated_at = $2 WHERE id = $1 AND status = 'running'")
@@ -162,15 +168,15 @@ pub async fn cancel(db: &Db, id: &str, now: Millis) -> Result<Option<String>, Db
             .execute(&mut *tx)
             .await?;
     tx.commit().await?;
-    Ok((running.rows_affected() > 0).then(|| "running".to_owned()))
+    Ok((running.rows_affected() > 0).then_some(TaskStatus::Running))
 }
 
 /// Filters of task lists; `None` means any.
 #[derive(Debug, Default, Clone)]
 pub struct TaskFilter {
-    pub owner_id: Option<String>,
-    pub status: Option<String>,
-    pub kind: Option<String>,
+    pub owner_id: Option<UserId>,
+    pub status: Option<TaskStatus>,
+    pub kind: Option<TaskType>,
 }
 
 /// One page of tasks, newest first, and the total count.
@@ -178,17 +184,17 @@ pub async fn list(db: &Db, filter: &TaskFilter, offset: i64, limit: i64) -> Resu
     // Absent filters bind NULL and match everything, keeping one fixed statement.
     let condition = "($1 IS NULL OR owner_id = $1) AND ($2 IS NULL OR status = $2) AND ($3 IS NULL OR type = $3)";
     let (count,): (i64,) = sqlx::query_as(&format!("SELECT COUNT(*) FROM tasks WHERE {condition}"))
-        .bind(filter.owner_id.as_deref())
-        .bind(filter.status.as_deref())
-        .bind(filter.kind.as_deref())
+        .bind(filter.owner_id)
+        .bind(filter.status)
+        .bind(filter.kind)
         .fetch_one(db.reader())
         .await?;
     let rows = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM tasks WHERE {condition} ORDER BY created_at DESC, id LIMIT $4 OFFSET $5"
     ))
-    .bind(filter.owner_id.as_deref())
-    .bind(filter.status.as_deref())
-    .bind(filter.kind.as_deref())
+    .bind(filter.owner_id)
+    .bind(filter.status)
+    .bind(filter.kind)
     .bind(limit)
     .bind(offset)
     .fetch_all(db.reader())

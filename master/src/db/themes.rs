@@ -1,5 +1,6 @@
 //! SQL of the `theme_presets` table.
 
+use super::columns::Flag;
 use super::{Db, DbError};
 use crate::domain::time::Millis;
 
@@ -17,7 +18,8 @@ pub struct ThemeRow {
     pub warning_color: String,
     pub error_color: String,
     pub neutral_color: String,
-    pub is_default: i64,
+    #[sqlx(try_from = "Flag")]
+    pub is_default: bool,
     pub created_at: Millis,
     pub updated_at: Millis,
 }

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::context::Context;
 use crate::db::tasks::TaskRow;
 use crate::db::{self};
-use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
+use crate::domain::task::{TaskProgress, TaskStatus, TaskType};
 use crate::domain::time::now_ms;
 use crate::service::external;
 use crate::service::migration::{self, Checkpoint, TaskFailure};
@@ -48,7 +48,7 @@ impl Checkpoint for Control {
         // A cancel request is read at every checkpoint (one primary-key read), not only with
         // the heartbeat, so a task stops at the next file.
         if let Ok(Some(task)) = db::tasks::find(self.state.db(), &self.task_id).await
-            && task.cancel_requested != 0
+            && task.cancel_requested
         {
             self.shared.cancel.store(true, Ordering::Relaxed);
         }
@@ -85,10 +85,10 @@ fn backoff(attempts: i32) -> Duration {
 }
 
 async fn run_task(state: &Context, worker: &str, timing: WorkerTiming, task: TaskRow, shutdown: &CancellationToken) {
-    tracing::info!(task = %task.id, kind = %task.kind, attempt = task.attempts, "task started");
+    tracing::info!(task = %task.id, kind = task.kind.as_str(), attempt = task.attempts, "task started");
     let shared = Arc::new(Shared {
-        progress: Mutex::new(serde_json::from_str(&task.progress).unwrap_or_default()),
-        cancel: AtomicBool::new(task.cancel_requested != 0),
+        progress: Mutex::new(task.progress.clone()),
+        cancel: AtomicBool::new(task.cancel_requested),
         lost: AtomicBool::new(false),
     });
     let beating = CancellationToken::new();
@@ -107,19 +107,18 @@ async fn run_task(state: &Context, worker: &str, timing: WorkerTiming, task: Tas
     let _ = heartbeat.await;
 
     let now = now_ms();
-    let progress = serde_json::to_string(&*shared.progress.lock().await).unwrap_or_else(|_| "{}".to_owned());
+    let progress = shared.progress.lock().await.clone();
     let db = state.db();
     let recorded = match outcome {
         Ok(final_progress) => {
-            let progress = serde_json::to_string(&final_progress).unwrap_or(progress);
-            db::tasks::finish(db, &task.id, worker, TaskStatus::Completed.as_str(), None, &progress, now).await
+            db::tasks::finish(db, &task.id, worker, TaskStatus::Completed, None, &final_progress, now).await
         }
         Err(TaskFailure::Permanent(reason)) => {
-            db::tasks::finish(db, &task.id, worker, TaskStatus::Error.as_str(), Some(&reason), &progress, now).await
+            db::tasks::finish(db, &task.id, worker, TaskStatus::Error, Some(&reason), &progress, now).await
         }
         Err(TaskFailure::Transient(reason)) if task.attempts >= task.max_attempts => {
             let reason = format!("gave up after {} attempts: {reason}", task.attempts);
-            db::tasks::finish(db, &task.id, worker, TaskStatus::Error.as_str(), Some(&reason), &progress, now).await
+            db::tasks::finish(db, &task.id, worker, TaskStatus::Error, Some(&reason), &progress, now).await
         }
         Err(TaskFailure::Transient(reason)) => {
             let run_after = now + backoff(task.attempts).as_millis() as i64;
@@ -127,7 +126,7 @@ async fn run_task(state: &Context, worker: &str, timing: WorkerTiming, task: Tas
         }
         Err(TaskFailure::Stopped) if shared.lost.load(Ordering::Relaxed) => Ok(false),
         Err(TaskFailure::Stopped) if shared.cancel.load(Ordering::Relaxed) => {
-            db::tasks::finish(db, &task.id, worker, TaskStatus::Canceled.as_str(), None, &progress, now).await
+            db::tasks::finish(db, &task.id, worker, TaskStatus::Canceled, None, &progress, now).await
         }
         // Shutting down: hand the task back so the next worker starts it at once.
         Err(TaskFailure::Stopped) => {
@@ -144,13 +143,10 @@ async fn run_task(state: &Context, worker: &str, timing: WorkerTiming, task: Tas
 }
 
 async fn execute(state: &Context, task: &TaskRow, control: &mut Control) -> Result<TaskProgress, TaskFailure> {
-    let props: TaskProps =
-        serde_json::from_str(&task.props).map_err(|e| TaskFailure::Permanent(format!("bad task properties: {e}")))?;
-    let owner = task.owner_id.as_deref().and_then(|o| o.parse::<Uuid>().ok());
-    match TaskType::parse(&task.kind) {
-        Some(TaskType::PolicyMigrate) => migration::run(state, owner, &props, control).await,
-        Some(TaskType::ExternalDownload) => external::run(state, &task.id, owner, &props, control).await,
-        None => Err(TaskFailure::Permanent(format!("unknown task type {}", task.kind))),
+    let owner = task.owner_id.map(Uuid::from);
+    match task.kind {
+        TaskType::PolicyMigrate => migration::run(state, owner, &task.props, control).await,
+        TaskType::ExternalDownload => external::run(state, &task.id, owner, &task.props, control).await,
     }
 }
 
@@ -171,7 +167,7 @@ async fn heartbeat(
             _ = tokio::time::sleep(every) => {}
         }
         let now = now_ms();
-        let progress = serde_json::to_string(&*shared.progress.lock().await).unwrap_or_else(|_| "{}".to_owned());
+        let progress = shared.progress.lock().await.clone();
         match db::tasks::heartbeat(state.db(), &id, &worker, now + timing.lease.as_millis() as i64, &progress, now)
             .await
         {

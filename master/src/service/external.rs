@@ -200,7 +200,7 @@ pub async fn run(
             // Cancelled or shutting down: a cancel stops the node too (a shutdown lets it run;
             // the next attempt starts over).
             let cancelled = matches!(stop, TaskFailure::Stopped)
-                && db::tasks::find(ctx.db(), task_id).await.ok().flatten().is_some_and(|t| t.cancel_requested != 0);
+                && db::tasks::find(ctx.db(), task_id).await.ok().flatten().is_some_and(|t| t.cancel_requested);
             if cancelled {
                 if let Err(err) = reports::fail_external_download(ctx.db(), task_id, "cancelled", now_ms()).await {
                     tracing::warn!(task = %task_id, error = %err, "could not record the cancelled external download");
@@ -254,8 +254,7 @@ pub async fn progress(ctx: &Context, node_id: &str, report: &ExternalDownloadPro
     let downloaded = report.downloaded.min(i64::MAX as u64) as i64;
     let running =
         reports::external_download_progress(ctx.db(), &report.task_id, node_id, downloaded, total, now_ms()).await?;
-    let cancel_requested =
-        db::tasks::find(ctx.db(), &report.task_id).await?.is_none_or(|task| task.cancel_requested != 0);
+    let cancel_requested = db::tasks::find(ctx.db(), &report.task_id).await?.is_none_or(|task| task.cancel_requested);
     Ok(!running || cancel_requested)
 }
 
@@ -285,17 +284,17 @@ pub async fn complete(ctx: &Context, node_id: &str, report: &ExternalDownloadCom
     let task = db::tasks::find(ctx.db(), &report.task_id)
         .await?
         .ok_or_else(|| ServiceError::not_found(codes::TASK_NOT_FOUND, "no such task"))?;
-    let props: TaskProps = serde_json::from_str(&task.props).map_err(ServiceError::internal)?;
-    let owner = task.owner_id.clone().ok_or_else(|| ServiceError::internal(anyhow::anyhow!("task without owner")))?;
+    let props = &task.props;
+    let owner = task.owner_id.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("task without owner")))?;
     let parent = props.parent_id.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("task without folder")))?;
     let refuse = |why: String| async move {
         reports::fail_external_download(ctx.db(), &report.task_id, &why, now_ms()).await?;
         Ok::<bool, ServiceError>(false)
     };
-    if task.cancel_requested != 0 {
+    if task.cancel_requested {
         return refuse("cancelled".to_owned()).await;
     }
-    let Ok(folder) = files::authorize_folder(ctx.db(), files::parse_uuid(&owner)?, parent).await else {
+    let Ok(folder) = files::authorize_folder(ctx.db(), owner.as_uuid(), parent).await else {
         return refuse("the destination folder is gone".to_owned()).await;
     };
     let wanted = report
@@ -305,6 +304,7 @@ pub async fn complete(ctx: &Context, node_id: &str, report: &ExternalDownloadCom
         .unwrap_or_else(|| props.url.as_deref().map_or_else(|| "download".to_owned(), name_from_url));
     let name = free_name(ctx, &folder.row().id, &wanted).await?;
     let size = report.size.min(i64::MAX as u64) as i64;
+    let owner = owner.to_string();
     let capacity = db::users::capacity(ctx.db(), &owner, now_ms()).await?;
     let now = now_ms();
     let committed = async {

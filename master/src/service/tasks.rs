@@ -8,7 +8,7 @@ use uuid::Uuid;
 use crate::context::Context;
 use crate::db::tasks::{TaskFilter, TaskRow};
 use crate::db::{self, Db};
-use crate::domain::ids::GroupId;
+use crate::domain::ids::{GroupId, UserId};
 use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
@@ -43,17 +43,16 @@ fn not_found() -> ServiceError {
 }
 
 pub fn view(row: &TaskRow) -> ServiceResult<TaskView> {
-    let internal = |what: &str| ServiceError::internal(anyhow::anyhow!("task {} has a bad {what}", row.id));
     Ok(TaskView {
         id: files::parse_uuid(&row.id)?,
-        kind: TaskType::parse(&row.kind).ok_or_else(|| internal("type"))?,
-        status: TaskStatus::parse(&row.status).ok_or_else(|| internal("status"))?,
-        owner_id: row.owner_id.as_deref().map(files::parse_uuid).transpose()?,
-        props: serde_json::from_str(&row.props).map_err(ServiceError::internal)?,
-        progress: serde_json::from_str(&row.progress).unwrap_or_default(),
+        kind: row.kind,
+        status: row.status,
+        owner_id: row.owner_id.map(Uuid::from),
+        props: row.props.clone(),
+        progress: row.progress.clone(),
         error: row.error.clone(),
         attempts: row.attempts,
-        cancel_requested: row.cancel_requested != 0,
+        cancel_requested: row.cancel_requested,
         created_at: to_rfc3339(row.created_at),
         updated_at: to_rfc3339(row.updated_at),
         finished_at: row.finished_at.map(to_rfc3339),
@@ -79,18 +78,18 @@ pub async fn enqueue(db: &Db, kind: TaskType, owner: Option<Uuid>, props: &TaskP
     let now = now_ms();
     let row = TaskRow {
         id: Uuid::new_v4().to_string(),
-        kind: kind.as_str().to_owned(),
-        status: TaskStatus::Queued.as_str().to_owned(),
-        owner_id: owner.map(|o| o.to_string()),
-        props: serde_json::to_string(props).map_err(ServiceError::internal)?,
-        progress: serde_json::to_string(&TaskProgress::default()).map_err(ServiceError::internal)?,
+        kind,
+        status: TaskStatus::Queued,
+        owner_id: owner.map(UserId::from),
+        props: props.clone(),
+        progress: TaskProgress::default(),
         error: None,
         attempts: 0,
         max_attempts: MAX_ATTEMPTS,
         run_after: now,
         lease_owner: None,
         lease_until: None,
-        cancel_requested: 0,
+        cancel_requested: false,
         created_at: now,
         updated_at: now,
         finished_at: None,
@@ -102,7 +101,7 @@ pub async fn enqueue(db: &Db, kind: TaskType, owner: Option<Uuid>, props: &TaskP
 async fn load(db: &Db, owner: Option<Uuid>, id: Uuid) -> ServiceResult<TaskRow> {
     let row = db::tasks::find(db, &id.to_string()).await?.ok_or_else(not_found)?;
     match owner {
-        Some(owner) if row.owner_id.as_deref() != Some(owner.to_string().as_str()) => Err(not_found()),
+        Some(owner) if row.owner_id != Some(owner.into()) => Err(not_found()),
         _ => Ok(row),
     }
 }
@@ -115,11 +114,7 @@ pub async fn list(
     kind: Option<TaskType>,
     page: PageRequest,
 ) -> ServiceResult<Page<TaskView>> {
-    let filter = TaskFilter {
-        owner_id: owner.map(|o| o.to_string()),
-        status: status.map(|s| s.as_str().to_owned()),
-        kind: kind.map(|k| k.as_str().to_owned()),
-    };
+    let filter = TaskFilter { owner_id: owner.map(UserId::from), status, kind };
     let (count, rows) = db::tasks::list(db, &filter, page.offset, page.limit).await?;
     Ok(Page { count, items: rows.iter().map(view).collect::<ServiceResult<_>>()? })
 }

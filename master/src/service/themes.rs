@@ -26,7 +26,7 @@ fn view(row: &ThemeRow) -> ServiceResult<ThemePresetView> {
         name: row.name.clone(),
         colors: ThemeColors::from_columns(row.color_columns())
             .map_err(|e| ServiceError::internal(anyhow::anyhow!(e)))?,
-        is_default: row.is_default != 0,
+        is_default: row.is_default,
         updated_at: to_rfc3339(row.updated_at),
     })
 }
