@@ -1,12 +1,13 @@
 //! SQL of `custom_property_definitions`: user-defined properties stored as object metadata.
 
 use super::{Db, DbError};
+use crate::domain::ids::UserId;
 use crate::domain::time::Millis;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct PropertyRow {
     pub id: String,
-    pub owner_id: String,
+    pub owner_id: UserId,
     pub name: String,
     #[sqlx(rename = "type")]
     pub kind: String,
@@ -17,14 +18,14 @@ pub struct PropertyRow {
 
 const COLUMNS: &str = "id, owner_id, name, type, options, default_value, created_at";
 
-pub async fn list(db: &Db, owner_id: &str) -> Result<Vec<PropertyRow>, DbError> {
+pub async fn list(db: &Db, owner_id: UserId) -> Result<Vec<PropertyRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM custom_property_definitions WHERE owner_id = $1 ORDER BY name"))
         .bind(owner_id)
         .fetch_all(db.reader())
         .await?)
 }
 
-pub async fn find_owned(db: &Db, owner_id: &str, id: &str) -> Result<Option<PropertyRow>, DbError> {
+pub async fn find_owned(db: &Db, owner_id: UserId, id: &str) -> Result<Option<PropertyRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM custom_property_definitions WHERE id = $1 AND owner_id = $2"))
         .bind(id)
         .bind(owner_id)
@@ -32,7 +33,7 @@ pub async fn find_owned(db: &Db, owner_id: &str, id: &str) -> Result<Option<Prop
         .await?)
 }
 
-pub async fn find_by_name(db: &Db, owner_id: &str, name: &str) -> Result<Option<PropertyRow>, DbError> {
+pub async fn find_by_name(db: &Db, owner_id: UserId, name: &str) -> Result<Option<PropertyRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM custom_property_definitions WHERE owner_id = $1 AND name = $2"))
         .bind(owner_id)
         .bind(name)
@@ -43,7 +44,7 @@ pub async fn find_by_name(db: &Db, owner_id: &str, name: &str) -> Result<Option<
 pub async fn insert(db: &Db, row: &PropertyRow) -> Result<(), DbError> {
     sqlx::query(&format!("INSERT INTO custom_property_definitions ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"))
         .bind(row.id.as_str())
-        .bind(row.owner_id.as_str())
+        .bind(row.owner_id)
         .bind(row.name.as_str())
         .bind(row.kind.as_str())
         .bind(row.options.as_str())
@@ -60,7 +61,7 @@ pub async fn update(db: &Db, row: &PropertyRow) -> Result<bool, DbError> {
          WHERE id = $1 AND owner_id = $2",
     )
     .bind(row.id.as_str())
-    .bind(row.owner_id.as_str())
+    .bind(row.owner_id)
     .bind(row.name.as_str())
     .bind(row.kind.as_str())
     .bind(row.options.as_str())
@@ -70,7 +71,7 @@ pub async fn update(db: &Db, row: &PropertyRow) -> Result<bool, DbError> {
     Ok(done.rows_affected() > 0)
 }
 
-pub async fn delete(db: &Db, owner_id: &str, id: &str) -> Result<bool, DbError> {
+pub async fn delete(db: &Db, owner_id: UserId, id: &str) -> Result<bool, DbError> {
     let done = sqlx::query("DELETE FROM custom_property_definitions WHERE id = $1 AND owner_id = $2")
         .bind(id)
         .bind(owner_id)

@@ -2,12 +2,13 @@
 //! that descend from one sign-in.
 
 use super::{Db, DbError};
+use crate::domain::ids::UserId;
 use crate::domain::time::Millis;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RefreshTokenRow {
     pub id: String,
-    pub user_id: String,
+    pub user_id: UserId,
     pub family_id: String,
     pub expires_at: Millis,
     pub retired_at: Option<Millis>,
@@ -17,7 +18,7 @@ pub struct RefreshTokenRow {
 pub async fn insert(
     db: &Db,
     id: &str,
-    user_id: &str,
+    user_id: UserId,
     family_id: &str,
     expires_at: Millis,
     now: Millis,
@@ -67,7 +68,7 @@ pub async fn revoke_family(db: &Db, family_id: &str, now: Millis) -> Result<u64,
     Ok(done.rows_affected())
 }
 
-pub async fn revoke_user(db: &Db, user_id: &str, now: Millis) -> Result<u64, DbError> {
+pub async fn revoke_user(db: &Db, user_id: UserId, now: Millis) -> Result<u64, DbError> {
     let done = sqlx::query("UPDATE refresh_tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL")
         .bind(user_id)
         .bind(now)

@@ -294,7 +294,7 @@ pub async fn change_password(db: &Db, user_id: Uuid, old: &Secret, new: &Secret)
     }
     let hash = hash_password(new).await.map_err(|e| password_error("new_password", e))?;
     db::users::set_credential(db, id, EMAIL_PASSWORD, &hash).await?;
-    db::refresh_tokens::revoke_user(db, &id.to_string(), now_ms()).await?;
+    db::refresh_tokens::revoke_user(db, id, now_ms()).await?;
     Ok(())
 }
 

@@ -78,7 +78,7 @@ pub async fn patch(
             }
             PROPERTY_NAMESPACE => {
                 let definition =
-                    db::properties::find_by_name(db, &owner.to_string(), &change.name).await?.ok_or_else(|| {
+                    db::properties::find_by_name(db, owner.into(), &change.name).await?.ok_or_else(|| {
                         ServiceError::validation("name", format!("no custom property named {:?}", change.name))
                     })?;
                 if let Some(value) = &change.value {
@@ -275,14 +275,14 @@ fn property_name_taken(err: DbError) -> ServiceError {
 }
 
 pub async fn list_properties(db: &Db, owner: Uuid) -> ServiceResult<Vec<PropertyView>> {
-    db::properties::list(db, &owner.to_string()).await?.iter().map(property_view).collect()
+    db::properties::list(db, owner.into()).await?.iter().map(property_view).collect()
 }
 
 pub async fn create_property(db: &Db, owner: Uuid, input: PropertyInput) -> ServiceResult<PropertyView> {
     let name = validate_property(&input)?;
     let row = PropertyRow {
         id: Uuid::new_v4().to_string(),
-        owner_id: owner.to_string(),
+        owner_id: owner.into(),
         name,
         kind: input.kind.as_str().to_owned(),
         options: serde_json::to_string(&input.options).map_err(ServiceError::internal)?,
@@ -296,7 +296,7 @@ pub async fn create_property(db: &Db, owner: Uuid, input: PropertyInput) -> Serv
 pub async fn update_property(db: &Db, owner: Uuid, id: Uuid, input: PropertyInput) -> ServiceResult<PropertyView> {
     let name = validate_property(&input)?;
     let existing =
-        db::properties::find_owned(db, &owner.to_string(), &id.to_string()).await?.ok_or_else(property_not_found)?;
+        db::properties::find_owned(db, owner.into(), &id.to_string()).await?.ok_or_else(property_not_found)?;
     let row = PropertyRow {
         name,
         kind: input.kind.as_str().to_owned(),
@@ -309,9 +309,5 @@ pub async fn update_property(db: &Db, owner: Uuid, id: Uuid, input: PropertyInpu
 }
 
 pub async fn delete_property(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<()> {
-    if db::properties::delete(db, &owner.to_string(), &id.to_string()).await? {
-        Ok(())
-    } else {
-        Err(property_not_found())
-    }
+    if db::properties::delete(db, owner.into(), &id.to_string()).await? { Ok(()) } else { Err(property_not_found()) }
 }

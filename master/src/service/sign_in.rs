@@ -162,7 +162,7 @@ async fn issue(ctx: &Context, user: &UserRow, family: Uuid) -> ServiceResult<Tok
     db::refresh_tokens::insert(
         ctx.db(),
         &refresh.jti.to_string(),
-        &user.id.to_string(),
+        user.id,
         &family.to_string(),
         refresh_exp * 1000,
         now_ms,

@@ -73,7 +73,7 @@ pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, update: UserUpdate) ->
     db::users::update(ctx.db(), key, &changes, now).await?;
     if let Some(hash) = password_hash {
         db::users::set_credential(ctx.db(), key, EMAIL_PASSWORD, &hash).await?;
-        db::refresh_tokens::revoke_user(ctx.db(), &key.to_string(), now).await?;
+        db::refresh_tokens::revoke_user(ctx.db(), key, now).await?;
     }
     // Each effect has its own entry, so lifting a ban never revives claims a move made stale.
     if let Some(version) = claims_version {
@@ -83,7 +83,7 @@ pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, update: UserUpdate) ->
         Some(UserStatus::Active) if current.status != UserStatus::Active => revocation::unban(ctx.store(), id).await?,
         Some(status) if status != UserStatus::Active => {
             revocation::ban(ctx.store(), id).await?;
-            db::refresh_tokens::revoke_user(ctx.db(), &key.to_string(), now).await?;
+            db::refresh_tokens::revoke_user(ctx.db(), key, now).await?;
         }
         _ => {}
     }
