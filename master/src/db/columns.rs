@@ -12,6 +12,7 @@ use sqlx::{Decode, Encode, Type};
 use super::{DbError, Values};
 use crate::domain::group::GroupPermissions;
 use crate::domain::ids::{GroupId, NodeId, ObjectId, PolicyId, UserId};
+use crate::domain::node::NodeStatus;
 use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
 use crate::domain::user::UserStatus;
 
@@ -78,6 +79,7 @@ enum_column!(
     UserStatus => |text| text.parse().ok(),
     TaskStatus => TaskStatus::parse,
     TaskType => TaskType::parse,
+    NodeStatus => NodeStatus::parse,
 );
 
 /// Stores a document as JSON text and reads it back with serde.

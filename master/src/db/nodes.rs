@@ -3,6 +3,7 @@
 use super::columns::{Flag, JsonDocument};
 use super::{Db, DbError};
 use crate::domain::ids::NodeId;
+use crate::domain::node::NodeStatus;
 use crate::domain::time::Millis;
 
 const COLUMNS: &str =
@@ -17,7 +18,7 @@ pub struct NodeRow {
     pub secret_key: String,
     #[sqlx(try_from = "Flag")]
     pub enabled: bool,
-    pub status: String,
+    pub status: NodeStatus,
     pub last_heartbeat: Option<Millis>,
     pub free_space: Option<i64>,
     /// What the node said it can do at its last check (`{}` before the first).
@@ -45,7 +46,7 @@ pub async fn insert(db: &Db, node: &NodeRow) -> Result<(), DbError> {
         .bind(node.base_url.as_str())
         .bind(node.secret_key.as_str())
         .bind(i64::from(node.enabled))
-        .bind(node.status.as_str())
+        .bind(node.status)
         .bind(node.last_heartbeat)
         .bind(node.free_space)
         .bind(node.capabilities.to_string())
@@ -76,7 +77,7 @@ pub async fn update(db: &Db, node: &NodeRow) -> Result<bool, DbError> {
 pub async fn set_health(
     db: &Db,
     id: NodeId,
-    status: &str,
+    status: NodeStatus,
     heartbeat: Option<Millis>,
     free_space: Option<i64>,
     capabilities: &serde_json::Value,

@@ -3,6 +3,7 @@
 pub mod group;
 pub mod ids;
 pub mod naming;
+pub mod node;
 pub mod object;
 pub mod policy;
 pub mod settings;

@@ -16,6 +16,7 @@ use uuid::Uuid;
 use crate::db::nodes::NodeRow;
 use crate::db::{self, Db, DbError};
 use crate::domain::ids::NodeId;
+use crate::domain::node::NodeStatus;
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
@@ -64,7 +65,7 @@ fn view(row: &NodeRow) -> ServiceResult<NodeView> {
         name: row.name.clone(),
         base_url: row.base_url.clone(),
         enabled: row.enabled,
-        status: row.status.clone(),
+        status: row.status.as_str().to_owned(),
         last_heartbeat: row.last_heartbeat.map(to_rfc3339),
         free_space: row.free_space,
         capabilities: row.capabilities.clone(),
@@ -114,7 +115,7 @@ pub async fn create(db: &Db, input: NodeInput) -> ServiceResult<NodeView> {
         base_url,
         secret_key: key.expose().to_owned(),
         enabled: input.enabled,
-        status: "unknown".to_owned(),
+        status: NodeStatus::Unknown,
         last_heartbeat: None,
         free_space: None,
         capabilities: serde_json::json!([]),
@@ -159,7 +160,7 @@ pub async fn check(db: &Db, id: Uuid) -> ServiceResult<NodeCheck> {
         Ok(result) => {
             let capabilities = serde_json::to_value(&result.capabilities).unwrap_or_else(|_| serde_json::json!([]));
             let free = result.free_space.and_then(|f| i64::try_from(f).ok());
-            db::nodes::set_health(db, node.id, "online", Some(now_ms()), free, &capabilities).await?;
+            db::nodes::set_health(db, node.id, NodeStatus::Online, Some(now_ms()), free, &capabilities).await?;
             Ok(NodeCheck {
                 protocol_version: result.protocol_version,
                 software: result.software,
@@ -168,7 +169,7 @@ pub async fn check(db: &Db, id: Uuid) -> ServiceResult<NodeCheck> {
             })
         }
         Err(err) => {
-            db::nodes::set_health(db, node.id, "offline", None, node.free_space, &node.capabilities).await?;
+            db::nodes::set_health(db, node.id, NodeStatus::Offline, None, node.free_space, &node.capabilities).await?;
             tracing::warn!(node = %node.name, error = %err.message, "storage node check failed");
             Err(err)
         }
