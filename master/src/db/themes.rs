@@ -1,40 +1,57 @@
 //! SQL of the `theme_presets` table.
 
-use super::columns::Flag;
-use super::{Db, DbError};
+use super::{Db, DbError, Values};
+use crate::domain::theme::ThemeColors;
 use crate::domain::time::Millis;
 
 const COLUMNS: &str = "id, name, primary_color, secondary_color, success_color, info_color, warning_color, \
      error_color, neutral_color, is_default, created_at, updated_at";
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct ThemeRow {
     pub id: String,
     pub name: String,
-    pub primary_color: String,
-    pub secondary_color: String,
-    pub success_color: String,
-    pub info_color: String,
-    pub warning_color: String,
-    pub error_color: String,
-    pub neutral_color: String,
-    #[sqlx(try_from = "Flag")]
+    /// The seven `*_color` columns.
+    pub colors: ThemeColors,
     pub is_default: bool,
     pub created_at: Millis,
     pub updated_at: Millis,
 }
 
+/// The colour columns in [`ThemeColors::from_columns`]' order.
+const COLOR_COLUMNS: [&str; 7] = [
+    "primary_color",
+    "secondary_color",
+    "success_color",
+    "info_color",
+    "warning_color",
+    "error_color",
+    "neutral_color",
+];
+
 impl ThemeRow {
-    pub fn color_columns(&self) -> [&str; 7] {
-        [
-            &self.primary_color,
-            &self.secondary_color,
-            &self.success_color,
-            &self.info_color,
-            &self.warning_color,
-            &self.error_color,
-            &self.neutral_color,
-        ]
+    fn read(row: &dyn Values) -> Result<Self, DbError> {
+        let [a, b, c, d, e, f, g] = COLOR_COLUMNS.map(|column| row.text(column));
+        let texts = [a?, b?, c?, d?, e?, f?, g?];
+        let colors = ThemeColors::from_columns(texts.each_ref().map(String::as_str))
+            .map_err(|reason| DbError::Invalid { column: "*_color".to_owned(), reason })?;
+        Ok(Self {
+            id: row.text("id")?,
+            name: row.text("name")?,
+            colors,
+            is_default: row.flag("is_default")?,
+            created_at: row.int("created_at")?,
+            updated_at: row.int("updated_at")?,
+        })
+    }
+}
+
+impl sqlx::FromRow<'_, sqlx::any::AnyRow> for ThemeRow {
+    fn from_row(row: &sqlx::any::AnyRow) -> Result<Self, sqlx::Error> {
+        Self::read(row).map_err(|error| match error {
+            DbError::Sqlx(error) => error,
+            other => sqlx::Error::Decode(Box::new(other)),
+        })
     }
 }
 

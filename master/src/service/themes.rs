@@ -24,8 +24,7 @@ fn view(row: &ThemeRow) -> ServiceResult<ThemePresetView> {
     Ok(ThemePresetView {
         id: row.id.parse().map_err(ServiceError::internal)?,
         name: row.name.clone(),
-        colors: ThemeColors::from_columns(row.color_columns())
-            .map_err(|e| ServiceError::internal(anyhow::anyhow!(e)))?,
+        colors: row.colors,
         is_default: row.is_default,
         updated_at: to_rfc3339(row.updated_at),
     })
