@@ -13,6 +13,7 @@
 
 pub mod blobs;
 pub mod groups;
+pub mod ingest;
 pub mod inline;
 pub mod node_reports;
 pub mod nodes;

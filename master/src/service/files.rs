@@ -662,20 +662,6 @@ async fn delete_trees(tx: &mut Conn, owner_id: &str, roots: &[ObjectRow]) -> Ser
     Ok(orphans)
 }
 
-/// Takes one reference to the content stored at `key` inside `tx` (see
-/// [`db::blobs::reference_content`]; a new blob gets a new id). Answers the blob id and whether
-/// it was a duplicate, whose bytes at `key` the caller deletes after the commit.
-pub async fn reference_content(
-    tx: &mut Conn,
-    policy_id: &str,
-    key: &str,
-    blake3: &str,
-    size: i64,
-) -> Result<(String, bool), DbError> {
-    let blob = db::blobs::BlobRow::new_content(&new_id().to_string(), policy_id, key, size, blake3);
-    db::blobs::reference_content(tx, &blob, now_ms()).await
-}
-
 /// Deletes unreferenced blobs from storage and then their rows. Failures are logged and left
 /// for the orphan collector: the metadata change has already committed.
 pub async fn release_blobs(ctx: &Context, blob_ids: &[String]) {

@@ -9,6 +9,7 @@ pub mod downloads;
 pub mod external;
 pub mod files;
 pub mod groups;
+pub mod ingest;
 pub mod maintenance;
 pub mod metadata;
 pub mod migration;

@@ -3,22 +3,21 @@
 //! enforced before and while the bytes arrive.
 
 use crate::context::Context;
-use crate::db::objects::{ContentReplaced, FileCreation, NewObject, ObjectRow};
+use crate::db::objects::ObjectRow;
 use crate::db::policies::PolicyRow;
 use crate::db::{self, DbError};
 use crate::domain::naming::{self, NamingContext};
-use crate::domain::object::{ObjectKind, ObjectName, new_id};
+use crate::domain::object::ObjectName;
 use crate::domain::time::{Millis, now_ms};
-use crate::error::{ErrorKind, ServiceError, ServiceResult};
-use crate::error_codes as codes;
+use crate::error::{ServiceError, ServiceResult};
 use crate::service::downloads::expect_file;
 use crate::service::files::{self, ObjectView, quota_exceeded};
+use crate::service::ingest::{self, Charge, Hold, Ingested, Plan, StagedBlob};
 use crate::service::policies;
 use crate::service::uploads::check_max_size;
 use bytes::Bytes;
 use nubo_common::hash::StreamHasher;
-use nubo_common::storage::{BlobStore, ByteStream, PutOutcome, StorageError, StorageKey};
-use std::sync::Arc;
+use nubo_common::storage::{ByteStream, StorageError, StorageKey};
 use uuid::Uuid;
 
 /// Declared lengths up to this are not reserved against the quota before the bytes arrive.
@@ -96,48 +95,18 @@ async fn replace_row(
     content_length: Option<u64>,
     body: ByteStream,
 ) -> ServiceResult<(i64, Millis)> {
-    let streamed = stream_content(ctx, owner, policy, &row.name, row.size, usage, content_length, body).await?;
-    let size = streamed.outcome.size as i64;
-    let now = now_ms();
-    let blob_id = new_id().to_string();
-    let replacement = db::objects::ContentReplacement {
-        object_id: &row.id,
-        old_blob_id: row.physical_file_id.as_deref(),
-        old_size: row.size,
-        owner_id: &streamed.owner_id,
-        policy_id: &policy.id,
-        blob_id: &blob_id,
-        storage_key: Some(streamed.key.as_str()),
-        blake3: &streamed.outcome.blake3,
-        size,
-        charge: streamed.charge(size - row.size),
-        capacity: streamed.capacity,
-    };
-    match db::objects::replace_content(ctx.db(), &replacement, now).await {
-        Ok(ContentReplaced::Replaced { duplicate, released, .. }) => {
-            let ctx = ctx.clone();
-            tokio::spawn(async move {
-                if duplicate {
-                    streamed.remove_surplus().await;
-                }
-                files::release_blobs(&ctx, released.as_slice()).await;
-            });
-            Ok((size, now))
-        }
-        Ok(ContentReplaced::QuotaExceeded | ContentReplaced::NotReferenced) => {
-            Err(streamed.discard(ctx, quota_exceeded()).await)
-        }
-        Ok(ContentReplaced::Changed) => Err(streamed.discard(ctx, changed_meanwhile()).await),
-        Err(err) => Err(streamed.discard(ctx, err.into()).await),
-    }
+    let (staged, reserved) =
+        stream_content(ctx, owner, policy, &row.name, row.size, usage, content_length, body).await?;
+    let size = staged.size();
+    let charge = Charge { amount: size - row.size - reserved, capacity: usage.capacity };
+    let plan = Plan::replace(&owner.to_string(), &row.id, row.physical_file_id.as_deref(), row.size, charge);
+    let file = ingest::commit(ctx, staged, plan).await?.ok_or_else(no_bookkeeping)?;
+    Ok((size, file.at))
 }
 
-fn changed_meanwhile() -> ServiceError {
-    ServiceError::new(
-        ErrorKind::Conflict,
-        codes::OBJECT_CHANGED,
-        "the file was changed or removed while the new content arrived; send it again",
-    )
+/// A commit without bookkeeping steps cannot be superseded.
+fn no_bookkeeping() -> ServiceError {
+    ServiceError::internal(anyhow::anyhow!("a write without bookkeeping was superseded"))
 }
 
 /// How many bytes a write may bring: the policy's `max_size` and the room the quota leaves
@@ -269,30 +238,13 @@ impl PlannedWrite {
             let id = files::parse_uuid(&row.id)?;
             return Ok(files::PathEntry::with_content(self.owner, id, &row.name, size, row.created_at, now));
         }
-        let streamed =
+        let (staged, reserved) =
             stream_content(ctx, self.owner, &self.policy, self.name.as_str(), 0, self.usage, self.declared, body)
                 .await?;
-        let size = streamed.outcome.size as i64;
-        let content = NewContent {
-            storage_key: Some(streamed.key.as_str()),
-            blake3: &streamed.outcome.blake3,
-            size,
-            charge: streamed.charge(size),
-        };
-        match self.create_file(ctx, content).await {
-            Ok((FileCreation::Stored, entry)) => Ok(entry),
-            Ok((FileCreation::Duplicate(_), entry)) => {
-                // The file refers to the older blob of the same content: the new one is surplus,
-                // and nobody waits for it to go.
-                tokio::spawn(streamed.remove_surplus());
-                Ok(entry)
-            }
-            // (`NotReferenced` needs content that was not stored: not this.)
-            Ok((FileCreation::QuotaExceeded | FileCreation::NotReferenced, _)) => {
-                Err(streamed.discard(ctx, quota_exceeded()).await)
-            }
-            Err(err) => Err(streamed.discard(ctx, err).await),
-        }
+        let size = staged.size();
+        let plan = self.new_file(Charge { amount: size - reserved, capacity: self.usage.capacity });
+        let file = ingest::commit(ctx, staged, plan).await?.ok_or_else(no_bookkeeping)?;
+        self.written(&file)
     }
 
     /// Writes a body the caller held whole before the write began (a small one). When the
@@ -320,140 +272,34 @@ impl PlannedWrite {
         if !db::blobs::holds_content(ctx.db(), &self.policy.id, &blake3, size).await? {
             return Ok(None);
         }
-        let Some(row) = &self.existing else {
-            let content = NewContent { storage_key: None, blake3: &blake3, size, charge: size };
-            return match self.create_file(ctx, content).await? {
-                (FileCreation::Duplicate(_), entry) => Ok(Some(entry)),
-                // The blob went (or the charge does not fit) since the look-up: store the bytes.
-                _ => Ok(None),
-            };
-        };
-        self.replace_with_held_content(ctx, row, &blake3, size).await
-    }
-
-    /// [`PlannedWrite::refer_to_held_content`] for an existing file: its content becomes the
-    /// policy's blob with `blake3` and `size`, and its old blob loses the file's reference.
-    async fn replace_with_held_content(
-        &self,
-        ctx: &Context,
-        row: &ObjectRow,
-        blake3: &str,
-        size: i64,
-    ) -> ServiceResult<Option<files::PathEntry>> {
-        let (owner_id, unused_blob_id, now) = (self.owner.to_string(), new_id().to_string(), now_ms());
-        let replacement = db::objects::ContentReplacement {
-            object_id: &row.id,
-            old_blob_id: row.physical_file_id.as_deref(),
-            old_size: row.size,
-            owner_id: &owner_id,
-            policy_id: &self.policy.id,
-            blob_id: &unused_blob_id,
-            storage_key: None,
-            blake3,
-            size,
-            charge: size - row.size,
-            capacity: self.usage.capacity,
-        };
-        match db::objects::replace_content(ctx.db(), &replacement, now).await? {
-            ContentReplaced::Replaced { released, .. } => {
-                let ctx = ctx.clone();
-                tokio::spawn(async move { files::release_blobs(&ctx, released.as_slice()).await });
-                let id = files::parse_uuid(&row.id)?;
-                Ok(Some(files::PathEntry::with_content(self.owner, id, &row.name, size, row.created_at, now)))
+        let growth = size - self.existing.as_ref().map_or(0, |row| row.size);
+        let charge = Charge { amount: growth, capacity: self.usage.capacity };
+        let plan = match &self.existing {
+            Some(row) => {
+                Plan::replace(&self.owner.to_string(), &row.id, row.physical_file_id.as_deref(), row.size, charge)
             }
-            ContentReplaced::Changed => Err(changed_meanwhile()),
-            // The blob went (or the charge does not fit) since the look-up: store the bytes.
-            ContentReplaced::QuotaExceeded | ContentReplaced::NotReferenced => Ok(None),
-        }
-    }
-
-    /// Creates the new file with `content` in one transaction ([`db::objects::create_file`]);
-    /// answers how, and the file as it is if it was created.
-    async fn create_file(
-        &self,
-        ctx: &Context,
-        content: NewContent<'_>,
-    ) -> ServiceResult<(FileCreation, files::PathEntry)> {
-        let (object_id, blob_id) = (new_id(), new_id().to_string());
-        let (id, owner_id) = (object_id.to_string(), self.owner.to_string());
-        let now = now_ms();
-        let file = db::objects::NewFile {
-            object: NewObject {
-                id: &id,
-                owner_id: &owner_id,
-                parent_id: Some(&self.parent),
-                name: self.name.as_str(),
-                kind: ObjectKind::File.as_str(),
-                policy_id: Some(&self.policy.id),
-                physical_file_id: Some(&blob_id),
-                size: content.size,
-            },
-            storage_key: content.storage_key,
-            blake3: content.blake3,
-            charge: content.charge,
-            capacity: self.usage.capacity,
+            None => self.new_file(charge),
         };
-        let created = db::objects::create_file(ctx.db(), &file, now).await.map_err(files::on_name_clash)?;
-        let entry = files::PathEntry::with_content(self.owner, object_id, self.name.as_str(), content.size, now, now);
-        Ok((created, entry))
-    }
-}
-
-/// The content of a new file: stored at `storage_key`, or (`None`) to be found among the
-/// policy's blobs; `charge` is what the owner's usage still grows by.
-struct NewContent<'a> {
-    storage_key: Option<&'a str>,
-    blake3: &'a str,
-    size: i64,
-    charge: i64,
-}
-
-/// Content streamed into a new blob, not yet referenced by any file.
-struct StreamedContent {
-    store: Arc<dyn BlobStore>,
-    key: StorageKey,
-    outcome: PutOutcome,
-    owner_id: String,
-    /// Quota reserved before the bytes arrived (the declared growth).
-    reserved: i64,
-    capacity: i64,
-}
-
-impl StreamedContent {
-    /// What the owner's usage still changes by for a real `growth`: the reservation made before
-    /// the bytes arrived is already charged.
-    fn charge(&self, growth: i64) -> i64 {
-        growth - self.reserved
-    }
-
-    /// Removes the new bytes once a file refers to an older blob of the same content instead.
-    async fn remove_surplus(self) {
-        if let Err(error) = self.store.delete(&self.key).await {
-            tracing::warn!(%error, key = %self.key, "cannot remove a duplicate blob");
+        // `None`: the blob went (or the charge does not fit) since the look-up: store the bytes.
+        match ingest::commit_held(ctx, &self.policy.id, (size, &blake3), plan).await? {
+            Some(file) => Ok(Some(self.written(&file)?)),
+            None => Ok(None),
         }
     }
 
-    /// Undoes the write after a failure: the new bytes go, the reservation comes back.
-    async fn discard(self, ctx: &Context, error: ServiceError) -> ServiceError {
-        if let Err(err) = self.store.delete(&self.key).await {
-            tracing::warn!(key = %self.key, error = %err, "cannot remove the bytes of a failed write; the collector will");
-        }
-        give_back(ctx, &self.owner_id, self.reserved).await;
-        error
+    /// The plan of the new file this write creates.
+    fn new_file(&self, charge: Charge) -> Plan {
+        Plan::new_file(&self.owner.to_string(), &self.parent, self.name.as_str(), charge)
     }
-}
 
-async fn give_back(ctx: &Context, owner_id: &str, bytes: i64) {
-    if bytes <= 0 {
-        return;
-    }
-    let released = match ctx.db().writer().acquire().await {
-        Ok(mut conn) => db::users::release_storage(&mut conn, owner_id, bytes).await,
-        Err(err) => Err(DbError::from(err)),
-    };
-    if let Err(err) = released {
-        // The usage stays counted too high until corrected: worth an operator's look.
-        tracing::warn!(user = %owner_id, bytes, error = %err, "could not give back a reservation");
+    /// The entry of the file as `file` left it.
+    fn written(&self, file: &Ingested) -> ServiceResult<files::PathEntry> {
+        let id = files::parse_uuid(&file.object_id)?;
+        let (name, created_at) = match &self.existing {
+            Some(row) => (row.name.as_str(), row.created_at),
+            None => (self.name.as_str(), file.at),
+        };
+        Ok(files::PathEntry::with_content(self.owner, id, name, file.size, created_at, file.at))
     }
 }
 
@@ -471,7 +317,7 @@ async fn stream_content(
     usage: Usage,
     content_length: Option<u64>,
     body: ByteStream,
-) -> ServiceResult<StreamedContent> {
+) -> ServiceResult<(StagedBlob, i64)> {
     let db = ctx.db();
     if let Some(length) = content_length {
         check_max_size(policy.max_size, length as i64)?;
@@ -501,19 +347,22 @@ async fn stream_content(
     let (store, key) = match prepared {
         Ok(prepared) => prepared,
         Err(err) => {
-            give_back(ctx, &owner_id, reserved).await;
+            ingest::give_back(ctx, &owner_id, reserved).await;
             return Err(err);
         }
     };
     let limit = ByteLimit::of(policy, usage, current_size);
-    match store.put_stream(&key, body, Some(limit.bytes())).await {
-        Ok(outcome) => Ok(StreamedContent { store, key, outcome, owner_id, reserved, capacity }),
+    // From here on the guard gives the reservation back and removes the bytes unless they are
+    // committed, also when this request is cancelled while they arrive.
+    let staged = StagedBlob::new(ctx, store, key, &policy.id, Hold::Reservation { owner_id, bytes: reserved });
+    match staged.store().put_stream(staged.key(), body, Some(limit.bytes())).await {
+        Ok(outcome) => Ok((staged.holding(outcome.size as i64, &outcome.blake3), reserved)),
         Err(err) => {
-            give_back(ctx, &owner_id, reserved).await;
-            Err(match err {
+            let refusal = match err {
                 StorageError::TooLarge { limit: bytes } => limit.refusal(bytes + 1),
                 other => other.into(),
-            })
+            };
+            Err(staged.discard(refusal).await)
         }
     }
 }
