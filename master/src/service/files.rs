@@ -55,7 +55,7 @@ pub fn not_found() -> ServiceError {
     ServiceError::not_found(codes::OBJECT_NOT_FOUND, "no such file or folder")
 }
 
-fn name_taken() -> ServiceError {
+pub(crate) fn name_taken() -> ServiceError {
     ServiceError::conflict(codes::OBJECT_NAME_TAKEN, "an object with that name exists in the folder").with_field("name")
 }
 

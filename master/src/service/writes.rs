@@ -1,6 +1,14 @@
 //! Bytes in outside upload sessions: a streamed body becomes a new file or a file's new
-//! content (WebDAV `PUT`, `PATCH /file/content`), with the policy's limits and the quota
-//! enforced before and while the bytes arrive.
+//! content (WebDAV `PUT` through a [`Write`], `PATCH /file/content` through
+//! [`replace_content`]), with the policy's limits and the quota enforced before and while the
+//! bytes arrive, and the file committed by [`ingest`].
+
+use bytes::Bytes;
+use nubo_common::hash::StreamHasher;
+use nubo_common::storage::{ByteStream, StorageError, StorageKey};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
 
 use crate::context::Context;
 use crate::db::objects::ObjectRow;
@@ -9,16 +17,13 @@ use crate::db::{self, DbError};
 use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::ObjectName;
 use crate::domain::time::{Millis, now_ms};
-use crate::error::{ServiceError, ServiceResult};
+use crate::error::{ErrorKind, ServiceError, ServiceResult};
+use crate::error_codes as codes;
 use crate::service::downloads::expect_file;
 use crate::service::files::{self, ObjectView, quota_exceeded};
 use crate::service::ingest::{self, Charge, Hold, Ingested, Plan, StagedBlob};
 use crate::service::policies;
 use crate::service::uploads::check_max_size;
-use bytes::Bytes;
-use nubo_common::hash::StreamHasher;
-use nubo_common::storage::{ByteStream, StorageError, StorageKey};
-use uuid::Uuid;
 
 /// Declared lengths up to this are not reserved against the quota before the bytes arrive.
 const RESERVE_ABOVE: u64 = 1024 * 1024;
@@ -112,7 +117,7 @@ fn no_bookkeeping() -> ServiceError {
 /// How many bytes a write may bring: the policy's `max_size` and the room the quota leaves
 /// (the file's current size counts as room: it is replaced).
 #[derive(Debug, Clone, Copy)]
-pub struct ByteLimit {
+struct ByteLimit {
     max_size: Option<u64>,
     room: u64,
 }
@@ -140,7 +145,7 @@ impl ByteLimit {
 
 /// A write of the file `name` in a folder, checked and ready to take its body (WebDAV `PUT`):
 /// a new file on the group's default policy, or new content for the existing file there.
-pub struct PlannedWrite {
+struct PlannedWrite {
     owner: Uuid,
     /// The folder's id.
     parent: String,
@@ -166,7 +171,7 @@ pub enum Presence {
 /// Plans writing `name` in the owner's folder `parent` (an entry this service looked up for
 /// the owner) from a body of `declared` bytes (unknown for a chunked body). Refuses a name taken
 /// by a folder; [`PlannedWrite::admit`] then says whether the size fits.
-pub async fn plan_write(
+async fn plan_write(
     ctx: &Context,
     owner: Uuid,
     group_id: &str,
@@ -364,5 +369,271 @@ async fn stream_content(
             };
             Err(staged.discard(refusal).await)
         }
+    }
+}
+
+/// Request-body pieces in flight between the front end and a write's task.
+const WRITE_QUEUE: usize = 8;
+/// Bodies up to this size are held and written whole at [`Write::finish`], without a task.
+const INLINE_WRITE: u64 = 64 * 1024;
+
+/// Whether a write may replace a file already at its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overwrite {
+    /// Create the file or replace the one there.
+    Allow,
+    /// Only create: a file already there refuses the write (409 `object.name_taken`).
+    Refuse,
+    /// Only replace: without a file there the write is refused (404).
+    Require,
+}
+
+/// A write of one file whose body a front end hands over piece by piece as it arrives (WebDAV
+/// `PUT`): [`Write::begin`] plans and admits it, [`Write::push`] takes each piece,
+/// [`Write::finish`] completes it. The write keeps the small-body buffer, the byte limit and
+/// the hand-off to its own task. A small body is held and written whole at `finish` (not at all
+/// when the policy holds the same content already); a larger one is fed through a bounded
+/// channel to the write running as its own task. A write dropped before `finish` stores
+/// nothing, or ends its task's body cut off, so the task gives its staged bytes up.
+pub struct Write {
+    ctx: Context,
+    limit: ByteLimit,
+    declared: Option<u64>,
+    written: u64,
+    replaces: bool,
+    sink: Sink,
+}
+
+/// Where a write's bytes go.
+enum Sink {
+    /// The body so far, held until it passes [`INLINE_WRITE`] bytes or ends.
+    Held { plan: Box<PlannedWrite>, pieces: Vec<Bytes> },
+    /// The write's task, fed through a bounded channel: a large body streams.
+    Streaming { sender: mpsc::Sender<Piece>, task: JoinHandle<ServiceResult<files::PathEntry>> },
+    /// The write completed or was given up.
+    Ended,
+}
+
+/// What a write's task is sent.
+enum Piece {
+    Data(Bytes),
+    /// Every byte was sent: the body is complete.
+    End,
+}
+
+impl Write {
+    /// Plans writing `name` in the owner's folder `parent` from a body of `declared` bytes
+    /// (unknown for a chunked body), as [`plan_write`] does, and admits it: what cannot be taken
+    /// (a file there when `overwrite` refuses one, none when it requires one, over the policy's
+    /// `max_size` or the quota) is refused before a byte is read.
+    #[allow(clippy::too_many_arguments)] // the plan's facts, passed straight through
+    pub async fn begin(
+        ctx: &Context,
+        owner: Uuid,
+        group_id: &str,
+        parent: &files::PathEntry,
+        name: &str,
+        presence: Presence,
+        declared: Option<u64>,
+        overwrite: Overwrite,
+    ) -> ServiceResult<Self> {
+        let plan = plan_write(ctx, owner, group_id, parent, name, presence, declared).await?;
+        let replaces = plan.replaces_a_file();
+        match overwrite {
+            Overwrite::Refuse if replaces => return Err(files::name_taken()),
+            Overwrite::Require if !replaces => return Err(files::not_found()),
+            _ => {}
+        }
+        plan.admit()?;
+        let limit = plan.byte_limit();
+        let sink = Sink::Held { plan: Box::new(plan), pieces: Vec::new() };
+        Ok(Self { ctx: ctx.clone(), limit, declared, written: 0, replaces, sink })
+    }
+
+    /// Whether the write replaces an existing file.
+    pub fn replaces_a_file(&self) -> bool {
+        self.replaces
+    }
+
+    /// Bytes taken so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Takes the next piece of the body. Bytes past the limit are refused at once (413 or 507),
+    /// without waiting for the task to see them: a client that pauses now would otherwise wait
+    /// for an answer that needs more body. A refused write is given up.
+    pub async fn push(&mut self, bytes: Bytes) -> ServiceResult<()> {
+        self.written += bytes.len() as u64;
+        if self.written > self.limit.bytes() {
+            let refusal = self.limit.refusal(self.written);
+            return Err(self.abandon(refusal).await);
+        }
+        if let Some(declared) = self.declared.filter(|declared| self.written > *declared) {
+            return Err(self.abandon(wrong_length(declared, self.written)).await);
+        }
+        if let Sink::Held { pieces, .. } = &mut self.sink {
+            pieces.push(bytes);
+            if self.written <= INLINE_WRITE {
+                return Ok(());
+            }
+            self.start_streaming().await
+        } else {
+            self.feed(Piece::Data(bytes)).await
+        }
+    }
+
+    /// Completes the write with every byte pushed: the file appears (or gets its new content)
+    /// now, or the write fails and leaves nothing. Answers the file as written.
+    pub async fn finish(&mut self) -> ServiceResult<files::PathEntry> {
+        if let Some(declared) = self.declared.filter(|declared| self.written != *declared) {
+            return Err(self.abandon(wrong_length(declared, self.written)).await);
+        }
+        match std::mem::replace(&mut self.sink, Sink::Ended) {
+            Sink::Held { plan, pieces } => {
+                let ctx = self.ctx.clone();
+                joined(finish_even_if_dropped(async move { plan.write_whole(&ctx, pieces).await }).await)
+            }
+            Sink::Ended => Err(ServiceError::internal(anyhow::anyhow!("a write was finished twice"))),
+            streaming => {
+                self.sink = streaming;
+                self.feed(Piece::End).await?;
+                self.outcome().await
+            }
+        }
+    }
+
+    /// Whether the write completed or was given up.
+    pub fn ended(&self) -> bool {
+        matches!(self.sink, Sink::Ended)
+    }
+
+    /// Ends the write without its end marker, so a task gives its staged bytes up; answers
+    /// `error`.
+    async fn abandon(&mut self, error: ServiceError) -> ServiceError {
+        if let Err(outcome) = self.outcome().await
+            && outcome.kind == ErrorKind::Internal
+        {
+            tracing::warn!(error = %outcome, "a given-up write's task failed");
+        }
+        error
+    }
+
+    /// Ends the write and answers what its task (if one started) says. Held bytes are dropped:
+    /// nothing of them was stored.
+    async fn outcome(&mut self) -> ServiceResult<files::PathEntry> {
+        let Sink::Streaming { sender, task } = std::mem::replace(&mut self.sink, Sink::Ended) else {
+            return Err(ServiceError::internal(anyhow::anyhow!("the write has no task")));
+        };
+        // Without its sender the task's body ends: after the end marker, complete; before it,
+        // cut off (the task then gives its staged bytes up).
+        drop(sender);
+        joined(task.await)
+    }
+
+    /// Starts the write's task and hands it the held bytes.
+    async fn start_streaming(&mut self) -> ServiceResult<()> {
+        let Sink::Held { plan, pieces } = std::mem::replace(&mut self.sink, Sink::Ended) else {
+            return Err(ServiceError::internal(anyhow::anyhow!("the write streams already")));
+        };
+        let (sender, receiver) = mpsc::channel(WRITE_QUEUE);
+        let ctx = self.ctx.clone();
+        // A task of its own: a client that hangs up does not cut the write off between storing
+        // the bytes and committing the file.
+        let task = tokio::spawn(async move { plan.write(&ctx, body_stream(receiver)).await });
+        self.sink = Sink::Streaming { sender, task };
+        for piece in pieces {
+            self.feed(Piece::Data(piece)).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends the task a piece; when it has stopped reading (quota, size limit, storage
+    /// failure), answers why.
+    async fn feed(&mut self, piece: Piece) -> ServiceResult<()> {
+        let Sink::Streaming { sender, .. } = &self.sink else {
+            return Err(ServiceError::internal(anyhow::anyhow!("the write has no task")));
+        };
+        if sender.send(piece).await.is_err() {
+            return Err(self.outcome().await.err().unwrap_or_else(|| {
+                ServiceError::internal(anyhow::anyhow!("a write's task stopped reading and succeeded"))
+            }));
+        }
+        Ok(())
+    }
+}
+
+fn wrong_length(declared: u64, written: u64) -> ServiceError {
+    ServiceError::new(
+        ErrorKind::BadRequest,
+        codes::UPLOAD_WRONG_LENGTH,
+        format!("expected exactly {declared} bytes, got {written}"),
+    )
+}
+
+/// What a write's task answered.
+fn joined(task: Result<ServiceResult<files::PathEntry>, tokio::task::JoinError>) -> ServiceResult<files::PathEntry> {
+    task.unwrap_or_else(|error| Err(ServiceError::internal(anyhow::anyhow!("a write's task failed: {error}"))))
+}
+
+/// The body as a write's task reads it. The channel closing without [`Piece::End`] means the
+/// front end went away: the stream then fails, so nothing incomplete is kept.
+fn body_stream(receiver: mpsc::Receiver<Piece>) -> ByteStream {
+    Box::pin(futures_util::stream::unfold(Some(receiver), |receiver| async move {
+        let mut receiver = receiver?;
+        match receiver.recv().await {
+            Some(Piece::Data(bytes)) => Some((Ok(bytes), Some(receiver))),
+            Some(Piece::End) => None,
+            None => Some((Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the upload was cut off")), None)),
+        }
+    }))
+}
+
+/// Runs `work` to its end even if the caller is dropped (a client that hangs up): it is polled
+/// here first, and only when it has to wait is it moved into a task of its own, which the
+/// caller then waits for. A write that needs no waiting (a small file on SQLite and local disk)
+/// so costs no task and no hand-off between threads.
+async fn finish_even_if_dropped<T: Send + 'static>(
+    work: impl Future<Output = T> + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    let mut work = Box::pin(work);
+    // Between this poll and the spawn below there is no await: the caller cannot be dropped
+    // while `work` is half done and not yet owned by a task.
+    if let std::task::Poll::Ready(done) = futures_util::poll!(&mut work) {
+        return Ok(done);
+    }
+    tokio::spawn(work).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::sync::oneshot;
+
+    use super::finish_even_if_dropped;
+
+    #[tokio::test]
+    async fn work_that_needs_no_waiting_runs_without_a_task() {
+        let tasks = tokio::runtime::Handle::current().metrics();
+        let before = tasks.num_alive_tasks();
+        let during = tasks.clone();
+        let answer = finish_even_if_dropped(async move { during.num_alive_tasks() }).await.unwrap();
+        assert_eq!(answer, before, "the work ran in a task of its own");
+    }
+
+    #[tokio::test]
+    async fn work_that_waits_finishes_after_its_caller_is_dropped() {
+        let (go, gate) = oneshot::channel::<()>();
+        let (done, finished) = oneshot::channel::<&str>();
+        let caller = finish_even_if_dropped(async move {
+            gate.await.unwrap();
+            done.send("finished").unwrap();
+        });
+        // The caller gives up while the work waits (a client that hung up).
+        assert!(tokio::time::timeout(Duration::from_millis(20), caller).await.is_err());
+        go.send(()).unwrap();
+        let finished = tokio::time::timeout(Duration::from_secs(5), finished).await;
+        assert_eq!(finished.expect("the work went on").unwrap(), "finished");
     }
 }

@@ -337,6 +337,6 @@ pub async fn change_policy(
     ApiJson(request): ApiJson<ChangePolicyRequest>,
 ) -> ServiceResult<(StatusCode, Json<TaskView>)> {
     let task =
-        tasks::create_migration(&state, caller.claims.sub, &caller.user.group_id(), id, request.policy_id).await?;
+        tasks::create_migration(&state, caller.claims.sub, caller.user.group_id(), id, request.policy_id).await?;
     Ok((StatusCode::ACCEPTED, Json(task)))
 }

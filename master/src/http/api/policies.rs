@@ -22,7 +22,7 @@ use crate::service::policies::{self, PolicyInput, PolicySummary, PolicyView};
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
     ))]
 pub async fn mine(State(state): State<Context>, caller: AuthRequired) -> ServiceResult<Json<Vec<PolicySummary>>> {
-    Ok(Json(policies::of_group(state.db(), &caller.user.group_id()).await?))
+    Ok(Json(policies::of_group(state.db(), caller.user.group_id()).await?))
 }
 
 /// A policy as written. `options` is `LocalOptions` (`{root, durable}`) or `S3Options` (`{endpoint,

@@ -62,7 +62,7 @@ pub async fn create_upload(
         parent_id: request.parent_id,
         policy_id: request.policy_id,
     };
-    let session = uploads::create(&state, caller.claims.sub, &caller.user.group_id(), upload).await?;
+    let session = uploads::create(&state, caller.claims.sub, caller.user.group_id(), upload).await?;
     Ok((StatusCode::CREATED, Json(session)))
 }
 
@@ -309,6 +309,6 @@ pub async fn create_external_download(
     ApiJson(request): ApiJson<ExternalDownloadRequest>,
 ) -> ServiceResult<(StatusCode, Json<TaskView>)> {
     let request = NewExternalDownload { url: request.url, parent_id: request.parent_id, node_id: request.node_id };
-    let task = external::create(&state, caller.claims.sub, &caller.user.group_id(), request).await?;
+    let task = external::create(&state, caller.claims.sub, caller.user.group_id(), request).await?;
     Ok((StatusCode::ACCEPTED, Json(task)))
 }

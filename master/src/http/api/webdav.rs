@@ -41,7 +41,7 @@ pub async fn create(
     caller: AuthRequired,
     ApiJson(request): ApiJson<NewWebdavAccount>,
 ) -> ServiceResult<(StatusCode, Json<WebdavAccountCreated>)> {
-    let created = dav_accounts::create(&state, caller.claims.sub, &caller.user.group_id(), request).await?;
+    let created = dav_accounts::create(&state, caller.claims.sub, caller.user.group_id(), request).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 

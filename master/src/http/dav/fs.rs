@@ -356,21 +356,18 @@ impl DavFileSystem for NuboFs {
                     writes::Presence::Unknown(facts)
                 }
             };
-            let principal = &self.principal;
-            let plan =
-                writes::plan_write(&self.ctx, self.user(), &principal.group_id, &parent, &name, presence, options.size)
+            let overwrite = match (options.create_new, options.create) {
+                (true, _) => writes::Overwrite::Refuse,
+                (false, true) => writes::Overwrite::Allow,
+                (false, false) => writes::Overwrite::Require,
+            };
+            let (ctx, group_id) = (&self.ctx, &self.principal.group_id);
+            let write =
+                writes::Write::begin(ctx, self.user(), group_id, &parent, &name, presence, options.size, overwrite)
                     .await
                     .map_err(fs_error)?;
-            match plan.replaces_a_file() {
-                true if options.create_new => return Err(FsError::Exists),
-                false if !options.create => return Err(FsError::NotFound),
-                _ => {}
-            }
-            // Refuse at once what cannot be taken, before a byte is read.
-            plan.admit().map_err(fs_error)?;
             self.forget();
-            let file = WriteFile::start(&self.ctx, plan, options.size);
-            Ok(Box::new(file) as Box<dyn DavFile>)
+            Ok(Box::new(WriteFile::new(write)) as Box<dyn DavFile>)
         }
         .boxed()
     }
