@@ -14,7 +14,8 @@ use crate::domain::user::UserFilter;
 use crate::domain::user::UserStatus;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::accounts::{self, EMAIL_PASSWORD, UserView};
+use crate::auth::providers::password::EMAIL_PASSWORD;
+use crate::service::accounts::{self, UserView};
 use crate::service::{Page, PageRequest};
 
 fn not_found() -> ServiceError {
