@@ -164,8 +164,11 @@ impl Inline {
 /// Commits after `answer` succeeded; rolls back after it failed (or the commit did).
 fn finish<T>(conn: &Connection, answer: Result<T, DbError>) -> Result<T, DbError> {
     let committed = answer.and_then(|value| run(conn, "COMMIT").map(|()| value).map_err(DbError::from));
-    if committed.is_err() && !conn.is_autocommit() {
-        let _ = conn.execute_batch("ROLLBACK");
+    if committed.is_err()
+        && !conn.is_autocommit()
+        && let Err(error) = conn.execute_batch("ROLLBACK")
+    {
+        tracing::warn!(%error, "could not roll back a failed SQLite transaction");
     }
     committed
 }

@@ -19,7 +19,6 @@ use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::{bootstrap, site, themes};
 
-
 /// The group a user belongs to, as shown with the user.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct GroupRef {
