@@ -10,7 +10,7 @@ use crate::db::objects::ObjectRow;
 use crate::db::{self, Conn, Db};
 use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::files::PathEntry;
+use crate::service::files::{self, PathEntry};
 
 /// Why the caller may reach an object. Only owners today; shares, WOPI tokens and WebDAV
 /// accounts limited to a folder are to become variants of their own.
@@ -53,17 +53,13 @@ impl Readable {
         &self.row
     }
 
-    pub fn into_row(self) -> ObjectRow {
-        self.row
-    }
-
     pub fn grant(&self) -> Grant {
         self.grant
     }
 
     /// The object's id, parsed.
     pub fn id(&self) -> ServiceResult<Uuid> {
-        crate::service::files::parse_uuid(&self.row.id)
+        files::parse_uuid(&self.row.id)
     }
 }
 
@@ -89,18 +85,18 @@ pub fn not_found() -> ServiceError {
     ServiceError::not_found(codes::OBJECT_NOT_FOUND, "no such file or folder")
 }
 
-/// The one place that decides whether `caller` may `need` an object owned by `owner_id`, and
-/// through which grant; `None` refuses.
-fn grant(caller: Uuid, owner_id: &str, need: Need) -> Option<Grant> {
+/// The one place that decides whether `caller` may `need` an object of `owner`, and through
+/// which grant; `None` refuses.
+fn grant(caller: Uuid, owner: Uuid, need: Need) -> Option<Grant> {
     match need {
-        Need::Read | Need::Write => (owner_id.parse::<Uuid>().ok() == Some(caller)).then_some(Grant::Owner(caller)),
+        Need::Read | Need::Write => (owner == caller).then_some(Grant::Owner(caller)),
     }
 }
 
 /// `row` (as read by id) for `caller`, if the grant and the state allow `need`.
 fn admit(caller: Uuid, row: Option<ObjectRow>, need: Need, reach: Reach) -> ServiceResult<Readable> {
     let row = row.ok_or_else(not_found)?;
-    let grant = grant(caller, &row.owner_id, need).ok_or_else(not_found)?;
+    let grant = grant(caller, files::parse_uuid(&row.owner_id)?, need).ok_or_else(not_found)?;
     match reach {
         Reach::Any => {}
         Reach::Live | Reach::Folder if row.trashed_at.is_some() => return Err(not_found()),
@@ -135,8 +131,7 @@ pub async fn writable_in(conn: &mut Conn, caller: Uuid, id: &str, reach: Reach) 
 /// The id of `entry` (found by a path walk) when `caller` may read it and it is a folder: the
 /// walk continues from it without reading it again.
 pub(crate) fn entry_folder(caller: Uuid, entry: &PathEntry) -> ServiceResult<String> {
-    let Grant::Owner(owner) = entry.grant();
-    grant(caller, &owner.to_string(), Need::Read).ok_or_else(not_found)?;
+    entry_readable(caller, entry)?;
     if !entry.is_folder {
         return Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the object is a file, not a folder"));
     }
@@ -146,7 +141,7 @@ pub(crate) fn entry_folder(caller: Uuid, entry: &PathEntry) -> ServiceResult<Str
 /// Checks that `caller` may read `entry` (found by a path walk), without reading it again.
 pub(crate) fn entry_readable(caller: Uuid, entry: &PathEntry) -> ServiceResult<()> {
     let Grant::Owner(owner) = entry.grant();
-    grant(caller, &owner.to_string(), Need::Read).map(|_| ()).ok_or_else(not_found)
+    grant(caller, owner, Need::Read).map(|_| ()).ok_or_else(not_found)
 }
 
 #[cfg(test)]
