@@ -1,4 +1,4 @@
-//! Who may reach which object: the one decision ([`grant`]) and the handles that carry it.
+//! Who may reach which object: the one decision (`grant`) and the handles that carry it.
 //! Service functions that read or change one object take a [`Readable`] or [`Writable`] made
 //! here, so a function that forgot to ask does not compile. An object the caller may not reach
 //! is answered as if it did not exist (404): a stranger learns nothing about it. This module

@@ -417,7 +417,7 @@ pub async fn relocate(db: &Db, caller: Uuid, id: Uuid, dst: Uuid, name: &str) ->
 
 /// An object as a client addressing paths (WebDAV) sees it. Only this module makes one, from a
 /// row found by walking the caller's own tree, so it carries the grant the walk stood on
-/// ([`Grant::Owner`]): [`access::entry_folder`] and [`access::entry_readable`] check it against
+/// ([`Grant::Owner`]): `access::entry_folder` and `access::entry_readable` check it against
 /// the caller, and [`walk_below`] continues from it without reading it again.
 #[derive(Debug, Clone)]
 pub struct PathEntry {

@@ -61,7 +61,8 @@ pub fn view(row: &TaskRow) -> ServiceResult<TaskView> {
 }
 
 /// Queues a `POLICY_MIGRATE` task of `caller` for a live object (resolved with
-/// [`Reach::Live`](crate::service::access::Reach::Live)), after checking that the caller's group may use the target policy (403 and no task otherwise).
+/// [`Reach::Live`](crate::service::access::Reach::Live)), after checking that the caller's
+/// group may use the target policy (403 and no task otherwise).
 pub async fn create_migration(
     ctx: &Context,
     caller: Uuid,
