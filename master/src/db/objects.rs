@@ -69,12 +69,17 @@ pub async fn root_of(db: &Db, owner_id: &str) -> Result<Option<ObjectRow>, DbErr
         .await?)
 }
 
-/// Any object by id (for public source links; everything else asks with the owner).
+/// Any object by id, whoever owns it: `service::access` decides whether the caller may have it.
 pub async fn find_by_id(db: &Db, id: &str) -> Result<Option<ObjectRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM objects WHERE id = $1"))
         .bind(id)
         .fetch_optional(db.reader())
         .await?)
+}
+
+/// As [`find_by_id`], inside the caller's transaction.
+pub async fn find_by_id_in(conn: &mut Conn, id: &str) -> Result<Option<ObjectRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM objects WHERE id = $1")).bind(id).fetch_optional(conn).await?)
 }
 
 /// An object of `owner_id` by id, trashed or not.
@@ -83,14 +88,6 @@ pub async fn find_owned(db: &Db, owner_id: &str, id: &str) -> Result<Option<Obje
         .bind(id)
         .bind(owner_id)
         .fetch_optional(db.reader())
-        .await?)
-}
-
-pub async fn find_owned_in(conn: &mut Conn, owner_id: &str, id: &str) -> Result<Option<ObjectRow>, DbError> {
-    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM objects WHERE id = $1 AND owner_id = $2"))
-        .bind(id)
-        .bind(owner_id)
-        .fetch_optional(conn)
         .await?)
 }
 
@@ -149,20 +146,20 @@ pub struct FileContentRow {
     pub policy: super::policies::PolicyRow,
 }
 
-/// The owner's live file `id` with its content ([`FileContentRow`]), in one statement; `None`
-/// when there is no such file (someone else's, in the trash, a folder, or none at all).
-pub async fn live_file_content(db: &Db, owner_id: &str, id: &str) -> Result<Option<FileContentRow>, DbError> {
+/// The live file `id` with its content ([`FileContentRow`]), in one statement; `None` when there
+/// is no such file (in the trash, a folder, or none at all). Whose it is was decided before.
+pub async fn live_file_content(db: &Db, id: &str) -> Result<Option<FileContentRow>, DbError> {
     let sql = format!(
         "SELECT o.name AS object_name, o.updated_at AS object_updated_at, {}
          FROM objects o JOIN physical_files b ON b.id = o.physical_file_id JOIN policies p ON p.id = b.policy_id
-         WHERE o.id = $1 AND o.owner_id = $2 AND o.trashed_at IS NULL",
+         WHERE o.id = $1 AND o.trashed_at IS NULL",
         super::blobs::with_policy_columns()
     );
     let decode = |row: &dyn Values| {
         let (blob, policy) = super::blobs::with_policy_of(row)?;
         Ok(FileContentRow { name: row.text("object_name")?, updated_at: row.int("object_updated_at")?, blob, policy })
     };
-    db.read_row(&sql, &[Arg::Text(id), Arg::Text(owner_id)], decode).await
+    db.read_row(&sql, &[Arg::Text(id)], decode).await
 }
 
 /// Levels resolved per statement by [`walk`]; deeper paths take one statement per this many.

@@ -25,6 +25,7 @@ use crate::domain::task::{TaskProgress, TaskProps, TaskType};
 use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::service::access::{self, Reach};
 use crate::service::ingest::{self, Charge, Hold, Plan, StagedBlob};
 use crate::service::migration::{Checkpoint, TaskFailure};
 use crate::service::tasks::{self, TaskView};
@@ -90,7 +91,7 @@ pub async fn create(
         ));
     }
     let url = check_url(&request.url)?;
-    files::authorize_folder(ctx.db(), owner, request.parent_id).await?;
+    access::writable(ctx.db(), owner, request.parent_id, Reach::Folder).await?;
     let policy = choose_policy(ctx, group_id, request.node_id).await?;
     let props = TaskProps {
         url: Some(url),
@@ -294,7 +295,7 @@ pub async fn complete(ctx: &Context, node_id: &str, report: &ExternalDownloadCom
     if task.cancel_requested != 0 {
         return refuse("cancelled".to_owned()).await;
     }
-    let Ok(folder) = files::authorize_folder(ctx.db(), files::parse_uuid(&owner)?, parent).await else {
+    let Ok(folder) = access::writable(ctx.db(), files::parse_uuid(&owner)?, parent, Reach::Folder).await else {
         return refuse("the destination folder is gone".to_owned()).await;
     };
     let wanted = report

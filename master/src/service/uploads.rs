@@ -20,6 +20,7 @@ use crate::domain::object::ObjectName;
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::service::access::{self, Reach};
 use crate::service::files::{self, ObjectView, quota_exceeded};
 use crate::service::ingest::{self, Charge, Hold, Plan, StagedBlob};
 use crate::service::policies;
@@ -143,7 +144,7 @@ async fn refusal_on_completion(
 /// concurrent sessions can never exceed the quota together.
 pub async fn create(ctx: &Context, owner: Uuid, group_id: &str, request: NewUpload) -> ServiceResult<SessionView> {
     let db = ctx.db();
-    let parent = files::authorize_folder(db, owner, request.parent_id).await?;
+    let parent = access::writable(db, owner, request.parent_id, Reach::Folder).await?;
     let name = ObjectName::parse(&request.file_name).map_err(|why| ServiceError::validation("file_name", why))?;
     if request.file_size < 0 {
         return Err(ServiceError::validation("file_size", "file_size must be 0 or more bytes"));

@@ -19,6 +19,7 @@ use crate::domain::object::ObjectName;
 use crate::domain::time::{Millis, now_ms};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::service::access::{self, Reach};
 use crate::service::downloads::expect_file;
 use crate::service::files::{self, ObjectView, quota_exceeded};
 use crate::service::ingest::{self, Charge, Hold, Ingested, Plan, StagedBlob};
@@ -40,13 +41,13 @@ pub async fn replace_content(
     body: ByteStream,
 ) -> ServiceResult<ObjectView> {
     let db = ctx.db();
-    let owned = files::authorize_live(db, owner, object_id).await?;
-    let row = owned.into_row();
+    let file = access::writable(db, owner, object_id, Reach::Live).await?;
+    let row = file.row().clone();
     expect_file(&row)?;
     let policy = policy_of(db, &row).await?;
     let usage = Usage::of(db, owner).await?;
     replace_row(ctx, owner, &row, &policy, usage, content_length, body).await?;
-    files::get(db, owner, object_id).await
+    files::view_now(db, file.as_readable()).await
 }
 
 /// The policy a file's content is stored under.
@@ -181,7 +182,7 @@ async fn plan_write(
     declared: Option<u64>,
 ) -> ServiceResult<PlannedWrite> {
     let db = ctx.db();
-    let parent = files::own_folder(owner, parent)?;
+    let parent = access::entry_folder(owner, parent)?;
     let name = ObjectName::parse(name).map_err(|why| ServiceError::validation("name", why))?;
     let (existing, facts) = match presence {
         Presence::KnownAbsent(facts) => (None, facts),

@@ -39,7 +39,7 @@ impl std::fmt::Debug for ReadFile {
 
 impl ReadFile {
     pub async fn open(ctx: &Context, user: Uuid, entry: &PathEntry) -> Result<Self, FsError> {
-        let download = downloads::open_owned(ctx, user, entry.id).await.map_err(fs_error)?;
+        let download = downloads::open_entry(ctx, user, entry).await.map_err(fs_error)?;
         let mut meta = Meta::of(entry);
         meta.size = download.size;
         Ok(Self {
