@@ -150,10 +150,12 @@ async fn name_lookups_search_the_folder_and_name_index(app: TestApp) {
 
 nubo_tests::on_every_backend!(a_new_file_is_one_transaction_that_charges_shares_content_or_refuses);
 
-/// `create_file` (on the calling thread on SQLite, statement by statement on PostgreSQL): the
-/// file, its blob reference and the owner's charge land together or not at all.
+/// `db::ingest::commit` (on the calling thread on SQLite, statement by statement on
+/// PostgreSQL): the file, its blob reference, the owner's charge and the caller's bookkeeping
+/// land together or not at all.
 async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(app: TestApp) {
-    use nubo_master::db::objects::{self, FileCreation, NewFile, NewObject};
+    use nubo_master::db::ingest::{self, Committed, Content, Destination, FileCommit, Refusal, Step, StepArg};
+    use nubo_master::db::objects;
     let db = app.context().db();
     let admin = app.login_admin().await;
     let owner = admin.user_id.clone();
@@ -164,33 +166,41 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
     let used = || async { nubo_master::db::users::find(db, owner.parse().unwrap()).await.unwrap().unwrap().storage };
     let start = used().await;
     // `stored`: whether the content was stored under the key `blob` (else only the policy's
-    // blob of the same content will do).
-    let create_as = |stored: bool,
+    // blob of the same content will do). `steps`: the caller's bookkeeping.
+    let commit_as = |stored: bool,
                      name: &'static str,
                      blob: &'static str,
                      hash: &'static str,
-                     size: i64,
-                     charge: i64,
-                     capacity: i64| {
+                     (size, charge, capacity): (i64, i64, i64),
+                     steps: Vec<Step>| {
         let (owner, root_id, policy) = (owner.clone(), root_id.clone(), policy.clone());
         async move {
-            let id = uuid::Uuid::new_v4().to_string();
-            let object = NewObject {
-                id: &id,
-                owner_id: &owner,
-                parent_id: Some(&root_id),
-                name,
-                kind: "file",
-                policy_id: Some(&policy),
-                physical_file_id: Some(blob),
-                size,
+            let commit = FileCommit {
+                owner_id: owner,
+                destination: Destination::NewFile {
+                    object_id: uuid::Uuid::new_v4().to_string(),
+                    parent_id: root_id,
+                    name: name.to_owned(),
+                },
+                content: Content {
+                    blob_id: blob.to_owned(),
+                    policy_id: policy,
+                    storage_key: stored.then(|| blob.to_owned()),
+                    size,
+                    blake3: hash.to_owned(),
+                },
+                charge,
+                capacity,
+                steps,
             };
-            let file = NewFile { object, storage_key: stored.then_some(blob), blake3: hash, charge, capacity };
-            objects::create_file(db, &file, 1_000).await
+            ingest::commit(db, &commit, 1_000).await
         }
     };
-    let create = |name, blob, hash, size, charge, capacity| create_as(true, name, blob, hash, size, charge, capacity);
-    let refer = |name, blob, hash, size, charge, capacity| create_as(false, name, blob, hash, size, charge, capacity);
+    let create =
+        |name, blob, hash, size, charge, capacity| commit_as(true, name, blob, hash, (size, charge, capacity), vec![]);
+    let refer =
+        |name, blob, hash, size, charge, capacity| commit_as(false, name, blob, hash, (size, charge, capacity), vec![]);
+    let stored = |blob: &str, duplicate: bool| Ok(Committed { blob_id: blob.to_owned(), duplicate, released: None });
     let child = |name: &'static str| {
         let root_id = root_id.clone();
         async move { objects::child_by_name(db, &root_id, name).await.unwrap() }
@@ -198,21 +208,20 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
     let blob = |id: &'static str| async move { nubo_master::db::blobs::find(db, id).await.unwrap() };
 
     // A new file with new content: stored, charged, one reference.
-    assert_eq!(create("a.txt", "blob-a", "hash-1", 60, 60, start + 100).await.unwrap(), FileCreation::Stored);
+    assert_eq!(create("a.txt", "blob-a", "hash-1", 60, 60, start + 100).await.unwrap(), stored("blob-a", false));
     assert_eq!(used().await, start + 60);
     assert_eq!(child("a.txt").await.unwrap().physical_file_id.as_deref(), Some("blob-a"));
     assert_eq!(blob("blob-a").await.unwrap().ref_count, 1);
 
     // The same content again: the file refers to the first blob, whose count goes up; no new row.
-    let duplicate = create("b.txt", "blob-b", "hash-1", 60, 60, start + 200).await.unwrap();
-    assert_eq!(duplicate, FileCreation::Duplicate("blob-a".to_owned()));
+    assert_eq!(create("b.txt", "blob-b", "hash-1", 60, 60, start + 200).await.unwrap(), stored("blob-a", true));
     assert_eq!(child("b.txt").await.unwrap().physical_file_id.as_deref(), Some("blob-a"));
     assert_eq!(blob("blob-a").await.unwrap().ref_count, 2);
     assert!(blob("blob-b").await.is_none());
     assert_eq!(used().await, start + 120);
 
     // A charge beyond the capacity: nothing at all is written.
-    assert_eq!(create("c.txt", "blob-c", "hash-3", 60, 60, start + 150).await.unwrap(), FileCreation::QuotaExceeded);
+    assert_eq!(create("c.txt", "blob-c", "hash-3", 60, 60, start + 150).await.unwrap(), Err(Refusal::QuotaExceeded));
     assert!(child("c.txt").await.is_none());
     assert!(blob("blob-c").await.is_none());
     assert_eq!(used().await, start + 120);
@@ -224,7 +233,7 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
     assert_eq!(used().await, start + 120);
 
     // The writer is usable after the failure; a reservation larger than the file is given back.
-    assert_eq!(create("e.txt", "blob-e", "hash-5", 5, -15, start + 120).await.unwrap(), FileCreation::Stored);
+    assert_eq!(create("e.txt", "blob-e", "hash-5", 5, -15, start + 120).await.unwrap(), stored("blob-e", false));
     assert_eq!(used().await, start + 105);
     assert_eq!(child("e.txt").await.unwrap().size, 5);
 
@@ -235,10 +244,7 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
     };
     assert!(holds("hash-1", 60).await);
     assert!(!holds("hash-1", 61).await, "the size is part of the content");
-    assert_eq!(
-        refer("f.txt", "blob-f", "hash-1", 60, 60, i64::MAX).await.unwrap(),
-        FileCreation::Duplicate("blob-a".to_owned())
-    );
+    assert_eq!(refer("f.txt", "blob-f", "hash-1", 60, 60, i64::MAX).await.unwrap(), stored("blob-a", true));
     assert_eq!(child("f.txt").await.unwrap().physical_file_id.as_deref(), Some("blob-a"));
     assert_eq!(blob("blob-a").await.unwrap().ref_count, 3);
     assert!(blob("blob-f").await.is_none());
@@ -246,14 +252,41 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
 
     // Nothing stored and no such content, or the charge does not fit: nothing at all is written.
     assert!(!holds("hash-9", 60).await);
-    assert_eq!(refer("g.txt", "blob-g", "hash-9", 60, 60, i64::MAX).await.unwrap(), FileCreation::NotReferenced);
-    assert_eq!(refer("h.txt", "blob-h", "hash-1", 60, 60, start + 200).await.unwrap(), FileCreation::NotReferenced);
+    assert_eq!(refer("g.txt", "blob-g", "hash-9", 60, 60, i64::MAX).await.unwrap(), Err(Refusal::NotReferenced));
+    assert_eq!(refer("h.txt", "blob-h", "hash-1", 60, 60, start + 200).await.unwrap(), Err(Refusal::QuotaExceeded));
     for name in ["g.txt", "h.txt"] {
         assert!(child(name).await.is_none(), "{name} was created");
     }
     assert!(blob("blob-g").await.is_none());
     assert_eq!(blob("blob-a").await.unwrap().ref_count, 3);
     assert_eq!(used().await, start + 165);
+
+    // A required bookkeeping step that changes no row (settled elsewhere first): the file, the
+    // blob, its reference and the charge are all rolled back. One that changes a row commits.
+    let settled_elsewhere = || Step {
+        sql: "UPDATE users SET nickname = nickname WHERE id = $1",
+        args: vec![StepArg::Text("no-such-user".to_owned())],
+        required: true,
+    };
+    let superseded = commit_as(true, "i.txt", "blob-i", "hash-1", (60, 60, i64::MAX), vec![settled_elsewhere()]);
+    assert_eq!(superseded.await.unwrap(), Err(Refusal::Superseded));
+    let superseded = commit_as(true, "j.txt", "blob-j", "hash-10", (60, 60, i64::MAX), vec![settled_elsewhere()]);
+    assert_eq!(superseded.await.unwrap(), Err(Refusal::Superseded));
+    for name in ["i.txt", "j.txt"] {
+        assert!(child(name).await.is_none(), "{name} was created");
+    }
+    assert!(blob("blob-j").await.is_none());
+    assert_eq!(blob("blob-a").await.unwrap().ref_count, 3);
+    assert_eq!(used().await, start + 165);
+    let recorded = Step {
+        sql: "UPDATE users SET storage = storage + 1000 + $2 WHERE id = $1",
+        args: vec![StepArg::Text(owner.clone()), StepArg::KeepsNewBlob],
+        required: true,
+    };
+    let kept = commit_as(true, "k.txt", "blob-k", "hash-1", (60, 60, i64::MAX), vec![recorded]);
+    assert_eq!(kept.await.unwrap(), stored("blob-a", true));
+    // 60 for the file, 1000 + 0 by the step: the file does not keep the new blob.
+    assert_eq!(used().await, start + 165 + 60 + 1000);
 }
 
 nubo_tests::on_every_backend!(only_trashed_objects_are_in_the_trash_index);

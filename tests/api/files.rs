@@ -555,8 +555,12 @@ async fn other_users_ids_answer_404_everywhere(app: TestApp) {
     let file = file["id"].as_str().unwrap().to_owned();
     let session: Value = app.start_upload(&owner, &folder, "pending.bin", 10).await.json().await.unwrap();
     let session = session["id"].as_str().unwrap().to_owned();
+    let binned = app.upload(&owner, &folder, "binned.txt", b"old").await["id"].as_str().unwrap().to_owned();
+    let trashed = app.call(Method::DELETE, "/object", Some(&owner.access), Some(json!({"ids": [binned]}))).await;
+    assert_eq!(trashed.status(), 204);
     let intruder = app.register("mallory@example.com", "mallory-password").await;
     let their_root = app.root_id(&intruder).await;
+    let theirs = app.upload(&intruder, &their_root, "theirs.txt", b"x").await["id"].as_str().unwrap().to_owned();
     let token = Some(intruder.access.as_str());
     for (method, path, body) in [
         (Method::GET, format!("/object/{file}"), None),
@@ -576,12 +580,25 @@ async fn other_users_ids_answer_404_everywhere(app: TestApp) {
         (Method::POST, "/file/upload".to_owned(), Some(json!({"file_name": "x", "file_size": 1, "parent_id": folder}))),
         (Method::PATCH, format!("/file/content?id={file}"), None),
         (Method::PATCH, format!("/object/{file}/policy"), Some(json!({"policy_id": uuid::Uuid::new_v4()}))),
+        (Method::GET, format!("/object/{file}/metadata"), None),
+        (Method::PATCH, format!("/object/{file}/metadata"), Some(json!({"changes": []}))),
+        (Method::PATCH, "/object".to_owned(), Some(json!({"src_ids": [theirs], "dst_id": folder}))),
+        (Method::POST, "/object/copies".to_owned(), Some(json!({"src_ids": [theirs], "dst_id": folder}))),
+        (Method::PATCH, "/trash/restore".to_owned(), Some(json!({"ids": [binned]}))),
+        (Method::DELETE, "/trash".to_owned(), Some(json!({"ids": [binned]}))),
     ] {
-        let status = app.call(method.clone(), &path, token, body.clone()).await.status().as_u16();
-        let allowed = if body.as_ref().is_some_and(|b| b["src_ids"] == json!([])) { 422 } else { 404 };
-        assert_eq!(status, allowed, "{method} {path}");
+        let response = app.call(method.clone(), &path, token, body.clone()).await;
+        if body.as_ref().is_some_and(|b| b["src_ids"] == json!([])) {
+            assert_eq!(response.status(), 422, "{method} {path}");
+            continue;
+        }
+        // Indistinguishable from a missing object: the code an id nobody holds gets.
+        let expected = if path.starts_with("/file/upload/") { "upload.not_found" } else { "object.not_found" };
+        assert_eq!(error_body(response, 404).await["code"], expected, "{method} {path}");
     }
     assert_eq!(app.download(&owner, &file).await, b"mine", "nothing happened to it");
+    let bin: Value = app.call(Method::GET, "/trash", Some(&owner.access), None).await.json().await.unwrap();
+    assert_eq!(bin["items"][0]["id"], binned.as_str(), "still in the owner's trash");
 }
 
 async fn policy_permission_is_checked(app: TestApp) {

@@ -10,6 +10,7 @@ mod database;
 mod edge;
 mod errors;
 mod files;
+mod ingest;
 mod names;
 mod nodes;
 mod not_built;

@@ -21,6 +21,7 @@ on_every_backend!(
     the_quick_propfind_answers_as_dav_server_does,
     paths_deeper_than_one_walk_statement_resolve,
     a_root_and_read_only_confine_an_account,
+    another_users_tree_is_out_of_reach,
     quota_and_max_size_are_enforced_while_bytes_arrive,
     a_new_file_goes_to_a_policy_the_group_may_use,
     a_write_cut_off_mid_body_leaves_nothing,
@@ -416,6 +417,33 @@ async fn a_root_and_read_only_confine_an_account(app: TestApp) {
     assert_eq!(error_body(photos.get("/cat.jpg").await, 404).await["code"], "webdav.root_missing");
     assert_eq!(error_body(photos.put("/secret.txt", "x").await, 404).await["code"], "webdav.root_missing");
     assert_eq!(whole.get("/secret.txt").await.text().await.unwrap(), "hidden");
+}
+
+/// Paths are walked from the caller's own root: the same path in another user's tree answers
+/// as missing, whatever the method, and nothing of it changes.
+async fn another_users_tree_is_out_of_reach(app: TestApp) {
+    let (owner, mine) = app.dav_user("dora@example.com", "desk").await;
+    assert_eq!(mine.request("MKCOL", "/private/").send().await.unwrap().status(), 201);
+    assert_eq!(mine.put("/private/secret.txt", "hidden").await.status(), 201);
+    let (_intruder, theirs) = app.dav_user("mallory@example.com", "desk").await;
+    assert_eq!(theirs.request("MKCOL", "/private/").send().await.unwrap().status(), 201, "a name of their own");
+    let moved = format!("{}/private/mine.txt", theirs.base);
+    let attempts = [
+        theirs.request("GET", "/private/secret.txt"),
+        theirs.request("PROPFIND", "/private/secret.txt").header("Depth", "0"),
+        theirs.request("PROPPATCH", "/private/secret.txt").body("<x/>"),
+        theirs.request("DELETE", "/private/secret.txt"),
+        theirs.request("COPY", "/private/secret.txt").header("Destination", &moved),
+        theirs.request("MOVE", "/private/secret.txt").header("Destination", &moved),
+    ];
+    for attempt in attempts {
+        let response = attempt.send().await.unwrap();
+        assert_eq!(response.status(), 404, "{}", response.url());
+    }
+    assert_eq!(mine.get("/private/secret.txt").await.text().await.unwrap(), "hidden", "unchanged");
+    let (_, listing) = theirs.propfind("/private/", "1").await;
+    assert!(!listing.contains("secret.txt") && !listing.contains("mine.txt"), "{listing}");
+    assert_eq!(root_names(&app, &owner).await, ["private"]);
 }
 
 async fn quota_and_max_size_are_enforced_while_bytes_arrive(app: TestApp) {

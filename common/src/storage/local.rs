@@ -411,7 +411,7 @@ impl Drop for StagingGuard {
             // First the flag, then the unlink: a job either finds the flag or made its file
             // before the unlink below.
             self.abandoned.store(true, Ordering::SeqCst);
-            let _ = std::fs::remove_file(path);
+            remove_leftover(&path);
         }
     }
 }
@@ -456,7 +456,7 @@ impl StreamStaging {
             }
             .map_err(|err| io_failure("create a staging file", err))?;
             if self.abandoned.load(Ordering::SeqCst) {
-                let _ = std::fs::remove_file(&self.path);
+                remove_leftover(&self.path);
                 return Err(StorageError::Body("the upload was abandoned".to_owned()));
             }
             self.file = Some(file);
@@ -617,7 +617,7 @@ fn write_in_place(
         }
     });
     if let Err(error) = kept {
-        let _ = std::fs::remove_file(target);
+        remove_leftover(target);
         return Err(error);
     }
     if durable {
@@ -684,6 +684,16 @@ fn io_failure(action: &str, err: io::Error) -> StorageError {
         | io::ErrorKind::ResourceBusy
         | io::ErrorKind::StaleNetworkFileHandle => StorageError::Unavailable(format!("cannot {action}: {err}")),
         _ => StorageError::Failed(format!("cannot {action}: {err}")),
+    }
+}
+
+/// Removes a file a failed or abandoned write left. One already gone is fine; any other failure
+/// is logged, and the collector removes what stays.
+fn remove_leftover(path: &Path) {
+    if let Err(error) = std::fs::remove_file(path)
+        && error.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(path = %path.display(), %error, "could not remove a leftover file; the collector will");
     }
 }
 

@@ -335,7 +335,9 @@ impl BlobStore for S3BlobStore {
             if let Err(err) = written {
                 // Parts of an abandoned upload are billed until aborted; the error matters more
                 // than a failure to clean up.
-                let _ = self.abort(&object_key, &upload_id).await;
+                if let Err(abort) = self.abort(&object_key, &upload_id).await {
+                    tracing::warn!(key = %object_key, error = %abort, "could not abort a failed multipart upload");
+                }
                 return Err(err);
             }
         }
@@ -483,7 +485,11 @@ impl Drop for AbortOnDrop {
         let Some((client, bucket, key, upload_id)) = self.armed.take() else { return };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = client.abort_multipart_upload().bucket(bucket).key(key).upload_id(upload_id).send().await;
+                let aborted =
+                    client.abort_multipart_upload().bucket(&bucket).key(&key).upload_id(upload_id).send().await;
+                if let Err(error) = aborted {
+                    tracing::warn!(%key, %error, "could not abort an abandoned multipart upload");
+                }
             });
         }
     }

@@ -101,6 +101,29 @@ impl Inline {
     /// Runs `work` in a write transaction (`BEGIN IMMEDIATE`), committed when it answers `Ok`
     /// and rolled back when it fails.
     pub async fn write<T>(&self, work: impl FnOnce(&Connection) -> Result<T, DbError>) -> Result<T, DbError> {
+        let conn = self.begin_immediate().await?;
+        finish(&conn, work(&conn))
+    }
+
+    /// [`Inline::write`] for work that may refuse after writing: a refusal (`Ok(Err(_))`) rolls
+    /// the transaction back and is answered as is.
+    pub async fn write_or_refuse<T, R>(
+        &self,
+        work: impl FnOnce(&Connection) -> Result<Result<T, R>, DbError>,
+    ) -> Result<Result<T, R>, DbError> {
+        let conn = self.begin_immediate().await?;
+        match work(&conn) {
+            Ok(Err(refusal)) => {
+                run(&conn, "ROLLBACK")?;
+                Ok(Err(refusal))
+            }
+            answer => finish(&conn, answer),
+        }
+    }
+
+    /// The write connection inside a new `BEGIN IMMEDIATE` transaction, waiting for another
+    /// process's write lock for at most `WRITE_LOCK_WAIT`.
+    async fn begin_immediate(&self) -> Result<std::sync::MutexGuard<'_, Connection>, DbError> {
         let started = Instant::now();
         let conn = loop {
             {
@@ -120,7 +143,7 @@ impl Inline {
             }
             tokio::time::sleep(WRITE_LOCK_RETRY).await;
         };
-        finish(&conn, work(&conn))
+        Ok(conn)
     }
 
     /// Copies whatever the write-ahead log still holds into the database file and truncates the
@@ -141,8 +164,11 @@ impl Inline {
 /// Commits after `answer` succeeded; rolls back after it failed (or the commit did).
 fn finish<T>(conn: &Connection, answer: Result<T, DbError>) -> Result<T, DbError> {
     let committed = answer.and_then(|value| run(conn, "COMMIT").map(|()| value).map_err(DbError::from));
-    if committed.is_err() && !conn.is_autocommit() {
-        let _ = conn.execute_batch("ROLLBACK");
+    if committed.is_err()
+        && !conn.is_autocommit()
+        && let Err(error) = conn.execute_batch("ROLLBACK")
+    {
+        tracing::warn!(%error, "could not roll back a failed SQLite transaction");
     }
     committed
 }

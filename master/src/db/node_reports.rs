@@ -1,7 +1,8 @@
 //! SQL of `node_upload_results` and `external_downloads`: what storage nodes reported, kept so
 //! a repeated report gets the same answer.
 
-use super::{Conn, Db, DbError};
+use super::ingest::{Step, StepArg};
+use super::{Db, DbError};
 use crate::domain::time::Millis;
 
 /// A settled `upload_complete` report.
@@ -22,26 +23,39 @@ pub async fn upload_result(db: &Db, node_id: &str, handle: &str) -> Result<Optio
     .await?)
 }
 
-pub async fn insert_upload_result(
-    conn: &mut Conn,
-    node_id: &str,
-    handle: &str,
-    result: &UploadResultRow,
-    now: Millis,
-) -> Result<(), DbError> {
-    sqlx::query(
-        "INSERT INTO node_upload_results (node_id, session_handle, object_id, owner_id, keep_blob, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(node_id)
-    .bind(handle)
-    .bind(result.object_id.as_deref())
-    .bind(result.owner_id.as_str())
-    .bind(result.keep_blob)
-    .bind(now)
-    .execute(conn)
-    .await?;
-    Ok(())
+/// Remembers a node's settled upload report as a step of the file's commit
+/// ([`super::ingest`]): the file `object_id` of `owner_id`, and whether the node keeps its blob.
+pub fn upload_result_step(node_id: &str, handle: &str, object_id: &str, owner_id: &str, now: Millis) -> Step {
+    Step {
+        sql: "INSERT INTO node_upload_results (node_id, session_handle, object_id, owner_id, keep_blob, created_at)
+              VALUES ($1, $2, $3, $4, $5, $6)",
+        args: vec![
+            StepArg::Text(node_id.to_owned()),
+            StepArg::Text(handle.to_owned()),
+            StepArg::Text(object_id.to_owned()),
+            StepArg::Text(owner_id.to_owned()),
+            StepArg::KeepsNewBlob,
+            StepArg::Int(now),
+        ],
+        required: true,
+    }
+}
+
+/// Settles a running fetch as completed as a step of the file's commit ([`super::ingest`]):
+/// nothing is committed when another report settled it first.
+pub fn complete_external_download_step(task_id: &str, object_id: &str, size: i64, now: Millis) -> Step {
+    Step {
+        sql: "UPDATE external_downloads SET state = 'completed', object_id = $2, keep_blob = $3, downloaded = $4,
+              updated_at = $5 WHERE task_id = $1 AND state = 'running'",
+        args: vec![
+            StepArg::Text(task_id.to_owned()),
+            StepArg::Text(object_id.to_owned()),
+            StepArg::KeepsNewBlob,
+            StepArg::Int(size),
+            StepArg::Int(now),
+        ],
+        required: true,
+    }
 }
 
 /// Forgets settled reports older than `before` (a node stops retrying long before).
@@ -127,29 +141,6 @@ pub async fn external_download_progress(
     .bind(total)
     .bind(now)
     .execute(db.writer())
-    .await?;
-    Ok(done.rows_affected() > 0)
-}
-
-/// Ends a running fetch as completed (inside the transaction that created the file).
-pub async fn complete_external_download(
-    conn: &mut Conn,
-    task_id: &str,
-    object_id: &str,
-    keep_blob: bool,
-    size: i64,
-    now: Millis,
-) -> Result<bool, DbError> {
-    let done = sqlx::query(
-        "UPDATE external_downloads SET state = 'completed', object_id = $2, keep_blob = $3, downloaded = $4,
-         updated_at = $5 WHERE task_id = $1 AND state = 'running'",
-    )
-    .bind(task_id)
-    .bind(object_id)
-    .bind(i64::from(keep_blob))
-    .bind(size)
-    .bind(now)
-    .execute(conn)
     .await?;
     Ok(done.rows_affected() > 0)
 }

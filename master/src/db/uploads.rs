@@ -1,5 +1,6 @@
 //! SQL of `upload_sessions` and `upload_chunks`.
 
+use super::ingest::{Step, StepArg};
 use super::{Conn, Db, DbError};
 use crate::domain::time::Millis;
 
@@ -165,6 +166,16 @@ pub async fn release_claim(db: &Db, id: &str, token: &str) -> Result<bool, DbErr
     .execute(db.writer())
     .await?;
     Ok(done.rows_affected() > 0)
+}
+
+/// [`delete_claimed`] as a step of a file's commit ([`super::ingest`]): the session ends with
+/// the file it became, and nothing is committed when the claim was taken over.
+pub fn end_claimed_step(id: &str, token: &str) -> Step {
+    Step {
+        sql: "DELETE FROM upload_sessions WHERE id = $1 AND claim_token = $2",
+        args: vec![StepArg::Text(id.to_owned()), StepArg::Text(token.to_owned())],
+        required: true,
+    }
 }
 
 /// Deletes the session only while the claim `token` holds it (the fence that keeps a finisher

@@ -7,6 +7,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::password::{PasswordError, hash_password, verify_password};
+use crate::auth::providers::password::EMAIL_PASSWORD;
 use crate::context::Context;
 use crate::db::users::{ProfileField, UserRow};
 use crate::db::{self, Db};
@@ -18,9 +19,6 @@ use crate::domain::user::{Email, UserStatus};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::{bootstrap, site, themes};
-
-/// Provider name of e-mail-and-password credentials in `auth_identities`.
-pub const EMAIL_PASSWORD: &str = "email_password";
 
 /// The group a user belongs to, as shown with the user.
 #[derive(Debug, Clone, Serialize, ToSchema)]

@@ -16,6 +16,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::password::{generate_password, hash_password, verify_password};
+use crate::auth::providers::password;
 use crate::auth::revocation;
 use crate::context::Context;
 use crate::db::webdav_accounts::WebdavAccountRow;
@@ -335,7 +336,7 @@ pub async fn authenticate(ctx: &Context, username: &str, password: &Secret) -> S
         Some(login) => verify_password(password, &login.account.password_hash).await,
         None => {
             // Same work for an unknown account as for a wrong password.
-            let _ = verify_password(password, sign_in::dummy_hash().await?).await;
+            let _ = verify_password(password, password::dummy_hash().await?).await;
             false
         }
     };

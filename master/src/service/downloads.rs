@@ -10,7 +10,8 @@ use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::domain::user::UserStatus;
 use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::files::{self};
+use crate::service::access::{self, Reach, Readable, Writable};
+use crate::service::files::{self, PathEntry};
 use crate::service::{accounts, policies};
 use nubo_common::storage::{BlobStore, StorageKey};
 use serde::Serialize;
@@ -54,13 +55,14 @@ pub(crate) fn expect_file(row: &ObjectRow) -> ServiceResult<()> {
     if row.is_folder() { Err(not_a_file()) } else { Ok(()) }
 }
 
-pub async fn create_download_token(ctx: &Context, owner: Uuid, object_id: Uuid) -> ServiceResult<DownloadTokenView> {
-    let owned = files::authorize_live(ctx.db(), owner, object_id).await?;
-    expect_file(owned.row())?;
+/// A single-use token for `caller` to download a live file ([`Reach::Live`]); using it checks
+/// the caller's access again.
+pub async fn create_download_token(ctx: &Context, caller: Uuid, file: &Readable) -> ServiceResult<DownloadTokenView> {
+    expect_file(file.row())?;
     let now = now_ms() / 1000;
     let exp = now + DOWNLOAD_TOKEN_LIFETIME.as_secs() as i64;
     let claims =
-        DownloadClaims { sub: owner, jti: Uuid::new_v4(), obj: object_id, iat: now, exp, typ: TokenType::Download };
+        DownloadClaims { sub: caller, jti: Uuid::new_v4(), obj: file.id()?, iat: now, exp, typ: TokenType::Download };
     let token = ctx.tokens().sign(&claims);
     Ok(DownloadTokenView {
         url: format!("/api/v1/file/download/{token}"),
@@ -83,10 +85,10 @@ pub async fn open_download(ctx: &Context, token: &str, consume: bool) -> Service
             return Err(ServiceError::conflict(codes::DOWNLOAD_TOKEN_USED, "this download link was already used"));
         }
     }
-    // The owner must still be allowed in, and the file still theirs and not in the trash.
+    // The caller must still be allowed in, and still reach the file, not in the trash.
     accounts::load_active_user(ctx.db(), claims.sub).await?;
-    let owned = files::authorize_live(ctx.db(), claims.sub, claims.obj).await?;
-    prepare(ctx, owned.row()).await
+    let file = access::readable(ctx.db(), claims.sub, claims.obj, Reach::Live).await?;
+    prepare(ctx, file.row()).await
 }
 
 async fn prepare(ctx: &Context, row: &ObjectRow) -> ServiceResult<Download> {
@@ -133,25 +135,25 @@ fn source_url(object_id: &str, name: &str) -> String {
     format!("/api/v1/file/source/{object_id}/{name}")
 }
 
-/// Creates the file's source link (or answers the existing one).
-pub async fn create_source_link(ctx: &Context, owner: Uuid, object_id: Uuid) -> ServiceResult<SourceLinkView> {
-    let owned = files::authorize_live(ctx.db(), owner, object_id).await?;
-    expect_file(owned.row())?;
-    let row = owned.row();
+/// Creates the source link of a live file ([`Reach::Live`]), or answers the existing one.
+pub async fn create_source_link(ctx: &Context, file: &Writable) -> ServiceResult<SourceLinkView> {
+    expect_file(file.row())?;
+    let row = file.row();
     db::objects::insert_source_link(ctx.db(), &Uuid::new_v4().to_string(), &row.id, &row.name, now_ms()).await?;
-    source_link(ctx, owner, object_id).await
+    source_link(ctx, file.as_readable()).await
 }
 
-pub async fn source_link(ctx: &Context, owner: Uuid, object_id: Uuid) -> ServiceResult<SourceLinkView> {
-    let owned = files::authorize(ctx.db(), owner, object_id).await?;
-    let (_, downloads) = db::objects::source_link_of(ctx.db(), &owned.row().id)
+pub async fn source_link(ctx: &Context, file: &Readable) -> ServiceResult<SourceLinkView> {
+    let row = file.row();
+    let (_, downloads) = db::objects::source_link_of(ctx.db(), &row.id)
         .await?
         .ok_or_else(|| ServiceError::not_found(codes::SOURCE_NOT_FOUND, "the file has no source link"))?;
-    Ok(SourceLinkView { url: source_url(&owned.row().id, &owned.row().name), downloads })
+    Ok(SourceLinkView { url: source_url(&row.id, &row.name), downloads })
 }
 
-/// Opens a file through its public source link. The name in the URL must be the file's name;
-/// a trashed file, or one whose owner is not active, is not served.
+/// Opens a file through its public source link: the link is the grant, and anyone holding the
+/// URL may read. The name in the URL must be the file's name; a trashed file, or one whose
+/// owner is not active, is not served.
 pub async fn open_source(ctx: &Context, object_id: Uuid, name: &str) -> ServiceResult<Download> {
     let missing = || ServiceError::not_found(codes::SOURCE_NOT_FOUND, "no such source link");
     let id = object_id.to_string();
@@ -169,12 +171,12 @@ pub async fn open_source(ctx: &Context, object_id: Uuid, name: &str) -> ServiceR
     Ok(download)
 }
 
-/// Opens a live file of `owner` for reading through the master (WebDAV): always a stream, never a
-/// redirect. One statement checks the file is the owner's and not in the trash and reads its
-/// blob and policy; anything else (someone else's, trashed, a folder, gone) is not found.
-pub async fn open_owned(ctx: &Context, owner: Uuid, object_id: Uuid) -> ServiceResult<Download> {
-    let content = db::objects::live_file_content(ctx.db(), &owner.to_string(), &object_id.to_string())
-        .await?
-        .ok_or_else(files::not_found)?;
+/// Opens a file `caller` found by a path walk (WebDAV) for reading through the master: always a
+/// stream, never a redirect. One statement checks the file is still live and reads its blob
+/// and policy; anything else (trashed since, a folder, gone) is not found.
+pub async fn open_entry(ctx: &Context, caller: Uuid, entry: &PathEntry) -> ServiceResult<Download> {
+    access::entry_readable(caller, entry)?;
+    let content =
+        db::objects::live_file_content(ctx.db(), &entry.id.to_string()).await?.ok_or_else(files::not_found)?;
     serve_content(ctx, content, false).await
 }

@@ -16,20 +16,21 @@ use nubo_protocol::rpc::ErrorCode;
 use uuid::Uuid;
 
 use crate::context::Context;
+use crate::db;
 use crate::db::node_reports::{self as reports, COMPLETED, ExternalDownloadRow, FAILED, RUNNING};
-use crate::db::objects::NewObject;
 use crate::db::policies::PolicyRow;
-use crate::db::{self, DbError};
 use crate::domain::ids::GroupId;
 use crate::domain::naming::{self, NamingContext};
-use crate::domain::object::{ObjectKind, ObjectName, new_id};
+use crate::domain::object::ObjectName;
 use crate::domain::task::{TaskProgress, TaskProps, TaskType};
 use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::service::access::{self, Reach};
+use crate::service::ingest::{self, Charge, Hold, Plan, StagedBlob};
 use crate::service::migration::{Checkpoint, TaskFailure};
 use crate::service::tasks::{self, TaskView};
-use crate::service::{files, groups};
+use crate::service::{files, groups, policies};
 use crate::storage::node::NodeBlobStore;
 
 /// Longest URL accepted.
@@ -91,7 +92,7 @@ pub async fn create(
         ));
     }
     let url = check_url(&request.url)?;
-    files::authorize_folder(ctx.db(), owner, request.parent_id).await?;
+    access::writable(ctx.db(), owner, request.parent_id, Reach::Folder).await?;
     let policy = choose_policy(ctx, group_id, request.node_id).await?;
     let props = TaskProps {
         url: Some(url),
@@ -294,7 +295,7 @@ pub async fn complete(ctx: &Context, node_id: &str, report: &ExternalDownloadCom
     if task.cancel_requested {
         return refuse("cancelled".to_owned()).await;
     }
-    let Ok(folder) = files::authorize_folder(ctx.db(), owner.as_uuid(), parent).await else {
+    let Ok(folder) = access::writable(ctx.db(), owner.as_uuid(), parent, Reach::Folder).await else {
         return refuse("the destination folder is gone".to_owned()).await;
     };
     let wanted = report
@@ -306,42 +307,23 @@ pub async fn complete(ctx: &Context, node_id: &str, report: &ExternalDownloadCom
     let size = report.size.min(i64::MAX as u64) as i64;
     let owner = owner.to_string();
     let capacity = db::users::capacity(ctx.db(), &owner, now_ms()).await?;
-    let now = now_ms();
-    let committed = async {
-        let mut tx = ctx.db().begin().await?;
-        if !db::users::reserve_storage(&mut tx, &owner, size, capacity).await? {
-            return Ok::<_, DbError>(None);
-        }
-        let (blob_id, duplicate) =
-            files::reference_content(&mut tx, &fetch.policy_id, &fetch.storage_key, report.blake3.as_str(), size)
-                .await?;
-        let object_id = new_id().to_string();
-        let object = NewObject {
-            id: &object_id,
-            owner_id: &owner,
-            parent_id: Some(&folder.row().id),
-            name: &name,
-            kind: ObjectKind::File.as_str(),
-            policy_id: Some(&fetch.policy_id),
-            physical_file_id: Some(&blob_id),
-            size,
-        };
-        db::objects::insert(&mut tx, &object, now).await?;
-        if !reports::complete_external_download(&mut tx, &report.task_id, &object_id, !duplicate, size, now).await? {
-            // Another report settled it meanwhile: roll back, answer as it did.
-            return Ok(Some(None));
-        }
-        tx.commit().await?;
-        Ok(Some(Some(!duplicate)))
-    }
-    .await?;
-    match committed {
-        None => refuse("the file does not fit in your storage quota".to_owned()).await,
-        Some(Some(keep)) => Ok(keep),
-        Some(None) => {
-            let settled = reports::external_download(ctx.db(), &report.task_id).await?;
+    let store = policies::store(ctx, &policies::find(ctx.db(), files::parse_uuid(&fetch.policy_id)?).await?).await?;
+    let key = StorageKey::parse(&fetch.storage_key)?;
+    let hold = Hold::Fetch { task_id: report.task_id.clone() };
+    let staged = StagedBlob::new(ctx, store, key, &fetch.policy_id, hold).holding(size, report.blake3.as_str());
+    let (task_id, now) = (report.task_id.as_str(), now_ms());
+    let plan = Plan::new_file(&owner, &folder.row().id, &name, Charge { amount: size, capacity })
+        .with_step(|object_id| reports::complete_external_download_step(task_id, object_id, size, now));
+    match ingest::commit(ctx, staged, plan).await {
+        Ok(Some(file)) => Ok(!file.duplicate),
+        // Another report settled it meanwhile: answer as it did.
+        Ok(None) => {
+            let settled = reports::external_download(ctx.db(), task_id).await?;
             Ok(settled.and_then(|row| row.keep_blob).unwrap_or(0) != 0)
         }
+        // The fetch ended as failed with the reason (see `Hold::Fetch`): the node drops the bytes.
+        Err(refused) if refused.kind != ErrorKind::Internal => Ok(false),
+        Err(failed) => Err(failed),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The object tree: each user's root, folders and files; listing, rename, move, copy, trash,
-//! restore and permanent deletion with reference counting of blobs. Every access is checked
-//! against the owner: another user's object is answered as if it did not exist.
+//! restore and permanent deletion with reference counting of blobs. Who may reach an object is
+//! decided in [`access`]: functions on one object take its handle, and those working inside a
+//! transaction resolve their objects there through it.
 
 use std::collections::{HashMap, HashSet};
 
@@ -16,6 +17,7 @@ use crate::domain::object::{ObjectKind, ObjectName, new_id, parse_path};
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::service::access::{self, Grant, Reach, Readable, Writable};
 use crate::service::{Page, PageRequest, policies};
 
 /// A file or folder as the API shows it.
@@ -37,25 +39,9 @@ pub struct ObjectView {
     pub updated_at: String,
 }
 
-/// An object the caller owns: only [`authorize`] makes one, so holding it proves the check ran.
-#[derive(Debug, Clone)]
-pub struct Owned(ObjectRow);
+pub use access::not_found;
 
-impl Owned {
-    pub fn row(&self) -> &ObjectRow {
-        &self.0
-    }
-
-    pub fn into_row(self) -> ObjectRow {
-        self.0
-    }
-}
-
-pub fn not_found() -> ServiceError {
-    ServiceError::not_found(codes::OBJECT_NOT_FOUND, "no such file or folder")
-}
-
-fn name_taken() -> ServiceError {
+pub(crate) fn name_taken() -> ServiceError {
     ServiceError::conflict(codes::OBJECT_NAME_TAKEN, "an object with that name exists in the folder").with_field("name")
 }
 
@@ -134,27 +120,6 @@ pub async fn ensure_root(db: &Db, owner: Uuid) -> ServiceResult<ObjectRow> {
     db::objects::root_of(db, &owner_id).await?.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("root vanished")))
 }
 
-/// Checks that `owner` owns object `id` (trashed or not); 404 otherwise.
-pub async fn authorize(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<Owned> {
-    db::objects::find_owned(db, &owner.to_string(), &id.to_string()).await?.map(Owned).ok_or_else(not_found)
-}
-
-/// Like [`authorize`], but the object must not be in the trash.
-pub async fn authorize_live(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<Owned> {
-    let owned = authorize(db, owner, id).await?;
-    if owned.0.trashed_at.is_some() { Err(not_found()) } else { Ok(owned) }
-}
-
-/// Like [`authorize_live`], and the object must be a folder.
-pub async fn authorize_folder(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<Owned> {
-    let owned = authorize_live(db, owner, id).await?;
-    if owned.0.is_folder() {
-        Ok(owned)
-    } else {
-        Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the object is a file, not a folder"))
-    }
-}
-
 /// The object at `path` below the owner's root.
 pub async fn resolve_path(db: &Db, owner: Uuid, path: &str) -> ServiceResult<ObjectRow> {
     let names = parse_path(path).map_err(|why| ServiceError::validation("path", why))?;
@@ -211,15 +176,15 @@ pub async fn list_directory(
     Ok(DirectoryView { folder: view(&folder, folder_path)?, count, items })
 }
 
-pub async fn create_folder(db: &Db, owner: Uuid, parent_id: Uuid, name: &str) -> ServiceResult<ObjectView> {
-    let parent = authorize_folder(db, owner, parent_id).await?;
+/// Creates a folder in `parent` (a live folder: [`Reach::Folder`]), owned by the parent's owner.
+pub async fn create_folder(db: &Db, parent: &Writable, name: &str) -> ServiceResult<ObjectView> {
+    let parent = parent.row();
     let name = parse_name(name)?;
     let id = new_id().to_string();
-    let owner_id = owner.to_string();
     let folder = NewObject {
         id: &id,
-        owner_id: &owner_id,
-        parent_id: Some(&parent.0.id),
+        owner_id: &parent.owner_id,
+        parent_id: Some(&parent.id),
         name: name.as_str(),
         kind: ObjectKind::Folder.as_str(),
         policy_id: None,
@@ -229,13 +194,19 @@ pub async fn create_folder(db: &Db, owner: Uuid, parent_id: Uuid, name: &str) ->
     let mut conn = db.writer().acquire().await.map_err(DbError::from)?;
     db::objects::insert(&mut conn, &folder, now_ms()).await.map_err(on_name_clash)?;
     drop(conn);
-    let row = db::objects::find_owned(db, &owner_id, &id).await?.ok_or_else(not_found)?;
+    let row = db::objects::find_by_id(db, &id).await?.ok_or_else(not_found)?;
     view_of(db, &row).await
 }
 
-pub async fn get(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<ObjectView> {
-    let owned = authorize(db, owner, id).await?;
-    view_of(db, &owned.0).await
+/// The object as it was read for the handle.
+pub async fn get(db: &Db, object: &Readable) -> ServiceResult<ObjectView> {
+    view_of(db, object.row()).await
+}
+
+/// The object as it is now, read again (after a change made through the handle).
+pub async fn view_now(db: &Db, object: &Readable) -> ServiceResult<ObjectView> {
+    let row = db::objects::find_by_id(db, &object.row().id).await?.ok_or_else(not_found)?;
+    view_of(db, &row).await
 }
 
 /// Facts about an object beyond its listing entry.
@@ -252,9 +223,8 @@ pub struct ObjectDetail {
     pub blake3: Option<String>,
 }
 
-pub async fn detail(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<ObjectDetail> {
-    let owned = authorize(db, owner, id).await?;
-    let row = owned.row();
+pub async fn detail(db: &Db, object: &Readable) -> ServiceResult<ObjectDetail> {
+    let row = object.row();
     let (total_size, file_count, folder_count) = db::objects::subtree_totals(db, &row.id).await?;
     let policy = match &row.policy_id {
         Some(policy_id) => db::policies::find(db, parse_uuid(policy_id)?.into())
@@ -271,16 +241,16 @@ pub async fn detail(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<ObjectDetai
     Ok(ObjectDetail { object: view_of(db, row).await?, total_size, file_count, folder_count, policy, blake3 })
 }
 
-pub async fn rename(db: &Db, owner: Uuid, id: Uuid, name: &str) -> ServiceResult<ObjectView> {
-    let owned = authorize_live(db, owner, id).await?;
-    if owned.0.parent_id.is_none() {
+/// Renames a live object ([`Reach::Live`]); the root keeps its (empty) name.
+pub async fn rename(db: &Db, object: &Writable, name: &str) -> ServiceResult<ObjectView> {
+    if object.row().parent_id.is_none() {
         return Err(ServiceError::new(ErrorKind::Forbidden, codes::OBJECT_ROOT, "the root folder cannot be renamed"));
     }
     let name = parse_name(name)?;
     let mut conn = db.writer().acquire().await.map_err(DbError::from)?;
-    db::objects::rename(&mut conn, &owned.0.id, name.as_str(), now_ms()).await.map_err(on_name_clash)?;
+    db::objects::rename(&mut conn, &object.row().id, name.as_str(), now_ms()).await.map_err(on_name_clash)?;
     drop(conn);
-    get(db, owner, id).await
+    view_now(db, object.as_readable()).await
 }
 
 fn unique(ids: &[Uuid]) -> ServiceResult<Vec<String>> {
@@ -291,12 +261,9 @@ fn unique(ids: &[Uuid]) -> ServiceResult<Vec<String>> {
     Ok(ids.iter().filter(|id| seen.insert(**id)).map(Uuid::to_string).collect())
 }
 
-/// Loads an owned, live, non-root object inside a transaction.
-async fn owned_in(conn: &mut Conn, owner_id: &str, id: &str) -> ServiceResult<ObjectRow> {
-    let row = db::objects::find_owned_in(conn, owner_id, id).await?.ok_or_else(not_found)?;
-    if row.trashed_at.is_some() {
-        return Err(not_found());
-    }
+/// A live, non-root object `caller` may change, read inside a transaction.
+async fn detachable_in(conn: &mut Conn, caller: Uuid, id: &str) -> ServiceResult<ObjectRow> {
+    let row = access::writable_in(conn, caller, id, Reach::Live).await?.into_row();
     if row.parent_id.is_none() {
         return Err(ServiceError::new(
             ErrorKind::Forbidden,
@@ -307,11 +274,9 @@ async fn owned_in(conn: &mut Conn, owner_id: &str, id: &str) -> ServiceResult<Ob
     Ok(row)
 }
 
-async fn destination_in(conn: &mut Conn, owner_id: &str, dst: Uuid) -> ServiceResult<ObjectRow> {
-    let row = db::objects::find_owned_in(conn, owner_id, &dst.to_string()).await?.ok_or_else(not_found)?;
-    if row.trashed_at.is_some() {
-        return Err(not_found());
-    }
+/// A live folder `caller` may put objects in, read inside a transaction.
+async fn destination_in(conn: &mut Conn, caller: Uuid, dst: Uuid) -> ServiceResult<ObjectRow> {
+    let row = access::writable_in(conn, caller, &dst.to_string(), Reach::Live).await?.into_row();
     if !row.is_folder() {
         return Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the destination is a file, not a folder"));
     }
@@ -320,15 +285,14 @@ async fn destination_in(conn: &mut Conn, owner_id: &str, dst: Uuid) -> ServiceRe
 
 /// Moves objects into `dst`: all of them or none. Moving a folder into itself or below itself
 /// is refused, and so is a name that is taken in the destination.
-pub async fn move_objects(db: &Db, owner: Uuid, src_ids: &[Uuid], dst: Uuid) -> ServiceResult<()> {
+pub async fn move_objects(db: &Db, caller: Uuid, src_ids: &[Uuid], dst: Uuid) -> ServiceResult<()> {
     let sources = unique(src_ids)?;
-    let owner_id = owner.to_string();
     let mut tx = db.begin().await?;
-    let destination = destination_in(&mut tx, &owner_id, dst).await?;
+    let destination = destination_in(&mut tx, caller, dst).await?;
     let ancestors: HashSet<String> = db::objects::ancestor_ids(&mut tx, &destination.id).await?.into_iter().collect();
     let now = now_ms();
     for id in &sources {
-        let row = owned_in(&mut tx, &owner_id, id).await?;
+        let row = detachable_in(&mut tx, caller, id).await?;
         if ancestors.contains(&row.id) {
             return Err(ServiceError::conflict(
                 codes::OBJECT_MOVE_CYCLE,
@@ -347,37 +311,39 @@ pub async fn move_objects(db: &Db, owner: Uuid, src_ids: &[Uuid], dst: Uuid) -> 
 /// Copies objects (folders with everything inside) into `dst`. Copies share the blobs of their
 /// originals (reference counts go up, no bytes are copied) but count against the quota with
 /// their logical size.
-pub async fn copy_objects(db: &Db, owner: Uuid, src_ids: &[Uuid], dst: Uuid) -> ServiceResult<Vec<ObjectView>> {
+pub async fn copy_objects(db: &Db, caller: Uuid, src_ids: &[Uuid], dst: Uuid) -> ServiceResult<Vec<ObjectView>> {
     let sources = unique(src_ids)?;
     let sources: Vec<(String, Option<ObjectName>)> = sources.into_iter().map(|id| (id, None)).collect();
-    copy_trees(db, owner, &sources, dst).await
+    copy_trees(db, caller, &sources, dst).await
 }
 
 /// Copies one object into `dst` under a new name (a WebDAV `COPY`); otherwise as
 /// [`copy_objects`].
-pub async fn copy_as(db: &Db, owner: Uuid, id: Uuid, dst: Uuid, name: &str) -> ServiceResult<ObjectView> {
+pub async fn copy_as(db: &Db, caller: Uuid, id: Uuid, dst: Uuid, name: &str) -> ServiceResult<ObjectView> {
     let name = parse_name(name)?;
-    let mut views = copy_trees(db, owner, &[(id.to_string(), Some(name))], dst).await?;
+    let mut views = copy_trees(db, caller, &[(id.to_string(), Some(name))], dst).await?;
     views.pop().ok_or_else(not_found)
 }
 
+/// The copies belong to the caller, and count against the caller's quota: today every object
+/// a caller may change is the caller's own.
 async fn copy_trees(
     db: &Db,
-    owner: Uuid,
+    caller: Uuid,
     sources: &[(String, Option<ObjectName>)],
     dst: Uuid,
 ) -> ServiceResult<Vec<ObjectView>> {
-    let owner_id = owner.to_string();
+    let owner_id = caller.to_string();
     let capacity = db::users::capacity(db, &owner_id, now_ms()).await?;
     let mut tx = db.begin().await?;
-    let destination = destination_in(&mut tx, &owner_id, dst).await?;
+    let destination = destination_in(&mut tx, caller, dst).await?;
     let ancestors: HashSet<String> = db::objects::ancestor_ids(&mut tx, &destination.id).await?.into_iter().collect();
     let now = now_ms();
     let mut bytes = 0_i64;
     let mut refs: HashMap<String, i64> = HashMap::new();
     let mut new_roots = Vec::new();
     for (id, new_name) in sources {
-        let root = owned_in(&mut tx, &owner_id, id).await?;
+        let root = detachable_in(&mut tx, caller, id).await?;
         if ancestors.contains(&root.id) {
             return Err(ServiceError::conflict(
                 codes::OBJECT_COPY_CYCLE,
@@ -426,7 +392,7 @@ async fn copy_trees(
     tx.commit().await.map_err(DbError::from)?;
     let mut views = Vec::new();
     for id in new_roots {
-        let row = db::objects::find_owned(db, &owner_id, &id).await?.ok_or_else(not_found)?;
+        let row = db::objects::find_by_id(db, &id).await?.ok_or_else(not_found)?;
         views.push(view_of(db, &row).await?);
     }
     Ok(views)
@@ -434,12 +400,11 @@ async fn copy_trees(
 
 /// Moves one object into `dst` under a new name in one step (a WebDAV `MOVE`); a folder cannot
 /// move below itself, and the name must be free there.
-pub async fn relocate(db: &Db, owner: Uuid, id: Uuid, dst: Uuid, name: &str) -> ServiceResult<()> {
+pub async fn relocate(db: &Db, caller: Uuid, id: Uuid, dst: Uuid, name: &str) -> ServiceResult<()> {
     let name = parse_name(name)?;
-    let owner_id = owner.to_string();
     let mut tx = db.begin().await?;
-    let destination = destination_in(&mut tx, &owner_id, dst).await?;
-    let row = owned_in(&mut tx, &owner_id, &id.to_string()).await?;
+    let destination = destination_in(&mut tx, caller, dst).await?;
+    let row = detachable_in(&mut tx, caller, &id.to_string()).await?;
     let ancestors = db::objects::ancestor_ids(&mut tx, &destination.id).await?;
     if ancestors.contains(&row.id) {
         return Err(ServiceError::conflict(
@@ -453,8 +418,9 @@ pub async fn relocate(db: &Db, owner: Uuid, id: Uuid, dst: Uuid, name: &str) -> 
 }
 
 /// An object as a client addressing paths (WebDAV) sees it. Only this module makes one, from a
-/// row read for `owner`, so holding one proves the object is (or was, when read) the owner's:
-/// [`walk_below`] continues from it without checking ownership again.
+/// row found by walking the caller's own tree, so it carries the grant the walk stood on
+/// ([`Grant::Owner`]): `access::entry_folder` and `access::entry_readable` check it against
+/// the caller, and [`walk_below`] continues from it without reading it again.
 #[derive(Debug, Clone)]
 pub struct PathEntry {
     pub id: Uuid,
@@ -463,7 +429,7 @@ pub struct PathEntry {
     pub size: i64,
     pub created_at: Millis,
     pub updated_at: Millis,
-    owner: Uuid,
+    grant: Grant,
 }
 
 impl PathEntry {
@@ -485,7 +451,8 @@ impl PathEntry {
         updated_at: Millis,
     ) -> ServiceResult<Self> {
         let is_folder = kind == ObjectKind::Folder.as_str();
-        Ok(Self { id: parse_uuid(id)?, name: name.to_owned(), is_folder, size, created_at, updated_at, owner })
+        let grant = Grant::Owner(owner);
+        Ok(Self { id: parse_uuid(id)?, name: name.to_owned(), is_folder, size, created_at, updated_at, grant })
     }
 
     /// The entry with new content written by this service: new size and times.
@@ -497,19 +464,14 @@ impl PathEntry {
         created_at: Millis,
         updated_at: Millis,
     ) -> Self {
-        Self { id, name: name.to_owned(), is_folder: false, size, created_at, updated_at, owner }
+        let grant = Grant::Owner(owner);
+        Self { id, name: name.to_owned(), is_folder: false, size, created_at, updated_at, grant }
     }
-}
 
-/// The id of `entry` when it is a folder of `owner`.
-pub(crate) fn own_folder(owner: Uuid, entry: &PathEntry) -> ServiceResult<String> {
-    if entry.owner != owner {
-        return Err(not_found());
+    /// The grant the entry was found through.
+    pub(crate) fn grant(&self) -> Grant {
+        self.grant
     }
-    if !entry.is_folder {
-        return Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the object is a file, not a folder"));
-    }
-    Ok(entry.id.to_string())
 }
 
 /// The live folder at `path` below the owner's root (the root when `path` is `/`).
@@ -525,7 +487,7 @@ pub async fn folder_entry(db: &Db, owner: Uuid, path: &str) -> ServiceResult<Pat
 /// shorter answer than `names` means the next name is missing (or its parent is a file). `base`
 /// must be the owner's and live when it was read: its children are the owner's too.
 pub async fn walk_below(db: &Db, owner: Uuid, base: &PathEntry, names: &[&str]) -> ServiceResult<Vec<PathEntry>> {
-    let base = own_folder(owner, base)?;
+    let base = access::entry_folder(owner, base)?;
     let rows = db::objects::walk(db, db::objects::WalkStart::Below(&base), names).await?;
     rows.iter().map(|row| PathEntry::of_listing(owner, row)).collect()
 }
@@ -541,7 +503,7 @@ pub async fn walk_from_root(db: &Db, owner: Uuid, names: &[&str]) -> ServiceResu
 /// Every live child of the owner's folder `folder`, folders first, by name: one query, for
 /// clients that list whole folders (WebDAV `PROPFIND`).
 pub async fn live_children(db: &Db, owner: Uuid, folder: &PathEntry) -> ServiceResult<Vec<PathEntry>> {
-    let folder = own_folder(owner, folder)?;
+    let folder = access::entry_folder(owner, folder)?;
     let rows = db::objects::all_live_children(db, &folder).await?;
     rows.iter().map(|row| PathEntry::of_listing(owner, row)).collect()
 }
@@ -557,13 +519,12 @@ pub fn quota_exceeded() -> ServiceError {
 
 /// Puts objects (and what is inside folders) in the trash; they keep counting against the quota
 /// until deleted for good.
-pub async fn trash(db: &Db, owner: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
+pub async fn trash(db: &Db, caller: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
     let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
-    let owner_id = owner.to_string();
     let mut tx = db.begin().await?;
     let now = now_ms();
     for id in &ids {
-        let row = owned_in(&mut tx, &owner_id, id).await?;
+        let row = detachable_in(&mut tx, caller, id).await?;
         db::objects::trash_subtree(&mut tx, &row.id, now).await?;
     }
     tx.commit().await.map_err(DbError::from)?;
@@ -579,25 +540,16 @@ pub async fn list_trash(db: &Db, owner: Uuid, page: PageRequest) -> ServiceResul
     Ok(Page { count, items })
 }
 
-/// Loads a trash root (an object whose deletion put things in the trash) inside a transaction.
-async fn trash_root_in(conn: &mut Conn, owner_id: &str, id: &str) -> ServiceResult<ObjectRow> {
-    let row = db::objects::find_owned_in(conn, owner_id, id).await?.ok_or_else(not_found)?;
-    if row.trash_root_id.as_deref() != Some(row.id.as_str()) {
-        return Err(ServiceError::not_found(codes::TRASH_NOT_FOUND, "the object is not in the trash"));
-    }
-    Ok(row)
-}
-
 /// Takes objects out of the trash, back where they were. Refused when the name is taken there
 /// by now, or the folder they were in is itself in the trash.
-pub async fn restore(db: &Db, owner: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
+pub async fn restore(db: &Db, caller: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
     let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
-    let owner_id = owner.to_string();
     let mut tx = db.begin().await?;
     for id in &ids {
-        let row = trash_root_in(&mut tx, &owner_id, id).await?;
+        let row = access::writable_in(&mut tx, caller, id, Reach::TrashRoot).await?.into_row();
         if let Some(parent) = &row.parent_id {
-            let parent = db::objects::find_owned_in(&mut tx, &owner_id, parent).await?.ok_or_else(not_found)?;
+            // Only whether it is in the trash is read: the object's handle covers its place.
+            let parent = db::objects::find_by_id_in(&mut tx, parent).await?.ok_or_else(not_found)?;
             if parent.trashed_at.is_some() {
                 return Err(ServiceError::conflict(codes::TRASH_PARENT_TRASHED, "restore the folder it was in first"));
             }
@@ -610,15 +562,15 @@ pub async fn restore(db: &Db, owner: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
 
 /// Deletes trashed objects for good: their quota is released and each blob whose last
 /// reference goes is deleted from storage after the change commits.
-pub async fn purge(ctx: &Context, owner: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
+pub async fn purge(ctx: &Context, caller: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
     let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
-    let owner_id = owner.to_string();
     let mut tx = ctx.db().begin().await?;
     let mut roots = Vec::new();
     for id in &ids {
-        roots.push(trash_root_in(&mut tx, &owner_id, id).await?);
+        roots.push(access::writable_in(&mut tx, caller, id, Reach::TrashRoot).await?.into_row());
     }
-    let orphans = delete_trees(&mut tx, &owner_id, &roots).await?;
+    // The space goes back to the caller: today every object a caller may delete is the caller's.
+    let orphans = delete_trees(&mut tx, &caller.to_string(), &roots).await?;
     tx.commit().await.map_err(DbError::from)?;
     release_blobs(ctx, &orphans).await;
     Ok(())
@@ -662,20 +614,6 @@ async fn delete_trees(tx: &mut Conn, owner_id: &str, roots: &[ObjectRow]) -> Ser
     }
     db::users::release_storage(tx, owner_id, bytes).await?;
     Ok(orphans)
-}
-
-/// Takes one reference to the content stored at `key` inside `tx` (see
-/// [`db::blobs::reference_content`]; a new blob gets a new id). Answers the blob id and whether
-/// it was a duplicate, whose bytes at `key` the caller deletes after the commit.
-pub async fn reference_content(
-    tx: &mut Conn,
-    policy_id: &str,
-    key: &str,
-    blake3: &str,
-    size: i64,
-) -> Result<(String, bool), DbError> {
-    let blob = db::blobs::BlobRow::new_content(&new_id().to_string(), policy_id, key, size, blake3);
-    db::blobs::reference_content(tx, &blob, now_ms()).await
 }
 
 /// Deletes unreferenced blobs from storage and then their rows. Failures are logged and left

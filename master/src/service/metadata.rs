@@ -12,6 +12,7 @@ use crate::db::{self, Db, DbError};
 use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::service::access::{self, Readable, Writable};
 use crate::service::files;
 
 pub const SYSTEM_NAMESPACE: &str = "sys";
@@ -40,23 +41,18 @@ pub struct MetadataChange {
     pub value: Option<String>,
 }
 
-pub async fn get(db: &Db, owner: Uuid, object_id: Uuid) -> ServiceResult<Vec<MetadataEntry>> {
-    let owned = files::authorize(db, owner, object_id).await?;
-    Ok(db::objects::metadata(db, &owned.row().id)
+pub async fn get(db: &Db, object: &Readable) -> ServiceResult<Vec<MetadataEntry>> {
+    Ok(db::objects::metadata(db, &object.row().id)
         .await?
         .into_iter()
         .map(|(namespace, name, value)| MetadataEntry { namespace, name, value })
         .collect())
 }
 
-/// Applies changes all together, or none when one is refused.
-pub async fn patch(
-    db: &Db,
-    owner: Uuid,
-    object_id: Uuid,
-    changes: &[MetadataChange],
-) -> ServiceResult<Vec<MetadataEntry>> {
-    let owned = files::authorize_live(db, owner, object_id).await?;
+/// Applies changes to a live object ([`access::Reach::Live`]) all together, or none when one is
+/// refused. `props` values are checked against the object owner's property definitions.
+pub async fn patch(db: &Db, object: &Writable, changes: &[MetadataChange]) -> ServiceResult<Vec<MetadataEntry>> {
+    let owner_id = files::parse_uuid(&object.row().owner_id)?.into();
     for change in changes {
         if change.name.is_empty() || change.name.len() > MAX_KEY_BYTES || change.name.chars().any(char::is_control) {
             return Err(ServiceError::validation(
@@ -77,10 +73,9 @@ pub async fn patch(
                 ));
             }
             PROPERTY_NAMESPACE => {
-                let definition =
-                    db::properties::find_by_name(db, owner.into(), &change.name).await?.ok_or_else(|| {
-                        ServiceError::validation("name", format!("no custom property named {:?}", change.name))
-                    })?;
+                let definition = db::properties::find_by_name(db, owner_id, &change.name).await?.ok_or_else(|| {
+                    ServiceError::validation("name", format!("no custom property named {:?}", change.name))
+                })?;
                 if let Some(value) = &change.value {
                     check_value(&definition, value)?;
                 }
@@ -95,20 +90,20 @@ pub async fn patch(
     }
     let mut tx = db.begin().await?;
     for change in changes {
-        db::objects::set_metadata(&mut tx, &owned.row().id, &change.namespace, &change.name, change.value.as_deref())
+        db::objects::set_metadata(&mut tx, &object.row().id, &change.namespace, &change.name, change.value.as_deref())
             .await?;
     }
     tx.commit().await.map_err(DbError::from)?;
-    get(db, owner, object_id).await
+    get(db, object.as_readable()).await
 }
 
 /// A dead WebDAV property: its `{namespace-uri}local-name` and its XML element.
 pub type DavProperty = (String, String);
 
-/// The dead WebDAV properties of a live object.
-pub async fn dav_properties(db: &Db, owner: Uuid, object_id: Uuid) -> ServiceResult<Vec<DavProperty>> {
-    let owned = files::authorize_live(db, owner, object_id).await?;
-    Ok(db::objects::metadata(db, &owned.row().id)
+/// The dead WebDAV properties of an object `caller` found by a path walk.
+pub async fn dav_properties(db: &Db, caller: Uuid, entry: &files::PathEntry) -> ServiceResult<Vec<DavProperty>> {
+    access::entry_readable(caller, entry)?;
+    Ok(db::objects::metadata(db, &entry.id.to_string())
         .await?
         .into_iter()
         .filter(|(namespace, _, _)| namespace == DAV_NAMESPACE)
@@ -123,7 +118,7 @@ pub async fn dav_properties_of_children(
     owner: Uuid,
     folder: &files::PathEntry,
 ) -> ServiceResult<std::collections::HashMap<Uuid, Vec<DavProperty>>> {
-    let folder = files::own_folder(owner, folder)?;
+    let folder = access::entry_folder(owner, folder)?;
     let mut by_child: std::collections::HashMap<Uuid, Vec<DavProperty>> = std::collections::HashMap::new();
     for (object_id, name, value) in db::objects::metadata_of_children(db, &folder, DAV_NAMESPACE).await? {
         by_child.entry(files::parse_uuid(&object_id)?).or_default().push((name, value));
@@ -131,14 +126,13 @@ pub async fn dav_properties_of_children(
     Ok(by_child)
 }
 
-/// Sets (`Some`) or removes (`None`) dead WebDAV properties of a live object, all or none.
+/// Sets (`Some`) or removes (`None`) dead WebDAV properties of a live object
+/// ([`access::Reach::Live`]), all or none.
 pub async fn patch_dav_properties(
     db: &Db,
-    owner: Uuid,
-    object_id: Uuid,
+    object: &Writable,
     changes: &[(String, Option<String>)],
 ) -> ServiceResult<()> {
-    let owned = files::authorize_live(db, owner, object_id).await?;
     for (name, value) in changes {
         if name.is_empty() || name.len() > MAX_DAV_NAME_BYTES {
             return Err(ServiceError::validation("name", "property names are 1 to 512 bytes"));
@@ -149,7 +143,7 @@ pub async fn patch_dav_properties(
     }
     let mut tx = db.begin().await?;
     for (name, value) in changes {
-        db::objects::set_metadata(&mut tx, &owned.row().id, DAV_NAMESPACE, name, value.as_deref()).await?;
+        db::objects::set_metadata(&mut tx, &object.row().id, DAV_NAMESPACE, name, value.as_deref()).await?;
     }
     tx.commit().await.map_err(DbError::from)?;
     Ok(())

@@ -15,6 +15,7 @@ use crate::domain::naming::{self, NamingContext};
 use crate::domain::task::{TaskProgress, TaskProps};
 use crate::domain::time::now_ms;
 use crate::error::ServiceError;
+use crate::service::access::{self, Reach};
 use crate::service::{files, policies};
 
 /// Why a task stopped before finishing.
@@ -77,7 +78,7 @@ pub async fn run(
     let object_id = props.object_id.ok_or_else(|| missing("object"))?;
     let target_id = props.target_policy_id.ok_or_else(|| missing("target policy"))?;
     let owner = owner.ok_or_else(|| missing("owner"))?;
-    let object = files::authorize_live(ctx.db(), owner, object_id)
+    let object = access::writable(ctx.db(), owner, object_id, Reach::Live)
         .await
         .map_err(|_| TaskFailure::Permanent("the object no longer exists".to_owned()))?;
     let target = policies::find(ctx.db(), target_id)

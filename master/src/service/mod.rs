@@ -2,6 +2,7 @@
 //! take typed inputs and answer typed results or a [`ServiceError`], which each front end (the
 //! JSON API, WebDAV) renders in its own dialect.
 
+pub mod access;
 pub mod accounts;
 pub mod bootstrap;
 pub mod dav_accounts;
@@ -9,6 +10,7 @@ pub mod downloads;
 pub mod external;
 pub mod files;
 pub mod groups;
+pub mod ingest;
 pub mod maintenance;
 pub mod metadata;
 pub mod migration;

@@ -9,7 +9,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::auth::password::{generate_password, hash_password, verify_password};
+use crate::auth::providers::password;
 use crate::auth::token::token_error;
 use crate::auth::token::{ACCESS_TOKEN_LIFETIME, GroupClaims, JwtPayload, RefreshClaims, TokenType};
 use crate::context::Context;
@@ -20,7 +20,7 @@ use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::accounts::{self, EMAIL_PASSWORD, UserView};
+use crate::service::accounts::{self, UserView};
 use crate::service::site;
 
 /// A freshly issued pair of tokens.
@@ -48,16 +48,6 @@ fn invalid_credentials() -> ServiceError {
 
 pub fn rate_limited() -> ServiceError {
     ServiceError::new(ErrorKind::RateLimited, codes::AUTH_RATE_LIMITED, "too many sign-in attempts, try again later")
-}
-
-/// A hash of a password nobody knows, verified when the account does not exist so that a
-/// missing account costs the same time as a wrong password.
-pub async fn dummy_hash() -> ServiceResult<&'static str> {
-    static DUMMY: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
-    DUMMY
-        .get_or_try_init(|| async { hash_password(&generate_password()).await.map_err(ServiceError::internal) })
-        .await
-        .map(String::as_str)
 }
 
 /// Counts an attempt from `address`; refuses when the address is over its budget.
@@ -99,13 +89,7 @@ pub async fn login(
         return Err(rate_limited());
     }
 
-    let identity = db::users::find_identity(ctx.db(), EMAIL_PASSWORD, email.as_str()).await?;
-    let (user_id, stored) = match identity {
-        Some((user_id, Some(hash))) => (Some(user_id), hash),
-        _ => (None, dummy_hash().await?.to_owned()),
-    };
-    let verified = verify_password(credential, &stored).await;
-    let Some(user_id) = user_id.filter(|_| verified) else {
+    let Some(user_id) = password::identify(ctx.db(), &email, credential).await? else {
         ctx.store().increment(&failures_key, window).await?;
         return Err(invalid_credentials());
     };
@@ -115,7 +99,7 @@ pub async fn login(
     if user.status != UserStatus::Active {
         return Err(ServiceError::user_inactive());
     }
-    db::users::touch_identity(ctx.db(), EMAIL_PASSWORD, email.as_str(), now_ms()).await?;
+    password::mark_used(ctx.db(), &email).await?;
     let tokens = issue(ctx, &user, Uuid::new_v4()).await?;
     Ok(LoginView { tokens, user: accounts::user_view(ctx.db(), &user).await? })
 }

@@ -13,6 +13,7 @@ use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::service::access::Writable;
 use crate::service::{Page, PageRequest, files, policies};
 
 /// Attempts a task gets before a transient failure becomes final.
@@ -59,19 +60,23 @@ pub fn view(row: &TaskRow) -> ServiceResult<TaskView> {
     })
 }
 
-/// Queues a `POLICY_MIGRATE` task for an object the caller owns, after checking that the
-/// caller's group may use the target policy (403 and no task otherwise).
+/// Queues a `POLICY_MIGRATE` task of `caller` for a live object (resolved with
+/// [`Reach::Live`](crate::service::access::Reach::Live)), after checking that the caller's
+/// group may use the target policy (403 and no task otherwise).
 pub async fn create_migration(
     ctx: &Context,
-    owner: Uuid,
+    caller: Uuid,
     group_id: GroupId,
-    object_id: Uuid,
+    object: &Writable,
     policy_id: Uuid,
 ) -> ServiceResult<TaskView> {
-    files::authorize_live(ctx.db(), owner, object_id).await?;
     policies::policy_for(ctx.db(), group_id, Some(policy_id)).await?;
-    let props = TaskProps { object_id: Some(object_id), target_policy_id: Some(policy_id), ..TaskProps::default() };
-    enqueue(ctx.db(), TaskType::PolicyMigrate, Some(owner), &props).await
+    let props = TaskProps {
+        object_id: Some(object.as_readable().id()?),
+        target_policy_id: Some(policy_id),
+        ..TaskProps::default()
+    };
+    enqueue(ctx.db(), TaskType::PolicyMigrate, Some(caller), &props).await
 }
 
 pub async fn enqueue(db: &Db, kind: TaskType, owner: Option<Uuid>, props: &TaskProps) -> ServiceResult<TaskView> {

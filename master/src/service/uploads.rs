@@ -2,6 +2,7 @@
 //! arrive in any order (idempotently), and the last one finalises: hash, de-duplicate, create
 //! the object. Sessions that are aborted or expire give back their reservation and bytes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use nubo_common::hash;
@@ -12,17 +13,17 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::node_reports::UploadResultRow;
-use crate::db::objects::NewObject;
 use crate::db::uploads::{ABORTING, ChunkRow, FINISHING, SessionRow, UPLOADING};
 use crate::db::{self, DbError};
 use crate::domain::ids::GroupId;
 use crate::domain::naming::{self, NamingContext};
-use crate::domain::object::{ObjectKind, ObjectName, new_id};
+use crate::domain::object::ObjectName;
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::service::access::{self, Reach};
 use crate::service::files::{self, ObjectView, quota_exceeded};
+use crate::service::ingest::{self, Charge, Hold, Plan, StagedBlob};
 use crate::service::policies;
 
 /// How long a session may wait for its chunks (the interface leaves it open): a day.
@@ -145,7 +146,7 @@ async fn refusal_on_completion(
 /// concurrent sessions can never exceed the quota together.
 pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewUpload) -> ServiceResult<SessionView> {
     let db = ctx.db();
-    let parent = files::authorize_folder(db, owner, request.parent_id).await?;
+    let parent = access::writable(db, owner, request.parent_id, Reach::Folder).await?;
     let name = ObjectName::parse(&request.file_name).map_err(|why| ServiceError::validation("file_name", why))?;
     if request.file_size < 0 {
         return Err(ServiceError::validation("file_size", "file_size must be 0 or more bytes"));
@@ -455,15 +456,8 @@ async fn finish(ctx: &Context, session: &SessionRow, claim: &Claim) -> ServiceRe
             _ => return Err(err.into()),
         }
     }
-    let (object, duplicate) =
-        record_upload(ctx, session, claim, &policy.id.to_string(), store.as_ref(), &content_hash, None).await?;
-    if duplicate {
-        let key = StorageKey::parse(&session.storage_key)?;
-        if let Err(err) = store.delete(&key).await {
-            tracing::warn!(key = %key, error = %err, "could not delete a duplicate blob; the collector will");
-        }
-    }
-    Ok(object)
+    let staged = staged_blob(ctx, session, claim, store, &content_hash, false)?;
+    Ok(record_upload(ctx, session, claim, staged, None).await?.0)
 }
 
 /// The node report a file is recorded for: the node and its session handle, remembered with
@@ -473,79 +467,50 @@ struct NodeReport<'a> {
     handle: &'a str,
 }
 
-/// Records the file of a complete blob in one transaction: de-duplicates against blobs with
-/// the same content, creates the object, deletes the session (its reservation becomes the
-/// file's usage) and, for a node's report, remembers the outcome. Answers the file and whether
-/// the blob turned out to be a duplicate. On failure the blob is removed and the session and
-/// its reservation released, so nothing is left behind.
+/// The complete blob of a claimed session, held by the session until its file is recorded.
+fn staged_blob(
+    ctx: &Context,
+    session: &SessionRow,
+    claim: &Claim,
+    store: Arc<dyn BlobStore>,
+    content_hash: &str,
+    on_node: bool,
+) -> ServiceResult<StagedBlob> {
+    let hold = Hold::Session {
+        session_id: session.id.clone(),
+        claim_token: claim.token.clone(),
+        owner_id: session.owner_id.clone(),
+        reserved: session.declared_size,
+        on_node,
+    };
+    let key = StorageKey::parse(&session.storage_key)?;
+    Ok(StagedBlob::new(ctx, store, key, &session.policy_id, hold).holding(session.declared_size, content_hash))
+}
+
+/// Records the file of a complete blob ([`ingest::commit`]): the session ends with it (its
+/// reservation becomes the file's usage) and, for a node's report, the outcome is remembered.
+/// Answers the file and whether the blob turned out to be a duplicate. On failure the session
+/// and its reservation are released and the blob removed, so nothing is left behind.
 async fn record_upload(
     ctx: &Context,
     session: &SessionRow,
     claim: &Claim,
-    policy_id: &str,
-    store: &dyn BlobStore,
-    content_hash: &str,
+    staged: StagedBlob,
     report: Option<NodeReport<'_>>,
 ) -> ServiceResult<(ObjectView, bool)> {
     let db = ctx.db();
-    let now = now_ms();
-    let committed = async {
-        let mut tx = db.begin().await?;
-        let (blob_id, duplicate) =
-            files::reference_content(&mut tx, policy_id, &session.storage_key, content_hash, session.declared_size)
-                .await?;
-        let object_id = new_id().to_string();
-        let object = NewObject {
-            id: &object_id,
-            owner_id: &session.owner_id,
-            parent_id: Some(&session.parent_id),
-            name: &session.file_name,
-            kind: ObjectKind::File.as_str(),
-            policy_id: Some(policy_id),
-            physical_file_id: Some(&blob_id),
-            size: session.declared_size,
-        };
-        db::objects::insert(&mut tx, &object, now).await?;
-        if !db::uploads::delete_claimed(&mut tx, &session.id, &claim.token).await? {
-            // The claim was taken over: its new holder records the file (rolled back here).
-            return Ok(None);
-        }
-        if let Some(report) = &report {
-            let result = UploadResultRow {
-                object_id: Some(object_id.clone()),
-                owner_id: session.owner_id.clone(),
-                keep_blob: i64::from(!duplicate),
-            };
-            db::node_reports::insert_upload_result(&mut tx, report.node_id, report.handle, &result, now).await?;
-        }
-        tx.commit().await?;
-        Ok::<_, DbError>(Some((object_id, duplicate)))
+    let mut plan = Plan::new_file(&session.owner_id, &session.parent_id, &session.file_name, Charge::RESERVED)
+        .with_step(|_| db::uploads::end_claimed_step(&session.id, &claim.token));
+    if let Some(report) = report {
+        let now = now_ms();
+        plan = plan.with_step(|object_id| {
+            db::node_reports::upload_result_step(report.node_id, report.handle, object_id, &session.owner_id, now)
+        });
     }
-    .await;
-    match committed {
-        Ok(None) => Err(being_completed()),
-        Ok(Some((object_id, duplicate))) => {
-            let row = db::objects::find_owned(db, &session.owner_id, &object_id).await?.ok_or_else(files::not_found)?;
-            Ok((files::view_of(db, &row).await?, duplicate))
-        }
-        Err(err) => {
-            // The bytes are complete but no row points at them: end the session, give back
-            // the reservation and remove them, so nothing is left behind (unless the claim was
-            // taken over: then they are the new holder's).
-            let clash = err.is_unique_violation();
-            if !release_session(ctx, session, claim).await? {
-                return Err(being_completed());
-            }
-            delete_refused(store, session).await;
-            if clash {
-                return Err(ServiceError::conflict(
-                    codes::OBJECT_NAME_TAKEN,
-                    "an object with that name appeared in the folder meanwhile",
-                ));
-            }
-            Err(err.into())
-        }
-    }
+    // Superseded: the claim was taken over, and its new holder records the file.
+    let file = ingest::commit(ctx, staged, plan).await?.ok_or_else(being_completed)?;
+    let row = db::objects::find_owned(db, &session.owner_id, &file.object_id).await?.ok_or_else(files::not_found)?;
+    Ok((files::view_of(db, &row).await?, file.duplicate))
 }
 
 /// A node's `upload_complete` report, settled: the answer for the node (keep the blob or drop
@@ -587,33 +552,20 @@ pub async fn complete_reported(
     let recorded = under_lease(ctx, &session.id, &claim, async {
         let policy = policies::find(db, files::parse_uuid(&session.policy_id)?).await?;
         let store = policies::store(ctx, &policy).await?;
+        let staged = staged_blob(ctx, &session, &claim, store, report.blake3.as_str(), true)?;
         if report.size != session.declared_size as u64 {
             // The node assembled something else than was declared: refuse and release everything.
-            if release_session(ctx, &session, &claim).await? {
-                delete_refused(store.as_ref(), &session).await;
-            }
-            return Err(ServiceError::conflict(
+            let wrong = ServiceError::conflict(
                 codes::UPLOAD_WRONG_LENGTH,
                 format!("the node holds {} bytes, {} were declared", report.size, session.declared_size),
-            ));
+            );
+            return Err(staged.discard(wrong).await);
         }
         if let Some(refused) = refusal_on_completion(ctx, &session, &policy).await? {
-            if release_session(ctx, &session, &claim).await? {
-                delete_refused(store.as_ref(), &session).await;
-            }
-            return Err(refused);
+            return Err(staged.discard(refused).await);
         }
         let handle = NodeReport { node_id, handle: &report.session_id };
-        record_upload(
-            ctx,
-            &session,
-            &claim,
-            &policy.id.to_string(),
-            store.as_ref(),
-            report.blake3.as_str(),
-            Some(handle),
-        )
-        .await
+        record_upload(ctx, &session, &claim, staged, Some(handle)).await
     })
     .await;
     match recorded {
@@ -640,30 +592,6 @@ async fn give_up_claim(ctx: &Context, session_id: &str, claim: &Claim) {
     }
 }
 
-/// Removes the completed blob of a session that will record no file. A failure is only logged:
-/// no row references the blob, so the collector reaps it later.
-async fn delete_refused(store: &dyn BlobStore, session: &SessionRow) {
-    let deleted = match StorageKey::parse(&session.storage_key) {
-        Ok(key) => store.delete(&key).await,
-        Err(err) => Err(err),
-    };
-    if let Err(err) = deleted {
-        tracing::warn!(session = %session.id, error = %err, "could not delete the blob of a refused upload; the collector will");
-    }
-}
-
-/// Deletes a session row and gives back its reservation, in one transaction, while `claim`
-/// holds it. Answers false (and changes nothing) when the claim was taken over.
-async fn release_session(ctx: &Context, session: &SessionRow, claim: &Claim) -> ServiceResult<bool> {
-    let mut tx = ctx.db().begin().await?;
-    if !db::uploads::delete_claimed(&mut tx, &session.id, &claim.token).await? {
-        return Ok(false);
-    }
-    db::users::release_storage(&mut tx, &session.owner_id, session.declared_size).await?;
-    tx.commit().await.map_err(DbError::from)?;
-    Ok(true)
-}
-
 /// Cancels a session: its reservation and its staged bytes are released. A session left
 /// `finishing` by a dead master can be cancelled once the claim's lease ran out.
 pub async fn abort(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<()> {
@@ -674,7 +602,7 @@ pub async fn abort(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<()> {
 
 /// Ends a session claimed for aborting: the row and the reservation first, then its bytes.
 async fn drop_session(ctx: &Context, session: &SessionRow, claim: &Claim) -> ServiceResult<()> {
-    if !release_session(ctx, session, claim).await? {
+    if !ingest::end_session(ctx, &session.id, &claim.token, &session.owner_id, session.declared_size).await? {
         return Ok(());
     }
     let policy = policies::find(ctx.db(), files::parse_uuid(&session.policy_id)?).await?;

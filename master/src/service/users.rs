@@ -5,6 +5,7 @@ use nubo_common::secret::Secret;
 use uuid::Uuid;
 
 use crate::auth::password::hash_password;
+use crate::auth::providers::password::EMAIL_PASSWORD;
 use crate::auth::revocation;
 use crate::context::Context;
 use crate::db::users::UserChanges;
@@ -15,7 +16,7 @@ use crate::domain::user::UserFilter;
 use crate::domain::user::UserStatus;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::accounts::{self, EMAIL_PASSWORD, UserView};
+use crate::service::accounts::{self, UserView};
 use crate::service::{Page, PageRequest};
 
 fn not_found() -> ServiceError {

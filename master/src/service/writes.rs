@@ -1,26 +1,31 @@
 //! Bytes in outside upload sessions: a streamed body becomes a new file or a file's new
-//! content (WebDAV `PUT`, `PATCH /file/content`), with the policy's limits and the quota
-//! enforced before and while the bytes arrive.
+//! content (WebDAV `PUT` through a [`Write`], `PATCH /file/content` through
+//! [`replace_content`]), with the policy's limits and the quota enforced before and while the
+//! bytes arrive, and the file committed by [`ingest`].
+
+use bytes::Bytes;
+use nubo_common::hash::StreamHasher;
+use nubo_common::storage::{ByteStream, StorageError, StorageKey};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::objects::{ContentReplaced, FileCreation, NewObject, ObjectRow};
+use crate::db::objects::ObjectRow;
 use crate::db::policies::PolicyRow;
 use crate::db::{self, DbError};
 use crate::domain::ids::GroupId;
 use crate::domain::naming::{self, NamingContext};
-use crate::domain::object::{ObjectKind, ObjectName, new_id};
+use crate::domain::object::ObjectName;
 use crate::domain::time::{Millis, now_ms};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::service::access::{self, Reach};
 use crate::service::downloads::expect_file;
 use crate::service::files::{self, ObjectView, quota_exceeded};
+use crate::service::ingest::{self, Charge, Hold, Ingested, Plan, StagedBlob};
 use crate::service::policies;
 use crate::service::uploads::check_max_size;
-use bytes::Bytes;
-use nubo_common::hash::StreamHasher;
-use nubo_common::storage::{BlobStore, ByteStream, PutOutcome, StorageError, StorageKey};
-use std::sync::Arc;
-use uuid::Uuid;
 
 /// Declared lengths up to this are not reserved against the quota before the bytes arrive.
 const RESERVE_ABOVE: u64 = 1024 * 1024;
@@ -37,13 +42,13 @@ pub async fn replace_content(
     body: ByteStream,
 ) -> ServiceResult<ObjectView> {
     let db = ctx.db();
-    let owned = files::authorize_live(db, owner, object_id).await?;
-    let row = owned.into_row();
+    let file = access::writable(db, owner, object_id, Reach::Live).await?;
+    let row = file.row().clone();
     expect_file(&row)?;
     let policy = policy_of(db, &row).await?;
     let usage = Usage::of(db, owner).await?;
     replace_row(ctx, owner, &row, &policy, usage, content_length, body).await?;
-    files::get(db, owner, object_id).await
+    files::view_now(db, file.as_readable()).await
 }
 
 /// The policy a file's content is stored under.
@@ -97,54 +102,24 @@ async fn replace_row(
     content_length: Option<u64>,
     body: ByteStream,
 ) -> ServiceResult<(i64, Millis)> {
-    let streamed = stream_content(ctx, owner, policy, &row.name, row.size, usage, content_length, body).await?;
-    let size = streamed.outcome.size as i64;
-    let now = now_ms();
-    let (blob_id, policy_id) = (new_id().to_string(), policy.id.to_string());
-    let replacement = db::objects::ContentReplacement {
-        object_id: &row.id,
-        old_blob_id: row.physical_file_id.as_deref(),
-        old_size: row.size,
-        owner_id: &streamed.owner_id,
-        policy_id: &policy_id,
-        blob_id: &blob_id,
-        storage_key: Some(streamed.key.as_str()),
-        blake3: &streamed.outcome.blake3,
-        size,
-        charge: streamed.charge(size - row.size),
-        capacity: streamed.capacity,
-    };
-    match db::objects::replace_content(ctx.db(), &replacement, now).await {
-        Ok(ContentReplaced::Replaced { duplicate, released, .. }) => {
-            let ctx = ctx.clone();
-            tokio::spawn(async move {
-                if duplicate {
-                    streamed.remove_surplus().await;
-                }
-                files::release_blobs(&ctx, released.as_slice()).await;
-            });
-            Ok((size, now))
-        }
-        Ok(ContentReplaced::QuotaExceeded | ContentReplaced::NotReferenced) => {
-            Err(streamed.discard(ctx, quota_exceeded()).await)
-        }
-        Ok(ContentReplaced::Changed) => Err(streamed.discard(ctx, changed_meanwhile()).await),
-        Err(err) => Err(streamed.discard(ctx, err.into()).await),
-    }
+    let (staged, reserved) =
+        stream_content(ctx, owner, policy, &row.name, row.size, usage, content_length, body).await?;
+    let size = staged.size();
+    let charge = Charge { amount: size - row.size - reserved, capacity: usage.capacity };
+    let plan = Plan::replace(&owner.to_string(), &row.id, row.physical_file_id.as_deref(), row.size, charge);
+    let file = ingest::commit(ctx, staged, plan).await?.ok_or_else(no_bookkeeping)?;
+    Ok((size, file.at))
 }
 
-fn changed_meanwhile() -> ServiceError {
-    ServiceError::new(
-        ErrorKind::Conflict,
-        codes::OBJECT_CHANGED,
-        "the file was changed or removed while the new content arrived; send it again",
-    )
+/// A commit without bookkeeping steps cannot be superseded.
+fn no_bookkeeping() -> ServiceError {
+    ServiceError::internal(anyhow::anyhow!("a write without bookkeeping was superseded"))
 }
 
 /// How many bytes a write may bring: the policy's `max_size` and the room the quota leaves
 /// (the file's current size counts as room: it is replaced).
 #[derive(Debug, Clone, Copy)]
-pub struct ByteLimit {
+struct ByteLimit {
     max_size: Option<u64>,
     room: u64,
 }
@@ -172,7 +147,7 @@ impl ByteLimit {
 
 /// A write of the file `name` in a folder, checked and ready to take its body (WebDAV `PUT`):
 /// a new file on the group's default policy, or new content for the existing file there.
-pub struct PlannedWrite {
+struct PlannedWrite {
     owner: Uuid,
     /// The folder's id.
     parent: String,
@@ -198,7 +173,7 @@ pub enum Presence {
 /// Plans writing `name` in the owner's folder `parent` (an entry this service looked up for
 /// the owner) from a body of `declared` bytes (unknown for a chunked body). Refuses a name taken
 /// by a folder; [`PlannedWrite::admit`] then says whether the size fits.
-pub async fn plan_write(
+async fn plan_write(
     ctx: &Context,
     owner: Uuid,
     group_id: GroupId,
@@ -208,7 +183,7 @@ pub async fn plan_write(
     declared: Option<u64>,
 ) -> ServiceResult<PlannedWrite> {
     let db = ctx.db();
-    let parent = files::own_folder(owner, parent)?;
+    let parent = access::entry_folder(owner, parent)?;
     let name = ObjectName::parse(name).map_err(|why| ServiceError::validation("name", why))?;
     let (existing, facts) = match presence {
         Presence::KnownAbsent(facts) => (None, facts),
@@ -270,30 +245,13 @@ impl PlannedWrite {
             let id = files::parse_uuid(&row.id)?;
             return Ok(files::PathEntry::with_content(self.owner, id, &row.name, size, row.created_at, now));
         }
-        let streamed =
+        let (staged, reserved) =
             stream_content(ctx, self.owner, &self.policy, self.name.as_str(), 0, self.usage, self.declared, body)
                 .await?;
-        let size = streamed.outcome.size as i64;
-        let content = NewContent {
-            storage_key: Some(streamed.key.as_str()),
-            blake3: &streamed.outcome.blake3,
-            size,
-            charge: streamed.charge(size),
-        };
-        match self.create_file(ctx, content).await {
-            Ok((FileCreation::Stored, entry)) => Ok(entry),
-            Ok((FileCreation::Duplicate(_), entry)) => {
-                // The file refers to the older blob of the same content: the new one is surplus,
-                // and nobody waits for it to go.
-                tokio::spawn(streamed.remove_surplus());
-                Ok(entry)
-            }
-            // (`NotReferenced` needs content that was not stored: not this.)
-            Ok((FileCreation::QuotaExceeded | FileCreation::NotReferenced, _)) => {
-                Err(streamed.discard(ctx, quota_exceeded()).await)
-            }
-            Err(err) => Err(streamed.discard(ctx, err).await),
-        }
+        let size = staged.size();
+        let plan = self.new_file(Charge { amount: size - reserved, capacity: self.usage.capacity });
+        let file = ingest::commit(ctx, staged, plan).await?.ok_or_else(no_bookkeeping)?;
+        self.written(&file)
     }
 
     /// Writes a body the caller held whole before the write began (a small one). When the
@@ -321,141 +279,34 @@ impl PlannedWrite {
         if !db::blobs::holds_content(ctx.db(), &self.policy.id.to_string(), &blake3, size).await? {
             return Ok(None);
         }
-        let Some(row) = &self.existing else {
-            let content = NewContent { storage_key: None, blake3: &blake3, size, charge: size };
-            return match self.create_file(ctx, content).await? {
-                (FileCreation::Duplicate(_), entry) => Ok(Some(entry)),
-                // The blob went (or the charge does not fit) since the look-up: store the bytes.
-                _ => Ok(None),
-            };
-        };
-        self.replace_with_held_content(ctx, row, &blake3, size).await
-    }
-
-    /// [`PlannedWrite::refer_to_held_content`] for an existing file: its content becomes the
-    /// policy's blob with `blake3` and `size`, and its old blob loses the file's reference.
-    async fn replace_with_held_content(
-        &self,
-        ctx: &Context,
-        row: &ObjectRow,
-        blake3: &str,
-        size: i64,
-    ) -> ServiceResult<Option<files::PathEntry>> {
-        let (owner_id, unused_blob_id, now) = (self.owner.to_string(), new_id().to_string(), now_ms());
-        let policy_id = self.policy.id.to_string();
-        let replacement = db::objects::ContentReplacement {
-            object_id: &row.id,
-            old_blob_id: row.physical_file_id.as_deref(),
-            old_size: row.size,
-            owner_id: &owner_id,
-            policy_id: &policy_id,
-            blob_id: &unused_blob_id,
-            storage_key: None,
-            blake3,
-            size,
-            charge: size - row.size,
-            capacity: self.usage.capacity,
-        };
-        match db::objects::replace_content(ctx.db(), &replacement, now).await? {
-            ContentReplaced::Replaced { released, .. } => {
-                let ctx = ctx.clone();
-                tokio::spawn(async move { files::release_blobs(&ctx, released.as_slice()).await });
-                let id = files::parse_uuid(&row.id)?;
-                Ok(Some(files::PathEntry::with_content(self.owner, id, &row.name, size, row.created_at, now)))
+        let growth = size - self.existing.as_ref().map_or(0, |row| row.size);
+        let charge = Charge { amount: growth, capacity: self.usage.capacity };
+        let plan = match &self.existing {
+            Some(row) => {
+                Plan::replace(&self.owner.to_string(), &row.id, row.physical_file_id.as_deref(), row.size, charge)
             }
-            ContentReplaced::Changed => Err(changed_meanwhile()),
-            // The blob went (or the charge does not fit) since the look-up: store the bytes.
-            ContentReplaced::QuotaExceeded | ContentReplaced::NotReferenced => Ok(None),
-        }
-    }
-
-    /// Creates the new file with `content` in one transaction ([`db::objects::create_file`]);
-    /// answers how, and the file as it is if it was created.
-    async fn create_file(
-        &self,
-        ctx: &Context,
-        content: NewContent<'_>,
-    ) -> ServiceResult<(FileCreation, files::PathEntry)> {
-        let (object_id, blob_id) = (new_id(), new_id().to_string());
-        let (id, owner_id, policy_id) = (object_id.to_string(), self.owner.to_string(), self.policy.id.to_string());
-        let now = now_ms();
-        let file = db::objects::NewFile {
-            object: NewObject {
-                id: &id,
-                owner_id: &owner_id,
-                parent_id: Some(&self.parent),
-                name: self.name.as_str(),
-                kind: ObjectKind::File.as_str(),
-                policy_id: Some(&policy_id),
-                physical_file_id: Some(&blob_id),
-                size: content.size,
-            },
-            storage_key: content.storage_key,
-            blake3: content.blake3,
-            charge: content.charge,
-            capacity: self.usage.capacity,
+            None => self.new_file(charge),
         };
-        let created = db::objects::create_file(ctx.db(), &file, now).await.map_err(files::on_name_clash)?;
-        let entry = files::PathEntry::with_content(self.owner, object_id, self.name.as_str(), content.size, now, now);
-        Ok((created, entry))
-    }
-}
-
-/// The content of a new file: stored at `storage_key`, or (`None`) to be found among the
-/// policy's blobs; `charge` is what the owner's usage still grows by.
-struct NewContent<'a> {
-    storage_key: Option<&'a str>,
-    blake3: &'a str,
-    size: i64,
-    charge: i64,
-}
-
-/// Content streamed into a new blob, not yet referenced by any file.
-struct StreamedContent {
-    store: Arc<dyn BlobStore>,
-    key: StorageKey,
-    outcome: PutOutcome,
-    owner_id: String,
-    /// Quota reserved before the bytes arrived (the declared growth).
-    reserved: i64,
-    capacity: i64,
-}
-
-impl StreamedContent {
-    /// What the owner's usage still changes by for a real `growth`: the reservation made before
-    /// the bytes arrived is already charged.
-    fn charge(&self, growth: i64) -> i64 {
-        growth - self.reserved
-    }
-
-    /// Removes the new bytes once a file refers to an older blob of the same content instead.
-    async fn remove_surplus(self) {
-        if let Err(error) = self.store.delete(&self.key).await {
-            tracing::warn!(%error, key = %self.key, "cannot remove a duplicate blob");
+        // `None`: the blob went (or the charge does not fit) since the look-up: store the bytes.
+        match ingest::commit_held(ctx, &self.policy.id.to_string(), (size, &blake3), plan).await? {
+            Some(file) => Ok(Some(self.written(&file)?)),
+            None => Ok(None),
         }
     }
 
-    /// Undoes the write after a failure: the new bytes go, the reservation comes back.
-    async fn discard(self, ctx: &Context, error: ServiceError) -> ServiceError {
-        if let Err(err) = self.store.delete(&self.key).await {
-            tracing::warn!(key = %self.key, error = %err, "cannot remove the bytes of a failed write; the collector will");
-        }
-        give_back(ctx, &self.owner_id, self.reserved).await;
-        error
+    /// The plan of the new file this write creates.
+    fn new_file(&self, charge: Charge) -> Plan {
+        Plan::new_file(&self.owner.to_string(), &self.parent, self.name.as_str(), charge)
     }
-}
 
-async fn give_back(ctx: &Context, owner_id: &str, bytes: i64) {
-    if bytes <= 0 {
-        return;
-    }
-    let released = match ctx.db().writer().acquire().await {
-        Ok(mut conn) => db::users::release_storage(&mut conn, owner_id, bytes).await,
-        Err(err) => Err(DbError::from(err)),
-    };
-    if let Err(err) = released {
-        // The usage stays counted too high until corrected: worth an operator's look.
-        tracing::warn!(user = %owner_id, bytes, error = %err, "could not give back a reservation");
+    /// The entry of the file as `file` left it.
+    fn written(&self, file: &Ingested) -> ServiceResult<files::PathEntry> {
+        let id = files::parse_uuid(&file.object_id)?;
+        let (name, created_at) = match &self.existing {
+            Some(row) => (row.name.as_str(), row.created_at),
+            None => (self.name.as_str(), file.at),
+        };
+        Ok(files::PathEntry::with_content(self.owner, id, name, file.size, created_at, file.at))
     }
 }
 
@@ -473,7 +324,7 @@ async fn stream_content(
     usage: Usage,
     content_length: Option<u64>,
     body: ByteStream,
-) -> ServiceResult<StreamedContent> {
+) -> ServiceResult<(StagedBlob, i64)> {
     let db = ctx.db();
     if let Some(length) = content_length {
         check_max_size(policy.max_size, length as i64)?;
@@ -503,19 +354,289 @@ async fn stream_content(
     let (store, key) = match prepared {
         Ok(prepared) => prepared,
         Err(err) => {
-            give_back(ctx, &owner_id, reserved).await;
+            ingest::give_back(ctx, &owner_id, reserved).await;
             return Err(err);
         }
     };
     let limit = ByteLimit::of(policy, usage, current_size);
-    match store.put_stream(&key, body, Some(limit.bytes())).await {
-        Ok(outcome) => Ok(StreamedContent { store, key, outcome, owner_id, reserved, capacity }),
+    // From here on the guard gives the reservation back and removes the bytes unless they are
+    // committed, also when this request is cancelled while they arrive.
+    let staged =
+        StagedBlob::new(ctx, store, key, &policy.id.to_string(), Hold::Reservation { owner_id, bytes: reserved });
+    match staged.store().put_stream(staged.key(), body, Some(limit.bytes())).await {
+        Ok(outcome) => Ok((staged.holding(outcome.size as i64, &outcome.blake3), reserved)),
         Err(err) => {
-            give_back(ctx, &owner_id, reserved).await;
-            Err(match err {
+            let refusal = match err {
                 StorageError::TooLarge { limit: bytes } => limit.refusal(bytes + 1),
                 other => other.into(),
-            })
+            };
+            Err(staged.discard(refusal).await)
         }
+    }
+}
+
+/// Request-body pieces in flight between the front end and a write's task.
+const WRITE_QUEUE: usize = 8;
+/// Bodies up to this size are held and written whole at [`Write::finish`], without a task.
+const INLINE_WRITE: u64 = 64 * 1024;
+
+/// Whether a write may replace a file already at its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overwrite {
+    /// Create the file or replace the one there.
+    Allow,
+    /// Only create: a file already there refuses the write (409 `object.name_taken`).
+    Refuse,
+    /// Only replace: without a file there the write is refused (404).
+    Require,
+}
+
+/// A write of one file whose body a front end hands over piece by piece as it arrives (WebDAV
+/// `PUT`): [`Write::begin`] plans and admits it, [`Write::push`] takes each piece,
+/// [`Write::finish`] completes it. The write keeps the small-body buffer, the byte limit and
+/// the hand-off to its own task. A small body is held and written whole at `finish` (not at all
+/// when the policy holds the same content already); a larger one is fed through a bounded
+/// channel to the write running as its own task. A write dropped before `finish` stores
+/// nothing, or ends its task's body cut off, so the task gives its staged bytes up.
+pub struct Write {
+    ctx: Context,
+    limit: ByteLimit,
+    declared: Option<u64>,
+    written: u64,
+    replaces: bool,
+    sink: Sink,
+}
+
+/// Where a write's bytes go.
+enum Sink {
+    /// The body so far, held until it passes [`INLINE_WRITE`] bytes or ends.
+    Held { plan: Box<PlannedWrite>, pieces: Vec<Bytes> },
+    /// The write's task, fed through a bounded channel: a large body streams.
+    Streaming { sender: mpsc::Sender<Piece>, task: JoinHandle<ServiceResult<files::PathEntry>> },
+    /// The write completed or was given up.
+    Ended,
+}
+
+/// What a write's task is sent.
+enum Piece {
+    Data(Bytes),
+    /// Every byte was sent: the body is complete.
+    End,
+}
+
+impl Write {
+    /// Plans writing `name` in the owner's folder `parent` from a body of `declared` bytes
+    /// (unknown for a chunked body), as [`plan_write`] does, and admits it: what cannot be taken
+    /// (a file there when `overwrite` refuses one, none when it requires one, over the policy's
+    /// `max_size` or the quota) is refused before a byte is read.
+    #[allow(clippy::too_many_arguments)] // the plan's facts, passed straight through
+    pub async fn begin(
+        ctx: &Context,
+        owner: Uuid,
+        group_id: GroupId,
+        parent: &files::PathEntry,
+        name: &str,
+        presence: Presence,
+        declared: Option<u64>,
+        overwrite: Overwrite,
+    ) -> ServiceResult<Self> {
+        let plan = plan_write(ctx, owner, group_id, parent, name, presence, declared).await?;
+        let replaces = plan.replaces_a_file();
+        match overwrite {
+            Overwrite::Refuse if replaces => return Err(files::name_taken()),
+            Overwrite::Require if !replaces => return Err(files::not_found()),
+            _ => {}
+        }
+        plan.admit()?;
+        let limit = plan.byte_limit();
+        let sink = Sink::Held { plan: Box::new(plan), pieces: Vec::new() };
+        Ok(Self { ctx: ctx.clone(), limit, declared, written: 0, replaces, sink })
+    }
+
+    /// Whether the write replaces an existing file.
+    pub fn replaces_a_file(&self) -> bool {
+        self.replaces
+    }
+
+    /// Bytes taken so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Takes the next piece of the body. Bytes past the limit are refused at once (413 or 507),
+    /// without waiting for the task to see them: a client that pauses now would otherwise wait
+    /// for an answer that needs more body. A refused write is given up.
+    pub async fn push(&mut self, bytes: Bytes) -> ServiceResult<()> {
+        self.written += bytes.len() as u64;
+        if self.written > self.limit.bytes() {
+            let refusal = self.limit.refusal(self.written);
+            return Err(self.abandon(refusal).await);
+        }
+        if let Some(declared) = self.declared.filter(|declared| self.written > *declared) {
+            return Err(self.abandon(wrong_length(declared, self.written)).await);
+        }
+        if let Sink::Held { pieces, .. } = &mut self.sink {
+            pieces.push(bytes);
+            if self.written <= INLINE_WRITE {
+                return Ok(());
+            }
+            self.start_streaming().await
+        } else {
+            self.feed(Piece::Data(bytes)).await
+        }
+    }
+
+    /// Completes the write with every byte pushed: the file appears (or gets its new content)
+    /// now, or the write fails and leaves nothing. Answers the file as written.
+    pub async fn finish(&mut self) -> ServiceResult<files::PathEntry> {
+        if let Some(declared) = self.declared.filter(|declared| self.written != *declared) {
+            return Err(self.abandon(wrong_length(declared, self.written)).await);
+        }
+        match std::mem::replace(&mut self.sink, Sink::Ended) {
+            Sink::Held { plan, pieces } => {
+                let ctx = self.ctx.clone();
+                joined(finish_even_if_dropped(async move { plan.write_whole(&ctx, pieces).await }).await)
+            }
+            Sink::Ended => Err(ServiceError::internal(anyhow::anyhow!("a write was finished twice"))),
+            streaming => {
+                self.sink = streaming;
+                self.feed(Piece::End).await?;
+                self.outcome().await
+            }
+        }
+    }
+
+    /// Whether the write completed or was given up.
+    pub fn ended(&self) -> bool {
+        matches!(self.sink, Sink::Ended)
+    }
+
+    /// Ends the write without its end marker, so a task gives its staged bytes up; answers
+    /// `error`.
+    async fn abandon(&mut self, error: ServiceError) -> ServiceError {
+        if let Err(outcome) = self.outcome().await
+            && outcome.kind == ErrorKind::Internal
+        {
+            tracing::warn!(error = %outcome, "a given-up write's task failed");
+        }
+        error
+    }
+
+    /// Ends the write and answers what its task (if one started) says. Held bytes are dropped:
+    /// nothing of them was stored.
+    async fn outcome(&mut self) -> ServiceResult<files::PathEntry> {
+        let Sink::Streaming { sender, task } = std::mem::replace(&mut self.sink, Sink::Ended) else {
+            return Err(ServiceError::internal(anyhow::anyhow!("the write has no task")));
+        };
+        // Without its sender the task's body ends: after the end marker, complete; before it,
+        // cut off (the task then gives its staged bytes up).
+        drop(sender);
+        joined(task.await)
+    }
+
+    /// Starts the write's task and hands it the held bytes.
+    async fn start_streaming(&mut self) -> ServiceResult<()> {
+        let Sink::Held { plan, pieces } = std::mem::replace(&mut self.sink, Sink::Ended) else {
+            return Err(ServiceError::internal(anyhow::anyhow!("the write streams already")));
+        };
+        let (sender, receiver) = mpsc::channel(WRITE_QUEUE);
+        let ctx = self.ctx.clone();
+        // A task of its own: a client that hangs up does not cut the write off between storing
+        // the bytes and committing the file.
+        let task = tokio::spawn(async move { plan.write(&ctx, body_stream(receiver)).await });
+        self.sink = Sink::Streaming { sender, task };
+        for piece in pieces {
+            self.feed(Piece::Data(piece)).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends the task a piece; when it has stopped reading (quota, size limit, storage
+    /// failure), answers why.
+    async fn feed(&mut self, piece: Piece) -> ServiceResult<()> {
+        let Sink::Streaming { sender, .. } = &self.sink else {
+            return Err(ServiceError::internal(anyhow::anyhow!("the write has no task")));
+        };
+        if sender.send(piece).await.is_err() {
+            return Err(self.outcome().await.err().unwrap_or_else(|| {
+                ServiceError::internal(anyhow::anyhow!("a write's task stopped reading and succeeded"))
+            }));
+        }
+        Ok(())
+    }
+}
+
+fn wrong_length(declared: u64, written: u64) -> ServiceError {
+    ServiceError::new(
+        ErrorKind::BadRequest,
+        codes::UPLOAD_WRONG_LENGTH,
+        format!("expected exactly {declared} bytes, got {written}"),
+    )
+}
+
+/// What a write's task answered.
+fn joined(task: Result<ServiceResult<files::PathEntry>, tokio::task::JoinError>) -> ServiceResult<files::PathEntry> {
+    task.unwrap_or_else(|error| Err(ServiceError::internal(anyhow::anyhow!("a write's task failed: {error}"))))
+}
+
+/// The body as a write's task reads it. The channel closing without [`Piece::End`] means the
+/// front end went away: the stream then fails, so nothing incomplete is kept.
+fn body_stream(receiver: mpsc::Receiver<Piece>) -> ByteStream {
+    Box::pin(futures_util::stream::unfold(Some(receiver), |receiver| async move {
+        let mut receiver = receiver?;
+        match receiver.recv().await {
+            Some(Piece::Data(bytes)) => Some((Ok(bytes), Some(receiver))),
+            Some(Piece::End) => None,
+            None => Some((Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the upload was cut off")), None)),
+        }
+    }))
+}
+
+/// Runs `work` to its end even if the caller is dropped (a client that hangs up): it is polled
+/// here first, and only when it has to wait is it moved into a task of its own, which the
+/// caller then waits for. A write that needs no waiting (a small file on SQLite and local disk)
+/// so costs no task and no hand-off between threads.
+async fn finish_even_if_dropped<T: Send + 'static>(
+    work: impl Future<Output = T> + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    let mut work = Box::pin(work);
+    // Between this poll and the spawn below there is no await: the caller cannot be dropped
+    // while `work` is half done and not yet owned by a task.
+    if let std::task::Poll::Ready(done) = futures_util::poll!(&mut work) {
+        return Ok(done);
+    }
+    tokio::spawn(work).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::sync::oneshot;
+
+    use super::finish_even_if_dropped;
+
+    #[tokio::test]
+    async fn work_that_needs_no_waiting_runs_without_a_task() {
+        let tasks = tokio::runtime::Handle::current().metrics();
+        let before = tasks.num_alive_tasks();
+        let during = tasks.clone();
+        let answer = finish_even_if_dropped(async move { during.num_alive_tasks() }).await.unwrap();
+        assert_eq!(answer, before, "the work ran in a task of its own");
+    }
+
+    #[tokio::test]
+    async fn work_that_waits_finishes_after_its_caller_is_dropped() {
+        let (go, gate) = oneshot::channel::<()>();
+        let (done, finished) = oneshot::channel::<&str>();
+        let caller = finish_even_if_dropped(async move {
+            gate.await.unwrap();
+            done.send("finished").unwrap();
+        });
+        // The caller gives up while the work waits (a client that hung up).
+        assert!(tokio::time::timeout(Duration::from_millis(20), caller).await.is_err());
+        go.send(()).unwrap();
+        let finished = tokio::time::timeout(Duration::from_secs(5), finished).await;
+        assert_eq!(finished.expect("the work went on").unwrap(), "finished");
     }
 }

@@ -13,6 +13,7 @@ use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::http::guard::AuthRequired;
+use crate::service::access::{self, Reach};
 use crate::service::files::{self, DirectoryView, ObjectDetail, ObjectView};
 use crate::service::tasks::{self, TaskView};
 use crate::service::{Page, PageRequest};
@@ -117,7 +118,8 @@ pub async fn create_folder(
     caller: AuthRequired,
     ApiJson(request): ApiJson<CreateFolderRequest>,
 ) -> ServiceResult<(StatusCode, Json<ObjectView>)> {
-    let folder = files::create_folder(state.db(), caller.claims.sub, request.parent_id, &request.name).await?;
+    let parent = access::writable(state.db(), caller.claims.sub, request.parent_id, Reach::Folder).await?;
+    let folder = files::create_folder(state.db(), &parent, &request.name).await?;
     Ok((StatusCode::CREATED, Json(folder)))
 }
 
@@ -134,7 +136,8 @@ pub async fn get(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<ObjectView>> {
-    Ok(Json(files::get(state.db(), caller.claims.sub, id).await?))
+    let object = access::readable(state.db(), caller.claims.sub, id, Reach::Any).await?;
+    Ok(Json(files::get(state.db(), &object).await?))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -161,7 +164,8 @@ pub async fn rename(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<RenameRequest>,
 ) -> ServiceResult<Json<ObjectView>> {
-    Ok(Json(files::rename(state.db(), caller.claims.sub, id, &request.name).await?))
+    let object = access::writable(state.db(), caller.claims.sub, id, Reach::Live).await?;
+    Ok(Json(files::rename(state.db(), &object, &request.name).await?))
 }
 
 /// Size, counts, policy and hash of an object.
@@ -177,7 +181,8 @@ pub async fn detail(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<ObjectDetail>> {
-    Ok(Json(files::detail(state.db(), caller.claims.sub, id).await?))
+    let object = access::readable(state.db(), caller.claims.sub, id, Reach::Any).await?;
+    Ok(Json(files::detail(state.db(), &object).await?))
 }
 
 /// Objects to move or copy, always a list, and the destination folder.
@@ -336,7 +341,8 @@ pub async fn change_policy(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<ChangePolicyRequest>,
 ) -> ServiceResult<(StatusCode, Json<TaskView>)> {
-    let task =
-        tasks::create_migration(&state, caller.claims.sub, caller.user.group_id(), id, request.policy_id).await?;
+    let object = access::writable(state.db(), caller.claims.sub, id, Reach::Live).await?;
+    let group_id = caller.user.group_id();
+    let task = tasks::create_migration(&state, caller.claims.sub, group_id, &object, request.policy_id).await?;
     Ok((StatusCode::ACCEPTED, Json(task)))
 }

@@ -12,6 +12,7 @@ use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath};
 use crate::http::guard::AuthRequired;
+use crate::service::access::{self, Reach};
 use crate::service::metadata::{self, MetadataChange, MetadataEntry, PropertyInput, PropertyView};
 
 /// An object's metadata, by namespace and name.
@@ -26,7 +27,8 @@ pub async fn get(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<Vec<MetadataEntry>>> {
-    Ok(Json(metadata::get(state.db(), caller.claims.sub, id).await?))
+    let object = access::readable(state.db(), caller.claims.sub, id, Reach::Any).await?;
+    Ok(Json(metadata::get(state.db(), &object).await?))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -53,7 +55,8 @@ pub async fn patch(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<MetadataPatch>,
 ) -> ServiceResult<Json<Vec<MetadataEntry>>> {
-    Ok(Json(metadata::patch(state.db(), caller.claims.sub, id, &request.changes).await?))
+    let object = access::writable(state.db(), caller.claims.sub, id, Reach::Live).await?;
+    Ok(Json(metadata::patch(state.db(), &object, &request.changes).await?))
 }
 
 /// The caller's custom property definitions.

@@ -18,6 +18,7 @@ use crate::http::download;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, body_stream, content_length};
 use crate::http::guard::AuthRequired;
+use crate::service::access::{self, Reach};
 use crate::service::downloads::{self, DownloadTokenView, SourceLinkView};
 use crate::service::external::{self, NewExternalDownload};
 use crate::service::files::ObjectView;
@@ -161,7 +162,8 @@ pub async fn create_download(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<DownloadTokenView>> {
-    Ok(Json(downloads::create_download_token(&state, caller.claims.sub, id).await?))
+    let file = access::readable(state.db(), caller.claims.sub, id, Reach::Live).await?;
+    Ok(Json(downloads::create_download_token(&state, caller.claims.sub, &file).await?))
 }
 
 /// Download with a token from `POST /file/download/{id}`; the token works once (`HEAD` does not
@@ -237,7 +239,8 @@ pub async fn create_source(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<SourceLinkView>> {
-    Ok(Json(downloads::create_source_link(&state, caller.claims.sub, id).await?))
+    let file = access::writable(state.db(), caller.claims.sub, id, Reach::Live).await?;
+    Ok(Json(downloads::create_source_link(&state, &file).await?))
 }
 
 /// Read a file's source link.
@@ -252,7 +255,8 @@ pub async fn get_source(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<SourceLinkView>> {
-    Ok(Json(downloads::source_link(&state, caller.claims.sub, id).await?))
+    let file = access::readable(state.db(), caller.claims.sub, id, Reach::Any).await?;
+    Ok(Json(downloads::source_link(&state, &file).await?))
 }
 
 /// Public source link: streams the file when its policy is private, otherwise answers 302 to

@@ -1,10 +1,7 @@
 //! Open WebDAV files. Reading streams the blob from its store from the current position on;
-//! writing runs a `writes::PlannedWrite`, which makes the file visible only once every byte
-//! has arrived. A small body is held and written whole at `flush` (not at all when the policy
-//! holds the same content already); a larger one is fed through a
-//! bounded channel to the write as its own task. A write whose handle is dropped before `flush`
-//! (client gone, error) stores nothing, or ends the task's body stream with an error, so the
-//! task removes what it stored and gives the quota back.
+//! writing forwards the body to a `writes::Write`, which makes the file visible only once every
+//! byte has arrived (at `flush`); a write dropped before `flush` (client gone, error) leaves
+//! nothing.
 
 use std::io::SeekFrom;
 use std::sync::Arc;
@@ -13,21 +10,13 @@ use bytes::{Buf, Bytes};
 use dav_server::fs::{DavFile, DavMetaData, FsError, FsFuture};
 use futures_util::{FutureExt, StreamExt};
 use nubo_common::storage::{BlobStore, ByteRange, ByteStream, StorageKey};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::fs::{Meta, fs_error};
 use crate::context::Context;
-use crate::error::ServiceResult;
 use crate::service::downloads;
 use crate::service::files::PathEntry;
-use crate::service::writes::{ByteLimit, PlannedWrite};
-
-/// Request-body pieces in flight between the handler and the write task.
-const WRITE_QUEUE: usize = 8;
-/// Bodies up to this size are held and written at `flush`, without the channel.
-const INLINE_WRITE: u64 = 64 * 1024;
+use crate::service::writes::Write;
 
 /// A file opened for reading.
 pub struct ReadFile {
@@ -50,7 +39,7 @@ impl std::fmt::Debug for ReadFile {
 
 impl ReadFile {
     pub async fn open(ctx: &Context, user: Uuid, entry: &PathEntry) -> Result<Self, FsError> {
-        let download = downloads::open_owned(ctx, user, entry.id).await.map_err(fs_error)?;
+        let download = downloads::open_entry(ctx, user, entry).await.map_err(fs_error)?;
         let mut meta = Meta::of(entry);
         meta.size = download.size;
         Ok(Self {
@@ -133,209 +122,42 @@ impl DavFile for ReadFile {
     }
 }
 
-/// What the handler sends the write task.
-enum Piece {
-    Data(Bytes),
-    /// Every byte was sent: the body is complete.
-    End,
-}
-
-/// The body as the write task reads it. The channel closing without [`Piece::End`] means the
-/// writer went away: the stream then fails, so nothing incomplete is kept.
-fn body_stream(receiver: mpsc::Receiver<Piece>) -> ByteStream {
-    Box::pin(futures_util::stream::unfold(Some(receiver), |receiver| async move {
-        let mut receiver = receiver?;
-        match receiver.recv().await {
-            Some(Piece::Data(bytes)) => Some((Ok(bytes), Some(receiver))),
-            Some(Piece::End) => None,
-            None => Some((
-                Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the WebDAV upload was cut off")),
-                None,
-            )),
-        }
-    }))
-}
-
-type WriteTask = JoinHandle<ServiceResult<PathEntry>>;
-
-/// Runs `work` to its end even if the caller is dropped (a client that hangs up): it is polled
-/// here first, and only when it has to wait is it moved into a task of its own, which the
-/// caller then waits for. A write that needs no waiting (a small file on SQLite and local disk)
-/// so costs no task and no hand-off between threads.
-async fn finish_even_if_dropped<T: Send + 'static>(
-    work: impl Future<Output = T> + Send + 'static,
-) -> Result<T, tokio::task::JoinError> {
-    let mut work = Box::pin(work);
-    // Between this poll and the spawn below there is no await: the caller cannot be dropped
-    // while `work` is half done and not yet owned by a task.
-    if let std::task::Poll::Ready(done) = futures_util::poll!(&mut work) {
-        return Ok(done);
-    }
-    tokio::spawn(work).await
-}
-
-/// Where a write's bytes go.
-enum Destination {
-    /// The body so far, held until it passes [`INLINE_WRITE`] bytes or ends. A body that ends
-    /// first is written at `flush` by a task given the whole body: a small file needs no
-    /// hand-offs through a channel.
-    Held { plan: Box<PlannedWrite>, pieces: Vec<Bytes> },
-    /// The write task, fed through a bounded channel: a large body streams.
-    Streaming { sender: mpsc::Sender<Piece>, task: WriteTask },
-    /// The write completed or was given up.
-    Ended,
-}
-
-/// What a write task answers: the file written, its refusal, or a generic failure.
-async fn written(
-    task: impl Future<Output = Result<ServiceResult<PathEntry>, tokio::task::JoinError>>,
-) -> Result<PathEntry, FsError> {
-    match task.await {
-        Ok(Ok(written)) => Ok(written),
-        Ok(Err(error)) => Err(fs_error(error)),
-        Err(error) => {
-            tracing::error!(%error, "a WebDAV write task failed");
-            Err(FsError::GeneralFailure)
-        }
-    }
-}
-
-/// A file being written.
+/// A file being written: forwards the body to the service's [`Write`], which holds, limits
+/// and commits it.
 pub struct WriteFile {
-    ctx: Context,
-    limit: ByteLimit,
-    destination: Destination,
-    expected: Option<u64>,
-    written: u64,
+    write: Write,
     written_meta: Option<Meta>,
 }
 
 impl std::fmt::Debug for WriteFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WriteFile").field("expected", &self.expected).field("written", &self.written).finish()
+        f.debug_struct("WriteFile").field("written", &self.write.written()).finish()
     }
 }
 
 impl WriteFile {
-    pub fn start(ctx: &Context, plan: PlannedWrite, expected: Option<u64>) -> Self {
-        Self {
-            ctx: ctx.clone(),
-            limit: plan.byte_limit(),
-            destination: Destination::Held { plan: Box::new(plan), pieces: Vec::new() },
-            expected,
-            written: 0,
-            written_meta: None,
-        }
-    }
-
-    /// Ends the write and answers what the write task (if one started) says (see [`written`]).
-    /// Held bytes are dropped: nothing of them was stored.
-    async fn outcome(&mut self) -> Result<PathEntry, FsError> {
-        let Destination::Streaming { sender, task } = std::mem::replace(&mut self.destination, Destination::Ended)
-        else {
-            return Err(FsError::GeneralFailure);
-        };
-        // Without its sender the task's body ends: after the end marker, complete; before it,
-        // cut off (the task then removes what it stored).
-        drop(sender);
-        written(task).await
-    }
-
-    /// Ends the write without its end marker, so a write task removes what it stored and gives
-    /// the quota back, and answers `error`.
-    async fn abandon(&mut self, error: FsError) -> FsError {
-        let _ = self.outcome().await;
-        error
-    }
-
-    async fn send(&mut self, bytes: Bytes) -> Result<(), FsError> {
-        self.written += bytes.len() as u64;
-        if self.written > self.limit.bytes() {
-            // Refused here, at once: the write task may not have seen these bytes yet, and a
-            // client that pauses now would otherwise wait for an answer that needs more body.
-            return Err(self.abandon(fs_error(self.limit.refusal(self.written))).await);
-        }
-        if self.expected.is_some_and(|expected| self.written > expected) {
-            return Err(self.abandon(FsError::GeneralFailure).await);
-        }
-        if let Destination::Held { pieces, .. } = &mut self.destination {
-            pieces.push(bytes);
-            if self.written <= INLINE_WRITE {
-                return Ok(());
-            }
-            self.start_streaming().await
-        } else {
-            self.feed(Piece::Data(bytes)).await
-        }
-    }
-
-    /// Starts the write task and hands it the held bytes.
-    async fn start_streaming(&mut self) -> Result<(), FsError> {
-        let Destination::Held { plan, pieces } = std::mem::replace(&mut self.destination, Destination::Ended) else {
-            return Err(FsError::GeneralFailure);
-        };
-        let (sender, receiver) = mpsc::channel(WRITE_QUEUE);
-        let task = self.spawn_write(*plan, body_stream(receiver));
-        self.destination = Destination::Streaming { sender, task };
-        for piece in pieces {
-            self.feed(Piece::Data(piece)).await?;
-        }
-        Ok(())
-    }
-
-    /// Sends the write task a piece; when it has stopped reading (quota, size limit, storage
-    /// failure), answers why.
-    async fn feed(&mut self, piece: Piece) -> Result<(), FsError> {
-        let Destination::Streaming { sender, .. } = &self.destination else {
-            return Err(FsError::GeneralFailure);
-        };
-        if sender.send(piece).await.is_err() {
-            return Err(self.outcome().await.err().unwrap_or(FsError::GeneralFailure));
-        }
-        Ok(())
-    }
-
-    /// Completes the write with every byte sent: stores held bytes in this task, or tells the
-    /// write task the body ended and waits for it.
-    async fn complete(&mut self) -> Result<PathEntry, FsError> {
-        match std::mem::replace(&mut self.destination, Destination::Ended) {
-            Destination::Held { plan, pieces } => {
-                let ctx = self.ctx.clone();
-                written(finish_even_if_dropped(async move { plan.write_whole(&ctx, pieces).await })).await
-            }
-            streaming => {
-                self.destination = streaming;
-                self.feed(Piece::End).await?;
-                self.outcome().await
-            }
-        }
-    }
-
-    /// Runs the write as a task of its own (as `complete` does a held body's): a client that
-    /// hangs up does not cut it off between storing the bytes and committing the file.
-    fn spawn_write(&self, plan: PlannedWrite, body: ByteStream) -> WriteTask {
-        let ctx = self.ctx.clone();
-        tokio::spawn(async move { plan.write(&ctx, body).await })
+    pub fn new(write: Write) -> Self {
+        Self { write, written_meta: None }
     }
 }
 
 impl DavFile for WriteFile {
     fn metadata(&'_ mut self) -> FsFuture<'_, Box<dyn DavMetaData>> {
-        let meta =
-            self.written_meta.clone().unwrap_or(Meta { size: self.written, is_dir: false, created: 0, modified: 0 });
+        let written = self.write.written();
+        let meta = self.written_meta.clone().unwrap_or(Meta { size: written, is_dir: false, created: 0, modified: 0 });
         async move { Ok(Box::new(meta) as Box<dyn DavMetaData>) }.boxed()
     }
 
     fn write_buf(&'_ mut self, mut buf: Box<dyn Buf + Send>) -> FsFuture<'_, ()> {
         async move {
             let bytes = buf.copy_to_bytes(buf.remaining());
-            self.send(bytes).await
+            self.write.push(bytes).await.map_err(fs_error)
         }
         .boxed()
     }
 
     fn write_bytes(&'_ mut self, buf: Bytes) -> FsFuture<'_, ()> {
-        async move { self.send(buf).await }.boxed()
+        async move { self.write.push(buf).await.map_err(fs_error) }.boxed()
     }
 
     fn read_bytes(&'_ mut self, _count: usize) -> FsFuture<'_, Bytes> {
@@ -344,58 +166,21 @@ impl DavFile for WriteFile {
 
     fn seek(&'_ mut self, pos: SeekFrom) -> FsFuture<'_, u64> {
         // Only the start of a new file can be written.
-        async move { if pos == SeekFrom::Start(0) && self.written == 0 { Ok(0) } else { Err(FsError::NotImplemented) } }
-            .boxed()
+        let at_start = pos == SeekFrom::Start(0) && self.write.written() == 0;
+        async move { if at_start { Ok(0) } else { Err(FsError::NotImplemented) } }.boxed()
     }
 
     /// Completes the write: the file appears (or gets its new content) now, or the write fails.
     fn flush(&'_ mut self) -> FsFuture<'_, ()> {
         async move {
-            if matches!(self.destination, Destination::Ended) {
+            if self.write.ended() {
                 return Ok(());
             }
-            if self.expected.is_some_and(|expected| self.written != expected) {
-                // Fewer bytes than declared.
-                return Err(self.abandon(FsError::GeneralFailure).await);
-            }
             // The stored size and times, so the ETag answered now is the one later requests see.
-            let written = self.complete().await?;
+            let written = self.write.finish().await.map_err(fs_error)?;
             self.written_meta = Some(Meta::of(&written));
             Ok(())
         }
         .boxed()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use tokio::sync::oneshot;
-
-    use super::finish_even_if_dropped;
-
-    #[tokio::test]
-    async fn work_that_needs_no_waiting_runs_without_a_task() {
-        let tasks = tokio::runtime::Handle::current().metrics();
-        let before = tasks.num_alive_tasks();
-        let during = tasks.clone();
-        let answer = finish_even_if_dropped(async move { during.num_alive_tasks() }).await.unwrap();
-        assert_eq!(answer, before, "the work ran in a task of its own");
-    }
-
-    #[tokio::test]
-    async fn work_that_waits_finishes_after_its_caller_is_dropped() {
-        let (go, gate) = oneshot::channel::<()>();
-        let (done, finished) = oneshot::channel::<&str>();
-        let caller = finish_even_if_dropped(async move {
-            gate.await.unwrap();
-            done.send("finished").unwrap();
-        });
-        // The caller gives up while the work waits (a client that hung up).
-        assert!(tokio::time::timeout(Duration::from_millis(20), caller).await.is_err());
-        go.send(()).unwrap();
-        let finished = tokio::time::timeout(Duration::from_secs(5), finished).await;
-        assert_eq!(finished.expect("the work went on").unwrap(), "finished");
     }
 }

@@ -24,6 +24,7 @@ use crate::context::Context;
 use crate::domain::time::Millis;
 use crate::error::{ErrorKind, ServiceError};
 use crate::error_codes as codes;
+use crate::service::access::{self, Reach};
 use crate::service::dav_accounts::DavPrincipal;
 use crate::service::files::{self, PathEntry};
 use crate::service::metadata::{self, DavProperty};
@@ -281,7 +282,7 @@ impl NuboFs {
         depth_one: bool,
     ) -> FsResult<Option<(Arc<PathEntry>, Vec<Arc<PathEntry>>)>> {
         let entry = self.entry(path).await?;
-        if !self.props_of(entry.id).await?.is_empty() {
+        if !self.props_of(&entry).await?.is_empty() {
             return Ok(None);
         }
         if !depth_one || !entry.is_folder {
@@ -322,11 +323,11 @@ impl NuboFs {
         Ok((children, with_props))
     }
 
-    async fn props_of(&self, id: Uuid) -> FsResult<Vec<DavProperty>> {
-        if let Some(props) = self.remembered().props.get(&id) {
+    async fn props_of(&self, entry: &PathEntry) -> FsResult<Vec<DavProperty>> {
+        if let Some(props) = self.remembered().props.get(&entry.id) {
             return Ok(props.clone());
         }
-        metadata::dav_properties(self.ctx.db(), self.user(), id).await.map_err(fs_error)
+        metadata::dav_properties(self.ctx.db(), self.user(), entry).await.map_err(fs_error)
     }
 }
 
@@ -356,21 +357,18 @@ impl DavFileSystem for NuboFs {
                     writes::Presence::Unknown(facts)
                 }
             };
-            let principal = &self.principal;
-            let plan =
-                writes::plan_write(&self.ctx, self.user(), principal.group_id, &parent, &name, presence, options.size)
+            let overwrite = match (options.create_new, options.create) {
+                (true, _) => writes::Overwrite::Refuse,
+                (false, true) => writes::Overwrite::Allow,
+                (false, false) => writes::Overwrite::Require,
+            };
+            let (ctx, group_id) = (&self.ctx, self.principal.group_id);
+            let write =
+                writes::Write::begin(ctx, self.user(), group_id, &parent, &name, presence, options.size, overwrite)
                     .await
                     .map_err(fs_error)?;
-            match plan.replaces_a_file() {
-                true if options.create_new => return Err(FsError::Exists),
-                false if !options.create => return Err(FsError::NotFound),
-                _ => {}
-            }
-            // Refuse at once what cannot be taken, before a byte is read.
-            plan.admit().map_err(fs_error)?;
             self.forget();
-            let file = WriteFile::start(&self.ctx, plan, options.size);
-            Ok(Box::new(file) as Box<dyn DavFile>)
+            Ok(Box::new(WriteFile::new(write)) as Box<dyn DavFile>)
         }
         .boxed()
     }
@@ -402,7 +400,9 @@ impl DavFileSystem for NuboFs {
         async move {
             self.writable()?;
             let (parent, name) = self.parent_and_name(path).await?;
-            files::create_folder(self.ctx.db(), self.user(), parent.id, &name).await.map_err(fs_error)?;
+            let parent =
+                access::writable(self.ctx.db(), self.user(), parent.id, Reach::Folder).await.map_err(fs_error)?;
+            files::create_folder(self.ctx.db(), &parent, &name).await.map_err(fs_error)?;
             self.forget();
             Ok(())
         }
@@ -484,7 +484,8 @@ impl DavFileSystem for NuboFs {
                 changes.push((prop_key(&prop), value));
                 answer.push((StatusCode::OK, DavProp { xml: None, ..prop }));
             }
-            metadata::patch_dav_properties(self.ctx.db(), self.user(), entry.id, &changes).await.map_err(fs_error)?;
+            let object = access::writable(self.ctx.db(), self.user(), entry.id, Reach::Live).await.map_err(fs_error)?;
+            metadata::patch_dav_properties(self.ctx.db(), &object, &changes).await.map_err(fs_error)?;
             self.forget();
             Ok(answer)
         }
@@ -494,7 +495,7 @@ impl DavFileSystem for NuboFs {
     fn get_props<'a>(&'a self, path: &'a DavPath, do_content: bool) -> FsFuture<'a, Vec<DavProp>> {
         async move {
             let entry = self.entry(path).await?;
-            let props = self.props_of(entry.id).await?;
+            let props = self.props_of(&entry).await?;
             Ok(props
                 .iter()
                 .filter_map(decode_prop)
@@ -508,7 +509,7 @@ impl DavFileSystem for NuboFs {
         async move {
             let entry = self.entry(path).await?;
             let wanted = prop_key(&prop);
-            let props = self.props_of(entry.id).await?;
+            let props = self.props_of(&entry).await?;
             props
                 .iter()
                 .find(|(name, _)| *name == wanted)

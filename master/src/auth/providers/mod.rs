@@ -1,0 +1,6 @@
+//! Sign-in providers: each turns what a person presents (an e-mail address and a password
+//! today; an OAuth code, a passkey assertion or a magic link next) into the user it
+//! identifies, or nobody. Rate limits, the account's status and issuing tokens stay with the
+//! sign-in use case (`service::sign_in`), the same for every provider.
+
+pub mod password;

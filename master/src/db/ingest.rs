@@ -1,0 +1,303 @@
+//! The one transaction in which content becomes a file: the owner is charged, the content takes
+//! a reference to the policy's blob of the same content (or its new blob is added), the file row
+//! is inserted or pointed at the new content, and the caller's bookkeeping (an upload session
+//! ended, a node's report or a fetch settled) is recorded, all or nothing. On SQLite it runs on
+//! the calling thread ([`super::inline`]), on PostgreSQL statement by statement.
+
+use super::objects::{INSERT, NewObject, SET_CONTENT, set_content};
+use super::{Arg, Db, DbError, bound};
+use crate::domain::object::ObjectKind;
+use crate::domain::time::Millis;
+
+/// Where the content goes.
+#[derive(Debug, Clone)]
+pub enum Destination {
+    /// A new file `name` in folder `parent_id`, with id `object_id`. A name taken in the folder
+    /// fails the commit with a unique violation.
+    NewFile { object_id: String, parent_id: String, name: String },
+    /// New content for an existing file, replaced only while the file still has the blob and
+    /// size the writer planned against: of two overlapping writes the second to finish is
+    /// refused ([`Refusal::Changed`]) rather than releasing a reference it does not hold.
+    Replace { object_id: String, old_blob_id: Option<String>, old_size: i64 },
+}
+
+impl Destination {
+    /// The file's id, new or replaced.
+    pub fn object_id(&self) -> &str {
+        match self {
+            Destination::NewFile { object_id, .. } | Destination::Replace { object_id, .. } => object_id,
+        }
+    }
+}
+
+/// The content arriving: stored as blob `blob_id` at `storage_key`, or (`None`) not stored, so
+/// it is committed only if the policy already holds a blob of the same content.
+#[derive(Debug, Clone)]
+pub struct Content {
+    pub blob_id: String,
+    pub policy_id: String,
+    pub storage_key: Option<String>,
+    pub size: i64,
+    pub blake3: String,
+}
+
+/// One statement of the caller's bookkeeping, committed with the file. `required`: when it
+/// changes no row (someone else settled the same thing first), nothing is committed
+/// ([`Refusal::Superseded`]).
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub sql: &'static str,
+    pub args: Vec<StepArg>,
+    pub required: bool,
+}
+
+/// An argument of a [`Step`]: a value, or whether the file keeps the new blob (1) or refers to
+/// an older one of the same content (0), known only inside the transaction.
+#[derive(Debug, Clone)]
+pub enum StepArg {
+    Text(String),
+    OptText(Option<String>),
+    Int(i64),
+    KeepsNewBlob,
+}
+
+/// Everything one commit needs, owned: a commit may run in a task of its own.
+#[derive(Debug, Clone)]
+pub struct FileCommit {
+    pub owner_id: String,
+    pub destination: Destination,
+    pub content: Content,
+    /// Bytes added to the owner's used storage: the size (or growth) less what was reserved
+    /// before the bytes arrived (negative gives the excess of a reservation back).
+    pub charge: i64,
+    /// The owner's capacity: a positive charge must fit below it.
+    pub capacity: i64,
+    pub steps: Vec<Step>,
+}
+
+/// A commit that happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// The blob the file refers to: the new one, or (`duplicate`) an older one of the same
+    /// content, whose new bytes are then not needed.
+    pub blob_id: String,
+    pub duplicate: bool,
+    /// The replaced content's blob, when the file held its last reference.
+    pub released: Option<String>,
+}
+
+/// Why nothing was committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The charge does not fit the owner's capacity.
+    QuotaExceeded,
+    /// The replaced file is gone, in the trash, or another write changed its content first.
+    Changed,
+    /// Nothing was stored and the policy holds no live blob of the same content.
+    NotReferenced,
+    /// A required bookkeeping step changed no row.
+    Superseded,
+}
+
+/// Runs `commit` in one transaction.
+pub async fn commit(db: &Db, commit: &FileCommit, now: Millis) -> Result<Result<Committed, Refusal>, DbError> {
+    match db.inline() {
+        Some(inline) => inline.write_or_refuse(|conn| commit_inline(conn, commit, now)).await,
+        None => commit_statement_by_statement(db, commit, now).await,
+    }
+}
+
+/// The replaced file's blob and size, read inside the transaction (`$1` the file); no row when
+/// the file is gone or in the trash.
+const REPLACED_STATE: &str = "SELECT physical_file_id, size FROM objects WHERE id = $1 AND trashed_at IS NULL";
+
+/// Whether a replacement may go ahead on the state read under the transaction's lock.
+fn still_planned(destination: &Destination, state: Option<(Option<String>, i64)>) -> bool {
+    let Destination::Replace { old_blob_id, old_size, .. } = destination else { return true };
+    state.is_some_and(|(blob, size)| blob == *old_blob_id && size == *old_size)
+}
+
+impl Step {
+    fn args(&self, keeps_new_blob: bool) -> Vec<Arg<'_>> {
+        self.args
+            .iter()
+            .map(|arg| match arg {
+                StepArg::Text(text) => Arg::Text(text),
+                StepArg::OptText(text) => Arg::OptText(text.as_deref()),
+                StepArg::Int(number) => Arg::Int(*number),
+                StepArg::KeepsNewBlob => Arg::Int(i64::from(keeps_new_blob)),
+            })
+            .collect()
+    }
+}
+
+/// The blob new content is to refer to (SQLite: found before anything is written).
+enum Referent<'a> {
+    /// The policy's oldest live blob of the same content (its id): the new bytes are not needed.
+    Older(String),
+    /// The new blob, stored at this key.
+    Stored(&'a str),
+}
+
+/// SQLite, inside `BEGIN IMMEDIATE`: what it reads stays true until it commits; a refusal rolls
+/// back whatever was written before it.
+fn commit_inline(
+    conn: &rusqlite::Connection,
+    commit: &FileCommit,
+    now: Millis,
+) -> Result<Result<Committed, Refusal>, DbError> {
+    use super::inline::{execute, query_row};
+    let content = &commit.content;
+    if let Destination::Replace { object_id, .. } = &commit.destination {
+        let state = query_row(conn, REPLACED_STATE, &[Arg::Text(object_id)], |row| {
+            Ok((row.opt_text("physical_file_id")?, row.int("size")?))
+        })?;
+        if !still_planned(&commit.destination, state) {
+            return Ok(Err(Refusal::Changed));
+        }
+    }
+    let same = [Arg::Text(&content.policy_id), Arg::Text(&content.blake3), Arg::Int(content.size)];
+    let older = query_row(conn, super::blobs::SAME_CONTENT_ID, &same, |row| row.text("id"))?;
+    let referent = match (older, content.storage_key.as_deref()) {
+        (Some(id), _) => Referent::Older(id),
+        (None, Some(key)) => Referent::Stored(key),
+        (None, None) => return Ok(Err(Refusal::NotReferenced)),
+    };
+    if !super::users::charge_storage_inline(conn, &commit.owner_id, commit.charge, commit.capacity)? {
+        return Ok(Err(Refusal::QuotaExceeded));
+    }
+    let blob_id = match referent {
+        Referent::Older(id) => {
+            super::blobs::add_refs_inline(conn, &id, 1)?;
+            id
+        }
+        Referent::Stored(key) => {
+            let args = [
+                Arg::Text(&content.blob_id),
+                Arg::Text(&content.policy_id),
+                Arg::Text(key),
+                Arg::Int(content.size),
+                Arg::Text(&content.blake3),
+                Arg::Int(1),
+                Arg::Int(now),
+            ];
+            execute(conn, super::blobs::INSERT, &args)?;
+            content.blob_id.clone()
+        }
+    };
+    let old_refs = match &commit.destination {
+        Destination::NewFile { object_id, parent_id, name } => {
+            let args = [
+                Arg::Text(object_id),
+                Arg::Text(&commit.owner_id),
+                Arg::OptText(Some(parent_id)),
+                Arg::Text(name),
+                Arg::Text(ObjectKind::File.as_str()),
+                Arg::OptText(Some(&content.policy_id)),
+                Arg::Text(&blob_id),
+                Arg::Int(content.size),
+                Arg::Int(now),
+            ];
+            execute(conn, INSERT, &args)?;
+            None
+        }
+        Destination::Replace { object_id, old_blob_id, .. } => {
+            let args = [Arg::Text(object_id), Arg::Text(&blob_id), Arg::Int(content.size), Arg::Int(now)];
+            execute(conn, SET_CONTENT, &args)?;
+            match old_blob_id.as_deref() {
+                Some(old) => super::blobs::add_refs_inline(conn, old, -1)?,
+                None => None,
+            }
+        }
+    };
+    let keeps_new_blob = blob_id == content.blob_id;
+    for step in &commit.steps {
+        if execute(conn, step.sql, &step.args(keeps_new_blob))? == 0 && step.required {
+            return Ok(Err(Refusal::Superseded));
+        }
+    }
+    Ok(Ok(committed(commit, blob_id, old_refs)))
+}
+
+/// What a commit that went ahead answers: the blob the file refers to, and the replaced blob
+/// when its last reference went (`old_refs` its count now).
+fn committed(commit: &FileCommit, blob_id: String, old_refs: Option<i64>) -> Committed {
+    let released = match &commit.destination {
+        Destination::Replace { old_blob_id: Some(old), .. } if old_refs == Some(0) => Some(old.clone()),
+        _ => None,
+    };
+    Committed { duplicate: blob_id != commit.content.blob_id, blob_id, released }
+}
+
+/// PostgreSQL: the same steps, one statement each, in a transaction that locks the replaced
+/// file's row before deciding; a refusal drops (rolls back) the transaction.
+async fn commit_statement_by_statement(
+    db: &Db,
+    commit: &FileCommit,
+    now: Millis,
+) -> Result<Result<Committed, Refusal>, DbError> {
+    let content = &commit.content;
+    let mut tx = db.begin().await?;
+    if let Destination::Replace { object_id, .. } = &commit.destination {
+        let state: Option<(Option<String>, i64)> =
+            sqlx::query_as(&format!("{REPLACED_STATE} FOR UPDATE")).bind(object_id).fetch_optional(&mut *tx).await?;
+        if !still_planned(&commit.destination, state) {
+            return Ok(Err(Refusal::Changed));
+        }
+    }
+    if !super::users::charge_storage(&mut tx, &commit.owner_id, commit.charge, commit.capacity).await? {
+        return Ok(Err(Refusal::QuotaExceeded));
+    }
+    let blob_id = match &content.storage_key {
+        None => {
+            let same = super::blobs::reference_same_content(&mut tx, &content.policy_id, &content.blake3, content.size);
+            match same.await? {
+                Some(id) => id,
+                None => return Ok(Err(Refusal::NotReferenced)),
+            }
+        }
+        Some(key) => {
+            let blob = super::blobs::BlobRow::new_content(
+                &content.blob_id,
+                &content.policy_id,
+                key,
+                content.size,
+                &content.blake3,
+            );
+            super::blobs::reference_content(&mut tx, &blob, now).await?.0
+        }
+    };
+    let old_refs = match &commit.destination {
+        Destination::NewFile { object_id, parent_id, name } => {
+            let object = NewObject {
+                id: object_id,
+                owner_id: &commit.owner_id,
+                parent_id: Some(parent_id),
+                name,
+                kind: ObjectKind::File.as_str(),
+                policy_id: Some(&content.policy_id),
+                physical_file_id: Some(&blob_id),
+                size: content.size,
+            };
+            super::objects::insert(&mut tx, &object, now).await?;
+            None
+        }
+        Destination::Replace { object_id, old_blob_id, .. } => {
+            set_content(&mut tx, object_id, &blob_id, content.size, now).await?;
+            match old_blob_id.as_deref() {
+                Some(old) => Some(super::blobs::add_refs(&mut tx, old, -1).await?),
+                None => None,
+            }
+        }
+    };
+    let keeps_new_blob = blob_id == content.blob_id;
+    for step in &commit.steps {
+        let args = step.args(keeps_new_blob);
+        let done = bound(sqlx::query(step.sql), &args).execute(&mut *tx).await?;
+        if done.rows_affected() == 0 && step.required {
+            return Ok(Err(Refusal::Superseded));
+        }
+    }
+    tx.commit().await?;
+    Ok(Ok(committed(commit, blob_id, old_refs)))
+}
