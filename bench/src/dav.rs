@@ -355,10 +355,18 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
 /// cache, as the peers do.
 async fn stop_syncing(bench: &crate::files::Bench) {
     let policies = bench.json(reqwest::Method::GET, "/admin/policy", None).await;
-    let mut policy = policies[0].clone();
-    policy["options"]["durable"] = json!(false);
+    let policy = &policies[0];
+    // The update takes the writable fields only (the view adds the id and the times).
+    let mut update = serde_json::Map::new();
+    for field in ["name", "type", "max_size", "is_private", "chunk_size", "options", "dir_name_rule", "file_name_rule"]
+    {
+        update.insert(field.to_owned(), policy[field].clone());
+    }
+    update.insert("node_id".to_owned(), policy["node_id"].clone());
+    let mut update = Value::Object(update);
+    update["options"]["durable"] = json!(false);
     let path = format!("/admin/policy/{}", policy["id"].as_str().expect("policy id"));
-    bench.json(reqwest::Method::PUT, &path, Some(policy)).await;
+    bench.json(reqwest::Method::PUT, &path, Some(update)).await;
 }
 
 /// One server's results, and which workloads it ran (letters `a` to `f`, as `FIGURES`).
