@@ -262,12 +262,13 @@ pub async fn commit(ctx: &Context, mut staged: StagedBlob, plan: Plan) -> Servic
         blake3: staged.blake3.clone(),
     };
     let commit = plan.commit(content);
-    let (outcome, at) = run(ctx, commit.clone()).await;
+    let (object_id, size) = (commit.destination.object_id().to_owned(), commit.content.size);
+    let (outcome, at) = run(ctx, commit).await;
     match outcome {
         Ok(Ok(committed)) => {
             staged.settle(&committed);
             release_replaced(ctx, committed.released.clone());
-            Ok(Some(ingested(&commit, &committed, at)))
+            Ok(Some(ingested(object_id, size, &committed, at)))
         }
         Ok(Err(Refusal::Superseded)) => {
             staged.settled = true;
@@ -295,11 +296,12 @@ pub async fn commit_held(
         blake3: blake3.to_owned(),
     };
     let commit = plan.commit(content);
-    let (outcome, at) = run(ctx, commit.clone()).await;
+    let (object_id, size) = (commit.destination.object_id().to_owned(), commit.content.size);
+    let (outcome, at) = run(ctx, commit).await;
     match outcome.map_err(files::on_name_clash)? {
         Ok(committed) => {
             release_replaced(ctx, committed.released.clone());
-            Ok(Some(ingested(&commit, &committed, at)))
+            Ok(Some(ingested(object_id, size, &committed, at)))
         }
         Err(Refusal::QuotaExceeded | Refusal::NotReferenced | Refusal::Superseded) => Ok(None),
         Err(Refusal::Changed) => Err(changed_meanwhile()),
@@ -322,13 +324,8 @@ async fn run(ctx: &Context, commit: FileCommit) -> (Result<Result<Committed, Ref
     (outcome, at)
 }
 
-fn ingested(commit: &FileCommit, committed: &Committed, at: Millis) -> Ingested {
-    Ingested {
-        object_id: commit.destination.object_id().to_owned(),
-        size: commit.content.size,
-        duplicate: committed.duplicate,
-        at,
-    }
+fn ingested(object_id: String, size: i64, committed: &Committed, at: Millis) -> Ingested {
+    Ingested { object_id, size, duplicate: committed.duplicate, at }
 }
 
 /// Removes the replaced content's blob when the file held its last reference; nobody waits.
