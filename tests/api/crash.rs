@@ -163,7 +163,8 @@ async fn killed_mid_migration_resumes_after_restart(backend: Backend) {
     .unwrap();
     assert!(collected <= 1, "{collected} leftovers");
     assert_eq!(s3.stored_blobs(&collector), files.len(), "exactly one blob per file on S3");
-    let local_left = nubo_master::db::blobs::count_for_policy(collector.context().db(), &local_id).await.unwrap();
+    let local_left =
+        nubo_master::db::blobs::count_for_policy(collector.context().db(), local_id.parse().unwrap()).await.unwrap();
     assert_eq!(local_left, 0, "every old blob released");
 }
 

@@ -158,12 +158,12 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
     use nubo_master::db::objects;
     let db = app.context().db();
     let admin = app.login_admin().await;
-    let owner = admin.user_id.clone();
-    let root = nubo_master::service::files::folder_entry(db, owner.parse().unwrap(), "/").await.unwrap();
-    let root_id = root.id.to_string();
-    let (policy,): (String,) =
+    let owner: nubo_master::domain::ids::UserId = admin.user_id.parse().unwrap();
+    let root = nubo_master::service::files::folder_entry(db, owner.as_uuid(), "/").await.unwrap();
+    let root_id = nubo_master::domain::ids::ObjectId::from(root.id);
+    let (policy,): (nubo_master::domain::ids::PolicyId,) =
         sqlx::query_as("SELECT id FROM policies ORDER BY id LIMIT 1").fetch_one(db.reader()).await.unwrap();
-    let used = || async { nubo_master::db::users::find(db, owner.parse().unwrap()).await.unwrap().unwrap().storage };
+    let used = || async { nubo_master::db::users::find(db, owner).await.unwrap().unwrap().storage };
     let start = used().await;
     // `stored`: whether the content was stored under the key `blob` (else only the policy's
     // blob of the same content will do). `steps`: the caller's bookkeeping.
@@ -173,12 +173,11 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
                      hash: &'static str,
                      (size, charge, capacity): (i64, i64, i64),
                      steps: Vec<Step>| {
-        let (owner, root_id, policy) = (owner.clone(), root_id.clone(), policy.clone());
         async move {
             let commit = FileCommit {
                 owner_id: owner,
                 destination: Destination::NewFile {
-                    object_id: uuid::Uuid::new_v4().to_string(),
+                    object_id: nubo_master::domain::ids::ObjectId::random(),
                     parent_id: root_id,
                     name: name.to_owned(),
                 },
@@ -201,10 +200,7 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
     let refer =
         |name, blob, hash, size, charge, capacity| commit_as(false, name, blob, hash, (size, charge, capacity), vec![]);
     let stored = |blob: &str, duplicate: bool| Ok(Committed { blob_id: blob.to_owned(), duplicate, released: None });
-    let child = |name: &'static str| {
-        let root_id = root_id.clone();
-        async move { objects::child_by_name(db, &root_id, name).await.unwrap() }
-    };
+    let child = |name: &'static str| async move { objects::child_by_name(db, root_id, name).await.unwrap() };
     let blob = |id: &'static str| async move { nubo_master::db::blobs::find(db, id).await.unwrap() };
 
     // A new file with new content: stored, charged, one reference.
@@ -238,9 +234,8 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
     assert_eq!(child("e.txt").await.unwrap().size, 5);
 
     // Nothing stored, content the policy holds: the file refers to that blob, and is charged.
-    let holds = |hash: &'static str, size: i64| {
-        let policy = policy.clone();
-        async move { nubo_master::db::blobs::holds_content(db, &policy, hash, size).await.unwrap() }
+    let holds = |hash: &'static str, size: i64| async move {
+        nubo_master::db::blobs::holds_content(db, policy, hash, size).await.unwrap()
     };
     assert!(holds("hash-1", 60).await);
     assert!(!holds("hash-1", 61).await, "the size is part of the content");
@@ -280,7 +275,7 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
     assert_eq!(used().await, start + 165);
     let recorded = Step {
         sql: "UPDATE users SET storage = storage + 1000 + $2 WHERE id = $1",
-        args: vec![StepArg::Text(owner.clone()), StepArg::KeepsNewBlob],
+        args: vec![StepArg::Text(owner.to_string()), StepArg::KeepsNewBlob],
         required: true,
     };
     let kept = commit_as(true, "k.txt", "blob-k", "hash-1", (60, 60, i64::MAX), vec![recorded]);

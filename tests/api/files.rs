@@ -221,7 +221,7 @@ async fn a_quota_shrunk_during_an_upload_refuses_its_completion(app: TestApp) {
 }
 
 async fn blob_count(app: &TestApp, policy: &str) -> i64 {
-    nubo_master::db::blobs::count_for_policy(app.context().db(), policy).await.unwrap()
+    nubo_master::db::blobs::count_for_policy(app.context().db(), policy.parse().unwrap()).await.unwrap()
 }
 
 async fn duplicate_content_is_stored_once_and_deleted_with_its_last_reference(app: TestApp, kind: PolicyKind) {
@@ -689,7 +689,7 @@ async fn calibrate_repairs_storage_drift(app: TestApp) {
     app.upload(&user, &root, "a.bin", &[1; 300]).await;
     app.start_upload(&user, &root, "pending.bin", 700).await;
     let user_id = user.user_id.clone();
-    nubo_master::db::users::set_storage(app.context().db(), &user_id, 123_456).await.unwrap();
+    nubo_master::db::users::set_storage(app.context().db(), user_id.parse().unwrap(), 123_456).await.unwrap();
     assert_eq!(app.storage_used(&user).await, 123_456);
     let admin = app.login_admin().await;
     let response = app.call(Method::POST, &format!("/admin/user/{user_id}/calibrate"), Some(&admin.access), None).await;
@@ -824,9 +824,12 @@ async fn stage_without_finishing(
 ) {
     use nubo_master::db::uploads::{self, ChunkRow};
     let db = app.context().db();
-    let session = uploads::find_owned(db, &user.user_id, id).await.unwrap().expect("the session");
+    let session = uploads::find_owned(db, user.user_id.parse().unwrap(), id.parse().unwrap())
+        .await
+        .unwrap()
+        .expect("the session");
     let staged: nubo_common::storage::StagedUpload = serde_json::from_str(&session.driver_state).unwrap();
-    let policy = nubo_master::service::policies::find(db, session.policy_id.parse().unwrap()).await.unwrap();
+    let policy = nubo_master::service::policies::find(db, session.policy_id.into()).await.unwrap();
     let store = nubo_master::service::policies::store(app.context(), &policy).await.unwrap();
     let mut receipts = Vec::new();
     for (index, piece) in bytes.chunks(session.chunk_size as usize).enumerate() {
@@ -839,7 +842,7 @@ async fn stage_without_finishing(
             etag: receipt.etag.clone(),
             chaining_value: receipt.chaining_value.clone(),
         };
-        uploads::upsert_chunk(db, id, &row, nubo_master::domain::time::now_ms()).await.unwrap();
+        uploads::upsert_chunk(db, session.id, &row, nubo_master::domain::time::now_ms()).await.unwrap();
         receipts.push(receipt);
     }
     if complete_blob {
@@ -926,7 +929,8 @@ async fn a_huge_declared_size_is_refused_before_anything_is_staged(app: TestApp)
     let response = app.start_upload(&user, &root, "huge.bin", 300 * TIB).await;
     assert_eq!(error_body(response, 413).await["code"], "file.too_large");
     assert_eq!(app.storage_used(&user).await, 0, "nothing reserved");
-    let reserved = nubo_master::db::uploads::reserved_bytes(app.context().db(), &user.user_id).await.unwrap();
+    let reserved =
+        nubo_master::db::uploads::reserved_bytes(app.context().db(), user.user_id.parse().unwrap()).await.unwrap();
     assert_eq!(reserved, 0, "no session");
     assert!(files_under(&app.config.data_dir.join("small")).is_empty(), "nothing staged");
 }

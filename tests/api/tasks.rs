@@ -67,7 +67,7 @@ async fn policy_of(app: &TestApp, user: &Session, object: &str) -> String {
 }
 
 async fn blob_count(app: &TestApp, policy: &str) -> i64 {
-    nubo_master::db::blobs::count_for_policy(app.context().db(), policy).await.unwrap()
+    nubo_master::db::blobs::count_for_policy(app.context().db(), policy.parse().unwrap()).await.unwrap()
 }
 
 /// A folder with nested files: (id, bytes) of each file and the folder's id.
@@ -290,7 +290,7 @@ async fn the_collector_and_the_trash_purge_take_what_they_must_and_nothing_else(
     // once older than the grace period, not before.
     let blob = nubo_master::db::blobs::BlobRow {
         id: uuid::Uuid::new_v4().to_string(),
-        policy_id: local.id.clone(),
+        policy_id: local.id.parse().unwrap(),
         storage_key: "stray/leftover.bin".into(),
         size: 3,
         blake3: None,

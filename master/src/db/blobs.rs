@@ -1,12 +1,13 @@
 //! SQL of `physical_files`: stored blobs with their content hash and reference count.
 
 use super::{Arg, Conn, Db, DbError, Values};
+use crate::domain::ids::PolicyId;
 use crate::domain::time::Millis;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct BlobRow {
     pub id: String,
-    pub policy_id: String,
+    pub policy_id: PolicyId,
     pub storage_key: String,
     pub size: i64,
     pub blake3: Option<String>,
@@ -15,10 +16,10 @@ pub struct BlobRow {
 
 impl BlobRow {
     /// A blob of new content at `key`, with the one reference its first file takes.
-    pub fn new_content(id: &str, policy_id: &str, key: &str, size: i64, blake3: &str) -> Self {
+    pub fn new_content(id: &str, policy_id: PolicyId, key: &str, size: i64, blake3: &str) -> Self {
         Self {
             id: id.to_owned(),
-            policy_id: policy_id.to_owned(),
+            policy_id,
             storage_key: key.to_owned(),
             size,
             blake3: Some(blake3.to_owned()),
@@ -49,7 +50,7 @@ pub(super) fn with_policy_columns() -> String {
 pub(super) fn with_policy_of(row: &dyn Values) -> Result<(BlobRow, super::policies::PolicyRow), DbError> {
     let blob = BlobRow {
         id: row.text("blob_id")?,
-        policy_id: row.text("blob_policy_id")?,
+        policy_id: row.parsed("blob_policy_id")?,
         storage_key: row.text("storage_key")?,
         size: row.int("blob_size")?,
         blake3: row.opt_text("blake3")?,
@@ -82,8 +83,9 @@ pub(super) const SAME_CONTENT_ID: &str =
 
 /// Whether the policy holds a live blob with this content: a file of it can refer to that blob
 /// instead of storing the bytes again.
-pub async fn holds_content(db: &Db, policy_id: &str, blake3: &str, size: i64) -> Result<bool, DbError> {
-    let args = [Arg::Text(policy_id), Arg::Text(blake3), Arg::Int(size)];
+pub async fn holds_content(db: &Db, policy_id: PolicyId, blake3: &str, size: i64) -> Result<bool, DbError> {
+    let policy_id = policy_id.to_string();
+    let args = [Arg::Text(&policy_id), Arg::Text(blake3), Arg::Int(size)];
     Ok(db.read_row(SAME_CONTENT_ID, &args, |row| row.text("id")).await?.is_some())
 }
 
@@ -91,7 +93,7 @@ pub async fn holds_content(db: &Db, policy_id: &str, blake3: &str, size: i64) ->
 /// [`SAME_CONTENT_ID`] names).
 pub async fn find_same_content(
     conn: &mut Conn,
-    policy_id: &str,
+    policy_id: PolicyId,
     blake3: &str,
     size: i64,
 ) -> Result<Option<BlobRow>, DbError> {
@@ -114,7 +116,7 @@ pub(super) const INSERT: &str =
 pub async fn insert(conn: &mut Conn, blob: &BlobRow, now: Millis) -> Result<(), DbError> {
     sqlx::query(INSERT)
         .bind(blob.id.as_str())
-        .bind(blob.policy_id.as_str())
+        .bind(blob.policy_id)
         .bind(blob.storage_key.as_str())
         .bind(blob.size)
         .bind(blob.blake3.as_deref())
@@ -131,7 +133,7 @@ pub async fn insert(conn: &mut Conn, blob: &BlobRow, now: Millis) -> Result<(), 
 /// `new` itself. Answers the blob id and whether it was a duplicate.
 pub async fn reference_content(conn: &mut Conn, new: &BlobRow, now: Millis) -> Result<(String, bool), DbError> {
     let blake3 = new.blake3.as_deref().unwrap_or_default();
-    if let Some(same) = reference_same_content(conn, &new.policy_id, blake3, new.size).await? {
+    if let Some(same) = reference_same_content(conn, new.policy_id, blake3, new.size).await? {
         return Ok((same, true));
     }
     insert(conn, new, now).await?;
@@ -142,7 +144,7 @@ pub async fn reference_content(conn: &mut Conn, new: &BlobRow, now: Millis) -> R
 /// transaction, if there is one, and answers its id.
 pub async fn reference_same_content(
     conn: &mut Conn,
-    policy_id: &str,
+    policy_id: PolicyId,
     blake3: &str,
     size: i64,
 ) -> Result<Option<String>, DbError> {
@@ -173,7 +175,7 @@ pub async fn delete_unreferenced(conn: &mut Conn, id: &str) -> Result<bool, DbEr
     Ok(done.rows_affected() > 0)
 }
 
-pub async fn count_for_policy(db: &Db, policy_id: &str) -> Result<i64, DbError> {
+pub async fn count_for_policy(db: &Db, policy_id: PolicyId) -> Result<i64, DbError> {
     let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM physical_files WHERE policy_id = $1")
         .bind(policy_id)
         .fetch_one(db.reader())
@@ -201,7 +203,7 @@ pub async fn unreferenced_before(db: &Db, before: Millis, limit: i64) -> Result<
 }
 
 /// Storage keys of every blob row of a policy.
-pub async fn keys_of_policy(db: &Db, policy_id: &str) -> Result<Vec<String>, DbError> {
+pub async fn keys_of_policy(db: &Db, policy_id: PolicyId) -> Result<Vec<String>, DbError> {
     let rows: Vec<(String,)> = sqlx::query_as("SELECT storage_key FROM physical_files WHERE policy_id = $1")
         .bind(policy_id)
         .fetch_all(db.reader())
@@ -210,7 +212,7 @@ pub async fn keys_of_policy(db: &Db, policy_id: &str) -> Result<Vec<String>, DbE
 }
 
 /// Whether a blob row of the policy has this storage key.
-pub async fn key_exists(db: &Db, policy_id: &str, key: &str) -> Result<bool, DbError> {
+pub async fn key_exists(db: &Db, policy_id: PolicyId, key: &str) -> Result<bool, DbError> {
     let row: Option<(String,)> =
         sqlx::query_as("SELECT id FROM physical_files WHERE policy_id = $1 AND storage_key = $2")
             .bind(policy_id)

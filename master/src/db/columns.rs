@@ -11,9 +11,11 @@ use sqlx::{Decode, Encode, Type};
 
 use super::{DbError, Values};
 use crate::domain::group::GroupPermissions;
-use crate::domain::ids::{GroupId, NodeId, ObjectId, PolicyId, UserId};
+use crate::domain::ids::{GroupId, NodeId, ObjectId, PolicyId, UploadId, UserId};
 use crate::domain::node::NodeStatus;
+use crate::domain::object::ObjectKind;
 use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
+use crate::domain::upload::UploadStatus;
 use crate::domain::user::UserStatus;
 
 /// Stores a type as TEXT through its `Display` and reads it back through its `FromStr`.
@@ -44,7 +46,7 @@ macro_rules! text_column {
     )+};
 }
 
-text_column!(UserId, ObjectId, PolicyId, NodeId, GroupId);
+text_column!(UserId, ObjectId, PolicyId, NodeId, GroupId, UploadId);
 
 /// Stores an enumeration as its `as_str` text and reads it back with `parse` (`Option`).
 macro_rules! enum_column {
@@ -80,6 +82,8 @@ enum_column!(
     TaskStatus => TaskStatus::parse,
     TaskType => TaskType::parse,
     NodeStatus => NodeStatus::parse,
+    ObjectKind => ObjectKind::parse,
+    UploadStatus => UploadStatus::parse,
 );
 
 /// Stores a document as JSON text and reads it back with serde.
@@ -168,6 +172,36 @@ impl<'r> Decode<'r, Any> for Flag {
     }
 }
 
+/// A yes/no column that may be NULL (not yet known): `#[sqlx(try_from = "OptionalFlag")]` on an
+/// `Option<bool>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionalFlag(pub Option<bool>);
+
+impl From<OptionalFlag> for Option<bool> {
+    fn from(flag: OptionalFlag) -> Self {
+        flag.0
+    }
+}
+
+impl Type<Any> for OptionalFlag {
+    fn type_info() -> AnyTypeInfo {
+        <Flag as Type<Any>>::type_info()
+    }
+
+    fn compatible(ty: &AnyTypeInfo) -> bool {
+        <Flag as Type<Any>>::compatible(ty)
+    }
+}
+
+impl<'r> Decode<'r, Any> for OptionalFlag {
+    fn decode(value: AnyValueRef<'r>) -> Result<Self, BoxDynError> {
+        if sqlx::ValueRef::is_null(&value) {
+            return Ok(OptionalFlag(None));
+        }
+        Ok(OptionalFlag(Some(<Flag as Decode<'r, Any>>::decode(value)?.0)))
+    }
+}
+
 /// Typed reads for decoders written over [`Values`].
 impl dyn Values + '_ {
     /// The text of `column` parsed as `T` (an id, an enumeration).
@@ -192,15 +226,43 @@ impl dyn Values + '_ {
     {
         self.opt_text(column)?.map(|text| parse_text(column, &text)).transpose()
     }
+
+    /// [`Self::parsed`] by position, for rows decoded by position.
+    pub fn parsed_at<T>(&self, index: usize) -> Result<T, DbError>
+    where
+        T: FromStr,
+        T::Err: std::fmt::Display,
+    {
+        parse_text(&Position(index), &self.text_at(index)?)
+    }
+
+    /// [`Self::opt_parsed`] by position.
+    pub fn opt_parsed_at<T>(&self, index: usize) -> Result<Option<T>, DbError>
+    where
+        T: FromStr,
+        T::Err: std::fmt::Display,
+    {
+        self.opt_text_at(index)?.map(|text| parse_text(&Position(index), &text)).transpose()
+    }
 }
 
-fn parse_text<T>(column: &str, text: &str) -> Result<T, DbError>
+/// A column named by its position, as errors name it.
+struct Position(usize);
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "column {}", self.0)
+    }
+}
+
+/// `column` names the column only when the text does not parse, so naming it costs nothing.
+fn parse_text<T>(column: &(impl std::fmt::Display + ?Sized), text: &str) -> Result<T, DbError>
 where
     T: FromStr,
     T::Err: std::fmt::Display,
 {
     text.parse()
-        .map_err(|error: T::Err| DbError::Invalid { column: column.to_owned(), reason: format!("{text:?}: {error}") })
+        .map_err(|error: T::Err| DbError::Invalid { column: column.to_string(), reason: format!("{text:?}: {error}") })
 }
 
 #[cfg(test)]
@@ -274,5 +336,42 @@ mod tests {
                 .fetch_one(db.reader())
                 .await;
         assert!(bad.is_err());
+    }
+
+    #[derive(sqlx::FromRow)]
+    struct Maybe {
+        #[sqlx(try_from = "OptionalFlag")]
+        unknown: Option<bool>,
+        #[sqlx(try_from = "OptionalFlag")]
+        kept: Option<bool>,
+        kind: ObjectKind,
+        status: UploadStatus,
+    }
+
+    #[tokio::test]
+    async fn a_null_flag_is_none_and_object_kinds_and_upload_states_decode() {
+        let (_dir, db) = sqlite().await;
+        let row: Maybe = sqlx::query_as("SELECT NULL AS unknown, 1 AS kept, 'folder' AS kind, 'finishing' AS status")
+            .fetch_one(db.reader())
+            .await
+            .unwrap();
+        assert_eq!((row.unknown, row.kept), (None, Some(true)));
+        assert_eq!((row.kind, row.status), (ObjectKind::Folder, UploadStatus::Finishing));
+        let bad: Result<(ObjectKind,), _> = sqlx::query_as("SELECT 'link'").fetch_one(db.reader()).await;
+        assert!(bad.is_err());
+    }
+
+    #[tokio::test]
+    async fn typed_reads_by_position_name_the_column_that_did_not_parse() {
+        let (_dir, db) = sqlite().await;
+        let id = ObjectId::random();
+        let row = sqlx::query("SELECT $1, NULL, 'nope'").bind(id).fetch_one(db.reader()).await.unwrap();
+        let values: &dyn Values = &row;
+        assert_eq!(values.parsed_at::<ObjectId>(0).unwrap(), id);
+        assert_eq!(values.opt_parsed_at::<PolicyId>(1).unwrap(), None);
+        match values.parsed_at::<ObjectKind>(2) {
+            Err(DbError::Invalid { column, .. }) => assert_eq!(column, "column 2"),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -6,6 +6,7 @@
 
 use super::objects::{INSERT, NewObject, SET_CONTENT, set_content};
 use super::{Arg, Db, DbError, bound};
+use crate::domain::ids::{ObjectId, PolicyId, UserId};
 use crate::domain::object::ObjectKind;
 use crate::domain::time::Millis;
 
@@ -14,18 +15,18 @@ use crate::domain::time::Millis;
 pub enum Destination {
     /// A new file `name` in folder `parent_id`, with id `object_id`. A name taken in the folder
     /// fails the commit with a unique violation.
-    NewFile { object_id: String, parent_id: String, name: String },
+    NewFile { object_id: ObjectId, parent_id: ObjectId, name: String },
     /// New content for an existing file, replaced only while the file still has the blob and
     /// size the writer planned against: of two overlapping writes the second to finish is
     /// refused ([`Refusal::Changed`]) rather than releasing a reference it does not hold.
-    Replace { object_id: String, old_blob_id: Option<String>, old_size: i64 },
+    Replace { object_id: ObjectId, old_blob_id: Option<String>, old_size: i64 },
 }
 
 impl Destination {
     /// The file's id, new or replaced.
-    pub fn object_id(&self) -> &str {
+    pub fn object_id(&self) -> ObjectId {
         match self {
-            Destination::NewFile { object_id, .. } | Destination::Replace { object_id, .. } => object_id,
+            Destination::NewFile { object_id, .. } | Destination::Replace { object_id, .. } => *object_id,
         }
     }
 }
@@ -35,7 +36,7 @@ impl Destination {
 #[derive(Debug, Clone)]
 pub struct Content {
     pub blob_id: String,
-    pub policy_id: String,
+    pub policy_id: PolicyId,
     pub storage_key: Option<String>,
     pub size: i64,
     pub blake3: String,
@@ -64,7 +65,7 @@ pub enum StepArg {
 /// Everything one commit needs, owned: a commit may run in a task of its own.
 #[derive(Debug, Clone)]
 pub struct FileCommit {
-    pub owner_id: String,
+    pub owner_id: UserId,
     pub destination: Destination,
     pub content: Content,
     /// Bytes added to the owner's used storage: the size (or growth) less what was reserved
@@ -148,22 +149,24 @@ fn commit_inline(
 ) -> Result<Result<Committed, Refusal>, DbError> {
     use super::inline::{execute, query_row};
     let content = &commit.content;
-    if let Destination::Replace { object_id, .. } = &commit.destination {
-        let state = query_row(conn, REPLACED_STATE, &[Arg::Text(object_id)], |row| {
+    // The ids as the text they are stored as, for the statements' arguments.
+    let (object_id, policy_id) = (commit.destination.object_id().to_string(), content.policy_id.to_string());
+    if let Destination::Replace { .. } = &commit.destination {
+        let state = query_row(conn, REPLACED_STATE, &[Arg::Text(&object_id)], |row| {
             Ok((row.opt_text("physical_file_id")?, row.int("size")?))
         })?;
         if !still_planned(&commit.destination, state) {
             return Ok(Err(Refusal::Changed));
         }
     }
-    let same = [Arg::Text(&content.policy_id), Arg::Text(&content.blake3), Arg::Int(content.size)];
+    let same = [Arg::Text(&policy_id), Arg::Text(&content.blake3), Arg::Int(content.size)];
     let older = query_row(conn, super::blobs::SAME_CONTENT_ID, &same, |row| row.text("id"))?;
     let referent = match (older, content.storage_key.as_deref()) {
         (Some(id), _) => Referent::Older(id),
         (None, Some(key)) => Referent::Stored(key),
         (None, None) => return Ok(Err(Refusal::NotReferenced)),
     };
-    if !super::users::charge_storage_inline(conn, &commit.owner_id, commit.charge, commit.capacity)? {
+    if !super::users::charge_storage_inline(conn, commit.owner_id, commit.charge, commit.capacity)? {
         return Ok(Err(Refusal::QuotaExceeded));
     }
     let blob_id = match referent {
@@ -174,7 +177,7 @@ fn commit_inline(
         Referent::Stored(key) => {
             let args = [
                 Arg::Text(&content.blob_id),
-                Arg::Text(&content.policy_id),
+                Arg::Text(&policy_id),
                 Arg::Text(key),
                 Arg::Int(content.size),
                 Arg::Text(&content.blake3),
@@ -186,14 +189,15 @@ fn commit_inline(
         }
     };
     let old_refs = match &commit.destination {
-        Destination::NewFile { object_id, parent_id, name } => {
+        Destination::NewFile { parent_id, name, .. } => {
+            let (owner_id, parent_id) = (commit.owner_id.to_string(), parent_id.to_string());
             let args = [
-                Arg::Text(object_id),
-                Arg::Text(&commit.owner_id),
-                Arg::OptText(Some(parent_id)),
+                Arg::Text(&object_id),
+                Arg::Text(&owner_id),
+                Arg::OptText(Some(&parent_id)),
                 Arg::Text(name),
                 Arg::Text(ObjectKind::File.as_str()),
-                Arg::OptText(Some(&content.policy_id)),
+                Arg::OptText(Some(&policy_id)),
                 Arg::Text(&blob_id),
                 Arg::Int(content.size),
                 Arg::Int(now),
@@ -201,8 +205,8 @@ fn commit_inline(
             execute(conn, INSERT, &args)?;
             None
         }
-        Destination::Replace { object_id, old_blob_id, .. } => {
-            let args = [Arg::Text(object_id), Arg::Text(&blob_id), Arg::Int(content.size), Arg::Int(now)];
+        Destination::Replace { old_blob_id, .. } => {
+            let args = [Arg::Text(&object_id), Arg::Text(&blob_id), Arg::Int(content.size), Arg::Int(now)];
             execute(conn, SET_CONTENT, &args)?;
             match old_blob_id.as_deref() {
                 Some(old) => super::blobs::add_refs_inline(conn, old, -1)?,
@@ -240,17 +244,17 @@ async fn commit_statement_by_statement(
     let mut tx = db.begin().await?;
     if let Destination::Replace { object_id, .. } = &commit.destination {
         let state: Option<(Option<String>, i64)> =
-            sqlx::query_as(&format!("{REPLACED_STATE} FOR UPDATE")).bind(object_id).fetch_optional(&mut *tx).await?;
+            sqlx::query_as(&format!("{REPLACED_STATE} FOR UPDATE")).bind(*object_id).fetch_optional(&mut *tx).await?;
         if !still_planned(&commit.destination, state) {
             return Ok(Err(Refusal::Changed));
         }
     }
-    if !super::users::charge_storage(&mut tx, &commit.owner_id, commit.charge, commit.capacity).await? {
+    if !super::users::charge_storage(&mut tx, commit.owner_id, commit.charge, commit.capacity).await? {
         return Ok(Err(Refusal::QuotaExceeded));
     }
     let blob_id = match &content.storage_key {
         None => {
-            let same = super::blobs::reference_same_content(&mut tx, &content.policy_id, &content.blake3, content.size);
+            let same = super::blobs::reference_same_content(&mut tx, content.policy_id, &content.blake3, content.size);
             match same.await? {
                 Some(id) => id,
                 None => return Ok(Err(Refusal::NotReferenced)),
@@ -259,7 +263,7 @@ async fn commit_statement_by_statement(
         Some(key) => {
             let blob = super::blobs::BlobRow::new_content(
                 &content.blob_id,
-                &content.policy_id,
+                content.policy_id,
                 key,
                 content.size,
                 &content.blake3,
@@ -270,12 +274,12 @@ async fn commit_statement_by_statement(
     let old_refs = match &commit.destination {
         Destination::NewFile { object_id, parent_id, name } => {
             let object = NewObject {
-                id: object_id,
-                owner_id: &commit.owner_id,
-                parent_id: Some(parent_id),
+                id: *object_id,
+                owner_id: commit.owner_id,
+                parent_id: Some(*parent_id),
                 name,
-                kind: ObjectKind::File.as_str(),
-                policy_id: Some(&content.policy_id),
+                kind: ObjectKind::File,
+                policy_id: Some(content.policy_id),
                 physical_file_id: Some(&blob_id),
                 size: content.size,
             };
@@ -283,7 +287,7 @@ async fn commit_statement_by_statement(
             None
         }
         Destination::Replace { object_id, old_blob_id, .. } => {
-            set_content(&mut tx, object_id, &blob_id, content.size, now).await?;
+            set_content(&mut tx, *object_id, &blob_id, content.size, now).await?;
             match old_blob_id.as_deref() {
                 Some(old) => Some(super::blobs::add_refs(&mut tx, old, -1).await?),
                 None => None,

@@ -1,19 +1,22 @@
 //! SQL of `node_upload_results` and `external_downloads`: what storage nodes reported, kept so
 //! a repeated report gets the same answer.
 
+use super::columns::{Flag, OptionalFlag};
 use super::ingest::{Step, StepArg};
 use super::{Db, DbError};
+use crate::domain::ids::{NodeId, ObjectId, PolicyId, UserId};
 use crate::domain::time::Millis;
 
 /// A settled `upload_complete` report.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct UploadResultRow {
-    pub object_id: Option<String>,
-    pub owner_id: String,
-    pub keep_blob: i64,
+    pub object_id: Option<ObjectId>,
+    pub owner_id: UserId,
+    #[sqlx(try_from = "Flag")]
+    pub keep_blob: bool,
 }
 
-pub async fn upload_result(db: &Db, node_id: &str, handle: &str) -> Result<Option<UploadResultRow>, DbError> {
+pub async fn upload_result(db: &Db, node_id: NodeId, handle: &str) -> Result<Option<UploadResultRow>, DbError> {
     Ok(sqlx::query_as(
         "SELECT object_id, owner_id, keep_blob FROM node_upload_results WHERE node_id = $1 AND session_handle = $2",
     )
@@ -25,15 +28,15 @@ pub async fn upload_result(db: &Db, node_id: &str, handle: &str) -> Result<Optio
 
 /// Remembers a node's settled upload report as a step of the file's commit
 /// ([`super::ingest`]): the file `object_id` of `owner_id`, and whether the node keeps its blob.
-pub fn upload_result_step(node_id: &str, handle: &str, object_id: &str, owner_id: &str, now: Millis) -> Step {
+pub fn upload_result_step(node_id: NodeId, handle: &str, object_id: ObjectId, owner_id: UserId, now: Millis) -> Step {
     Step {
         sql: "INSERT INTO node_upload_results (node_id, session_handle, object_id, owner_id, keep_blob, created_at)
               VALUES ($1, $2, $3, $4, $5, $6)",
         args: vec![
-            StepArg::Text(node_id.to_owned()),
+            StepArg::Text(node_id.to_string()),
             StepArg::Text(handle.to_owned()),
-            StepArg::Text(object_id.to_owned()),
-            StepArg::Text(owner_id.to_owned()),
+            StepArg::Text(object_id.to_string()),
+            StepArg::Text(owner_id.to_string()),
             StepArg::KeepsNewBlob,
             StepArg::Int(now),
         ],
@@ -43,13 +46,13 @@ pub fn upload_result_step(node_id: &str, handle: &str, object_id: &str, owner_id
 
 /// Settles a running fetch as completed as a step of the file's commit ([`super::ingest`]):
 /// nothing is committed when another report settled it first.
-pub fn complete_external_download_step(task_id: &str, object_id: &str, size: i64, now: Millis) -> Step {
+pub fn complete_external_download_step(task_id: &str, object_id: ObjectId, size: i64, now: Millis) -> Step {
     Step {
         sql: "UPDATE external_downloads SET state = 'completed', object_id = $2, keep_blob = $3, downloaded = $4,
               updated_at = $5 WHERE task_id = $1 AND state = 'running'",
         args: vec![
             StepArg::Text(task_id.to_owned()),
-            StepArg::Text(object_id.to_owned()),
+            StepArg::Text(object_id.to_string()),
             StepArg::KeepsNewBlob,
             StepArg::Int(size),
             StepArg::Int(now),
@@ -73,14 +76,15 @@ pub const FAILED: &str = "failed";
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ExternalDownloadRow {
     pub task_id: String,
-    pub node_id: String,
-    pub policy_id: String,
+    pub node_id: NodeId,
+    pub policy_id: PolicyId,
     pub storage_key: String,
     pub state: String,
     pub downloaded: i64,
     pub total: Option<i64>,
-    pub object_id: Option<String>,
-    pub keep_blob: Option<i64>,
+    pub object_id: Option<ObjectId>,
+    #[sqlx(try_from = "OptionalFlag")]
+    pub keep_blob: Option<bool>,
     pub error: Option<String>,
     pub updated_at: Millis,
 }
@@ -106,14 +110,14 @@ pub async fn start_external_download(db: &Db, row: &ExternalDownloadRow) -> Resu
         "INSERT INTO external_downloads ({FETCH_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
     ))
     .bind(row.task_id.as_str())
-    .bind(row.node_id.as_str())
-    .bind(row.policy_id.as_str())
+    .bind(row.node_id)
+    .bind(row.policy_id)
     .bind(row.storage_key.as_str())
     .bind(row.state.as_str())
     .bind(row.downloaded)
     .bind(row.total)
-    .bind(row.object_id.as_deref())
-    .bind(row.keep_blob)
+    .bind(row.object_id)
+    .bind(row.keep_blob.map(i64::from))
     .bind(row.error.as_deref())
     .bind(row.updated_at)
     .execute(&mut *tx)
@@ -126,7 +130,7 @@ pub async fn start_external_download(db: &Db, row: &ExternalDownloadRow) -> Resu
 pub async fn external_download_progress(
     db: &Db,
     task_id: &str,
-    node_id: &str,
+    node_id: NodeId,
     downloaded: i64,
     total: Option<i64>,
     now: Millis,

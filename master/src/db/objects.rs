@@ -2,41 +2,42 @@
 //! derived from its parent chain with a recursive query, so moving a folder updates one row.
 
 use super::{Arg, Conn, Db, DbError, Values};
-use crate::domain::object::ListOrder;
+use crate::domain::ids::{ObjectId, PolicyId, UserId};
+use crate::domain::object::{ListOrder, ObjectKind};
 use crate::domain::time::Millis;
 
 pub const COLUMNS: &str = "id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, trashed_at, trash_root_id, created_at, updated_at";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ObjectRow {
-    pub id: String,
-    pub owner_id: String,
-    pub parent_id: Option<String>,
+    pub id: ObjectId,
+    pub owner_id: UserId,
+    pub parent_id: Option<ObjectId>,
     pub name: String,
-    pub kind: String,
-    pub policy_id: Option<String>,
+    pub kind: ObjectKind,
+    pub policy_id: Option<PolicyId>,
     pub physical_file_id: Option<String>,
     pub size: i64,
     pub trashed_at: Option<Millis>,
-    pub trash_root_id: Option<String>,
+    pub trash_root_id: Option<ObjectId>,
     pub created_at: Millis,
     pub updated_at: Millis,
 }
 
 impl ObjectRow {
     pub fn is_folder(&self) -> bool {
-        self.kind == "folder"
+        self.kind == ObjectKind::Folder
     }
 }
 
 #[derive(Clone, Copy)]
 pub struct NewObject<'a> {
-    pub id: &'a str,
-    pub owner_id: &'a str,
-    pub parent_id: Option<&'a str>,
+    pub id: ObjectId,
+    pub owner_id: UserId,
+    pub parent_id: Option<ObjectId>,
     pub name: &'a str,
-    pub kind: &'a str,
-    pub policy_id: Option<&'a str>,
+    pub kind: ObjectKind,
+    pub policy_id: Option<PolicyId>,
     pub physical_file_id: Option<&'a str>,
     pub size: i64,
 }
@@ -62,7 +63,7 @@ pub async fn insert(conn: &mut Conn, object: &NewObject<'_>, now: Millis) -> Res
 }
 
 /// The user's root folder (the one object without a parent).
-pub async fn root_of(db: &Db, owner_id: &str) -> Result<Option<ObjectRow>, DbError> {
+pub async fn root_of(db: &Db, owner_id: UserId) -> Result<Option<ObjectRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM objects WHERE owner_id = $1 AND parent_id IS NULL"))
         .bind(owner_id)
         .fetch_optional(db.reader())
@@ -70,7 +71,7 @@ pub async fn root_of(db: &Db, owner_id: &str) -> Result<Option<ObjectRow>, DbErr
 }
 
 /// Any object by id, whoever owns it: `service::access` decides whether the caller may have it.
-pub async fn find_by_id(db: &Db, id: &str) -> Result<Option<ObjectRow>, DbError> {
+pub async fn find_by_id(db: &Db, id: ObjectId) -> Result<Option<ObjectRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM objects WHERE id = $1"))
         .bind(id)
         .fetch_optional(db.reader())
@@ -78,12 +79,12 @@ pub async fn find_by_id(db: &Db, id: &str) -> Result<Option<ObjectRow>, DbError>
 }
 
 /// As [`find_by_id`], inside the caller's transaction.
-pub async fn find_by_id_in(conn: &mut Conn, id: &str) -> Result<Option<ObjectRow>, DbError> {
+pub async fn find_by_id_in(conn: &mut Conn, id: ObjectId) -> Result<Option<ObjectRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM objects WHERE id = $1")).bind(id).fetch_optional(conn).await?)
 }
 
 /// An object of `owner_id` by id, trashed or not.
-pub async fn find_owned(db: &Db, owner_id: &str, id: &str) -> Result<Option<ObjectRow>, DbError> {
+pub async fn find_owned(db: &Db, owner_id: UserId, id: ObjectId) -> Result<Option<ObjectRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM objects WHERE id = $1 AND owner_id = $2"))
         .bind(id)
         .bind(owner_id)
@@ -92,7 +93,7 @@ pub async fn find_owned(db: &Db, owner_id: &str, id: &str) -> Result<Option<Obje
 }
 
 /// A live child of `parent_id` by name.
-pub async fn child_by_name(db: &Db, parent_id: &str, name: &str) -> Result<Option<ObjectRow>, DbError> {
+pub async fn child_by_name(db: &Db, parent_id: ObjectId, name: &str) -> Result<Option<ObjectRow>, DbError> {
     Ok(sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM objects WHERE parent_id = $1 AND name = $2 AND trashed_at IS NULL"
     ))
@@ -106,7 +107,7 @@ pub async fn child_by_name(db: &Db, parent_id: &str, name: &str) -> Result<Optio
 /// folder as one row (a JSON array built by the database), because a listing of many thousand
 /// entries costs far more as rows handed over one by one than as one value. Sorted here: an
 /// `ORDER BY` inside the aggregate makes SQLite sort in a temporary b-tree.
-pub async fn all_live_children(db: &Db, parent_id: &str) -> Result<Vec<ListingRow>, DbError> {
+pub async fn all_live_children(db: &Db, parent_id: ObjectId) -> Result<Vec<ListingRow>, DbError> {
     let sql = match db.backend() {
         super::Backend::Sqlite => {
             "SELECT json_group_array(json_array(id, name, kind, policy_id, size, created_at, updated_at))
@@ -118,11 +119,15 @@ pub async fn all_live_children(db: &Db, parent_id: &str) -> Result<Vec<ListingRo
         }
     };
     let (listing,): (String,) = sqlx::query_as(sql).bind(parent_id).fetch_one(db.reader()).await?;
-    type Listed = (String, String, String, Option<String>, i64, Millis, Millis);
+    // Ids and kinds deserialize from the borrowed JSON text: no allocation beyond the name.
+    type Listed = (ObjectId, String, ObjectKind, Option<PolicyId>, i64, Millis, Millis);
     let mut rows: Vec<Listed> =
         serde_json::from_str(&listing).map_err(|e| DbError::Sqlx(sqlx::Error::Decode(e.into())))?;
-    // `kind` descending puts folders ('folder' > 'file') first, as in every listing.
-    rows.sort_unstable_by(|a, b| b.2.cmp(&a.2).then_with(|| a.1.cmp(&b.1)).then_with(|| a.0.cmp(&b.0)));
+    // `kind` descending puts folders ('folder' > 'file') first, as in every listing; ids
+    // compare as their stored text does (UUIDs order as their hexadecimal text).
+    rows.sort_unstable_by(|a, b| {
+        b.2.as_str().cmp(a.2.as_str()).then_with(|| a.1.cmp(&b.1)).then_with(|| a.0.cmp(&b.0))
+    });
     Ok(rows
         .into_iter()
         .map(|(id, name, kind, policy_id, size, created_at, updated_at)| ListingRow {
@@ -148,7 +153,7 @@ pub struct FileContentRow {
 
 /// The live file `id` with its content ([`FileContentRow`]), in one statement; `None` when there
 /// is no such file (in the trash, a folder, or none at all). Whose it is was decided before.
-pub async fn live_file_content(db: &Db, id: &str) -> Result<Option<FileContentRow>, DbError> {
+pub async fn live_file_content(db: &Db, id: ObjectId) -> Result<Option<FileContentRow>, DbError> {
     let sql = format!(
         "SELECT o.name AS object_name, o.updated_at AS object_updated_at, {}
          FROM objects o JOIN physical_files b ON b.id = o.physical_file_id JOIN policies p ON p.id = b.policy_id
@@ -159,7 +164,7 @@ pub async fn live_file_content(db: &Db, id: &str) -> Result<Option<FileContentRo
         let (blob, policy) = super::blobs::with_policy_of(row)?;
         Ok(FileContentRow { name: row.text("object_name")?, updated_at: row.int("object_updated_at")?, blob, policy })
     };
-    db.read_row(&sql, &[Arg::Text(id)], decode).await
+    db.read_row(&sql, &[Arg::Text(&id.to_string())], decode).await
 }
 
 /// Levels resolved per statement by [`walk`]; deeper paths take one statement per this many.
@@ -169,21 +174,23 @@ const WALK_COLUMNS: usize = 7;
 
 /// Where a [`walk`] starts.
 #[derive(Debug, Clone, Copy)]
-pub enum WalkStart<'a> {
+pub enum WalkStart {
     /// Below the folder with this id: the first name is one of its children.
-    Below(&'a str),
+    Below(ObjectId),
     /// At the root folder of the owner with this id: the root is the first object answered.
-    RootOf(&'a str),
+    RootOf(UserId),
 }
 
 /// The live objects along a path, as far as they exist (a missing name, or a file where a
 /// folder was needed, ends the walk early): from [`WalkStart::RootOf`] the owner's root and
 /// then one object per name, from [`WalkStart::Below`] one per name. One statement per
 /// [`WALK_STEP`] levels: each level is a join on the `(parent_id, name)` index.
-pub async fn walk(db: &Db, start: WalkStart<'_>, names: &[&str]) -> Result<Vec<ListingRow>, DbError> {
+pub async fn walk(db: &Db, start: WalkStart, names: &[&str]) -> Result<Vec<ListingRow>, DbError> {
     let mut found: Vec<ListingRow> = Vec::with_capacity(names.len() + 1);
-    let (WalkStart::Below(first) | WalkStart::RootOf(first)) = start;
-    let mut anchor = first.to_owned();
+    let mut anchor = match start {
+        WalkStart::Below(folder) => folder.to_string(),
+        WalkStart::RootOf(owner) => owner.to_string(),
+    };
     let mut rest = names;
     let mut from_root = matches!(start, WalkStart::RootOf(_));
     while from_root || !rest.is_empty() {
@@ -224,7 +231,7 @@ pub async fn walk(db: &Db, start: WalkStart<'_>, names: &[&str]) -> Result<Vec<L
         if !complete {
             return Ok(found);
         }
-        anchor = found.last().map(|row| row.id.clone()).unwrap_or_default();
+        anchor = found.last().map(|row| row.id.to_string()).unwrap_or_default();
         rest = later;
         from_root = false;
     }
@@ -232,7 +239,7 @@ pub async fn walk(db: &Db, start: WalkStart<'_>, names: &[&str]) -> Result<Vec<L
 }
 
 /// Names from the root down to `id` (the root's own name, empty, first).
-pub async fn path_names(db: &Db, id: &str) -> Result<Vec<String>, DbError> {
+pub async fn path_names(db: &Db, id: ObjectId) -> Result<Vec<String>, DbError> {
     let rows: Vec<(String,)> = sqlx::query_as(
         "WITH RECURSIVE chain(id, parent_id, name, depth) AS (
              SELECT id, parent_id, name, 0 FROM objects WHERE id = $1
@@ -248,8 +255,8 @@ pub async fn path_names(db: &Db, id: &str) -> Result<Vec<String>, DbError> {
 }
 
 /// Ids of `id` and all its ancestors.
-pub async fn ancestor_ids(conn: &mut Conn, id: &str) -> Result<Vec<String>, DbError> {
-    let rows: Vec<(String,)> = sqlx::query_as(
+pub async fn ancestor_ids(conn: &mut Conn, id: ObjectId) -> Result<Vec<ObjectId>, DbError> {
+    let rows: Vec<(ObjectId,)> = sqlx::query_as(
         "WITH RECURSIVE chain(id, parent_id) AS (
              SELECT id, parent_id FROM objects WHERE id = $1
              UNION ALL
@@ -264,7 +271,7 @@ pub async fn ancestor_ids(conn: &mut Conn, id: &str) -> Result<Vec<String>, DbEr
 }
 
 /// `id` and everything below it, parents before children.
-pub async fn subtree(conn: &mut Conn, id: &str) -> Result<Vec<ObjectRow>, DbError> {
+pub async fn subtree(conn: &mut Conn, id: ObjectId) -> Result<Vec<ObjectRow>, DbError> {
     let columns = COLUMNS.split(", ").map(|c| format!("o.{c}")).collect::<Vec<_>>().join(", ");
     let rows = sqlx::query_as(&format!(
         "WITH RECURSIVE tree(id, depth) AS (
@@ -284,10 +291,10 @@ pub async fn subtree(conn: &mut Conn, id: &str) -> Result<Vec<ObjectRow>, DbErro
 /// and every column costs per row).
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ListingRow {
-    pub id: String,
+    pub id: ObjectId,
     pub name: String,
-    pub kind: String,
-    pub policy_id: Option<String>,
+    pub kind: ObjectKind,
+    pub policy_id: Option<PolicyId>,
     pub size: i64,
     pub created_at: Millis,
     pub updated_at: Millis,
@@ -299,12 +306,12 @@ impl ListingRow {
     /// before it.
     fn at_level(row: &dyn Values, level: usize) -> Result<Option<Self>, DbError> {
         let at = |column: usize| level * WALK_COLUMNS + column;
-        let Some(id) = row.opt_text_at(at(0))? else { return Ok(None) };
+        let Some(id) = row.opt_parsed_at(at(0))? else { return Ok(None) };
         Ok(Some(Self {
             id,
             name: row.text_at(at(1))?,
-            kind: row.text_at(at(2))?,
-            policy_id: row.opt_text_at(at(3))?,
+            kind: row.parsed_at(at(2))?,
+            policy_id: row.opt_parsed_at(at(3))?,
             size: row.int_at(at(4))?,
             created_at: row.int_at(at(5))?,
             updated_at: row.int_at(at(6))?,
@@ -315,7 +322,7 @@ impl ListingRow {
 /// One page of the live children of `parent_id`, folders first, and their total count.
 pub async fn children(
     db: &Db,
-    parent_id: &str,
+    parent_id: ObjectId,
     order: ListOrder,
     descending: bool,
     offset: i64,
@@ -344,7 +351,7 @@ pub async fn children(
     Ok((count, rows))
 }
 
-pub async fn rename(conn: &mut Conn, id: &str, name: &str, now: Millis) -> Result<(), DbError> {
+pub async fn rename(conn: &mut Conn, id: ObjectId, name: &str, now: Millis) -> Result<(), DbError> {
     sqlx::query("UPDATE objects SET name = $2, updated_at = $3 WHERE id = $1")
         .bind(id)
         .bind(name)
@@ -354,7 +361,7 @@ pub async fn rename(conn: &mut Conn, id: &str, name: &str, now: Millis) -> Resul
     Ok(())
 }
 
-pub async fn set_parent(conn: &mut Conn, id: &str, parent_id: &str, now: Millis) -> Result<(), DbError> {
+pub async fn set_parent(conn: &mut Conn, id: ObjectId, parent_id: ObjectId, now: Millis) -> Result<(), DbError> {
     sqlx::query("UPDATE objects SET parent_id = $2, updated_at = $3 WHERE id = $1")
         .bind(id)
         .bind(parent_id)
@@ -365,7 +372,13 @@ pub async fn set_parent(conn: &mut Conn, id: &str, parent_id: &str, now: Millis)
 }
 
 /// Moves and renames in one statement.
-pub async fn relocate(conn: &mut Conn, id: &str, parent_id: &str, name: &str, now: Millis) -> Result<(), DbError> {
+pub async fn relocate(
+    conn: &mut Conn,
+    id: ObjectId,
+    parent_id: ObjectId,
+    name: &str,
+    now: Millis,
+) -> Result<(), DbError> {
     sqlx::query("UPDATE objects SET parent_id = $2, name = $3, updated_at = $4 WHERE id = $1")
         .bind(id)
         .bind(parent_id)
@@ -383,7 +396,7 @@ pub(super) const SET_CONTENT: &str =
 /// Points a file at new content.
 pub async fn set_content(
     conn: &mut Conn,
-    id: &str,
+    id: ObjectId,
     physical_file_id: &str,
     size: i64,
     now: Millis,
@@ -396,10 +409,10 @@ pub async fn set_content(
 /// whether it did.
 pub async fn switch_blob(
     conn: &mut Conn,
-    id: &str,
+    id: ObjectId,
     old_blob: &str,
     new_blob: &str,
-    policy_id: &str,
+    policy_id: PolicyId,
 ) -> Result<bool, DbError> {
     let done =
         sqlx::query("UPDATE objects SET physical_file_id = $3, policy_id = $4 WHERE id = $1 AND physical_file_id = $2")
@@ -413,7 +426,7 @@ pub async fn switch_blob(
 }
 
 /// Puts `root_id` and its live descendants in the trash, remembering `root_id` as the cause.
-pub async fn trash_subtree(conn: &mut Conn, root_id: &str, now: Millis) -> Result<(), DbError> {
+pub async fn trash_subtree(conn: &mut Conn, root_id: ObjectId, now: Millis) -> Result<(), DbError> {
     sqlx::query(
         "WITH RECURSIVE tree(id) AS (
              SELECT id FROM objects WHERE id = $1
@@ -430,7 +443,7 @@ pub async fn trash_subtree(conn: &mut Conn, root_id: &str, now: Millis) -> Resul
 }
 
 /// Takes everything trashed together with `root_id` out of the trash.
-pub async fn restore_subtree(conn: &mut Conn, root_id: &str) -> Result<(), DbError> {
+pub async fn restore_subtree(conn: &mut Conn, root_id: ObjectId) -> Result<(), DbError> {
     sqlx::query("UPDATE objects SET trashed_at = NULL, trash_root_id = NULL WHERE trash_root_id = $1")
         .bind(root_id)
         .execute(conn)
@@ -439,7 +452,7 @@ pub async fn restore_subtree(conn: &mut Conn, root_id: &str) -> Result<(), DbErr
 }
 
 /// The user's trash: the objects whose deletion put something in the trash.
-pub async fn trash_roots(db: &Db, owner_id: &str, offset: i64, limit: i64) -> Result<(i64, Vec<ObjectRow>), DbError> {
+pub async fn trash_roots(db: &Db, owner_id: UserId, offset: i64, limit: i64) -> Result<(i64, Vec<ObjectRow>), DbError> {
     let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM objects WHERE owner_id = $1 AND trash_root_id = id")
         .bind(owner_id)
         .fetch_one(db.reader())
@@ -457,7 +470,7 @@ pub async fn trash_roots(db: &Db, owner_id: &str, offset: i64, limit: i64) -> Re
 }
 
 /// Trash roots older than their owner's group retention at `now`: `(owner_id, object_id)`.
-pub async fn expired_trash(db: &Db, now: Millis, limit: i64) -> Result<Vec<(String, String)>, DbError> {
+pub async fn expired_trash(db: &Db, now: Millis, limit: i64) -> Result<Vec<(UserId, ObjectId)>, DbError> {
     Ok(sqlx::query_as(
         "SELECT o.owner_id, o.id FROM objects o JOIN users u ON u.id = o.owner_id JOIN groups g ON g.id = u.group_id
          WHERE o.trash_root_id = o.id AND o.trashed_at < $1 - CAST(g.trash_retention_days AS BIGINT) * 86400000
@@ -470,13 +483,13 @@ pub async fn expired_trash(db: &Db, now: Millis, limit: i64) -> Result<Vec<(Stri
 }
 
 /// Deletes one object row (its descendants go with it through the foreign key).
-pub async fn delete(conn: &mut Conn, id: &str) -> Result<(), DbError> {
+pub async fn delete(conn: &mut Conn, id: ObjectId) -> Result<(), DbError> {
     sqlx::query("DELETE FROM objects WHERE id = $1").bind(id).execute(conn).await?;
     Ok(())
 }
 
 /// Sum of file sizes and counts of files and folders below (and including) `id`.
-pub async fn subtree_totals(db: &Db, id: &str) -> Result<(i64, i64, i64), DbError> {
+pub async fn subtree_totals(db: &Db, id: ObjectId) -> Result<(i64, i64, i64), DbError> {
     let row: (Option<i64>, i64, i64) = sqlx::query_as(
         "WITH RECURSIVE tree(id) AS (
              SELECT id FROM objects WHERE id = $1
@@ -495,7 +508,7 @@ pub async fn subtree_totals(db: &Db, id: &str) -> Result<(i64, i64, i64), DbErro
 }
 
 /// Logical bytes a user's files take (for calibration).
-pub async fn owned_bytes(db: &Db, owner_id: &str) -> Result<i64, DbError> {
+pub async fn owned_bytes(db: &Db, owner_id: UserId) -> Result<i64, DbError> {
     let (n,): (Option<i64>,) =
         sqlx::query_as("SELECT CAST(SUM(size) AS BIGINT) FROM objects WHERE owner_id = $1 AND kind = 'file'")
             .bind(owner_id)
@@ -506,7 +519,7 @@ pub async fn owned_bytes(db: &Db, owner_id: &str) -> Result<i64, DbError> {
 
 // ---- source links ----
 
-pub async fn source_link_of(db: &Db, object_id: &str) -> Result<Option<(String, i64)>, DbError> {
+pub async fn source_link_of(db: &Db, object_id: ObjectId) -> Result<Option<(String, i64)>, DbError> {
     Ok(sqlx::query_as("SELECT id, downloads FROM source_links WHERE object_id = $1")
         .bind(object_id)
         .fetch_optional(db.reader())
@@ -514,7 +527,13 @@ pub async fn source_link_of(db: &Db, object_id: &str) -> Result<Option<(String, 
 }
 
 /// Creates the object's source link unless it has one; answers whether it was created.
-pub async fn insert_source_link(db: &Db, id: &str, object_id: &str, name: &str, now: Millis) -> Result<bool, DbError> {
+pub async fn insert_source_link(
+    db: &Db,
+    id: &str,
+    object_id: ObjectId,
+    name: &str,
+    now: Millis,
+) -> Result<bool, DbError> {
     let done = sqlx::query(
         "INSERT INTO source_links (id, object_id, name, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (object_id) DO NOTHING",
     )
@@ -527,7 +546,7 @@ pub async fn insert_source_link(db: &Db, id: &str, object_id: &str, name: &str, 
     Ok(done.rows_affected() > 0)
 }
 
-pub async fn count_source_download(db: &Db, object_id: &str) -> Result<(), DbError> {
+pub async fn count_source_download(db: &Db, object_id: ObjectId) -> Result<(), DbError> {
     sqlx::query("UPDATE source_links SET downloads = downloads + 1 WHERE object_id = $1")
         .bind(object_id)
         .execute(db.writer())
@@ -537,7 +556,7 @@ pub async fn count_source_download(db: &Db, object_id: &str) -> Result<(), DbErr
 
 // ---- metadata ----
 
-pub async fn metadata(db: &Db, object_id: &str) -> Result<Vec<(String, String, String)>, DbError> {
+pub async fn metadata(db: &Db, object_id: ObjectId) -> Result<Vec<(String, String, String)>, DbError> {
     Ok(sqlx::query_as(
         "SELECT namespace, name, value FROM object_metadata WHERE object_id = $1 ORDER BY namespace, name",
     )
@@ -559,15 +578,15 @@ const METADATA_OF_CHILDREN: &str = "SELECT m.object_id, m.name, m.value FROM obj
 /// `(object_id, name, value)` of one namespace for every live child of `parent_id`.
 pub async fn metadata_of_children(
     db: &Db,
-    parent_id: &str,
+    parent_id: ObjectId,
     namespace: &str,
-) -> Result<Vec<(String, String, String)>, DbError> {
+) -> Result<Vec<(ObjectId, String, String)>, DbError> {
     Ok(sqlx::query_as(METADATA_OF_CHILDREN).bind(parent_id).bind(namespace).fetch_all(db.reader()).await?)
 }
 
 pub async fn set_metadata(
     conn: &mut Conn,
-    object_id: &str,
+    object_id: ObjectId,
     namespace: &str,
     name: &str,
     value: Option<&str>,

@@ -1,12 +1,16 @@
 //! SQL of `custom_property_definitions`: user-defined properties stored as object metadata.
 
+use uuid::Uuid;
+
 use super::{Db, DbError};
 use crate::domain::ids::UserId;
 use crate::domain::time::Millis;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct PropertyRow {
-    pub id: String,
+    /// Stored as UUID text; properties have no id type of their own.
+    #[sqlx(try_from = "String")]
+    pub id: Uuid,
     pub owner_id: UserId,
     pub name: String,
     #[sqlx(rename = "type")]
@@ -25,9 +29,9 @@ pub async fn list(db: &Db, owner_id: UserId) -> Result<Vec<PropertyRow>, DbError
         .await?)
 }
 
-pub async fn find_owned(db: &Db, owner_id: UserId, id: &str) -> Result<Option<PropertyRow>, DbError> {
+pub async fn find_owned(db: &Db, owner_id: UserId, id: Uuid) -> Result<Option<PropertyRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM custom_property_definitions WHERE id = $1 AND owner_id = $2"))
-        .bind(id)
+        .bind(id.to_string())
         .bind(owner_id)
         .fetch_optional(db.reader())
         .await?)
@@ -43,7 +47,7 @@ pub async fn find_by_name(db: &Db, owner_id: UserId, name: &str) -> Result<Optio
 
 pub async fn insert(db: &Db, row: &PropertyRow) -> Result<(), DbError> {
     sqlx::query(&format!("INSERT INTO custom_property_definitions ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"))
-        .bind(row.id.as_str())
+        .bind(row.id.to_string())
         .bind(row.owner_id)
         .bind(row.name.as_str())
         .bind(row.kind.as_str())
@@ -60,7 +64,7 @@ pub async fn update(db: &Db, row: &PropertyRow) -> Result<bool, DbError> {
         "UPDATE custom_property_definitions SET name = $3, type = $4, options = $5, default_value = $6
          WHERE id = $1 AND owner_id = $2",
     )
-    .bind(row.id.as_str())
+    .bind(row.id.to_string())
     .bind(row.owner_id)
     .bind(row.name.as_str())
     .bind(row.kind.as_str())
@@ -71,9 +75,9 @@ pub async fn update(db: &Db, row: &PropertyRow) -> Result<bool, DbError> {
     Ok(done.rows_affected() > 0)
 }
 
-pub async fn delete(db: &Db, owner_id: UserId, id: &str) -> Result<bool, DbError> {
+pub async fn delete(db: &Db, owner_id: UserId, id: Uuid) -> Result<bool, DbError> {
     let done = sqlx::query("DELETE FROM custom_property_definitions WHERE id = $1 AND owner_id = $2")
-        .bind(id)
+        .bind(id.to_string())
         .bind(owner_id)
         .execute(db.writer())
         .await?;

@@ -2,35 +2,32 @@
 
 use super::ingest::{Step, StepArg};
 use super::{Conn, Db, DbError};
+use crate::domain::ids::{NodeId, ObjectId, PolicyId, UploadId, UserId};
 use crate::domain::time::Millis;
+use crate::domain::upload::UploadStatus;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct SessionRow {
-    pub id: String,
-    pub owner_id: String,
-    pub parent_id: String,
+    pub id: UploadId,
+    pub owner_id: UserId,
+    pub parent_id: ObjectId,
     pub file_name: String,
-    pub policy_id: String,
+    pub policy_id: PolicyId,
     /// The storage node that receives the chunks directly, for node-backed policies.
-    pub node_id: Option<String>,
+    pub node_id: Option<NodeId>,
     pub declared_size: i64,
     pub chunk_size: i64,
     pub total_chunks: i32,
     pub storage_key: String,
     pub driver_state: String,
-    pub replace_object_id: Option<String>,
-    pub status: String,
+    pub replace_object_id: Option<ObjectId>,
+    pub status: UploadStatus,
     pub expires_at: Millis,
     pub created_at: Millis,
 }
 
 const COLUMNS: &str = "id, owner_id, parent_id, file_name, policy_id, node_id, declared_size, chunk_size, total_chunks, storage_key, \
      driver_state, replace_object_id, status, expires_at, created_at";
-
-/// Session states: receiving chunks, or claimed by one request that is finishing or aborting it.
-pub const UPLOADING: &str = "uploading";
-pub const FINISHING: &str = "finishing";
-pub const ABORTING: &str = "aborting";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ChunkRow {
@@ -44,19 +41,19 @@ pub async fn insert(conn: &mut Conn, s: &SessionRow) -> Result<(), DbError> {
     sqlx::query(&format!(
         "INSERT INTO upload_sessions ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
     ))
-    .bind(s.id.as_str())
-    .bind(s.owner_id.as_str())
-    .bind(s.parent_id.as_str())
+    .bind(s.id)
+    .bind(s.owner_id)
+    .bind(s.parent_id)
     .bind(s.file_name.as_str())
-    .bind(s.policy_id.as_str())
-    .bind(s.node_id.as_deref())
+    .bind(s.policy_id)
+    .bind(s.node_id)
     .bind(s.declared_size)
     .bind(s.chunk_size)
     .bind(s.total_chunks)
     .bind(s.storage_key.as_str())
     .bind(s.driver_state.as_str())
-    .bind(s.replace_object_id.as_deref())
-    .bind(s.status.as_str())
+    .bind(s.replace_object_id)
+    .bind(s.status)
     .bind(s.expires_at)
     .bind(s.created_at)
     .execute(conn)
@@ -64,7 +61,7 @@ pub async fn insert(conn: &mut Conn, s: &SessionRow) -> Result<(), DbError> {
     Ok(())
 }
 
-pub async fn find_owned(db: &Db, owner_id: &str, id: &str) -> Result<Option<SessionRow>, DbError> {
+pub async fn find_owned(db: &Db, owner_id: UserId, id: UploadId) -> Result<Option<SessionRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM upload_sessions WHERE id = $1 AND owner_id = $2"))
         .bind(id)
         .bind(owner_id)
@@ -74,7 +71,7 @@ pub async fn find_owned(db: &Db, owner_id: &str, id: &str) -> Result<Option<Sess
 
 /// The session of node `node_id` whose blob goes to `storage_key` (what a node's completion
 /// report names).
-pub async fn find_for_node(db: &Db, node_id: &str, storage_key: &str) -> Result<Option<SessionRow>, DbError> {
+pub async fn find_for_node(db: &Db, node_id: NodeId, storage_key: &str) -> Result<Option<SessionRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM upload_sessions WHERE node_id = $1 AND storage_key = $2"))
         .bind(node_id)
         .bind(storage_key)
@@ -82,7 +79,7 @@ pub async fn find_for_node(db: &Db, node_id: &str, storage_key: &str) -> Result<
         .await?)
 }
 
-pub async fn chunks(db: &Db, session_id: &str) -> Result<Vec<ChunkRow>, DbError> {
+pub async fn chunks(db: &Db, session_id: UploadId) -> Result<Vec<ChunkRow>, DbError> {
     Ok(sqlx::query_as(
         "SELECT chunk_index, size, etag, chaining_value FROM upload_chunks WHERE session_id = $1 ORDER BY chunk_index",
     )
@@ -92,7 +89,7 @@ pub async fn chunks(db: &Db, session_id: &str) -> Result<Vec<ChunkRow>, DbError>
 }
 
 /// Records a received chunk, replacing an earlier copy of the same index.
-pub async fn upsert_chunk(db: &Db, session_id: &str, chunk: &ChunkRow, now: Millis) -> Result<(), DbError> {
+pub async fn upsert_chunk(db: &Db, session_id: UploadId, chunk: &ChunkRow, now: Millis) -> Result<(), DbError> {
     sqlx::query(
         "INSERT INTO upload_chunks (session_id, chunk_index, size, etag, chaining_value, received_at)
          VALUES ($1, $2, $3, $4, $5, $6)
@@ -110,21 +107,21 @@ pub async fn upsert_chunk(db: &Db, session_id: &str, chunk: &ChunkRow, now: Mill
     Ok(())
 }
 
-/// Claims a session for one request, which will finish (`to` = [`FINISHING`]) or abort
-/// ([`ABORTING`]) it: from `uploading`, or over a claim in one of `stale_states` whose lease ran
+/// Claims a session for one request, which will finish (`to` = [`UploadStatus::Finishing`]) or
+/// abort ([`UploadStatus::Aborting`]) it: from `uploading`, or over a claim in one of `stale_states` whose lease ran
 /// out (not renewed since `stale_before`, or never timed). Answers false when another request
 /// holds a live claim (or the session is gone).
 pub async fn claim(
     db: &Db,
-    id: &str,
-    to: &str,
+    id: UploadId,
+    to: UploadStatus,
     token: &str,
     now: Millis,
     stale_before: Millis,
-    stale_states: &[&str],
+    stale_states: &[UploadStatus],
 ) -> Result<bool, DbError> {
     // Two slots for the states a stale claim may be in; an unused one repeats the first.
-    let first = stale_states.first().copied().unwrap_or(UPLOADING);
+    let first = stale_states.first().copied().unwrap_or(UploadStatus::Uploading);
     let second = stale_states.get(1).copied().unwrap_or(first);
     let done = sqlx::query(
         "UPDATE upload_sessions SET status = $2, claim_token = $3, claimed_at = $4
@@ -144,7 +141,7 @@ pub async fn claim(
 }
 
 /// Renews the lease of the claim `token`; answers false when the claim was lost.
-pub async fn renew_claim(db: &Db, id: &str, token: &str, now: Millis) -> Result<bool, DbError> {
+pub async fn renew_claim(db: &Db, id: UploadId, token: &str, now: Millis) -> Result<bool, DbError> {
     let done = sqlx::query("UPDATE upload_sessions SET claimed_at = $3 WHERE id = $1 AND claim_token = $2")
         .bind(id)
         .bind(token)
@@ -156,7 +153,7 @@ pub async fn renew_claim(db: &Db, id: &str, token: &str, now: Millis) -> Result<
 
 /// Gives the claim `token` up: the session is `uploading` again. Answers false when the claim
 /// was no longer held.
-pub async fn release_claim(db: &Db, id: &str, token: &str) -> Result<bool, DbError> {
+pub async fn release_claim(db: &Db, id: UploadId, token: &str) -> Result<bool, DbError> {
     let done = sqlx::query(
         "UPDATE upload_sessions SET status = 'uploading', claim_token = NULL, claimed_at = NULL
          WHERE id = $1 AND claim_token = $2",
@@ -170,17 +167,17 @@ pub async fn release_claim(db: &Db, id: &str, token: &str) -> Result<bool, DbErr
 
 /// [`delete_claimed`] as a step of a file's commit ([`super::ingest`]): the session ends with
 /// the file it became, and nothing is committed when the claim was taken over.
-pub fn end_claimed_step(id: &str, token: &str) -> Step {
+pub fn end_claimed_step(id: UploadId, token: &str) -> Step {
     Step {
         sql: "DELETE FROM upload_sessions WHERE id = $1 AND claim_token = $2",
-        args: vec![StepArg::Text(id.to_owned()), StepArg::Text(token.to_owned())],
+        args: vec![StepArg::Text(id.to_string()), StepArg::Text(token.to_owned())],
         required: true,
     }
 }
 
 /// Deletes the session only while the claim `token` holds it (the fence that keeps a finisher
 /// whose claim was taken over from recording the file a second time). Answers whether it did.
-pub async fn delete_claimed(conn: &mut Conn, id: &str, token: &str) -> Result<bool, DbError> {
+pub async fn delete_claimed(conn: &mut Conn, id: UploadId, token: &str) -> Result<bool, DbError> {
     let done = sqlx::query("DELETE FROM upload_sessions WHERE id = $1 AND claim_token = $2")
         .bind(id)
         .bind(token)
@@ -220,7 +217,7 @@ pub async fn expired(db: &Db, now: Millis, stale_before: Millis, limit: i64) -> 
 }
 
 /// Bytes reserved by a user's open sessions.
-pub async fn reserved_bytes(db: &Db, owner_id: &str) -> Result<i64, DbError> {
+pub async fn reserved_bytes(db: &Db, owner_id: UserId) -> Result<i64, DbError> {
     let (n,): (Option<i64>,) =
         sqlx::query_as("SELECT CAST(SUM(declared_size) AS BIGINT) FROM upload_sessions WHERE owner_id = $1")
             .bind(owner_id)
@@ -230,7 +227,7 @@ pub async fn reserved_bytes(db: &Db, owner_id: &str) -> Result<i64, DbError> {
 }
 
 /// Storage keys open sessions of a policy will complete into.
-pub async fn keys_of_policy(db: &Db, policy_id: &str) -> Result<Vec<String>, DbError> {
+pub async fn keys_of_policy(db: &Db, policy_id: PolicyId) -> Result<Vec<String>, DbError> {
     let rows: Vec<(String,)> = sqlx::query_as("SELECT storage_key FROM upload_sessions WHERE policy_id = $1")
         .bind(policy_id)
         .fetch_all(db.reader())

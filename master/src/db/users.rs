@@ -316,7 +316,7 @@ fn usage_of(row: &dyn Values) -> Result<(i64, i64), DbError> {
 }
 
 /// The user's used bytes and capacity (group quota plus active storage packs at `now`).
-pub async fn usage_and_capacity(db: &Db, user_id: &str, now: Millis) -> Result<(i64, i64), DbError> {
+pub async fn usage_and_capacity(db: &Db, user_id: UserId, now: Millis) -> Result<(i64, i64), DbError> {
     let row = sqlx::query(&format!("SELECT {USAGE_COLUMNS} FROM {USAGE_FROM} WHERE u.id = $1"))
         .bind(user_id)
         .bind(now)
@@ -329,7 +329,7 @@ pub async fn usage_and_capacity(db: &Db, user_id: &str, now: Millis) -> Result<(
 /// when the group has none): what writing a new file needs to know, in one statement.
 pub async fn usage_capacity_and_policy(
     db: &Db,
-    user_id: &str,
+    user_id: UserId,
     group_id: GroupId,
     now: Millis,
 ) -> Result<(i64, i64, Option<super::policies::PolicyRow>), DbError> {
@@ -339,8 +339,8 @@ pub async fn usage_capacity_and_policy(
          LEFT JOIN policies p ON p.id = (SELECT gp.policy_id FROM group_policies gp WHERE gp.group_id = $3 ORDER BY gp.position LIMIT 1)
          WHERE u.id = $1"
     );
-    let group_id = group_id.to_string();
-    let args = [Arg::Text(user_id), Arg::Int(now), Arg::Text(&group_id)];
+    let (user_id, group_id) = (user_id.to_string(), group_id.to_string());
+    let args = [Arg::Text(&user_id), Arg::Int(now), Arg::Text(&group_id)];
     let decode = |row: &dyn Values| {
         let (used, capacity) = usage_of(row)?;
         let policy = match row.opt_text("id")? {
@@ -353,13 +353,13 @@ pub async fn usage_capacity_and_policy(
 }
 
 /// A user's capacity: the group's `max_storage` plus storage packs active at `now`.
-pub async fn capacity(db: &Db, user_id: &str, now: Millis) -> Result<i64, DbError> {
+pub async fn capacity(db: &Db, user_id: UserId, now: Millis) -> Result<i64, DbError> {
     Ok(usage_and_capacity(db, user_id, now).await?.1)
 }
 
 /// Adds `bytes` to the user's used storage only if the total stays within `capacity`; answers
 /// whether it did. One conditional statement, so concurrent reservations cannot overshoot.
-pub async fn reserve_storage(conn: &mut Conn, user_id: &str, bytes: i64, capacity: i64) -> Result<bool, DbError> {
+pub async fn reserve_storage(conn: &mut Conn, user_id: UserId, bytes: i64, capacity: i64) -> Result<bool, DbError> {
     let done = sqlx::query(RESERVE_STORAGE).bind(user_id).bind(bytes).bind(capacity).execute(conn).await?;
     Ok(done.rows_affected() > 0)
 }
@@ -367,7 +367,7 @@ pub async fn reserve_storage(conn: &mut Conn, user_id: &str, bytes: i64, capacit
 /// Changes the user's used storage by `bytes`: a positive change only if the total stays within
 /// `capacity` ([`reserve_storage`]), a negative one always ([`release_storage`]). Answers
 /// whether it was made.
-pub async fn charge_storage(conn: &mut Conn, user_id: &str, bytes: i64, capacity: i64) -> Result<bool, DbError> {
+pub async fn charge_storage(conn: &mut Conn, user_id: UserId, bytes: i64, capacity: i64) -> Result<bool, DbError> {
     match bytes {
         1.. => reserve_storage(conn, user_id, bytes, capacity).await,
         ..0 => release_storage(conn, user_id, -bytes).await.map(|()| true),
@@ -379,11 +379,12 @@ pub async fn charge_storage(conn: &mut Conn, user_id: &str, bytes: i64, capacity
 /// ([`super::inline`]).
 pub(super) fn charge_storage_inline(
     conn: &rusqlite::Connection,
-    user_id: &str,
+    user_id: UserId,
     bytes: i64,
     capacity: i64,
 ) -> Result<bool, DbError> {
     let inline = super::inline::execute;
+    let user_id = &user_id.to_string();
     match bytes {
         1.. => Ok(inline(conn, RESERVE_STORAGE, &[Arg::Text(user_id), Arg::Int(bytes), Arg::Int(capacity)])? > 0),
         ..0 => inline(conn, RELEASE_STORAGE, &[Arg::Text(user_id), Arg::Int(-bytes)]).map(|_| true),
@@ -398,13 +399,13 @@ const RELEASE_STORAGE: &str =
     "UPDATE users SET storage = CASE WHEN storage > $2 THEN storage - $2 ELSE 0 END WHERE id = $1";
 
 /// Gives back `bytes` of used storage (never below zero).
-pub async fn release_storage(conn: &mut Conn, user_id: &str, bytes: i64) -> Result<(), DbError> {
+pub async fn release_storage(conn: &mut Conn, user_id: UserId, bytes: i64) -> Result<(), DbError> {
     sqlx::query(RELEASE_STORAGE).bind(user_id).bind(bytes).execute(conn).await?;
     Ok(())
 }
 
 /// Sets the user's used storage (calibration).
-pub async fn set_storage(db: &Db, user_id: &str, bytes: i64) -> Result<(), DbError> {
+pub async fn set_storage(db: &Db, user_id: UserId, bytes: i64) -> Result<(), DbError> {
     sqlx::query("UPDATE users SET storage = $2 WHERE id = $1").bind(user_id).bind(bytes).execute(db.writer()).await?;
     Ok(())
 }

@@ -1,5 +1,7 @@
 //! SQL of the `webdav_accounts` table.
 
+use uuid::Uuid;
+
 use super::columns::Flag;
 use super::{Db, DbError};
 use crate::domain::ids::{GroupId, UserId};
@@ -10,7 +12,9 @@ const COLUMNS: &str = "id, owner_id, name, password_hash, root_path, read_only, 
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct WebdavAccountRow {
-    pub id: String,
+    /// Stored as UUID text; accounts have no id type of their own.
+    #[sqlx(try_from = "String")]
+    pub id: Uuid,
     pub owner_id: UserId,
     pub name: String,
     pub password_hash: String,
@@ -40,10 +44,10 @@ pub async fn list_of(db: &Db, owner_id: UserId) -> Result<Vec<WebdavAccountRow>,
         .await?)
 }
 
-pub async fn find_owned(db: &Db, owner_id: UserId, id: &str) -> Result<Option<WebdavAccountRow>, DbError> {
+pub async fn find_owned(db: &Db, owner_id: UserId, id: Uuid) -> Result<Option<WebdavAccountRow>, DbError> {
     Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM webdav_accounts WHERE owner_id = $1 AND id = $2"))
         .bind(owner_id)
-        .bind(id)
+        .bind(id.to_string())
         .fetch_optional(db.reader())
         .await?)
 }
@@ -68,7 +72,7 @@ pub async fn insert(db: &Db, row: &WebdavAccountRow) -> Result<(), DbError> {
         "INSERT INTO webdav_accounts (id, owner_id, name, password_hash, root_path, read_only, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
-    .bind(&row.id)
+    .bind(row.id.to_string())
     .bind(row.owner_id)
     .bind(&row.name)
     .bind(&row.password_hash)
@@ -87,7 +91,7 @@ pub async fn update(db: &Db, row: &WebdavAccountRow) -> Result<bool, DbError> {
         "UPDATE webdav_accounts SET name = $3, password_hash = $4, root_path = $5, read_only = $6, updated_at = $7
          WHERE id = $1 AND owner_id = $2",
     )
-    .bind(&row.id)
+    .bind(row.id.to_string())
     .bind(row.owner_id)
     .bind(&row.name)
     .bind(&row.password_hash)
@@ -99,9 +103,9 @@ pub async fn update(db: &Db, row: &WebdavAccountRow) -> Result<bool, DbError> {
     Ok(done.rows_affected() == 1)
 }
 
-pub async fn delete(db: &Db, owner_id: UserId, id: &str) -> Result<bool, DbError> {
+pub async fn delete(db: &Db, owner_id: UserId, id: Uuid) -> Result<bool, DbError> {
     let done = sqlx::query("DELETE FROM webdav_accounts WHERE id = $1 AND owner_id = $2")
-        .bind(id)
+        .bind(id.to_string())
         .bind(owner_id)
         .execute(db.writer())
         .await?;

@@ -92,6 +92,8 @@ uuid_id! {
     NodeId;
     /// A user group (`groups.id`).
     GroupId;
+    /// An upload session (`upload_sessions.id`).
+    UploadId;
 }
 
 /// The OpenAPI schema of every id: a UUID string.

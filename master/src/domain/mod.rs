@@ -10,4 +10,5 @@ pub mod settings;
 pub mod task;
 pub mod theme;
 pub mod time;
+pub mod upload;
 pub mod user;

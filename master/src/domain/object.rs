@@ -31,6 +31,14 @@ impl ObjectKind {
     }
 }
 
+impl std::str::FromStr for ObjectKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ObjectKind::parse(s).ok_or_else(|| format!("unknown object kind {s:?}"))
+    }
+}
+
 /// A valid object name: 1..=255 bytes of UTF-8, no `/`, not `.` or `..`, not only whitespace,
 /// and no control characters (newlines, NUL, ...) or bidirectional formatting characters (the
 /// right-to-left override and its kin make `exe.pdf` display as `fdp.exe`).

@@ -8,9 +8,10 @@ use uuid::Uuid;
 
 use crate::db::objects::ObjectRow;
 use crate::db::{self, Conn, Db};
+use crate::domain::ids::ObjectId;
 use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::files::{self, PathEntry};
+use crate::service::files::PathEntry;
 
 /// Why the caller may reach an object. Only owners today; shares, WOPI tokens and WebDAV
 /// accounts limited to a folder are to become variants of their own.
@@ -57,9 +58,8 @@ impl Readable {
         self.grant
     }
 
-    /// The object's id, parsed.
-    pub fn id(&self) -> ServiceResult<Uuid> {
-        files::parse_uuid(&self.row.id)
+    pub fn id(&self) -> ObjectId {
+        self.row.id
     }
 }
 
@@ -96,7 +96,7 @@ fn grant(caller: Uuid, owner: Uuid, need: Need) -> Option<Grant> {
 /// `row` (as read by id) for `caller`, if the grant and the state allow `need`.
 fn admit(caller: Uuid, row: Option<ObjectRow>, need: Need, reach: Reach) -> ServiceResult<Readable> {
     let row = row.ok_or_else(not_found)?;
-    let grant = grant(caller, files::parse_uuid(&row.owner_id)?, need).ok_or_else(not_found)?;
+    let grant = grant(caller, row.owner_id.into(), need).ok_or_else(not_found)?;
     match reach {
         Reach::Any => {}
         Reach::Live | Reach::Folder if row.trashed_at.is_some() => return Err(not_found()),
@@ -105,7 +105,7 @@ fn admit(caller: Uuid, row: Option<ObjectRow>, need: Need, reach: Reach) -> Serv
             return Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the object is a file, not a folder"));
         }
         Reach::Folder => {}
-        Reach::TrashRoot if row.trash_root_id.as_deref() != Some(row.id.as_str()) => {
+        Reach::TrashRoot if row.trash_root_id != Some(row.id) => {
             return Err(ServiceError::not_found(codes::TRASH_NOT_FOUND, "the object is not in the trash"));
         }
         Reach::TrashRoot => {}
@@ -115,27 +115,27 @@ fn admit(caller: Uuid, row: Option<ObjectRow>, need: Need, reach: Reach) -> Serv
 
 /// Object `id` for reading by `caller`, in the state `reach` asks for.
 pub async fn readable(db: &Db, caller: Uuid, id: Uuid, reach: Reach) -> ServiceResult<Readable> {
-    admit(caller, db::objects::find_by_id(db, &id.to_string()).await?, Need::Read, reach)
+    admit(caller, db::objects::find_by_id(db, id.into()).await?, Need::Read, reach)
 }
 
 /// Object `id` for changing by `caller`, in the state `reach` asks for.
 pub async fn writable(db: &Db, caller: Uuid, id: Uuid, reach: Reach) -> ServiceResult<Writable> {
-    admit(caller, db::objects::find_by_id(db, &id.to_string()).await?, Need::Write, reach).map(Writable)
+    admit(caller, db::objects::find_by_id(db, id.into()).await?, Need::Write, reach).map(Writable)
 }
 
 /// As [`writable`], read inside the caller's transaction so the answer holds until it commits.
-pub async fn writable_in(conn: &mut Conn, caller: Uuid, id: &str, reach: Reach) -> ServiceResult<Writable> {
+pub async fn writable_in(conn: &mut Conn, caller: Uuid, id: ObjectId, reach: Reach) -> ServiceResult<Writable> {
     admit(caller, db::objects::find_by_id_in(conn, id).await?, Need::Write, reach).map(Writable)
 }
 
 /// The id of `entry` (found by a path walk) when `caller` may read it and it is a folder: the
 /// walk continues from it without reading it again.
-pub(crate) fn entry_folder(caller: Uuid, entry: &PathEntry) -> ServiceResult<String> {
+pub(crate) fn entry_folder(caller: Uuid, entry: &PathEntry) -> ServiceResult<ObjectId> {
     entry_readable(caller, entry)?;
     if !entry.is_folder {
         return Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the object is a file, not a folder"));
     }
-    Ok(entry.id.to_string())
+    Ok(entry.id.into())
 }
 
 /// Checks that `caller` may read `entry` (found by a path walk), without reading it again.
@@ -147,14 +147,15 @@ pub(crate) fn entry_readable(caller: Uuid, entry: &PathEntry) -> ServiceResult<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::object::ObjectKind;
 
     fn row_of(owner: Uuid) -> ObjectRow {
         ObjectRow {
-            id: Uuid::new_v4().to_string(),
-            owner_id: owner.to_string(),
+            id: ObjectId::random(),
+            owner_id: owner.into(),
             parent_id: None,
             name: "a".to_owned(),
-            kind: "file".to_owned(),
+            kind: ObjectKind::File,
             policy_id: None,
             physical_file_id: None,
             size: 0,

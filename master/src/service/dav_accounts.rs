@@ -117,7 +117,7 @@ fn invalid_credentials() -> ServiceError {
 
 fn view(row: &WebdavAccountRow) -> ServiceResult<WebdavAccountView> {
     Ok(WebdavAccountView {
-        id: files::parse_uuid(&row.id)?,
+        id: row.id,
         name: row.name.clone(),
         root: row.root_path.clone(),
         read_only: row.read_only,
@@ -179,7 +179,7 @@ pub async fn get(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<WebdavAc
 }
 
 async fn load(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<WebdavAccountRow> {
-    db::webdav_accounts::find_owned(ctx.db(), owner.into(), &id.to_string()).await?.ok_or_else(not_found)
+    db::webdav_accounts::find_owned(ctx.db(), owner.into(), id).await?.ok_or_else(not_found)
 }
 
 /// Creates an account; the owner's group must allow WebDAV.
@@ -204,7 +204,7 @@ pub async fn create(
     };
     let now = now_ms();
     let row = WebdavAccountRow {
-        id: Uuid::new_v4().to_string(),
+        id: Uuid::new_v4(),
         owner_id: owner.into(),
         name,
         password_hash: hash(&password).await?,
@@ -256,7 +256,7 @@ pub async fn update(
 
 pub async fn delete(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<()> {
     let row = load(ctx, owner, id).await?;
-    if !db::webdav_accounts::delete(ctx.db(), owner.into(), &row.id).await? {
+    if !db::webdav_accounts::delete(ctx.db(), owner.into(), row.id).await? {
         return Err(not_found());
     }
     forget(ctx, owner, &row.name).await
@@ -356,7 +356,7 @@ pub async fn authenticate(ctx: &Context, username: &str, password: &Secret) -> S
     let principal = DavPrincipal {
         user_id,
         group_id: login.group_id,
-        account_id: files::parse_uuid(&login.account.id)?,
+        account_id: login.account.id,
         root: login.account.root_path.clone(),
         read_only: login.account.read_only,
     };

@@ -6,6 +6,7 @@ use crate::auth::token::{DownloadClaims, TokenType};
 use crate::context::Context;
 use crate::db::objects::ObjectRow;
 use crate::db::{self};
+use crate::domain::ids::ObjectId;
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::domain::user::UserStatus;
 use crate::error::{ServiceError, ServiceResult};
@@ -61,8 +62,14 @@ pub async fn create_download_token(ctx: &Context, caller: Uuid, file: &Readable)
     expect_file(file.row())?;
     let now = now_ms() / 1000;
     let exp = now + DOWNLOAD_TOKEN_LIFETIME.as_secs() as i64;
-    let claims =
-        DownloadClaims { sub: caller, jti: Uuid::new_v4(), obj: file.id()?, iat: now, exp, typ: TokenType::Download };
+    let claims = DownloadClaims {
+        sub: caller,
+        jti: Uuid::new_v4(),
+        obj: file.id().into(),
+        iat: now,
+        exp,
+        typ: TokenType::Download,
+    };
     let token = ctx.tokens().sign(&claims);
     Ok(DownloadTokenView {
         url: format!("/api/v1/file/download/{token}"),
@@ -130,7 +137,7 @@ pub struct SourceLinkView {
     pub downloads: i64,
 }
 
-fn source_url(object_id: &str, name: &str) -> String {
+fn source_url(object_id: ObjectId, name: &str) -> String {
     let name = percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC);
     format!("/api/v1/file/source/{object_id}/{name}")
 }
@@ -139,16 +146,16 @@ fn source_url(object_id: &str, name: &str) -> String {
 pub async fn create_source_link(ctx: &Context, file: &Writable) -> ServiceResult<SourceLinkView> {
     expect_file(file.row())?;
     let row = file.row();
-    db::objects::insert_source_link(ctx.db(), &Uuid::new_v4().to_string(), &row.id, &row.name, now_ms()).await?;
+    db::objects::insert_source_link(ctx.db(), &Uuid::new_v4().to_string(), row.id, &row.name, now_ms()).await?;
     source_link(ctx, file.as_readable()).await
 }
 
 pub async fn source_link(ctx: &Context, file: &Readable) -> ServiceResult<SourceLinkView> {
     let row = file.row();
-    let (_, downloads) = db::objects::source_link_of(ctx.db(), &row.id)
+    let (_, downloads) = db::objects::source_link_of(ctx.db(), row.id)
         .await?
         .ok_or_else(|| ServiceError::not_found(codes::SOURCE_NOT_FOUND, "the file has no source link"))?;
-    Ok(SourceLinkView { url: source_url(&row.id, &row.name), downloads })
+    Ok(SourceLinkView { url: source_url(row.id, &row.name), downloads })
 }
 
 /// Opens a file through its public source link: the link is the grant, and anyone holding the
@@ -156,18 +163,18 @@ pub async fn source_link(ctx: &Context, file: &Readable) -> ServiceResult<Source
 /// owner is not active, is not served.
 pub async fn open_source(ctx: &Context, object_id: Uuid, name: &str) -> ServiceResult<Download> {
     let missing = || ServiceError::not_found(codes::SOURCE_NOT_FOUND, "no such source link");
-    let id = object_id.to_string();
-    db::objects::source_link_of(ctx.db(), &id).await?.ok_or_else(missing)?;
-    let row = db::objects::find_by_id(ctx.db(), &id).await?.ok_or_else(missing)?;
+    let id = ObjectId::from(object_id);
+    db::objects::source_link_of(ctx.db(), id).await?.ok_or_else(missing)?;
+    let row = db::objects::find_by_id(ctx.db(), id).await?.ok_or_else(missing)?;
     if row.trashed_at.is_some() || row.name != name {
         return Err(missing());
     }
-    let owner = db::users::find(ctx.db(), files::parse_uuid(&row.owner_id)?.into()).await?.ok_or_else(missing)?;
+    let owner = db::users::find(ctx.db(), row.owner_id).await?.ok_or_else(missing)?;
     if owner.status != UserStatus::Active {
         return Err(missing());
     }
     let download = prepare(ctx, &row).await?;
-    db::objects::count_source_download(ctx.db(), &id).await?;
+    db::objects::count_source_download(ctx.db(), id).await?;
     Ok(download)
 }
 
@@ -176,7 +183,6 @@ pub async fn open_source(ctx: &Context, object_id: Uuid, name: &str) -> ServiceR
 /// and policy; anything else (trashed since, a folder, gone) is not found.
 pub async fn open_entry(ctx: &Context, caller: Uuid, entry: &PathEntry) -> ServiceResult<Download> {
     access::entry_readable(caller, entry)?;
-    let content =
-        db::objects::live_file_content(ctx.db(), &entry.id.to_string()).await?.ok_or_else(files::not_found)?;
+    let content = db::objects::live_file_content(ctx.db(), entry.id.into()).await?.ok_or_else(files::not_found)?;
     serve_content(ctx, content, false).await
 }

@@ -19,7 +19,7 @@ use crate::context::Context;
 use crate::db;
 use crate::db::node_reports::{self as reports, COMPLETED, ExternalDownloadRow, FAILED, RUNNING};
 use crate::db::policies::PolicyRow;
-use crate::domain::ids::GroupId;
+use crate::domain::ids::{GroupId, NodeId, ObjectId};
 use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::ObjectName;
 use crate::domain::task::{TaskProgress, TaskProps, TaskType};
@@ -30,7 +30,7 @@ use crate::service::access::{self, Reach};
 use crate::service::ingest::{self, Charge, Hold, Plan, StagedBlob};
 use crate::service::migration::{Checkpoint, TaskFailure};
 use crate::service::tasks::{self, TaskView};
-use crate::service::{files, groups, policies};
+use crate::service::{groups, policies};
 use crate::storage::node::NodeBlobStore;
 
 /// Longest URL accepted.
@@ -151,7 +151,7 @@ pub async fn run(
         .await
         .map_err(transient)?
         .ok_or_else(|| permanent("the owner was deleted"))?;
-    let capacity = db::users::capacity(ctx.db(), &user.id.to_string(), now_ms()).await.map_err(transient)?;
+    let capacity = db::users::capacity(ctx.db(), user.id, now_ms()).await.map_err(transient)?;
     let free = capacity.saturating_sub(user.storage).max(0) as u64;
     let max_size = if policy.max_size > 0 { free.min(policy.max_size as u64) } else { free };
     if max_size == 0 {
@@ -164,8 +164,8 @@ pub async fn run(
         .map_err(|e| TaskFailure::Permanent(e.to_string()))?;
     let row = ExternalDownloadRow {
         task_id: task_id.to_owned(),
-        node_id: node.id.to_string(),
-        policy_id: policy.id.to_string(),
+        node_id: node.id,
+        policy_id: policy.id,
         storage_key: key.to_string(),
         state: RUNNING.to_owned(),
         downloaded: 0,
@@ -220,7 +220,7 @@ pub async fn run(
             COMPLETED => {
                 progress.files_done = 1;
                 progress.bytes_total = progress.bytes_done;
-                progress.object_id = state.object_id.as_deref().and_then(|id| id.parse().ok());
+                progress.object_id = state.object_id.map(Uuid::from);
                 return Ok(progress);
             }
             FAILED => return Err(TaskFailure::Permanent(state.error.unwrap_or_else(|| "the fetch failed".into()))),
@@ -242,7 +242,7 @@ async fn cancel_on_node(store: &NodeBlobStore, task_id: &str) {
 }
 
 /// A fetch the reporting node runs, or `not_found`.
-async fn running_fetch(ctx: &Context, node_id: &str, task_id: &str) -> ServiceResult<ExternalDownloadRow> {
+async fn running_fetch(ctx: &Context, node_id: NodeId, task_id: &str) -> ServiceResult<ExternalDownloadRow> {
     reports::external_download(ctx.db(), task_id)
         .await?
         .filter(|row| row.node_id == node_id)
@@ -250,7 +250,7 @@ async fn running_fetch(ctx: &Context, node_id: &str, task_id: &str) -> ServiceRe
 }
 
 /// A node's progress report; answers whether the node should stop (cancelled or ended).
-pub async fn progress(ctx: &Context, node_id: &str, report: &ExternalDownloadProgressParams) -> ServiceResult<bool> {
+pub async fn progress(ctx: &Context, node_id: NodeId, report: &ExternalDownloadProgressParams) -> ServiceResult<bool> {
     let total = report.total.map(|t| t.min(i64::MAX as u64) as i64);
     let downloaded = report.downloaded.min(i64::MAX as u64) as i64;
     let running =
@@ -260,7 +260,7 @@ pub async fn progress(ctx: &Context, node_id: &str, report: &ExternalDownloadPro
 }
 
 /// A node's failure report.
-pub async fn failed(ctx: &Context, node_id: &str, report: &ExternalDownloadFailedParams) -> ServiceResult<()> {
+pub async fn failed(ctx: &Context, node_id: NodeId, report: &ExternalDownloadFailedParams) -> ServiceResult<()> {
     running_fetch(ctx, node_id, &report.task_id).await?;
     let reason = serde_json::to_value(report.reason).ok().and_then(|v| v.as_str().map(str::to_owned));
     let message = format!("{} ({})", report.message, reason.unwrap_or_default());
@@ -272,10 +272,10 @@ pub async fn failed(ctx: &Context, node_id: &str, report: &ExternalDownloadFaile
 /// and de-duplicates, all in one transaction. Answers whether the node keeps its blob. The
 /// same report again gets the same answer; a report the quota or the folder cannot take ends
 /// the fetch as failed and tells the node to drop the bytes.
-pub async fn complete(ctx: &Context, node_id: &str, report: &ExternalDownloadCompleteParams) -> ServiceResult<bool> {
+pub async fn complete(ctx: &Context, node_id: NodeId, report: &ExternalDownloadCompleteParams) -> ServiceResult<bool> {
     let fetch = running_fetch(ctx, node_id, &report.task_id).await?;
     match fetch.state.as_str() {
-        COMPLETED => return Ok(fetch.keep_blob.unwrap_or(1) != 0),
+        COMPLETED => return Ok(fetch.keep_blob.unwrap_or(true)),
         FAILED => return Ok(false),
         _ => {}
     }
@@ -303,23 +303,22 @@ pub async fn complete(ctx: &Context, node_id: &str, report: &ExternalDownloadCom
         .clone()
         .filter(|n| ObjectName::parse(n).is_ok())
         .unwrap_or_else(|| props.url.as_deref().map_or_else(|| "download".to_owned(), name_from_url));
-    let name = free_name(ctx, &folder.row().id, &wanted).await?;
+    let name = free_name(ctx, folder.row().id, &wanted).await?;
     let size = report.size.min(i64::MAX as u64) as i64;
-    let owner = owner.to_string();
-    let capacity = db::users::capacity(ctx.db(), &owner, now_ms()).await?;
-    let store = policies::store(ctx, &policies::find(ctx.db(), files::parse_uuid(&fetch.policy_id)?).await?).await?;
+    let capacity = db::users::capacity(ctx.db(), owner, now_ms()).await?;
+    let store = policies::store(ctx, &policies::find(ctx.db(), fetch.policy_id.into()).await?).await?;
     let key = StorageKey::parse(&fetch.storage_key)?;
     let hold = Hold::Fetch { task_id: report.task_id.clone() };
-    let staged = StagedBlob::new(ctx, store, key, &fetch.policy_id, hold).holding(size, report.blake3.as_str());
+    let staged = StagedBlob::new(ctx, store, key, fetch.policy_id, hold).holding(size, report.blake3.as_str());
     let (task_id, now) = (report.task_id.as_str(), now_ms());
-    let plan = Plan::new_file(&owner, &folder.row().id, &name, Charge { amount: size, capacity })
+    let plan = Plan::new_file(owner, folder.row().id, &name, Charge { amount: size, capacity })
         .with_step(|object_id| reports::complete_external_download_step(task_id, object_id, size, now));
     match ingest::commit(ctx, staged, plan).await {
         Ok(Some(file)) => Ok(!file.duplicate),
         // Another report settled it meanwhile: answer as it did.
         Ok(None) => {
             let settled = reports::external_download(ctx.db(), task_id).await?;
-            Ok(settled.and_then(|row| row.keep_blob).unwrap_or(0) != 0)
+            Ok(settled.and_then(|row| row.keep_blob).unwrap_or(false))
         }
         // The fetch ended as failed with the reason (see `Hold::Fetch`): the node drops the bytes.
         Err(refused) if refused.kind != ErrorKind::Internal => Ok(false),
@@ -328,7 +327,7 @@ pub async fn complete(ctx: &Context, node_id: &str, report: &ExternalDownloadCom
 }
 
 /// `wanted`, or `stem (n).ext` for the first `n` free in the folder.
-async fn free_name(ctx: &Context, folder_id: &str, wanted: &str) -> ServiceResult<String> {
+async fn free_name(ctx: &Context, folder_id: ObjectId, wanted: &str) -> ServiceResult<String> {
     if db::objects::child_by_name(ctx.db(), folder_id, wanted).await?.is_none() {
         return Ok(wanted.to_owned());
     }

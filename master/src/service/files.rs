@@ -12,6 +12,7 @@ use uuid::Uuid;
 use crate::context::Context;
 use crate::db::objects::{ListingRow, NewObject, ObjectRow};
 use crate::db::{self, Conn, Db, DbError};
+use crate::domain::ids::{ObjectId, UserId};
 use crate::domain::object::ListOrder;
 use crate::domain::object::{ObjectKind, ObjectName, new_id, parse_path};
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
@@ -53,29 +54,24 @@ pub fn on_name_clash(err: DbError) -> ServiceError {
     }
 }
 
-pub fn parse_uuid(id: &str) -> ServiceResult<Uuid> {
-    id.parse().map_err(|_| ServiceError::internal(anyhow::anyhow!("stored id {id:?} is not a UUID")))
-}
-
 fn parse_name(raw: &str) -> ServiceResult<ObjectName> {
     ObjectName::parse(raw).map_err(|why| ServiceError::validation("name", why))
 }
 
 /// The API view of a row whose path is known.
-pub fn view(row: &ObjectRow, path: String) -> ServiceResult<ObjectView> {
-    Ok(ObjectView {
-        id: parse_uuid(&row.id)?,
+pub fn view(row: &ObjectRow, path: String) -> ObjectView {
+    ObjectView {
+        id: row.id.into(),
         name: row.name.clone(),
-        kind: ObjectKind::parse(&row.kind)
-            .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("bad kind {}", row.kind)))?,
+        kind: row.kind,
         size: row.size,
         path,
-        parent_id: row.parent_id.as_deref().map(parse_uuid).transpose()?,
-        policy_id: row.policy_id.as_deref().map(parse_uuid).transpose()?,
+        parent_id: row.parent_id.map(Uuid::from),
+        policy_id: row.policy_id.map(Uuid::from),
         trashed_at: row.trashed_at.map(to_rfc3339),
         created_at: to_rfc3339(row.created_at),
         updated_at: to_rfc3339(row.updated_at),
-    })
+    }
 }
 
 fn join_path(parent: &str, name: &str) -> String {
@@ -83,28 +79,27 @@ fn join_path(parent: &str, name: &str) -> String {
 }
 
 /// The path of an object from its parent chain.
-pub async fn path_of(db: &Db, id: &str) -> ServiceResult<String> {
+pub async fn path_of(db: &Db, id: ObjectId) -> ServiceResult<String> {
     let names = db::objects::path_names(db, id).await?;
     Ok(format!("/{}", names.iter().skip(1).cloned().collect::<Vec<_>>().join("/")))
 }
 
 pub async fn view_of(db: &Db, row: &ObjectRow) -> ServiceResult<ObjectView> {
-    view(row, path_of(db, &row.id).await?)
+    Ok(view(row, path_of(db, row.id).await?))
 }
 
 /// The owner's root folder, created on first use.
 pub async fn ensure_root(db: &Db, owner: Uuid) -> ServiceResult<ObjectRow> {
-    let owner_id = owner.to_string();
-    if let Some(root) = db::objects::root_of(db, &owner_id).await? {
+    let owner_id = UserId::from(owner);
+    if let Some(root) = db::objects::root_of(db, owner_id).await? {
         return Ok(root);
     }
-    let id = new_id().to_string();
     let root = NewObject {
-        id: &id,
-        owner_id: &owner_id,
+        id: new_id().into(),
+        owner_id,
         parent_id: None,
         name: "",
-        kind: ObjectKind::Folder.as_str(),
+        kind: ObjectKind::Folder,
         policy_id: None,
         physical_file_id: None,
         size: 0,
@@ -117,7 +112,7 @@ pub async fn ensure_root(db: &Db, owner: Uuid) -> ServiceResult<ObjectRow> {
         Err(e) => return Err(e.into()),
     }
     drop(conn);
-    db::objects::root_of(db, &owner_id).await?.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("root vanished")))
+    db::objects::root_of(db, owner_id).await?.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("root vanished")))
 }
 
 /// The object at `path` below the owner's root.
@@ -128,7 +123,7 @@ pub async fn resolve_path(db: &Db, owner: Uuid, path: &str) -> ServiceResult<Obj
         if !current.is_folder() {
             return Err(not_found());
         }
-        current = db::objects::child_by_name(db, &current.id, name.as_str()).await?.ok_or_else(not_found)?;
+        current = db::objects::child_by_name(db, current.id, name.as_str()).await?.ok_or_else(not_found)?;
     }
     Ok(current)
 }
@@ -153,40 +148,38 @@ pub async fn list_directory(
     if !folder.is_folder() {
         return Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the path names a file, not a folder"));
     }
-    let folder_path = path_of(db, &folder.id).await?;
-    let (count, rows) = db::objects::children(db, &folder.id, order, descending, page.offset, page.limit).await?;
-    let parent_id = Some(parse_uuid(&folder.id)?);
+    let folder_path = path_of(db, folder.id).await?;
+    let (count, rows) = db::objects::children(db, folder.id, order, descending, page.offset, page.limit).await?;
+    let parent_id = Some(folder.id.into());
     let items = rows
         .iter()
-        .map(|row| {
-            Ok(ObjectView {
-                id: parse_uuid(&row.id)?,
-                name: row.name.clone(),
-                kind: if row.kind == "folder" { ObjectKind::Folder } else { ObjectKind::File },
-                size: row.size,
-                path: join_path(&folder_path, &row.name),
-                parent_id,
-                policy_id: row.policy_id.as_deref().map(parse_uuid).transpose()?,
-                trashed_at: None,
-                created_at: to_rfc3339(row.created_at),
-                updated_at: to_rfc3339(row.updated_at),
-            })
+        .map(|row| ObjectView {
+            id: row.id.into(),
+            name: row.name.clone(),
+            kind: row.kind,
+            size: row.size,
+            path: join_path(&folder_path, &row.name),
+            parent_id,
+            policy_id: row.policy_id.map(Uuid::from),
+            trashed_at: None,
+            created_at: to_rfc3339(row.created_at),
+            updated_at: to_rfc3339(row.updated_at),
         })
-        .collect::<ServiceResult<_>>()?;
-    Ok(DirectoryView { folder: view(&folder, folder_path)?, count, items })
+        .collect();
+    Ok(DirectoryView { folder: view(&folder, folder_path), count, items })
 }
 
 /// Creates a folder in `parent` (a live folder: [`Reach::Folder`]), owned by the parent's owner.
 pub async fn create_folder(db: &Db, parent: &Writable, name: &str) -> ServiceResult<ObjectView> {
     let parent = parent.row();
     let name = parse_name(name)?;
-    let id = new_id().to_string();
+    let id = ObjectId::from(new_id());
     let folder = NewObject {
-        id: &id,
-        owner_id: &parent.owner_id,
-        parent_id: Some(&parent.id),
+        id,
+        owner_id: parent.owner_id,
+        parent_id: Some(parent.id),
         name: name.as_str(),
-        kind: ObjectKind::Folder.as_str(),
+        kind: ObjectKind::Folder,
         policy_id: None,
         physical_file_id: None,
         size: 0,
@@ -194,7 +187,7 @@ pub async fn create_folder(db: &Db, parent: &Writable, name: &str) -> ServiceRes
     let mut conn = db.writer().acquire().await.map_err(DbError::from)?;
     db::objects::insert(&mut conn, &folder, now_ms()).await.map_err(on_name_clash)?;
     drop(conn);
-    let row = db::objects::find_by_id(db, &id).await?.ok_or_else(not_found)?;
+    let row = db::objects::find_by_id(db, id).await?.ok_or_else(not_found)?;
     view_of(db, &row).await
 }
 
@@ -205,7 +198,7 @@ pub async fn get(db: &Db, object: &Readable) -> ServiceResult<ObjectView> {
 
 /// The object as it is now, read again (after a change made through the handle).
 pub async fn view_now(db: &Db, object: &Readable) -> ServiceResult<ObjectView> {
-    let row = db::objects::find_by_id(db, &object.row().id).await?.ok_or_else(not_found)?;
+    let row = db::objects::find_by_id(db, object.row().id).await?.ok_or_else(not_found)?;
     view_of(db, &row).await
 }
 
@@ -225,13 +218,11 @@ pub struct ObjectDetail {
 
 pub async fn detail(db: &Db, object: &Readable) -> ServiceResult<ObjectDetail> {
     let row = object.row();
-    let (total_size, file_count, folder_count) = db::objects::subtree_totals(db, &row.id).await?;
-    let policy = match &row.policy_id {
-        Some(policy_id) => db::policies::find(db, parse_uuid(policy_id)?.into())
-            .await?
-            .as_ref()
-            .map(crate::service::policies::summary)
-            .transpose()?,
+    let (total_size, file_count, folder_count) = db::objects::subtree_totals(db, row.id).await?;
+    let policy = match row.policy_id {
+        Some(policy_id) => {
+            db::policies::find(db, policy_id).await?.as_ref().map(crate::service::policies::summary).transpose()?
+        }
         None => None,
     };
     let blake3 = match &row.physical_file_id {
@@ -248,21 +239,21 @@ pub async fn rename(db: &Db, object: &Writable, name: &str) -> ServiceResult<Obj
     }
     let name = parse_name(name)?;
     let mut conn = db.writer().acquire().await.map_err(DbError::from)?;
-    db::objects::rename(&mut conn, &object.row().id, name.as_str(), now_ms()).await.map_err(on_name_clash)?;
+    db::objects::rename(&mut conn, object.row().id, name.as_str(), now_ms()).await.map_err(on_name_clash)?;
     drop(conn);
     view_now(db, object.as_readable()).await
 }
 
-fn unique(ids: &[Uuid]) -> ServiceResult<Vec<String>> {
+fn unique(ids: &[Uuid]) -> ServiceResult<Vec<ObjectId>> {
     if ids.is_empty() {
         return Err(ServiceError::validation("src_ids", "give at least one object"));
     }
     let mut seen = HashSet::new();
-    Ok(ids.iter().filter(|id| seen.insert(**id)).map(Uuid::to_string).collect())
+    Ok(ids.iter().filter(|id| seen.insert(**id)).map(|id| ObjectId::from(*id)).collect())
 }
 
 /// A live, non-root object `caller` may change, read inside a transaction.
-async fn detachable_in(conn: &mut Conn, caller: Uuid, id: &str) -> ServiceResult<ObjectRow> {
+async fn detachable_in(conn: &mut Conn, caller: Uuid, id: ObjectId) -> ServiceResult<ObjectRow> {
     let row = access::writable_in(conn, caller, id, Reach::Live).await?.into_row();
     if row.parent_id.is_none() {
         return Err(ServiceError::new(
@@ -276,7 +267,7 @@ async fn detachable_in(conn: &mut Conn, caller: Uuid, id: &str) -> ServiceResult
 
 /// A live folder `caller` may put objects in, read inside a transaction.
 async fn destination_in(conn: &mut Conn, caller: Uuid, dst: Uuid) -> ServiceResult<ObjectRow> {
-    let row = access::writable_in(conn, caller, &dst.to_string(), Reach::Live).await?.into_row();
+    let row = access::writable_in(conn, caller, dst.into(), Reach::Live).await?.into_row();
     if !row.is_folder() {
         return Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the destination is a file, not a folder"));
     }
@@ -289,9 +280,9 @@ pub async fn move_objects(db: &Db, caller: Uuid, src_ids: &[Uuid], dst: Uuid) ->
     let sources = unique(src_ids)?;
     let mut tx = db.begin().await?;
     let destination = destination_in(&mut tx, caller, dst).await?;
-    let ancestors: HashSet<String> = db::objects::ancestor_ids(&mut tx, &destination.id).await?.into_iter().collect();
+    let ancestors: HashSet<ObjectId> = db::objects::ancestor_ids(&mut tx, destination.id).await?.into_iter().collect();
     let now = now_ms();
-    for id in &sources {
+    for &id in &sources {
         let row = detachable_in(&mut tx, caller, id).await?;
         if ancestors.contains(&row.id) {
             return Err(ServiceError::conflict(
@@ -299,10 +290,10 @@ pub async fn move_objects(db: &Db, caller: Uuid, src_ids: &[Uuid], dst: Uuid) ->
                 "a folder cannot move into itself or its descendants",
             ));
         }
-        if row.parent_id.as_deref() == Some(destination.id.as_str()) {
+        if row.parent_id == Some(destination.id) {
             continue;
         }
-        db::objects::set_parent(&mut tx, &row.id, &destination.id, now).await.map_err(on_name_clash)?;
+        db::objects::set_parent(&mut tx, row.id, destination.id, now).await.map_err(on_name_clash)?;
     }
     tx.commit().await.map_err(DbError::from)?;
     Ok(())
@@ -313,7 +304,7 @@ pub async fn move_objects(db: &Db, caller: Uuid, src_ids: &[Uuid], dst: Uuid) ->
 /// their logical size.
 pub async fn copy_objects(db: &Db, caller: Uuid, src_ids: &[Uuid], dst: Uuid) -> ServiceResult<Vec<ObjectView>> {
     let sources = unique(src_ids)?;
-    let sources: Vec<(String, Option<ObjectName>)> = sources.into_iter().map(|id| (id, None)).collect();
+    let sources: Vec<(ObjectId, Option<ObjectName>)> = sources.into_iter().map(|id| (id, None)).collect();
     copy_trees(db, caller, &sources, dst).await
 }
 
@@ -321,7 +312,7 @@ pub async fn copy_objects(db: &Db, caller: Uuid, src_ids: &[Uuid], dst: Uuid) ->
 /// [`copy_objects`].
 pub async fn copy_as(db: &Db, caller: Uuid, id: Uuid, dst: Uuid, name: &str) -> ServiceResult<ObjectView> {
     let name = parse_name(name)?;
-    let mut views = copy_trees(db, caller, &[(id.to_string(), Some(name))], dst).await?;
+    let mut views = copy_trees(db, caller, &[(id.into(), Some(name))], dst).await?;
     views.pop().ok_or_else(not_found)
 }
 
@@ -330,45 +321,45 @@ pub async fn copy_as(db: &Db, caller: Uuid, id: Uuid, dst: Uuid, name: &str) -> 
 async fn copy_trees(
     db: &Db,
     caller: Uuid,
-    sources: &[(String, Option<ObjectName>)],
+    sources: &[(ObjectId, Option<ObjectName>)],
     dst: Uuid,
 ) -> ServiceResult<Vec<ObjectView>> {
-    let owner_id = caller.to_string();
-    let capacity = db::users::capacity(db, &owner_id, now_ms()).await?;
+    let owner_id = UserId::from(caller);
+    let capacity = db::users::capacity(db, owner_id, now_ms()).await?;
     let mut tx = db.begin().await?;
     let destination = destination_in(&mut tx, caller, dst).await?;
-    let ancestors: HashSet<String> = db::objects::ancestor_ids(&mut tx, &destination.id).await?.into_iter().collect();
+    let ancestors: HashSet<ObjectId> = db::objects::ancestor_ids(&mut tx, destination.id).await?.into_iter().collect();
     let now = now_ms();
     let mut bytes = 0_i64;
     let mut refs: HashMap<String, i64> = HashMap::new();
     let mut new_roots = Vec::new();
     for (id, new_name) in sources {
-        let root = detachable_in(&mut tx, caller, id).await?;
+        let root = detachable_in(&mut tx, caller, *id).await?;
         if ancestors.contains(&root.id) {
             return Err(ServiceError::conflict(
                 codes::OBJECT_COPY_CYCLE,
                 "a folder cannot be copied into itself or its descendants",
             ));
         }
-        let tree = db::objects::subtree(&mut tx, &root.id).await?;
-        let mut new_ids: HashMap<String, String> = HashMap::new();
+        let tree = db::objects::subtree(&mut tx, root.id).await?;
+        let mut new_ids: HashMap<ObjectId, ObjectId> = HashMap::new();
         for row in tree.iter().filter(|r| r.trashed_at.is_none()) {
             let (parent, name) = if row.id == root.id {
-                (destination.id.clone(), new_name.as_ref().map_or(row.name.as_str(), ObjectName::as_str))
+                (destination.id, new_name.as_ref().map_or(row.name.as_str(), ObjectName::as_str))
             } else {
-                match row.parent_id.as_ref().and_then(|p| new_ids.get(p)) {
-                    Some(parent) => (parent.clone(), row.name.as_str()),
+                match row.parent_id.and_then(|p| new_ids.get(&p)) {
+                    Some(parent) => (*parent, row.name.as_str()),
                     None => continue, // below a trashed folder
                 }
             };
-            let copy_id = new_id().to_string();
+            let copy_id = ObjectId::from(new_id());
             let copy = NewObject {
-                id: &copy_id,
-                owner_id: &owner_id,
-                parent_id: Some(&parent),
+                id: copy_id,
+                owner_id,
+                parent_id: Some(parent),
                 name,
-                kind: &row.kind,
-                policy_id: row.policy_id.as_deref(),
+                kind: row.kind,
+                policy_id: row.policy_id,
                 physical_file_id: row.physical_file_id.as_deref(),
                 size: row.size,
             };
@@ -378,21 +369,21 @@ async fn copy_trees(
                 bytes += row.size;
             }
             if row.id == root.id {
-                new_roots.push(copy_id.clone());
+                new_roots.push(copy_id);
             }
-            new_ids.insert(row.id.clone(), copy_id);
+            new_ids.insert(row.id, copy_id);
         }
     }
     for (blob, count) in &refs {
         db::blobs::add_refs(&mut tx, blob, *count).await?;
     }
-    if bytes > 0 && !db::users::reserve_storage(&mut tx, &owner_id, bytes, capacity).await? {
+    if bytes > 0 && !db::users::reserve_storage(&mut tx, owner_id, bytes, capacity).await? {
         return Err(quota_exceeded());
     }
     tx.commit().await.map_err(DbError::from)?;
     let mut views = Vec::new();
     for id in new_roots {
-        let row = db::objects::find_by_id(db, &id).await?.ok_or_else(not_found)?;
+        let row = db::objects::find_by_id(db, id).await?.ok_or_else(not_found)?;
         views.push(view_of(db, &row).await?);
     }
     Ok(views)
@@ -404,15 +395,15 @@ pub async fn relocate(db: &Db, caller: Uuid, id: Uuid, dst: Uuid, name: &str) ->
     let name = parse_name(name)?;
     let mut tx = db.begin().await?;
     let destination = destination_in(&mut tx, caller, dst).await?;
-    let row = detachable_in(&mut tx, caller, &id.to_string()).await?;
-    let ancestors = db::objects::ancestor_ids(&mut tx, &destination.id).await?;
+    let row = detachable_in(&mut tx, caller, id.into()).await?;
+    let ancestors = db::objects::ancestor_ids(&mut tx, destination.id).await?;
     if ancestors.contains(&row.id) {
         return Err(ServiceError::conflict(
             codes::OBJECT_MOVE_CYCLE,
             "a folder cannot move into itself or its descendants",
         ));
     }
-    db::objects::relocate(&mut tx, &row.id, &destination.id, name.as_str(), now_ms()).await.map_err(on_name_clash)?;
+    db::objects::relocate(&mut tx, row.id, destination.id, name.as_str(), now_ms()).await.map_err(on_name_clash)?;
     tx.commit().await.map_err(DbError::from)?;
     Ok(())
 }
@@ -433,26 +424,26 @@ pub struct PathEntry {
 }
 
 impl PathEntry {
-    fn of(owner: Uuid, row: &ObjectRow) -> ServiceResult<Self> {
-        Self::listed(owner, &row.id, &row.name, &row.kind, row.size, row.created_at, row.updated_at)
+    fn of(owner: Uuid, row: &ObjectRow) -> Self {
+        Self::listed(owner, row.id, &row.name, row.kind, row.size, row.created_at, row.updated_at)
     }
 
-    fn of_listing(owner: Uuid, row: &ListingRow) -> ServiceResult<Self> {
-        Self::listed(owner, &row.id, &row.name, &row.kind, row.size, row.created_at, row.updated_at)
+    fn of_listing(owner: Uuid, row: &ListingRow) -> Self {
+        Self::listed(owner, row.id, &row.name, row.kind, row.size, row.created_at, row.updated_at)
     }
 
     fn listed(
         owner: Uuid,
-        id: &str,
+        id: ObjectId,
         name: &str,
-        kind: &str,
+        kind: ObjectKind,
         size: i64,
         created_at: Millis,
         updated_at: Millis,
-    ) -> ServiceResult<Self> {
-        let is_folder = kind == ObjectKind::Folder.as_str();
+    ) -> Self {
+        let is_folder = kind == ObjectKind::Folder;
         let grant = Grant::Owner(owner);
-        Ok(Self { id: parse_uuid(id)?, name: name.to_owned(), is_folder, size, created_at, updated_at, grant })
+        Self { id: id.into(), name: name.to_owned(), is_folder, size, created_at, updated_at, grant }
     }
 
     /// The entry with new content written by this service: new size and times.
@@ -480,7 +471,7 @@ pub async fn folder_entry(db: &Db, owner: Uuid, path: &str) -> ServiceResult<Pat
     if row.trashed_at.is_some() || !row.is_folder() {
         return Err(not_found());
     }
-    PathEntry::of(owner, &row)
+    Ok(PathEntry::of(owner, &row))
 }
 
 /// The live objects at `names` below `base`, one per name, in order, as far as they exist: a
@@ -488,29 +479,29 @@ pub async fn folder_entry(db: &Db, owner: Uuid, path: &str) -> ServiceResult<Pat
 /// must be the owner's and live when it was read: its children are the owner's too.
 pub async fn walk_below(db: &Db, owner: Uuid, base: &PathEntry, names: &[&str]) -> ServiceResult<Vec<PathEntry>> {
     let base = access::entry_folder(owner, base)?;
-    let rows = db::objects::walk(db, db::objects::WalkStart::Below(&base), names).await?;
-    rows.iter().map(|row| PathEntry::of_listing(owner, row)).collect()
+    let rows = db::objects::walk(db, db::objects::WalkStart::Below(base), names).await?;
+    Ok(rows.iter().map(|row| PathEntry::of_listing(owner, row)).collect())
 }
 
 /// The owner's root folder and then the live objects at `names` below it, as far as they exist
 /// (as [`walk_below`]), in one statement for paths of ordinary depth. Empty when the owner has
 /// no root folder yet ([`folder_entry`] creates it).
 pub async fn walk_from_root(db: &Db, owner: Uuid, names: &[&str]) -> ServiceResult<Vec<PathEntry>> {
-    let rows = db::objects::walk(db, db::objects::WalkStart::RootOf(&owner.to_string()), names).await?;
-    rows.iter().map(|row| PathEntry::of_listing(owner, row)).collect()
+    let rows = db::objects::walk(db, db::objects::WalkStart::RootOf(owner.into()), names).await?;
+    Ok(rows.iter().map(|row| PathEntry::of_listing(owner, row)).collect())
 }
 
 /// Every live child of the owner's folder `folder`, folders first, by name: one query, for
 /// clients that list whole folders (WebDAV `PROPFIND`).
 pub async fn live_children(db: &Db, owner: Uuid, folder: &PathEntry) -> ServiceResult<Vec<PathEntry>> {
     let folder = access::entry_folder(owner, folder)?;
-    let rows = db::objects::all_live_children(db, &folder).await?;
-    rows.iter().map(|row| PathEntry::of_listing(owner, row)).collect()
+    let rows = db::objects::all_live_children(db, folder).await?;
+    Ok(rows.iter().map(|row| PathEntry::of_listing(owner, row)).collect())
 }
 
 /// The owner's used bytes (trash included) and capacity (group quota plus active packs).
 pub async fn storage_usage(db: &Db, owner: Uuid) -> ServiceResult<(i64, i64)> {
-    Ok(db::users::usage_and_capacity(db, &owner.to_string(), now_ms()).await?)
+    Ok(db::users::usage_and_capacity(db, owner.into(), now_ms()).await?)
 }
 
 pub fn quota_exceeded() -> ServiceError {
@@ -523,16 +514,16 @@ pub async fn trash(db: &Db, caller: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
     let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
     let mut tx = db.begin().await?;
     let now = now_ms();
-    for id in &ids {
+    for &id in &ids {
         let row = detachable_in(&mut tx, caller, id).await?;
-        db::objects::trash_subtree(&mut tx, &row.id, now).await?;
+        db::objects::trash_subtree(&mut tx, row.id, now).await?;
     }
     tx.commit().await.map_err(DbError::from)?;
     Ok(())
 }
 
 pub async fn list_trash(db: &Db, owner: Uuid, page: PageRequest) -> ServiceResult<Page<ObjectView>> {
-    let (count, rows) = db::objects::trash_roots(db, &owner.to_string(), page.offset, page.limit).await?;
+    let (count, rows) = db::objects::trash_roots(db, owner.into(), page.offset, page.limit).await?;
     let mut items = Vec::with_capacity(rows.len());
     for row in &rows {
         items.push(view_of(db, row).await?);
@@ -545,16 +536,16 @@ pub async fn list_trash(db: &Db, owner: Uuid, page: PageRequest) -> ServiceResul
 pub async fn restore(db: &Db, caller: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
     let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
     let mut tx = db.begin().await?;
-    for id in &ids {
+    for &id in &ids {
         let row = access::writable_in(&mut tx, caller, id, Reach::TrashRoot).await?.into_row();
-        if let Some(parent) = &row.parent_id {
+        if let Some(parent) = row.parent_id {
             // Only whether it is in the trash is read: the object's handle covers its place.
             let parent = db::objects::find_by_id_in(&mut tx, parent).await?.ok_or_else(not_found)?;
             if parent.trashed_at.is_some() {
                 return Err(ServiceError::conflict(codes::TRASH_PARENT_TRASHED, "restore the folder it was in first"));
             }
         }
-        db::objects::restore_subtree(&mut tx, &row.id).await.map_err(on_name_clash)?;
+        db::objects::restore_subtree(&mut tx, row.id).await.map_err(on_name_clash)?;
     }
     tx.commit().await.map_err(DbError::from)?;
     Ok(())
@@ -566,11 +557,11 @@ pub async fn purge(ctx: &Context, caller: Uuid, ids: &[Uuid]) -> ServiceResult<(
     let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
     let mut tx = ctx.db().begin().await?;
     let mut roots = Vec::new();
-    for id in &ids {
+    for &id in &ids {
         roots.push(access::writable_in(&mut tx, caller, id, Reach::TrashRoot).await?.into_row());
     }
     // The space goes back to the caller: today every object a caller may delete is the caller's.
-    let orphans = delete_trees(&mut tx, &caller.to_string(), &roots).await?;
+    let orphans = delete_trees(&mut tx, caller.into(), &roots).await?;
     tx.commit().await.map_err(DbError::from)?;
     release_blobs(ctx, &orphans).await;
     Ok(())
@@ -578,9 +569,9 @@ pub async fn purge(ctx: &Context, caller: Uuid, ids: &[Uuid]) -> ServiceResult<(
 
 /// Deletes everything a user owns (before the user is deleted), releasing blobs.
 pub async fn delete_everything_of(ctx: &Context, owner: Uuid) -> ServiceResult<()> {
-    let Some(root) = db::objects::root_of(ctx.db(), &owner.to_string()).await? else { return Ok(()) };
+    let Some(root) = db::objects::root_of(ctx.db(), owner.into()).await? else { return Ok(()) };
     let mut tx = ctx.db().begin().await?;
-    let orphans = delete_trees(&mut tx, &owner.to_string(), &[root]).await?;
+    let orphans = delete_trees(&mut tx, owner.into(), &[root]).await?;
     tx.commit().await.map_err(DbError::from)?;
     release_blobs(ctx, &orphans).await;
     Ok(())
@@ -588,17 +579,17 @@ pub async fn delete_everything_of(ctx: &Context, owner: Uuid) -> ServiceResult<(
 
 /// Deletes the trees under `roots` inside `tx`, drops their blob references and quota, and
 /// answers the blobs left without references.
-async fn delete_trees(tx: &mut Conn, owner_id: &str, roots: &[ObjectRow]) -> ServiceResult<Vec<String>> {
+async fn delete_trees(tx: &mut Conn, owner_id: UserId, roots: &[ObjectRow]) -> ServiceResult<Vec<String>> {
     let mut refs: HashMap<String, i64> = HashMap::new();
     let mut bytes = 0_i64;
     for root in roots {
-        for row in db::objects::subtree(tx, &root.id).await? {
+        for row in db::objects::subtree(tx, root.id).await? {
             if let Some(blob) = &row.physical_file_id {
                 *refs.entry(blob.clone()).or_default() += 1;
                 bytes += row.size;
             }
         }
-        db::objects::delete(tx, &root.id).await.map_err(|e| match e {
+        db::objects::delete(tx, root.id).await.map_err(|e| match e {
             DbError::Sqlx(sqlx::Error::Database(ref d)) if d.is_foreign_key_violation() => ServiceError::conflict(
                 codes::OBJECT_UPLOAD_IN_PROGRESS,
                 "an upload into this folder is in progress: finish or cancel it first",
@@ -631,7 +622,7 @@ async fn release_blob(ctx: &Context, id: &str) -> ServiceResult<()> {
     if blob.ref_count > 0 {
         return Ok(());
     }
-    let policy = db::policies::find(ctx.db(), parse_uuid(&blob.policy_id)?.into())
+    let policy = db::policies::find(ctx.db(), blob.policy_id)
         .await?
         .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("policy gone")))?;
     let store = policies::store(ctx, &policy).await?;

@@ -12,6 +12,7 @@ use nubo_common::storage::{BlobStore, StorageKey};
 use crate::context::Context;
 use crate::db;
 use crate::db::ingest::{Committed, Content, Destination, FileCommit, Refusal, Step};
+use crate::domain::ids::{ObjectId, PolicyId, UploadId, UserId};
 use crate::domain::object::new_id;
 use crate::domain::time::{Millis, now_ms};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
@@ -22,12 +23,12 @@ use crate::service::files;
 #[derive(Debug, Clone)]
 pub enum Hold {
     /// Quota reserved for the bytes before they arrived (`bytes` may be 0).
-    Reservation { owner_id: String, bytes: i64 },
+    Reservation { owner_id: UserId, bytes: i64 },
     /// An upload session claimed for finishing with `claim_token`. Giving up ends the session
     /// and gives its reservation back, and removes the bytes, only while the claim holds: once
     /// taken over, the bytes are the new holder's. `on_node`: the bytes are a storage node's,
     /// which drops a duplicate itself when its report is answered.
-    Session { session_id: String, claim_token: String, owner_id: String, reserved: i64, on_node: bool },
+    Session { session_id: UploadId, claim_token: String, owner_id: UserId, reserved: i64, on_node: bool },
     /// A storage node's fetch for task `task_id`: giving up ends the fetch as failed, and the
     /// node, answered that it may not keep the bytes, drops them.
     Fetch { task_id: String },
@@ -40,7 +41,7 @@ pub struct StagedBlob {
     ctx: Context,
     store: Arc<dyn BlobStore>,
     key: StorageKey,
-    policy_id: String,
+    policy_id: PolicyId,
     size: i64,
     blake3: String,
     hold: Hold,
@@ -51,17 +52,8 @@ pub struct StagedBlob {
 impl StagedBlob {
     /// Takes charge of the bytes at `key` of `policy_id`'s `store` (stored, or about to be) and
     /// of what `hold` kept for them.
-    pub fn new(ctx: &Context, store: Arc<dyn BlobStore>, key: StorageKey, policy_id: &str, hold: Hold) -> Self {
-        Self {
-            ctx: ctx.clone(),
-            store,
-            key,
-            policy_id: policy_id.to_owned(),
-            size: 0,
-            blake3: String::new(),
-            hold,
-            settled: false,
-        }
+    pub fn new(ctx: &Context, store: Arc<dyn BlobStore>, key: StorageKey, policy_id: PolicyId, hold: Hold) -> Self {
+        Self { ctx: ctx.clone(), store, key, policy_id, size: 0, blake3: String::new(), hold, settled: false }
     }
 
     /// The bytes are complete: `size` of them, with content hash `blake3`.
@@ -127,11 +119,11 @@ impl Drop for StagedBlob {
 async fn undo(ctx: &Context, store: Arc<dyn BlobStore>, key: &StorageKey, hold: &Hold, reason: &str) {
     let remove_bytes = match hold {
         Hold::Reservation { owner_id, bytes } => {
-            give_back(ctx, owner_id, *bytes).await;
+            give_back(ctx, *owner_id, *bytes).await;
             true
         }
         Hold::Session { session_id, claim_token, owner_id, reserved, .. } => {
-            match end_session(ctx, session_id, claim_token, owner_id, *reserved).await {
+            match end_session(ctx, *session_id, claim_token, *owner_id, *reserved).await {
                 Ok(ended) => ended,
                 Err(error) => {
                     tracing::warn!(session = %session_id, %error, "could not end a refused upload; it expires");
@@ -152,7 +144,7 @@ async fn undo(ctx: &Context, store: Arc<dyn BlobStore>, key: &StorageKey, hold: 
 }
 
 /// Gives back `bytes` of quota reserved for a write that did not happen.
-pub async fn give_back(ctx: &Context, owner_id: &str, bytes: i64) {
+pub async fn give_back(ctx: &Context, owner_id: UserId, bytes: i64) {
     if bytes <= 0 {
         return;
     }
@@ -170,9 +162,9 @@ pub async fn give_back(ctx: &Context, owner_id: &str, bytes: i64) {
 /// `claim_token` holds it. Answers false (and changes nothing) when the claim was taken over.
 pub async fn end_session(
     ctx: &Context,
-    session_id: &str,
+    session_id: UploadId,
     claim_token: &str,
-    owner_id: &str,
+    owner_id: UserId,
     reserved: i64,
 ) -> ServiceResult<bool> {
     let mut tx = ctx.db().begin().await?;
@@ -199,7 +191,7 @@ impl Charge {
 
 /// Where a commit puts the content, and what else it records.
 pub struct Plan {
-    pub owner_id: String,
+    pub owner_id: UserId,
     pub destination: Destination,
     pub charge: Charge,
     pub steps: Vec<Step>,
@@ -207,27 +199,25 @@ pub struct Plan {
 
 impl Plan {
     /// A new file `name` in the owner's folder `parent_id`, with a fresh id.
-    pub fn new_file(owner_id: &str, parent_id: &str, name: &str, charge: Charge) -> Self {
-        let destination = Destination::NewFile {
-            object_id: new_id().to_string(),
-            parent_id: parent_id.to_owned(),
-            name: name.to_owned(),
-        };
-        Self { owner_id: owner_id.to_owned(), destination, charge, steps: Vec::new() }
+    pub fn new_file(owner_id: UserId, parent_id: ObjectId, name: &str, charge: Charge) -> Self {
+        let destination = Destination::NewFile { object_id: new_id().into(), parent_id, name: name.to_owned() };
+        Self { owner_id, destination, charge, steps: Vec::new() }
     }
 
     /// New content for the owner's file `object_id`, planned against its current blob and size.
-    pub fn replace(owner_id: &str, object_id: &str, old_blob_id: Option<&str>, old_size: i64, charge: Charge) -> Self {
-        let destination = Destination::Replace {
-            object_id: object_id.to_owned(),
-            old_blob_id: old_blob_id.map(str::to_owned),
-            old_size,
-        };
-        Self { owner_id: owner_id.to_owned(), destination, charge, steps: Vec::new() }
+    pub fn replace(
+        owner_id: UserId,
+        object_id: ObjectId,
+        old_blob_id: Option<&str>,
+        old_size: i64,
+        charge: Charge,
+    ) -> Self {
+        let destination = Destination::Replace { object_id, old_blob_id: old_blob_id.map(str::to_owned), old_size };
+        Self { owner_id, destination, charge, steps: Vec::new() }
     }
 
     /// Adds a step of the caller's bookkeeping, made with the file's id.
-    pub fn with_step(mut self, step: impl FnOnce(&str) -> Step) -> Self {
+    pub fn with_step(mut self, step: impl FnOnce(ObjectId) -> Step) -> Self {
         let step = step(self.destination.object_id());
         self.steps.push(step);
         self
@@ -242,7 +232,7 @@ impl Plan {
 /// A file that came into being (or got its new content).
 #[derive(Debug, Clone)]
 pub struct Ingested {
-    pub object_id: String,
+    pub object_id: ObjectId,
     pub size: i64,
     /// The file refers to an older blob of the same content.
     pub duplicate: bool,
@@ -256,13 +246,13 @@ pub struct Ingested {
 pub async fn commit(ctx: &Context, mut staged: StagedBlob, plan: Plan) -> ServiceResult<Option<Ingested>> {
     let content = Content {
         blob_id: new_id().to_string(),
-        policy_id: staged.policy_id.clone(),
+        policy_id: staged.policy_id,
         storage_key: Some(staged.key.as_str().to_owned()),
         size: staged.size,
         blake3: staged.blake3.clone(),
     };
     let commit = plan.commit(content);
-    let (object_id, size) = (commit.destination.object_id().to_owned(), commit.content.size);
+    let (object_id, size) = (commit.destination.object_id(), commit.content.size);
     let (outcome, at) = run(ctx, commit).await;
     match outcome {
         Ok(Ok(committed)) => {
@@ -284,19 +274,14 @@ pub async fn commit(ctx: &Context, mut staged: StagedBlob, plan: Plan) -> Servic
 /// does not fit: the caller then stores the bytes, and the usual answer follows.
 pub async fn commit_held(
     ctx: &Context,
-    policy_id: &str,
+    policy_id: PolicyId,
     (size, blake3): (i64, &str),
     plan: Plan,
 ) -> ServiceResult<Option<Ingested>> {
-    let content = Content {
-        blob_id: new_id().to_string(),
-        policy_id: policy_id.to_owned(),
-        storage_key: None,
-        size,
-        blake3: blake3.to_owned(),
-    };
+    let content =
+        Content { blob_id: new_id().to_string(), policy_id, storage_key: None, size, blake3: blake3.to_owned() };
     let commit = plan.commit(content);
-    let (object_id, size) = (commit.destination.object_id().to_owned(), commit.content.size);
+    let (object_id, size) = (commit.destination.object_id(), commit.content.size);
     let (outcome, at) = run(ctx, commit).await;
     match outcome.map_err(files::on_name_clash)? {
         Ok(committed) => {
@@ -324,7 +309,7 @@ async fn run(ctx: &Context, commit: FileCommit) -> (Result<Result<Committed, Ref
     (outcome, at)
 }
 
-fn ingested(object_id: String, size: i64, committed: &Committed, at: Millis) -> Ingested {
+fn ingested(object_id: ObjectId, size: i64, committed: &Committed, at: Millis) -> Ingested {
     Ingested { object_id, size, duplicate: committed.duplicate, at }
 }
 

@@ -33,13 +33,12 @@ async fn collect_unknown_bytes(ctx: &Context, now: Millis, grace: Duration) -> S
     for policy in db::policies::list(ctx.db()).await?.into_iter().filter(|p| p.node_id.is_none()) {
         let store = policies::store(ctx, &policy).await?;
         let listed = store.list().await?;
-        let policy_id = policy.id.to_string();
         let mut known: std::collections::HashSet<String> =
-            db::blobs::keys_of_policy(ctx.db(), &policy_id).await?.into_iter().collect();
-        known.extend(db::uploads::keys_of_policy(ctx.db(), &policy_id).await?);
+            db::blobs::keys_of_policy(ctx.db(), policy.id).await?.into_iter().collect();
+        known.extend(db::uploads::keys_of_policy(ctx.db(), policy.id).await?);
         for blob in listed.into_iter().filter(|b| b.modified_ms < cutoff && !known.contains(&b.key)) {
             // Check again just before deleting: a row may have appeared since the listing.
-            if db::blobs::key_exists(ctx.db(), &policy_id, &blob.key).await? {
+            if db::blobs::key_exists(ctx.db(), policy.id, &blob.key).await? {
                 continue;
             }
             if let Ok(key) = StorageKey::parse(&blob.key) {
@@ -60,7 +59,7 @@ async fn collect_unreferenced_rows(ctx: &Context, now: Millis, grace: Duration) 
             return Ok(collected);
         }
         for blob in &blobs {
-            let policy = policies::find(ctx.db(), files::parse_uuid(&blob.policy_id)?).await?;
+            let policy = policies::find(ctx.db(), blob.policy_id.into()).await?;
             let store = policies::store(ctx, &policy).await?;
             store.delete(&StorageKey::parse(&blob.storage_key)?).await?;
             let mut conn = ctx.db().writer().acquire().await.map_err(db::DbError::from)?;
@@ -77,8 +76,8 @@ pub async fn purge_expired_trash(ctx: &Context, now: Millis) -> ServiceResult<us
     let expired = db::objects::expired_trash(ctx.db(), now, 500).await?;
     let mut purged = 0;
     for (owner, id) in expired {
-        let ids = [files::parse_uuid(&id)?];
-        match files::purge(ctx, files::parse_uuid(&owner)?, &ids).await {
+        let ids = [id.into()];
+        match files::purge(ctx, owner.into(), &ids).await {
             Ok(()) => purged += 1,
             // An upload into the folder is still running: try again next time.
             Err(err) => tracing::info!(object = %id, error = %err, "trash purge postponed"),

@@ -42,7 +42,7 @@ pub struct MetadataChange {
 }
 
 pub async fn get(db: &Db, object: &Readable) -> ServiceResult<Vec<MetadataEntry>> {
-    Ok(db::objects::metadata(db, &object.row().id)
+    Ok(db::objects::metadata(db, object.row().id)
         .await?
         .into_iter()
         .map(|(namespace, name, value)| MetadataEntry { namespace, name, value })
@@ -52,7 +52,7 @@ pub async fn get(db: &Db, object: &Readable) -> ServiceResult<Vec<MetadataEntry>
 /// Applies changes to a live object ([`access::Reach::Live`]) all together, or none when one is
 /// refused. `props` values are checked against the object owner's property definitions.
 pub async fn patch(db: &Db, object: &Writable, changes: &[MetadataChange]) -> ServiceResult<Vec<MetadataEntry>> {
-    let owner_id = files::parse_uuid(&object.row().owner_id)?.into();
+    let owner_id = object.row().owner_id;
     for change in changes {
         if change.name.is_empty() || change.name.len() > MAX_KEY_BYTES || change.name.chars().any(char::is_control) {
             return Err(ServiceError::validation(
@@ -90,7 +90,7 @@ pub async fn patch(db: &Db, object: &Writable, changes: &[MetadataChange]) -> Se
     }
     let mut tx = db.begin().await?;
     for change in changes {
-        db::objects::set_metadata(&mut tx, &object.row().id, &change.namespace, &change.name, change.value.as_deref())
+        db::objects::set_metadata(&mut tx, object.row().id, &change.namespace, &change.name, change.value.as_deref())
             .await?;
     }
     tx.commit().await.map_err(DbError::from)?;
@@ -103,7 +103,7 @@ pub type DavProperty = (String, String);
 /// The dead WebDAV properties of an object `caller` found by a path walk.
 pub async fn dav_properties(db: &Db, caller: Uuid, entry: &files::PathEntry) -> ServiceResult<Vec<DavProperty>> {
     access::entry_readable(caller, entry)?;
-    Ok(db::objects::metadata(db, &entry.id.to_string())
+    Ok(db::objects::metadata(db, entry.id.into())
         .await?
         .into_iter()
         .filter(|(namespace, _, _)| namespace == DAV_NAMESPACE)
@@ -120,8 +120,8 @@ pub async fn dav_properties_of_children(
 ) -> ServiceResult<std::collections::HashMap<Uuid, Vec<DavProperty>>> {
     let folder = access::entry_folder(owner, folder)?;
     let mut by_child: std::collections::HashMap<Uuid, Vec<DavProperty>> = std::collections::HashMap::new();
-    for (object_id, name, value) in db::objects::metadata_of_children(db, &folder, DAV_NAMESPACE).await? {
-        by_child.entry(files::parse_uuid(&object_id)?).or_default().push((name, value));
+    for (object_id, name, value) in db::objects::metadata_of_children(db, folder, DAV_NAMESPACE).await? {
+        by_child.entry(object_id.into()).or_default().push((name, value));
     }
     Ok(by_child)
 }
@@ -143,7 +143,7 @@ pub async fn patch_dav_properties(
     }
     let mut tx = db.begin().await?;
     for (name, value) in changes {
-        db::objects::set_metadata(&mut tx, &object.row().id, DAV_NAMESPACE, name, value.as_deref()).await?;
+        db::objects::set_metadata(&mut tx, object.row().id, DAV_NAMESPACE, name, value.as_deref()).await?;
     }
     tx.commit().await.map_err(DbError::from)?;
     Ok(())
@@ -233,7 +233,7 @@ fn check_typed(kind: PropertyType, options: &PropertyOptions, value: &str) -> Se
 
 fn property_view(row: &PropertyRow) -> ServiceResult<PropertyView> {
     Ok(PropertyView {
-        id: files::parse_uuid(&row.id)?,
+        id: row.id,
         name: row.name.clone(),
         kind: PropertyType::parse(&row.kind).unwrap_or(PropertyType::Text),
         options: serde_json::from_str(&row.options).unwrap_or_default(),
@@ -275,7 +275,7 @@ pub async fn list_properties(db: &Db, owner: Uuid) -> ServiceResult<Vec<Property
 pub async fn create_property(db: &Db, owner: Uuid, input: PropertyInput) -> ServiceResult<PropertyView> {
     let name = validate_property(&input)?;
     let row = PropertyRow {
-        id: Uuid::new_v4().to_string(),
+        id: Uuid::new_v4(),
         owner_id: owner.into(),
         name,
         kind: input.kind.as_str().to_owned(),
@@ -289,8 +289,7 @@ pub async fn create_property(db: &Db, owner: Uuid, input: PropertyInput) -> Serv
 
 pub async fn update_property(db: &Db, owner: Uuid, id: Uuid, input: PropertyInput) -> ServiceResult<PropertyView> {
     let name = validate_property(&input)?;
-    let existing =
-        db::properties::find_owned(db, owner.into(), &id.to_string()).await?.ok_or_else(property_not_found)?;
+    let existing = db::properties::find_owned(db, owner.into(), id).await?.ok_or_else(property_not_found)?;
     let row = PropertyRow {
         name,
         kind: input.kind.as_str().to_owned(),
@@ -303,5 +302,5 @@ pub async fn update_property(db: &Db, owner: Uuid, id: Uuid, input: PropertyInpu
 }
 
 pub async fn delete_property(db: &Db, owner: Uuid, id: Uuid) -> ServiceResult<()> {
-    if db::properties::delete(db, owner.into(), &id.to_string()).await? { Ok(()) } else { Err(property_not_found()) }
+    if db::properties::delete(db, owner.into(), id).await? { Ok(()) } else { Err(property_not_found()) }
 }

@@ -11,6 +11,7 @@ use crate::context::Context;
 use crate::db::blobs::BlobRow;
 use crate::db::objects::ObjectRow;
 use crate::db::{self, DbError};
+use crate::domain::ids::PolicyId;
 use crate::domain::naming::{self, NamingContext};
 use crate::domain::task::{TaskProgress, TaskProps};
 use crate::domain::time::now_ms;
@@ -87,7 +88,7 @@ pub async fn run(
 
     let files: Vec<ObjectRow> = {
         let mut conn = ctx.db().writer().acquire().await.map_err(DbError::from)?;
-        db::objects::subtree(&mut conn, &object.row().id).await?
+        db::objects::subtree(&mut conn, object.row().id).await?
     }
     .into_iter()
     .filter(|row| !row.is_folder() && row.trashed_at.is_none())
@@ -111,18 +112,18 @@ pub async fn run(
 async fn migrate_file(ctx: &Context, file: &ObjectRow, target: &db::policies::PolicyRow) -> Result<(), TaskFailure> {
     let db = ctx.db();
     // Re-read: the file may have changed since the plan was made.
-    let Some(current) = db::objects::find_by_id(db, &file.id).await? else { return Ok(()) };
+    let Some(current) = db::objects::find_by_id(db, file.id).await? else { return Ok(()) };
     let Some(old_blob_id) = current.physical_file_id.clone() else { return Ok(()) };
     let Some(old) = db::blobs::find(db, &old_blob_id).await? else { return Ok(()) };
-    let target_id = target.id.to_string();
+    let target_id = target.id;
     if old.policy_id == target_id {
         return Ok(());
     }
     let hash = old.blake3.clone().ok_or_else(|| TaskFailure::Permanent(format!("blob {} has no hash", old.id)))?;
 
     let mut tx = db.begin().await?;
-    if let Some(existing) = db::blobs::find_same_content(&mut tx, &target_id, &hash, old.size).await? {
-        let orphans = switch(&mut tx, &current, &old, &existing.id, &target_id).await?;
+    if let Some(existing) = db::blobs::find_same_content(&mut tx, target_id, &hash, old.size).await? {
+        let orphans = switch(&mut tx, &current, &old, &existing.id, target_id).await?;
         tx.commit().await.map_err(DbError::from)?;
         files::release_blobs(ctx, &orphans).await;
         return Ok(());
@@ -131,15 +132,15 @@ async fn migrate_file(ctx: &Context, file: &ObjectRow, target: &db::policies::Po
 
     // Journal the new blob first (no references yet): if we stop before the switch, the
     // collector finds the row and removes the bytes.
-    let source_policy = policies::find(db, files::parse_uuid(&old.policy_id)?).await?;
+    let source_policy = policies::find(db, old.policy_id.into()).await?;
     let source = policies::store(ctx, &source_policy).await?;
     let destination = policies::store(ctx, target).await?;
-    let owner = files::parse_uuid(&current.owner_id)?;
+    let owner = current.owner_id.into();
     let context = NamingContext { user_id: owner, original_name: &current.name, now: time::OffsetDateTime::now_utc() };
     let key = StorageKey::parse(&naming::storage_key(&target.dir_name_rule, &target.file_name_rule, &context))?;
     let journal = BlobRow {
         id: Uuid::new_v4().to_string(),
-        policy_id: target_id.clone(),
+        policy_id: target_id,
         storage_key: key.to_string(),
         size: old.size,
         blake3: None,
@@ -166,7 +167,7 @@ async fn migrate_file(ctx: &Context, file: &ObjectRow, target: &db::policies::Po
 
     let mut tx = db.begin().await?;
     db::blobs::activate(&mut tx, &journal.id, &hash).await?;
-    let orphans = switch(&mut tx, &current, &old, &journal.id, &target_id).await?;
+    let orphans = switch(&mut tx, &current, &old, &journal.id, target_id).await?;
     if orphans.contains(&journal.id) {
         // The file changed meanwhile: nothing points at the copy.
         drop(tx);
@@ -186,9 +187,9 @@ async fn switch(
     file: &ObjectRow,
     old: &BlobRow,
     new_blob: &str,
-    policy_id: &str,
+    policy_id: PolicyId,
 ) -> Result<Vec<String>, TaskFailure> {
-    if !db::objects::switch_blob(tx, &file.id, &old.id, new_blob, policy_id).await? {
+    if !db::objects::switch_blob(tx, file.id, &old.id, new_blob, policy_id).await? {
         return Ok(vec![new_blob.to_owned()]);
     }
     db::blobs::add_refs(tx, new_blob, 1).await?;

@@ -40,7 +40,7 @@ impl From<ServiceError> for Refusal {
 
 /// A known, enabled node that signed a call: who it is and the key its signature is checked with.
 pub struct Caller {
-    pub id: String,
+    pub id: NodeId,
     pub name: String,
     pub key: Secret,
 }
@@ -49,7 +49,7 @@ pub struct Caller {
 pub async fn caller(ctx: &Context, node_id: &str) -> ServiceResult<Option<Caller>> {
     let Ok(node_id) = node_id.parse::<NodeId>() else { return Ok(None) };
     let Some(node) = db::nodes::find(ctx.db(), node_id).await? else { return Ok(None) };
-    Ok(node.enabled.then(|| Caller { id: node.id.to_string(), name: node.name, key: Secret::new(node.secret_key) }))
+    Ok(node.enabled.then(|| Caller { id: node.id, name: node.name, key: Secret::new(node.secret_key) }))
 }
 
 /// Runs `call` from `node`.
@@ -57,20 +57,20 @@ pub async fn dispatch(ctx: &Context, node: &Caller, call: Call) -> Result<Value,
     match call {
         Call::Ping(params) => Ok(encode_outcome(ping(params))?),
         Call::UploadComplete(report) => {
-            let (keep_blob, done) = uploads::complete_reported(ctx, &node.id, &report).await?;
+            let (keep_blob, done) = uploads::complete_reported(ctx, node.id, &report).await?;
             let client_body = serde_json::to_value(done).map_err(|_| RpcError::internal())?;
             Ok(encode_outcome(Ok(UploadCompleteResult { keep_blob, client_body }))?)
         }
         Call::ExternalDownloadProgress(report) => {
-            let cancel = external::progress(ctx, &node.id, &report).await?;
+            let cancel = external::progress(ctx, node.id, &report).await?;
             Ok(encode_outcome(Ok(ExternalDownloadProgressResult { cancel }))?)
         }
         Call::ExternalDownloadComplete(report) => {
-            let keep_blob = external::complete(ctx, &node.id, &report).await?;
+            let keep_blob = external::complete(ctx, node.id, &report).await?;
             Ok(encode_outcome(Ok(ExternalDownloadCompleteResult { keep_blob }))?)
         }
         Call::ExternalDownloadFailed(report) => {
-            external::failed(ctx, &node.id, &report).await?;
+            external::failed(ctx, node.id, &report).await?;
             Ok(encode_outcome(Ok(Ack {}))?)
         }
         // `parse_for(Role::Master)` refuses node-side methods before they get here.

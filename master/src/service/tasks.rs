@@ -14,7 +14,7 @@ use crate::domain::time::{now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::Writable;
-use crate::service::{Page, PageRequest, files, policies};
+use crate::service::{Page, PageRequest, policies};
 
 /// Attempts a task gets before a transient failure becomes final.
 pub const MAX_ATTEMPTS: i32 = 5;
@@ -45,7 +45,11 @@ fn not_found() -> ServiceError {
 
 pub fn view(row: &TaskRow) -> ServiceResult<TaskView> {
     Ok(TaskView {
-        id: files::parse_uuid(&row.id)?,
+        // Task ids stay text in the queue and on the node protocol (no id type of their own yet).
+        id: row
+            .id
+            .parse()
+            .map_err(|_| ServiceError::internal(anyhow::anyhow!("stored task id {:?} is not a UUID", row.id)))?,
         kind: row.kind,
         status: row.status,
         owner_id: row.owner_id.map(Uuid::from),
@@ -72,7 +76,7 @@ pub async fn create_migration(
 ) -> ServiceResult<TaskView> {
     policies::policy_for(ctx.db(), group_id, Some(policy_id)).await?;
     let props = TaskProps {
-        object_id: Some(object.as_readable().id()?),
+        object_id: Some(object.as_readable().id().into()),
         target_policy_id: Some(policy_id),
         ..TaskProps::default()
     };

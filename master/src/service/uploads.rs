@@ -13,12 +13,13 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::uploads::{ABORTING, ChunkRow, FINISHING, SessionRow, UPLOADING};
+use crate::db::uploads::{ChunkRow, SessionRow};
 use crate::db::{self, DbError};
-use crate::domain::ids::GroupId;
+use crate::domain::ids::{GroupId, NodeId, UploadId, UserId};
 use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::ObjectName;
 use crate::domain::time::{now_ms, to_rfc3339};
+use crate::domain::upload::UploadStatus::{self, Aborting, Finishing, Uploading};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Reach};
@@ -87,14 +88,14 @@ fn session_not_found() -> ServiceError {
 fn view(session: &SessionRow, uploaded: Vec<i32>, object: Option<ObjectView>) -> ServiceResult<SessionView> {
     Ok(SessionView {
         direct: None,
-        id: files::parse_uuid(&session.id)?,
+        id: session.id.into(),
         file_name: session.file_name.clone(),
         file_size: session.declared_size,
         chunk_size: session.chunk_size,
         total_chunks: session.total_chunks,
         uploaded,
         expires_at: to_rfc3339(session.expires_at),
-        policy_id: files::parse_uuid(&session.policy_id)?,
+        policy_id: session.policy_id.into(),
         object,
     })
 }
@@ -126,8 +127,7 @@ async fn refusal_on_completion(
     policy: &db::policies::PolicyRow,
 ) -> ServiceResult<Option<ServiceError>> {
     let db = ctx.db();
-    let owner =
-        db::users::find(db, files::parse_uuid(&session.owner_id)?.into()).await?.ok_or_else(files::not_found)?;
+    let owner = db::users::find(db, session.owner_id).await?.ok_or_else(files::not_found)?;
     if let Err(refused) = policies::policy_for(db, owner.group_id, Some(policy.id.into())).await {
         return match refused.kind {
             ErrorKind::Forbidden => Ok(Some(refused)),
@@ -137,7 +137,7 @@ async fn refusal_on_completion(
     if let Err(refused) = check_max_size(policy.max_size, session.declared_size) {
         return Ok(Some(refused));
     }
-    let (used, capacity) = db::users::usage_and_capacity(db, &session.owner_id, now_ms()).await?;
+    let (used, capacity) = db::users::usage_and_capacity(db, session.owner_id, now_ms()).await?;
     Ok((used > capacity).then(quota_exceeded))
 }
 
@@ -153,14 +153,14 @@ pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewU
     }
     let policy = policies::policy_for(db, group_id, request.policy_id).await?;
     check_max_size(policy.max_size, request.file_size)?;
-    if db::objects::child_by_name(db, &parent.row().id, name.as_str()).await?.is_some() {
+    if db::objects::child_by_name(db, parent.row().id, name.as_str()).await?.is_some() {
         return Err(ServiceError::conflict(codes::OBJECT_NAME_TAKEN, "an object with that name exists in the folder")
             .with_field("file_name"));
     }
     // The quota is looked at before anything is staged: a size it cannot take never reaches
     // storage (a local staging file of 16 TiB cannot even be created). The reservation below
     // settles it atomically.
-    let (used, capacity) = db::users::usage_and_capacity(db, &owner.to_string(), now_ms()).await?;
+    let (used, capacity) = db::users::usage_and_capacity(db, owner.into(), now_ms()).await?;
     if request.file_size > capacity.saturating_sub(used) {
         return Err(quota_exceeded());
     }
@@ -177,25 +177,25 @@ pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewU
     };
     let now = now_ms();
     let session = SessionRow {
-        id: Uuid::new_v4().to_string(),
-        owner_id: owner.to_string(),
-        parent_id: parent.row().id.clone(),
+        id: UploadId::random(),
+        owner_id: UserId::from(owner),
+        parent_id: parent.row().id,
         file_name: name.to_string(),
-        policy_id: policy.id.to_string(),
-        node_id: policy.node_id.map(|id| id.to_string()),
+        policy_id: policy.id,
+        node_id: policy.node_id,
         declared_size: request.file_size,
         chunk_size: policy.chunk_size,
         total_chunks: upload.total_chunks() as i32,
         storage_key: key.to_string(),
         driver_state: serde_json::to_string(&upload).map_err(ServiceError::internal)?,
         replace_object_id: None,
-        status: UPLOADING.to_owned(),
+        status: Uploading,
         expires_at: now + SESSION_LIFETIME.as_millis() as i64,
         created_at: now,
     };
     let reserved = async {
         let mut tx = db.begin().await?;
-        if !db::users::reserve_storage(&mut tx, &session.owner_id, session.declared_size, capacity).await? {
+        if !db::users::reserve_storage(&mut tx, session.owner_id, session.declared_size, capacity).await? {
             return Ok::<bool, DbError>(false);
         }
         db::uploads::insert(&mut tx, &session).await?;
@@ -216,7 +216,7 @@ pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewU
     }
     // An empty file has no chunks to wait for.
     if session.total_chunks == 0 {
-        let claim = take_claim(ctx, &session, FINISHING, now_ms()).await?.ok_or_else(being_completed)?;
+        let claim = take_claim(ctx, &session, Finishing, now_ms()).await?.ok_or_else(being_completed)?;
         let object = finish_claimed(ctx, &session, &claim).await?;
         return view(&session, Vec::new(), Some(object));
     }
@@ -242,7 +242,7 @@ fn direct_only() -> ServiceError {
 }
 
 async fn load(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<SessionRow> {
-    db::uploads::find_owned(ctx.db(), &owner.to_string(), &id.to_string()).await?.ok_or_else(session_not_found)
+    db::uploads::find_owned(ctx.db(), owner.into(), id.into()).await?.ok_or_else(session_not_found)
 }
 
 fn being_completed() -> ServiceError {
@@ -255,7 +255,7 @@ fn being_completed() -> ServiceError {
 /// Refuses a session that expired or is being cancelled. A `finishing` one passes: its chunks
 /// have all arrived, and the claim decides whether this request may finish it.
 fn check_open(session: &SessionRow) -> ServiceResult<()> {
-    if session.status == ABORTING {
+    if session.status == Aborting {
         return Err(ServiceError::conflict(codes::UPLOAD_NOT_OPEN, "the upload is being cancelled"));
     }
     if session.expires_at < now_ms() {
@@ -266,13 +266,13 @@ fn check_open(session: &SessionRow) -> ServiceResult<()> {
 
 pub async fn status(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<SessionView> {
     let session = load(ctx, owner, id).await?;
-    let uploaded = db::uploads::chunks(ctx.db(), &session.id).await?.iter().map(|c| c.chunk_index).collect();
+    let uploaded = db::uploads::chunks(ctx.db(), session.id).await?.iter().map(|c| c.chunk_index).collect();
     let current = view(&session, uploaded, None)?;
     if session.node_id.is_none() {
         return Ok(current);
     }
     // Resuming a direct upload: a fresh look at the node's store (and a credential) for it.
-    let policy = policies::find(ctx.db(), files::parse_uuid(&session.policy_id)?).await?;
+    let policy = policies::find(ctx.db(), session.policy_id.into()).await?;
     let store = policies::store(ctx, &policy).await?;
     with_direct(current, store.as_ref(), &session)
 }
@@ -310,13 +310,13 @@ pub async fn put_chunk(
             format!("chunk {index} must be exactly {expected} bytes, the request says {length}"),
         ));
     }
-    if session.status == FINISHING {
+    if session.status == Finishing {
         // Every chunk arrived before the session was claimed: this is a retry of the last one
         // (its first answer lost with a master that died finishing). Finish, or take over a
         // claim whose lease ran out.
         return complete_session(ctx, session).await;
     }
-    let policy = policies::find(ctx.db(), files::parse_uuid(&session.policy_id)?).await?;
+    let policy = policies::find(ctx.db(), session.policy_id.into()).await?;
     let store = policies::store(ctx, &policy).await?;
     let receipt = store.put_chunk(&upload, index, body).await?;
     let chunk = ChunkRow {
@@ -325,8 +325,8 @@ pub async fn put_chunk(
         etag: receipt.etag,
         chaining_value: receipt.chaining_value,
     };
-    db::uploads::upsert_chunk(ctx.db(), &session.id, &chunk, now_ms()).await?;
-    let uploaded: Vec<i32> = db::uploads::chunks(ctx.db(), &session.id).await?.iter().map(|c| c.chunk_index).collect();
+    db::uploads::upsert_chunk(ctx.db(), session.id, &chunk, now_ms()).await?;
+    let uploaded: Vec<i32> = db::uploads::chunks(ctx.db(), session.id).await?.iter().map(|c| c.chunk_index).collect();
     if uploaded.len() as i32 == session.total_chunks {
         return complete_session(ctx, session).await;
     }
@@ -342,8 +342,8 @@ pub async fn complete(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<Ses
         // The node completes the upload itself and reports it.
         return Err(direct_only());
     }
-    let uploaded = db::uploads::chunks(ctx.db(), &session.id).await?.len() as i32;
-    if uploaded != session.total_chunks && session.status != FINISHING {
+    let uploaded = db::uploads::chunks(ctx.db(), session.id).await?.len() as i32;
+    if uploaded != session.total_chunks && session.status != Finishing {
         return Err(ServiceError::conflict(
             codes::UPLOAD_INCOMPLETE,
             format!("{uploaded} of {} chunks have arrived", session.total_chunks),
@@ -355,7 +355,7 @@ pub async fn complete(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<Ses
 /// Claims the session (so of two concurrent last chunks only one finalises, and a claim left
 /// by a dead master is taken over once its lease ran out) and finishes it.
 async fn complete_session(ctx: &Context, session: SessionRow) -> ServiceResult<SessionView> {
-    let claim = take_claim(ctx, &session, FINISHING, now_ms()).await?.ok_or_else(being_completed)?;
+    let claim = take_claim(ctx, &session, Finishing, now_ms()).await?.ok_or_else(being_completed)?;
     let object = finish_claimed(ctx, &session, &claim).await?;
     let uploaded = (0..session.total_chunks).collect();
     view(&session, uploaded, Some(object))
@@ -378,12 +378,12 @@ struct Claim {
 /// stale claim (lease not renewed for [`claim_lease`]). A finish takes over only a finish (an
 /// abort that died must still end as an abort); an abort takes over either. `None` when
 /// another request holds a live claim.
-async fn take_claim(ctx: &Context, session: &SessionRow, to: &str, now: i64) -> ServiceResult<Option<Claim>> {
+async fn take_claim(ctx: &Context, session: &SessionRow, to: UploadStatus, now: i64) -> ServiceResult<Option<Claim>> {
     let token = Uuid::new_v4().simple().to_string();
     let stale_before = now - claim_lease(ctx).as_millis() as i64;
-    let stale: &[&str] = if to == FINISHING { &[FINISHING] } else { &[FINISHING, ABORTING] };
-    let claimed = db::uploads::claim(ctx.db(), &session.id, to, &token, now, stale_before, stale).await?;
-    if claimed && session.status != UPLOADING {
+    let stale: &[UploadStatus] = if to == Finishing { &[Finishing] } else { &[Finishing, Aborting] };
+    let claimed = db::uploads::claim(ctx.db(), session.id, to, &token, now, stale_before, stale).await?;
+    if claimed && session.status != Uploading {
         tracing::warn!(session = %session.id, status = %session.status, "took over an upload claim whose lease ran out");
     }
     Ok(claimed.then_some(Claim { token }))
@@ -391,7 +391,7 @@ async fn take_claim(ctx: &Context, session: &SessionRow, to: &str, now: i64) -> 
 
 /// Runs `work` while renewing the claim's lease every third of it, so a finish that takes
 /// longer than the lease (a large S3 completion, a slow fsync) is not taken over while alive.
-async fn under_lease<T>(ctx: &Context, session_id: &str, claim: &Claim, work: impl Future<Output = T>) -> T {
+async fn under_lease<T>(ctx: &Context, session_id: UploadId, claim: &Claim, work: impl Future<Output = T>) -> T {
     let every = claim_lease(ctx) / 3;
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -412,9 +412,9 @@ async fn under_lease<T>(ctx: &Context, session_id: &str, claim: &Claim, work: im
 /// Finishes a claimed session under its lease; on failure the claim is given up, so the client
 /// (or the reaper) can retry.
 async fn finish_claimed(ctx: &Context, session: &SessionRow, claim: &Claim) -> ServiceResult<ObjectView> {
-    let finished = under_lease(ctx, &session.id, claim, finish(ctx, session, claim)).await;
+    let finished = under_lease(ctx, session.id, claim, finish(ctx, session, claim)).await;
     if finished.is_err() {
-        give_up_claim(ctx, &session.id, claim).await;
+        give_up_claim(ctx, session.id, claim).await;
     }
     finished
 }
@@ -424,7 +424,7 @@ async fn finish_claimed(ctx: &Context, session: &SessionRow, claim: &Claim) -> S
 async fn finish(ctx: &Context, session: &SessionRow, claim: &Claim) -> ServiceResult<ObjectView> {
     let db = ctx.db();
     let upload = staged(session)?;
-    let chunks = db::uploads::chunks(db, &session.id).await?;
+    let chunks = db::uploads::chunks(db, session.id).await?;
     let receipts: Vec<ChunkReceipt> = chunks
         .iter()
         .map(|c| ChunkReceipt {
@@ -437,7 +437,7 @@ async fn finish(ctx: &Context, session: &SessionRow, claim: &Claim) -> ServiceRe
     let chaining_values: Vec<String> = chunks.iter().map(|c| c.chaining_value.clone()).collect();
     let content_hash = hash::combine(&chaining_values, upload.chunk_size, upload.size)
         .map_err(|e| ServiceError::internal(anyhow::anyhow!("combining chunk hashes: {e}")))?;
-    let policy = policies::find(db, files::parse_uuid(&session.policy_id)?).await?;
+    let policy = policies::find(db, session.policy_id.into()).await?;
     if let Some(refused) = refusal_on_completion(ctx, session, &policy).await? {
         drop_session(ctx, session, claim).await?;
         return Err(refused);
@@ -463,7 +463,7 @@ async fn finish(ctx: &Context, session: &SessionRow, claim: &Claim) -> ServiceRe
 /// The node report a file is recorded for: the node and its session handle, remembered with
 /// the outcome so the same report again gets the same answer.
 struct NodeReport<'a> {
-    node_id: &'a str,
+    node_id: NodeId,
     handle: &'a str,
 }
 
@@ -477,14 +477,14 @@ fn staged_blob(
     on_node: bool,
 ) -> ServiceResult<StagedBlob> {
     let hold = Hold::Session {
-        session_id: session.id.clone(),
+        session_id: session.id,
         claim_token: claim.token.clone(),
-        owner_id: session.owner_id.clone(),
+        owner_id: session.owner_id,
         reserved: session.declared_size,
         on_node,
     };
     let key = StorageKey::parse(&session.storage_key)?;
-    Ok(StagedBlob::new(ctx, store, key, &session.policy_id, hold).holding(session.declared_size, content_hash))
+    Ok(StagedBlob::new(ctx, store, key, session.policy_id, hold).holding(session.declared_size, content_hash))
 }
 
 /// Records the file of a complete blob ([`ingest::commit`]): the session ends with it (its
@@ -499,17 +499,17 @@ async fn record_upload(
     report: Option<NodeReport<'_>>,
 ) -> ServiceResult<(ObjectView, bool)> {
     let db = ctx.db();
-    let mut plan = Plan::new_file(&session.owner_id, &session.parent_id, &session.file_name, Charge::RESERVED)
-        .with_step(|_| db::uploads::end_claimed_step(&session.id, &claim.token));
+    let mut plan = Plan::new_file(session.owner_id, session.parent_id, &session.file_name, Charge::RESERVED)
+        .with_step(|_| db::uploads::end_claimed_step(session.id, &claim.token));
     if let Some(report) = report {
         let now = now_ms();
         plan = plan.with_step(|object_id| {
-            db::node_reports::upload_result_step(report.node_id, report.handle, object_id, &session.owner_id, now)
+            db::node_reports::upload_result_step(report.node_id, report.handle, object_id, session.owner_id, now)
         });
     }
     // Superseded: the claim was taken over, and its new holder records the file.
     let file = ingest::commit(ctx, staged, plan).await?.ok_or_else(being_completed)?;
-    let row = db::objects::find_owned(db, &session.owner_id, &file.object_id).await?.ok_or_else(files::not_found)?;
+    let row = db::objects::find_owned(db, session.owner_id, file.object_id).await?.ok_or_else(files::not_found)?;
     Ok((files::view_of(db, &row).await?, file.duplicate))
 }
 
@@ -518,27 +518,27 @@ async fn record_upload(
 /// gets the same answer again; one whose session is being recorded right now is told to retry.
 pub async fn complete_reported(
     ctx: &Context,
-    node_id: &str,
+    node_id: NodeId,
     report: &UploadCompleteParams,
 ) -> ServiceResult<(bool, DirectUploadDone)> {
     let db = ctx.db();
     if let Some(settled) = db::node_reports::upload_result(db, node_id, &report.session_id).await? {
-        let object = match &settled.object_id {
-            Some(id) => match db::objects::find_owned(db, &settled.owner_id, id).await? {
+        let object = match settled.object_id {
+            Some(id) => match db::objects::find_owned(db, settled.owner_id, id).await? {
                 Some(row) => Some(files::view_of(db, &row).await?),
                 None => None,
             },
             None => None,
         };
-        return Ok((settled.keep_blob != 0, DirectUploadDone { completed: true, object }));
+        return Ok((settled.keep_blob, DirectUploadDone { completed: true, object }));
     }
     let session = db::uploads::find_for_node(db, node_id, &report.storage_key).await?.ok_or_else(session_not_found)?;
     if staged(&session)?.handle != report.session_id {
         return Err(session_not_found());
     }
-    let Some(claim) = take_claim(ctx, &session, FINISHING, now_ms()).await? else {
+    let Some(claim) = take_claim(ctx, &session, Finishing, now_ms()).await? else {
         let current = db::uploads::find_for_node(db, node_id, &report.storage_key).await?;
-        if current.is_some_and(|s| s.status == ABORTING) {
+        if current.is_some_and(|s| s.status == Aborting) {
             return Err(ServiceError::conflict(codes::UPLOAD_NOT_OPEN, "the upload was cancelled or has expired"));
         }
         // Another report (or a master that died recording it, until its lease runs out) holds
@@ -549,8 +549,8 @@ pub async fn complete_reported(
             "the upload is being recorded; report again",
         ));
     };
-    let recorded = under_lease(ctx, &session.id, &claim, async {
-        let policy = policies::find(db, files::parse_uuid(&session.policy_id)?).await?;
+    let recorded = under_lease(ctx, session.id, &claim, async {
+        let policy = policies::find(db, session.policy_id.into()).await?;
         let store = policies::store(ctx, &policy).await?;
         let staged = staged_blob(ctx, &session, &claim, store, report.blake3.as_str(), true)?;
         if report.size != session.declared_size as u64 {
@@ -572,7 +572,7 @@ pub async fn complete_reported(
         Ok((object, duplicate)) => Ok((!duplicate, DirectUploadDone { completed: true, object: Some(object) })),
         Err(err) => {
             // Settled or released already when it got that far; otherwise the next report retries.
-            give_up_claim(ctx, &session.id, &claim).await;
+            give_up_claim(ctx, session.id, &claim).await;
             Err(err)
         }
     }
@@ -586,7 +586,7 @@ async fn abort_staged(store: &dyn BlobStore, upload: &StagedUpload) {
 }
 
 /// Gives a claim back after a failed finish, so a retry need not wait for its lease to run out.
-async fn give_up_claim(ctx: &Context, session_id: &str, claim: &Claim) {
+async fn give_up_claim(ctx: &Context, session_id: UploadId, claim: &Claim) {
     if let Err(err) = db::uploads::release_claim(ctx.db(), session_id, &claim.token).await {
         tracing::warn!(session = %session_id, error = %err, "could not give up an upload claim; it lapses with its lease");
     }
@@ -596,21 +596,21 @@ async fn give_up_claim(ctx: &Context, session_id: &str, claim: &Claim) {
 /// `finishing` by a dead master can be cancelled once the claim's lease ran out.
 pub async fn abort(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<()> {
     let session = load(ctx, owner, id).await?;
-    let claim = take_claim(ctx, &session, ABORTING, now_ms()).await?.ok_or_else(being_completed)?;
+    let claim = take_claim(ctx, &session, Aborting, now_ms()).await?.ok_or_else(being_completed)?;
     drop_session(ctx, &session, &claim).await
 }
 
 /// Ends a session claimed for aborting: the row and the reservation first, then its bytes.
 async fn drop_session(ctx: &Context, session: &SessionRow, claim: &Claim) -> ServiceResult<()> {
-    if !ingest::end_session(ctx, &session.id, &claim.token, &session.owner_id, session.declared_size).await? {
+    if !ingest::end_session(ctx, session.id, &claim.token, session.owner_id, session.declared_size).await? {
         return Ok(());
     }
-    let policy = policies::find(ctx.db(), files::parse_uuid(&session.policy_id)?).await?;
+    let policy = policies::find(ctx.db(), session.policy_id.into()).await?;
     let store = policies::store(ctx, &policy).await?;
     if let Err(err) = store.abort_upload(&staged(session)?).await {
         tracing::warn!(session = %session.id, error = %err, "could not drop staged bytes; the collector will");
     }
-    if session.status == FINISHING {
+    if session.status == Finishing {
         // A finisher that died may have completed the blob already; no row references it.
         let key = StorageKey::parse(&session.storage_key)?;
         if let Err(err) = store.delete(&key).await {
@@ -632,7 +632,7 @@ pub async fn reap_expired(ctx: &Context, now: i64) -> ServiceResult<usize> {
         }
         for session in &sessions {
             // Claim it first: a chunk arriving at the same moment must not race the reaper.
-            if let Some(claim) = take_claim(ctx, session, ABORTING, now).await? {
+            if let Some(claim) = take_claim(ctx, session, Aborting, now).await? {
                 drop_session(ctx, session, &claim).await?;
                 reaped += 1;
             }
@@ -652,12 +652,12 @@ pub async fn recover_stale_claims(ctx: &Context, now: i64) -> ServiceResult<usiz
     loop {
         let sessions = db::uploads::stale_claims(ctx.db(), stale_before, BATCH as i64).await?;
         for session in &sessions {
-            let to = if session.status == ABORTING { ABORTING } else { FINISHING };
+            let to = if session.status == Aborting { Aborting } else { Finishing };
             let Some(claim) = take_claim(ctx, session, to, now).await? else { continue };
-            if to == ABORTING {
+            if to == Aborting {
                 drop_session(ctx, session, &claim).await?;
             } else if session.node_id.is_some() {
-                db::uploads::release_claim(ctx.db(), &session.id, &claim.token).await?;
+                db::uploads::release_claim(ctx.db(), session.id, &claim.token).await?;
             } else if let Err(err) = finish_claimed(ctx, session, &claim).await {
                 // The claim was given up: the client's retry (or the expiry) settles it.
                 tracing::warn!(session = %session.id, error = %err, "could not finish an upload a dead master left");

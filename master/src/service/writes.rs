@@ -14,7 +14,7 @@ use crate::context::Context;
 use crate::db::objects::ObjectRow;
 use crate::db::policies::PolicyRow;
 use crate::db::{self, DbError};
-use crate::domain::ids::GroupId;
+use crate::domain::ids::{GroupId, ObjectId, UserId};
 use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::ObjectName;
 use crate::domain::time::{Millis, now_ms};
@@ -53,9 +53,8 @@ pub async fn replace_content(
 
 /// The policy a file's content is stored under.
 async fn policy_of(db: &db::Db, row: &ObjectRow) -> ServiceResult<PolicyRow> {
-    let policy_id =
-        row.policy_id.as_deref().ok_or_else(|| ServiceError::internal(anyhow::anyhow!("file without policy")))?;
-    policies::find(db, files::parse_uuid(policy_id)?).await
+    let policy_id = row.policy_id.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("file without policy")))?;
+    policies::find(db, policy_id.into()).await
 }
 
 /// A user's used bytes and capacity, read once per write.
@@ -67,7 +66,7 @@ struct Usage {
 
 impl Usage {
     async fn of(db: &db::Db, owner: Uuid) -> ServiceResult<Self> {
-        let (used, capacity) = db::users::usage_and_capacity(db, &owner.to_string(), now_ms()).await?;
+        let (used, capacity) = db::users::usage_and_capacity(db, owner.into(), now_ms()).await?;
         Ok(Self { used, capacity })
     }
 }
@@ -85,7 +84,7 @@ pub struct NewFileFacts {
 /// plan a write can read them while it looks up the folder (see [`Presence::KnownAbsent`]).
 pub async fn new_file_facts(ctx: &Context, owner: Uuid, group_id: GroupId) -> ServiceResult<NewFileFacts> {
     let (used, capacity, policy) =
-        db::users::usage_capacity_and_policy(ctx.db(), &owner.to_string(), group_id, now_ms()).await?;
+        db::users::usage_capacity_and_policy(ctx.db(), owner.into(), group_id, now_ms()).await?;
     let policy = Box::new(policy.ok_or_else(policies::not_allowed)?);
     Ok(NewFileFacts { usage: Usage { used, capacity }, policy })
 }
@@ -106,7 +105,7 @@ async fn replace_row(
         stream_content(ctx, owner, policy, &row.name, row.size, usage, content_length, body).await?;
     let size = staged.size();
     let charge = Charge { amount: size - row.size - reserved, capacity: usage.capacity };
-    let plan = Plan::replace(&owner.to_string(), &row.id, row.physical_file_id.as_deref(), row.size, charge);
+    let plan = Plan::replace(owner.into(), row.id, row.physical_file_id.as_deref(), row.size, charge);
     let file = ingest::commit(ctx, staged, plan).await?.ok_or_else(no_bookkeeping)?;
     Ok((size, file.at))
 }
@@ -150,7 +149,7 @@ impl ByteLimit {
 struct PlannedWrite {
     owner: Uuid,
     /// The folder's id.
-    parent: String,
+    parent: ObjectId,
     name: ObjectName,
     existing: Option<ObjectRow>,
     policy: PolicyRow,
@@ -187,13 +186,13 @@ async fn plan_write(
     let name = ObjectName::parse(name).map_err(|why| ServiceError::validation("name", why))?;
     let (existing, facts) = match presence {
         Presence::KnownAbsent(facts) => (None, facts),
-        Presence::Unknown(facts) => (db::objects::child_by_name(db, &parent, name.as_str()).await?, facts),
+        Presence::Unknown(facts) => (db::objects::child_by_name(db, parent, name.as_str()).await?, facts),
     };
     let (usage, policy) = match (&existing, facts) {
         // An overwrite keeps its file's policy: usually the one new files go to, already read.
         (Some(row), Some(facts)) => {
             expect_file(row)?;
-            let policy = match row.policy_id.as_deref() == Some(facts.policy.id.to_string().as_str()) {
+            let policy = match row.policy_id == Some(facts.policy.id) {
                 true => *facts.policy,
                 false => policy_of(db, row).await?,
             };
@@ -242,7 +241,7 @@ impl PlannedWrite {
     pub async fn write(self, ctx: &Context, body: ByteStream) -> ServiceResult<files::PathEntry> {
         if let Some(row) = &self.existing {
             let (size, now) = replace_row(ctx, self.owner, row, &self.policy, self.usage, self.declared, body).await?;
-            let id = files::parse_uuid(&row.id)?;
+            let id = row.id.into();
             return Ok(files::PathEntry::with_content(self.owner, id, &row.name, size, row.created_at, now));
         }
         let (staged, reserved) =
@@ -251,7 +250,7 @@ impl PlannedWrite {
         let size = staged.size();
         let plan = self.new_file(Charge { amount: size - reserved, capacity: self.usage.capacity });
         let file = ingest::commit(ctx, staged, plan).await?.ok_or_else(no_bookkeeping)?;
-        self.written(&file)
+        Ok(self.written(&file))
     }
 
     /// Writes a body the caller held whole before the write began (a small one). When the
@@ -276,37 +275,35 @@ impl PlannedWrite {
             return Ok(None);
         }
         let (blake3, size) = (hasher.finalize(), hasher.len() as i64);
-        if !db::blobs::holds_content(ctx.db(), &self.policy.id.to_string(), &blake3, size).await? {
+        if !db::blobs::holds_content(ctx.db(), self.policy.id, &blake3, size).await? {
             return Ok(None);
         }
         let growth = size - self.existing.as_ref().map_or(0, |row| row.size);
         let charge = Charge { amount: growth, capacity: self.usage.capacity };
         let plan = match &self.existing {
-            Some(row) => {
-                Plan::replace(&self.owner.to_string(), &row.id, row.physical_file_id.as_deref(), row.size, charge)
-            }
+            Some(row) => Plan::replace(self.owner.into(), row.id, row.physical_file_id.as_deref(), row.size, charge),
             None => self.new_file(charge),
         };
         // `None`: the blob went (or the charge does not fit) since the look-up: store the bytes.
-        match ingest::commit_held(ctx, &self.policy.id.to_string(), (size, &blake3), plan).await? {
-            Some(file) => Ok(Some(self.written(&file)?)),
+        match ingest::commit_held(ctx, self.policy.id, (size, &blake3), plan).await? {
+            Some(file) => Ok(Some(self.written(&file))),
             None => Ok(None),
         }
     }
 
     /// The plan of the new file this write creates.
     fn new_file(&self, charge: Charge) -> Plan {
-        Plan::new_file(&self.owner.to_string(), &self.parent, self.name.as_str(), charge)
+        Plan::new_file(self.owner.into(), self.parent, self.name.as_str(), charge)
     }
 
     /// The entry of the file as `file` left it.
-    fn written(&self, file: &Ingested) -> ServiceResult<files::PathEntry> {
-        let id = files::parse_uuid(&file.object_id)?;
+    fn written(&self, file: &Ingested) -> files::PathEntry {
+        let id = file.object_id.into();
         let (name, created_at) = match &self.existing {
             Some(row) => (row.name.as_str(), row.created_at),
             None => (self.name.as_str(), file.at),
         };
-        Ok(files::PathEntry::with_content(self.owner, id, name, file.size, created_at, file.at))
+        files::PathEntry::with_content(self.owner, id, name, file.size, created_at, file.at)
     }
 }
 
@@ -329,7 +326,7 @@ async fn stream_content(
     if let Some(length) = content_length {
         check_max_size(policy.max_size, length as i64)?;
     }
-    let owner_id = owner.to_string();
+    let owner_id = UserId::from(owner);
     let capacity = usage.capacity;
     let mut reserved = 0_i64;
     if let Some(length) = content_length {
@@ -338,7 +335,7 @@ async fn stream_content(
         // conditional statement, so the quota holds either way, and a statement is saved.
         if growth > 0 && length > RESERVE_ABOVE {
             let mut conn = db.writer().acquire().await.map_err(DbError::from)?;
-            if !db::users::reserve_storage(&mut conn, &owner_id, growth, capacity).await? {
+            if !db::users::reserve_storage(&mut conn, owner_id, growth, capacity).await? {
                 return Err(quota_exceeded());
             }
             reserved = growth;
@@ -354,15 +351,14 @@ async fn stream_content(
     let (store, key) = match prepared {
         Ok(prepared) => prepared,
         Err(err) => {
-            ingest::give_back(ctx, &owner_id, reserved).await;
+            ingest::give_back(ctx, owner_id, reserved).await;
             return Err(err);
         }
     };
     let limit = ByteLimit::of(policy, usage, current_size);
     // From here on the guard gives the reservation back and removes the bytes unless they are
     // committed, also when this request is cancelled while they arrive.
-    let staged =
-        StagedBlob::new(ctx, store, key, &policy.id.to_string(), Hold::Reservation { owner_id, bytes: reserved });
+    let staged = StagedBlob::new(ctx, store, key, policy.id, Hold::Reservation { owner_id, bytes: reserved });
     match staged.store().put_stream(staged.key(), body, Some(limit.bytes())).await {
         Ok(outcome) => Ok((staged.holding(outcome.size as i64, &outcome.blake3), reserved)),
         Err(err) => {
