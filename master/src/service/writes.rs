@@ -169,20 +169,23 @@ pub enum Presence {
     KnownAbsent(Option<NewFileFacts>),
 }
 
-/// Plans writing `name` in the owner's folder `parent` (an entry this service looked up for
-/// the owner) from a body of `declared` bytes (unknown for a chunked body). Refuses a name taken
-/// by a folder; [`PlannedWrite::admit`] then says whether the size fits.
-async fn plan_write(
-    ctx: &Context,
-    owner: Uuid,
-    group_id: GroupId,
-    parent: &files::PathEntry,
-    name: &str,
-    presence: Presence,
-    declared: Option<u64>,
-) -> ServiceResult<PlannedWrite> {
+/// Where a write goes: the file `name` in the caller's `folder` (an entry this service looked
+/// up for the caller), a new file going to the policy of the caller's group; and what the
+/// caller already found out about the name.
+pub struct Target<'a> {
+    pub owner: Uuid,
+    pub group_id: GroupId,
+    pub folder: &'a files::PathEntry,
+    pub name: &'a str,
+    pub presence: Presence,
+}
+
+/// Plans writing `target` from a body of `declared` bytes (unknown for a chunked body). Refuses
+/// a name taken by a folder; [`PlannedWrite::admit`] then says whether the size fits.
+async fn plan_write(ctx: &Context, target: Target<'_>, declared: Option<u64>) -> ServiceResult<PlannedWrite> {
     let db = ctx.db();
-    let parent = access::entry_folder(owner, parent)?;
+    let Target { owner, group_id, folder, name, presence } = target;
+    let parent = access::entry_folder(owner, folder)?;
     let name = ObjectName::parse(name).map_err(|why| ServiceError::validation("name", why))?;
     let (existing, facts) = match presence {
         Presence::KnownAbsent(facts) => (None, facts),
@@ -421,22 +424,17 @@ enum Piece {
 }
 
 impl Write {
-    /// Plans writing `name` in the owner's folder `parent` from a body of `declared` bytes
-    /// (unknown for a chunked body), as [`plan_write`] does, and admits it: what cannot be taken
-    /// (a file there when `overwrite` refuses one, none when it requires one, over the policy's
-    /// `max_size` or the quota) is refused before a byte is read.
-    #[allow(clippy::too_many_arguments)] // the plan's facts, passed straight through
+    /// Plans writing `target` from a body of `declared` bytes (unknown for a chunked body), as
+    /// [`plan_write`] does, and admits it: what cannot be taken (a file there when `overwrite`
+    /// refuses one, none when it requires one, over the policy's `max_size` or the quota) is
+    /// refused before a byte is read.
     pub async fn begin(
         ctx: &Context,
-        owner: Uuid,
-        group_id: GroupId,
-        parent: &files::PathEntry,
-        name: &str,
-        presence: Presence,
+        target: Target<'_>,
         declared: Option<u64>,
         overwrite: Overwrite,
     ) -> ServiceResult<Self> {
-        let plan = plan_write(ctx, owner, group_id, parent, name, presence, declared).await?;
+        let plan = plan_write(ctx, target, declared).await?;
         let replaces = plan.replaces_a_file();
         match overwrite {
             Overwrite::Refuse if replaces => return Err(files::name_taken()),

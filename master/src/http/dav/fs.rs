@@ -362,11 +362,14 @@ impl DavFileSystem for NuboFs {
                 (false, true) => writes::Overwrite::Allow,
                 (false, false) => writes::Overwrite::Require,
             };
-            let (ctx, group_id) = (&self.ctx, self.principal.group_id);
-            let write =
-                writes::Write::begin(ctx, self.user(), group_id, &parent, &name, presence, options.size, overwrite)
-                    .await
-                    .map_err(fs_error)?;
+            let target = writes::Target {
+                owner: self.user(),
+                group_id: self.principal.group_id,
+                folder: &parent,
+                name: &name,
+                presence,
+            };
+            let write = writes::Write::begin(&self.ctx, target, options.size, overwrite).await.map_err(fs_error)?;
             self.forget();
             Ok(Box::new(WriteFile::new(write)) as Box<dyn DavFile>)
         }
