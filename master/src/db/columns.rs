@@ -113,32 +113,17 @@ macro_rules! json_column {
     )+};
 }
 
-json_column!(GroupPermissions, TaskProps, TaskProgress);
+json_column!(GroupPermissions, TaskProps, TaskProgress, JsonDocument);
 
 /// A column of JSON text read as a free-form document. Row structs keep a plain
 /// `serde_json::Value`: `#[sqlx(try_from = "JsonDocument")]`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct JsonDocument(pub serde_json::Value);
 
 impl From<JsonDocument> for serde_json::Value {
     fn from(document: JsonDocument) -> Self {
         document.0
-    }
-}
-
-impl Type<Any> for JsonDocument {
-    fn type_info() -> AnyTypeInfo {
-        <String as Type<Any>>::type_info()
-    }
-
-    fn compatible(ty: &AnyTypeInfo) -> bool {
-        <String as Type<Any>>::compatible(ty)
-    }
-}
-
-impl<'r> Decode<'r, Any> for JsonDocument {
-    fn decode(value: AnyValueRef<'r>) -> Result<Self, BoxDynError> {
-        Ok(JsonDocument(serde_json::from_str(&<String as Decode<'r, Any>>::decode(value)?)?))
     }
 }
 
