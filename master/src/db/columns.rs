@@ -18,9 +18,9 @@ use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
 use crate::domain::upload::UploadStatus;
 use crate::domain::user::UserStatus;
 
-/// Stores a type as TEXT through its `Display` and reads it back through its `FromStr`.
-macro_rules! text_column {
-    ($($name:ty),+ $(,)?) => {$(
+/// Declares that a type is stored in a TEXT column (its encoding is the caller's).
+macro_rules! stored_as_text {
+    ($name:ty) => {
         impl Type<Any> for $name {
             fn type_info() -> AnyTypeInfo {
                 <String as Type<Any>>::type_info()
@@ -30,6 +30,13 @@ macro_rules! text_column {
                 <String as Type<Any>>::compatible(ty)
             }
         }
+    };
+}
+
+/// Stores a type as TEXT through its `Display` and reads it back through its `FromStr`.
+macro_rules! text_column {
+    ($($name:ty),+ $(,)?) => {$(
+        stored_as_text!($name);
 
         impl<'q> Encode<'q, Any> for $name {
             fn encode_by_ref(&self, buf: &mut <Any as sqlx::Database>::ArgumentBuffer<'q>) -> Result<IsNull, BoxDynError> {
@@ -51,15 +58,7 @@ text_column!(UserId, ObjectId, PolicyId, NodeId, GroupId, UploadId);
 /// Stores an enumeration as its `as_str` text and reads it back with `parse` (`Option`).
 macro_rules! enum_column {
     ($($name:ty => $parse:expr),+ $(,)?) => {$(
-        impl Type<Any> for $name {
-            fn type_info() -> AnyTypeInfo {
-                <String as Type<Any>>::type_info()
-            }
-
-            fn compatible(ty: &AnyTypeInfo) -> bool {
-                <String as Type<Any>>::compatible(ty)
-            }
-        }
+        stored_as_text!($name);
 
         impl<'q> Encode<'q, Any> for $name {
             fn encode_by_ref(&self, buf: &mut <Any as sqlx::Database>::ArgumentBuffer<'q>) -> Result<IsNull, BoxDynError> {
@@ -89,15 +88,7 @@ enum_column!(
 /// Stores a document as JSON text and reads it back with serde.
 macro_rules! json_column {
     ($($name:ty),+ $(,)?) => {$(
-        impl Type<Any> for $name {
-            fn type_info() -> AnyTypeInfo {
-                <String as Type<Any>>::type_info()
-            }
-
-            fn compatible(ty: &AnyTypeInfo) -> bool {
-                <String as Type<Any>>::compatible(ty)
-            }
-        }
+        stored_as_text!($name);
 
         impl<'q> Encode<'q, Any> for $name {
             fn encode_by_ref(&self, buf: &mut <Any as sqlx::Database>::ArgumentBuffer<'q>) -> Result<IsNull, BoxDynError> {
