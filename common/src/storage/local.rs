@@ -275,29 +275,17 @@ impl BlobStore for LocalBlobStore {
 
     async fn get(&self, key: &StorageKey, range: Option<ByteRange>) -> StorageResult<ByteStream> {
         let path = self.blob_path(key)?;
+        // A blob the kernel has cached is read here, without a trip to the blocking pool (two
+        // thread hand-offs, most of a small download's cost); only one that needs the disk goes.
+        if let Some((file, first, remaining)) = read_cached(&path, key, range)? {
+            return Ok(read_stream(file, first, remaining));
+        }
         let key = key.clone();
         // Open, check, seek and read the first piece in one trip: a small blob costs one.
         let (file, first, remaining) = run_blocking(move || {
             let mut file = std::fs::File::open(&path).map_err(|err| not_found_or(&key, "open a blob", err))?;
             let metadata = file.metadata().map_err(|err| io_failure("inspect a blob", err))?;
-            // A directory at the key's path is a prefix of other keys, not a blob.
-            if !metadata.is_file() {
-                return Err(StorageError::NotFound(key.to_string()));
-            }
-            let (start, len) = match range {
-                None => (0, metadata.len()),
-                Some(range) if range.start < metadata.len() && range.end_inclusive >= range.start => {
-                    (range.start, range.len())
-                }
-                Some(range) => {
-                    return Err(StorageError::Failed(format!(
-                        "range {}-{} is outside the blob of {} bytes",
-                        range.start,
-                        range.end_inclusive,
-                        metadata.len()
-                    )));
-                }
-            };
+            let (start, len) = span(&key, &metadata, range)?;
             if start > 0 {
                 std::io::Seek::seek(&mut file, SeekFrom::Start(start))
                     .map_err(|err| io_failure("seek in a blob", err))?;
@@ -521,6 +509,73 @@ fn start_writeback(file: &std::fs::File, offset: u64, len: u64) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (file, offset, len);
+}
+
+/// Where a read of `range` (the whole blob when `None`) starts in the blob `metadata` describes,
+/// and how many bytes it takes.
+fn span(key: &StorageKey, metadata: &std::fs::Metadata, range: Option<ByteRange>) -> StorageResult<(u64, u64)> {
+    // A directory at the key's path is a prefix of other keys, not a blob.
+    if !metadata.is_file() {
+        return Err(StorageError::NotFound(key.to_string()));
+    }
+    match range {
+        None => Ok((0, metadata.len())),
+        Some(range) if range.start < metadata.len() && range.end_inclusive >= range.start => {
+            Ok((range.start, range.len()))
+        }
+        Some(range) => Err(StorageError::Failed(format!(
+            "range {}-{} is outside the blob of {} bytes",
+            range.start,
+            range.end_inclusive,
+            metadata.len()
+        ))),
+    }
+}
+
+/// The first piece of a read of `range` of the blob at `path`, and the file positioned after
+/// it, when it takes no disk access: the path resolves from the kernel's lookup cache alone
+/// (`RESOLVE_CACHED`) and the bytes come from the page cache alone (`RWF_NOWAIT`). `None` when
+/// anything would wait for the disk (or the kernel lacks either flag): read on the blocking pool.
+#[cfg(target_os = "linux")]
+fn read_cached(
+    path: &Path,
+    key: &StorageKey,
+    range: Option<ByteRange>,
+) -> StorageResult<Option<(std::fs::File, Bytes, u64)>> {
+    use rustix::fs::{CWD, Mode, OFlags, ResolveFlags, openat2};
+    use rustix::io::{Errno, ReadWriteFlags, preadv2};
+    let fd = match openat2(CWD, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty(), ResolveFlags::CACHED) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT | Errno::NOTDIR) => return Err(StorageError::NotFound(key.to_string())),
+        // Not cached, an old kernel, or an error the blocking path reports in full.
+        Err(_) => return Ok(None),
+    };
+    let mut file = std::fs::File::from(fd);
+    let metadata = file.metadata().map_err(|err| io_failure("inspect a blob", err))?;
+    let (start, len) = span(key, &metadata, range)?;
+    let mut piece = vec![0; len.min(READ_PIECE) as usize];
+    let mut filled = 0;
+    while filled < piece.len() {
+        let mut slice = [std::io::IoSliceMut::new(&mut piece[filled..])];
+        match preadv2(&file, &mut slice, start + filled as u64, ReadWriteFlags::NOWAIT) {
+            Ok(0) => break, // the file ended early (truncated under us)
+            Ok(read) => filled += read,
+            Err(Errno::INTR) => {}
+            // Some bytes would need the disk: the blocking pool reads them (all, or the rest).
+            Err(_) if filled == 0 => return Ok(None),
+            Err(_) => break,
+        }
+    }
+    piece.truncate(filled);
+    std::io::Seek::seek(&mut file, SeekFrom::Start(start + filled as u64))
+        .map_err(|err| io_failure("seek in a blob", err))?;
+    let remaining = if filled == 0 { 0 } else { len - filled as u64 };
+    Ok(Some((file, Bytes::from(piece), remaining)))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_cached(_: &Path, _: &StorageKey, _: Option<ByteRange>) -> StorageResult<Option<(std::fs::File, Bytes, u64)>> {
+    Ok(None)
 }
 
 /// Up to [`READ_PIECE`] bytes (fewer only at the end of the file), read without zeroing a buffer.
