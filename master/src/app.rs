@@ -40,7 +40,12 @@ impl Running {
             }
         }
         for job in self.jobs {
-            let _ = tokio::time::timeout(grace, job).await;
+            if tokio::time::timeout(grace, job).await.is_err() {
+                tracing::warn!("a background job did not stop in time");
+            }
+        }
+        if let Err(error) = crate::service::downloads::flush_source_downloads(&self.context).await {
+            tracing::warn!(%error, "could not write down the last source-link download counts");
         }
         self.context.db().close().await;
         Ok(())

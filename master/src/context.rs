@@ -1,11 +1,13 @@
 //! The master's [`Context`]: what every request, job and service call shares (configuration,
 //! database, key-value store, token keys, blob stores); cheap to clone.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use crate::auth::token::TokenKeys;
 use crate::config::Config;
 use crate::db::Db;
+use crate::domain::ids::ObjectId;
 use crate::kv::{KvStore, SharedStore};
 use crate::storage::StorageRegistry;
 
@@ -19,6 +21,7 @@ struct Inner {
     store: SharedStore,
     tokens: TokenKeys,
     storage: StorageRegistry,
+    source_downloads: Tally,
 }
 
 impl Context {
@@ -26,7 +29,7 @@ impl Context {
     pub fn new(config: Config, db: Db, store: SharedStore) -> anyhow::Result<Self> {
         let tokens = TokenKeys::new(config.signing_secret()?);
         let storage = StorageRegistry::new(&config.data_dir);
-        Ok(Self(Arc::new(Inner { config, db, store, tokens, storage })))
+        Ok(Self(Arc::new(Inner { config, db, store, tokens, storage, source_downloads: Tally::default() })))
     }
 
     pub fn store(&self) -> &dyn KvStore {
@@ -53,5 +56,44 @@ impl Context {
 
     pub fn db(&self) -> &Db {
         &self.0.db
+    }
+
+    /// Downloads through source links counted on this master and not yet written down.
+    pub fn source_downloads(&self) -> &Tally {
+        &self.0.source_downloads
+    }
+}
+
+/// Counts per object kept in memory and written to the database in batches, so a hot read
+/// does not cost a write each time. A master that dies loses what it had not written (at most
+/// one flush interval's worth); counts are added, so several masters never overwrite each other.
+#[derive(Debug, Default)]
+pub struct Tally(Mutex<HashMap<ObjectId, i64>>);
+
+impl Tally {
+    pub fn add(&self, id: ObjectId) {
+        *self.lock().entry(id).or_insert(0) += 1;
+    }
+
+    /// What was counted for `id` and not yet taken.
+    pub fn pending(&self, id: ObjectId) -> i64 {
+        self.lock().get(&id).copied().unwrap_or(0)
+    }
+
+    /// Everything counted so far, which the caller writes down (or gives back with
+    /// [`Tally::restore`] when it cannot).
+    pub fn take(&self) -> HashMap<ObjectId, i64> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    pub fn restore(&self, counts: HashMap<ObjectId, i64>) {
+        let mut tally = self.lock();
+        for (id, count) in counts {
+            *tally.entry(id).or_insert(0) += count;
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectId, i64>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

@@ -511,12 +511,31 @@ async fn source_links_serve_private_files_publicly(app: TestApp, kind: PolicyKin
     }
     let read: Value =
         app.call(Method::GET, &format!("/file/source/{id}"), Some(&user.access), None).await.json().await.unwrap();
+    assert_eq!(read["downloads"], 2, "counted in memory, shown at once");
+    // The counts are written down in batches: once written they are not counted twice.
+    let written = nubo_master::service::downloads::flush_source_downloads(app.context()).await.unwrap();
+    assert_eq!(written, 1);
+    let (stored,): (i64,) = sqlx::query_as("SELECT downloads FROM source_links WHERE object_id = $1")
+        .bind(id)
+        .fetch_one(app.context().db().reader())
+        .await
+        .unwrap();
+    assert_eq!(stored, 2);
+    let read: Value =
+        app.call(Method::GET, &format!("/file/source/{id}"), Some(&user.access), None).await.json().await.unwrap();
     assert_eq!(read["downloads"], 2);
     let wrong_name =
         app.client.get(format!("{}/api/v1/file/source/{id}/other.png", app.base_url)).send().await.unwrap();
     assert_eq!(wrong_name.status(), 404);
+    let renamed =
+        app.call(Method::PATCH, &format!("/object/{id}"), Some(&user.access), Some(json!({"name": "icon.png"}))).await;
+    assert_eq!(renamed.status(), 200);
+    let stale = app.client.get(format!("{}{url}", app.base_url)).send().await.unwrap();
+    assert_eq!(stale.status(), 404, "the old name no longer serves the file");
+    let renamed_url = format!("{}/api/v1/file/source/{id}/icon%2Epng", app.base_url);
+    assert_eq!(app.client.get(&renamed_url).send().await.unwrap().status(), 200);
     app.call(Method::DELETE, "/object", Some(&user.access), Some(json!({"ids": [id]}))).await;
-    let trashed = app.client.get(format!("{}{url}", app.base_url)).send().await.unwrap();
+    let trashed = app.client.get(&renamed_url).send().await.unwrap();
     assert_eq!(trashed.status(), 404, "trashed files are not served");
 }
 

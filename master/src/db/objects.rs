@@ -160,11 +160,7 @@ pub async fn live_file_content(db: &Db, id: ObjectId) -> Result<Option<FileConte
          WHERE o.id = $1 AND o.trashed_at IS NULL",
         super::blobs::with_policy_columns()
     );
-    let decode = |row: &dyn Values| {
-        let (blob, policy) = super::blobs::with_policy_of(row)?;
-        Ok(FileContentRow { name: row.text("object_name")?, updated_at: row.int("object_updated_at")?, blob, policy })
-    };
-    db.read_row(&sql, &[Arg::Text(&id.to_string())], decode).await
+    db.read_row(&sql, &[Arg::Text(&id.to_string())], decode_file_content).await
 }
 
 /// Levels resolved per statement by [`walk`]; deeper paths take one statement per this many.
@@ -546,12 +542,36 @@ pub async fn insert_source_link(
     Ok(done.rows_affected() > 0)
 }
 
-pub async fn count_source_download(db: &Db, object_id: ObjectId) -> Result<(), DbError> {
-    sqlx::query("UPDATE source_links SET downloads = downloads + 1 WHERE object_id = $1")
-        .bind(object_id)
-        .execute(db.writer())
-        .await?;
+pub async fn count_source_downloads(db: &Db, counts: &[(ObjectId, i64)]) -> Result<(), DbError> {
+    let mut tx = db.begin().await?;
+    for (object_id, count) in counts {
+        sqlx::query("UPDATE source_links SET downloads = downloads + $2 WHERE object_id = $1")
+            .bind(*object_id)
+            .bind(*count)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
     Ok(())
+}
+
+/// The file behind the source link of `id` named `name`, with its content ([`FileContentRow`]),
+/// in one statement; `None` unless the link exists, the file is live and so named, and its owner
+/// is active.
+pub async fn source_file_content(db: &Db, id: ObjectId, name: &str) -> Result<Option<FileContentRow>, DbError> {
+    let sql = format!(
+        "SELECT o.name AS object_name, o.updated_at AS object_updated_at, {}
+         FROM source_links s JOIN objects o ON o.id = s.object_id JOIN users u ON u.id = o.owner_id
+         JOIN physical_files b ON b.id = o.physical_file_id JOIN policies p ON p.id = b.policy_id
+         WHERE s.object_id = $1 AND o.name = $2 AND o.trashed_at IS NULL AND o.kind = 'file' AND u.status = 'ACTIVE'",
+        super::blobs::with_policy_columns()
+    );
+    db.read_row(&sql, &[Arg::Text(&id.to_string()), Arg::Text(name)], decode_file_content).await
+}
+
+fn decode_file_content(row: &dyn Values) -> Result<FileContentRow, DbError> {
+    let (blob, policy) = super::blobs::with_policy_of(row)?;
+    Ok(FileContentRow { name: row.text("object_name")?, updated_at: row.int("object_updated_at")?, blob, policy })
 }
 
 // ---- metadata ----

@@ -11,7 +11,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
 use crate::domain::time::now_ms;
-use crate::service::{maintenance, uploads};
+use crate::service::{downloads, maintenance, uploads};
+
+/// How often the source-link downloads counted in memory are written down.
+const SOURCE_COUNTS_EVERY: Duration = Duration::from_secs(5);
 
 /// Runs `work` every `every` until `shutdown` is cancelled; a unit of work in progress is
 /// allowed to finish. Failures are logged and the job carries on at the next tick.
@@ -102,6 +105,13 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
         // Status changes are logged by the check itself; a healthy fleet stays quiet.
         Box::pin(async move {
             crate::service::nodes::check_all(s.db()).await?;
+            Ok(0)
+        })
+    }));
+    handles.push(every("source-download-counts", SOURCE_COUNTS_EVERY, |s| {
+        // Routine: written quietly (the job's log line is for work worth an operator's look).
+        Box::pin(async move {
+            downloads::flush_source_downloads(&s).await?;
             Ok(0)
         })
     }));

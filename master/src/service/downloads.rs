@@ -8,7 +8,6 @@ use crate::db::objects::ObjectRow;
 use crate::db::{self};
 use crate::domain::ids::ObjectId;
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
-use crate::domain::user::UserStatus;
 use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Reach, Readable, Writable};
@@ -155,6 +154,7 @@ pub async fn source_link(ctx: &Context, file: &Readable) -> ServiceResult<Source
     let (_, downloads) = db::objects::source_link_of(ctx.db(), row.id)
         .await?
         .ok_or_else(|| ServiceError::not_found(codes::SOURCE_NOT_FOUND, "the file has no source link"))?;
+    let downloads = downloads + ctx.source_downloads().pending(row.id);
     Ok(SourceLinkView { url: source_url(row.id, &row.name), downloads })
 }
 
@@ -164,18 +164,26 @@ pub async fn source_link(ctx: &Context, file: &Readable) -> ServiceResult<Source
 pub async fn open_source(ctx: &Context, object_id: Uuid, name: &str) -> ServiceResult<Download> {
     let missing = || ServiceError::not_found(codes::SOURCE_NOT_FOUND, "no such source link");
     let id = ObjectId::from(object_id);
-    db::objects::source_link_of(ctx.db(), id).await?.ok_or_else(missing)?;
-    let row = db::objects::find_by_id(ctx.db(), id).await?.ok_or_else(missing)?;
-    if row.trashed_at.is_some() || row.name != name {
-        return Err(missing());
-    }
-    let owner = db::users::find(ctx.db(), row.owner_id).await?.ok_or_else(missing)?;
-    if owner.status != UserStatus::Active {
-        return Err(missing());
-    }
-    let download = prepare(ctx, &row).await?;
-    db::objects::count_source_download(ctx.db(), id).await?;
+    let content = db::objects::source_file_content(ctx.db(), id, name).await?.ok_or_else(missing)?;
+    let download = serve_content(ctx, content, true).await?;
+    ctx.source_downloads().add(id);
     Ok(download)
+}
+
+/// Writes down the source-link downloads counted since the last time (a periodic job, and at
+/// shutdown). Answers how many links' counts were written; on failure they are kept for the
+/// next time.
+pub async fn flush_source_downloads(ctx: &Context) -> ServiceResult<usize> {
+    let counts = ctx.source_downloads().take();
+    if counts.is_empty() {
+        return Ok(0);
+    }
+    let batch: Vec<(ObjectId, i64)> = counts.iter().map(|(id, count)| (*id, *count)).collect();
+    if let Err(error) = db::objects::count_source_downloads(ctx.db(), &batch).await {
+        ctx.source_downloads().restore(counts);
+        return Err(error.into());
+    }
+    Ok(batch.len())
 }
 
 /// Opens a file `caller` found by a path walk (WebDAV) for reading through the master: always a
