@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 nubo_tests::on_every_backend_and_storage!(
     multi_chunk_upload_downloads_byte_for_byte,
+    a_small_file_is_created_in_one_request,
     chunks_may_arrive_out_of_order_and_twice,
     status_lists_received_chunks_and_upload_resumes_after_restart,
     zero_byte_files_work,
@@ -64,6 +65,59 @@ async fn multi_chunk_upload_downloads_byte_for_byte(app: TestApp, kind: PolicyKi
         .unwrap();
     assert_eq!(detail["blake3"], blake3::hash(&bytes).to_hex().as_str());
     assert_eq!(app.storage_used(&user).await, bytes.len() as i64);
+}
+
+/// `POST /file/content?parent_id=&name=` with the raw body, as the web app and the CLI create
+/// small files.
+async fn post_content(
+    app: &TestApp,
+    user: &nubo_tests::Session,
+    parent: &str,
+    name: &str,
+    body: Vec<u8>,
+) -> reqwest::Response {
+    let url = app.api("/file/content");
+    app.client
+        .post(url)
+        .query(&[("parent_id", parent), ("name", name)])
+        .bearer_auth(&user.access)
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn a_small_file_is_created_in_one_request(app: TestApp, kind: PolicyKind) {
+    let admin = app.login_admin().await;
+    let policy = app.use_test_policy(&admin, kind, 10_000).await;
+    let user = app.register("fiona@example.com", "fiona-password").await;
+    let root = app.root_id(&user).await;
+    let bytes = content(4096, 7);
+    let created = post_content(&app, &user, &root, "note.txt", bytes.clone()).await;
+    assert_eq!(created.status(), 201);
+    let object: Value = created.json().await.unwrap();
+    assert_eq!(
+        (object["name"].as_str(), object["path"].as_str(), object["size"].as_u64()),
+        (Some("note.txt"), Some("/note.txt"), Some(4096))
+    );
+    assert_eq!(app.download(&user, object["id"].as_str().unwrap()).await, bytes);
+    assert_eq!(app.storage_used(&user).await, 4096);
+    assert_eq!(policy.stored_blobs(&app), 1);
+
+    // Refusals leave nothing behind: a name taken, a body over max_size, a stranger's folder.
+    let taken = post_content(&app, &user, &root, "note.txt", content(10, 1)).await;
+    assert_eq!(error_body(taken, 409).await["code"], "object.name_taken");
+    let too_large = post_content(&app, &user, &root, "big.bin", content(20_000, 2)).await;
+    assert_eq!(error_body(too_large, 413).await["code"], "file.too_large");
+    let stranger = app.register("gus@example.com", "gus-password").await;
+    let elsewhere = post_content(&app, &stranger, &root, "intruder.txt", content(10, 3)).await;
+    assert_eq!(error_body(elsewhere, 404).await["code"], "object.not_found");
+    let bad_name = post_content(&app, &user, &root, "a/b", content(10, 4)).await;
+    assert_eq!(bad_name.status(), 422);
+    assert_eq!(app.storage_used(&user).await, 4096);
+    assert_eq!(policy.stored_blobs(&app), 1);
+    let listing: Value = app.call(Method::GET, "/directory", Some(&user.access), None).await.json().await.unwrap();
+    assert_eq!(listing["items"].as_array().unwrap().len(), 1, "only note.txt: {listing}");
 }
 
 async fn chunks_may_arrive_out_of_order_and_twice(app: TestApp, kind: PolicyKind) {

@@ -51,6 +51,45 @@ pub async fn replace_content(
     files::view_now(db, file.as_readable()).await
 }
 
+/// Creates the file `name` in the caller's folder `folder_id` from a streamed body, in one
+/// request and one commit (`POST /file/content`): the cheapest way to create a small file. It
+/// goes to the policy of the caller's group for new files; a name taken answers 409 before a
+/// byte is stored; the policy's `max_size` (413) and the quota (507) are checked before
+/// (declared length) and while the bytes arrive. Not resumable: large files go through upload
+/// sessions.
+pub async fn create_file(
+    ctx: &Context,
+    owner: Uuid,
+    group_id: GroupId,
+    (folder_id, name): (Uuid, &str),
+    declared: Option<u64>,
+    body: ByteStream,
+) -> ServiceResult<ObjectView> {
+    let db = ctx.db();
+    let folder = access::writable(db, owner, folder_id, Reach::Folder).await?;
+    let name = ObjectName::parse(name).map_err(|why| ServiceError::validation("name", why))?;
+    let (existing, facts) = tokio::try_join!(
+        async { Ok(db::objects::child_by_name(db, folder.row().id, name.as_str()).await?) },
+        new_file_facts(ctx, owner, group_id)
+    )?;
+    if existing.is_some() {
+        return Err(files::name_taken());
+    }
+    let plan = PlannedWrite {
+        owner,
+        parent: folder.row().id,
+        name,
+        existing: None,
+        policy: *facts.policy,
+        usage: facts.usage,
+        declared,
+    };
+    plan.admit()?;
+    let written = plan.write(ctx, body).await?;
+    let row = db::objects::find_by_id(db, written.id.into()).await?.ok_or_else(files::not_found)?;
+    files::view_of(db, &row).await
+}
+
 /// The policy a file's content is stored under.
 async fn policy_of(db: &db::Db, row: &ObjectRow) -> ServiceResult<PolicyRow> {
     let policy_id = row.policy_id.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("file without policy")))?;

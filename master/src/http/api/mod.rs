@@ -157,7 +157,7 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .merge(
             OpenApiRouter::new()
                 .routes(unlimited_body(routes!(transfers::put_chunk)))
-                .routes(unlimited_body(routes!(transfers::replace_content))),
+                .routes(unlimited_body(routes!(transfers::replace_content, transfers::create_content))),
         );
     let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts();
     not_built::document(&mut doc);

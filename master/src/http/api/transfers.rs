@@ -226,6 +226,50 @@ pub async fn replace_content(
     Ok(Json(object))
 }
 
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct NewContentQuery {
+    /// The folder the file is created in.
+    pub parent_id: Uuid,
+    /// The new file's name (1-255 characters; no `/`, no control or direction characters).
+    pub name: String,
+}
+
+/// Create a file from the raw body in one request: the cheapest way to store a small file (one
+/// request and one commit, where an upload session takes two requests). The file goes to the
+/// policy of the caller's group for new files. The body streams; `max_size` answers 413 and
+/// the quota 507, before any byte is read when `Content-Length` says so, else as the bytes
+/// arrive, and a refused or broken-off body leaves nothing behind. A name already taken in the
+/// folder answers 409 before any byte is stored. Not resumable: for large files, or to choose
+/// the policy, use an upload session (`POST /file/upload`).
+#[utoipa::path(post, path = "/file/content", tag = "files", security(("bearer" = [])), params(NewContentQuery),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    responses(
+        (status = 201, description = "The new file", body = ObjectView),
+        (status = 400, description = "The body broke off", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "The group may not use any policy", body = ErrorBody),
+        (status = 404, description = "No such folder", body = ErrorBody),
+        (status = 409, description = "The name is taken in the folder, or the parent is a file", body = ErrorBody),
+        (status = 413, description = "Larger than the policy's max_size", body = ErrorBody),
+        (status = 422, description = "Invalid name", body = ErrorBody),
+        (status = 507, description = "Quota exceeded", body = ErrorBody),
+    ))]
+pub async fn create_content(
+    State(state): State<Context>,
+    caller: AuthRequired,
+    ApiQuery(query): ApiQuery<NewContentQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> ServiceResult<(StatusCode, Json<ObjectView>)> {
+    let target = (query.parent_id, query.name.as_str());
+    let group = caller.user.group_id();
+    let created =
+        writes::create_file(&state, caller.claims.sub, group, target, content_length(&headers), body_stream(body))
+            .await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
 /// Create (or return) a file's permanent source link.
 #[utoipa::path(post, path = "/file/source/{id}", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
