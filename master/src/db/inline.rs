@@ -272,6 +272,9 @@ impl Values for rusqlite::Row<'_> {
     fn int_at(&self, index: usize) -> Result<i64, DbError> {
         Ok(self.get(index)?)
     }
+    fn opt_int_at(&self, index: usize) -> Result<Option<i64>, DbError> {
+        Ok(self.get(index)?)
+    }
 }
 
 #[cfg(test)]

@@ -107,6 +107,7 @@ pub trait Values {
     fn text_at(&self, index: usize) -> Result<String, DbError>;
     fn opt_text_at(&self, index: usize) -> Result<Option<String>, DbError>;
     fn int_at(&self, index: usize) -> Result<i64, DbError>;
+    fn opt_int_at(&self, index: usize) -> Result<Option<i64>, DbError>;
 }
 
 impl Values for sqlx::any::AnyRow {
@@ -129,6 +130,9 @@ impl Values for sqlx::any::AnyRow {
         Ok(sqlx::Row::try_get(self, index)?)
     }
     fn int_at(&self, index: usize) -> Result<i64, DbError> {
+        Ok(sqlx::Row::try_get(self, index)?)
+    }
+    fn opt_int_at(&self, index: usize) -> Result<Option<i64>, DbError> {
         Ok(sqlx::Row::try_get(self, index)?)
     }
 }

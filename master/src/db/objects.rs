@@ -72,10 +72,27 @@ pub async fn root_of(db: &Db, owner_id: UserId) -> Result<Option<ObjectRow>, DbE
 
 /// Any object by id, whoever owns it: `service::access` decides whether the caller may have it.
 pub async fn find_by_id(db: &Db, id: ObjectId) -> Result<Option<ObjectRow>, DbError> {
-    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM objects WHERE id = $1"))
-        .bind(id)
-        .fetch_optional(db.reader())
-        .await?)
+    // Every access check reads this: on SQLite on the calling thread ([`Db::read_row`]).
+    db.read_row(&format!("SELECT {COLUMNS} FROM objects WHERE id = $1"), &[Arg::Text(&id.to_string())], decode_object)
+        .await
+}
+
+/// An [`ObjectRow`] from the columns of [`COLUMNS`], by position.
+fn decode_object(row: &dyn Values) -> Result<ObjectRow, DbError> {
+    Ok(ObjectRow {
+        id: row.parsed_at(0)?,
+        owner_id: row.parsed_at(1)?,
+        parent_id: row.opt_parsed_at(2)?,
+        name: row.text_at(3)?,
+        kind: row.parsed_at(4)?,
+        policy_id: row.opt_parsed_at(5)?,
+        physical_file_id: row.opt_text_at(6)?,
+        size: row.int_at(7)?,
+        trashed_at: row.opt_int_at(8)?,
+        trash_root_id: row.opt_parsed_at(9)?,
+        created_at: row.int_at(10)?,
+        updated_at: row.int_at(11)?,
+    })
 }
 
 /// As [`find_by_id`], inside the caller's transaction.

@@ -136,10 +136,35 @@ pub async fn touch_identity(db: &Db, provider: &str, identifier: &str, now: Mill
 }
 
 pub async fn find(db: &Db, id: UserId) -> Result<Option<UserRow>, DbError> {
-    Ok(sqlx::query_as(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1"))
-        .bind(id)
-        .fetch_optional(db.reader())
-        .await?)
+    // Every user-level request reads this (the guard): on SQLite on the calling thread.
+    db.read_row(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1"), &[Arg::Text(&id.to_string())], decode_user)
+        .await
+}
+
+/// A [`UserRow`] from the columns of [`USER_COLUMNS`], by position.
+fn decode_user(row: &dyn Values) -> Result<UserRow, DbError> {
+    Ok(UserRow {
+        id: row.parsed_at(0)?,
+        email: row.text_at(1)?,
+        nickname: row.text_at(2)?,
+        status: row.parsed_at(3)?,
+        group_id: row.parsed_at(4)?,
+        storage: row.int_at(5)?,
+        language: row.text_at(6)?,
+        timezone: i32::try_from(row.int_at(7)?)
+            .map_err(|error| DbError::Invalid { column: "users.timezone".to_owned(), reason: error.to_string() })?,
+        two_factor_key: row.opt_text_at(8)?,
+        color_primary: row.opt_text_at(9)?,
+        color_secondary: row.opt_text_at(10)?,
+        color_success: row.opt_text_at(11)?,
+        color_info: row.opt_text_at(12)?,
+        color_warning: row.opt_text_at(13)?,
+        color_error: row.opt_text_at(14)?,
+        color_neutral: row.opt_text_at(15)?,
+        created_at: row.int_at(16)?,
+        updated_at: row.int_at(17)?,
+        claims_changed_at: row.int_at(18)?,
+    })
 }
 
 /// A user-editable profile column.
