@@ -253,18 +253,23 @@ pub async fn walk(db: &Db, start: WalkStart, names: &[&str]) -> Result<Vec<Listi
 
 /// Names from the root down to `id` (the root's own name, empty, first).
 pub async fn path_names(db: &Db, id: ObjectId) -> Result<Vec<String>, DbError> {
-    let rows: Vec<(String,)> = sqlx::query_as(
+    // One row, the names joined by `/` (which no name contains), so it runs where single-row
+    // reads do: on SQLite on the calling thread (every created or changed object's answer
+    // carries its path).
+    let joined = match db.backend() {
+        super::Backend::Sqlite => "group_concat(name, '/' ORDER BY depth DESC)",
+        super::Backend::Postgres => "string_agg(name, '/' ORDER BY depth DESC)",
+    };
+    let sql = format!(
         "WITH RECURSIVE chain(id, parent_id, name, depth) AS (
              SELECT id, parent_id, name, 0 FROM objects WHERE id = $1
              UNION ALL
              SELECT o.id, o.parent_id, o.name, c.depth + 1 FROM objects o JOIN chain c ON o.id = c.parent_id
          )
-         SELECT name FROM chain ORDER BY depth DESC",
-    )
-    .bind(id)
-    .fetch_all(db.reader())
-    .await?;
-    Ok(rows.into_iter().map(|(n,)| n).collect())
+         SELECT {joined} AS names FROM chain"
+    );
+    let names = db.read_row(&sql, &[Arg::Text(&id.to_string())], |row| row.opt_text("names")).await?.flatten();
+    Ok(names.map(|names| names.split('/').map(str::to_owned).collect()).unwrap_or_default())
 }
 
 /// Ids of `id` and all its ancestors.
