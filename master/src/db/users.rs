@@ -152,7 +152,7 @@ fn decode_user(row: &dyn Values) -> Result<UserRow, DbError> {
         storage: row.int_at(5)?,
         language: row.text_at(6)?,
         timezone: i32::try_from(row.int_at(7)?)
-            .map_err(|error| DbError::Invalid { column: "users.timezone".to_owned(), reason: error.to_string() })?,
+            .map_err(|error| DbError::Invalid { column: "timezone (users)".to_owned(), reason: error.to_string() })?,
         two_factor_key: row.opt_text_at(8)?,
         color_primary: row.opt_text_at(9)?,
         color_secondary: row.opt_text_at(10)?,
