@@ -79,7 +79,7 @@ fn requested_range(request: &HeaderMap, size: u64) -> Result<Option<ByteRange>, 
     let Some(value) = request.get(header::RANGE).and_then(|v| v.to_str().ok()) else { return Ok(None) };
     let parsed = match http_range_header::parse_range_header(value) {
         Ok(parsed) => parsed,
-        Err(RangeUnsatisfiableError::ZeroSuffix) => return Err(range_not_satisfiable(size)),
+        Err(RangeUnsatisfiableError::ZeroSuffix) => return Err(RangeNotSatisfiable { size }),
         Err(_) => return Ok(None),
     };
     let [spec] = parsed.ranges.as_slice() else { return Ok(None) };
@@ -87,14 +87,14 @@ fn requested_range(request: &HeaderMap, size: u64) -> Result<Option<ByteRange>, 
         // An empty file has no byte to start at; a suffix of it is all of it (nothing).
         return match spec.start {
             StartPosition::FromLast(_) => Ok(None),
-            StartPosition::Index(_) => Err(range_not_satisfiable(size)),
+            StartPosition::Index(_) => Err(RangeNotSatisfiable { size }),
         };
     };
     let (start, end_inclusive) = match (spec.start, spec.end) {
         (StartPosition::FromLast(suffix), _) => (size.saturating_sub(suffix), last),
-        (StartPosition::Index(start), _) if start > last => return Err(range_not_satisfiable(size)),
+        (StartPosition::Index(start), _) if start > last => return Err(RangeNotSatisfiable { size }),
         (StartPosition::Index(start), EndPosition::Index(end)) if end < start => {
-            return Err(range_not_satisfiable(size));
+            return Err(RangeNotSatisfiable { size });
         }
         (StartPosition::Index(start), EndPosition::Index(end)) => (start, end.min(last)),
         (StartPosition::Index(start), EndPosition::LastByte) => (start, last),
@@ -106,10 +106,6 @@ fn requested_range(request: &HeaderMap, size: u64) -> Result<Option<ByteRange>, 
 #[derive(Debug, PartialEq, Eq)]
 struct RangeNotSatisfiable {
     size: u64,
-}
-
-fn range_not_satisfiable(size: u64) -> RangeNotSatisfiable {
-    RangeNotSatisfiable { size }
 }
 
 impl IntoResponse for RangeNotSatisfiable {

@@ -332,7 +332,7 @@ fn refused(refusal: Refusal) -> ServiceError {
     }
 }
 
-pub fn changed_meanwhile() -> ServiceError {
+fn changed_meanwhile() -> ServiceError {
     ServiceError::new(
         ErrorKind::Conflict,
         codes::OBJECT_CHANGED,
