@@ -29,6 +29,10 @@ const STAGING: &str = ".staging";
 /// Bytes read per blocking job when a blob is streamed out (one more is read ahead while the
 /// last is sent): memory per download stays bounded, trips to the blocking pool stay few.
 const READ_PIECE: u64 = 1024 * 1024;
+/// Bytes read per piece on the polling thread when the page cache holds them: small enough that
+/// a cached range reaches the client in several pieces, the client taking in one while the next
+/// is read, large enough that a big download takes few polls.
+const CACHED_PIECE: u64 = 256 * 1024;
 /// A streamed body is gathered into batches of this size, each written by one blocking job: a
 /// small file costs one trip to the blocking pool (not one per file operation), a large one a
 /// trip per batch (not per network piece).
@@ -277,25 +281,22 @@ impl BlobStore for LocalBlobStore {
         let path = self.blob_path(key)?;
         // A blob the kernel has cached is read here, without a trip to the blocking pool (two
         // thread hand-offs, most of a small download's cost); only one that needs the disk goes.
-        if let Some((file, first, remaining)) = read_cached(&path, key, range)? {
-            return Ok(read_stream(file, first, remaining));
+        if let Some(opened) = read_cached(&path, key, range)? {
+            return Ok(read_stream(opened));
         }
         let key = key.clone();
-        // Open, check, seek and read the first piece in one trip: a small blob costs one.
-        let (file, first, remaining) = run_blocking(move || {
+        // Open, check and read the first piece in one trip: a small blob costs one.
+        let opened = run_blocking(move || {
             let mut file = std::fs::File::open(&path).map_err(|err| not_found_or(&key, "open a blob", err))?;
             let metadata = file.metadata().map_err(|err| io_failure("inspect a blob", err))?;
             let (start, len) = span(&key, &metadata, range)?;
-            if start > 0 {
-                std::io::Seek::seek(&mut file, SeekFrom::Start(start))
-                    .map_err(|err| io_failure("seek in a blob", err))?;
-            }
-            let first = read_piece(&mut file, len).map_err(|err| io_failure("read a blob", err))?;
-            let remaining = len - first.len() as u64;
-            Ok((file, first, remaining))
+            let first = read_piece(&mut file, start, len).map_err(|err| io_failure("read a blob", err))?;
+            let next = start + first.len() as u64;
+            let remaining = if first.is_empty() { 0 } else { len - first.len() as u64 };
+            Ok(Opened { file, first, next, remaining })
         })
         .await?;
-        Ok(read_stream(file, first, remaining))
+        Ok(read_stream(opened))
     }
 
     async fn size(&self, key: &StorageKey) -> StorageResult<Option<u64>> {
@@ -532,97 +533,151 @@ fn span(key: &StorageKey, metadata: &std::fs::Metadata, range: Option<ByteRange>
     }
 }
 
-/// The first piece of a read of `range` of the blob at `path`, and the file positioned after
-/// it, when it takes no disk access: the path resolves from the kernel's lookup cache alone
-/// (`RESOLVE_CACHED`) and the bytes come from the page cache alone (`RWF_NOWAIT`). `None` when
-/// anything would wait for the disk (or the kernel lacks either flag): read on the blocking pool.
+/// The first piece of a read of `range` of the blob at `path`, the file, where the piece ends and
+/// how many bytes follow it, when it takes no disk access: the path resolves from the kernel's
+/// lookup cache alone (`RESOLVE_CACHED`) and the bytes come from the page cache alone
+/// ([`read_cached_at`]). `None` when anything would wait for the disk (or the kernel lacks
+/// either flag): read on the blocking pool.
 #[cfg(target_os = "linux")]
-fn read_cached(
-    path: &Path,
-    key: &StorageKey,
-    range: Option<ByteRange>,
-) -> StorageResult<Option<(std::fs::File, Bytes, u64)>> {
+fn read_cached(path: &Path, key: &StorageKey, range: Option<ByteRange>) -> StorageResult<Option<Opened>> {
     use rustix::fs::{CWD, Mode, OFlags, ResolveFlags, openat2};
-    use rustix::io::{Errno, ReadWriteFlags, preadv2};
+    use rustix::io::Errno;
     let fd = match openat2(CWD, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty(), ResolveFlags::CACHED) {
         Ok(fd) => fd,
         Err(Errno::NOENT | Errno::NOTDIR) => return Err(StorageError::NotFound(key.to_string())),
         // Not cached, an old kernel, or an error the blocking path reports in full.
         Err(_) => return Ok(None),
     };
-    let mut file = std::fs::File::from(fd);
+    let file = std::fs::File::from(fd);
     let metadata = file.metadata().map_err(|err| io_failure("inspect a blob", err))?;
     let (start, len) = span(key, &metadata, range)?;
-    let mut piece = vec![0; len.min(READ_PIECE) as usize];
+    let Some(first) = read_cached_at(&file, start, len) else {
+        return Ok(None);
+    };
+    let next = start + first.len() as u64;
+    // An empty first piece: the file ended early (truncated under us), nothing follows.
+    let remaining = if first.is_empty() { 0 } else { len - first.len() as u64 };
+    Ok(Some(Opened { file, first, next, remaining }))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_cached(_: &Path, _: &StorageKey, _: Option<ByteRange>) -> StorageResult<Option<Opened>> {
+    Ok(None)
+}
+
+/// Up to [`CACHED_PIECE`] of the `remaining` bytes at `offset`, when the page cache holds at
+/// least the first (`RWF_NOWAIT`: no disk access); fewer when the file ends early or the rest
+/// would need the disk. `None` when the first byte would wait for the disk, or on an error the
+/// blocking path reports in full.
+#[cfg(target_os = "linux")]
+fn read_cached_at(file: &std::fs::File, offset: u64, remaining: u64) -> Option<Bytes> {
+    use rustix::io::{Errno, ReadWriteFlags, preadv2};
+    let mut piece = vec![0; remaining.min(CACHED_PIECE) as usize];
     let mut filled = 0;
     while filled < piece.len() {
         let mut slice = [std::io::IoSliceMut::new(&mut piece[filled..])];
-        match preadv2(&file, &mut slice, start + filled as u64, ReadWriteFlags::NOWAIT) {
+        match preadv2(file, &mut slice, offset + filled as u64, ReadWriteFlags::NOWAIT) {
             Ok(0) => break, // the file ended early (truncated under us)
             Ok(read) => filled += read,
             Err(Errno::INTR) => {}
-            // Some bytes would need the disk: the blocking pool reads them (all, or the rest).
-            Err(_) if filled == 0 => return Ok(None),
+            Err(_) if filled == 0 => return None,
             Err(_) => break,
         }
     }
     piece.truncate(filled);
-    std::io::Seek::seek(&mut file, SeekFrom::Start(start + filled as u64))
-        .map_err(|err| io_failure("seek in a blob", err))?;
-    let remaining = if filled == 0 { 0 } else { len - filled as u64 };
-    Ok(Some((file, Bytes::from(piece), remaining)))
+    Some(Bytes::from(piece))
 }
 
 #[cfg(not(target_os = "linux"))]
-fn read_cached(_: &Path, _: &StorageKey, _: Option<ByteRange>) -> StorageResult<Option<(std::fs::File, Bytes, u64)>> {
-    Ok(None)
+fn read_cached_at(_: &std::fs::File, _: u64, _: u64) -> Option<Bytes> {
+    None
 }
 
-/// Up to [`READ_PIECE`] bytes (fewer only at the end of the file), read without zeroing a buffer.
-fn read_piece(file: &mut std::fs::File, remaining: u64) -> io::Result<Bytes> {
-    use std::io::Read as _;
+/// A blob opened for a read: its first piece, where that piece ends, and how many bytes follow.
+struct Opened {
+    file: std::fs::File,
+    first: Bytes,
+    next: u64,
+    remaining: u64,
+}
+
+/// Up to [`READ_PIECE`] bytes at `offset` (fewer only at the end of the file), read without
+/// zeroing a buffer.
+fn read_piece(file: &mut std::fs::File, offset: u64, remaining: u64) -> io::Result<Bytes> {
+    use std::io::{Read as _, Seek as _};
+    file.seek(SeekFrom::Start(offset))?;
     let want = remaining.min(READ_PIECE);
     let mut piece = Vec::with_capacity(want as usize);
     file.take(want).read_to_end(&mut piece)?;
     Ok(Bytes::from(piece))
 }
 
-/// The rest of a blob after `first`: `remaining` bytes read piece by piece on the blocking pool,
-/// the next piece read while the last one is on its way to the client.
-fn read_stream(file: std::fs::File, first: Bytes, remaining: u64) -> ByteStream {
+/// The rest of a blob after its first piece. Each piece the page cache holds is read on the
+/// polling thread ([`read_cached_at`]): a cached range goes out in pieces as they are read, the
+/// client taking in one while the next is copied. Once a piece needs the disk, the rest is read
+/// on the blocking pool, the next piece read while the last one is on its way to the client.
+fn read_stream(opened: Opened) -> ByteStream {
     type ReadJob = tokio::task::JoinHandle<io::Result<(std::fs::File, Bytes)>>;
     struct Reading {
         ready: Option<Bytes>,
         file: Option<std::fs::File>,
+        next: u64,
         remaining: u64,
-        next: Option<ReadJob>,
+        on_disk: bool,
+        job: Option<ReadJob>,
     }
-    let state = Reading { ready: Some(first), file: Some(file), remaining, next: None };
+    impl Reading {
+        /// Starts reading the next piece on the blocking pool.
+        fn read_ahead(&mut self) {
+            if let Some(mut file) = self.file.take() {
+                let (offset, remaining) = (self.next, self.remaining);
+                self.job = Some(tokio::task::spawn_blocking(move || {
+                    let piece = read_piece(&mut file, offset, remaining)?;
+                    Ok((file, piece))
+                }));
+            }
+        }
+
+        fn advance(&mut self, piece: Bytes) {
+            self.next += piece.len() as u64;
+            self.remaining = if piece.is_empty() { 0 } else { self.remaining.saturating_sub(piece.len() as u64) };
+            self.ready = Some(piece);
+        }
+    }
+    let Opened { file, first, next, remaining } = opened;
+    let state = Reading { ready: Some(first), file: Some(file), next, remaining, on_disk: false, job: None };
     Box::pin(futures_util::stream::unfold(state, |mut state| async move {
         loop {
             if let Some(piece) = state.ready.take() {
                 if piece.is_empty() {
                     return None; // the file ended early (truncated under us): stop there
                 }
-                if state.remaining > 0
-                    && let Some(mut file) = state.file.take()
-                {
-                    let remaining = state.remaining;
-                    state.next = Some(tokio::task::spawn_blocking(move || {
-                        let piece = read_piece(&mut file, remaining)?;
-                        Ok((file, piece))
-                    }));
+                if state.on_disk && state.remaining > 0 {
+                    state.read_ahead();
                 }
                 return Some((Ok(piece), state));
             }
-            match state.next.take()?.await {
-                Ok(Ok((file, piece))) => {
-                    state.remaining -= (piece.len() as u64).min(state.remaining);
-                    state.file = Some(file);
-                    state.ready = Some(piece);
+            if let Some(job) = state.job.take() {
+                match job.await {
+                    Ok(Ok((file, piece))) => {
+                        state.file = Some(file);
+                        state.advance(piece);
+                        continue;
+                    }
+                    Ok(Err(err)) => return Some((Err(err), state)),
+                    Err(err) => return Some((Err(io::Error::other(err)), state)),
                 }
-                Ok(Err(err)) => return Some((Err(err), state)),
-                Err(err) => return Some((Err(io::Error::other(err)), state)),
+            }
+            if state.remaining == 0 {
+                return None;
+            }
+            match state.file.as_ref().and_then(|file| read_cached_at(file, state.next, state.remaining)) {
+                Some(piece) => state.advance(piece),
+                None => {
+                    state.on_disk = true;
+                    state.read_ahead();
+                    state.job.as_ref()?;
+                }
             }
         }
     }))
@@ -993,6 +1048,37 @@ mod tests {
         let forged = StagedUpload { key: "k".into(), size: 10, chunk_size: 1024, handle: "../../etc/passwd".into() };
         let result = store.put_chunk(&forged, 0, body(b"0123456789", 10)).await;
         assert!(matches!(result, Err(StorageError::Failed(_))), "{result:?}");
+    }
+
+    /// A read takes its pieces from the page cache while it holds them and from the disk once
+    /// it does not: the bytes are the same whichever part of the blob was cached.
+    #[tokio::test]
+    async fn a_read_partly_cached_and_partly_on_disk_keeps_every_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(&dir);
+        let len = 4 * READ_PIECE as usize + 3 * CACHED_PIECE as usize + 17;
+        let data = content(len, 21);
+        let k = unique_key("partly-cached");
+        store.put_stream(&k, body(&data, 100_000), None).await.unwrap();
+        let path = store.blob_path(&k).unwrap();
+        let evict = |from: u64| {
+            let file = std::fs::File::open(&path).unwrap();
+            // Clean pages (the store synced them) leave the page cache on this advice.
+            let _ = rustix::fs::fadvise(&file, from, None, rustix::fs::Advice::DontNeed);
+        };
+        let ranges = [(0, len as u64 - 1), (100, 3 * READ_PIECE + 5), (CACHED_PIECE - 1, CACHED_PIECE)];
+        for evicted_from in [None, Some(0), Some(READ_PIECE + 12_345)] {
+            for (start, end) in ranges {
+                if let Some(from) = evicted_from {
+                    evict(from);
+                }
+                let got = read_all(store.get(&k, Some(ByteRange { start, end_inclusive: end })).await.unwrap()).await;
+                assert!(
+                    got == data[start as usize..=end as usize],
+                    "range {start}-{end}, evicted from {evicted_from:?}"
+                );
+            }
+        }
     }
 
     #[tokio::test]
