@@ -111,13 +111,9 @@ pub async fn find_owned(db: &Db, owner_id: UserId, id: ObjectId) -> Result<Optio
 
 /// A live child of `parent_id` by name.
 pub async fn child_by_name(db: &Db, parent_id: ObjectId, name: &str) -> Result<Option<ObjectRow>, DbError> {
-    Ok(sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM objects WHERE parent_id = $1 AND name = $2 AND trashed_at IS NULL"
-    ))
-    .bind(parent_id)
-    .bind(name)
-    .fetch_optional(db.reader())
-    .await?)
+    // Path walks and every new file's name check read this: on SQLite on the calling thread.
+    let sql = format!("SELECT {COLUMNS} FROM objects WHERE parent_id = $1 AND name = $2 AND trashed_at IS NULL");
+    db.read_row(&sql, &[Arg::Text(&parent_id.to_string()), Arg::Text(name)], decode_object).await
 }
 
 /// Every live child of `parent_id`, folders first, then by name (byte order) and id: a whole
