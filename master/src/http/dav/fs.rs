@@ -280,7 +280,7 @@ impl NuboFs {
         &self,
         path: &DavPath,
         depth_one: bool,
-    ) -> FsResult<Option<(Arc<PathEntry>, Vec<Arc<PathEntry>>)>> {
+    ) -> FsResult<Option<(Arc<PathEntry>, Vec<PathEntry>)>> {
         let entry = self.entry(path).await?;
         if !self.props_of(&entry).await?.is_empty() {
             return Ok(None);
@@ -288,21 +288,28 @@ impl NuboFs {
         if !depth_one || !entry.is_folder {
             return Ok(Some((entry, Vec::new())));
         }
-        let (children, with_props) = self.children(path, &entry).await?;
-        Ok((!with_props).then_some((entry, children)))
+        // Not remembered: the answer is written from this list and nothing else in the request
+        // asks about a child (remembering 10,000 of them cost more memory than the answer).
+        let (children, props) = self.listing(&entry).await?;
+        Ok(props.is_empty().then_some((entry, children)))
+    }
+
+    /// The live children of `folder` and the dead properties of those that have some.
+    async fn listing(&self, folder: &PathEntry) -> FsResult<(Vec<PathEntry>, HashMap<Uuid, Vec<DavProperty>>)> {
+        let db = self.ctx.db();
+        // Both at once, on two of the read pool's connections (two snapshots, as one after the
+        // other would be).
+        tokio::try_join!(
+            files::live_children(db, self.user(), folder),
+            metadata::dav_properties_of_children(db, self.user(), folder),
+        )
+        .map_err(fs_error)
     }
 
     /// The live children of `folder` (at `path`), remembered with their dead properties; and
     /// whether any of them has some.
     async fn children(&self, path: &DavPath, folder: &PathEntry) -> FsResult<(Vec<Arc<PathEntry>>, bool)> {
-        let db = self.ctx.db();
-        // Both at once, on two of the read pool's connections (two snapshots, as one after the
-        // other would be).
-        let (children, mut props) = tokio::try_join!(
-            files::live_children(db, self.user(), folder),
-            metadata::dav_properties_of_children(db, self.user(), folder),
-        )
-        .map_err(fs_error)?;
+        let (children, mut props) = self.listing(folder).await?;
         let with_props = !props.is_empty();
         let base = path_key(path);
         let mut remembered = self.remembered();
