@@ -132,6 +132,15 @@ impl Bench {
         value
     }
 
+    fn print(&self) {
+        println!("\n| workload | figure | server peak RSS | target |");
+        println!("|---|---|---:|---|");
+        for row in &self.rows {
+            let rss = row.rss_mib.map(|r| format!("{r:.1} MiB")).unwrap_or_default();
+            println!("| {} | {} | {} | {} |", row.workload, row.figure, rss, row.target);
+        }
+    }
+
     fn record(&mut self, workload: &str, figure: String, measured_rss: bool, target: &str) {
         let rss = measured_rss.then(|| self.server.peak_rss_mib());
         println!("{workload}: {figure}{}", rss.map(|r| format!(" (peak RSS {r:.1} MiB)")).unwrap_or_default());
@@ -339,7 +348,53 @@ pub(crate) async fn start_signed_in() -> (Bench, String) {
     (bench, owner)
 }
 
-pub async fn run() {
+/// The three ways to create a small file, side by side on one master: an upload session (two
+/// requests, two commits), one request (`POST /file/content`), and WebDAV `PUT`. `rounds` rounds
+/// in rotating order, contents new each time; the median of each.
+async fn small_files_side_by_side(bench: &mut Bench, rounds: usize) {
+    let created = bench
+        .json(reqwest::Method::POST, "/webdav/accounts", Some(json!({"name": "small", "password": SMALL_DAV_PASSWORD})))
+        .await;
+    assert_eq!(created["name"], "small");
+    let mut rates: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let ways = [SmallWay::Session, SmallWay::OneRequest, SmallWay::Dav];
+    for round in 0..rounds {
+        for k in 0..ways.len() {
+            let index = (k + round) % ways.len();
+            let way = ways[index];
+            bench.server.reset_peak();
+            // Contents new to the server in every round and every way (WebDAV would otherwise
+            // refer to the blobs an earlier way stored, and store nothing).
+            let seed = (round * ways.len() + index) * 10_000;
+            let rate = upload_small_files(bench, way, &format!("small-{}-{round}", way.name()), seed).await;
+            rates.entry(way.name()).or_default().push(rate);
+        }
+    }
+    for way in ways {
+        let mut measured = rates.remove(way.name()).unwrap_or_default();
+        measured.sort_by(f64::total_cmp);
+        let median = measured.get(measured.len() / 2).copied().unwrap_or_default();
+        bench.record(
+            &format!("1000 new files of 4 KiB, {} (8 clients)", way.label()),
+            format!("{median:.0} files/s"),
+            true,
+            "",
+        );
+    }
+}
+
+/// `nubo-bench files [--small ROUNDS]`: every workload, or with `--small` only the small files'
+/// side by side, that many rounds.
+pub async fn run(args: &[String]) {
+    if let [flag, rounds] = args
+        && flag == "--small"
+    {
+        let rounds = rounds.parse().expect("--small takes a number of rounds");
+        let (mut bench, _) = start_signed_in().await;
+        small_files_side_by_side(&mut bench, rounds).await;
+        bench.print();
+        return;
+    }
     let (mut bench, owner) = start_signed_in().await;
     let data_dir = bench.server.dir.path().join("data");
 
@@ -418,38 +473,7 @@ pub async fn run() {
         "",
     );
 
-    // The three ways to create a small file, side by side on one master: an upload session
-    // (two requests, two commits), one request (`POST /file/content`), and WebDAV `PUT`. Three
-    // rounds in rotating order, contents new each time; the median of each.
-    let created = bench
-        .json(reqwest::Method::POST, "/webdav/accounts", Some(json!({"name": "small", "password": SMALL_DAV_PASSWORD})))
-        .await;
-    assert_eq!(created["name"], "small");
-    let mut rates: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    let ways = [SmallWay::Session, SmallWay::OneRequest, SmallWay::Dav];
-    for round in 0..3 {
-        for k in 0..ways.len() {
-            let index = (k + round) % ways.len();
-            let way = ways[index];
-            bench.server.reset_peak();
-            // Contents new to the server in every round and every way (WebDAV would otherwise
-            // refer to the blobs an earlier way stored, and store nothing).
-            let seed = (round * ways.len() + index) * 10_000;
-            let rate = upload_small_files(&bench, way, &format!("small-{}-{round}", way.name()), seed).await;
-            rates.entry(way.name()).or_default().push(rate);
-        }
-    }
-    for way in ways {
-        let mut measured = rates.remove(way.name()).unwrap_or_default();
-        measured.sort_by(f64::total_cmp);
-        let median = measured.get(measured.len() / 2).copied().unwrap_or_default();
-        bench.record(
-            &format!("1000 new files of 4 KiB, {} (8 clients)", way.label()),
-            format!("{median:.0} files/s"),
-            true,
-            "",
-        );
-    }
+    small_files_side_by_side(&mut bench, 3).await;
 
     let big_folder = bench
         .json(reqwest::Method::POST, "/directory", Some(json!({"parent_id": bench.root, "name": "ten-thousand"})))
@@ -491,12 +515,7 @@ pub async fn run() {
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     bench.record(&format!("move a folder with {seeded} descendants"), format!("{ms:.1} ms"), true, "< 50 ms");
 
-    println!("\n| workload | figure | server peak RSS | target |");
-    println!("|---|---|---:|---|");
-    for row in &bench.rows {
-        let rss = row.rss_mib.map(|r| format!("{r:.1} MiB")).unwrap_or_default();
-        println!("| {} | {} | {} | {} |", row.workload, row.figure, rss, row.target);
-    }
+    bench.print();
 }
 
 /// The WebDAV password of the account the small-file comparison creates.

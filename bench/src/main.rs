@@ -3,7 +3,8 @@
 //!
 //! `nubo-bench files` runs the file workloads against a `nubo-master` process (see `files.rs`);
 //! `nubo-bench nodes` compares uploads straight to a `nubo-slave` process with uploads through
-//! the master (see `nodes.rs`).
+//! the master (see `nodes.rs`); `nubo-bench reads` reads one small file through WebDAV, a source
+//! link and download tokens side by side (see `reads.rs`).
 //!
 //! `nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL]` starts a master on
 //! SQLite (in-memory store), signs in, then drives a `jwt_required` endpoint
@@ -26,6 +27,7 @@ mod dav;
 mod files;
 mod migrate;
 mod nodes;
+mod reads;
 
 struct Options {
     seconds: u64,
@@ -187,7 +189,7 @@ async fn bench_auth(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench files | nubo-bench migrate | nubo-bench nodes | nubo-bench dav [--runs N] [--peers a,b]";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b]";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -200,6 +202,18 @@ fn main() {
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
         runtime.block_on(dav::run(rest));
+        return;
+    }
+    if command == "files" {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(files::run(rest));
+        return;
+    }
+    if command == "reads" {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(reads::run(rest));
         return;
     }
     if command == "s3-copy" {
@@ -218,7 +232,6 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     match command.as_str() {
         "auth" => runtime.block_on(bench_auth(options)),
-        "files" => runtime.block_on(files::run()),
         "migrate" => runtime.block_on(migrate::run()),
         "nodes" => runtime.block_on(nodes::run()),
         other => {
