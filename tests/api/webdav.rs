@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use nubo_tests::cluster::TestNode;
 use nubo_tests::dav::DavUser;
-use nubo_tests::files::{PolicyKind, TestPolicy, content};
+use nubo_tests::files::{PolicyKind, content};
 use nubo_tests::{Session, TestApp, error_body, on_every_backend, on_every_backend_and_storage, settled};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -85,11 +85,6 @@ async fn root_names(app: &TestApp, user: &Session) -> Vec<String> {
 /// What the user is charged once the master has dealt with a write that was cut off.
 async fn settled_storage(app: &TestApp, user: &Session, expected: i64) -> i64 {
     settled(expected, || app.storage_used(user)).await
-}
-
-/// How many blobs the policy holds once a write's leftovers are removed.
-async fn settled_blobs(app: &TestApp, policy: &TestPolicy, expected: usize) -> usize {
-    settled(expected, || async { policy.stored_blobs(app) }).await
 }
 
 fn basic_header(dav: &DavUser) -> String {
@@ -534,7 +529,7 @@ async fn a_write_cut_off_mid_body_leaves_nothing(app: TestApp) {
 
     assert_eq!(settled_storage(&app, &user, used).await, used, "no quota change");
     assert_eq!(root_names(&app, &user).await, ["keep.bin"], "no partial file");
-    assert_eq!(settled_blobs(&app, &policy, 1).await, 1, "the partial bytes are gone from storage");
+    assert_eq!(policy.settled_blobs(&app, 1).await, 1, "the partial bytes are gone from storage");
 }
 
 /// Sends a `PUT` declaring `declared` bytes, only `sent` of them, and closes the connection.
@@ -572,7 +567,7 @@ async fn an_overwrite_is_atomic_and_releases_the_old_blob(app: TestApp) {
 
     assert_eq!(dav.get("/doc.bin").await.bytes().await.unwrap().as_ref(), new.as_slice());
     assert_eq!(app.storage_used(&user).await, 600_000, "charged for the new content only");
-    assert_eq!(settled_blobs(&app, &policy, 1).await, 1, "the old blob's reference was released");
+    assert_eq!(policy.settled_blobs(&app, 1).await, 1, "the old blob's reference was released");
 
     // A failed overwrite keeps the current version and its charge, whether its body was large
     // enough to stream (100 KB) or small enough to be held (10 KB).
@@ -591,7 +586,7 @@ async fn an_overwrite_is_atomic_and_releases_the_old_blob(app: TestApp) {
     assert_eq!(dav.put("/doc.bin", small.clone()).await.status(), 204);
     assert_eq!(dav.get("/doc.bin").await.bytes().await.unwrap().as_ref(), small.as_slice());
     assert_eq!(app.storage_used(&user).await, 10_000);
-    assert_eq!(settled_blobs(&app, &policy, 1).await, 1, "the replaced blob is gone");
+    assert_eq!(policy.settled_blobs(&app, 1).await, 1, "the replaced blob is gone");
 }
 
 /// A small body whose content the policy already holds is not stored again: a new file, or a
@@ -661,11 +656,11 @@ async fn of_two_overlapping_overwrites_the_first_to_finish_wins(app: TestApp) {
 
     assert_eq!(dav.get("/doc.bin").await.bytes().await.unwrap().as_ref(), first.as_slice());
     assert_eq!(settled_storage(&app, &user, 200_000).await, 200_000);
-    assert_eq!(settled_blobs(&app, &policy, 1).await, 1, "the original and the refused content are gone");
+    assert_eq!(policy.settled_blobs(&app, 1).await, 1, "the original and the refused content are gone");
     // Writing the same content again refers to the blob already there.
     assert_eq!(dav.put("/doc.bin", first.clone()).await.status(), 204);
     assert_eq!(dav.get("/doc.bin").await.bytes().await.unwrap().as_ref(), first.as_slice());
-    assert_eq!(settled_blobs(&app, &policy, 1).await, 1);
+    assert_eq!(policy.settled_blobs(&app, 1).await, 1);
     assert_eq!(app.storage_used(&user).await, 200_000);
 
     // A file moved to the trash while new content arrives keeps the content it had.
@@ -677,7 +672,7 @@ async fn of_two_overlapping_overwrites_the_first_to_finish_wins(app: TestApp) {
     sender.send(Ok(second[100_000..].to_vec())).await.unwrap();
     drop(sender);
     assert_eq!(request.await.unwrap().unwrap().status(), 403, "the file went to the trash meanwhile");
-    assert_eq!(settled_blobs(&app, &policy, 1).await, 1, "the trashed file keeps its blob, nothing else stays");
+    assert_eq!(policy.settled_blobs(&app, 1).await, 1, "the trashed file keeps its blob, nothing else stays");
     assert_eq!(app.storage_used(&user).await, 200_000, "the trash still counts, the refused write does not");
 }
 
@@ -697,7 +692,7 @@ async fn files_round_trip_on_every_storage(app: TestApp, kind: PolicyKind) {
     let range = dav.request("GET", "/two.bin").header("Range", "bytes=100000-100099").send().await.unwrap();
     assert_eq!(range.bytes().await.unwrap().as_ref(), &bytes[100_000..100_100]);
     // The second write's own copy is removed after its answer.
-    assert_eq!(settled_blobs(&app, &policy, 1).await, 1, "identical content stored once");
+    assert_eq!(policy.settled_blobs(&app, 1).await, 1, "identical content stored once");
     assert_eq!(app.storage_used(&user).await, 3 * bytes.len() as i64, "each file is charged");
 }
 

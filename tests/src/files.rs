@@ -36,6 +36,12 @@ impl TestPolicy {
             None => files_below(&app.config.data_dir.join("small")).len(),
         }
     }
+
+    /// [`Self::stored_blobs`] once what the master removes after answering (a write's
+    /// leftovers, a duplicate's surplus bytes) is gone, within [`crate::settled`]'s patience.
+    pub async fn settled_blobs(&self, app: &TestApp, expected: usize) -> usize {
+        crate::settled(expected, || async { self.stored_blobs(app) }).await
+    }
 }
 
 /// Every file below `dir` (recursively).
