@@ -37,6 +37,8 @@ pub enum ErrorKind {
     Unavailable,
     /// A dependency answered, but with an error (storage misconfigured or failing).
     BadGateway,
+    /// The record existed but is no longer available (an expired or used-up share).
+    Gone,
     /// A requested range lies outside the content.
     RangeNotSatisfiable,
     /// The caller's storage quota does not allow this.

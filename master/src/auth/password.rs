@@ -36,9 +36,14 @@ pub fn check_password_rules(password: &Secret) -> Result<(), PasswordError> {
     if (MIN_PASSWORD_LEN..=MAX_PASSWORD_LEN).contains(&password.len()) { Ok(()) } else { Err(PasswordError::Length) }
 }
 
-/// Hashes a password into a PHC string (argon2id, random salt).
+/// Hashes an account password into a PHC string (argon2id, random salt), within the rules.
 pub async fn hash_password(password: &Secret) -> Result<String, PasswordError> {
     check_password_rules(password)?;
+    hash_secret(password).await
+}
+
+/// Hashes a secret with rules of its caller's own (a share's password) as [`hash_password`] does.
+pub async fn hash_secret(password: &Secret) -> Result<String, PasswordError> {
     let password = password.clone();
     let _slot = HASHING_SLOTS.acquire().await.map_err(|e| PasswordError::Hash(e.to_string()))?;
     tokio::task::spawn_blocking(move || {

@@ -71,6 +71,9 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
     KnownSetting { name: "footer_code", category: SettingsType::Basic, kind: SettingKind::Text, default: "" },
     KnownSetting { name: "tos_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "" },
     KnownSetting { name: "privacy_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "" },
+    // Where the site is reached from outside (`https://drive.example.com`): links the service
+    // hands out (shares) are built on it; empty: they are site paths.
+    KnownSetting { name: "site_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "" },
     KnownSetting {
         name: "auth_methods",
         category: SettingsType::Login,

@@ -20,9 +20,22 @@ pub fn to_rfc3339(ms: Millis) -> String {
         .unwrap_or_default()
 }
 
+/// A time the API was given in RFC 3339 (any offset), as stored; `None` when it does not parse.
+pub fn from_rfc3339(text: &str) -> Option<Millis> {
+    let parsed = OffsetDateTime::parse(text, &Rfc3339).ok()?;
+    Millis::try_from(parsed.unix_timestamp_nanos() / 1_000_000).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_what_it_formats_and_other_offsets() {
+        assert_eq!(from_rfc3339("2026-11-18T11:06:40.123Z"), Some(1_795_000_000_123));
+        assert_eq!(from_rfc3339("2026-11-18T12:06:40.123+01:00"), Some(1_795_000_000_123));
+        assert_eq!(from_rfc3339("tomorrow"), None);
+    }
 
     #[test]
     fn formats_epoch_millis_as_rfc3339_utc() {

@@ -60,6 +60,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::NotImplemented => StatusCode::NOT_IMPLEMENTED,
         ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorKind::BadGateway => StatusCode::BAD_GATEWAY,
+        ErrorKind::Gone => StatusCode::GONE,
         ErrorKind::RangeNotSatisfiable => StatusCode::RANGE_NOT_SATISFIABLE,
         ErrorKind::QuotaExceeded => StatusCode::INSUFFICIENT_STORAGE,
         ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
