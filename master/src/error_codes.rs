@@ -121,6 +121,15 @@ codes! {
 
     AUTH_MISSING_CREDENTIALS = "auth.missing_credentials";
 
+    SHARE_NOT_FOUND = "share.not_found";
+    SHARE_NOT_ALLOWED = "share.not_allowed";
+    SHARE_EXPIRED = "share.expired";
+    SHARE_DOWNLOAD_LIMIT_REACHED = "share.download_limit_reached";
+    SHARE_PASSWORD_REQUIRED = "share.password_required";
+    SHARE_PASSWORD_WRONG = "share.password_wrong";
+    SHARE_RATE_LIMITED = "share.rate_limited";
+    SHARE_PATH_INVALID = "share.path_invalid";
+
     WEBDAV_READ_ONLY = "webdav.read_only";
     WEBDAV_ROOT_MISSING = "webdav.root_missing";
 

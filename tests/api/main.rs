@@ -16,6 +16,7 @@ mod nodes;
 mod not_built;
 mod privileges;
 mod settings;
+mod shares;
 mod site;
 mod storage;
 mod tasks;

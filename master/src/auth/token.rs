@@ -24,6 +24,8 @@ pub enum TokenType {
     Access,
     Refresh,
     Download,
+    /// Opens a password-protected share for a while (see [`ShareGrantClaims`]).
+    ShareGrant,
 }
 
 /// The snapshot of the user's group taken when the token was issued.
@@ -79,6 +81,21 @@ pub struct DownloadClaims {
     pub jti: Uuid,
     /// The object to serve.
     pub obj: Uuid,
+    /// The share the object is reached through, when the downloader is a share's visitor
+    /// (`sub` is then the object's owner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shr: Option<Uuid>,
+    pub iat: i64,
+    pub exp: i64,
+    pub typ: TokenType,
+}
+
+/// Claims of a share grant: the visitor gave the password of share `sub`, whose hash had the
+/// fingerprint `pwf` (a changed password ends every grant of the old one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareGrantClaims {
+    pub sub: Uuid,
+    pub pwf: String,
     pub iat: i64,
     pub exp: i64,
     pub typ: TokenType,
@@ -132,6 +149,11 @@ impl TokenKeys {
     pub fn verify_download(&self, token: &str) -> Result<DownloadClaims, TokenError> {
         let claims: DownloadClaims = self.verify(token)?;
         if claims.typ == TokenType::Download { Ok(claims) } else { Err(TokenError::Invalid) }
+    }
+
+    pub fn verify_share_grant(&self, token: &str) -> Result<ShareGrantClaims, TokenError> {
+        let claims: ShareGrantClaims = self.verify(token)?;
+        if claims.typ == TokenType::ShareGrant { Ok(claims) } else { Err(TokenError::Invalid) }
     }
 
     pub fn verify_refresh(&self, token: &str) -> Result<RefreshClaims, TokenError> {

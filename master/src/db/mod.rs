@@ -23,6 +23,7 @@ pub mod policies;
 pub mod properties;
 pub mod refresh_tokens;
 pub mod settings;
+pub mod shares;
 pub mod tasks;
 pub mod themes;
 pub mod uploads;

@@ -654,6 +654,23 @@ pub async fn set_metadata(
     Ok(())
 }
 
+/// Whether `object_id` is `ancestor_id` or lies below it.
+pub async fn is_within(db: &Db, object_id: ObjectId, ancestor_id: ObjectId) -> Result<bool, DbError> {
+    let (found,): (i64,) = sqlx::query_as(
+        "WITH RECURSIVE chain(id, parent_id) AS (
+             SELECT id, parent_id FROM objects WHERE id = $1
+             UNION ALL
+             SELECT o.id, o.parent_id FROM objects o JOIN chain c ON o.id = c.parent_id
+         )
+         SELECT COUNT(*) FROM chain WHERE id = $2",
+    )
+    .bind(object_id)
+    .bind(ancestor_id)
+    .fetch_one(db.reader())
+    .await?;
+    Ok(found > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,12 +13,16 @@ use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::files::PathEntry;
 
-/// Why the caller may reach an object. Only owners today; shares, WOPI tokens and WebDAV
-/// accounts limited to a folder are to become variants of their own.
+/// Why the caller may reach an object. WOPI tokens and WebDAV accounts limited to a folder are
+/// to become variants of their own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Grant {
     /// The caller (this user) owns the object.
     Owner(Uuid),
+    /// A visitor reaches the object through this share (reading only): the shared object or
+    /// something below it. The share's own state (expiry, password, limits) is
+    /// `service::shares`' to check before asking.
+    Share(Uuid),
 }
 
 /// What the caller means to do with the object.
@@ -123,6 +127,24 @@ pub async fn writable(db: &Db, caller: Uuid, id: Uuid, reach: Reach) -> ServiceR
     admit(caller, db::objects::find_by_id(db, id.into()).await?, Need::Write, reach).map(Writable)
 }
 
+/// Object `id` for reading through share `share_id`, which opens `root` of `owner`: only `root`
+/// itself or what lies below it, not in the trash. Anything else is missing.
+pub async fn readable_in_share(
+    db: &Db,
+    share_id: Uuid,
+    (owner, root): (Uuid, ObjectId),
+    id: Uuid,
+) -> ServiceResult<Readable> {
+    let row = db::objects::find_by_id(db, id.into())
+        .await?
+        .filter(|row| Uuid::from(row.owner_id) == owner && row.trashed_at.is_none())
+        .ok_or_else(not_found)?;
+    if row.id != root && !db::objects::is_within(db, row.id, root).await? {
+        return Err(not_found());
+    }
+    Ok(Readable { row, grant: Grant::Share(share_id) })
+}
+
 /// As [`writable`], read inside the caller's transaction so the answer holds until it commits.
 pub async fn writable_in(conn: &mut Conn, caller: Uuid, id: ObjectId, reach: Reach) -> ServiceResult<Writable> {
     admit(caller, db::objects::find_by_id_in(conn, id).await?, Need::Write, reach).map(Writable)
@@ -140,8 +162,10 @@ pub(crate) fn entry_folder(caller: Uuid, entry: &PathEntry) -> ServiceResult<Obj
 
 /// Checks that `caller` may read `entry` (found by a path walk), without reading it again.
 pub(crate) fn entry_readable(caller: Uuid, entry: &PathEntry) -> ServiceResult<()> {
-    let Grant::Owner(owner) = entry.grant();
-    grant(caller, owner, Need::Read).map(|_| ()).ok_or_else(not_found)
+    match entry.grant() {
+        Grant::Owner(owner) => grant(caller, owner, Need::Read).map(|_| ()).ok_or_else(not_found),
+        Grant::Share(_) => Err(not_found()),
+    }
 }
 
 #[cfg(test)]

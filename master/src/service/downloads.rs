@@ -10,9 +10,9 @@ use crate::domain::ids::ObjectId;
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::access::{self, Reach, Readable, Writable};
+use crate::service::access::{self, Grant, Reach, Readable, Writable};
 use crate::service::files::{self, PathEntry};
-use crate::service::{accounts, policies};
+use crate::service::{accounts, policies, shares};
 use nubo_common::storage::{BlobStore, StorageKey};
 use serde::Serialize;
 use std::sync::Arc;
@@ -55,16 +55,22 @@ pub(crate) fn expect_file(row: &ObjectRow) -> ServiceResult<()> {
     if row.is_folder() { Err(not_a_file()) } else { Ok(()) }
 }
 
-/// A single-use token for `caller` to download a live file ([`Reach::Live`]); using it checks
-/// the caller's access again.
-pub async fn create_download_token(ctx: &Context, caller: Uuid, file: &Readable) -> ServiceResult<DownloadTokenView> {
+/// A single-use token to download a live file ([`Reach::Live`]) for whoever holds the handle:
+/// its owner, or a visitor of the share it was reached through. Using the token checks that
+/// access again (and counts a share's download).
+pub async fn create_download_token(ctx: &Context, file: &Readable) -> ServiceResult<DownloadTokenView> {
     expect_file(file.row())?;
     let now = now_ms() / 1000;
     let exp = now + DOWNLOAD_TOKEN_LIFETIME.as_secs() as i64;
+    let (sub, shr) = match file.grant() {
+        Grant::Owner(owner) => (owner, None),
+        Grant::Share(share) => (file.row().owner_id.into(), Some(share)),
+    };
     let claims = DownloadClaims {
-        sub: caller,
+        sub,
         jti: Uuid::new_v4(),
         obj: file.id().into(),
+        shr,
         iat: now,
         exp,
         typ: TokenType::Download,
@@ -91,9 +97,15 @@ pub async fn open_download(ctx: &Context, token: &str, consume: bool) -> Service
             return Err(ServiceError::conflict(codes::DOWNLOAD_TOKEN_USED, "this download link was already used"));
         }
     }
-    // The caller must still be allowed in, and still reach the file, not in the trash.
-    accounts::load_active_user(ctx.db(), claims.sub).await?;
-    let file = access::readable(ctx.db(), claims.sub, claims.obj, Reach::Live).await?;
+    // The caller must still be allowed in, and still reach the file, not in the trash; a share's
+    // visitor, through a share that still serves it.
+    let file = match claims.shr {
+        Some(share) => shares::readable_for_download(ctx, share, claims.obj, consume).await?,
+        None => {
+            accounts::load_active_user(ctx.db(), claims.sub).await?;
+            access::readable(ctx.db(), claims.sub, claims.obj, Reach::Live).await?
+        }
+    };
     prepare(ctx, file.row()).await
 }
 

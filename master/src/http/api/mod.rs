@@ -7,6 +7,7 @@ pub mod metadata;
 pub mod nodes;
 pub mod not_built;
 pub mod policies;
+pub mod shares;
 pub mod site;
 pub mod tasks;
 pub mod themes;
@@ -43,7 +44,7 @@ user statuses ACTIVE, INACTIVE, BANNED; refresh tokens (30 days, rotated on use,
 live 24 hours and chunk sizes are powers of two; download tokens live one hour; task statuses queued, running, completed, \
 error, canceled. Directory listings accept `limit` up to 1000. Storage nodes: an upload session on a policy bound to a node carries `direct {url, credential, expires_at}`; chunks then go to `PUT {url}/{index}` on the node with `Authorization: Bearer {credential}` (the master's chunk endpoint answers 409 `upload.direct_only`), and the node answers the last chunk with `{completed, object}` once the master recorded the file (202 with `completed: true` while the master does not answer; `GET {url}` then carries `result`). Public node-backed policies redirect downloads to a signed node URL valid 15 minutes. External downloads run on a storage node, whose address guard refuses private, loopback, link-local and metadata addresses after DNS and on every redirect unless it is configured to allow them. The storage-node router `POST /api/v1/node/rpc` speaks the signed node protocol (docs/design.md) and is not described here. WebDAV (`/dav`, not described here): HTTP Basic with a WebDAV account as `{email}/{account name}` (our choice of form), successful checks cached 60 seconds; OPTIONS, PROPFIND (Depth 0 and 1; infinity answers 403 `propfind-finite-depth`), PROPPATCH, MKCOL, GET/HEAD with Range and ETag, PUT (streamed; 413 over `max_size`, 507 over quota; partial PUT answers 501), DELETE (to the trash), COPY/MOVE within `/dav`, LOCK/UNLOCK; RFC 4331 quota properties."
     ),
-    paths(files::list_path),
+    paths(files::list_path, shares::browse),
     components(schemas(ErrorBody)),
     modifiers(&SecuritySchemes),
     tags(
@@ -143,6 +144,12 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .route("/directory/{*path}", axum::routing::get(files::list_path))
         .route("/directory/", axum::routing::get(files::list_root))
         .routes(routes!(transfers::create_external_download))
+        .routes(routes!(shares::create, shares::list))
+        .routes(routes!(shares::public_view, shares::update, shares::delete))
+        .routes(routes!(shares::browse_root))
+        .route("/share/{code}/children/{*path}", axum::routing::get(shares::browse))
+        .route("/share/{code}/children/", axum::routing::get(shares::browse_root))
+        .routes(routes!(shares::download))
         .routes(routes!(webdav::list, webdav::create))
         .routes(routes!(webdav::get, webdav::update, webdav::delete))
         // The storage-node router speaks the node protocol (signed envelopes, see

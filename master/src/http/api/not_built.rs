@@ -107,13 +107,6 @@ pub const TABLE: &[NotBuilt] = {
     use Verb::{Delete, Get, Patch, Post, Put};
     &[
         // Shares
-        row(Post, "/share", User, "shares", "Create a share", "shares"),
-        row(Get, "/share", User, "shares", "List the caller's shares", "shares"),
-        row(Get, "/share/{code}", Public, "shares", "Read a share (password by query or header)", "shares"),
-        row(Patch, "/share/{code}", User, "shares", "Change a share", "shares"),
-        row(Delete, "/share/{code}", User, "shares", "Delete a share", "shares"),
-        row(Get, "/share/{code}/children/{*path}", Public, "shares", "List a folder inside a share", "shares"),
-        row(Post, "/share/{code}/download/{object_id}", Public, "shares", "Download a shared file", "shares"),
         row(Post, "/share/{code}/save", User, "shares", "Save a share into the caller's files", "shares"),
         row(Post, "/share/{code}/report", Public, "shares", "Report a share", "reports"),
         // Tags
@@ -307,7 +300,8 @@ mod tests {
 
     #[test]
     fn every_path_parameter_is_documented() {
-        let operation = TABLE.iter().find(|entry| entry.path.contains("{*path}")).unwrap().operation();
+        let operation =
+            row(Verb::Get, "/share/{code}/children/{*path}", Access::Public, "shares", "List", "shares").operation();
         let names: Vec<_> = operation.parameters.unwrap().into_iter().map(|p| p.name).collect();
         assert_eq!(names, ["code", "path"]);
     }

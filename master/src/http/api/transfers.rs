@@ -163,7 +163,7 @@ pub async fn create_download(
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<DownloadTokenView>> {
     let file = access::readable(state.db(), caller.claims.sub, id, Reach::Live).await?;
-    Ok(Json(downloads::create_download_token(&state, caller.claims.sub, &file).await?))
+    Ok(Json(downloads::create_download_token(&state, &file).await?))
 }
 
 /// Download with a token from `POST /file/download/{id}`; the token works once (`HEAD` does not

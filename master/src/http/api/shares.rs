@@ -1,0 +1,232 @@
+//! Shares at `/share`: the owner's routes (bearer token) and the visitor's (no account needed),
+//! thin handlers over `service::shares`.
+
+use axum::Json;
+use axum::extract::{OriginalUri, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use serde::Deserialize;
+use utoipa::IntoParams;
+use uuid::Uuid;
+
+use super::files::PageQuery;
+use crate::context::Context;
+use crate::error::ServiceResult;
+use crate::http::error::ErrorBody;
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery, ClientAddress};
+use crate::http::guard::AuthRequired;
+use crate::service::downloads::DownloadTokenView;
+use crate::service::shares::{self, NewShare, PublicShareView, ShareChanges, ShareView, SharedFolderView, Visitor};
+use crate::service::{Page, PageRequest};
+
+/// The header a visitor sends a share's password in (or `?password=`, which proxies may log).
+const PASSWORD_HEADER: &str = "x-share-password";
+/// The header a visitor sends a share grant in (from the answer that took the password).
+const GRANT_HEADER: &str = "x-share-grant";
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PasswordQuery {
+    /// The share's password (the `X-Share-Password` header keeps it out of access logs).
+    pub password: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct BrowseQuery {
+    #[param(minimum = 0)]
+    pub offset: Option<i64>,
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<i64>,
+}
+
+fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|value| value.to_str().ok())
+}
+
+fn visitor<'a>(headers: &'a HeaderMap, password: Option<&'a str>, address: std::net::IpAddr) -> Visitor<'a> {
+    Visitor {
+        password: header_text(headers, PASSWORD_HEADER).or(password),
+        grant: header_text(headers, GRANT_HEADER),
+        address,
+        agent: header_text(headers, header::USER_AGENT.as_str()).unwrap_or_default(),
+    }
+}
+
+/// Share one of the caller's files or folders. The answer carries the share's `code` (12
+/// characters from `A-Z a-z 0-9 - _`, drawn from a CSPRNG) and its `url`.
+#[utoipa::path(post, path = "/share", tag = "shares", security(("bearer" = [])), request_body = NewShare,
+    responses(
+        (status = 201, description = "The share", body = ShareView),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "The group may not create shares (`share.not_allowed`)", body = ErrorBody),
+        (status = 404, description = "No such object of the caller, or it is in the trash", body = ErrorBody),
+        (status = 422, description = "Invalid password, expiry or limit", body = ErrorBody),
+    ))]
+pub async fn create(
+    State(state): State<Context>,
+    caller: AuthRequired,
+    ApiJson(request): ApiJson<NewShare>,
+) -> ServiceResult<(StatusCode, Json<ShareView>)> {
+    let share = shares::create(&state, caller.claims.sub, caller.user.group_id(), request).await?;
+    Ok((StatusCode::CREATED, Json(share)))
+}
+
+/// The caller's shares, newest first, with their counters and state.
+#[utoipa::path(get, path = "/share", tag = "shares", security(("bearer" = [])), params(PageQuery),
+    responses(
+        (status = 200, description = "One page of shares", body = Page<ShareView>),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 422, description = "Paging out of range", body = ErrorBody),
+    ))]
+pub async fn list(
+    State(state): State<Context>,
+    caller: AuthRequired,
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> ServiceResult<Json<Page<ShareView>>> {
+    let page = PageRequest::parse(query.offset, query.limit)?;
+    Ok(Json(shares::list(&state, caller.claims.sub, page).await?))
+}
+
+/// A share as visitors see it; no account needed. A password-protected share answers `locked`
+/// with only its owner and expiry until its password comes (`X-Share-Password` or
+/// `?password=`); the answer to a correct one carries a `grant` to send as `X-Share-Grant`
+/// while browsing and downloading. Wrong passwords are limited per share and address (5) and
+/// per share (50) in 15 minutes. Views count once per visitor (address and user agent) per 30
+/// minutes. A share whose object is in the trash or deleted, or whose owner is banned or
+/// inactive, answers 404 (its owner sees it in `GET /share` with `available: false`).
+#[utoipa::path(get, path = "/share/{code}", tag = "shares", params(("code" = String, Path), PasswordQuery,
+        ("X-Share-Password" = Option<String>, Header, description = "The share's password"),
+        ("X-Share-Grant" = Option<String>, Header, description = "A grant from an earlier answer")),
+    responses(
+        (status = 200, description = "The share", body = PublicShareView),
+        (status = 401, description = "A grant that is invalid or expired", body = ErrorBody),
+        (status = 403, description = "Wrong password (`share.password_wrong`)", body = ErrorBody),
+        (status = 404, description = "No such share, or not available (`share.not_found`)", body = ErrorBody),
+        (status = 410, description = "Expired (`share.expired`) or out of downloads (`share.download_limit_reached`)", body = ErrorBody),
+        (status = 429, description = "Too many wrong passwords (`share.rate_limited`)", body = ErrorBody),
+    ))]
+pub async fn public_view(
+    State(state): State<Context>,
+    ApiPath(code): ApiPath<String>,
+    ApiQuery(query): ApiQuery<PasswordQuery>,
+    ClientAddress(address): ClientAddress,
+    headers: HeaderMap,
+) -> ServiceResult<Json<PublicShareView>> {
+    let visitor = visitor(&headers, query.password.as_deref(), address);
+    Ok(Json(shares::public_view(&state, &code, &visitor).await?))
+}
+
+/// Change one of the caller's shares: an absent field stays, `null` removes the password,
+/// expiry or download limit. A new password ends every grant of the old one.
+#[utoipa::path(patch, path = "/share/{code}", tag = "shares", security(("bearer" = [])),
+    params(("code" = String, Path)), request_body = ShareChanges,
+    responses(
+        (status = 200, description = "The changed share", body = ShareView),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such share of the caller", body = ErrorBody),
+        (status = 422, description = "Invalid password, expiry or limit", body = ErrorBody),
+    ))]
+pub async fn update(
+    State(state): State<Context>,
+    caller: AuthRequired,
+    ApiPath(code): ApiPath<String>,
+    ApiJson(changes): ApiJson<ShareChanges>,
+) -> ServiceResult<Json<ShareView>> {
+    Ok(Json(shares::update(&state, caller.claims.sub, &code, changes).await?))
+}
+
+/// End one of the caller's shares.
+#[utoipa::path(delete, path = "/share/{code}", tag = "shares", security(("bearer" = [])),
+    params(("code" = String, Path)),
+    responses(
+        (status = 204, description = "Ended"),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such share of the caller", body = ErrorBody),
+    ))]
+pub async fn delete(
+    State(state): State<Context>,
+    caller: AuthRequired,
+    ApiPath(code): ApiPath<String>,
+) -> ServiceResult<StatusCode> {
+    shares::delete(&state, caller.claims.sub, &code).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The shared folder's own entries (see `GET /share/{code}/children/{path}`).
+#[utoipa::path(get, path = "/share/{code}/children", tag = "shares",
+    params(("code" = String, Path), BrowseQuery,
+        ("X-Share-Grant" = Option<String>, Header, description = "The share grant, for a password-protected share")),
+    responses(
+        (status = 200, description = "One page of the shared folder", body = SharedFolderView),
+        (status = 401, description = "Password-protected and no valid grant (`share.password_required`)", body = ErrorBody),
+        (status = 404, description = "No such share, or not available", body = ErrorBody),
+        (status = 409, description = "The share is a file", body = ErrorBody),
+        (status = 410, description = "Expired or out of downloads", body = ErrorBody),
+        (status = 422, description = "Paging out of range", body = ErrorBody),
+    ))]
+pub async fn browse_root(
+    State(state): State<Context>,
+    ApiPath(code): ApiPath<String>,
+    ApiQuery(query): ApiQuery<BrowseQuery>,
+    ClientAddress(address): ClientAddress,
+    headers: HeaderMap,
+) -> ServiceResult<Json<SharedFolderView>> {
+    let page = PageRequest::parse(query.offset, query.limit)?;
+    let visitor = visitor(&headers, None, address);
+    Ok(Json(shares::browse(&state, &code, &visitor, &[], page).await?))
+}
+
+/// A folder inside a shared folder, by its path below it (folders first, then by name). The
+/// path stays inside the share: an empty, `.` or `..` segment, a backslash or an encoded
+/// separator (`%2F`, `%5C`) answers 400 `share.path_invalid`.
+#[utoipa::path(get, path = "/api/v1/share/{code}/children/{path}", tag = "shares",
+    params(("code" = String, Path), ("path" = String, Path, description = "Names below the shared folder, joined by `/`"), BrowseQuery,
+        ("X-Share-Grant" = Option<String>, Header, description = "The share grant, for a password-protected share")),
+    responses(
+        (status = 200, description = "One page of the folder", body = SharedFolderView),
+        (status = 400, description = "A path that leaves the share (`share.path_invalid`)", body = ErrorBody),
+        (status = 401, description = "Password-protected and no valid grant (`share.password_required`)", body = ErrorBody),
+        (status = 404, description = "No such share or folder", body = ErrorBody),
+        (status = 409, description = "The share or the path is a file", body = ErrorBody),
+        (status = 410, description = "Expired or out of downloads", body = ErrorBody),
+        (status = 422, description = "Paging out of range", body = ErrorBody),
+    ))]
+pub async fn browse(
+    State(state): State<Context>,
+    ApiPath((code, path)): ApiPath<(String, String)>,
+    ApiQuery(query): ApiQuery<BrowseQuery>,
+    OriginalUri(uri): OriginalUri,
+    ClientAddress(address): ClientAddress,
+    headers: HeaderMap,
+) -> ServiceResult<Json<SharedFolderView>> {
+    let page = PageRequest::parse(query.offset, query.limit)?;
+    let raw = uri.path().split_once("/children/").map_or("", |(_, raw)| raw);
+    let names = shares::share_path_names(&path, raw)?;
+    let visitor = visitor(&headers, None, address);
+    Ok(Json(shares::browse(&state, &code, &visitor, &names, page).await?))
+}
+
+/// A single-use download token for a file of the share (the shared file, or one below the
+/// shared folder), used like the owner's (`GET /file/download/{token}`, `Range` included).
+/// Each download through it counts; the share's `max_downloads` is checked when it is used.
+#[utoipa::path(post, path = "/share/{code}/download/{object_id}", tag = "shares",
+    params(("code" = String, Path), ("object_id" = Uuid, Path),
+        ("X-Share-Grant" = Option<String>, Header, description = "The share grant, for a password-protected share")),
+    responses(
+        (status = 200, description = "The token", body = DownloadTokenView),
+        (status = 401, description = "Password-protected and no valid grant (`share.password_required`)", body = ErrorBody),
+        (status = 404, description = "No such share, or the object is not in it", body = ErrorBody),
+        (status = 409, description = "The object is a folder", body = ErrorBody),
+        (status = 410, description = "Expired or out of downloads", body = ErrorBody),
+    ))]
+pub async fn download(
+    State(state): State<Context>,
+    ApiPath((code, object_id)): ApiPath<(String, Uuid)>,
+    ClientAddress(address): ClientAddress,
+    headers: HeaderMap,
+) -> ServiceResult<Json<DownloadTokenView>> {
+    let visitor = visitor(&headers, None, address);
+    Ok(Json(shares::download_token(&state, &code, &visitor, object_id).await?))
+}
