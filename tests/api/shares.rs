@@ -13,6 +13,8 @@ on_every_backend!(
     a_password_opens_a_share_through_a_grant_and_wrong_ones_are_limited,
     limits_expiry_and_the_owners_state_close_a_share,
     the_group_permission_and_ownership_guard_shares,
+    administrators_oversee_every_share,
+    storage_shows_used_total_and_free,
 );
 
 /// A user with a folder `album` holding `a.txt` and `inner/b.txt`, and a file `outside.txt`
@@ -305,4 +307,56 @@ async fn the_group_permission_and_ownership_guard_shares(app: TestApp) {
     let owner = app.refresh(&t.owner).await;
     let refused = app.call(Method::POST, "/share", Some(&owner.access), Some(json!({"object_id": t.b}))).await;
     assert_eq!(error_body(refused, 403).await["code"], "share.not_allowed");
+}
+
+async fn administrators_oversee_every_share(app: TestApp) {
+    let one = tree(&app, "one@example.com").await;
+    let two = tree(&app, "two@example.com").await;
+    let first = share(&app, &one.owner, json!({"object_id": one.a})).await["code"].as_str().unwrap().to_owned();
+    share(&app, &one.owner, json!({"object_id": one.album})).await;
+    share(&app, &two.owner, json!({"object_id": two.a})).await;
+    let admin = app.login_admin().await;
+    let list = |query: String| {
+        let admin = admin.access.clone();
+        let app = &app;
+        async move {
+            let response = app.call(Method::GET, &format!("/admin/share{query}"), Some(&admin), None).await;
+            assert_eq!(response.status(), 200, "{query}");
+            response.json::<Value>().await.unwrap()
+        }
+    };
+    assert_eq!(list(String::new()).await["count"], 3);
+    let mine = list(format!("?owner_id={}", one.owner.user_id)).await;
+    assert_eq!(mine["count"], 2);
+    assert!(mine["items"].as_array().unwrap().iter().all(|s| s["owner_id"] == one.owner.user_id.as_str()));
+    assert_eq!(list(format!("?object_id={}", two.a)).await["items"][0]["owner_nickname"], "two");
+    assert_eq!(list(format!("?code={first}")).await["items"][0]["name"], "a.txt");
+    assert_eq!(list("?code=nothing".to_owned()).await["count"], 0);
+
+    // Members may not; an administrator ends anyone's share.
+    let refused = app.call(Method::GET, "/admin/share", Some(&one.owner.access), None).await;
+    assert_eq!(error_body(refused, 403).await["code"], "auth.admin_required");
+    let refused = app.call(Method::DELETE, &format!("/admin/share/{first}"), Some(&two.owner.access), None).await;
+    assert_eq!(refused.status(), 403);
+    let ended = app.call(Method::DELETE, &format!("/admin/share/{first}"), Some(&admin.access), None).await;
+    assert_eq!(ended.status(), 204);
+    assert_eq!(visit(&app, Method::GET, &format!("/share/{first}"), &[]).await.status(), 404);
+    let again = app.call(Method::DELETE, &format!("/admin/share/{first}"), Some(&admin.access), None).await;
+    assert_eq!(error_body(again, 404).await["code"], "share.not_found");
+}
+
+async fn storage_shows_used_total_and_free(app: TestApp) {
+    let t = tree(&app, "owner@example.com").await;
+    let storage: Value =
+        app.call(Method::GET, "/user/storage", Some(&t.owner.access), None).await.json().await.unwrap();
+    let used = (A.len() + 3000 + b"private".len()) as i64;
+    assert_eq!(storage["used"], used);
+    let total = storage["total"].as_i64().unwrap();
+    assert_eq!(total, 1024 * 1024 * 1024, "the Users group's quota");
+    assert_eq!(storage["free"], total - used);
+    // Trashed files still count.
+    app.call(Method::DELETE, "/object", Some(&t.owner.access), Some(json!({"ids": [t.outside]}))).await;
+    let after: Value = app.call(Method::GET, "/user/storage", Some(&t.owner.access), None).await.json().await.unwrap();
+    assert_eq!(after["used"], used);
+    assert_eq!(app.call(Method::GET, "/user/storage", None, None).await.status(), 401);
 }

@@ -117,6 +117,52 @@ pub async fn page_of_owner(
     Ok((rows, count))
 }
 
+/// Which shares an administrator lists: any of the fields set must match.
+#[derive(Debug, Default)]
+pub struct ShareFilter<'a> {
+    pub owner_id: Option<UserId>,
+    pub object_id: Option<ObjectId>,
+    pub code: Option<&'a str>,
+}
+
+/// One page of every share matching `filter`, newest first, and how many match.
+pub async fn page_filtered(
+    db: &Db,
+    filter: &ShareFilter<'_>,
+    offset: i64,
+    limit: i64,
+) -> Result<(Vec<ShareWithObject>, i64), DbError> {
+    let mut conditions = vec!["1 = 1".to_owned()];
+    let mut values: Vec<String> = Vec::new();
+    for (column, value) in [
+        ("s.owner_id", filter.owner_id.map(|id| id.to_string())),
+        ("s.object_id", filter.object_id.map(|id| id.to_string())),
+        ("s.code", filter.code.map(str::to_owned)),
+    ] {
+        if let Some(value) = value {
+            values.push(value);
+            conditions.push(format!("{column} = ${}", values.len()));
+        }
+    }
+    let filter_sql = conditions.join(" AND ");
+    let (limit_at, offset_at) = (values.len() + 1, values.len() + 2);
+    let sql = format!(
+        "SELECT {COLUMNS}, {WITH_OBJECT} WHERE {filter_sql} ORDER BY s.created_at DESC, s.id LIMIT ${limit_at} OFFSET ${offset_at}"
+    );
+    let mut query = sqlx::query_as(&sql);
+    for value in &values {
+        query = query.bind(value.as_str());
+    }
+    let rows = query.bind(limit).bind(offset).fetch_all(db.reader()).await?;
+    let count_sql = format!("SELECT COUNT(*) FROM shares s WHERE {filter_sql}");
+    let mut count_query = sqlx::query_as::<_, (i64,)>(&count_sql);
+    for value in &values {
+        count_query = count_query.bind(value.as_str());
+    }
+    let (count,) = count_query.fetch_one(db.reader()).await?;
+    Ok((rows, count))
+}
+
 /// What a change of a share sets (every field, as the service merged it).
 pub struct ShareSettings<'a> {
     pub password_hash: Option<&'a str>,

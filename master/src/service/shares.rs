@@ -218,9 +218,14 @@ async fn hash_share_password(password: Option<&str>) -> ServiceResult<Option<Str
     Ok(Some(hash))
 }
 
-async fn share_url(ctx: &Context, code: &str) -> ServiceResult<String> {
+/// The site URL share links start with (empty: they are site paths).
+async fn site_base(ctx: &Context) -> ServiceResult<String> {
     let site = site::effective_settings(ctx.db()).await?.remove("site_url").unwrap_or_default();
-    Ok(format!("{}/api/v1/share/{code}", site.trim_end_matches('/')))
+    Ok(site.trim_end_matches('/').to_owned())
+}
+
+fn share_url(base: &str, code: &str) -> String {
+    format!("{base}/api/v1/share/{code}")
 }
 
 /// Whether the share is past its expiry or its downloads at `now`.
@@ -323,17 +328,14 @@ async fn find_owned(ctx: &Context, caller: Uuid, code: &str) -> ServiceResult<Sh
 /// The caller's share `code` as its owner sees it.
 pub async fn owned(ctx: &Context, caller: Uuid, code: &str) -> ServiceResult<ShareView> {
     let share = find_owned(ctx, caller, code).await?;
-    Ok(view(&share, share_url(ctx, &share.share.code).await?, now_ms()))
+    Ok(view(&share, share_url(&site_base(ctx).await?, &share.share.code), now_ms()))
 }
 
 /// One page of the caller's shares, newest first.
 pub async fn list(ctx: &Context, caller: Uuid, page: PageRequest) -> ServiceResult<Page<ShareView>> {
     let (rows, count) = db::shares::page_of_owner(ctx.db(), caller.into(), page.offset, page.limit).await?;
-    let now = now_ms();
-    let mut items = Vec::with_capacity(rows.len());
-    for share in &rows {
-        items.push(view(share, share_url(ctx, &share.share.code).await?, now));
-    }
+    let (base, now) = (site_base(ctx).await?, now_ms());
+    let items = rows.iter().map(|share| view(share, share_url(&base, &share.share.code), now)).collect();
     Ok(Page { count, items })
 }
 
@@ -368,6 +370,43 @@ pub async fn update(ctx: &Context, caller: Uuid, code: &str, changes: ShareChang
 /// Ends the caller's share `code`.
 pub async fn delete(ctx: &Context, caller: Uuid, code: &str) -> ServiceResult<()> {
     let share = find_owned(ctx, caller, code).await?;
+    if !db::shares::delete(ctx.db(), share.share.id).await? {
+        return Err(not_found());
+    }
+    Ok(())
+}
+
+/// A share as an administrator sees it: the owner's view and who owns it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AdminShareView {
+    #[serde(flatten)]
+    pub share: ShareView,
+    pub owner_id: Uuid,
+    pub owner_nickname: String,
+}
+
+/// One page of every user's shares matching `filter`, newest first (`admin_required`).
+pub async fn admin_list(
+    ctx: &Context,
+    filter: &db::shares::ShareFilter<'_>,
+    page: PageRequest,
+) -> ServiceResult<Page<AdminShareView>> {
+    let (rows, count) = db::shares::page_filtered(ctx.db(), filter, page.offset, page.limit).await?;
+    let (base, now) = (site_base(ctx).await?, now_ms());
+    let items = rows
+        .iter()
+        .map(|share| AdminShareView {
+            share: view(share, share_url(&base, &share.share.code), now),
+            owner_id: share.share.owner_id.into(),
+            owner_nickname: share.owner_nickname.clone(),
+        })
+        .collect();
+    Ok(Page { count, items })
+}
+
+/// Ends any user's share `code` (`admin_required`).
+pub async fn admin_delete(ctx: &Context, code: &str) -> ServiceResult<()> {
+    let share = db::shares::find_by_code(ctx.db(), code).await?.ok_or_else(not_found)?;
     if !db::shares::delete(ctx.db(), share.share.id).await? {
         return Err(not_found());
     }

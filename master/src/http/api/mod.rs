@@ -97,6 +97,7 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(user::login, user::logout, user::session))
         .routes(routes!(user::refresh))
         .routes(routes!(user::me))
+        .routes(routes!(user::storage))
         .routes(routes!(user::settings))
         // Registered before the `{option}` wildcard so `password` and `theme` are never option names.
         .routes(routes!(user::change_password))
@@ -150,6 +151,8 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .route("/share/{code}/children/{*path}", axum::routing::get(shares::browse))
         .route("/share/{code}/children/", axum::routing::get(shares::browse_root))
         .routes(routes!(shares::download))
+        .routes(routes!(shares::admin_list))
+        .routes(routes!(shares::admin_delete))
         .routes(routes!(webdav::list, webdav::create))
         .routes(routes!(webdav::get, webdav::update, webdav::delete))
         // The storage-node router speaks the node protocol (signed envelopes, see

@@ -148,7 +148,6 @@ pub const TABLE: &[NotBuilt] = {
         row(Post, "/user/redeem", User, "user", "Redeem a code", "redeem codes"),
         // Administration
         row(Get, "/admin/summary", Admin, "admin", "Site summary", "the admin summary"),
-        row(Get, "/admin/share", Admin, "admin", "List all shares", "shares"),
         row(Get, "/admin/redeem", Admin, "admin", "List redeem codes", "redeem codes"),
         row(Get, "/admin/storage_pack", Admin, "admin", "List storage packs", "storage packs"),
         row(Get, "/admin/report", Admin, "admin", "List reports", "reports"),

@@ -1,5 +1,5 @@
-//! Shares at `/share`: the owner's routes (bearer token) and the visitor's (no account needed),
-//! thin handlers over `service::shares`.
+//! Shares at `/share`: the owner's routes (bearer token), the visitor's (no account needed) and
+//! the administrator's at `/admin/share`, thin handlers over `service::shares`.
 
 use axum::Json;
 use axum::extract::{OriginalUri, State};
@@ -10,12 +10,15 @@ use uuid::Uuid;
 
 use super::files::PageQuery;
 use crate::context::Context;
+use crate::db::shares::ShareFilter;
 use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, ClientAddress};
-use crate::http::guard::AuthRequired;
+use crate::http::guard::{AdminRequired, AuthRequired};
 use crate::service::downloads::DownloadTokenView;
-use crate::service::shares::{self, NewShare, PublicShareView, ShareChanges, ShareView, SharedFolderView, Visitor};
+use crate::service::shares::{
+    self, AdminShareView, NewShare, PublicShareView, ShareChanges, ShareView, SharedFolderView, Visitor,
+};
 use crate::service::{Page, PageRequest};
 
 /// The header a visitor sends a share's password in (or `?password=`, which proxies may log).
@@ -229,4 +232,60 @@ pub async fn download(
 ) -> ServiceResult<Json<DownloadTokenView>> {
     let visitor = visitor(&headers, None, address);
     Ok(Json(shares::download_token(&state, &code, &visitor, object_id).await?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AdminShareQuery {
+    /// Only this user's shares.
+    pub owner_id: Option<Uuid>,
+    /// Only shares of this object.
+    pub object_id: Option<Uuid>,
+    /// Only the share with this code.
+    pub code: Option<String>,
+    #[param(minimum = 0)]
+    pub offset: Option<i64>,
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<i64>,
+}
+
+/// Every user's shares, newest first, with filters (access level `admin_required`).
+#[utoipa::path(get, path = "/admin/share", tag = "admin", security(("bearer" = [])), params(AdminShareQuery),
+    responses(
+        (status = 200, description = "One page of shares", body = Page<AdminShareView>),
+        (status = 400, description = "Unreadable query", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 422, description = "Paging out of range", body = ErrorBody),
+    ))]
+pub async fn admin_list(
+    State(state): State<Context>,
+    _admin: AdminRequired,
+    ApiQuery(query): ApiQuery<AdminShareQuery>,
+) -> ServiceResult<Json<Page<AdminShareView>>> {
+    let page = PageRequest::parse(query.offset, query.limit)?;
+    let filter = ShareFilter {
+        owner_id: query.owner_id.map(Into::into),
+        object_id: query.object_id.map(Into::into),
+        code: query.code.as_deref().filter(|code| !code.is_empty()),
+    };
+    Ok(Json(shares::admin_list(&state, &filter, page).await?))
+}
+
+/// End any user's share (access level `admin_required`).
+#[utoipa::path(delete, path = "/admin/share/{code}", tag = "admin", security(("bearer" = [])),
+    params(("code" = String, Path)),
+    responses(
+        (status = 204, description = "Ended"),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such share", body = ErrorBody),
+    ))]
+pub async fn admin_delete(
+    State(state): State<Context>,
+    _admin: AdminRequired,
+    ApiPath(code): ApiPath<String>,
+) -> ServiceResult<StatusCode> {
+    shares::admin_delete(&state, &code).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

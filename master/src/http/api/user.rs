@@ -22,6 +22,7 @@ use crate::http::guard::{AuthRequired, JwtRequired, bearer_token};
 use crate::service::accounts::{
     self, EffectiveTheme, SettingOption, SettingValue, ThemeChoice, UserSettingsView, UserView,
 };
+use crate::service::files;
 use crate::service::sign_in::{self, LoginView, TokenPair};
 
 /// Registration request. `identifier` is the e-mail address and `credential` the password.
@@ -158,6 +159,27 @@ pub async fn session(JwtRequired(claims): JwtRequired) -> Json<SessionView> {
         issued_at: to_rfc3339(claims.iat * 1000),
         expires_at: to_rfc3339(claims.exp * 1000),
     })
+}
+
+/// The caller's storage: `used` bytes (the trash included), `total` (the group's quota plus
+/// active storage packs) and `free` (never below 0).
+#[utoipa::path(get, path = "/user/storage", tag = "user", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Storage", body = StorageView),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Account not active", body = ErrorBody),
+    ))]
+pub async fn storage(State(state): State<Context>, caller: AuthRequired) -> ServiceResult<Json<StorageView>> {
+    let (used, total) = files::storage_usage(state.db(), caller.claims.sub).await?;
+    Ok(Json(StorageView { used, total, free: (total - used).max(0) }))
+}
+
+/// What a user stores and may store, in bytes.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct StorageView {
+    pub used: i64,
+    pub total: i64,
+    pub free: i64,
 }
 
 /// The caller's profile. Access level `auth_required`.
