@@ -33,15 +33,6 @@ pub struct PasswordQuery {
     pub password: Option<String>,
 }
 
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct BrowseQuery {
-    #[param(minimum = 0)]
-    pub offset: Option<i64>,
-    #[param(minimum = 1, maximum = 1000)]
-    pub limit: Option<i64>,
-}
-
 fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|value| value.to_str().ok())
 }
@@ -159,7 +150,7 @@ pub async fn delete(
 
 /// The shared folder's own entries (see `GET /share/{code}/children/{path}`).
 #[utoipa::path(get, path = "/share/{code}/children", tag = "shares",
-    params(("code" = String, Path), BrowseQuery,
+    params(("code" = String, Path), PageQuery,
         ("X-Share-Grant" = Option<String>, Header, description = "The share grant, for a password-protected share")),
     responses(
         (status = 200, description = "One page of the shared folder", body = SharedFolderView),
@@ -172,7 +163,7 @@ pub async fn delete(
 pub async fn browse_root(
     State(state): State<Context>,
     ApiPath(code): ApiPath<String>,
-    ApiQuery(query): ApiQuery<BrowseQuery>,
+    ApiQuery(query): ApiQuery<PageQuery>,
     ClientAddress(address): ClientAddress,
     headers: HeaderMap,
 ) -> ServiceResult<Json<SharedFolderView>> {
@@ -185,7 +176,7 @@ pub async fn browse_root(
 /// path stays inside the share: an empty, `.` or `..` segment, a backslash or an encoded
 /// separator (`%2F`, `%5C`) answers 400 `share.path_invalid`.
 #[utoipa::path(get, path = "/api/v1/share/{code}/children/{path}", tag = "shares",
-    params(("code" = String, Path), ("path" = String, Path, description = "Names below the shared folder, joined by `/`"), BrowseQuery,
+    params(("code" = String, Path), ("path" = String, Path, description = "Names below the shared folder, joined by `/`"), PageQuery,
         ("X-Share-Grant" = Option<String>, Header, description = "The share grant, for a password-protected share")),
     responses(
         (status = 200, description = "One page of the folder", body = SharedFolderView),
@@ -199,7 +190,7 @@ pub async fn browse_root(
 pub async fn browse(
     State(state): State<Context>,
     ApiPath((code, path)): ApiPath<(String, String)>,
-    ApiQuery(query): ApiQuery<BrowseQuery>,
+    ApiQuery(query): ApiQuery<PageQuery>,
     OriginalUri(uri): OriginalUri,
     ClientAddress(address): ClientAddress,
     headers: HeaderMap,
@@ -219,6 +210,7 @@ pub async fn browse(
         ("X-Share-Grant" = Option<String>, Header, description = "The share grant, for a password-protected share")),
     responses(
         (status = 200, description = "The token", body = DownloadTokenView),
+        (status = 400, description = "Malformed object id", body = ErrorBody),
         (status = 401, description = "Password-protected and no valid grant (`share.password_required`)", body = ErrorBody),
         (status = 404, description = "No such share, or the object is not in it", body = ErrorBody),
         (status = 409, description = "The object is a folder", body = ErrorBody),
