@@ -129,6 +129,7 @@ codes! {
     SHARE_PASSWORD_WRONG = "share.password_wrong";
     SHARE_RATE_LIMITED = "share.rate_limited";
     SHARE_PATH_INVALID = "share.path_invalid";
+    SHARE_SAVE_NOT_ALLOWED = "share.save_not_allowed";
 
     WEBDAV_READ_ONLY = "webdav.read_only";
     WEBDAV_ROOT_MISSING = "webdav.root_missing";

@@ -46,7 +46,6 @@ async fn every_not_built_operation_in_the_document_answers_501_with_the_uniform_
         }
     }
     for expected in [
-        "POST /api/v1/share/{code}/save",
         "POST /api/v1/share/{code}/report",
         "GET /api/v1/tag",
         "GET /api/v1/tag/{id}/objects",

@@ -120,7 +120,7 @@ async fn changing_a_groups_claims_revokes_every_members_tokens_at_once(app: Test
     let changes = [
         json!({"is_admin": false}),
         json!({"max_storage": 2_000_000}),
-        json!({"permissions": {"share": true, "webdav": false, "external_download": true}}),
+        json!({"permissions": {"share": true, "webdav": false, "external_download": true, "share_save": false}}),
         json!({"name": "Former deputies"}),
     ];
     let mut dora = dora;

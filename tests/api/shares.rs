@@ -15,6 +15,7 @@ on_every_backend!(
     the_group_permission_and_ownership_guard_shares,
     administrators_oversee_every_share,
     storage_shows_used_total_and_free,
+    a_visitor_saves_a_share_into_their_files_sharing_its_blobs,
 );
 
 /// A user with a folder `album` holding `a.txt` and `inner/b.txt`, and a file `outside.txt`
@@ -359,4 +360,101 @@ async fn storage_shows_used_total_and_free(app: TestApp) {
     let after: Value = app.call(Method::GET, "/user/storage", Some(&t.owner.access), None).await.json().await.unwrap();
     assert_eq!(after["used"], used);
     assert_eq!(app.call(Method::GET, "/user/storage", None, None).await.status(), 401);
+}
+
+/// `POST {path}` (a share's save) as `user`, with the share's grant when given.
+async fn save(app: &TestApp, user: &Session, path: &str, body: Value, grant: Option<String>) -> reqwest::Response {
+    let mut request = app.request(Method::POST, path).bearer_auth(&user.access).json(&body);
+    if let Some(grant) = grant {
+        request = request.header("x-share-grant", grant);
+    }
+    request.send().await.unwrap()
+}
+
+async fn physical_files(app: &TestApp) -> i64 {
+    let (count,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM physical_files").fetch_one(app.context().db().reader()).await.unwrap();
+    count
+}
+
+async fn names_in(app: &TestApp, user: &Session, path: &str) -> Vec<String> {
+    let listing: Value = app.call(Method::GET, path, Some(&user.access), None).await.json().await.unwrap();
+    listing["items"].as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap().to_owned()).collect()
+}
+
+async fn a_visitor_saves_a_share_into_their_files_sharing_its_blobs(app: TestApp) {
+    let t = tree(&app, "owner@example.com").await;
+    let code = share(&app, &t.owner, json!({"object_id": t.album, "password": "1234"})).await["code"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let saver = app.register("saver@example.com", "saver-password-1").await;
+    let root = app.root_id(&saver).await;
+    let path = format!("/share/{code}/save");
+    let everything = json!({"dst_id": root});
+    let locked = save(&app, &saver, &path, everything.clone(), None).await;
+    assert_eq!(error_body(locked, 401).await["code"], "share.password_required");
+    let opened: Value = visit(&app, Method::GET, &format!("/share/{code}"), &[("x-share-password", "1234")])
+        .await
+        .json()
+        .await
+        .unwrap();
+    let grant = opened["grant"].as_str().map(str::to_owned);
+
+    let blobs = physical_files(&app).await;
+    let saved = save(&app, &saver, &path, everything.clone(), grant.clone()).await;
+    assert_eq!(saved.status(), 200);
+    let saved: Value = saved.json().await.unwrap();
+    assert_eq!(saved[0]["name"], "album");
+    assert_eq!(names_in(&app, &saver, "/directory/album").await, ["inner", "a.txt"]);
+    assert_eq!(names_in(&app, &saver, "/directory/album/inner").await, ["b.txt"]);
+    let copy_of_a = app
+        .call(Method::GET, "/directory/album", Some(&saver.access), None)
+        .await
+        .json::<Value>()
+        .await
+        .unwrap()["items"][1]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(app.download(&saver, &copy_of_a).await, A);
+    assert_eq!(physical_files(&app).await, blobs, "the copies share the stored blobs");
+    let shared_bytes = (A.len() + 3000) as i64;
+    assert_eq!(app.storage_used(&saver).await, shared_bytes, "charged to the saver");
+
+    // One chosen object; one outside the share; a name already taken.
+    let one = save(&app, &saver, &path, json!({"object_ids": [t.b], "dst_id": root}), grant.clone()).await;
+    assert_eq!(one.json::<Value>().await.unwrap()[0]["name"], "b.txt");
+    let outside = save(&app, &saver, &path, json!({"object_ids": [t.outside], "dst_id": root}), grant.clone()).await;
+    assert_eq!(error_body(outside, 404).await["code"], "object.not_found");
+    let clash = save(&app, &saver, &path, everything.clone(), grant.clone()).await;
+    assert_eq!(error_body(clash, 409).await["code"], "object.name_taken");
+    let used = app.storage_used(&saver).await;
+    assert_eq!(used, shared_bytes + 3000);
+
+    // Over quota: 507 and nothing saved.
+    let admin = app.login_admin().await;
+    app.set_user_group(&admin, json!({"max_storage": used + 10})).await;
+    let saver = app.refresh(&saver).await;
+    let elsewhere = app.mkdir(&saver, &root, "elsewhere").await;
+    let full = save(&app, &saver, &path, json!({"dst_id": elsewhere}), grant.clone()).await;
+    assert_eq!(error_body(full, 507).await["code"], "storage.quota_exceeded");
+    assert!(names_in(&app, &saver, "/directory/elsewhere").await.is_empty(), "nothing partial");
+    assert_eq!(app.storage_used(&saver).await, used);
+
+    // A group without the permission; no account at all.
+    let permissions = json!({"share": true, "webdav": true, "external_download": true, "share_save": false});
+    app.set_user_group(&admin, json!({"max_storage": 1_i64 << 40, "permissions": permissions})).await;
+    let saver = app.refresh(&saver).await;
+    let refused = app
+        .request(Method::POST, &path)
+        .bearer_auth(&saver.access)
+        .header("x-share-grant", grant.clone().unwrap())
+        .json(&json!({"dst_id": elsewhere}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_body(refused, 403).await["code"], "share.save_not_allowed");
+    let anonymous = visit(&app, Method::POST, &path, &[]).await;
+    assert_eq!(anonymous.status(), 401);
 }

@@ -294,7 +294,9 @@ mod tests {
         .unwrap();
         assert!(row.enabled && !row.disabled);
         assert_eq!(row.status, UserStatus::Banned);
-        assert_eq!(row.permissions, GroupPermissions { share: true, ..GroupPermissions::default() });
+        // Flags stored before `share_save` existed: it is on, the others absent are off.
+        let expected = GroupPermissions { share: true, share_save: true, ..GroupPermissions::default() };
+        assert_eq!(row.permissions, expected);
         let (status, task): (UserStatus, TaskStatus) = sqlx::query_as("SELECT $1, $2")
             .bind(UserStatus::Inactive)
             .bind(TaskStatus::Canceled)

@@ -134,14 +134,14 @@ pub async fn page_filtered(
 ) -> Result<(Vec<ShareWithObject>, i64), DbError> {
     let mut conditions = vec!["1 = 1".to_owned()];
     let mut values: Vec<String> = Vec::new();
-    for (column, value) in [
-        ("s.owner_id", filter.owner_id.map(|id| id.to_string())),
-        ("s.object_id", filter.object_id.map(|id| id.to_string())),
-        ("s.code", filter.code.map(str::to_owned)),
+    for (condition, value) in [
+        ("s.owner_id = ", filter.owner_id.map(|id| id.to_string())),
+        ("s.object_id = ", filter.object_id.map(|id| id.to_string())),
+        ("s.code = ", filter.code.map(str::to_owned)),
     ] {
         if let Some(value) = value {
             values.push(value);
-            conditions.push(format!("{column} = ${}", values.len()));
+            conditions.push(format!("{condition}${}", values.len()));
         }
     }
     let filter_sql = conditions.join(" AND ");

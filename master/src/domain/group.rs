@@ -13,11 +13,19 @@ pub struct GroupPermissions {
     pub webdav: bool,
     /// Submit external (remote URL) downloads.
     pub external_download: bool,
+    /// Save what others share into their own files (`POST /share/{code}/save`). Groups stored
+    /// before it existed have it.
+    #[serde(default = "allowed")]
+    pub share_save: bool,
+}
+
+fn allowed() -> bool {
+    true
 }
 
 impl GroupPermissions {
     pub fn all() -> Self {
-        Self { share: true, webdav: true, external_download: true }
+        Self { share: true, webdav: true, external_download: true, share_save: true }
     }
 }
 

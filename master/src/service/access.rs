@@ -135,14 +135,30 @@ pub async fn readable_in_share(
     (owner, root): (Uuid, ObjectId),
     id: Uuid,
 ) -> ServiceResult<Readable> {
-    let row = db::objects::find_by_id(db, id.into())
-        .await?
-        .filter(|row| Uuid::from(row.owner_id) == owner && row.trashed_at.is_none())
-        .ok_or_else(not_found)?;
+    let row = shared_row(db::objects::find_by_id(db, id.into()).await?, owner)?;
     if row.id != root && !db::objects::is_within(db, row.id, root).await? {
         return Err(not_found());
     }
     Ok(Readable { row, grant: Grant::Share(share_id) })
+}
+
+/// As [`readable_in_share`], read inside the caller's transaction.
+pub async fn readable_in_share_in(
+    conn: &mut Conn,
+    share_id: Uuid,
+    (owner, root): (Uuid, ObjectId),
+    id: ObjectId,
+) -> ServiceResult<Readable> {
+    let row = shared_row(db::objects::find_by_id_in(conn, id).await?, owner)?;
+    if row.id != root && !db::objects::ancestor_ids(conn, row.id).await?.contains(&root) {
+        return Err(not_found());
+    }
+    Ok(Readable { row, grant: Grant::Share(share_id) })
+}
+
+/// `row` when it is `owner`'s and not in the trash: what a share of theirs may show.
+fn shared_row(row: Option<ObjectRow>, owner: Uuid) -> ServiceResult<ObjectRow> {
+    row.filter(|row| Uuid::from(row.owner_id) == owner && row.trashed_at.is_none()).ok_or_else(not_found)
 }
 
 /// As [`writable`], read inside the caller's transaction so the answer holds until it commits.

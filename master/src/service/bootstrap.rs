@@ -45,7 +45,7 @@ pub async fn seed(db: &Db) -> ServiceResult<()> {
                 name: USER_GROUP_NAME,
                 is_admin: false,
                 max_storage: GIB,
-                permissions: GroupPermissions { share: true, webdav: true, external_download: false },
+                permissions: GroupPermissions { share: true, webdav: true, external_download: false, share_save: true },
                 trash_retention_days: 30,
             },
         ),

@@ -305,24 +305,50 @@ pub async fn move_objects(db: &Db, caller: Uuid, src_ids: &[Uuid], dst: Uuid) ->
 pub async fn copy_objects(db: &Db, caller: Uuid, src_ids: &[Uuid], dst: Uuid) -> ServiceResult<Vec<ObjectView>> {
     let sources = unique(src_ids)?;
     let sources: Vec<(ObjectId, Option<ObjectName>)> = sources.into_iter().map(|id| (id, None)).collect();
-    copy_trees(db, caller, &sources, dst).await
+    copy_trees(db, caller, &sources, dst, CopySource::Own).await
+}
+
+/// Where copied objects come from.
+#[derive(Debug, Clone, Copy)]
+pub enum CopySource {
+    /// The caller's own tree.
+    Own,
+    /// A share the caller visits: the share, its owner and its shared object. Each source must
+    /// be reachable through it ([`access::readable_in_share_in`]).
+    Share { share_id: Uuid, owner: Uuid, root: ObjectId },
+}
+
+/// Copies objects of a share into the caller's folder `dst` ("save to my drive"): as
+/// [`copy_objects`], the copies the caller's, sharing the stored blobs and charged to the
+/// caller's quota in one transaction (507 and nothing copied when they do not fit). The copies
+/// keep the storage policy their blobs are in.
+pub async fn copy_from_share(
+    db: &Db,
+    caller: Uuid,
+    from: CopySource,
+    src_ids: &[Uuid],
+    dst: Uuid,
+) -> ServiceResult<Vec<ObjectView>> {
+    let sources: Vec<(ObjectId, Option<ObjectName>)> =
+        unique(src_ids).map_err(|e| e.with_field("object_ids"))?.into_iter().map(|id| (id, None)).collect();
+    copy_trees(db, caller, &sources, dst, from).await
 }
 
 /// Copies one object into `dst` under a new name (a WebDAV `COPY`); otherwise as
 /// [`copy_objects`].
 pub async fn copy_as(db: &Db, caller: Uuid, id: Uuid, dst: Uuid, name: &str) -> ServiceResult<ObjectView> {
     let name = parse_name(name)?;
-    let mut views = copy_trees(db, caller, &[(id.into(), Some(name))], dst).await?;
+    let mut views = copy_trees(db, caller, &[(id.into(), Some(name))], dst, CopySource::Own).await?;
     views.pop().ok_or_else(not_found)
 }
 
-/// The copies belong to the caller, and count against the caller's quota: today every object
-/// a caller may change is the caller's own.
+/// The copies belong to the caller, and count against the caller's quota.
 async fn copy_trees(
     db: &Db,
     caller: Uuid,
     sources: &[(ObjectId, Option<ObjectName>)],
     dst: Uuid,
+    from: CopySource,
 ) -> ServiceResult<Vec<ObjectView>> {
     let owner_id = UserId::from(caller);
     let capacity = db::users::capacity(db, owner_id, now_ms()).await?;
@@ -334,7 +360,12 @@ async fn copy_trees(
     let mut refs: HashMap<String, i64> = HashMap::new();
     let mut new_roots = Vec::new();
     for (id, new_name) in sources {
-        let root = detachable_in(&mut tx, caller, *id).await?;
+        let root = match from {
+            CopySource::Own => detachable_in(&mut tx, caller, *id).await?,
+            CopySource::Share { share_id, owner, root } => {
+                access::readable_in_share_in(&mut tx, share_id, (owner, root), *id).await?.row().clone()
+            }
+        };
         if ancestors.contains(&root.id) {
             return Err(ServiceError::conflict(
                 codes::OBJECT_COPY_CYCLE,

@@ -25,6 +25,7 @@ use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Reach, Readable};
 use crate::service::downloads::{self, DownloadTokenView};
+use crate::service::files::{self, CopySource, ObjectView};
 use crate::service::{Page, PageRequest, groups, site};
 use nubo_common::secret::Secret;
 
@@ -374,6 +375,40 @@ pub async fn delete(ctx: &Context, caller: Uuid, code: &str) -> ServiceResult<()
         return Err(not_found());
     }
     Ok(())
+}
+
+/// What a visitor saves of a share into their own files.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SaveShare {
+    /// Objects of the share to save (default: the shared object itself).
+    pub object_ids: Option<Vec<Uuid>>,
+    /// The caller's folder to save into.
+    pub dst_id: Uuid,
+}
+
+/// Copies what the caller chose of share `code` into their folder `input.dst_id`, sharing the
+/// stored blobs (no byte is copied) and charging the caller's quota in one transaction. The
+/// caller's group needs the `share_save` permission.
+pub async fn save(
+    ctx: &Context,
+    (caller, group_id): (Uuid, crate::domain::ids::GroupId),
+    code: &str,
+    visitor: &Visitor<'_>,
+    input: SaveShare,
+) -> ServiceResult<Vec<ObjectView>> {
+    if !groups::permissions(ctx.db(), group_id).await?.share_save {
+        return Err(ServiceError::new(
+            ErrorKind::Forbidden,
+            codes::SHARE_SAVE_NOT_ALLOWED,
+            "your group may not save shares into its files",
+        ));
+    }
+    let share = opened(ctx, code, visitor).await?;
+    let row = &share.share;
+    let ids = input.object_ids.unwrap_or_else(|| vec![row.object_id.into()]);
+    let from = CopySource::Share { share_id: row.id, owner: row.owner_id.into(), root: row.object_id };
+    files::copy_from_share(ctx.db(), caller, from, &ids, input.dst_id).await
 }
 
 /// A share as an administrator sees it: the owner's view and who owns it.

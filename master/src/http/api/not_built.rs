@@ -107,7 +107,6 @@ pub const TABLE: &[NotBuilt] = {
     use Verb::{Delete, Get, Patch, Post, Put};
     &[
         // Shares
-        row(Post, "/share/{code}/save", User, "shares", "Save a share into the caller's files", "shares"),
         row(Post, "/share/{code}/report", Public, "shares", "Report a share", "reports"),
         // Tags
         row(Get, "/tag", User, "tags", "List the caller's tags", "tags"),

@@ -16,8 +16,9 @@ use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, ClientAddress};
 use crate::http::guard::{AdminRequired, AuthRequired};
 use crate::service::downloads::DownloadTokenView;
+use crate::service::files::ObjectView;
 use crate::service::shares::{
-    self, AdminShareView, NewShare, PublicShareView, ShareChanges, ShareView, SharedFolderView, Visitor,
+    self, AdminShareView, NewShare, PublicShareView, SaveShare, ShareChanges, ShareView, SharedFolderView, Visitor,
 };
 use crate::service::{Page, PageRequest};
 
@@ -224,6 +225,38 @@ pub async fn download(
 ) -> ServiceResult<Json<DownloadTokenView>> {
     let visitor = visitor(&headers, None, address);
     Ok(Json(shares::download_token(&state, &code, &visitor, object_id).await?))
+}
+
+/// Save what the caller chooses of a share (default: all of it) into one of their folders: the
+/// copies share the stored blobs (nothing is copied byte by byte) and are charged to the
+/// caller's quota in one transaction, 507 with nothing saved when they do not fit. The copies
+/// stay in the storage policy their blobs are in. Needs the group permission `share_save`.
+#[utoipa::path(post, path = "/share/{code}/save", tag = "shares", security(("bearer" = [])),
+    params(("code" = String, Path),
+        ("X-Share-Grant" = Option<String>, Header, description = "The share grant, for a password-protected share")),
+    request_body = SaveShare,
+    responses(
+        (status = 200, description = "The copies, one per chosen object", body = Vec<ObjectView>),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing or invalid, or the share's grant (`share.password_required`)", body = ErrorBody),
+        (status = 403, description = "The group may not save shares (`share.save_not_allowed`)", body = ErrorBody),
+        (status = 404, description = "No such share, an object not in it, or no such folder of the caller", body = ErrorBody),
+        (status = 409, description = "A name taken in the folder, or the folder is a file", body = ErrorBody),
+        (status = 410, description = "Expired or out of downloads", body = ErrorBody),
+        (status = 422, description = "No objects chosen", body = ErrorBody),
+        (status = 507, description = "Quota exceeded", body = ErrorBody),
+    ))]
+pub async fn save(
+    State(state): State<Context>,
+    caller: AuthRequired,
+    ApiPath(code): ApiPath<String>,
+    ClientAddress(address): ClientAddress,
+    headers: HeaderMap,
+    ApiJson(request): ApiJson<SaveShare>,
+) -> ServiceResult<Json<Vec<ObjectView>>> {
+    let visitor = visitor(&headers, None, address);
+    let who = (caller.claims.sub, caller.user.group_id());
+    Ok(Json(shares::save(&state, who, &code, &visitor, request).await?))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
