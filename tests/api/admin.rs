@@ -1,4 +1,4 @@
-//! `/admin`: access control on every route, users with filters, groups.
+//! `/admin`: access control on every route, users with filters, groups, every user's files.
 
 use nubo_tests::{TestApp, error_body, on_every_backend};
 use reqwest::Method;
@@ -10,7 +10,8 @@ on_every_backend!(
     groups_are_managed_and_a_group_with_users_cannot_be_deleted,
     administrators_cannot_ban_or_delete_themselves,
     deleted_users_lose_access_at_once,
-    first_start_seeds_groups_and_the_configured_administrator
+    first_start_seeds_groups_and_the_configured_administrator,
+    administrators_find_and_delete_any_users_files,
 );
 
 async fn non_admins_get_403_on_every_admin_route(app: TestApp) {
@@ -150,4 +151,54 @@ async fn first_start_seeds_groups_and_the_configured_administrator(app: TestApp)
     assert_eq!(users["count"], 1);
     assert_eq!(users["items"][0]["email"], nubo_tests::ADMIN_EMAIL);
     assert_eq!(users["items"][0]["group"]["name"], "Administrators");
+}
+
+async fn administrators_find_and_delete_any_users_files(app: TestApp) {
+    let admin = app.login_admin().await;
+    let ann = app.register("ann@example.com", "ann-password-1").await;
+    let bob = app.register("bob@example.com", "bob-password-1").await;
+    let ann_root = app.root_id(&ann).await;
+    let bob_root = app.root_id(&bob).await;
+    let report = app.upload(&ann, &ann_root, "Report_2026.PDF", &[1; 500]).await;
+    let notes = app.upload(&ann, &ann_root, "notes.txt", &[2; 40]).await;
+    let big = app.upload(&bob, &bob_root, "report-big.bin", &[3; 3000]).await;
+    app.mkdir(&bob, &bob_root, "a folder named report").await;
+    let id = |object: &Value| object["id"].as_str().unwrap().to_owned();
+    let list = |query: &str| {
+        let (app, access, path) = (&app, admin.access.clone(), format!("/admin/file{query}"));
+        async move {
+            let response = app.call(Method::GET, &path, Some(&access), None).await;
+            assert_eq!(response.status(), 200, "{path}");
+            let page: Value = response.json().await.unwrap();
+            let mut names: Vec<String> =
+                page["items"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap().to_owned()).collect();
+            names.sort();
+            names
+        }
+    };
+    assert_eq!(list("?name_contains=report").await, ["Report_2026.PDF", "report-big.bin"], "files only, any case");
+    assert_eq!(list(&format!("?owner_id={}", ann.user_id)).await, ["Report_2026.PDF", "notes.txt"]);
+    assert_eq!(list("?min_size=100&max_size=1000").await, ["Report_2026.PDF"]);
+    assert_eq!(list("?name_contains=_2026").await, ["Report_2026.PDF"], "a wildcard character matches itself");
+    assert_eq!(list("?name_contains=%25").await, Vec::<String>::new());
+    let negative = app.call(Method::GET, "/admin/file?min_size=-1", Some(&admin.access), None).await;
+    assert_eq!(error_body(negative, 422).await["field"], "min_size");
+
+    // To the owner's trash, or for good; members may not.
+    let refused = app.call(Method::DELETE, "/admin/file", Some(&bob.access), Some(json!({"ids": [id(&notes)]}))).await;
+    assert_eq!(error_body(refused, 403).await["code"], "auth.admin_required");
+    let trashed = json!({"ids": [id(&notes), id(&big)]});
+    assert_eq!(app.call(Method::DELETE, "/admin/file", Some(&admin.access), Some(trashed)).await.status(), 204);
+    let trash: Value = app.call(Method::GET, "/trash", Some(&ann.access), None).await.json().await.unwrap();
+    assert_eq!(trash["items"][0]["name"], "notes.txt");
+    assert_eq!(app.storage_used(&bob).await, 3000, "the trash still counts");
+    let again = app.call(Method::DELETE, "/admin/file", Some(&admin.access), Some(json!({"ids": [id(&big)]}))).await;
+    assert_eq!(error_body(again, 404).await["code"], "object.not_found");
+    let purge = json!({"ids": [id(&report)], "purge": true});
+    assert_eq!(app.call(Method::DELETE, "/admin/file", Some(&admin.access), Some(purge)).await.status(), 204);
+    assert_eq!(app.storage_used(&ann).await, 40, "purged bytes are released");
+    assert_eq!(list(&format!("?owner_id={}", ann.user_id)).await, Vec::<String>::new());
+    let root = json!({"ids": [ann_root]});
+    let refused = app.call(Method::DELETE, "/admin/file", Some(&admin.access), Some(root)).await;
+    assert_eq!(error_body(refused, 403).await["code"], "object.root");
 }

@@ -392,6 +392,42 @@ fn bound<'q>(
     query
 }
 
+/// A WHERE clause built condition by condition with `$n` placeholders, and the texts to bind in
+/// order (sqlx's `QueryBuilder` writes `?` placeholders for `Any`, which PostgreSQL does not
+/// accept). A condition names its value `{}`; numbers compare through `CAST({} AS BIGINT)`.
+#[derive(Debug)]
+pub(crate) struct Where {
+    pub sql: String,
+    pub binds: Vec<String>,
+}
+
+impl Where {
+    pub fn new() -> Self {
+        Self { sql: String::from(" WHERE 1 = 1"), binds: Vec::new() }
+    }
+
+    /// Adds ` AND condition` when `value` is present.
+    pub fn and(&mut self, condition: &str, value: Option<String>) {
+        if let Some(value) = value {
+            self.binds.push(value);
+            self.sql.push_str(" AND ");
+            self.sql.push_str(&condition.replace("{}", &format!("${}", self.binds.len())));
+        }
+    }
+
+    /// The placeholders of the `LIMIT` and `OFFSET` that follow the bound values.
+    pub fn page_placeholders(&self) -> (String, String) {
+        (format!("${}", self.binds.len() + 1), format!("${}", self.binds.len() + 2))
+    }
+}
+
+/// `%text%` with LIKE wildcards in `text` escaped (for `LIKE {} ESCAPE '\'`), so they match
+/// literally.
+pub(crate) fn like_pattern(text: &str) -> String {
+    let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+    format!("%{escaped}%")
+}
+
 /// The settings every SQLite connection of the master gets, whichever executor runs it.
 fn sqlite_pragmas() -> String {
     format!(

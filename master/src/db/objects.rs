@@ -654,6 +654,53 @@ pub async fn set_metadata(
     Ok(())
 }
 
+/// Which files an administrator lists: every field set must match.
+#[derive(Debug, Default)]
+pub struct FileFilter<'a> {
+    pub owner_id: Option<UserId>,
+    /// Case-insensitive (ASCII) substring of the name.
+    pub name_contains: Option<&'a str>,
+    pub policy_id: Option<PolicyId>,
+    pub min_size: Option<i64>,
+    pub max_size: Option<i64>,
+}
+
+/// One page of every user's files not in the trash matching `filter`, newest first, and how
+/// many match.
+pub async fn files_page(
+    db: &Db,
+    filter: &FileFilter<'_>,
+    offset: i64,
+    limit: i64,
+) -> Result<(Vec<ObjectRow>, i64), DbError> {
+    let mut clause = super::Where::new();
+    clause.and("owner_id = {}", filter.owner_id.map(|id| id.to_string()));
+    clause.and(
+        "LOWER(name) LIKE {} ESCAPE '\\'",
+        filter.name_contains.map(|text| super::like_pattern(&text.to_lowercase())),
+    );
+    clause.and("policy_id = {}", filter.policy_id.map(|id| id.to_string()));
+    clause.and("size >= CAST({} AS BIGINT)", filter.min_size.map(|n| n.to_string()));
+    clause.and("size <= CAST({} AS BIGINT)", filter.max_size.map(|n| n.to_string()));
+    let condition = format!("{} AND kind = 'file' AND trashed_at IS NULL", clause.sql);
+    let (limit_at, offset_at) = clause.page_placeholders();
+    let sql = format!(
+        "SELECT {COLUMNS} FROM objects{condition} ORDER BY created_at DESC, id LIMIT {limit_at} OFFSET {offset_at}"
+    );
+    let mut query = sqlx::query_as(&sql);
+    for value in &clause.binds {
+        query = query.bind(value.as_str());
+    }
+    let rows = query.bind(limit).bind(offset).fetch_all(db.reader()).await?;
+    let count_sql = format!("SELECT COUNT(*) FROM objects{condition}");
+    let mut count_query = sqlx::query_as::<_, (i64,)>(&count_sql);
+    for value in &clause.binds {
+        count_query = count_query.bind(value.as_str());
+    }
+    let (count,) = count_query.fetch_one(db.reader()).await?;
+    Ok((rows, count))
+}
+
 /// Whether `object_id` is `ancestor_id` or lies below it.
 pub async fn is_within(db: &Db, object_id: ObjectId, ancestor_id: ObjectId) -> Result<bool, DbError> {
     let (found,): (i64,) = sqlx::query_as(

@@ -3,7 +3,7 @@
 use uuid::Uuid;
 
 use super::columns::Flag;
-use super::{Db, DbError};
+use super::{Db, DbError, Where};
 use crate::domain::ids::{ObjectId, UserId};
 use crate::domain::object::ObjectKind;
 use crate::domain::time::Millis;
@@ -132,31 +132,23 @@ pub async fn page_filtered(
     offset: i64,
     limit: i64,
 ) -> Result<(Vec<ShareWithObject>, i64), DbError> {
-    let mut conditions = vec!["1 = 1".to_owned()];
-    let mut values: Vec<String> = Vec::new();
-    for (condition, value) in [
-        ("s.owner_id = ", filter.owner_id.map(|id| id.to_string())),
-        ("s.object_id = ", filter.object_id.map(|id| id.to_string())),
-        ("s.code = ", filter.code.map(str::to_owned)),
-    ] {
-        if let Some(value) = value {
-            values.push(value);
-            conditions.push(format!("{condition}${}", values.len()));
-        }
-    }
-    let filter_sql = conditions.join(" AND ");
-    let (limit_at, offset_at) = (values.len() + 1, values.len() + 2);
+    let mut clause = Where::new();
+    clause.and("s.owner_id = {}", filter.owner_id.map(|id| id.to_string()));
+    clause.and("s.object_id = {}", filter.object_id.map(|id| id.to_string()));
+    clause.and("s.code = {}", filter.code.map(str::to_owned));
+    let (limit_at, offset_at) = clause.page_placeholders();
     let sql = format!(
-        "SELECT {COLUMNS}, {WITH_OBJECT} WHERE {filter_sql} ORDER BY s.created_at DESC, s.id LIMIT ${limit_at} OFFSET ${offset_at}"
+        "SELECT {COLUMNS}, {WITH_OBJECT}{} ORDER BY s.created_at DESC, s.id LIMIT {limit_at} OFFSET {offset_at}",
+        clause.sql
     );
     let mut query = sqlx::query_as(&sql);
-    for value in &values {
+    for value in &clause.binds {
         query = query.bind(value.as_str());
     }
     let rows = query.bind(limit).bind(offset).fetch_all(db.reader()).await?;
-    let count_sql = format!("SELECT COUNT(*) FROM shares s WHERE {filter_sql}");
+    let count_sql = format!("SELECT COUNT(*) FROM shares s{}", clause.sql);
     let mut count_query = sqlx::query_as::<_, (i64,)>(&count_sql);
-    for value in &values {
+    for value in &clause.binds {
         count_query = count_query.bind(value.as_str());
     }
     let (count,) = count_query.fetch_one(db.reader()).await?;

@@ -1,6 +1,6 @@
 //! SQL of the `users` and `auth_identities` tables.
 
-use super::{Arg, Conn, Db, DbError, Values};
+use super::{Arg, Conn, Db, DbError, Values, Where, like_pattern};
 use crate::domain::ids::{GroupId, UserId};
 use crate::domain::time::Millis;
 use crate::domain::user::{UserFilter, UserStatus};
@@ -222,34 +222,17 @@ pub async fn set_colors(db: &Db, id: UserId, colors: Option<[&str; 7]>, now: Mil
     Ok(done.rows_affected() > 0)
 }
 
-/// The WHERE clause for `filter` with `$n` placeholders, and the text values to bind in order.
-/// (sqlx's `QueryBuilder` writes `?` placeholders for `Any`, which PostgreSQL does not accept.)
+/// The WHERE clause for `filter` and the text values to bind in order.
 fn user_filter_sql(filter: &UserFilter) -> (String, Vec<String>) {
-    let mut sql = String::from(" WHERE 1 = 1");
-    let mut binds = Vec::new();
-    let mut add = |condition: &str, value: String| {
-        binds.push(value);
-        sql.push_str(&condition.replace("{}", &format!("${}", binds.len())));
-    };
-    if let Some(group) = &filter.group_id {
-        add(" AND group_id = {}", group.clone());
-    }
-    if let Some(status) = &filter.status {
-        add(" AND status = {}", status.clone());
-    }
-    if let Some(email) = &filter.email_contains {
-        add(" AND email LIKE {} ESCAPE '\\'", like_pattern(&email.to_lowercase()));
-    }
-    if let Some(nickname) = &filter.nickname_contains {
-        add(" AND LOWER(nickname) LIKE {} ESCAPE '\\'", like_pattern(&nickname.to_lowercase()));
-    }
-    (sql, binds)
-}
-
-/// `%text%` with LIKE wildcards in `text` escaped, so they match literally.
-fn like_pattern(text: &str) -> String {
-    let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
-    format!("%{escaped}%")
+    let mut clause = Where::new();
+    clause.and("group_id = {}", filter.group_id.clone());
+    clause.and("status = {}", filter.status.clone());
+    clause.and("email LIKE {} ESCAPE '\\'", filter.email_contains.as_deref().map(|e| like_pattern(&e.to_lowercase())));
+    clause.and(
+        "LOWER(nickname) LIKE {} ESCAPE '\\'",
+        filter.nickname_contains.as_deref().map(|n| like_pattern(&n.to_lowercase())),
+    );
+    (clause.sql, clause.binds)
 }
 
 /// One page of users matching `filter`, newest first, with the total count.

@@ -598,6 +598,75 @@ pub async fn purge(ctx: &Context, caller: Uuid, ids: &[Uuid]) -> ServiceResult<(
     Ok(())
 }
 
+/// A file as an administrator sees it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AdminFileView {
+    pub id: Uuid,
+    pub name: String,
+    pub owner_id: Uuid,
+    pub parent_id: Option<Uuid>,
+    pub size: i64,
+    pub policy_id: Option<Uuid>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// One page of every user's files (not in the trash) matching `filter`, newest first
+/// (`admin_required`).
+pub async fn admin_files(
+    db: &Db,
+    filter: &db::objects::FileFilter<'_>,
+    page: PageRequest,
+) -> ServiceResult<Page<AdminFileView>> {
+    for (field, size) in [("min_size", filter.min_size), ("max_size", filter.max_size)] {
+        if size.is_some_and(|size| size < 0) {
+            return Err(ServiceError::validation(field, "must be 0 or more bytes"));
+        }
+    }
+    let (rows, count) = db::objects::files_page(db, filter, page.offset, page.limit).await?;
+    let items = rows
+        .into_iter()
+        .map(|row| AdminFileView {
+            id: row.id.into(),
+            name: row.name,
+            owner_id: row.owner_id.into(),
+            parent_id: row.parent_id.map(Into::into),
+            size: row.size,
+            policy_id: row.policy_id.map(Into::into),
+            created_at: to_rfc3339(row.created_at),
+            updated_at: to_rfc3339(row.updated_at),
+        })
+        .collect();
+    Ok(Page { count, items })
+}
+
+/// Puts any users' objects in their owners' trash, or with `purge` deletes them for good
+/// (`admin_required`). Every id must name an object not in the trash and not a root, checked
+/// before anything changes.
+pub async fn admin_delete(ctx: &Context, ids: &[Uuid], purge: bool) -> ServiceResult<()> {
+    let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
+    let mut by_owner: std::collections::BTreeMap<Uuid, Vec<Uuid>> = std::collections::BTreeMap::new();
+    for &id in &ids {
+        let row = db::objects::find_by_id(ctx.db(), id).await?.filter(|row| row.trashed_at.is_none());
+        let row = row.ok_or_else(not_found)?;
+        if row.parent_id.is_none() {
+            return Err(ServiceError::new(
+                ErrorKind::Forbidden,
+                codes::OBJECT_ROOT,
+                "the root folder cannot be moved, copied or deleted",
+            ));
+        }
+        by_owner.entry(row.owner_id.into()).or_default().push(id.into());
+    }
+    for (owner, ids) in by_owner {
+        trash(ctx.db(), owner, &ids).await?;
+        if purge {
+            self::purge(ctx, owner, &ids).await?;
+        }
+    }
+    Ok(())
+}
+
 /// Deletes everything a user owns (before the user is deleted), releasing blobs.
 pub async fn delete_everything_of(ctx: &Context, owner: Uuid) -> ServiceResult<()> {
     let Some(root) = db::objects::root_of(ctx.db(), owner.into()).await? else { return Ok(()) };

@@ -570,22 +570,25 @@ pub fn share_path_names<'a>(path: &'a str, raw: &str) -> ServiceResult<Vec<&'a s
     Ok(names)
 }
 
-/// One page of the folder at `names` below shared folder `code`.
+/// One page of the folder at `path` below shared folder `code` (`raw`: the path as sent, see
+/// [`share_path_names`]). The share is checked first: an unknown code answers 404 whatever the
+/// path.
 pub async fn browse(
     ctx: &Context,
     code: &str,
     visitor: &Visitor<'_>,
-    names: &[&str],
+    (path, raw): (&str, &str),
     page: PageRequest,
 ) -> ServiceResult<SharedFolderView> {
     let share = opened(ctx, code, visitor).await?;
+    let names = share_path_names(path, raw)?;
     if share.object_kind != ObjectKind::Folder {
         return Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the share is a file, not a folder"));
     }
     let root = share.share.object_id;
     let mut folder = root;
     if !names.is_empty() {
-        let found = db::objects::walk(ctx.db(), db::objects::WalkStart::Below(root), names).await?;
+        let found = db::objects::walk(ctx.db(), db::objects::WalkStart::Below(root), &names).await?;
         let last = found.last().filter(|_| found.len() == names.len()).ok_or_else(access::not_found)?;
         if last.kind != ObjectKind::Folder {
             return Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the object is a file, not a folder"));

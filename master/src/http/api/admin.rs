@@ -1,4 +1,4 @@
-//! `/admin`: users, groups and site settings (access level `admin_required`).
+//! `/admin`: users, groups, site settings and every user's files (access level `admin_required`).
 
 use axum::Json;
 use axum::extract::State;
@@ -9,6 +9,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::context::Context;
+use crate::db::objects::FileFilter;
 use crate::domain::group::GroupPermissions;
 use crate::domain::user::UserFilter;
 use crate::domain::user::UserStatus;
@@ -17,6 +18,7 @@ use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::http::guard::AdminRequired;
 use crate::service::accounts::{self, UserView};
+use crate::service::files::{self, AdminFileView};
 use crate::service::groups::{self, GroupInput, GroupView};
 use crate::service::{Page, PageRequest, site, users};
 
@@ -349,5 +351,84 @@ pub async fn update_settings(
     ApiJson(values): ApiJson<serde_json::Map<String, serde_json::Value>>,
 ) -> ServiceResult<StatusCode> {
     site::update_settings(state.db(), &values).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct FileListQuery {
+    /// Only this user's files.
+    pub owner_id: Option<Uuid>,
+    /// Case-insensitive substring of the name (ASCII letters fold).
+    pub name_contains: Option<String>,
+    /// Only files stored under this policy.
+    pub policy_id: Option<Uuid>,
+    /// At least this many bytes.
+    #[param(minimum = 0)]
+    pub min_size: Option<i64>,
+    /// At most this many bytes.
+    #[param(minimum = 0)]
+    pub max_size: Option<i64>,
+    #[param(minimum = 0)]
+    pub offset: Option<i64>,
+    /// 1..=1000, default 50.
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<i64>,
+}
+
+/// Every user's files (not in the trash), newest first, with filters.
+#[utoipa::path(get, path = "/admin/file", tag = "admin", security(("bearer" = [])), params(FileListQuery),
+    responses(
+        (status = 200, description = "One page of files", body = Page<AdminFileView>),
+        (status = 400, description = "Unreadable query", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 422, description = "Paging or a size out of range", body = ErrorBody),
+    ))]
+pub async fn list_files(
+    State(state): State<Context>,
+    _admin: AdminRequired,
+    ApiQuery(query): ApiQuery<FileListQuery>,
+) -> ServiceResult<Json<Page<AdminFileView>>> {
+    let page = PageRequest::parse(query.offset, query.limit)?;
+    let filter = FileFilter {
+        owner_id: query.owner_id.map(Into::into),
+        name_contains: query.name_contains.as_deref().filter(|text| !text.is_empty()),
+        policy_id: query.policy_id.map(Into::into),
+        min_size: query.min_size,
+        max_size: query.max_size,
+    };
+    Ok(Json(files::admin_files(state.db(), &filter, page).await?))
+}
+
+/// Which objects an administrator deletes, and how.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdminDeleteRequest {
+    #[schema(min_items = 1)]
+    pub ids: Vec<Uuid>,
+    /// Delete for good (quota and storage released) instead of moving to the owners' trash.
+    #[serde(default)]
+    pub purge: bool,
+}
+
+/// Put any users' objects in their owners' trash, or delete them for good with `purge`. Every
+/// id must name an object not in the trash (and not a root), checked before anything changes.
+#[utoipa::path(delete, path = "/admin/file", tag = "admin", security(("bearer" = [])), request_body = AdminDeleteRequest,
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator, or a root folder", body = ErrorBody),
+        (status = 404, description = "No such object, or it is in the trash", body = ErrorBody),
+        (status = 409, description = "An upload into a folder is in progress", body = ErrorBody),
+        (status = 422, description = "No ids", body = ErrorBody),
+    ))]
+pub async fn delete_files(
+    State(state): State<Context>,
+    _admin: AdminRequired,
+    ApiJson(request): ApiJson<AdminDeleteRequest>,
+) -> ServiceResult<StatusCode> {
+    files::admin_delete(&state, &request.ids, request.purge).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -152,6 +152,7 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .route("/share/{code}/children/", axum::routing::get(shares::browse_root))
         .routes(routes!(shares::download))
         .routes(routes!(shares::save))
+        .routes(routes!(admin::list_files, admin::delete_files))
         .routes(routes!(shares::admin_list))
         .routes(routes!(shares::admin_delete))
         .routes(routes!(webdav::list, webdav::create))

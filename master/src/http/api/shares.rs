@@ -170,7 +170,7 @@ pub async fn browse_root(
 ) -> ServiceResult<Json<SharedFolderView>> {
     let page = PageRequest::parse(query.offset, query.limit)?;
     let visitor = visitor(&headers, None, address);
-    Ok(Json(shares::browse(&state, &code, &visitor, &[], page).await?))
+    Ok(Json(shares::browse(&state, &code, &visitor, ("", ""), page).await?))
 }
 
 /// A folder inside a shared folder, by its path below it (folders first, then by name). The
@@ -198,9 +198,8 @@ pub async fn browse(
 ) -> ServiceResult<Json<SharedFolderView>> {
     let page = PageRequest::parse(query.offset, query.limit)?;
     let raw = uri.path().split_once("/children/").map_or("", |(_, raw)| raw);
-    let names = shares::share_path_names(&path, raw)?;
     let visitor = visitor(&headers, None, address);
-    Ok(Json(shares::browse(&state, &code, &visitor, &names, page).await?))
+    Ok(Json(shares::browse(&state, &code, &visitor, (&path, raw), page).await?))
 }
 
 /// A single-use download token for a file of the share (the shared file, or one below the
