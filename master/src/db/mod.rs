@@ -415,9 +415,34 @@ impl Where {
         }
     }
 
-    /// The placeholders of the `LIMIT` and `OFFSET` that follow the bound values.
-    pub fn page_placeholders(&self) -> (String, String) {
-        (format!("${}", self.binds.len() + 1), format!("${}", self.binds.len() + 2))
+    /// One page of `SELECT {columns} FROM {from}` under this clause (and `extra`, conditions
+    /// without values) in `order`, and how many rows match in all.
+    pub async fn page<T>(
+        &self,
+        db: &Db,
+        (columns, from, extra): (&str, &str, &str),
+        order: &str,
+        (offset, limit): (i64, i64),
+    ) -> Result<(Vec<T>, i64), DbError>
+    where
+        T: for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> + Send + Unpin,
+    {
+        let condition = format!("{}{extra}", self.sql);
+        let n = self.binds.len();
+        let sql =
+            format!("SELECT {columns} FROM {from}{condition} ORDER BY {order} LIMIT ${} OFFSET ${}", n + 1, n + 2);
+        let mut query = sqlx::query_as::<_, T>(&sql);
+        for value in &self.binds {
+            query = query.bind(value.as_str());
+        }
+        let rows = query.bind(limit).bind(offset).fetch_all(db.reader()).await?;
+        let count_sql = format!("SELECT COUNT(*) FROM {from}{condition}");
+        let mut count = sqlx::query_as::<_, (i64,)>(&count_sql);
+        for value in &self.binds {
+            count = count.bind(value.as_str());
+        }
+        let (total,) = count.fetch_one(db.reader()).await?;
+        Ok((rows, total))
     }
 }
 

@@ -682,23 +682,8 @@ pub async fn files_page(
     clause.and("policy_id = {}", filter.policy_id.map(|id| id.to_string()));
     clause.and("size >= CAST({} AS BIGINT)", filter.min_size.map(|n| n.to_string()));
     clause.and("size <= CAST({} AS BIGINT)", filter.max_size.map(|n| n.to_string()));
-    let condition = format!("{} AND kind = 'file' AND trashed_at IS NULL", clause.sql);
-    let (limit_at, offset_at) = clause.page_placeholders();
-    let sql = format!(
-        "SELECT {COLUMNS} FROM objects{condition} ORDER BY created_at DESC, id LIMIT {limit_at} OFFSET {offset_at}"
-    );
-    let mut query = sqlx::query_as(&sql);
-    for value in &clause.binds {
-        query = query.bind(value.as_str());
-    }
-    let rows = query.bind(limit).bind(offset).fetch_all(db.reader()).await?;
-    let count_sql = format!("SELECT COUNT(*) FROM objects{condition}");
-    let mut count_query = sqlx::query_as::<_, (i64,)>(&count_sql);
-    for value in &clause.binds {
-        count_query = count_query.bind(value.as_str());
-    }
-    let (count,) = count_query.fetch_one(db.reader()).await?;
-    Ok((rows, count))
+    let extra = " AND kind = 'file' AND trashed_at IS NULL";
+    clause.page(db, (COLUMNS, "objects", extra), "created_at DESC, id", (offset, limit)).await
 }
 
 /// Whether `object_id` is `ancestor_id` or lies below it.

@@ -44,9 +44,10 @@ pub struct ShareWithObject {
     pub owner_status: UserStatus,
 }
 
-const WITH_OBJECT: &str = "o.name AS object_name, o.kind AS object_kind, o.size AS object_size, \
-     o.trashed_at AS object_trashed_at, u.nickname AS owner_nickname, u.status AS owner_status \
-     FROM shares s JOIN objects o ON o.id = s.object_id JOIN users u ON u.id = s.owner_id";
+/// The columns of [`ShareWithObject`] besides the share's, and the tables they come from.
+const OBJECT_COLUMNS: &str = "o.name AS object_name, o.kind AS object_kind, o.size AS object_size, \
+     o.trashed_at AS object_trashed_at, u.nickname AS owner_nickname, u.status AS owner_status";
+const WITH_OBJECT_FROM: &str = "shares s JOIN objects o ON o.id = s.object_id JOIN users u ON u.id = s.owner_id";
 
 /// What a new share holds.
 pub struct NewShare<'a> {
@@ -83,7 +84,7 @@ pub async fn insert(db: &Db, share: &NewShare<'_>) -> Result<(), DbError> {
 
 /// The share with `code`, with its object and owner.
 pub async fn find_by_code(db: &Db, code: &str) -> Result<Option<ShareWithObject>, DbError> {
-    Ok(sqlx::query_as(&format!("SELECT {COLUMNS}, {WITH_OBJECT} WHERE s.code = $1"))
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS}, {OBJECT_COLUMNS} FROM {WITH_OBJECT_FROM} WHERE s.code = $1"))
         .bind(code)
         .fetch_optional(db.reader())
         .await?)
@@ -91,7 +92,7 @@ pub async fn find_by_code(db: &Db, code: &str) -> Result<Option<ShareWithObject>
 
 /// The share with id `id`, with its object and owner.
 pub async fn find_by_id(db: &Db, id: Uuid) -> Result<Option<ShareWithObject>, DbError> {
-    Ok(sqlx::query_as(&format!("SELECT {COLUMNS}, {WITH_OBJECT} WHERE s.id = $1"))
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS}, {OBJECT_COLUMNS} FROM {WITH_OBJECT_FROM} WHERE s.id = $1"))
         .bind(id.to_string())
         .fetch_optional(db.reader())
         .await?)
@@ -105,7 +106,8 @@ pub async fn page_of_owner(
     limit: i64,
 ) -> Result<(Vec<ShareWithObject>, i64), DbError> {
     let rows = sqlx::query_as(&format!(
-        "SELECT {COLUMNS}, {WITH_OBJECT} WHERE s.owner_id = $1 ORDER BY s.created_at DESC, s.id LIMIT $2 OFFSET $3"
+        "SELECT {COLUMNS}, {OBJECT_COLUMNS} FROM {WITH_OBJECT_FROM} WHERE s.owner_id = $1 \
+         ORDER BY s.created_at DESC, s.id LIMIT $2 OFFSET $3"
     ))
     .bind(owner_id)
     .bind(limit)
@@ -136,23 +138,8 @@ pub async fn page_filtered(
     clause.and("s.owner_id = {}", filter.owner_id.map(|id| id.to_string()));
     clause.and("s.object_id = {}", filter.object_id.map(|id| id.to_string()));
     clause.and("s.code = {}", filter.code.map(str::to_owned));
-    let (limit_at, offset_at) = clause.page_placeholders();
-    let sql = format!(
-        "SELECT {COLUMNS}, {WITH_OBJECT}{} ORDER BY s.created_at DESC, s.id LIMIT {limit_at} OFFSET {offset_at}",
-        clause.sql
-    );
-    let mut query = sqlx::query_as(&sql);
-    for value in &clause.binds {
-        query = query.bind(value.as_str());
-    }
-    let rows = query.bind(limit).bind(offset).fetch_all(db.reader()).await?;
-    let count_sql = format!("SELECT COUNT(*) FROM shares s{}", clause.sql);
-    let mut count_query = sqlx::query_as::<_, (i64,)>(&count_sql);
-    for value in &clause.binds {
-        count_query = count_query.bind(value.as_str());
-    }
-    let (count,) = count_query.fetch_one(db.reader()).await?;
-    Ok((rows, count))
+    let columns = format!("{COLUMNS}, {OBJECT_COLUMNS}");
+    clause.page(db, (&columns, WITH_OBJECT_FROM, ""), "s.created_at DESC, s.id", (offset, limit)).await
 }
 
 /// What a change of a share sets (every field, as the service merged it).

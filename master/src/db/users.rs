@@ -222,8 +222,8 @@ pub async fn set_colors(db: &Db, id: UserId, colors: Option<[&str; 7]>, now: Mil
     Ok(done.rows_affected() > 0)
 }
 
-/// The WHERE clause for `filter` and the text values to bind in order.
-fn user_filter_sql(filter: &UserFilter) -> (String, Vec<String>) {
+/// The WHERE clause for `filter`.
+fn user_filter(filter: &UserFilter) -> Where {
     let mut clause = Where::new();
     clause.and("group_id = {}", filter.group_id.clone());
     clause.and("status = {}", filter.status.clone());
@@ -232,29 +232,13 @@ fn user_filter_sql(filter: &UserFilter) -> (String, Vec<String>) {
         "LOWER(nickname) LIKE {} ESCAPE '\\'",
         filter.nickname_contains.as_deref().map(|n| like_pattern(&n.to_lowercase())),
     );
-    (clause.sql, clause.binds)
+    clause
 }
 
 /// One page of users matching `filter`, newest first, with the total count.
 pub async fn list(db: &Db, filter: &UserFilter, offset: i64, limit: i64) -> Result<(i64, Vec<UserRow>), DbError> {
-    let (condition, binds) = user_filter_sql(filter);
-    let count_sql = format!("SELECT COUNT(*) FROM users{condition}");
-    let mut count = sqlx::query_as::<_, (i64,)>(&count_sql);
-    for value in &binds {
-        count = count.bind(value.as_str());
-    }
-    let (total,) = count.fetch_one(db.reader()).await?;
-    let n = binds.len();
-    let page_sql = format!(
-        "SELECT {USER_COLUMNS} FROM users{condition} ORDER BY created_at DESC, id LIMIT ${} OFFSET ${}",
-        n + 1,
-        n + 2
-    );
-    let mut page = sqlx::query_as::<_, UserRow>(&page_sql);
-    for value in &binds {
-        page = page.bind(value.as_str());
-    }
-    let rows = page.bind(limit).bind(offset).fetch_all(db.reader()).await?;
+    let (rows, total) =
+        user_filter(filter).page(db, (USER_COLUMNS, "users", ""), "created_at DESC, id", (offset, limit)).await?;
     Ok((total, rows))
 }
 
