@@ -121,6 +121,10 @@ codes! {
 
     AUTH_MISSING_CREDENTIALS = "auth.missing_credentials";
 
+    TAG_NOT_FOUND = "tag.not_found";
+    TAG_NAME_TAKEN = "tag.name_taken";
+    TAG_AUTOMATIC = "tag.automatic";
+
     SHARE_NOT_FOUND = "share.not_found";
     SHARE_NOT_ALLOWED = "share.not_allowed";
     SHARE_EXPIRED = "share.expired";

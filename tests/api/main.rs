@@ -19,6 +19,7 @@ mod settings;
 mod shares;
 mod site;
 mod storage;
+mod tags;
 mod tasks;
 mod themes;
 mod webdav;

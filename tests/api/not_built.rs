@@ -47,8 +47,6 @@ async fn every_not_built_operation_in_the_document_answers_501_with_the_uniform_
     }
     for expected in [
         "POST /api/v1/share/{code}/report",
-        "GET /api/v1/tag",
-        "GET /api/v1/tag/{id}/objects",
         "POST /api/v1/user/authn/registration",
         "PUT /api/v1/user/authn/registration",
         "GET /api/v1/user/oauth/{provider}/callback",
@@ -69,12 +67,12 @@ async fn every_not_built_operation_in_the_document_answers_501_with_the_uniform_
 
 async fn not_built_operations_check_access_before_answering_501(app: TestApp) {
     let user = app.register("nina@example.com", "nina-password").await;
-    let anonymous = app.call(Method::GET, "/tag", None, None).await;
+    let anonymous = app.call(Method::GET, "/user/storage_packs", None, None).await;
     assert_eq!(error_body(anonymous, 401).await["code"], "auth.missing_token");
     let not_admin = app.call(Method::GET, "/admin/summary", Some(&user.access), None).await;
     assert_eq!(error_body(not_admin, 403).await["code"], "auth.admin_required");
-    let allowed = app.call(Method::GET, "/tag", Some(&user.access), None).await;
-    assert_eq!(error_body(allowed, 501).await["message"], "not built yet: tags");
+    let allowed = app.call(Method::GET, "/user/storage_packs", Some(&user.access), None).await;
+    assert_eq!(error_body(allowed, 501).await["message"], "not built yet: storage packs");
     // Public operations need no token.
     for (method, path) in [(Method::POST, "/share/abc/report"), (Method::GET, "/user/oauth/github")] {
         let response = app.call(method, path, None, None).await;

@@ -24,6 +24,7 @@ pub mod properties;
 pub mod refresh_tokens;
 pub mod settings;
 pub mod shares;
+pub mod tags;
 pub mod tasks;
 pub mod themes;
 pub mod uploads;
@@ -413,6 +414,19 @@ impl Where {
             self.sql.push_str(" AND ");
             self.sql.push_str(&condition.replace("{}", &format!("${}", self.binds.len())));
         }
+    }
+
+    /// Adds ` AND (condition OR condition ...)`, one per value; no values match nothing.
+    pub fn and_any(&mut self, condition: &str, values: &[String]) {
+        let mut alternatives = Vec::with_capacity(values.len());
+        for value in values {
+            self.binds.push(value.clone());
+            alternatives.push(condition.replace("{}", &format!("${}", self.binds.len())));
+        }
+        if alternatives.is_empty() {
+            alternatives.push("1 = 0".to_owned());
+        }
+        self.sql.push_str(&format!(" AND ({})", alternatives.join(" OR ")));
     }
 
     /// One page of `SELECT {columns} FROM {from}` under this clause (and `extra`, conditions

@@ -20,6 +20,7 @@ pub mod policies;
 pub mod shares;
 pub mod sign_in;
 pub mod site;
+pub mod tags;
 pub mod tasks;
 pub mod themes;
 pub mod uploads;

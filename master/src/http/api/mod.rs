@@ -9,6 +9,7 @@ pub mod not_built;
 pub mod policies;
 pub mod shares;
 pub mod site;
+pub mod tags;
 pub mod tasks;
 pub mod themes;
 pub mod transfers;
@@ -153,6 +154,9 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(shares::download))
         .routes(routes!(shares::save))
         .routes(routes!(admin::list_files, admin::delete_files))
+        .routes(routes!(tags::list, tags::create))
+        .routes(routes!(tags::get, tags::update, tags::delete))
+        .routes(routes!(tags::objects, tags::attach, tags::detach))
         .routes(routes!(shares::admin_list))
         .routes(routes!(shares::admin_delete))
         .routes(routes!(webdav::list, webdav::create))

@@ -109,12 +109,6 @@ pub const TABLE: &[NotBuilt] = {
         // Shares
         row(Post, "/share/{code}/report", Public, "shares", "Report a share", "reports"),
         // Tags
-        row(Get, "/tag", User, "tags", "List the caller's tags", "tags"),
-        row(Post, "/tag", User, "tags", "Create a tag", "tags"),
-        row(Get, "/tag/{id}", User, "tags", "Read a tag", "tags"),
-        row(Patch, "/tag/{id}", User, "tags", "Change a tag", "tags"),
-        row(Delete, "/tag/{id}", User, "tags", "Delete a tag", "tags"),
-        row(Get, "/tag/{id}/objects", User, "tags", "List the objects with a tag", "tags"),
         // Passkeys
         row(Post, "/user/authn/registration", User, "user", "Start a passkey registration", "passkeys"),
         row(Put, "/user/authn/registration", User, "user", "Finish a passkey registration", "passkeys"),
