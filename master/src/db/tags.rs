@@ -90,26 +90,24 @@ pub async fn delete(db: &Db, id: Uuid) -> Result<(), DbError> {
 
 /// Links `tag_id` to each of `objects` (already linked ones stay as they are).
 pub async fn attach(db: &Db, tag_id: Uuid, objects: &[ObjectId]) -> Result<(), DbError> {
-    let mut tx = db.begin().await?;
-    for object in objects {
-        sqlx::query("INSERT INTO object_tags (tag_id, object_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
-            .bind(tag_id.to_string())
-            .bind(*object)
-            .execute(&mut *tx)
-            .await?;
-    }
-    tx.commit().await?;
-    Ok(())
+    for_each_link(
+        db,
+        "INSERT INTO object_tags (tag_id, object_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        tag_id,
+        objects,
+    )
+    .await
 }
 
 pub async fn detach(db: &Db, tag_id: Uuid, objects: &[ObjectId]) -> Result<(), DbError> {
+    for_each_link(db, "DELETE FROM object_tags WHERE tag_id = $1 AND object_id = $2", tag_id, objects).await
+}
+
+/// Runs `sql` for the link of `tag_id` with each of `objects`, in one transaction.
+async fn for_each_link(db: &Db, sql: &str, tag_id: Uuid, objects: &[ObjectId]) -> Result<(), DbError> {
     let mut tx = db.begin().await?;
     for object in objects {
-        sqlx::query("DELETE FROM object_tags WHERE tag_id = $1 AND object_id = $2")
-            .bind(tag_id.to_string())
-            .bind(*object)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(sql).bind(tag_id.to_string()).bind(*object).execute(&mut *tx).await?;
     }
     tx.commit().await?;
     Ok(())
