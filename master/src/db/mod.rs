@@ -398,8 +398,8 @@ fn bound<'q>(
 /// accept). A condition names its value `{}`; numbers compare through `CAST({} AS BIGINT)`.
 #[derive(Debug)]
 pub(crate) struct Where {
-    pub sql: String,
-    pub binds: Vec<String>,
+    sql: String,
+    binds: Vec<String>,
 }
 
 impl Where {

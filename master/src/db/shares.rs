@@ -98,28 +98,8 @@ pub async fn find_by_id(db: &Db, id: Uuid) -> Result<Option<ShareWithObject>, Db
         .await?)
 }
 
-/// One page of `owner_id`'s shares, newest first, and how many there are.
-pub async fn page_of_owner(
-    db: &Db,
-    owner_id: UserId,
-    offset: i64,
-    limit: i64,
-) -> Result<(Vec<ShareWithObject>, i64), DbError> {
-    let rows = sqlx::query_as(&format!(
-        "SELECT {COLUMNS}, {OBJECT_COLUMNS} FROM {WITH_OBJECT_FROM} WHERE s.owner_id = $1 \
-         ORDER BY s.created_at DESC, s.id LIMIT $2 OFFSET $3"
-    ))
-    .bind(owner_id)
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(db.reader())
-    .await?;
-    let (count,): (i64,) =
-        sqlx::query_as("SELECT COUNT(*) FROM shares WHERE owner_id = $1").bind(owner_id).fetch_one(db.reader()).await?;
-    Ok((rows, count))
-}
-
-/// Which shares an administrator lists: any of the fields set must match.
+/// Which shares a list holds (an owner's, or an administrator's choice): every field set must
+/// match.
 #[derive(Debug, Default)]
 pub struct ShareFilter<'a> {
     pub owner_id: Option<UserId>,
@@ -127,7 +107,7 @@ pub struct ShareFilter<'a> {
     pub code: Option<&'a str>,
 }
 
-/// One page of every share matching `filter`, newest first, and how many match.
+/// One page of the shares matching `filter`, newest first, and how many match.
 pub async fn page_filtered(
     db: &Db,
     filter: &ShareFilter<'_>,

@@ -334,7 +334,8 @@ pub async fn owned(ctx: &Context, caller: Uuid, code: &str) -> ServiceResult<Sha
 
 /// One page of the caller's shares, newest first.
 pub async fn list(ctx: &Context, caller: Uuid, page: PageRequest) -> ServiceResult<Page<ShareView>> {
-    let (rows, count) = db::shares::page_of_owner(ctx.db(), caller.into(), page.offset, page.limit).await?;
+    let mine = db::shares::ShareFilter { owner_id: Some(caller.into()), ..Default::default() };
+    let (rows, count) = db::shares::page_filtered(ctx.db(), &mine, page.offset, page.limit).await?;
     let (base, now) = (site_base(ctx).await?, now_ms());
     let items = rows.iter().map(|share| view(share, share_url(&base, &share.share.code), now)).collect();
     Ok(Page { count, items })
@@ -531,7 +532,6 @@ pub async fn public_view(ctx: &Context, code: &str, visitor: &Visitor<'_>) -> Se
             db::shares::count_view(ctx.db(), row.id).await?;
         }
     }
-    let shown = |value| if locked { None } else { Some(value) };
     Ok(PublicShareView {
         code: row.code.clone(),
         owner: ShareOwnerView { nickname: share.owner_nickname.clone() },
@@ -539,10 +539,10 @@ pub async fn public_view(ctx: &Context, code: &str, visitor: &Visitor<'_>) -> Se
         locked,
         expires_at: row.expires_at.map(to_rfc3339),
         allow_preview: row.allow_preview,
-        object_id: shown(Uuid::from(row.object_id)),
-        name: if locked { None } else { Some(share.object_name.clone()) },
-        kind: if locked { None } else { Some(share.object_kind) },
-        size: if locked { None } else { Some(share.object_size) },
+        object_id: (!locked).then(|| row.object_id.into()),
+        name: (!locked).then(|| share.object_name.clone()),
+        kind: (!locked).then_some(share.object_kind),
+        size: (!locked).then_some(share.object_size),
         grant: match unlocked {
             Unlocked::NewGrant(grant) => Some(grant),
             _ => None,
