@@ -38,7 +38,8 @@ impl Drop for Server {
 }
 
 impl Server {
-    pub(crate) fn start(binary: &Path) -> Server {
+    /// Starts the master with `env` besides its own settings (e.g. `NUBO_DATABASE_URL`).
+    pub(crate) fn start_with(binary: &Path, env: &[(&str, &str)]) -> Server {
         let dir = tempfile::Builder::new().prefix("nubo-bench-").tempdir().expect("temp dir");
         let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
         let mut command = Command::new(binary);
@@ -46,6 +47,7 @@ impl Server {
         // Allocator and runtime settings pass through, for tuning runs
         // (`_RJEM_MALLOC_CONF=dirty_decay_ms:10000`, `TOKIO_WORKER_THREADS=1`, …).
         command.envs(std::env::vars().filter(|(name, _)| name == "_RJEM_MALLOC_CONF" || name.starts_with("TOKIO_")));
+        command.envs(env.iter().copied());
         let child = command
             .env("NUBO_SECRET", "b".repeat(48))
             .env("NUBO_LISTEN", format!("127.0.0.1:{port}"))
@@ -325,8 +327,13 @@ async fn insert_folder(tx: &mut sqlx::SqliteConnection, id: &str, owner: &str, p
 /// Starts a release `nubo-master` next to this binary and signs in as its administrator;
 /// answers the bench handle and the administrator's user id.
 pub(crate) async fn start_signed_in() -> (Bench, String) {
+    start_signed_in_with(&[]).await
+}
+
+/// As [`start_signed_in`], the master started with more environment.
+pub(crate) async fn start_signed_in_with(env: &[(&str, &str)]) -> (Bench, String) {
     let binary = std::env::current_exe().expect("own path").with_file_name("nubo-master");
-    let server = Server::start(&binary);
+    let server = Server::start_with(&binary, env);
     let client = reqwest::Client::builder().pool_max_idle_per_host(16).build().expect("client");
     let login =
         json!({"provider": "email_password", "identifier": "bench@example.com", "credential": "bench-password"});

@@ -4,7 +4,8 @@
 //! `nubo-bench files` runs the file workloads against a `nubo-master` process (see `files.rs`);
 //! `nubo-bench nodes` compares uploads straight to a `nubo-slave` process with uploads through
 //! the master (see `nodes.rs`); `nubo-bench reads` reads one small file through WebDAV, a source
-//! link and download tokens side by side (see `reads.rs`).
+//! link and download tokens side by side (see `reads.rs`); `nubo-bench search` times searches
+//! over 100,000 objects on SQLite and PostgreSQL (see `search.rs`).
 //!
 //! `nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL]` starts a master on
 //! SQLite (in-memory store), signs in, then drives a `jwt_required` endpoint
@@ -28,6 +29,7 @@ mod files;
 mod migrate;
 mod nodes;
 mod reads;
+mod search;
 
 struct Options {
     seconds: u64,
@@ -189,7 +191,7 @@ async fn bench_auth(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b]";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R]";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -214,6 +216,12 @@ fn main() {
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
         runtime.block_on(reads::run(rest));
+        return;
+    }
+    if command == "search" {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(search::run(rest));
         return;
     }
     if command == "s3-copy" {

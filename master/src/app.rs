@@ -59,6 +59,10 @@ pub async fn open_database(config: &Config) -> anyhow::Result<Db> {
         .context("cannot open the database")?;
     db.migrate().await.context("cannot migrate the database")?;
     service::bootstrap::seed(&db).await.context("cannot seed the database")?;
+    let filled = service::bootstrap::fill_search_keys(&db).await.context("cannot write the objects' search keys")?;
+    if filled > 0 {
+        tracing::info!(filled, "wrote the search keys of objects from before search");
+    }
     Ok(db)
 }
 

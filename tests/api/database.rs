@@ -2,6 +2,8 @@
 
 use nubo_master::db::{Backend as DbBackend, Db};
 use nubo_tests::{Backend, TestApp, TestDatabase};
+use reqwest::Method;
+use serde_json::Value;
 
 async fn migrations_apply_once_and_again_as_a_no_op(backend: Backend) {
     let Some(database) = TestDatabase::create(backend).await else { return };
@@ -312,6 +314,51 @@ async fn only_trashed_objects_are_in_the_trash_index(app: TestApp) {
             assert!(definition.ends_with("WHERE (trash_root_id IS NOT NULL)"), "{definition}");
         }
     }
+}
+
+nubo_tests::on_every_backend!(a_search_reads_the_owners_search_index_in_its_order);
+
+/// A search (`db::objects::search`) reads one owner's live entries of `objects_search` in key
+/// order, testing the pattern on the index entry: no table scan, no sort.
+async fn a_search_reads_the_owners_search_index_in_its_order(app: TestApp) {
+    let db = app.context().db();
+    match db.backend() {
+        DbBackend::Sqlite => {
+            let steps = sqlite_plan(
+                db,
+                "SELECT id FROM objects WHERE owner_id = 'owner' AND name_key LIKE '%a%' ESCAPE '\\' \
+                 AND trashed_at IS NULL AND parent_id IS NOT NULL ORDER BY name_key, kind, id LIMIT 50",
+            )
+            .await;
+            assert_eq!(steps, ["SEARCH objects USING INDEX objects_search (owner_id=?)"]);
+        }
+        DbBackend::Postgres => {
+            let definition = index_definition(db, "objects_search").await;
+            assert!(definition.contains("(owner_id, name_key, kind, id) WHERE (trashed_at IS NULL)"), "{definition}");
+        }
+    }
+}
+
+nubo_tests::on_every_backend!(objects_from_before_search_get_their_search_keys_at_start);
+
+/// Rows written before search keys existed have none; the master writes them when it starts.
+async fn objects_from_before_search_get_their_search_keys_at_start(mut app: TestApp) {
+    let ann = app.register("ann@example.com", "ann-password-1").await;
+    let root = app.root_id(&ann).await;
+    app.upload(&ann, &root, "Ärger.txt", b"old").await;
+    sqlx::query("UPDATE objects SET name_key = NULL").execute(app.context().db().writer()).await.unwrap();
+    async fn found(app: &TestApp, access: &str) -> i64 {
+        let page: Value = app.call(Method::GET, "/search?q=%C3%A4rger", Some(access), None).await.json().await.unwrap();
+        page["count"].as_i64().unwrap()
+    }
+    assert_eq!(found(&app, &ann.access).await, 0, "a row without a key is not found");
+    app.restart().await;
+    assert_eq!(found(&app, &ann.access).await, 1);
+    let (left,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM objects WHERE name_key IS NULL")
+        .fetch_one(app.context().db().reader())
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
 }
 
 /// The steps of SQLite's plan for `query`.

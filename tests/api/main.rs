@@ -15,6 +15,7 @@ mod names;
 mod nodes;
 mod not_built;
 mod privileges;
+mod search;
 mod settings;
 mod shares;
 mod site;

@@ -7,7 +7,7 @@
 use super::objects::{INSERT, NewObject, SET_CONTENT, set_content};
 use super::{Arg, Db, DbError, bound};
 use crate::domain::ids::{ObjectId, PolicyId, UserId};
-use crate::domain::object::ObjectKind;
+use crate::domain::object::{ObjectKind, search_key};
 use crate::domain::time::Millis;
 
 /// Where the content goes.
@@ -191,6 +191,7 @@ fn commit_inline(
     let old_refs = match &commit.destination {
         Destination::NewFile { parent_id, name, .. } => {
             let (owner_id, parent_id) = (commit.owner_id.to_string(), parent_id.to_string());
+            let name_key = search_key(name);
             let args = [
                 Arg::Text(&object_id),
                 Arg::Text(&owner_id),
@@ -201,6 +202,7 @@ fn commit_inline(
                 Arg::Text(&blob_id),
                 Arg::Int(content.size),
                 Arg::Int(now),
+                Arg::Text(&name_key),
             ];
             execute(conn, INSERT, &args)?;
             None

@@ -1,9 +1,9 @@
 //! SQL of the object tree (`objects`), source links and object metadata. An object's path is
 //! derived from its parent chain with a recursive query, so moving a folder updates one row.
 
-use super::{Arg, Conn, Db, DbError, Values};
+use super::{Arg, Conn, Db, DbError, Values, Where};
 use crate::domain::ids::{ObjectId, PolicyId, UserId};
-use crate::domain::object::{ListOrder, ObjectKind};
+use crate::domain::object::{ListOrder, ObjectKind, search_key};
 use crate::domain::time::Millis;
 
 pub const COLUMNS: &str = "id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, trashed_at, trash_root_id, created_at, updated_at";
@@ -42,9 +42,9 @@ pub struct NewObject<'a> {
     pub size: i64,
 }
 
-/// `$1`..`$9`: id, owner, parent, name, kind, policy, blob, size, now.
-pub(super) const INSERT: &str = "INSERT INTO objects (id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)";
+/// `$1`..`$10`: id, owner, parent, name, kind, policy, blob, size, now, the name's search key.
+pub(super) const INSERT: &str = "INSERT INTO objects (id, owner_id, parent_id, name, kind, policy_id, physical_file_id, size, created_at, updated_at, name_key)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10)";
 
 pub async fn insert(conn: &mut Conn, object: &NewObject<'_>, now: Millis) -> Result<(), DbError> {
     sqlx::query(INSERT)
@@ -57,6 +57,7 @@ pub async fn insert(conn: &mut Conn, object: &NewObject<'_>, now: Millis) -> Res
         .bind(object.physical_file_id)
         .bind(object.size)
         .bind(now)
+        .bind(search_key(object.name))
         .execute(conn)
         .await?;
     Ok(())
@@ -366,10 +367,11 @@ pub async fn children(
 }
 
 pub async fn rename(conn: &mut Conn, id: ObjectId, name: &str, now: Millis) -> Result<(), DbError> {
-    sqlx::query("UPDATE objects SET name = $2, updated_at = $3 WHERE id = $1")
+    sqlx::query("UPDATE objects SET name = $2, updated_at = $3, name_key = $4 WHERE id = $1")
         .bind(id)
         .bind(name)
         .bind(now)
+        .bind(search_key(name))
         .execute(conn)
         .await?;
     Ok(())
@@ -393,11 +395,12 @@ pub async fn relocate(
     name: &str,
     now: Millis,
 ) -> Result<(), DbError> {
-    sqlx::query("UPDATE objects SET parent_id = $2, name = $3, updated_at = $4 WHERE id = $1")
+    sqlx::query("UPDATE objects SET parent_id = $2, name = $3, updated_at = $4, name_key = $5 WHERE id = $1")
         .bind(id)
         .bind(parent_id)
         .bind(name)
         .bind(now)
+        .bind(search_key(name))
         .execute(conn)
         .await?;
     Ok(())
@@ -728,4 +731,101 @@ mod tests {
         assert!(!plan.iter().any(|step| step.contains("objects_live_name")), "{plan:?}");
         assert!(!plan.iter().any(|step| step.contains("TEMP B-TREE")), "no sort: {plan:?}");
     }
+}
+
+/// Up to `limit` objects whose search key was never written (rows from before keys existed).
+pub async fn without_search_key(db: &Db, limit: i64) -> Result<Vec<(ObjectId, String)>, DbError> {
+    Ok(sqlx::query_as("SELECT id, name FROM objects WHERE name_key IS NULL LIMIT $1")
+        .bind(limit)
+        .fetch_all(db.reader())
+        .await?)
+}
+
+/// Writes the search keys of objects, in one transaction.
+pub async fn set_search_keys(db: &Db, keys: &[(ObjectId, String)]) -> Result<(), DbError> {
+    let mut tx = db.begin().await?;
+    for (id, key) in keys {
+        sqlx::query("UPDATE objects SET name_key = $2 WHERE id = $1")
+            .bind(*id)
+            .bind(key.as_str())
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// What a search looks for among one owner's live objects (the root excepted). Patterns are
+/// lower-case `LIKE` patterns over search keys (`domain::object::search_key`), `\` escaping.
+#[derive(Debug, Default)]
+pub struct SearchFilter {
+    /// The key contains this (already a `%...%` pattern).
+    pub pattern: Option<String>,
+    pub kind: Option<ObjectKind>,
+    /// Linked to this manual tag.
+    pub manual_tag: Option<uuid::Uuid>,
+    /// A file whose key matches any of these (an automatic tag's rule).
+    pub any_of: Option<Vec<String>>,
+    /// Somewhere below this folder.
+    pub under: Option<ObjectId>,
+}
+
+/// One page of `owner_id`'s live objects matching `filter`, by search key (the order of the
+/// `objects_search` index, so a page is read off the index and the scan stops at its end), and
+/// how many match in all.
+pub async fn search(
+    db: &Db,
+    owner_id: UserId,
+    filter: &SearchFilter,
+    (offset, limit): (i64, i64),
+) -> Result<(Vec<ObjectRow>, i64), DbError> {
+    let mut clause = Where::new();
+    clause.and("owner_id = {}", Some(owner_id.to_string()));
+    clause.and("name_key LIKE {} ESCAPE '\\'", filter.pattern.clone());
+    clause.and("kind = {}", filter.kind.map(|kind| kind.as_str().to_owned()));
+    clause.and("id IN (SELECT object_id FROM object_tags WHERE tag_id = {})", filter.manual_tag.map(|t| t.to_string()));
+    if let Some(patterns) = &filter.any_of {
+        clause.and("kind = {}", Some(ObjectKind::File.as_str().to_owned()));
+        clause.and_any("name_key LIKE {} ESCAPE '\\'", patterns);
+    }
+    // The folders of the subtree, walked down the listing index; their children are the matches.
+    clause.and(
+        "parent_id IN (WITH RECURSIVE below(id) AS (
+             SELECT CAST({} AS TEXT)
+             UNION ALL
+             SELECT o.id FROM objects o JOIN below b ON o.parent_id = b.id WHERE o.kind = 'folder' AND o.trashed_at IS NULL
+         ) SELECT id FROM below)",
+        filter.under.map(|folder| folder.to_string()),
+    );
+    let extra = " AND trashed_at IS NULL AND parent_id IS NOT NULL";
+    clause.page(db, (COLUMNS, "objects", extra), "name_key, kind, id", (offset, limit)).await
+}
+
+/// The names from the root down to each of `ids` (the root's own, empty, first), by id; an id
+/// that names no object is left out.
+pub async fn paths_names(db: &Db, ids: &[ObjectId]) -> Result<Vec<(ObjectId, Vec<String>)>, DbError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let placeholders = (1..=ids.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(", ");
+    let sql = format!(
+        "WITH RECURSIVE chain(start, parent_id, name, depth) AS (
+             SELECT id, parent_id, name, 0 FROM objects WHERE id IN ({placeholders})
+             UNION ALL
+             SELECT c.start, o.parent_id, o.name, c.depth + 1 FROM objects o JOIN chain c ON o.id = c.parent_id
+         )
+         SELECT start, name FROM chain ORDER BY start, depth DESC"
+    );
+    let mut query = sqlx::query_as::<_, (ObjectId, String)>(&sql);
+    for id in ids {
+        query = query.bind(*id);
+    }
+    let mut paths: Vec<(ObjectId, Vec<String>)> = Vec::with_capacity(ids.len());
+    for (start, name) in query.fetch_all(db.reader()).await? {
+        match paths.last_mut() {
+            Some((id, names)) if *id == start => names.push(name),
+            _ => paths.push((start, vec![name])),
+        }
+    }
+    Ok(paths)
 }

@@ -122,8 +122,8 @@ pub async fn linked_page(db: &Db, tag_id: Uuid, offset: i64, limit: i64) -> Resu
     clause.page(db, (&columns, from, " AND o.trashed_at IS NULL"), "o.name, o.id", (offset, limit)).await
 }
 
-/// One page of `owner_id`'s live files whose lower-case name matches any of the LIKE
-/// `patterns` (lower-case, `\` escaping), by name, and how many there are.
+/// One page of `owner_id`'s live files whose search key matches any of the LIKE `patterns`
+/// (search keys, `\` escaping), by name, and how many there are.
 pub async fn matching_page(
     db: &Db,
     owner_id: UserId,
@@ -133,7 +133,40 @@ pub async fn matching_page(
 ) -> Result<(Vec<ObjectRow>, i64), DbError> {
     let mut clause = Where::new();
     clause.and("owner_id = {}", Some(owner_id.to_string()));
-    clause.and_any("LOWER(name) LIKE {} ESCAPE '\\'", patterns);
+    clause.and_any("name_key LIKE {} ESCAPE '\\'", patterns);
     let extra = " AND kind = 'file' AND trashed_at IS NULL";
     clause.page(db, (OBJECT_COLUMNS, "objects", extra), "name, id", (offset, limit)).await
+}
+
+/// The manual tags linked to each of `ids`, as (object, tag) pairs by object and tag name.
+pub async fn manual_of(db: &Db, ids: &[ObjectId]) -> Result<Vec<(ObjectId, TagRow)>, DbError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let placeholders = (1..=ids.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(", ");
+    let columns = COLUMNS.split(", ").map(|column| format!("g.{column}")).collect::<Vec<_>>().join(", ");
+    let sql = format!(
+        "SELECT t.object_id, {columns} FROM object_tags t JOIN tags g ON g.id = t.tag_id
+         WHERE t.object_id IN ({placeholders}) ORDER BY t.object_id, g.name"
+    );
+    let mut query = sqlx::query_as::<_, LinkedTagRow>(&sql);
+    for id in ids {
+        query = query.bind(*id);
+    }
+    Ok(query.fetch_all(db.reader()).await?.into_iter().map(|row| (row.object_id, row.tag)).collect())
+}
+
+#[derive(sqlx::FromRow)]
+struct LinkedTagRow {
+    object_id: ObjectId,
+    #[sqlx(flatten)]
+    tag: TagRow,
+}
+
+/// `owner_id`'s automatic tags, by name.
+pub async fn automatic_of(db: &Db, owner_id: UserId) -> Result<Vec<TagRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM tags WHERE owner_id = $1 AND kind = 'automatic' ORDER BY name"))
+        .bind(owner_id)
+        .fetch_all(db.reader())
+        .await?)
 }

@@ -104,6 +104,14 @@ pub fn new_id() -> uuid::Uuid {
     uuid::Uuid::now_v7()
 }
 
+/// The form of a name (or of a search for one) that searches and automatic tags compare: lower
+/// case by Unicode's rules (`Ä` and `ä` alike, not only A-Z) and composed (NFC), so a name a
+/// client sent decomposed (`a` + combining diaeresis, as macOS does) matches one typed composed.
+pub fn search_key(text: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    text.nfc().collect::<String>().to_lowercase()
+}
+
 /// Splits a slash-separated path relative to a user's root into validated names; `""` and `"/"`
 /// are the root itself.
 pub fn parse_path(path: &str) -> Result<Vec<ObjectName>, &'static str> {
@@ -132,6 +140,14 @@ mod tests {
         assert_eq!(sorted.len(), ids.len(), "no id repeats");
     }
     use super::*;
+
+    #[test]
+    fn search_keys_fold_case_and_composition() {
+        assert_eq!(search_key("ÄRGER.TXT"), "ärger.txt");
+        assert_eq!(search_key("A\u{0308}rger"), search_key("Ärger"));
+        assert_eq!(search_key("ΣΟΦΙΑ"), "σοφια");
+        assert_ne!(search_key("ärger"), search_key("arger"));
+    }
 
     #[test]
     fn ordinary_and_unusual_names_are_accepted() {

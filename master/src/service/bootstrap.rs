@@ -7,6 +7,7 @@ use crate::db::policies::PolicyValues;
 use crate::db::{self, Db};
 use crate::domain::group::{GIB, GroupPermissions};
 use crate::domain::ids::{GroupId, PolicyId};
+use crate::domain::object::search_key;
 use crate::domain::policy::{DEFAULT_CHUNK_SIZE, LocalOptions, PolicyOptions};
 use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
@@ -122,5 +123,20 @@ pub async fn seed_first_admin(db: &Db, config: &Config) -> ServiceResult<()> {
         // Another master created it concurrently.
         Err(e) if e.kind == ErrorKind::Conflict => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+/// Writes the search key of every object that has none (rows from before keys existed), a
+/// thousand per transaction; answers how many. Every object written since carries its key.
+pub async fn fill_search_keys(db: &Db) -> ServiceResult<u64> {
+    let mut filled = 0;
+    loop {
+        let batch = db::objects::without_search_key(db, 1000).await?;
+        if batch.is_empty() {
+            return Ok(filled);
+        }
+        let keys: Vec<_> = batch.into_iter().map(|(id, name)| (id, search_key(&name))).collect();
+        db::objects::set_search_keys(db, &keys).await?;
+        filled += keys.len() as u64;
     }
 }

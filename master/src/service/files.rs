@@ -19,6 +19,7 @@ use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Grant, Reach, Readable, Writable};
+use crate::service::tags::{self, TagBrief};
 use crate::service::{Page, PageRequest, policies};
 
 /// A file or folder as the API shows it.
@@ -38,6 +39,11 @@ pub struct ObjectView {
     pub trashed_at: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+    /// The owner's tags on it, by name: manual ones linked to it and automatic ones whose rule
+    /// its name matches. Shown by `GET /object/{id}`, folder listings and searches; absent from
+    /// the answers of changes (create, rename, move, copy, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<TagBrief>>,
 }
 
 pub use access::not_found;
@@ -71,6 +77,7 @@ pub fn view(row: &ObjectRow, path: String) -> ObjectView {
         trashed_at: row.trashed_at.map(to_rfc3339),
         created_at: to_rfc3339(row.created_at),
         updated_at: to_rfc3339(row.updated_at),
+        tags: None,
     }
 }
 
@@ -80,8 +87,12 @@ fn join_path(parent: &str, name: &str) -> String {
 
 /// The path of an object from its parent chain.
 pub async fn path_of(db: &Db, id: ObjectId) -> ServiceResult<String> {
-    let names = db::objects::path_names(db, id).await?;
-    Ok(format!("/{}", names.iter().skip(1).cloned().collect::<Vec<_>>().join("/")))
+    Ok(path_from_names(&db::objects::path_names(db, id).await?))
+}
+
+/// A path from the names of an object's chain, the root's (empty) first.
+pub fn path_from_names(names: &[String]) -> String {
+    format!("/{}", names.get(1..).unwrap_or_default().join("/"))
 }
 
 pub async fn view_of(db: &Db, row: &ObjectRow) -> ServiceResult<ObjectView> {
@@ -151,7 +162,7 @@ pub async fn list_directory(
     let folder_path = path_of(db, folder.id).await?;
     let (count, rows) = db::objects::children(db, folder.id, order, descending, page.offset, page.limit).await?;
     let parent_id = Some(folder.id.into());
-    let items = rows
+    let mut items = rows
         .iter()
         .map(|row| ObjectView {
             id: row.id.into(),
@@ -164,9 +175,13 @@ pub async fn list_directory(
             trashed_at: None,
             created_at: to_rfc3339(row.created_at),
             updated_at: to_rfc3339(row.updated_at),
+            tags: None,
         })
-        .collect();
-    Ok(DirectoryView { folder: view(&folder, folder_path), count, items })
+        .collect::<Vec<_>>();
+    let mut folder = view(&folder, folder_path);
+    tags::fill_tags(db, owner.into(), std::slice::from_mut(&mut folder)).await?;
+    tags::fill_tags(db, owner.into(), &mut items).await?;
+    Ok(DirectoryView { folder, count, items })
 }
 
 /// Creates a folder in `parent` (a live folder: [`Reach::Folder`]), owned by the parent's owner.
@@ -191,9 +206,11 @@ pub async fn create_folder(db: &Db, parent: &Writable, name: &str) -> ServiceRes
     view_of(db, &row).await
 }
 
-/// The object as it was read for the handle.
+/// The object as it was read for the handle, with its tags.
 pub async fn get(db: &Db, object: &Readable) -> ServiceResult<ObjectView> {
-    view_of(db, object.row()).await
+    let mut view = view_of(db, object.row()).await?;
+    tags::fill_tags(db, object.row().owner_id, std::slice::from_mut(&mut view)).await?;
+    Ok(view)
 }
 
 /// The object as it is now, read again (after a change made through the handle).

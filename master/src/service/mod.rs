@@ -17,6 +17,7 @@ pub mod migration;
 pub mod node_calls;
 pub mod nodes;
 pub mod policies;
+pub mod search;
 pub mod shares;
 pub mod sign_in;
 pub mod site;

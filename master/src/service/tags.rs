@@ -2,6 +2,8 @@
 //! rule (file-name globs) decides which of the caller's files carry them, current and future,
 //! with no per-file rows to keep in step.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -9,13 +11,14 @@ use uuid::Uuid;
 use crate::context::Context;
 use crate::db::objects::ObjectRow;
 use crate::db::tags::{TagFields, TagRow};
-use crate::db::{self, DbError};
+use crate::db::{self, Db, DbError};
 use crate::domain::ids::{ObjectId, UserId};
-use crate::domain::object::ObjectKind;
+use crate::domain::object::{ObjectKind, search_key};
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Reach};
+use crate::service::files::ObjectView;
 use crate::service::{Page, PageRequest};
 
 const MAX_NAME: usize = 64;
@@ -118,10 +121,10 @@ fn globs(rule: &str) -> ServiceResult<Vec<&str>> {
     }
 }
 
-/// A glob as a lower-case SQL `LIKE` pattern (escaped with `\`).
-fn like_of(glob: &str) -> String {
+/// A glob as an SQL `LIKE` pattern over search keys (escaped with `\`).
+pub(crate) fn like_of(glob: &str) -> String {
     let mut pattern = String::with_capacity(glob.len());
-    for c in glob.to_lowercase().chars() {
+    for c in search_key(glob).chars() {
         match c {
             '*' => pattern.push('%'),
             '?' => pattern.push('_'),
@@ -133,6 +136,78 @@ fn like_of(glob: &str) -> String {
         }
     }
     pattern
+}
+
+/// Whether `key` (a name's search key) matches `glob` (a glob's search key): `*` any run of
+/// characters, `?` one; the same test as [`like_of`]'s pattern in SQL, for names already read.
+fn glob_matches(glob: &[char], key: &[char]) -> bool {
+    let (mut g, mut k) = (0, 0);
+    // Where the last `*` was, and the key position it has consumed up to.
+    let mut star: Option<(usize, usize)> = None;
+    while k < key.len() {
+        match glob.get(g) {
+            Some('*') => {
+                star = Some((g, k));
+                g += 1;
+            }
+            Some(&c) if c == '?' || c == key[k] => {
+                g += 1;
+                k += 1;
+            }
+            _ => match star {
+                // Let the last `*` take one more character and try again from there.
+                Some((star_g, star_k)) => {
+                    star = Some((star_g, star_k + 1));
+                    g = star_g + 1;
+                    k = star_k + 1;
+                }
+                None => return false,
+            },
+        }
+    }
+    glob[g..].iter().all(|&c| c == '*')
+}
+
+/// A tag as objects show it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TagBrief {
+    pub id: Uuid,
+    pub name: String,
+    pub color: Option<String>,
+}
+
+fn brief(row: TagRow) -> TagBrief {
+    TagBrief { id: row.id, name: row.name, color: row.color }
+}
+
+/// Fills in the tags of `views`, all objects of `owner`: the manual tags linked to each, and
+/// the automatic tags whose rule its name matches (files only), each by name.
+pub async fn fill_tags(db: &Db, owner: UserId, views: &mut [ObjectView]) -> ServiceResult<()> {
+    let ids: Vec<ObjectId> = views.iter().map(|view| view.id.into()).collect();
+    let mut linked: HashMap<ObjectId, Vec<TagBrief>> = HashMap::new();
+    for (object, tag) in db::tags::manual_of(db, &ids).await? {
+        linked.entry(object).or_default().push(brief(tag));
+    }
+    let rules: Vec<(TagRow, Vec<Vec<char>>)> = db::tags::automatic_of(db, owner)
+        .await?
+        .into_iter()
+        .map(|tag| {
+            let globs = tag.expression.as_deref().and_then(|rule| globs(rule).ok()).unwrap_or_default();
+            let globs = globs.into_iter().map(|glob| search_key(glob).chars().collect()).collect();
+            (tag, globs)
+        })
+        .collect();
+    for view in views.iter_mut() {
+        let mut tags = linked.remove(&ObjectId::from(view.id)).unwrap_or_default();
+        if view.kind == ObjectKind::File && !rules.is_empty() {
+            let key: Vec<char> = search_key(&view.name).chars().collect();
+            let matching = rules.iter().filter(|(_, globs)| globs.iter().any(|glob| glob_matches(glob, &key)));
+            tags.extend(matching.map(|(tag, _)| brief(tag.clone())));
+        }
+        tags.sort_by(|a, b| a.name.cmp(&b.name));
+        view.tags = Some(tags);
+    }
+    Ok(())
 }
 
 /// The fields to store, checked: the name (trimmed, 1 to 64 characters), the colour, and a rule
@@ -251,6 +326,17 @@ pub async fn objects(
     Ok(Page { count, items: rows.into_iter().map(tagged).collect() })
 }
 
+/// What a search for objects carrying the caller's tag `id` looks for.
+pub(crate) async fn search_filter(ctx: &Context, caller: Uuid, id: Uuid) -> ServiceResult<db::objects::SearchFilter> {
+    let tag = view(owned(ctx, caller, id).await?);
+    let mut filter = db::objects::SearchFilter::default();
+    match (tag.kind, tag.rule.as_deref()) {
+        (TagType::Automatic, Some(rule)) => filter.any_of = Some(globs(rule)?.into_iter().map(like_of).collect()),
+        _ => filter.manual_tag = Some(id),
+    }
+    Ok(filter)
+}
+
 fn tagged(row: ObjectRow) -> TaggedObjectView {
     TaggedObjectView {
         id: row.id.into(),
@@ -265,6 +351,23 @@ fn tagged(row: ObjectRow) -> TaggedObjectView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn globs_match_names_as_their_like_patterns_do() {
+        let matches = |glob: &str, name: &str| {
+            let glob: Vec<char> = search_key(glob).chars().collect();
+            glob_matches(&glob, &search_key(name).chars().collect::<Vec<_>>())
+        };
+        assert!(matches("*.JPG", "Holiday.jpg"));
+        assert!(matches("*.jpg", "ÄRGER.JPG"));
+        assert!(matches("img_??.png", "IMG_01.png"));
+        assert!(matches("*a*b*", "xaxxbx"));
+        assert!(matches("*", ""));
+        assert!(!matches("img_??.png", "IMG_1.png"));
+        assert!(!matches("*.jpg", "Photo.jpeg"));
+        assert!(!matches("*a*b", "xaxxbx"));
+        assert!(!matches("report", "report.pdf"));
+    }
 
     #[test]
     fn globs_become_escaped_like_patterns() {

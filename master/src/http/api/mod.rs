@@ -7,6 +7,7 @@ pub mod metadata;
 pub mod nodes;
 pub mod not_built;
 pub mod policies;
+pub mod search;
 pub mod shares;
 pub mod site;
 pub mod tags;
@@ -154,6 +155,7 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(shares::download))
         .routes(routes!(shares::save))
         .routes(routes!(admin::list_files, admin::delete_files))
+        .routes(routes!(search::search))
         .routes(routes!(tags::list, tags::create))
         .routes(routes!(tags::get, tags::update, tags::delete))
         .routes(routes!(tags::objects, tags::attach, tags::detach))

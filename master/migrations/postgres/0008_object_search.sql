@@ -1,0 +1,10 @@
+-- Every object's name in the form searches compare (`domain::object::search_key`: Unicode lower
+-- case, composed), written by the master with the name; rows from before are filled at start.
+-- The "C" collation orders keys by bytes, as SQLite does, so both answer in the same order and
+-- the index serves that order.
+ALTER TABLE objects ADD COLUMN name_key TEXT COLLATE "C";
+-- A search scans one owner's live keys in this index in key order (the order it answers in),
+-- testing each key against the pattern without reading the table, and stops at the page's end.
+CREATE INDEX objects_search ON objects (owner_id, name_key, kind, id) WHERE trashed_at IS NULL;
+-- An object's tags are looked up by object (listings), and deleting an object deletes its links.
+CREATE INDEX object_tags_object ON object_tags (object_id);
