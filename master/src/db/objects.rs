@@ -770,9 +770,11 @@ pub struct SearchFilter {
     pub under: Option<ObjectId>,
 }
 
-/// One page of `owner_id`'s live objects matching `filter`, by search key (the order of the
-/// `objects_search` index, so a page is read off the index and the scan stops at its end), and
-/// how many match in all.
+/// One page of `owner_id`'s live objects matching `filter`, by search key, and how many match
+/// in all. The page's ids are read off the `objects_search` index alone (in its order, testing
+/// the key on each entry, stopping at the page's end: no table row is read for an entry that
+/// does not match), then their rows by id. On PostgreSQL a trigram index, where the `pg_trgm`
+/// extension could be enabled, finds the matches of a text of three or more characters.
 pub async fn search(
     db: &Db,
     owner_id: UserId,
@@ -788,17 +790,40 @@ pub async fn search(
         clause.and("kind = {}", Some(ObjectKind::File.as_str().to_owned()));
         clause.and_any("name_key LIKE {} ESCAPE '\\'", patterns);
     }
-    // The folders of the subtree, walked down the listing index; their children are the matches.
+    // The folders of the subtree, walked down the listing index, one folder's subfolders at a
+    // time (SQLite keeps a CROSS JOIN's order); their children are the matches.
     clause.and(
         "parent_id IN (WITH RECURSIVE below(id) AS (
              SELECT CAST({} AS TEXT)
              UNION ALL
-             SELECT o.id FROM objects o JOIN below b ON o.parent_id = b.id WHERE o.kind = 'folder' AND o.trashed_at IS NULL
+             SELECT o.id FROM below b CROSS JOIN objects o
+             WHERE o.parent_id = b.id AND o.kind = 'folder' AND o.trashed_at IS NULL
          ) SELECT id FROM below)",
         filter.under.map(|folder| folder.to_string()),
     );
-    let extra = " AND trashed_at IS NULL AND parent_id IS NOT NULL";
-    clause.page(db, (COLUMNS, "objects", extra), "name_key, kind, id", (offset, limit)).await
+    // The root is the one object with an empty name: excluded on the index's own column.
+    let extra = " AND trashed_at IS NULL AND name_key <> ''";
+    let (ids, count): (Vec<(ObjectId,)>, i64) =
+        clause.page(db, ("id", "objects", extra), "name_key, kind, id", (offset, limit)).await?;
+    let ids: Vec<ObjectId> = ids.into_iter().map(|(id,)| id).collect();
+    let order: std::collections::HashMap<ObjectId, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    let mut rows = rows_by_ids(db, &ids).await?;
+    rows.sort_by_key(|row| order.get(&row.id).copied());
+    Ok((rows, count))
+}
+
+/// The rows of `ids` (those that exist), in no particular order.
+pub async fn rows_by_ids(db: &Db, ids: &[ObjectId]) -> Result<Vec<ObjectRow>, DbError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let placeholders = (1..=ids.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(", ");
+    let sql = format!("SELECT {COLUMNS} FROM objects WHERE id IN ({placeholders})");
+    let mut query = sqlx::query_as::<_, ObjectRow>(&sql);
+    for id in ids {
+        query = query.bind(*id);
+    }
+    Ok(query.fetch_all(db.reader()).await?)
 }
 
 /// The names from the root down to each of `ids` (the root's own, empty, first), by id; an id
