@@ -96,6 +96,9 @@ codes! {
     DOWNLOAD_TOKEN_USED = "download.token_used";
     DOWNLOAD_RANGE_NOT_SATISFIABLE = "download.range_not_satisfiable";
 
+    ARCHIVE_NOT_FOUND = "archive.not_found";
+    ARCHIVE_TOKEN_USED = "archive.token_used";
+
     SOURCE_NOT_FOUND = "source.not_found";
 
     METADATA_READ_ONLY = "metadata.read_only";
