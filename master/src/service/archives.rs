@@ -120,7 +120,7 @@ pub(crate) async fn issue(ctx: &Context, chosen: &[Readable]) -> ServiceResult<A
     }
     let expires = now_ms() + ARCHIVE_TOKEN_LIFETIME.as_millis() as Millis;
     let ticket = Ticket { grant, ids: chosen.iter().map(|object| object.id().into()).collect(), expires };
-    let text = serde_json::to_string(&ticket).map_err(|e| ServiceError::internal(e))?;
+    let text = serde_json::to_string(&ticket).map_err(ServiceError::internal)?;
     let token = new_token();
     ctx.store().set(&keys(&token).0, &text, Some(ARCHIVE_TOKEN_LIFETIME)).await?;
     Ok(ArchiveTokenView {
@@ -157,7 +157,7 @@ pub async fn open(ctx: &Context, token: &str, consume: bool) -> ServiceResult<Ar
     let Some(text) = text else {
         return Err(if store.get(&used_key).await?.is_some() { used() } else { not_found() });
     };
-    let ticket: Ticket = serde_json::from_str(&text).map_err(|e| ServiceError::internal(e))?;
+    let ticket: Ticket = serde_json::from_str(&text).map_err(ServiceError::internal)?;
     if consume {
         let remaining = (ticket.expires - now_ms()).max(0) as u64 / 1000 + 60;
         store.set(&used_key, "1", Some(Duration::from_secs(remaining))).await?;
