@@ -145,6 +145,18 @@ async fn an_archive_token_works_once_and_only_for_the_callers_objects(app: TestA
     assert_eq!(head.status(), 200, "HEAD does not use the token up");
     assert_eq!(fetch(&app, &ticket).await.status(), 200);
     assert_eq!(error_body(fetch(&app, &ticket).await, 409).await["code"], "archive.token_used");
+
+    // Two masters sharing Redis (the PostgreSQL runs; SQLite runs with the in-memory store, one
+    // master by design): a token made on one is used on the other, and only once.
+    if app.backend == nubo_tests::Backend::Postgres {
+        let peer = app.spawn_peer().await;
+        let ticket = token(&app, "/file/archive", Some(&owner.access), &[], json!({"ids": [docs]})).await;
+        let on_peer = format!("http://{}{}", peer.addr, ticket["url"].as_str().unwrap());
+        let first = app.client.get(&on_peer).send().await.unwrap();
+        assert_eq!(first.status(), 200, "first use, on the second master");
+        assert!(!unpack(&first.bytes().await.unwrap()).is_empty());
+        assert_eq!(error_body(fetch(&app, &ticket).await, 409).await["code"], "archive.token_used");
+    }
     let made_up = app.get("/file/archive/bm90LWEtcmVhbC10b2tlbi1hdC1hbGwtbm90LWF0LWFsbA").await;
     assert_eq!(error_body(made_up, 404).await["code"], "archive.not_found");
 
