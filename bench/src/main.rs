@@ -5,7 +5,8 @@
 //! `nubo-bench nodes` compares uploads straight to a `nubo-slave` process with uploads through
 //! the master (see `nodes.rs`); `nubo-bench reads` reads one small file through WebDAV, a source
 //! link and download tokens side by side (see `reads.rs`); `nubo-bench search` times searches
-//! over 100,000 objects on SQLite and PostgreSQL (see `search.rs`).
+//! over 100,000 objects on SQLite and PostgreSQL (see `search.rs`); `nubo-bench archive` streams
+//! a ZIP of a 5 GiB folder while sampling the master's memory (see `archive.rs`).
 //!
 //! `nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL]` starts a master on
 //! SQLite (in-memory store), signs in, then drives a `jwt_required` endpoint
@@ -24,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use nubo_tests::{Backend, TestApp};
 
+mod archive;
 mod dav;
 mod files;
 mod migrate;
@@ -191,7 +193,7 @@ async fn bench_auth(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R]";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH]";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -210,6 +212,12 @@ fn main() {
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
         runtime.block_on(files::run(rest));
+        return;
+    }
+    if command == "archive" {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(archive::run(rest));
         return;
     }
     if command == "reads" {

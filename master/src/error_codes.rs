@@ -96,6 +96,9 @@ codes! {
     DOWNLOAD_TOKEN_USED = "download.token_used";
     DOWNLOAD_RANGE_NOT_SATISFIABLE = "download.range_not_satisfiable";
 
+    ARCHIVE_NOT_FOUND = "archive.not_found";
+    ARCHIVE_TOKEN_USED = "archive.token_used";
+
     SOURCE_NOT_FOUND = "source.not_found";
 
     METADATA_READ_ONLY = "metadata.read_only";
@@ -172,8 +175,18 @@ mod tests {
     use super::ALL;
 
     /// Code-shaped literals in the source that are not codes (file and host names in tests).
-    const NOT_CODES: &[&str] =
-        &["existing.db", "inline.db", "nubo.db", "nubo.example", "nubo.toml", "report.pdf", "same.txt", "secret.txt"];
+    const NOT_CODES: &[&str] = &[
+        "a.txt",
+        "archive.zip",
+        "existing.db",
+        "inline.db",
+        "nubo.db",
+        "nubo.example",
+        "nubo.toml",
+        "report.pdf",
+        "same.txt",
+        "secret.txt",
+    ];
 
     fn is_code_shaped(text: &str) -> bool {
         let Some((area, name)) = text.split_once('.') else { return false };

@@ -2,6 +2,7 @@
 //! for the whole crate keeps link times down.
 
 mod admin;
+mod archives;
 mod auth;
 mod cluster;
 mod contract;

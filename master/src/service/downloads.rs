@@ -198,6 +198,16 @@ pub async fn flush_source_downloads(ctx: &Context) -> ServiceResult<usize> {
     Ok(batch.len())
 }
 
+/// Opens live file `id` for reading through the master (an archive's entries): always a
+/// stream, never a redirect; `None` when it is no longer a live file (trashed or deleted since
+/// it was listed). Whose it is was decided before.
+pub(crate) async fn open_live_file(ctx: &Context, id: ObjectId) -> ServiceResult<Option<Download>> {
+    match db::objects::live_file_content(ctx.db(), id).await? {
+        Some(content) => serve_content(ctx, content, false).await.map(Some),
+        None => Ok(None),
+    }
+}
+
 /// Opens a file `caller` found by a path walk (WebDAV) for reading through the master: always a
 /// stream, never a redirect. One statement checks the file is still live and reads its blob
 /// and policy; anything else (trashed since, a folder, gone) is not found.

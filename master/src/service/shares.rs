@@ -1,7 +1,7 @@
 //! Shares: a file or folder its owner opens to whoever holds the code (and the password, when it
 //! has one). The owner's side (create, list, change, end) and the visitor's (the public view,
-//! browsing a shared folder, download tokens), with the counters, the limits and the password
-//! grant. A visitor reaches objects only through `access::readable_in_share`.
+//! browsing a shared folder, download and archive tokens), with the counters, the limits and
+//! the password grant. A visitor reaches objects only through `access::readable_in_share`.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -24,6 +24,7 @@ use crate::domain::user::UserStatus;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Reach, Readable};
+use crate::service::archives::{self, ArchiveTokenView};
 use crate::service::downloads::{self, DownloadTokenView};
 use crate::service::files::{self, CopySource, ObjectView};
 use crate::service::{Page, PageRequest, groups, site};
@@ -629,6 +630,24 @@ async fn reach(share: &ShareWithObject, ctx: &Context, object_id: Uuid) -> Servi
     access::readable_in_share(ctx.db(), row.id, (row.owner_id.into(), row.object_id), object_id).await
 }
 
+/// A single-use archive token for what the visitor chose of share `code` (default: the shared
+/// object itself); each chosen object must be inside the share.
+pub async fn archive_token(
+    ctx: &Context,
+    code: &str,
+    visitor: &Visitor<'_>,
+    object_ids: Option<&[Uuid]>,
+) -> ServiceResult<ArchiveTokenView> {
+    let share = opened(ctx, code, visitor).await?;
+    let whole = [Uuid::from(share.share.object_id)];
+    let ids = archives::selection(object_ids.unwrap_or(&whole))?;
+    let mut chosen = Vec::with_capacity(ids.len());
+    for id in ids {
+        chosen.push(reach(&share, ctx, id).await?);
+    }
+    archives::issue(ctx, &chosen).await
+}
+
 /// The file a share's download token names, when the share still serves it; with `count`
 /// (a `GET`, not a `HEAD`) the download is counted, within the share's limit.
 pub async fn readable_for_download(
@@ -637,14 +656,35 @@ pub async fn readable_for_download(
     object_id: Uuid,
     count: bool,
 ) -> ServiceResult<Readable> {
+    let mut served = served(ctx, share_id, &[object_id], count).await?;
+    served.pop().ok_or_else(access::not_found)
+}
+
+/// The objects a share's archive token names, when the share still serves them all; with
+/// `count` the archive counts as one download, within the share's limit.
+pub async fn readable_for_archive(
+    ctx: &Context,
+    share_id: Uuid,
+    object_ids: &[Uuid],
+    count: bool,
+) -> ServiceResult<Vec<Readable>> {
+    served(ctx, share_id, object_ids, count).await
+}
+
+/// `object_ids` through share `share_id` if it still serves each of them; with `count` one
+/// download is counted (refused past the limit).
+async fn served(ctx: &Context, share_id: Uuid, object_ids: &[Uuid], count: bool) -> ServiceResult<Vec<Readable>> {
     let share = db::shares::find_by_id(ctx.db(), share_id).await?.ok_or_else(not_found)?;
     let now = now_ms();
     open_for_visitors(&share, now)?;
-    let file = reach(&share, ctx, object_id).await?;
+    let mut objects = Vec::with_capacity(object_ids.len());
+    for id in object_ids {
+        objects.push(reach(&share, ctx, *id).await?);
+    }
     if count && !db::shares::count_download(ctx.db(), share_id, now).await? {
         return Err(used_up());
     }
-    Ok(file)
+    Ok(objects)
 }
 
 #[cfg(test)]

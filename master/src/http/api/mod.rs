@@ -1,6 +1,7 @@
 //! The `/api/v1` routers, one module per area, and the OpenAPI document generated from them.
 
 pub mod admin;
+pub mod archives;
 pub mod contract;
 pub mod files;
 pub mod metadata;
@@ -142,6 +143,8 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(transfers::complete_upload))
         .routes(routes!(transfers::create_download, transfers::download))
         .routes(routes!(transfers::create_source, transfers::get_source))
+        .routes(routes!(archives::create))
+        .routes(routes!(archives::download))
         .routes(routes!(transfers::serve_source))
         // The wildcard path is documented through `ApiDoc` (utoipa-axum cannot register it).
         .route("/directory/{*path}", axum::routing::get(files::list_path))
@@ -154,6 +157,7 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .route("/share/{code}/children/", axum::routing::get(shares::browse_root))
         .routes(routes!(shares::download))
         .routes(routes!(shares::save))
+        .routes(routes!(shares::archive))
         .routes(routes!(admin::list_files, admin::delete_files))
         .routes(routes!(search::search))
         .routes(routes!(tags::list, tags::create))

@@ -1,11 +1,12 @@
 //! Shares at `/share`: the owner's routes (bearer token), the visitor's (no account needed) and
-//! the administrator's at `/admin/share`, thin handlers over `service::shares`.
+//! the administrator's at `/admin/share`, thin handlers over `service::shares`. A visitor's
+//! archive token (`/share/{code}/archive`) is used at `/file/archive/{token}`, in `archives`.
 
 use axum::Json;
 use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::Deserialize;
-use utoipa::IntoParams;
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::files::PageQuery;
@@ -15,6 +16,7 @@ use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, ClientAddress};
 use crate::http::guard::{AdminRequired, AuthRequired};
+use crate::service::archives::ArchiveTokenView;
 use crate::service::downloads::DownloadTokenView;
 use crate::service::files::ObjectView;
 use crate::service::shares::{
@@ -224,6 +226,43 @@ pub async fn download(
 ) -> ServiceResult<Json<DownloadTokenView>> {
     let visitor = visitor(&headers, None, address);
     Ok(Json(shares::download_token(&state, &code, &visitor, object_id).await?))
+}
+
+/// What a visitor puts in an archive of a share.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShareArchiveRequest {
+    /// Objects of the share (the shared object or anything below it); default: the shared
+    /// object itself, that is all of the share.
+    #[schema(min_items = 1, max_items = 1000)]
+    pub ids: Option<Vec<Uuid>>,
+}
+
+/// A single-use token for a ZIP archive of the share, or of what the visitor chooses of it,
+/// downloaded like the owner's (`GET /file/archive/{token}`). No account needed; a
+/// password-protected share needs its grant. The archive counts as one download of the share
+/// when it is fetched, and the share's `max_downloads` is checked then.
+#[utoipa::path(post, path = "/share/{code}/archive", tag = "shares",
+    params(("code" = String, Path),
+        ("X-Share-Grant" = Option<String>, Header, description = "The share grant, for a password-protected share")),
+    request_body = ShareArchiveRequest,
+    responses(
+        (status = 200, description = "The token", body = ArchiveTokenView),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Password-protected and no valid grant (`share.password_required`)", body = ErrorBody),
+        (status = 404, description = "No such share, or an object not in it", body = ErrorBody),
+        (status = 410, description = "Expired or out of downloads", body = ErrorBody),
+        (status = 422, description = "An empty list of ids, or more than 1000", body = ErrorBody),
+    ))]
+pub async fn archive(
+    State(state): State<Context>,
+    ApiPath(code): ApiPath<String>,
+    ClientAddress(address): ClientAddress,
+    headers: HeaderMap,
+    ApiJson(request): ApiJson<ShareArchiveRequest>,
+) -> ServiceResult<Json<ArchiveTokenView>> {
+    let visitor = visitor(&headers, None, address);
+    Ok(Json(shares::archive_token(&state, &code, &visitor, request.ids.as_deref()).await?))
 }
 
 /// Save what the caller chooses of a share (default: all of it) into one of their folders: the
