@@ -17,6 +17,7 @@ codes! {
     ROUTE_NOT_FOUND = "route.not_found";
     ROUTE_METHOD_NOT_ALLOWED = "route.method_not_allowed";
     ROUTE_NOT_IMPLEMENTED = "route.not_implemented";
+    WEB_NOT_BUILT = "web.not_built";
 
     REQUEST_MALFORMED_JSON = "request.malformed_json";
     REQUEST_UNREADABLE_BODY = "request.unreadable_body";
@@ -179,6 +180,7 @@ mod tests {
         "a.txt",
         "archive.zip",
         "existing.db",
+        "index.html",
         "inline.db",
         "nubo.db",
         "nubo.example",

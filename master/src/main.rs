@@ -53,6 +53,8 @@ enum Command {
     Serve,
     /// Apply pending database migrations and exit.
     Migrate,
+    /// Print the OpenAPI document of the API (as `GET /api/v1/openapi.json` serves it) and exit.
+    Openapi,
     /// Manage users.
     #[command(subcommand)]
     User(UserCommand),
@@ -88,6 +90,16 @@ fn main() -> ExitCode {
         secret_file: cli.secret_file,
         log_format: cli.log_format,
     };
+    if matches!(cli.command, Some(Command::Openapi)) {
+        // Needs no configuration: the web app's API client is generated from this in CI.
+        return match nubo_master::http::api::openapi().to_pretty_json() {
+            Ok(document) => {
+                println!("{document}");
+                ExitCode::SUCCESS
+            }
+            Err(err) => fail(err),
+        };
+    }
     let config = match Config::load(cli.config.as_deref(), &overrides) {
         Ok(config) => config,
         Err(err) => return fail(err),
@@ -100,6 +112,7 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(async move {
         match cli.command.unwrap_or(Command::Serve) {
             Command::Serve => app::serve(config).await,
+            Command::Openapi => Ok(()),
             Command::Migrate => {
                 let applied = app::migrate(&config).await?;
                 println!("database is up to date ({applied} migrations applied)");

@@ -24,5 +24,6 @@ mod storage;
 mod tags;
 mod tasks;
 mod themes;
+mod web;
 mod webdav;
 mod webdav_hardening;

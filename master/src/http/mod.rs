@@ -10,23 +10,23 @@ pub mod error;
 pub mod extract;
 pub mod guard;
 pub mod node_rpc;
+pub mod web;
 
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderName, Method, Request, StatusCode, Uri, header};
+use axum::http::{HeaderName, Request, StatusCode, header};
 use axum::{Extension, Router};
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::classify::ServerErrorsFailureClass;
+use tower_http::compression::CompressionLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::{Level, Span};
 
 use crate::context::Context;
-use crate::error::{ErrorKind, ServiceError};
-use crate::error_codes as codes;
 
 /// Builds the complete application router.
 pub fn router(state: Context) -> Router {
@@ -39,7 +39,8 @@ pub fn router(state: Context) -> Router {
     api.route(dav::PREFIX, dav.clone())
         .route("/dav/", dav.clone())
         .route("/dav/{*path}", dav)
-        .fallback(unknown_route)
+        // Every other path: the web app (API and WebDAV paths still answer the JSON 404).
+        .fallback_service(axum::routing::any(web::serve).layer(CompressionLayer::new()))
         .layer(DefaultBodyLimit::max(max_json_body))
         .layer(Extension(edge::JsonBodyLimit(max_json_body)))
         .with_state(state)
@@ -98,10 +99,6 @@ fn log_failure(failure: ServerErrorsFailureClass, latency: Duration, _span: &Spa
         }
         ServerErrorsFailureClass::Error(error) => tracing::warn!(%error, latency_ms, "response stream broke off"),
     }
-}
-
-async fn unknown_route(method: Method, uri: Uri) -> ServiceError {
-    ServiceError::new(ErrorKind::NotFound, codes::ROUTE_NOT_FOUND, format!("no route for {method} {}", uri.path()))
 }
 
 #[cfg(test)]

@@ -1,0 +1,122 @@
+//! The browser app (`web/`, built into the binary by `build.rs`): its files at their paths,
+//! hashed assets cached for a year, and `index.html` for every other path (the app routes those
+//! itself). Every answer carries the app's Content-Security-Policy: script, style, images and
+//! connections from this origin only, so the app needs nothing from the internet and an injected
+//! inline script does not run. API and WebDAV paths never fall through to the app.
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::error::{ErrorKind, ServiceError};
+use crate::error_codes as codes;
+
+#[derive(rust_embed::Embed)]
+#[folder = "$OUT_DIR/web"]
+#[allow_missing = true]
+struct WebApp;
+
+/// The policy of every page and asset of the app. `blob:` and `data:` images are previews and
+/// icons the app makes itself; frames are the app's own (viewers, editors on this origin).
+pub const APP_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; \
+     media-src 'self' blob:; font-src 'self'; connect-src 'self'; frame-src 'self'; worker-src 'self'; \
+     object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// Where the bundler puts content-hashed files: a new build gives them new names.
+const HASHED_ASSETS: &str = "assets/";
+
+/// Whether `path` belongs to the API or WebDAV (whose unknown paths answer the JSON 404).
+fn is_service_path(path: &str) -> bool {
+    ["/api", "/dav", "/wopi"]
+        .iter()
+        .any(|prefix| path.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')))
+}
+
+fn unknown_route(method: &Method, path: &str) -> Response {
+    ServiceError::new(ErrorKind::NotFound, codes::ROUTE_NOT_FOUND, format!("no route for {method} {path}"))
+        .into_response()
+}
+
+/// Answers every request no route took: a file of the app, or `index.html`.
+pub async fn serve(method: Method, uri: Uri, request: HeaderMap) -> Response {
+    let path = uri.path();
+    if is_service_path(path) || (method != Method::GET && method != Method::HEAD) {
+        return unknown_route(&method, path);
+    }
+    let relative = path.trim_start_matches('/');
+    if let Some(file) = WebApp::get(relative).filter(|_| !relative.is_empty()) {
+        let cache =
+            if relative.starts_with(HASHED_ASSETS) { "public, max-age=31536000, immutable" } else { "no-cache" };
+        return respond(&method, &request, relative, file, cache);
+    }
+    // A missing script or stylesheet must not be answered with a page.
+    if relative.starts_with(HASHED_ASSETS) || relative.rsplit('/').next().is_some_and(|name| name.contains('.')) {
+        return unknown_route(&method, path);
+    }
+    match WebApp::get("index.html") {
+        Some(index) => respond(&method, &request, "index.html", index, "no-cache"),
+        None => ServiceError::new(
+            ErrorKind::Unavailable,
+            codes::WEB_NOT_BUILT,
+            "this master was built without its web app: install Node.js and npm and build it again (see README)",
+        )
+        .into_response(),
+    }
+}
+
+fn respond(
+    method: &Method,
+    request: &HeaderMap,
+    name: &str,
+    file: rust_embed::EmbeddedFile,
+    cache: &'static str,
+) -> Response {
+    let etag = format!("\"{}\"", hex(&file.metadata.sha256_hash()[..16]));
+    let mut headers = HeaderMap::new();
+    let mime = mime_guess::from_path(name).first_or_octet_stream();
+    let content_type = match mime.type_() {
+        mime_guess::mime::TEXT | mime_guess::mime::APPLICATION if mime.get_param("charset").is_none() => {
+            format!("{}; charset=utf-8", mime.essence_str())
+        }
+        _ => mime.essence_str().to_owned(),
+    };
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(&content_type).unwrap_or(HeaderValue::from_static("application/octet-stream")),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(APP_CSP));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    if let Ok(value) = HeaderValue::from_str(&etag) {
+        headers.insert(header::ETAG, value);
+    }
+    let unchanged = request
+        .get(header::IF_NONE_MATCH)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.split(',').any(|tag| tag.trim() == etag));
+    if unchanged {
+        return (StatusCode::NOT_MODIFIED, headers).into_response();
+    }
+    let body = if method == Method::HEAD { Body::empty() } else { Body::from(file.data.into_owned()) };
+    (StatusCode::OK, headers, body).into_response()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_paths_never_reach_the_app() {
+        for service in ["/api", "/api/", "/api/v1/nothing", "/dav", "/dav/x", "/wopi/files/1"] {
+            assert!(is_service_path(service), "{service}");
+        }
+        for app in ["/", "/files/api", "/apiary", "/davinci", "/login"] {
+            assert!(!is_service_path(app), "{app}");
+        }
+    }
+}

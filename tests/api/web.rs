@@ -1,0 +1,103 @@
+//! The browser app served by the master: its files with their caching and policy, `index.html`
+//! for the app's own paths, the JSON 404 kept for API paths; and the browser journeys
+//! (`web/e2e/journeys.mjs`) driving Debian's Chromium against a real master.
+
+use std::path::Path;
+use std::process::Command;
+
+use nubo_tests::{TestApp, error_body, on_every_backend, services_required};
+use reqwest::Method;
+use reqwest::header::{
+    ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH,
+};
+
+on_every_backend!(the_app_is_served_with_its_policy_and_the_api_keeps_its_errors);
+on_every_backend!(browser_journeys_pass_in_chromium);
+
+async fn page(app: &TestApp, method: Method, path: &str) -> reqwest::Response {
+    app.client.request(method, format!("{}{path}", app.base_url)).send().await.unwrap()
+}
+
+/// Whether this build embeds the app; without it (no Node.js at build time) the tests here only
+/// check the answer that says so, unless CI requires the app.
+async fn app_built(app: &TestApp) -> bool {
+    let root = page(app, Method::GET, "/").await;
+    if root.status() == 503 {
+        assert_eq!(error_body(root, 503).await["code"], "web.not_built");
+        assert!(!services_required(), "the web app is not built into this master (NUBO_WEB_BUILD, npm)");
+        return false;
+    }
+    true
+}
+
+async fn the_app_is_served_with_its_policy_and_the_api_keeps_its_errors(app: TestApp) {
+    // API and WebDAV paths never fall through to the app.
+    let unknown = page(&app, Method::GET, "/api/v1/no-such-thing").await;
+    assert_eq!(error_body(unknown, 404).await["code"], "route.not_found");
+    assert_eq!(page(&app, Method::GET, "/wopi/nothing").await.status(), 404);
+    if !app_built(&app).await {
+        return;
+    }
+    let root = page(&app, Method::GET, "/").await;
+    assert_eq!(root.status(), 200);
+    let policy = root.headers()[CONTENT_SECURITY_POLICY].to_str().unwrap().to_owned();
+    assert!(policy.contains("script-src 'self';") && !policy.contains("unsafe"), "{policy}");
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    assert_eq!(root.headers()[CACHE_CONTROL], "no-cache");
+    assert!(root.headers()[CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
+    let index = root.text().await.unwrap();
+    assert!(!index.contains("<script>") && !index.contains("<style"), "no inline script or style: {index}");
+    let script = index
+        .split('"')
+        .find(|part| part.starts_with("/assets/") && part.ends_with(".js"))
+        .unwrap_or_else(|| panic!("index.html loads a hashed script: {index}"))
+        .to_owned();
+
+    // The app's own routes get index.html; a missing asset does not.
+    for route in ["/login", "/files/photos/2026", "/share/abc"] {
+        let routed = page(&app, Method::GET, route).await;
+        assert_eq!(routed.status(), 200, "{route}");
+        assert_eq!(routed.text().await.unwrap(), index, "{route}");
+    }
+    let missing = page(&app, Method::GET, "/assets/missing-0000.js").await;
+    assert_eq!(error_body(missing, 404).await["code"], "route.not_found");
+    let posted = page(&app, Method::POST, "/login").await;
+    assert_eq!(error_body(posted, 404).await["code"], "route.not_found");
+
+    // Hashed assets: cached for a year, revalidated by ETag, compressed when asked.
+    let asset = page(&app, Method::GET, &script).await;
+    assert_eq!(asset.status(), 200);
+    assert_eq!(asset.headers()[CACHE_CONTROL], "public, max-age=31536000, immutable");
+    assert!(asset.headers()[CONTENT_TYPE].to_str().unwrap().contains("javascript"));
+    let etag = asset.headers()[ETAG].clone();
+    let length = asset.bytes().await.unwrap().len();
+    let again = app.client.get(format!("{}{script}", app.base_url)).header(IF_NONE_MATCH, etag).send().await.unwrap();
+    assert_eq!(again.status(), 304);
+    let gzipped =
+        app.client.get(format!("{}{script}", app.base_url)).header(ACCEPT_ENCODING, "gzip").send().await.unwrap();
+    assert_eq!(gzipped.headers()[CONTENT_ENCODING], "gzip");
+    assert!(gzipped.bytes().await.unwrap().len() < length, "gzip makes the script smaller");
+}
+
+async fn browser_journeys_pass_in_chromium(app: TestApp) {
+    if !app_built(&app).await {
+        return;
+    }
+    let chromium = std::env::var("NUBO_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    let web = Path::new(env!("CARGO_MANIFEST_DIR")).join("../web");
+    let ready = Path::new(&chromium).exists() && web.join("node_modules/playwright-core").exists();
+    if !ready {
+        assert!(!services_required(), "the journeys need {chromium} (apt-get install chromium) and web/node_modules");
+        return;
+    }
+    let mut command = Command::new("node");
+    command.arg(web.join("e2e/journeys.mjs")).args(["--base", &app.base_url]).env("NUBO_CHROMIUM", &chromium);
+    // `NUBO_UPDATE_SCREENSHOTS=1` renews the screenshots the README shows (one backend takes them).
+    if std::env::var_os("NUBO_UPDATE_SCREENSHOTS").is_some() && app.backend == nubo_tests::Backend::Sqlite {
+        command.arg("--screenshots").arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots"));
+    }
+    let output = tokio::task::spawn_blocking(move || command.output()).await.unwrap().expect("node runs");
+    let log = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "browser journeys failed:\n{log}");
+    println!("{log}");
+}

@@ -1,0 +1,74 @@
+//! A tiny history-API router. The server answers index.html for every non-asset path, so any
+//! URL can be opened directly; in-app links are plain <a href> that `navigate` intercepts.
+export type Route =
+  | { name: "login" }
+  | { name: "register" }
+  | { name: "files"; path: string[] }
+  | { name: "share"; code: string }
+  | { name: "settings" }
+  | { name: "admin"; section: string }
+  | { name: "not_found" };
+
+/** Pages that need a session; the others are public. */
+export const PUBLIC_ROUTES = new Set<Route["name"]>(["login", "register", "share", "not_found"]);
+
+export function match(pathname: string): Route {
+  const parts = pathname.split("/").filter(Boolean).map((p) => {
+    try {
+      return decodeURIComponent(p);
+    } catch {
+      return p;
+    }
+  });
+  const [head, ...rest] = parts;
+  switch (head) {
+    case undefined:
+    case "files":
+      return { name: "files", path: rest };
+    case "login":
+      return rest.length ? { name: "not_found" } : { name: "login" };
+    case "register":
+      return rest.length ? { name: "not_found" } : { name: "register" };
+    case "share":
+      return rest.length === 1 ? { name: "share", code: rest[0] } : { name: "not_found" };
+    case "settings":
+      return rest.length ? { name: "not_found" } : { name: "settings" };
+    case "admin":
+      return rest.length <= 1 ? { name: "admin", section: rest[0] ?? "" } : { name: "not_found" };
+    default:
+      return { name: "not_found" };
+  }
+}
+
+/** The URL of a folder of the file browser, each segment encoded. */
+export function filesHref(path: string[]): string {
+  return "/files" + (path.length ? "/" + path.map(encodeURIComponent).join("/") : "");
+}
+
+class Router {
+  url = $state(new URL(location.href));
+  route = $derived(match(this.url.pathname));
+
+  constructor() {
+    window.addEventListener("popstate", () => (this.url = new URL(location.href)));
+    // Same-origin <a> clicks stay in the app (unless modified, targeted or a download).
+    document.addEventListener("click", (e) => {
+      if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+      const a = (e.target as Element | null)?.closest?.("a");
+      if (!a || a.target || a.hasAttribute("download")) return;
+      const to = new URL(a.href, location.href);
+      if (to.origin !== location.origin || to.pathname.startsWith("/api/")) return;
+      e.preventDefault();
+      this.navigate(to.pathname + to.search + to.hash);
+    });
+  }
+
+  navigate(to: string, replace = false): void {
+    if (replace) history.replaceState(null, "", to);
+    else history.pushState(null, "", to);
+    this.url = new URL(location.href);
+    window.scrollTo(0, 0);
+  }
+}
+
+export const router = new Router();
