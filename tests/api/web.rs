@@ -91,7 +91,12 @@ async fn browser_journeys_pass_in_chromium(app: TestApp) {
         return;
     }
     let mut command = Command::new("node");
-    command.arg(web.join("e2e/journeys.mjs")).args(["--base", &app.base_url]).env("NUBO_CHROMIUM", &chromium);
+    command
+        .arg(web.join("e2e/journeys.mjs"))
+        .args(["--base", &app.base_url])
+        .env("NUBO_CHROMIUM", &chromium)
+        .env("NUBO_E2E_ADMIN_EMAIL", nubo_tests::ADMIN_EMAIL)
+        .env("NUBO_E2E_ADMIN_PASSWORD", nubo_tests::ADMIN_PASSWORD);
     // `NUBO_UPDATE_SCREENSHOTS=1` renews the screenshots the README shows (one backend takes them).
     if std::env::var_os("NUBO_UPDATE_SCREENSHOTS").is_some() && app.backend == nubo_tests::Backend::Sqlite {
         command.arg("--screenshots").arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots"));
