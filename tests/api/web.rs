@@ -77,6 +77,15 @@ async fn the_app_is_served_with_its_policy_and_the_api_keeps_its_errors(app: Tes
         app.client.get(format!("{}{script}", app.base_url)).header(ACCEPT_ENCODING, "gzip").send().await.unwrap();
     assert_eq!(gzipped.headers()[CONTENT_ENCODING], "gzip");
     assert!(gzipped.bytes().await.unwrap().len() < length, "gzip makes the script smaller");
+
+    // Pages may send upload chunks straight to the enabled storage nodes, and nowhere else.
+    let admin = app.login_admin().await;
+    let node = serde_json::json!({"name": "node-a", "base_url": "http://127.0.0.1:9/base", "key": "k".repeat(48)});
+    let created = app.call(Method::POST, "/admin/node", Some(&admin.access), Some(node)).await;
+    assert_eq!(created.status(), 201);
+    let page_policy = page(&app, Method::GET, "/files").await.headers()[CONTENT_SECURITY_POLICY].clone();
+    let page_policy = page_policy.to_str().unwrap();
+    assert!(page_policy.contains("connect-src 'self' http://127.0.0.1:9;"), "{page_policy}");
 }
 
 async fn browser_journeys_pass_in_chromium(app: TestApp) {

@@ -40,7 +40,7 @@ pub fn router(state: Context) -> Router {
         .route("/dav/", dav.clone())
         .route("/dav/{*path}", dav)
         // Every other path: the web app (API and WebDAV paths still answer the JSON 404).
-        .fallback_service(axum::routing::any(web::serve).layer(CompressionLayer::new()))
+        .fallback_service(axum::routing::any(web::serve).with_state(state.clone()).layer(CompressionLayer::new()))
         .layer(DefaultBodyLimit::max(max_json_body))
         .layer(Extension(edge::JsonBodyLimit(max_json_body)))
         .with_state(state)

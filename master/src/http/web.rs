@@ -8,8 +8,12 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 
+use axum::extract::State;
+
+use crate::context::Context;
 use crate::error::{ErrorKind, ServiceError};
 use crate::error_codes as codes;
+use crate::service::nodes;
 
 #[derive(rust_embed::Embed)]
 #[folder = "$OUT_DIR/web"]
@@ -17,10 +21,21 @@ use crate::error_codes as codes;
 struct WebApp;
 
 /// The policy of every page and asset of the app. `blob:` and `data:` images are previews and
-/// icons the app makes itself; frames are the app's own (viewers, editors on this origin).
+/// icons the app makes itself; frames are the app's own (viewers, editors on this origin). The
+/// pages also may connect to the storage nodes ([`page_csp`]), where uploads go directly.
 pub const APP_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; \
      media-src 'self' blob:; font-src 'self'; connect-src 'self'; frame-src 'self'; worker-src 'self'; \
      object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// [`APP_CSP`] with the nodes' origins added to `connect-src`.
+pub fn page_csp(node_origins: &[String]) -> String {
+    let mut connect = String::from("connect-src 'self'");
+    for origin in node_origins {
+        connect.push(' ');
+        connect.push_str(origin);
+    }
+    APP_CSP.replacen("connect-src 'self'", &connect, 1)
+}
 
 /// Where the bundler puts content-hashed files: a new build gives them new names.
 const HASHED_ASSETS: &str = "assets/";
@@ -38,7 +53,7 @@ fn unknown_route(method: &Method, path: &str) -> Response {
 }
 
 /// Answers every request no route took: a file of the app, or `index.html`.
-pub async fn serve(method: Method, uri: Uri, request: HeaderMap) -> Response {
+pub async fn serve(State(ctx): State<Context>, method: Method, uri: Uri, request: HeaderMap) -> Response {
     let path = uri.path();
     if is_service_path(path) || (method != Method::GET && method != Method::HEAD) {
         return unknown_route(&method, path);
@@ -47,14 +62,18 @@ pub async fn serve(method: Method, uri: Uri, request: HeaderMap) -> Response {
     if let Some(file) = WebApp::get(relative).filter(|_| !relative.is_empty()) {
         let cache =
             if relative.starts_with(HASHED_ASSETS) { "public, max-age=31536000, immutable" } else { "no-cache" };
-        return respond(&method, &request, relative, file, cache);
+        return respond(&method, &request, relative, file, cache, APP_CSP.to_owned());
     }
     // A missing script or stylesheet must not be answered with a page.
     if relative.starts_with(HASHED_ASSETS) || relative.rsplit('/').next().is_some_and(|name| name.contains('.')) {
         return unknown_route(&method, path);
     }
     match WebApp::get("index.html") {
-        Some(index) => respond(&method, &request, "index.html", index, "no-cache"),
+        Some(index) => {
+            // A node the database cannot list right now is only a direct upload refused later.
+            let origins = nodes::upload_origins(ctx.db()).await.unwrap_or_default();
+            respond(&method, &request, "index.html", index, "no-cache", page_csp(&origins))
+        }
         None => ServiceError::new(
             ErrorKind::Unavailable,
             codes::WEB_NOT_BUILT,
@@ -70,6 +89,7 @@ fn respond(
     name: &str,
     file: rust_embed::EmbeddedFile,
     cache: &'static str,
+    policy: String,
 ) -> Response {
     let etag = format!("\"{}\"", hex(&file.metadata.sha256_hash()[..16]));
     let mut headers = HeaderMap::new();
@@ -85,7 +105,9 @@ fn respond(
         HeaderValue::from_str(&content_type).unwrap_or(HeaderValue::from_static("application/octet-stream")),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(APP_CSP));
+    if let Ok(policy) = HeaderValue::from_str(&policy) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     if let Ok(value) = HeaderValue::from_str(&etag) {
@@ -109,6 +131,13 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pages_may_connect_to_the_nodes_and_nowhere_else() {
+        let policy = page_csp(&["https://node-1.example".to_owned(), "http://10.0.0.2:5213".to_owned()]);
+        assert!(policy.contains("connect-src 'self' https://node-1.example http://10.0.0.2:5213;"), "{policy}");
+        assert_eq!(page_csp(&[]), APP_CSP);
+    }
 
     #[test]
     fn service_paths_never_reach_the_app() {

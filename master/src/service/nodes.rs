@@ -204,3 +204,19 @@ pub async fn check_all(db: &Db) -> ServiceResult<usize> {
     }
     Ok(online)
 }
+
+/// The origins (`scheme://host[:port]`) of the enabled nodes: the app's pages may send upload
+/// chunks straight to them (`connect-src` of their Content-Security-Policy).
+pub async fn upload_origins(db: &Db) -> ServiceResult<Vec<String>> {
+    let mut origins: Vec<String> = db::nodes::list(db)
+        .await?
+        .into_iter()
+        .filter(|node| node.enabled)
+        .filter_map(|node| reqwest::Url::parse(&node.base_url).ok())
+        .map(|url| url.origin().ascii_serialization())
+        .filter(|origin| origin != "null")
+        .collect();
+    origins.sort();
+    origins.dedup();
+    Ok(origins)
+}
