@@ -9,23 +9,55 @@
 //! inside (500). An operation's own annotation keeps its more precise wording: only the statuses
 //! it does not list are added.
 
-use utoipa::openapi::path::{Operation, ParameterIn};
+use std::collections::HashMap;
+
+use utoipa::openapi::path::{Operation, ParameterIn, PathItem};
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, ResponseBuilder};
+
+/// The operations of one path item.
+fn operations_mut(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
+    [
+        &mut item.get,
+        &mut item.put,
+        &mut item.post,
+        &mut item.delete,
+        &mut item.patch,
+        &mut item.head,
+        &mut item.options,
+        &mut item.trace,
+    ]
+    .into_iter()
+    .flatten()
+}
+
+/// Makes every `operationId` unique, as OpenAPI requires (generated clients key operations by
+/// it). Ids are the handlers' names, which modules repeat (`list`, `get`, ...): a repeated one
+/// gets the words of its path in front, `GET /api/v1/tag` -> `tag_list`.
+pub fn unique_operation_ids(doc: &mut OpenApi) {
+    let mut uses: HashMap<String, usize> = HashMap::new();
+    for item in doc.paths.paths.values_mut() {
+        for id in operations_mut(item).filter_map(|operation| operation.operation_id.clone()) {
+            *uses.entry(id).or_default() += 1;
+        }
+    }
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let words: Vec<&str> = path
+            .trim_start_matches("/api/v1")
+            .split('/')
+            .filter(|word| !word.is_empty() && !word.starts_with('{'))
+            .collect();
+        for operation in operations_mut(item) {
+            if let Some(id) = operation.operation_id.as_mut().filter(|id| uses.get(id.as_str()) > Some(&1)) {
+                *id = format!("{}_{id}", words.join("_"));
+            }
+        }
+    }
+}
 
 /// Adds the shared error answers to every operation of `doc`.
 pub fn add_common_errors(doc: &mut OpenApi) {
     for item in doc.paths.paths.values_mut() {
-        let operations = [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.patch,
-            &mut item.head,
-            &mut item.options,
-            &mut item.trace,
-        ];
-        for operation in operations.into_iter().flatten() {
+        for operation in operations_mut(item) {
             for (status, description) in common_errors(operation) {
                 operation.responses.responses.entry(status.to_owned()).or_insert_with(|| {
                     let body = ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorBody"))).build();
@@ -74,4 +106,28 @@ fn security_schemes(operation: &Operation) -> Vec<String> {
         .filter_map(|value| value.as_object().map(|map| map.keys().cloned().collect::<Vec<_>>()))
         .flatten()
         .collect()
+}
+
+#[cfg(test)]
+mod operation_id_tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn every_operation_of_the_document_has_its_own_id() {
+        let mut doc = crate::http::api::openapi();
+        let mut seen = HashSet::new();
+        for (path, item) in doc.paths.paths.iter_mut() {
+            for operation in operations_mut(item) {
+                let id =
+                    operation.operation_id.clone().unwrap_or_else(|| panic!("{path} has an operation without an id"));
+                assert!(seen.insert(id.clone()), "{id} repeats ({path})");
+            }
+        }
+        assert!(
+            seen.contains("tag_list") && seen.contains("share_list"),
+            "repeated handler names get their path's words"
+        );
+    }
 }

@@ -184,6 +184,7 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
     let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts();
     not_built::document(&mut doc);
     contract::add_common_errors(&mut doc);
+    contract::unique_operation_ids(&mut doc);
     let json = OpenApiJson(Arc::new(doc.to_json().unwrap_or_default()));
     (router.merge(not_built::absolute_routes()).layer(Extension(json)), doc)
 }

@@ -70,10 +70,10 @@ export interface paths {
             cookie?: never;
         };
         /** List storage nodes with their status, last heartbeat and free space. */
-        get: operations["list"];
+        get: operations["admin_node_list"];
         put?: never;
         /** Add a storage node. */
-        post: operations["create"];
+        post: operations["admin_node_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -88,12 +88,12 @@ export interface paths {
             cookie?: never;
         };
         /** One node. */
-        get: operations["get"];
+        get: operations["admin_node_get"];
         /** Change a node (disable it with `enabled: false`). */
-        put: operations["update"];
+        put: operations["admin_node_update"];
         post?: never;
         /** Remove a node; refused while storage policies keep files on it. */
-        delete: operations["delete"];
+        delete: operations["admin_node_delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -109,7 +109,7 @@ export interface paths {
         get?: never;
         put?: never;
         /** Check a node with a signed `ping`; its status, heartbeat and free space are updated. */
-        post: operations["test"];
+        post: operations["admin_node_test_test"];
         delete?: never;
         options?: never;
         head?: never;
@@ -124,10 +124,10 @@ export interface paths {
             cookie?: never;
         };
         /** List policies (secrets never included). */
-        get: operations["list"];
+        get: operations["admin_policy_list"];
         put?: never;
         /** Create a policy. */
-        post: operations["create"];
+        post: operations["admin_policy_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -142,12 +142,12 @@ export interface paths {
             cookie?: never;
         };
         /** One policy. */
-        get: operations["get"];
+        get: operations["admin_policy_get"];
         /** Replace a policy's settings. */
-        put: operations["update"];
+        put: operations["admin_policy_update"];
         post?: never;
         /** Delete a policy no group, file or upload uses. */
-        delete: operations["delete"];
+        delete: operations["admin_policy_delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -163,7 +163,7 @@ export interface paths {
         get?: never;
         put?: never;
         /** Test a policy's storage: write, read back and delete a probe. */
-        post: operations["test"];
+        post: operations["admin_policy_test_test"];
         delete?: never;
         options?: never;
         head?: never;
@@ -239,7 +239,7 @@ export interface paths {
             cookie?: never;
         };
         /** Every user's shares, newest first, with filters (access level `admin_required`). */
-        get: operations["admin_list"];
+        get: operations["admin_share_admin_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -313,7 +313,7 @@ export interface paths {
             cookie?: never;
         };
         /** Everyone's tasks, filtered by status and type. */
-        get: operations["admin_list"];
+        get: operations["admin_task_admin_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -348,10 +348,10 @@ export interface paths {
             cookie?: never;
         };
         /** List presets. */
-        get: operations["list"];
+        get: operations["admin_theme_list"];
         put?: never;
         /** Create a preset. */
-        post: operations["create"];
+        post: operations["admin_theme_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -366,12 +366,12 @@ export interface paths {
             cookie?: never;
         };
         /** One preset. */
-        get: operations["get"];
+        get: operations["admin_theme_get"];
         /** Replace a preset's name and colours. */
-        put: operations["update"];
+        put: operations["admin_theme_update"];
         post?: never;
         /** Delete a preset; users who chose it keep their colour snapshot. */
-        delete: operations["delete"];
+        delete: operations["admin_theme_delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -500,7 +500,7 @@ export interface paths {
          *     everything below them, structure kept); valid for one hour. Every id must be one of the
          *     caller's objects, not in the trash.
          */
-        post: operations["create"];
+        post: operations["file_archive_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -524,7 +524,7 @@ export interface paths {
          *     descriptors; every folder has its own entry, so empty ones are kept. A file that cannot be
          *     read midway aborts the transfer rather than end it with a shorter archive.
          */
-        get: operations["download"];
+        get: operations["file_archive_download"];
         put?: never;
         post?: never;
         delete?: never;
@@ -576,7 +576,7 @@ export interface paths {
          *     use it up). Supports one `Range` (206, 416), `ETag`/`If-None-Match`, `Last-Modified`. Files
          *     of a public S3 policy answer 302 to a presigned URL.
          */
-        get: operations["download"];
+        get: operations["file_download_download"];
         put?: never;
         /** Create a single-use download token for a file (valid for one hour). */
         post: operations["create_download"];
@@ -848,7 +848,7 @@ export interface paths {
             cookie?: never;
         };
         /** An object's properties. */
-        get: operations["get"];
+        get: operations["object_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -883,7 +883,7 @@ export interface paths {
             cookie?: never;
         };
         /** An object's metadata, by namespace and name. */
-        get: operations["get"];
+        get: operations["object_metadata_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -963,13 +963,13 @@ export interface paths {
             cookie?: never;
         };
         /** The caller's shares, newest first, with their counters and state. */
-        get: operations["list"];
+        get: operations["share_list"];
         put?: never;
         /**
          * Share one of the caller's files or folders. The answer carries the share's `code` (12
          *     characters from `A-Z a-z 0-9 - _`, drawn from a CSPRNG) and its `url`.
          */
-        post: operations["create"];
+        post: operations["share_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -996,14 +996,14 @@ export interface paths {
         put?: never;
         post?: never;
         /** End one of the caller's shares. */
-        delete: operations["delete"];
+        delete: operations["share_delete"];
         options?: never;
         head?: never;
         /**
          * Change one of the caller's shares: an absent field stays, `null` removes the password,
          *     expiry or download limit. A new password ends every grant of the old one.
          */
-        patch: operations["update"];
+        patch: operations["share_update"];
         trace?: never;
     };
     "/api/v1/share/{code}/archive": {
@@ -1080,7 +1080,7 @@ export interface paths {
          *     shared folder), used like the owner's (`GET /file/download/{token}`, `Range` included).
          *     Each download through it counts; the share's `max_downloads` is checked when it is used.
          */
-        post: operations["download"];
+        post: operations["share_download_download"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1188,7 +1188,7 @@ export interface paths {
             cookie?: never;
         };
         /** The caller's tags, by name. */
-        get: operations["list"];
+        get: operations["tag_list"];
         put?: never;
         /**
          * Create a tag. `type` `manual`: attach it with `PUT /tag/{id}/objects`. `type` `automatic`:
@@ -1196,7 +1196,7 @@ export interface paths {
          *     characters, `?` one character, letters in either case), and every file of the caller whose
          *     name matches one carries the tag, current and future.
          */
-        post: operations["create"];
+        post: operations["tag_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1211,15 +1211,15 @@ export interface paths {
             cookie?: never;
         };
         /** One of the caller's tags. */
-        get: operations["get"];
+        get: operations["tag_get"];
         put?: never;
         post?: never;
         /** Delete a tag (its objects stay). */
-        delete: operations["delete"];
+        delete: operations["tag_delete"];
         options?: never;
         head?: never;
         /** Change a tag; absent fields stay. Turning it automatic drops its manual links. */
-        patch: operations["update"];
+        patch: operations["tag_update"];
         trace?: never;
     };
     "/api/v1/tag/{id}/objects": {
@@ -1252,7 +1252,7 @@ export interface paths {
             cookie?: never;
         };
         /** The caller's tasks, newest first. */
-        get: operations["list"];
+        get: operations["task_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1269,7 +1269,7 @@ export interface paths {
             cookie?: never;
         };
         /** One of the caller's tasks, with status and type as enumerations, progress, error and props. */
-        get: operations["get"];
+        get: operations["task_get"];
         put?: never;
         post?: never;
         /**
@@ -1802,13 +1802,13 @@ export interface paths {
             cookie?: never;
         };
         /** List the caller's WebDAV accounts. */
-        get: operations["list"];
+        get: operations["webdav_accounts_list"];
         put?: never;
         /**
          * Create a WebDAV account. Without `password` the server generates one and answers it once
          *     in `password`. Clients sign in to `/dav` with HTTP Basic as `{email}/{name}`.
          */
-        post: operations["create"];
+        post: operations["webdav_accounts_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1823,18 +1823,18 @@ export interface paths {
             cookie?: never;
         };
         /** One WebDAV account. */
-        get: operations["get"];
+        get: operations["webdav_accounts_get"];
         put?: never;
         post?: never;
         /** Delete a WebDAV account; its clients are refused from the next request on. */
-        delete: operations["delete"];
+        delete: operations["webdav_accounts_delete"];
         options?: never;
         head?: never;
         /**
          * Change a WebDAV account (absent fields stay). A cached `/dav` sign-in of the account is
          *     dropped at once.
          */
-        patch: operations["update"];
+        patch: operations["webdav_accounts_update"];
         trace?: never;
     };
     "/wopi/files/{id}": {
@@ -3567,7 +3567,7 @@ export interface operations {
             };
         };
     };
-    list: {
+    admin_node_list: {
         parameters: {
             query?: never;
             header?: never;
@@ -3614,7 +3614,7 @@ export interface operations {
             };
         };
     };
-    create: {
+    admin_node_create: {
         parameters: {
             query?: never;
             header?: never;
@@ -3710,7 +3710,7 @@ export interface operations {
             };
         };
     };
-    get: {
+    admin_node_get: {
         parameters: {
             query?: never;
             header?: never;
@@ -3777,7 +3777,7 @@ export interface operations {
             };
         };
     };
-    update: {
+    admin_node_update: {
         parameters: {
             query?: never;
             header?: never;
@@ -3884,7 +3884,7 @@ export interface operations {
             };
         };
     };
-    delete: {
+    admin_node_delete: {
         parameters: {
             query?: never;
             header?: never;
@@ -3958,7 +3958,7 @@ export interface operations {
             };
         };
     };
-    test: {
+    admin_node_test_test: {
         parameters: {
             query?: never;
             header?: never;
@@ -4043,7 +4043,7 @@ export interface operations {
             };
         };
     };
-    list: {
+    admin_policy_list: {
         parameters: {
             query?: never;
             header?: never;
@@ -4090,7 +4090,7 @@ export interface operations {
             };
         };
     };
-    create: {
+    admin_policy_create: {
         parameters: {
             query?: never;
             header?: never;
@@ -4186,7 +4186,7 @@ export interface operations {
             };
         };
     };
-    get: {
+    admin_policy_get: {
         parameters: {
             query?: never;
             header?: never;
@@ -4253,7 +4253,7 @@ export interface operations {
             };
         };
     };
-    update: {
+    admin_policy_update: {
         parameters: {
             query?: never;
             header?: never;
@@ -4360,7 +4360,7 @@ export interface operations {
             };
         };
     };
-    delete: {
+    admin_policy_delete: {
         parameters: {
             query?: never;
             header?: never;
@@ -4434,7 +4434,7 @@ export interface operations {
             };
         };
     };
-    test: {
+    admin_policy_test_test: {
         parameters: {
             query?: never;
             header?: never;
@@ -4745,7 +4745,7 @@ export interface operations {
             };
         };
     };
-    admin_list: {
+    admin_share_admin_list: {
         parameters: {
             query?: {
                 /** @description Only this user's shares. */
@@ -4978,7 +4978,7 @@ export interface operations {
             };
         };
     };
-    admin_list: {
+    admin_task_admin_list: {
         parameters: {
             query?: {
                 status?: components["schemas"]["TaskStatus"];
@@ -5191,7 +5191,7 @@ export interface operations {
             };
         };
     };
-    list: {
+    admin_theme_list: {
         parameters: {
             query?: never;
             header?: never;
@@ -5238,7 +5238,7 @@ export interface operations {
             };
         };
     };
-    create: {
+    admin_theme_create: {
         parameters: {
             query?: never;
             header?: never;
@@ -5334,7 +5334,7 @@ export interface operations {
             };
         };
     };
-    get: {
+    admin_theme_get: {
         parameters: {
             query?: never;
             header?: never;
@@ -5401,7 +5401,7 @@ export interface operations {
             };
         };
     };
-    update: {
+    admin_theme_update: {
         parameters: {
             query?: never;
             header?: never;
@@ -5508,7 +5508,7 @@ export interface operations {
             };
         };
     };
-    delete: {
+    admin_theme_delete: {
         parameters: {
             query?: never;
             header?: never;
@@ -6402,7 +6402,7 @@ export interface operations {
             };
         };
     };
-    create: {
+    file_archive_create: {
         parameters: {
             query?: never;
             header?: never;
@@ -6498,7 +6498,7 @@ export interface operations {
             };
         };
     };
-    download: {
+    file_archive_download: {
         parameters: {
             query?: never;
             header?: never;
@@ -6793,7 +6793,7 @@ export interface operations {
             };
         };
     };
-    download: {
+    file_download_download: {
         parameters: {
             query?: never;
             header?: never;
@@ -8477,7 +8477,7 @@ export interface operations {
             };
         };
     };
-    get: {
+    object_get: {
         parameters: {
             query?: never;
             header?: never;
@@ -8718,7 +8718,7 @@ export interface operations {
             };
         };
     };
-    get: {
+    object_metadata_get: {
         parameters: {
             query?: never;
             header?: never;
@@ -9108,7 +9108,7 @@ export interface operations {
             };
         };
     };
-    list: {
+    share_list: {
         parameters: {
             query?: {
                 offset?: number;
@@ -9176,7 +9176,7 @@ export interface operations {
             };
         };
     };
-    create: {
+    share_create: {
         parameters: {
             query?: never;
             header?: never;
@@ -9365,7 +9365,7 @@ export interface operations {
             };
         };
     };
-    delete: {
+    share_delete: {
         parameters: {
             query?: never;
             header?: never;
@@ -9430,7 +9430,7 @@ export interface operations {
             };
         };
     };
-    update: {
+    share_update: {
         parameters: {
             query?: never;
             header?: never;
@@ -9813,7 +9813,7 @@ export interface operations {
             };
         };
     };
-    download: {
+    share_download_download: {
         parameters: {
             query?: never;
             header?: {
@@ -10148,7 +10148,7 @@ export interface operations {
             };
         };
     };
-    list: {
+    tag_list: {
         parameters: {
             query?: never;
             header?: never;
@@ -10195,7 +10195,7 @@ export interface operations {
             };
         };
     };
-    create: {
+    tag_create: {
         parameters: {
             query?: never;
             header?: never;
@@ -10291,7 +10291,7 @@ export interface operations {
             };
         };
     };
-    get: {
+    tag_get: {
         parameters: {
             query?: never;
             header?: never;
@@ -10358,7 +10358,7 @@ export interface operations {
             };
         };
     };
-    delete: {
+    tag_delete: {
         parameters: {
             query?: never;
             header?: never;
@@ -10423,7 +10423,7 @@ export interface operations {
             };
         };
     };
-    update: {
+    tag_update: {
         parameters: {
             query?: never;
             header?: never;
@@ -10819,7 +10819,7 @@ export interface operations {
             };
         };
     };
-    list: {
+    task_list: {
         parameters: {
             query?: {
                 status?: components["schemas"]["TaskStatus"];
@@ -10889,7 +10889,7 @@ export interface operations {
             };
         };
     };
-    get: {
+    task_get: {
         parameters: {
             query?: never;
             header?: never;
@@ -13002,7 +13002,7 @@ export interface operations {
             };
         };
     };
-    list: {
+    webdav_accounts_list: {
         parameters: {
             query?: never;
             header?: never;
@@ -13049,7 +13049,7 @@ export interface operations {
             };
         };
     };
-    create: {
+    webdav_accounts_create: {
         parameters: {
             query?: never;
             header?: never;
@@ -13145,7 +13145,7 @@ export interface operations {
             };
         };
     };
-    get: {
+    webdav_accounts_get: {
         parameters: {
             query?: never;
             header?: never;
@@ -13212,7 +13212,7 @@ export interface operations {
             };
         };
     };
-    delete: {
+    webdav_accounts_delete: {
         parameters: {
             query?: never;
             header?: never;
@@ -13277,7 +13277,7 @@ export interface operations {
             };
         };
     };
-    update: {
+    webdav_accounts_update: {
         parameters: {
             query?: never;
             header?: never;
