@@ -82,7 +82,8 @@ async fn a_share_lives_from_creation_to_its_end(app: TestApp) {
     let created = share(&app, &t.owner, json!({"object_id": t.album})).await;
     let code = created["code"].as_str().unwrap().to_owned();
     assert!(code.len() >= 10 && code.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'), "{code}");
-    assert!(created["url"].as_str().unwrap().ends_with(&format!("/api/v1/share/{code}")));
+    assert!(created["url"].as_str().unwrap().ends_with(&format!("/share/{code}")), "the app's page");
+    assert!(!created["url"].as_str().unwrap().contains("/api/"));
     assert_eq!((created["name"].as_str(), created["kind"].as_str()), (Some("album"), Some("folder")));
     assert_eq!(created["password_protected"], false);
 

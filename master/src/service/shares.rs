@@ -86,7 +86,8 @@ fn present<'de, T: Deserialize<'de>, D: Deserializer<'de>>(deserializer: D) -> R
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ShareView {
     pub code: String,
-    /// Where visitors open it: the share's public API resource, on the site URL when one is set.
+    /// Where visitors open it: its page in the web app (`/share/{code}`), on the site URL when one
+    /// is set (the API resource is `/api/v1/share/{code}`).
     pub url: String,
     pub object_id: Uuid,
     pub name: String,
@@ -226,8 +227,10 @@ async fn site_base(ctx: &Context) -> ServiceResult<String> {
     Ok(site.trim_end_matches('/').to_owned())
 }
 
+/// The share's page in the web app, where a visitor opens it (the API resource is
+/// `/api/v1/share/{code}`).
 fn share_url(base: &str, code: &str) -> String {
-    format!("{base}/api/v1/share/{code}")
+    format!("{base}/share/{code}")
 }
 
 /// Whether the share is past its expiry or its downloads at `now`.

@@ -2379,7 +2379,10 @@ export interface components {
                 /** Format: uuid */
                 object_id: string;
                 password_protected: boolean;
-                /** @description Where visitors open it: the share's public API resource, on the site URL when one is set. */
+                /**
+                 * @description Where visitors open it: its page in the web app (`/share/{code}`), on the site URL when one
+                 *     is set (the API resource is `/api/v1/share/{code}`).
+                 */
                 url: string;
                 /**
                  * Format: int64
@@ -2669,7 +2672,10 @@ export interface components {
             /** Format: uuid */
             object_id: string;
             password_protected: boolean;
-            /** @description Where visitors open it: the share's public API resource, on the site URL when one is set. */
+            /**
+             * @description Where visitors open it: its page in the web app (`/share/{code}`), on the site URL when one
+             *     is set (the API resource is `/api/v1/share/{code}`).
+             */
             url: string;
             /**
              * Format: int64
