@@ -39,3 +39,9 @@ export async function shot(page, name) {
 export async function expectPath(page, re) {
   await page.waitForURL((u) => re.test(u.pathname), { timeout: TIMEOUT });
 }
+
+/** Sets the files of an upload input once the app enables it (when it knows the folder). */
+export async function pick(page, selector, files) {
+  await page.locator(`${selector}:not([disabled])`).waitFor({ state: "attached" });
+  await page.locator(selector).setInputFiles(files);
+}

@@ -4,7 +4,9 @@ export type Route =
   | { name: "login" }
   | { name: "register" }
   | { name: "files"; path: string[] }
+  | { name: "trash" }
   | { name: "share"; code: string }
+  | { name: "shares" }
   | { name: "settings" }
   | { name: "admin"; section: string }
   | { name: "not_found" };
@@ -31,6 +33,10 @@ export function match(pathname: string): Route {
       return rest.length ? { name: "not_found" } : { name: "register" };
     case "share":
       return rest.length === 1 ? { name: "share", code: rest[0] } : { name: "not_found" };
+    case "shares":
+      return rest.length ? { name: "not_found" } : { name: "shares" };
+    case "trash":
+      return rest.length ? { name: "not_found" } : { name: "trash" };
     case "settings":
       return rest.length ? { name: "not_found" } : { name: "settings" };
     case "admin":

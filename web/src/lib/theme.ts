@@ -1,9 +1,17 @@
 //! Applies a theme (one hue per role, one neutral tone) as CSS variables on <html>, through the
 //! CSSOM (allowed by the CSP, unlike style attributes). Each role gets a light-mode and a
-//! dark-mode shade; app.css picks one with prefers-color-scheme.
+//! dark-mode shade; app.css picks one with prefers-color-scheme. A role whose colour is missing
+//! or unknown falls back to the site's default preset, then to the built-in default.
 import type { components } from "./api/schema";
 
-type ThemeColors = components["schemas"]["ThemeColors"];
+export type ThemeColors = components["schemas"]["ThemeColors"];
+export type ThemePreset = components["schemas"]["ThemePresetView"];
+export const ROLES = ["primary", "secondary", "success", "info", "warning", "error"] as const;
+
+/** The built-in default (the server's too): blue on slate. app.css starts with these values. */
+export const BUILT_IN: ThemeColors = {
+  primary: "blue", secondary: "violet", success: "green", info: "sky", warning: "amber", error: "red", neutral: "slate",
+};
 
 // [shade for light backgrounds (600), shade for dark backgrounds (400)], Tailwind's palette.
 const HUES: Record<string, [string, string]> = {
@@ -24,14 +32,47 @@ const NEUTRALS: Record<string, string[]> = {
   stone: ["#fafaf9", "#f5f5f4", "#e7e5e4", "#78716c", "#44403c", "#292524", "#1c1917", "#0c0a09"],
 };
 
-export function applyTheme(colors: ThemeColors): void {
+export const CHROMATIC = Object.keys(HUES) as ThemeColors["primary"][];
+export const NEUTRAL = Object.keys(NEUTRALS) as ThemeColors["neutral"][];
+
+/** A colour's swatch (its light-mode shade; the middle grey of a neutral tone). */
+export function swatch(colour: string): string {
+  return HUES[colour]?.[0] ?? NEUTRALS[colour]?.[3] ?? "transparent";
+}
+
+let siteDefault: ThemeColors | null = null;
+let presets: Promise<ThemePreset[]> | null = null;
+
+/** The site's theme presets (`GET /site/themes`, public), fetched once; the default one becomes
+ *  the fallback of `applyTheme`. */
+export function loadPresets(): Promise<ThemePreset[]> {
+  presets ??= fetch("/api/v1/site/themes")
+    .then((r) => (r.ok ? (r.json() as Promise<ThemePreset[]>) : []))
+    .catch(() => [])
+    .then((list) => {
+      siteDefault = list.find((p) => p.is_default)?.colors ?? null;
+      return list;
+    });
+  return presets;
+}
+
+/** Applies the site's default preset (visitors without an account), else the built-in default. */
+export async function applySiteDefaultTheme(): Promise<void> {
+  await loadPresets();
+  applyTheme(siteDefault ?? BUILT_IN);
+}
+
+export function applyTheme(colors: Partial<ThemeColors>): void {
   const s = document.documentElement.style;
-  for (const role of ["primary", "secondary", "success", "info", "warning", "error"] as const) {
-    const hue = HUES[colors[role]];
-    if (!hue) continue;
+  const pick = <K extends keyof ThemeColors>(role: K, known: Record<string, unknown>): string => {
+    for (const c of [colors[role], siteDefault?.[role], BUILT_IN[role]]) if (c && c in known) return c;
+    return BUILT_IN[role];
+  };
+  for (const role of ROLES) {
+    const hue = HUES[pick(role, HUES)];
     s.setProperty(`--${role}-light`, hue[0]);
     s.setProperty(`--${role}-dark`, hue[1]);
   }
-  const n = NEUTRALS[colors.neutral];
-  if (n) STEPS.forEach((step, i) => s.setProperty(`--n-${step}`, n[i]));
+  const n = NEUTRALS[pick("neutral", NEUTRALS)];
+  STEPS.forEach((step, i) => s.setProperty(`--n-${step}`, n[i]));
 }

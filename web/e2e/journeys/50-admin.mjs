@@ -1,0 +1,62 @@
+// Administration: the administrator signs in (fresh context), creates a group and a local
+// storage policy through the forms and sees them listed; every other screen opens.
+import { base, email, shot, expectPath, watch, TIMEOUT } from "../lib.mjs";
+
+export const journeys = [
+  [
+    "an administrator creates a group and a local storage policy",
+    async (_page, run) => {
+      if (!run.admin.email || !run.admin.password) throw new Error("NUBO_E2E_ADMIN_EMAIL / _PASSWORD are not set");
+      const context = await run.browser.newContext({ locale: "en-US", viewport: { width: 1280, height: 800 } });
+      try {
+        const page = await context.newPage();
+        page.setDefaultTimeout(TIMEOUT);
+        watch(page);
+        await page.goto(base + "/login");
+        await page.getByLabel("E-mail").fill(run.admin.email);
+        await page.getByLabel("Password", { exact: true }).fill(run.admin.password);
+        await page.getByRole("button", { name: "Sign in" }).click();
+        await expectPath(page, /^\/files$/);
+        await page.getByRole("link", { name: "Administration" }).click();
+        await expectPath(page, /^\/admin$/);
+        // The run's user is listed.
+        await page.getByLabel("Find users").fill(email);
+        await page.getByRole("button", { name: "Search" }).click();
+        await page.getByRole("cell", { name: email, exact: true }).waitFor();
+
+        const tabs = page.getByRole("navigation", { name: "Administration areas" });
+        const suffix = Date.now().toString(36);
+        await tabs.getByRole("link", { name: "Groups" }).click();
+        await expectPath(page, /^\/admin\/groups$/);
+        await page.getByRole("button", { name: "New group" }).click();
+        await page.getByLabel("Name", { exact: true }).fill(`Journey group ${suffix}`);
+        await page.getByLabel("Storage per member (GiB)").fill("2.5");
+        await page.getByLabel("External downloads").check();
+        await page.getByRole("button", { name: "Create" }).click();
+        const group = page.getByRole("row").filter({ hasText: `Journey group ${suffix}` });
+        await group.getByRole("cell", { name: "2.5 GB" }).waitFor();
+
+        await tabs.getByRole("link", { name: "Storage policies" }).click();
+        await expectPath(page, /^\/admin\/policies$/);
+        await page.getByRole("button", { name: "New local policy" }).click();
+        await page.getByLabel("Name", { exact: true }).fill(`Journey policy ${suffix}`);
+        await page.getByLabel("Folder on the server's disk").fill(`journey-${suffix}`);
+        await page.getByLabel("Largest file (MiB, 0 for no limit)").fill("100");
+        await page.getByRole("button", { name: "Create" }).click();
+        const policy = page.getByRole("row").filter({ hasText: `Journey policy ${suffix}` });
+        await policy.getByRole("cell", { name: "100 MB" }).waitFor();
+        await shot(page, "admin-policies");
+
+        for (const [tab, path] of [["Storage nodes", "nodes"], ["Tasks", "tasks"], ["Shares", "shares"], ["Files", "files"], ["Site settings", "settings"]]) {
+          await tabs.getByRole("link", { name: tab }).click();
+          await expectPath(page, new RegExp(`^/admin/${path}$`));
+          await page.getByRole("heading", { name: tab, level: 2 }).waitFor();
+        }
+        await page.getByLabel("Site name").waitFor();
+        if (await page.getByRole("alert").count()) throw new Error(`an error shows: ${await page.getByRole("alert").first().innerText()}`);
+      } finally {
+        await context.close();
+      }
+    },
+  ],
+];

@@ -1,0 +1,84 @@
+// Accessibility: axe-core scans the main pages (sign-in, files, my shares, settings, a share's
+// password prompt and its open view, administration) and fails on any "serious" or "critical"
+// violation. axe is injected as a script, so this journey's context bypasses the page's CSP
+// (only here: the other journeys keep it and report any violation of it).
+import { readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { base, email, password, expectPath, TIMEOUT } from "../lib.mjs";
+
+const require = createRequire(import.meta.url);
+const axeSource = () => readFile(require.resolve("axe-core/axe.min.js"), "utf8");
+
+async function scan(page, name, source, found) {
+  await page.waitForLoadState("networkidle");
+  if (!(await page.evaluate(() => "axe" in window))) await page.addScriptTag({ content: source });
+  const violations = await page.evaluate(async () => {
+    // eslint-disable-next-line no-undef
+    const r = await axe.run(document, { resultTypes: ["violations"] });
+    return r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map((n) => n.target.join(" ")) }));
+  });
+  for (const v of violations) {
+    const line = `${name}: [${v.impact}] ${v.id} (${v.help}) at ${v.nodes.join(", ")}`;
+    if (v.impact === "serious" || v.impact === "critical") found.push(line);
+    else minor.push(line);
+  }
+  scanned.push(name);
+}
+const minor = [];
+const scanned = [];
+
+async function signIn(page, who) {
+  await page.goto(base + "/login");
+  await page.getByLabel("E-mail").fill(who.email);
+  await page.getByLabel("Password", { exact: true }).fill(who.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expectPath(page, /^\/files$/);
+}
+
+export const journeys = [
+  [
+    "no serious or critical axe-core violations on the main pages",
+    async (_page, run) => {
+      const source = await axeSource();
+      const found = [];
+      const context = await run.browser.newContext({ locale: "en-US", bypassCSP: true, viewport: { width: 1280, height: 800 } });
+      try {
+        const page = await context.newPage();
+        page.setDefaultTimeout(TIMEOUT);
+        await page.goto(base + "/login");
+        await page.getByRole("button", { name: "Sign in" }).waitFor();
+        await scan(page, "sign-in", source, found);
+        if (run.share) {
+          await page.goto(run.share.link);
+          await page.getByRole("heading", { name: "This share is protected" }).waitFor();
+          await scan(page, "share password prompt", source, found);
+          await page.getByLabel("Password").fill(run.share.password);
+          await page.getByRole("button", { name: "Open" }).click();
+          await page.getByRole("heading", { name: run.share.name }).waitFor();
+          await scan(page, "share page", source, found);
+        }
+        const admin = run.admin.email ? run.admin : { email, password };
+        await signIn(page, admin);
+        await page.getByRole("button", { name: "Sign out" }).waitFor();
+        await scan(page, "files", source, found);
+        for (const [path, ready] of [
+          ["/shares", () => page.getByRole("heading", { name: "My shares" })],
+          ["/settings", () => page.getByRole("button", { name: "Save theme" })],
+          ["/admin", () => page.getByLabel("Find users")],
+          ["/admin/groups", () => page.getByRole("button", { name: "New group" })],
+          ["/admin/policies", () => page.getByRole("button", { name: "New local policy" })],
+          ["/admin/settings", () => page.getByLabel("Site name")],
+        ]) {
+          await page.goto(base + path);
+          await ready().waitFor();
+          await scan(page, path, source, found);
+        }
+      } finally {
+        await context.close();
+      }
+      console.log(`  axe-core scanned ${scanned.length} pages: ${scanned.join(", ")}`);
+      for (const m of minor) console.log(`  (minor) ${m}`);
+      if (found.length) throw new Error(`${found.length} serious or critical violation(s):\n  ${found.join("\n  ")}`);
+    },
+  ],
+];

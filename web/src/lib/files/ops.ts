@@ -1,0 +1,89 @@
+//! The file browser's calls to the API: listing a folder (every page, in the chosen order),
+//! trash, move, copy, single downloads and ZIP archives of a selection. Components call these
+//! and show the thrown ApiError's message; nothing here touches the UI.
+import { api, client, type ObjectView } from "../api/client";
+
+export type SortKey = "name" | "size" | "updated_at";
+export interface Sort {
+  key: SortKey;
+  desc: boolean;
+}
+
+const PAGE = 1000;
+
+/**
+ * Lists a folder by path (every page, PAGE at a time), calling `progress` after each page so
+ * the list fills in while the rest arrives. Stops early when `stale()` turns true.
+ */
+export async function listFolder(
+  path: string[],
+  sort: Sort,
+  progress: (folder: ObjectView, items: ObjectView[], count: number) => void,
+  stale: () => boolean = () => false,
+): Promise<void> {
+  let offset = 0;
+  let acc: ObjectView[] = [];
+  for (;;) {
+    const query = { offset, limit: PAGE, order: sort.key, desc: sort.desc };
+    const page = path.length
+      ? await api(() => client.GET("/api/v1/directory/{path}", { params: { path: { path: path.join("/") }, query } }))
+      : await api(() => client.GET("/api/v1/directory", { params: { query } }));
+    if (stale()) return;
+    acc = acc.concat(page.items);
+    progress(page.folder, acc, page.count);
+    offset += page.items.length;
+    if (!page.items.length || offset >= page.count) return;
+  }
+}
+
+/** The sub-folders of a folder (listings put folders first, so paging stops at the first file). */
+export async function listSubfolders(path: string[]): Promise<{ folder: ObjectView; folders: ObjectView[] }> {
+  let offset = 0;
+  const folders: ObjectView[] = [];
+  for (;;) {
+    const query = { offset, limit: PAGE, order: "name" as const };
+    const page = path.length
+      ? await api(() => client.GET("/api/v1/directory/{path}", { params: { path: { path: path.join("/") }, query } }))
+      : await api(() => client.GET("/api/v1/directory", { params: { query } }));
+    const more = page.items.filter((o) => o.kind === "folder");
+    folders.push(...more);
+    offset += page.items.length;
+    if (more.length < page.items.length || !page.items.length || offset >= page.count) {
+      return { folder: page.folder, folders };
+    }
+  }
+}
+
+export function trash(ids: string[]): Promise<unknown> {
+  return api(() => client.DELETE("/api/v1/object", { body: { ids } }));
+}
+export function move(ids: string[], dst: string): Promise<unknown> {
+  return api(() => client.PATCH("/api/v1/object", { body: { src_ids: ids, dst_id: dst } }));
+}
+export function copy(ids: string[], dst: string): Promise<unknown> {
+  return api(() => client.POST("/api/v1/object/copies", { body: { src_ids: ids, dst_id: dst } }));
+}
+export function rename(id: string, name: string): Promise<unknown> {
+  return api(() => client.PATCH("/api/v1/object/{id}", { params: { path: { id } }, body: { name } }));
+}
+
+/** Starts a browser download of a URL of ours (the answer carries Content-Disposition). */
+function save(url: string, name?: string): void {
+  const a = document.createElement("a");
+  a.href = url;
+  if (name) a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+}
+
+export async function download(o: ObjectView): Promise<void> {
+  const tok = await api(() => client.POST("/api/v1/file/download/{id}", { params: { path: { id: o.id } } }));
+  save(tok.url, o.name);
+}
+
+/** A ZIP of the given objects (folders with their contents), through a single-use token. */
+export async function downloadArchive(ids: string[]): Promise<void> {
+  const tok = await api(() => client.POST("/api/v1/file/archive", { body: { ids } }));
+  save(tok.url);
+}
