@@ -54,13 +54,15 @@ async fn the_app_is_served_with_its_policy_and_the_api_keeps_its_errors(app: Tes
         .to_owned();
 
     // The app's own routes get index.html; a missing asset does not.
-    for route in ["/login", "/files/photos/2026", "/share/abc"] {
+    for route in ["/login", "/files/photos/2026", "/files/release%20v1.2/notes.md", "/share/abc"] {
         let routed = page(&app, Method::GET, route).await;
         assert_eq!(routed.status(), 200, "{route}");
         assert_eq!(routed.text().await.unwrap(), index, "{route}");
     }
-    let missing = page(&app, Method::GET, "/assets/missing-0000.js").await;
-    assert_eq!(error_body(missing, 404).await["code"], "route.not_found");
+    for missing in ["/assets/missing-0000.js", "/robots.txt"] {
+        let missing = page(&app, Method::GET, missing).await;
+        assert_eq!(error_body(missing, 404).await["code"], "route.not_found");
+    }
     let posted = page(&app, Method::POST, "/login").await;
     assert_eq!(error_body(posted, 404).await["code"], "route.not_found");
 

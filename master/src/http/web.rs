@@ -64,8 +64,9 @@ pub async fn serve(State(ctx): State<Context>, method: Method, uri: Uri, request
             if relative.starts_with(HASHED_ASSETS) { "public, max-age=31536000, immutable" } else { "no-cache" };
         return respond(&method, &request, relative, file, cache, APP_CSP.to_owned());
     }
-    // A missing script or stylesheet must not be answered with a page.
-    if relative.starts_with(HASHED_ASSETS) || relative.rsplit('/').next().is_some_and(|name| name.contains('.')) {
+    // A missing asset (`assets/...`, or a top-level file such as `robots.txt`) must not be
+    // answered with a page; deeper paths are the app's routes, whose folder names may have dots.
+    if relative.starts_with(HASHED_ASSETS) || (!relative.contains('/') && relative.contains('.')) {
         return unknown_route(&method, path);
     }
     match WebApp::get("index.html") {
