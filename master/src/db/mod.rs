@@ -460,6 +460,11 @@ impl Where {
     }
 }
 
+/// `$1, $2, ..., $count`: the placeholders of an `IN (...)` list bound value by value.
+pub(crate) fn placeholders(count: usize) -> String {
+    (1..=count).map(|n| format!("${n}")).collect::<Vec<_>>().join(", ")
+}
+
 /// `%text%` with LIKE wildcards in `text` escaped (for `LIKE {} ESCAPE '\'`), so they match
 /// literally.
 pub(crate) fn like_pattern(text: &str) -> String {

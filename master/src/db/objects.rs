@@ -817,7 +817,7 @@ pub async fn rows_by_ids(db: &Db, ids: &[ObjectId]) -> Result<Vec<ObjectRow>, Db
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let placeholders = (1..=ids.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(", ");
+    let placeholders = super::placeholders(ids.len());
     let sql = format!("SELECT {COLUMNS} FROM objects WHERE id IN ({placeholders})");
     let mut query = sqlx::query_as::<_, ObjectRow>(&sql);
     for id in ids {
@@ -832,7 +832,7 @@ pub async fn paths_names(db: &Db, ids: &[ObjectId]) -> Result<Vec<(ObjectId, Vec
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let placeholders = (1..=ids.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(", ");
+    let placeholders = super::placeholders(ids.len());
     let sql = format!(
         "WITH RECURSIVE chain(start, parent_id, name, depth) AS (
              SELECT id, parent_id, name, 0 FROM objects WHERE id IN ({placeholders})

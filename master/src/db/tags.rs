@@ -143,7 +143,7 @@ pub async fn manual_of(db: &Db, ids: &[ObjectId]) -> Result<Vec<(ObjectId, TagRo
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let placeholders = (1..=ids.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(", ");
+    let placeholders = super::placeholders(ids.len());
     let columns = COLUMNS.split(", ").map(|column| format!("g.{column}")).collect::<Vec<_>>().join(", ");
     let sql = format!(
         "SELECT t.object_id, {columns} FROM object_tags t JOIN tags g ON g.id = t.tag_id
