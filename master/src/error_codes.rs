@@ -42,6 +42,12 @@ codes! {
     AUTH_REGISTRATION_UNSUPPORTED = "auth.registration_unsupported";
     AUTH_REFRESH_TOKEN_INVALID = "auth.refresh_token_invalid";
     AUTH_REFRESH_TOKEN_REUSED = "auth.refresh_token_reused";
+    AUTH_PASSKEY_CHALLENGE_INVALID = "auth.passkey_challenge_invalid";
+    AUTH_PASSKEY_REJECTED = "auth.passkey_rejected";
+    AUTH_PASSKEY_SITE_URL = "auth.passkey_site_url";
+    AUTH_PASSKEY_EXISTS = "auth.passkey_exists";
+    AUTH_PASSKEY_NOT_FOUND = "auth.passkey_not_found";
+    AUTH_LAST_SIGN_IN_METHOD = "auth.last_sign_in_method";
 
     USER_EMAIL_TAKEN = "user.email_taken";
     USER_REGISTRATION_CLOSED = "user.registration_closed";

@@ -19,6 +19,7 @@ pub mod inline;
 pub mod node_reports;
 pub mod nodes;
 pub mod objects;
+pub mod passkeys;
 pub mod policies;
 pub mod properties;
 pub mod refresh_tokens;

@@ -15,6 +15,7 @@ pub mod ingest;
 pub mod maintenance;
 pub mod metadata;
 pub mod migration;
+pub mod passkeys;
 pub mod node_calls;
 pub mod nodes;
 pub mod policies;

@@ -9,12 +9,13 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::auth::providers::password;
+use crate::auth::providers::{passkey, password};
 use crate::auth::token::token_error;
 use crate::auth::token::{ACCESS_TOKEN_LIFETIME, GroupClaims, JwtPayload, RefreshClaims, TokenType};
 use crate::context::Context;
 use crate::db::users::UserRow;
 use crate::db::{self};
+use crate::domain::ids::UserId;
 use crate::domain::settings::AuthMethod;
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
@@ -64,23 +65,51 @@ pub async fn limit_registration(ctx: &Context, address: IpAddr) -> ServiceResult
     limit_address(ctx, "register", address).await
 }
 
-/// Unified sign-in. Only providers enabled in `auth_methods` are accepted; of those, e-mail and
-/// password is built, others answer 501 until they land.
-pub async fn login(
-    ctx: &Context,
-    provider: AuthMethod,
-    identifier: &str,
-    credential: Option<&Secret>,
-    address: IpAddr,
-) -> ServiceResult<LoginView> {
+/// Counts a sign-in ceremony begun from `address` (each keeps state for minutes).
+pub async fn limit_ceremonies(ctx: &Context, address: IpAddr) -> ServiceResult<()> {
+    limit_address(ctx, "ceremony", address).await
+}
+
+/// What a person presents to sign in, as the unified login request carries it.
+#[derive(Debug, Clone, Copy)]
+pub struct LoginAttempt<'a> {
+    pub provider: AuthMethod,
+    /// The e-mail address (`email_password`), the challenge token (`passkey`), the mailed
+    /// token (`magic_link`).
+    pub identifier: &'a str,
+    /// The password (`email_password`), the assertion as JSON (`passkey`).
+    pub credential: Option<&'a Secret>,
+    /// The current code of the account's second factor, when it has one.
+    pub two_fa_code: Option<&'a str>,
+    pub address: IpAddr,
+}
+
+/// Unified sign-in: the provider named in the attempt (enabled in `auth_methods`) identifies
+/// the user; the account's status, its second factor and issuing tokens are the same for all.
+pub async fn login(ctx: &Context, attempt: LoginAttempt<'_>) -> ServiceResult<LoginView> {
     let config = site::site_config(ctx.db()).await?;
-    site::require_enabled_method(&config, provider)?;
-    if provider != AuthMethod::EmailPassword {
-        return Err(ServiceError::not_implemented("sign-in with this provider"));
+    site::require_enabled_method(&config, attempt.provider)?;
+    limit_address(ctx, "login", attempt.address).await?;
+    let user_id = match attempt.provider {
+        AuthMethod::EmailPassword => identify_by_password(ctx, &attempt).await?,
+        AuthMethod::Passkey => passkey::identify(ctx, attempt.identifier, attempt.credential).await?,
+        AuthMethod::Github | AuthMethod::Qq | AuthMethod::MagicLink => {
+            return Err(ServiceError::not_implemented("sign-in with this provider"));
+        }
+    };
+    let user = db::users::find(ctx.db(), user_id).await?.ok_or_else(invalid_credentials)?;
+    if user.status != UserStatus::Active {
+        return Err(ServiceError::user_inactive());
     }
-    limit_address(ctx, "login", address).await?;
-    let credential = credential.ok_or_else(|| ServiceError::validation("credential", "password is required"))?;
-    let email = Email::parse(identifier).map_err(|_| invalid_credentials())?;
+    let tokens = issue(ctx, &user, Uuid::new_v4()).await?;
+    Ok(LoginView { tokens, user: accounts::user_view(ctx.db(), &user).await? })
+}
+
+/// The e-mail and password step, with its per-identifier failure budget.
+async fn identify_by_password(ctx: &Context, attempt: &LoginAttempt<'_>) -> ServiceResult<UserId> {
+    let credential =
+        attempt.credential.ok_or_else(|| ServiceError::validation("credential", "password is required"))?;
+    let email = Email::parse(attempt.identifier).map_err(|_| invalid_credentials())?;
 
     let window = Duration::from_secs(ctx.config().login_rate_window_seconds);
     let failures_key = format!("rate:login:id:{email}");
@@ -88,20 +117,13 @@ pub async fn login(
     if failures >= ctx.config().login_failures_per_identifier {
         return Err(rate_limited());
     }
-
     let Some(user_id) = password::identify(ctx.db(), &email, credential).await? else {
         ctx.store().increment(&failures_key, window).await?;
         return Err(invalid_credentials());
     };
     ctx.store().delete(&failures_key).await?;
-
-    let user = db::users::find(ctx.db(), user_id).await?.ok_or_else(invalid_credentials)?;
-    if user.status != UserStatus::Active {
-        return Err(ServiceError::user_inactive());
-    }
     password::mark_used(ctx.db(), &email).await?;
-    let tokens = issue(ctx, &user, Uuid::new_v4()).await?;
-    Ok(LoginView { tokens, user: accounts::user_view(ctx.db(), &user).await? })
+    Ok(user_id)
 }
 
 /// The group claims snapshot of a user's current group.

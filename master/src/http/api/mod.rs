@@ -7,6 +7,7 @@ pub mod files;
 pub mod metadata;
 pub mod nodes;
 pub mod not_built;
+pub mod passkeys;
 pub mod policies;
 pub mod search;
 pub mod shares;
@@ -99,6 +100,10 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(user::register))
         .routes(routes!(user::login, user::logout, user::session))
         .routes(routes!(user::refresh))
+        .routes(routes!(passkeys::start_registration, passkeys::finish_registration))
+        .routes(routes!(passkeys::sign_in_options))
+        .routes(routes!(passkeys::list))
+        .routes(routes!(passkeys::rename, passkeys::delete))
         .routes(routes!(user::me))
         .routes(routes!(user::storage))
         .routes(routes!(user::settings))

@@ -104,18 +104,11 @@ const fn row(
 /// lands removes its rows.
 pub const TABLE: &[NotBuilt] = {
     use Access::{Admin, Public, User};
-    use Verb::{Delete, Get, Patch, Post, Put};
+    use Verb::{Delete, Get, Post, Put};
     &[
         // Shares
         row(Post, "/share/{code}/report", Public, "shares", "Report a share", "reports"),
         // Tags
-        // Passkeys
-        row(Post, "/user/authn/registration", User, "user", "Start a passkey registration", "passkeys"),
-        row(Put, "/user/authn/registration", User, "user", "Finish a passkey registration", "passkeys"),
-        row(Post, "/user/authn/options", Public, "user", "Passkey sign-in options", "passkeys"),
-        row(Get, "/user/settings/authns", User, "user", "List the caller's passkeys", "passkeys"),
-        row(Patch, "/user/settings/authn/{id}", User, "user", "Rename a passkey", "passkeys"),
-        row(Delete, "/user/settings/authn/{id}", User, "user", "Delete a passkey", "passkeys"),
         // OAuth and magic links
         row(Get, "/user/oauth/{provider}", Public, "user", "Start an OAuth sign-in", "OAuth sign-in"),
         row(Get, "/user/oauth/{provider}/callback", Public, "user", "OAuth sign-in callback", "OAuth sign-in"),

@@ -23,7 +23,7 @@ use crate::service::accounts::{
     self, EffectiveTheme, SettingOption, SettingValue, ThemeChoice, UserSettingsView, UserView,
 };
 use crate::service::files;
-use crate::service::sign_in::{self, LoginView, TokenPair};
+use crate::service::sign_in::{self, LoginAttempt, LoginView, TokenPair};
 
 /// Registration request. `identifier` is the e-mail address and `credential` the password.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -64,16 +64,21 @@ pub async fn register(
     Ok((StatusCode::CREATED, Json(user)))
 }
 
-/// Unified sign-in request.
+/// Unified sign-in request. What `identifier` and `credential` hold depends on the provider:
+///
+/// | provider | identifier | credential |
+/// |---|---|---|
+/// | `email_password` | the e-mail address | the password |
+/// | `passkey` | `challenge_token` from `POST /user/authn/options` | the `PublicKeyCredential` from `navigator.credentials.get`, as JSON with base64url byte fields |
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoginRequest {
     pub provider: AuthMethod,
-    /// The e-mail address for `email_password`.
     pub identifier: String,
-    /// The password for `email_password`.
     #[schema(value_type = Option<String>, format = Password)]
     pub credential: Option<Secret>,
+    /// The current code of the account's second factor (TOTP), when it has one enabled.
+    pub two_fa_code: Option<String>,
 }
 
 /// Sign in. Answers an access token (1 hour) and a refresh token. Wrong e-mail and wrong
@@ -93,8 +98,14 @@ pub async fn login(
     ClientAddress(address): ClientAddress,
     ApiJson(request): ApiJson<LoginRequest>,
 ) -> ServiceResult<Json<LoginView>> {
-    let view =
-        sign_in::login(&state, request.provider, &request.identifier, request.credential.as_ref(), address).await?;
+    let attempt = LoginAttempt {
+        provider: request.provider,
+        identifier: &request.identifier,
+        credential: request.credential.as_ref(),
+        two_fa_code: request.two_fa_code.as_deref(),
+        address,
+    };
+    let view = sign_in::login(&state, attempt).await?;
     Ok(Json(view))
 }
 
