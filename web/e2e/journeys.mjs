@@ -5,12 +5,13 @@
 // The base URL must serve both the app and /api/v1 (nubo-master, or `vite preview` with its
 // proxy). Runs every `journeys/*.mjs` in name order (see `lib.mjs`). Exit 0 when every journey
 // passes; otherwise the failing journeys and why.
-// Env: NUBO_CHROMIUM (default /usr/bin/chromium), NUBO_E2E_HEADFUL=1 to watch.
+// Env: NUBO_CHROMIUM (default /usr/bin/chromium), NUBO_E2E_HEADFUL=1 to watch, NUBO_E2E_ONLY=text
+// (or --only text) to run only the files whose name contains it (and 01-accounts, which signs in).
 import { chromium } from "playwright-core";
 import { mkdirSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { base, shots, TIMEOUT, watch, shot } from "./lib.mjs";
+import { arg, base, shots, TIMEOUT, watch, shot } from "./lib.mjs";
 
 if (!base) {
   console.error("usage: node journeys.mjs --base http://127.0.0.1:PORT [--screenshots DIR]");
@@ -19,7 +20,10 @@ if (!base) {
 if (shots) mkdirSync(shots, { recursive: true });
 
 const folder = path.join(path.dirname(fileURLToPath(import.meta.url)), "journeys");
-const files = readdirSync(folder).filter((f) => f.endsWith(".mjs")).sort();
+const only = arg("--only", process.env.NUBO_E2E_ONLY ?? "");
+const files = readdirSync(folder)
+  .filter((f) => f.endsWith(".mjs") && (f.startsWith("01-") || f.includes(only)))
+  .sort();
 const journeys = [];
 for (const file of files) {
   const module = await import(pathToFileURL(path.join(folder, file)).href);

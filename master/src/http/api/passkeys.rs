@@ -26,7 +26,6 @@ pub struct CeremonyView {
     pub challenge_token: String,
     /// What `navigator.credentials.create` (registration) or `.get` (sign-in) takes, with
     /// byte fields encoded as base64url: decode them to `ArrayBuffer`s before the call.
-    #[schema(value_type = Object)]
     pub options: serde_json::Value,
 }
 
@@ -45,7 +44,6 @@ pub struct FinishRegistration {
     pub name: Option<String>,
     /// The `PublicKeyCredential` from `navigator.credentials.create`, as JSON with base64url
     /// byte fields (`id`, `rawId`, `response.attestationObject`, `response.clientDataJSON`).
-    #[schema(value_type = Object)]
     pub credential: serde_json::Value,
 }
 

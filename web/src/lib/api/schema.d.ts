@@ -855,7 +855,7 @@ export interface paths {
         options?: never;
         head?: never;
         /** Rename an object. */
-        patch: operations["rename"];
+        patch: operations["object_rename"];
         trace?: never;
     };
     "/api/v1/object/{id}/detail": {
@@ -1364,10 +1364,12 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Passkey sign-in options
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
+         * Begin a passkey sign-in: request options for any discoverable passkey of this site. Send
+         *     the assertion to `POST /user/session` with `provider: passkey`, the `challenge_token` as
+         *     `identifier` and the credential (JSON, base64url byte fields) as `credential`. A passkey
+         *     verifies the user, so no second factor is asked for.
          */
-        post: operations["not_built_post_user_authn_options"];
+        post: operations["sign_in_options"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1383,15 +1385,16 @@ export interface paths {
         };
         get?: never;
         /**
-         * Finish a passkey registration
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
+         * Finish registering a passkey: verifies the authenticator's answer and stores the passkey
+         *     with its sign-in identity.
          */
-        put: operations["not_built_put_user_authn_registration"];
+        put: operations["finish_registration"];
         /**
-         * Start a passkey registration
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
+         * Begin registering a passkey: creation options that exclude the caller's existing passkeys
+         *     and ask for a discoverable credential with user verification. The relying party is the
+         *     `site_url` setting's host.
          */
-        post: operations["not_built_post_user_authn_registration"];
+        post: operations["start_registration"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1616,17 +1619,14 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Delete a passkey
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
+         * Remove one of the caller's passkeys; it no longer signs in. Refused when it is the
+         *     account's last way to sign in.
          */
-        delete: operations["not_built_delete_user_settings_authn__id"];
+        delete: operations["user_settings_authn_delete"];
         options?: never;
         head?: never;
-        /**
-         * Rename a passkey
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
-         */
-        patch: operations["not_built_patch_user_settings_authn__id"];
+        /** Rename one of the caller's passkeys. */
+        patch: operations["user_settings_authn_rename"];
         trace?: never;
     };
     "/api/v1/user/settings/authns": {
@@ -1636,11 +1636,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List the caller's passkeys
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
-         */
-        get: operations["not_built_get_user_settings_authns"];
+        /** The caller's passkeys, oldest first. */
+        get: operations["user_settings_authns_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1935,6 +1932,16 @@ export interface components {
          * @enum {string}
          */
         AuthMethod: "email_password" | "github" | "qq" | "passkey" | "magic_link";
+        /** @description A started WebAuthn ceremony. */
+        CeremonyView: {
+            /** @description Names this ceremony in the request that finishes it; single use, five minutes. */
+            challenge_token: string;
+            /**
+             * @description What `navigator.credentials.create` (registration) or `.get` (sign-in) takes, with
+             *     byte fields encoded as base64url: decode them to `ArrayBuffer`s before the call.
+             */
+            options: unknown;
+        };
         ChangePasswordRequest: {
             /** Format: password */
             new_password: string;
@@ -2038,6 +2045,17 @@ export interface components {
             /** @description An `http` or `https` URL without credentials, at most 2048 characters. */
             url: string;
         };
+        /** @description Finishing a passkey registration. */
+        FinishRegistration: {
+            challenge_token: string;
+            /**
+             * @description The `PublicKeyCredential` from `navigator.credentials.create`, as JSON with base64url
+             *     byte fields (`id`, `rawId`, `response.attestationObject`, `response.clientDataJSON`).
+             */
+            credential: unknown;
+            /** @description What to call the passkey (1 to 64 characters; `Passkey` when absent). */
+            name?: string | null;
+        };
         /** @description The snapshot of the user's group taken when the token was issued. */
         GroupClaims: {
             /** @description Members may use `/admin`. */
@@ -2133,16 +2151,21 @@ export interface components {
         IdsRequest: {
             ids: string[];
         };
-        /** @description Unified sign-in request. */
+        /**
+         * @description Unified sign-in request. What `identifier` and `credential` hold depends on the provider:
+         *
+         *     | provider | identifier | credential |
+         *     |---|---|---|
+         *     | `email_password` | the e-mail address | the password |
+         *     | `passkey` | `challenge_token` from `POST /user/authn/options` | the `PublicKeyCredential` from `navigator.credentials.get`, as JSON with base64url byte fields |
+         */
         LoginRequest: {
-            /**
-             * Format: password
-             * @description The password for `email_password`.
-             */
+            /** Format: password */
             credential?: string | null;
-            /** @description The e-mail address for `email_password`. */
             identifier: string;
             provider: components["schemas"]["AuthMethod"];
+            /** @description The current code of the account's second factor (TOTP), when it has one enabled. */
+            two_fa_code?: string | null;
         };
         /** @description The answer to a successful sign-in. */
         LoginView: components["schemas"]["TokenPair"] & {
@@ -2456,6 +2479,20 @@ export interface components {
                 timezone: number;
                 two_factor_enabled: boolean;
             }[];
+        };
+        /** @description Renaming a passkey. */
+        PasskeyChanges: {
+            name: string;
+        };
+        /** @description A passkey as its owner sees it (never its key material). */
+        PasskeyView: {
+            created_at: string;
+            /** @description The credential id, base64url, as `navigator.credentials` spells it. */
+            credential_id: string;
+            /** Format: uuid */
+            id: string;
+            last_used_at?: string | null;
+            name: string;
         };
         PingResponse: {
             /**
@@ -8550,7 +8587,7 @@ export interface operations {
             };
         };
     };
-    rename: {
+    object_rename: {
         parameters: {
             query?: never;
             header?: never;
@@ -11504,7 +11541,7 @@ export interface operations {
             };
         };
     };
-    not_built_post_user_authn_options: {
+    sign_in_options: {
         parameters: {
             query?: never;
             header?: never;
@@ -11513,6 +11550,33 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description Options for `navigator.credentials.get` */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CeremonyView"];
+                };
+            };
+            /** @description Passkeys are not enabled (`auth.provider_disabled`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (details only in the server log) */
             500: {
                 headers: {
@@ -11522,8 +11586,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+            /** @description The site URL cannot be a relying party */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11533,7 +11597,112 @@ export interface operations {
             };
         };
     };
-    not_built_put_user_authn_registration: {
+    finish_registration: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FinishRegistration"];
+            };
+        };
+        responses: {
+            /** @description Registered */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyView"];
+                };
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token invalid, challenge unknown or used (`auth.passkey_challenge_invalid`), or the answer did not verify (`auth.passkey_rejected`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Passkeys are not enabled */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Already registered (`auth.passkey_exists`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid name or credential */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The site URL cannot be a relying party */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    start_registration: {
         parameters: {
             query?: never;
             header?: never;
@@ -11542,6 +11711,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description Options for `navigator.credentials.create` */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CeremonyView"];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -11551,7 +11729,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Passkeys are not enabled (`auth.provider_disabled`), or the account is not active */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11569,55 +11747,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-        };
-    };
-    not_built_post_user_authn_registration: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Token missing, invalid or expired */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Account banned or not active, or not allowed */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Internal error (details only in the server log) */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
+            /** @description The site URL cannot be a relying party (`auth.passkey_site_url`) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12294,7 +12425,7 @@ export interface operations {
             };
         };
     };
-    not_built_delete_user_settings_authn__id: {
+    user_settings_authn_delete: {
         parameters: {
             query?: never;
             header?: never;
@@ -12305,7 +12436,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            /** @description Removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed id */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12332,6 +12470,24 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such passkey of the caller (`auth.passkey_not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The account's last way to sign in (`auth.last_sign_in_method`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (details only in the server log) */
             500: {
                 headers: {
@@ -12341,18 +12497,9 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
         };
     };
-    not_built_patch_user_settings_authn__id: {
+    user_settings_authn_rename: {
         parameters: {
             query?: never;
             header?: never;
@@ -12361,9 +12508,22 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PasskeyChanges"];
+            };
+        };
         responses: {
-            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            /** @description Renamed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyView"];
+                };
+            };
+            /** @description Malformed request */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12390,6 +12550,42 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such passkey of the caller (`auth.passkey_not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid name */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (details only in the server log) */
             500: {
                 headers: {
@@ -12399,18 +12595,9 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
         };
     };
-    not_built_get_user_settings_authns: {
+    user_settings_authns_list: {
         parameters: {
             query?: never;
             header?: never;
@@ -12419,6 +12606,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description The passkeys */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyView"][];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -12439,15 +12635,6 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
