@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::{Method, header};
 use axum::routing::{get, post, put};
 use axum::{Router, middleware};
 use nubo_common::storage::local::LocalBlobStore;
@@ -15,6 +16,7 @@ use nubo_protocol::signing::Verifier;
 use tokio::net::TcpListener;
 use tokio::sync::Mutex;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{Any, CorsLayer};
 
 use crate::config::{Config, ConfigError};
 use crate::sessions::SessionStore;
@@ -66,8 +68,7 @@ impl Node {
         let body_timeout = nubo_common::serve::seconds(self.state.config.body_timeout_seconds);
         Router::new()
             .route("/api/v1/slave/rpc", post(rpc::handle))
-            .route("/api/v1/slave/upload/{session_id}", get(upload::status))
-            .route("/api/v1/slave/upload/{session_id}/{index}", put(upload::put_chunk))
+            .merge(Self::browser_uploads())
             // axum's `get` also answers HEAD (without a body).
             .route("/api/v1/slave/download/{credential}", get(download::download))
             .route("/api/v1/slave/blob/{credential}", put(blob::write))
@@ -76,6 +77,21 @@ impl Node {
             .layer(middleware::from_fn_with_state(body_timeout, error::body_progress))
             .layer(CatchPanicLayer::custom(error::panic_response))
             .with_state(self.state.clone())
+    }
+
+    /// The routes a browser calls from the web app's page (another origin): chunk uploads and
+    /// their status. Any origin may call them: they take the session's bearer credential, never
+    /// cookies, so a foreign page gains nothing it did not already hold.
+    fn browser_uploads() -> Router<Shared> {
+        let cors = CorsLayer::new()
+            .allow_origin(Any)
+            .allow_methods([Method::GET, Method::PUT])
+            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+            .max_age(Duration::from_secs(3600));
+        Router::new()
+            .route("/api/v1/slave/upload/{session_id}", get(upload::status))
+            .route("/api/v1/slave/upload/{session_id}/{index}", put(upload::put_chunk))
+            .layer(cors)
     }
 
     /// Serves on `listener` until `shutdown` resolves, then lets in-flight requests finish.

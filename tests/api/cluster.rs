@@ -54,6 +54,21 @@ async fn direct_uploads_land_on_their_node_and_download_through_the_master_or_by
 
     let (state, last) = app.upload_direct(&user, &root, "a.bin", &bytes).await;
     assert!(state["direct"]["url"].as_str().unwrap().starts_with(&node_a.url), "the chunks go to node A: {state}");
+    // The web app's page is another origin: the node's preflight and answers let it call.
+    let chunk_url = format!("{}/0", state["direct"]["url"].as_str().unwrap());
+    let preflight = app
+        .client
+        .request(Method::OPTIONS, &chunk_url)
+        .header("origin", "http://drive.example")
+        .header("access-control-request-method", "PUT")
+        .header("access-control-request-headers", "authorization")
+        .send()
+        .await
+        .unwrap();
+    assert!(preflight.status().is_success(), "preflight answered {}", preflight.status());
+    assert_eq!(preflight.headers()["access-control-allow-origin"], "*");
+    assert!(preflight.headers()["access-control-allow-headers"].to_str().unwrap().contains("authorization"));
+    assert!(preflight.headers()["access-control-allow-methods"].to_str().unwrap().contains("PUT"));
     assert_eq!(last.status(), 200);
     let done: Value = last.json().await.unwrap();
     assert_eq!(done["completed"], true, "{done}");

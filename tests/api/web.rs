@@ -101,9 +101,13 @@ async fn browser_journeys_pass_in_chromium(app: TestApp) {
         assert!(!services_required(), "the journeys need {chromium} (apt-get install chromium) and web/node_modules");
         return;
     }
+    // The direct-upload journey's storage node: a real nubo-slave, reporting to this master.
+    let admin = app.login_admin().await;
+    let node = nubo_tests::cluster::TestNode::start(&app, &admin, false).await;
     let mut command = Command::new("node");
     command
         .arg(web.join("e2e/journeys.mjs"))
+        .env("NUBO_E2E_NODE_ID", &node.id)
         .args(["--base", &app.base_url])
         .env("NUBO_CHROMIUM", &chromium)
         .env("NUBO_E2E_ADMIN_EMAIL", nubo_tests::ADMIN_EMAIL)
@@ -113,6 +117,7 @@ async fn browser_journeys_pass_in_chromium(app: TestApp) {
         command.arg("--screenshots").arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots"));
     }
     let output = tokio::task::spawn_blocking(move || command.output()).await.unwrap().expect("node runs");
+    drop(node);
     let log = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success(), "browser journeys failed:\n{log}");
     println!("{log}");

@@ -45,3 +45,33 @@ export async function pick(page, selector, files) {
   await page.locator(`${selector}:not([disabled])`).waitFor({ state: "attached" });
   await page.locator(selector).setInputFiles(files);
 }
+
+/** Calls the API as the administrator, straight over HTTP (for a journey's set-up, not its
+ * subject); answers the parsed body, or null for 204. */
+export async function adminApi(run, method, apiPath, body) {
+  run.adminToken ??= await (async () => {
+    const login = await fetch(`${base}/api/v1/user/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ provider: "email_password", identifier: run.admin.email, credential: run.admin.password }),
+    });
+    if (!login.ok) throw new Error(`admin sign-in: ${login.status}`);
+    return (await login.json()).access_token;
+  })();
+  const res = await fetch(`${base}/api/v1${apiPath}`, {
+    method,
+    headers: { "content-type": "application/json", authorization: `Bearer ${run.adminToken}` },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!res.ok) throw new Error(`${method} ${apiPath}: ${res.status} ${await res.text()}`);
+  return res.status === 204 ? null : res.json();
+}
+
+/** Signs in on the sign-in page of `site` (default: the run's base) and waits for the files. */
+export async function signIn(page, who, site = base) {
+  await page.goto(site + "/login");
+  await page.getByLabel("E-mail").fill(who.email);
+  await page.getByLabel("Password", { exact: true }).fill(who.password);
+  await page.getByRole("button", { name: "Sign in", exact: true }).click();
+  await expectPath(page, /^\/files$/);
+}

@@ -2,31 +2,16 @@
 // IP address as a relying party), the run's user adds a passkey in Settings through Chromium's
 // virtual authenticator (DevTools `WebAuthn.addVirtualAuthenticator`), signs out, and signs back
 // in with the passkey alone, no e-mail address typed.
-import { base, email, password, shot, expectPath, watch, TIMEOUT } from "../lib.mjs";
+import { adminApi, base, email, password, shot, expectPath, signIn, watch, TIMEOUT } from "../lib.mjs";
 
-/** The administrator's API, straight over HTTP (the settings are not this journey's subject). */
-async function adminSettings(run, settings) {
-  const login = await fetch(`${base}/api/v1/user/session`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ provider: "email_password", identifier: run.admin.email, credential: run.admin.password }),
-  });
-  if (!login.ok) throw new Error(`admin sign-in: ${login.status}`);
-  const { access_token } = await login.json();
-  const saved = await fetch(`${base}/api/v1/admin/settings`, {
-    method: "PATCH",
-    headers: { "content-type": "application/json", authorization: `Bearer ${access_token}` },
-    body: JSON.stringify(settings),
-  });
-  if (saved.status !== 204) throw new Error(`settings: ${saved.status} ${await saved.text()}`);
-}
+const settings = (run, values) => adminApi(run, "PATCH", "/admin/settings", values);
 
 export const journeys = [
   [
     "add a passkey in Settings, sign out, and sign in with the passkey alone",
     async (_page, run) => {
       const site = base.replace("127.0.0.1", "localhost");
-      await adminSettings(run, { site_url: site, auth_methods: ["email_password", "passkey"] });
+      await settings(run, { site_url: site, auth_methods: ["email_password", "passkey"] });
       const context = await run.browser.newContext({ locale: "en-US", viewport: { width: 1280, height: 800 } });
       try {
         const page = await context.newPage();
@@ -45,11 +30,7 @@ export const journeys = [
           },
         });
 
-        await page.goto(site + "/login");
-        await page.getByLabel("E-mail").fill(email);
-        await page.getByLabel("Password", { exact: true }).fill(password);
-        await page.getByRole("button", { name: "Sign in", exact: true }).click();
-        await expectPath(page, /^\/files$/);
+        await signIn(page, { email, password }, site);
 
         await page.goto(site + "/settings");
         await page.getByLabel("Name of the new passkey").fill("Journey key");
@@ -72,7 +53,7 @@ export const journeys = [
         if ((await page.getByText(email).count()) === 0) throw new Error("signed in, but not as the run's user");
       } finally {
         await context.close();
-        await adminSettings(run, { site_url: "", auth_methods: ["email_password"] });
+        await settings(run, { site_url: "", auth_methods: ["email_password"] });
       }
     },
   ],
