@@ -2,7 +2,7 @@
 // anonymous browser, get the password wrong then right, download and compare the bytes; the
 // share is then listed under "My shares". Leaves `run.share` ({ link, password }) for later journeys.
 import { readFile } from "node:fs/promises";
-import { base, shot, expectPath, TIMEOUT } from "../lib.mjs";
+import { adminApi, base, shot, expectPath, signIn, watch, TIMEOUT } from "../lib.mjs";
 
 export const journeys = [
   [
@@ -79,6 +79,36 @@ export const journeys = [
       const row = page.getByRole("row").filter({ hasText: name });
       await row.getByText("1 / 5").waitFor();
       await shot(page, "my-shares");
+    },
+  ],
+  [
+    "another user saves the share into a folder picked in a dialog",
+    async (_page, run) => {
+      const root = await adminApi(run, "GET", "/directory?limit=1");
+      const folderName = `Saved ${Date.now().toString(36)}`;
+      const folder = await adminApi(run, "POST", "/directory", { parent_id: root.folder.id, name: folderName });
+      const context = await run.browser.newContext({ locale: "en-US", viewport: { width: 1280, height: 800 } });
+      try {
+        const page = await context.newPage();
+        page.setDefaultTimeout(TIMEOUT);
+        watch(page);
+        await signIn(page, run.admin);
+        await page.goto(run.share.link);
+        await page.getByLabel("Password").fill(run.share.password);
+        await page.getByRole("button", { name: "Open" }).click();
+        await page.getByRole("button", { name: "Save to my files" }).click();
+        const picker = page.getByRole("dialog", { name: `Save “${run.share.name}” to…` });
+        await picker.getByRole("button", { name: `Open ${folderName}` }).click();
+        await picker.getByRole("list", { name: `Folders in ${folderName}` }).waitFor();
+        await picker.getByRole("button", { name: "Save here" }).click();
+        await page.getByRole("status").filter({ hasText: `Saved to “${folderName}”.` }).waitFor();
+      } finally {
+        await context.close();
+      }
+      const listing = await adminApi(run, "GET", `/directory/${encodeURIComponent(folderName)}`);
+      if (listing.folder.id !== folder.id || !listing.items.some((o) => o.name === run.share.name)) {
+        throw new Error(`${folderName} holds ${listing.items.map((o) => o.name).join(", ")}`);
+      }
     },
   ],
   [

@@ -1,5 +1,6 @@
 // Administration: the administrator signs in (fresh context), creates a group and a local
-// storage policy through the forms and sees them listed; every other screen opens.
+// storage policy through the forms and sees them listed; every other screen opens; a theme
+// preset is previewed, made the site default and deleted.
 import { base, email, shot, expectPath, watch, TIMEOUT } from "../lib.mjs";
 
 export const journeys = [
@@ -54,6 +55,28 @@ export const journeys = [
         }
         await page.getByLabel("Site name").waitFor();
         if (await page.getByRole("alert").count()) throw new Error(`an error shows: ${await page.getByRole("alert").first().innerText()}`);
+
+        // A theme preset: previewed while edited, made the site default, then removed again.
+        await tabs.getByRole("link", { name: "Themes" }).click();
+        await expectPath(page, /^\/admin\/themes$/);
+        await page.getByRole("button", { name: "New theme" }).click();
+        await page.getByLabel("Name", { exact: true }).fill(`Journey theme ${suffix}`);
+        const create = page.getByRole("button", { name: "Create" });
+        const before = await create.evaluate((el) => getComputedStyle(el).backgroundColor);
+        await page.getByLabel("Primary", { exact: true }).selectOption("emerald");
+        const previewed = await create.evaluate((el) => getComputedStyle(el).backgroundColor);
+        if (previewed === before) throw new Error(`the primary colour is not previewed: still ${before}`);
+        await create.click();
+        const theme = page.getByRole("row").filter({ hasText: `Journey theme ${suffix}` });
+        await theme.getByRole("button", { name: `Make Journey theme ${suffix} the site default` }).click();
+        await theme.getByRole("cell", { name: "Default", exact: true }).waitFor();
+        const site = await (await fetch(`${base}/api/v1/site/themes`)).json();
+        const listed = site.find((p) => p.name === `Journey theme ${suffix}`);
+        if (!listed?.is_default || listed.colors.primary !== "emerald") throw new Error(`/site/themes says ${JSON.stringify(listed)}`);
+        await shot(page, "admin-themes");
+        await theme.getByRole("button", { name: `Delete Journey theme ${suffix}` }).click();
+        await page.getByRole("dialog").getByRole("button", { name: "Delete" }).click();
+        await theme.waitFor({ state: "detached" });
       } finally {
         await context.close();
       }

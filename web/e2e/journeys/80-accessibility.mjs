@@ -67,6 +67,7 @@ export const journeys = [
           ["/admin", () => page.getByLabel("Find users")],
           ["/admin/groups", () => page.getByRole("button", { name: "New group" })],
           ["/admin/policies", () => page.getByRole("button", { name: "New local policy" })],
+          ["/admin/themes", () => page.getByRole("button", { name: "New theme" })],
           ["/admin/settings", () => page.getByLabel("Site name")],
         ]) {
           await page.goto(base + path);
