@@ -855,7 +855,7 @@ export interface paths {
         options?: never;
         head?: never;
         /** Rename an object. */
-        patch: operations["rename"];
+        patch: operations["object_rename"];
         trace?: never;
     };
     "/api/v1/object/{id}/detail": {
@@ -1364,10 +1364,12 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Passkey sign-in options
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
+         * Begin a passkey sign-in: request options for any discoverable passkey of this site. Send
+         *     the assertion to `POST /user/session` with `provider: passkey`, the `challenge_token` as
+         *     `identifier` and the credential (JSON, base64url byte fields) as `credential`. A passkey
+         *     verifies the user, so no second factor is asked for.
          */
-        post: operations["not_built_post_user_authn_options"];
+        post: operations["sign_in_options"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1383,15 +1385,16 @@ export interface paths {
         };
         get?: never;
         /**
-         * Finish a passkey registration
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
+         * Finish registering a passkey: verifies the authenticator's answer and stores the passkey
+         *     with its sign-in identity.
          */
-        put: operations["not_built_put_user_authn_registration"];
+        put: operations["finish_registration"];
         /**
-         * Start a passkey registration
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
+         * Begin registering a passkey: creation options that exclude the caller's existing passkeys
+         *     and ask for a discoverable credential with user verification. The relying party is the
+         *     `site_url` setting's host.
          */
-        post: operations["not_built_post_user_authn_registration"];
+        post: operations["start_registration"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1531,6 +1534,11 @@ export interface paths {
         /**
          * Sign in. Answers an access token (1 hour) and a refresh token. Wrong e-mail and wrong
          *     password answer the same 401, so accounts cannot be discovered.
+         * @description Two-factor sign-in: when the account has it on, a sign-in with `email_password` or
+         *     `magic_link` without `two_fa_code` answers 428 `auth.two_factor_required`; send it again
+         *     with the code. A code counts once (the same code again in its 30 seconds answers 401), and
+         *     so does each recovery code. A passkey sign-in asks for no code: a passkey with user
+         *     verification is already two factors.
          */
         post: operations["login"];
         /** Sign out: revokes the refresh token (as Bearer) and every token rotated from the same sign-in. */
@@ -1585,21 +1593,24 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Begin two-factor setup
-         * @description Not built yet (two-factor codes): answers 501 `route.not_implemented` with the uniform error body.
+         * Begin setting up two-factor sign-in: a new secret and its `otpauth://` URI (issuer: the
+         *     `site_name` setting; account: the caller's e-mail address), not enabled yet. Codes are
+         *     RFC 6238: HMAC-SHA-1, six digits, 30 seconds. The secret waits ten minutes for
+         *     `POST /user/settings/2fa`; asking again replaces it.
          */
-        get: operations["not_built_get_user_settings_2fa"];
+        get: operations["start_setup"];
         put?: never;
         /**
-         * Enable two-factor codes
-         * @description Not built yet (two-factor codes): answers 501 `route.not_implemented` with the uniform error body.
+         * Enable two-factor sign-in: the current code from the app proves it holds the pending
+         *     secret. Answers ten single-use recovery codes, shown this once (only their hashes are
+         *     kept). From then on, signing in with `email_password` or `magic_link` needs `two_fa_code`.
          */
-        post: operations["not_built_post_user_settings_2fa"];
+        post: operations["enable"];
         /**
-         * Disable two-factor codes
-         * @description Not built yet (two-factor codes): answers 501 `route.not_implemented` with the uniform error body.
+         * Disable two-factor sign-in with a current code from the app or a recovery code; the
+         *     remaining recovery codes are deleted.
          */
-        delete: operations["not_built_delete_user_settings_2fa"];
+        delete: operations["disable"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1616,17 +1627,14 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Delete a passkey
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
+         * Remove one of the caller's passkeys; it no longer signs in. Refused when it is the
+         *     account's last way to sign in.
          */
-        delete: operations["not_built_delete_user_settings_authn__id"];
+        delete: operations["user_settings_authn_delete"];
         options?: never;
         head?: never;
-        /**
-         * Rename a passkey
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
-         */
-        patch: operations["not_built_patch_user_settings_authn__id"];
+        /** Rename one of the caller's passkeys. */
+        patch: operations["user_settings_authn_rename"];
         trace?: never;
     };
     "/api/v1/user/settings/authns": {
@@ -1636,11 +1644,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List the caller's passkeys
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
-         */
-        get: operations["not_built_get_user_settings_authns"];
+        /** The caller's passkeys, oldest first. */
+        get: operations["user_settings_authns_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1935,6 +1940,16 @@ export interface components {
          * @enum {string}
          */
         AuthMethod: "email_password" | "github" | "qq" | "passkey" | "magic_link";
+        /** @description A started WebAuthn ceremony. */
+        CeremonyView: {
+            /** @description Names this ceremony in the request that finishes it; single use, five minutes. */
+            challenge_token: string;
+            /**
+             * @description What `navigator.credentials.create` (registration) or `.get` (sign-in) takes, with
+             *     byte fields encoded as base64url: decode them to `ArrayBuffer`s before the call.
+             */
+            options: Record<string, never>;
+        };
         ChangePasswordRequest: {
             /** Format: password */
             new_password: string;
@@ -2038,6 +2053,17 @@ export interface components {
             /** @description An `http` or `https` URL without credentials, at most 2048 characters. */
             url: string;
         };
+        /** @description Finishing a passkey registration. */
+        FinishRegistration: {
+            challenge_token: string;
+            /**
+             * @description The `PublicKeyCredential` from `navigator.credentials.create`, as JSON with base64url
+             *     byte fields (`id`, `rawId`, `response.attestationObject`, `response.clientDataJSON`).
+             */
+            credential: Record<string, never>;
+            /** @description What to call the passkey (1 to 64 characters; `Passkey` when absent). */
+            name?: string | null;
+        };
         /** @description The snapshot of the user's group taken when the token was issued. */
         GroupClaims: {
             /** @description Members may use `/admin`. */
@@ -2133,16 +2159,26 @@ export interface components {
         IdsRequest: {
             ids: string[];
         };
-        /** @description Unified sign-in request. */
+        /**
+         * @description Unified sign-in request. What `identifier` and `credential` hold depends on the provider:
+         *
+         *     | provider | identifier | credential |
+         *     |---|---|---|
+         *     | `email_password` | the e-mail address | the password |
+         *     | `passkey` | `challenge_token` from `POST /user/authn/options` | the `PublicKeyCredential` from `navigator.credentials.get`, as JSON with base64url byte fields |
+         */
         LoginRequest: {
-            /**
-             * Format: password
-             * @description The password for `email_password`.
-             */
+            /** Format: password */
             credential?: string | null;
-            /** @description The e-mail address for `email_password`. */
             identifier: string;
             provider: components["schemas"]["AuthMethod"];
+            /**
+             * @description The second factor, when the account has two-factor sign-in on: the six digits its
+             *     authenticator app shows now, or one of its recovery codes. Asked for with
+             *     `email_password` and `magic_link` (428 `auth.two_factor_required` without it); ignored
+             *     with `passkey`, which already verifies the user on the authenticator.
+             */
+            two_fa_code?: string | null;
         };
         /** @description The answer to a successful sign-in. */
         LoginView: components["schemas"]["TokenPair"] & {
@@ -2457,6 +2493,20 @@ export interface components {
                 two_factor_enabled: boolean;
             }[];
         };
+        /** @description Renaming a passkey. */
+        PasskeyChanges: {
+            name: string;
+        };
+        /** @description A passkey as its owner sees it (never its key material). */
+        PasskeyView: {
+            created_at: string;
+            /** @description The credential id, base64url, as `navigator.credentials` spells it. */
+            credential_id: string;
+            /** Format: uuid */
+            id: string;
+            last_used_at?: string | null;
+            name: string;
+        };
         PingResponse: {
             /**
              * Format: int32
@@ -2591,6 +2641,11 @@ export interface components {
             password_required: boolean;
             /** Format: int64 */
             size?: number | null;
+        };
+        /** @description The recovery codes made when two-factor sign-in is enabled; shown this once. */
+        RecoveryCodes: {
+            /** @description Ten codes; each works once in place of a code from the app. */
+            recovery_codes: string[];
         };
         /** @description Registration request. `identifier` is the e-mail address and `credential` the password. */
         RegisterRequest: {
@@ -2886,6 +2941,24 @@ export interface components {
             /** Format: uuid */
             dst_id: string;
             src_ids: string[];
+        };
+        /** @description A code proving the second factor. */
+        TwoFactorCode: {
+            /**
+             * @description The six digits the authenticator app shows now (spaces allowed); to disable, a recovery
+             *     code (`abcd-efgh-ijkl`) also works.
+             */
+            code: string;
+        };
+        /** @description A started setup: what an authenticator app needs. */
+        TwoFactorSetup: {
+            /** @description The secret, base32, for typing into an app by hand. */
+            secret: string;
+            /**
+             * @description `otpauth://totp/{issuer}:{e-mail}?secret=...&issuer=...`, for a QR code. The issuer is
+             *     the `site_name` setting.
+             */
+            uri: string;
         };
         /** @description Changes to a user; absent fields stay as they are. */
         UpdateUserRequest: {
@@ -8550,7 +8623,7 @@ export interface operations {
             };
         };
     };
-    rename: {
+    object_rename: {
         parameters: {
             query?: never;
             header?: never;
@@ -11504,7 +11577,7 @@ export interface operations {
             };
         };
     };
-    not_built_post_user_authn_options: {
+    sign_in_options: {
         parameters: {
             query?: never;
             header?: never;
@@ -11513,6 +11586,33 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description Options for `navigator.credentials.get` */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CeremonyView"];
+                };
+            };
+            /** @description Passkeys are not enabled (`auth.provider_disabled`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (details only in the server log) */
             500: {
                 headers: {
@@ -11522,8 +11622,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+            /** @description The site URL cannot be a relying party */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11533,7 +11633,112 @@ export interface operations {
             };
         };
     };
-    not_built_put_user_authn_registration: {
+    finish_registration: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FinishRegistration"];
+            };
+        };
+        responses: {
+            /** @description Registered */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyView"];
+                };
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token invalid, challenge unknown or used (`auth.passkey_challenge_invalid`), or the answer did not verify (`auth.passkey_rejected`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Passkeys are not enabled */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Already registered (`auth.passkey_exists`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid name or credential */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The site URL cannot be a relying party */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    start_registration: {
         parameters: {
             query?: never;
             header?: never;
@@ -11542,6 +11747,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description Options for `navigator.credentials.create` */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CeremonyView"];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -11551,7 +11765,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Passkeys are not enabled (`auth.provider_disabled`), or the account is not active */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11569,55 +11783,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-        };
-    };
-    not_built_post_user_authn_registration: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Token missing, invalid or expired */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Account banned or not active, or not allowed */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Internal error (details only in the server log) */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
+            /** @description The site URL cannot be a relying party (`auth.passkey_site_url`) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11949,7 +12116,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Wrong e-mail or password */
+            /** @description Wrong e-mail or password (`auth.invalid_credentials`), or a wrong or already used two-factor code (`auth.two_factor_invalid`) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -11994,7 +12161,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Too many attempts for this identifier or address */
+            /** @description The account asks for a two-factor code (`auth.two_factor_required`) */
+            428: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many attempts for this identifier or address, or too many wrong two-factor codes for the account */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -12153,7 +12329,7 @@ export interface operations {
             };
         };
     };
-    not_built_get_user_settings_2fa: {
+    start_setup: {
         parameters: {
             query?: never;
             header?: never;
@@ -12162,6 +12338,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description A secret to add to an authenticator app */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TwoFactorSetup"];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -12171,8 +12356,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Account not active */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Two-factor sign-in is already on (`user.two_factor_enabled`) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12189,8 +12383,32 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+        };
+    };
+    enable: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TwoFactorCode"];
+            };
+        };
+        responses: {
+            /** @description Enabled; the recovery codes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecoveryCodes"];
+                };
+            };
+            /** @description Malformed request */
+            400: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12198,17 +12416,6 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-        };
-    };
-    not_built_post_user_settings_2fa: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -12218,8 +12425,53 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Wrong or already used code (`user.two_factor_wrong_code`), or account not active */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Already on (`user.two_factor_enabled`), or no setup pending (`user.two_factor_no_setup`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many wrong codes for this account (`auth.rate_limited`) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12236,8 +12488,30 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+        };
+    };
+    disable: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TwoFactorCode"];
+            };
+        };
+        responses: {
+            /** @description Disabled */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request */
+            400: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12245,17 +12519,6 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-        };
-    };
-    not_built_delete_user_settings_2fa: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -12265,8 +12528,53 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Wrong or already used code (`user.two_factor_wrong_code`), or account not active */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Two-factor sign-in is not on (`user.two_factor_not_enabled`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many wrong codes for this account (`auth.rate_limited`) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12283,18 +12591,9 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
         };
     };
-    not_built_delete_user_settings_authn__id: {
+    user_settings_authn_delete: {
         parameters: {
             query?: never;
             header?: never;
@@ -12305,7 +12604,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            /** @description Removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed id */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12332,6 +12638,24 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such passkey of the caller (`auth.passkey_not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The account's last way to sign in (`auth.last_sign_in_method`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (details only in the server log) */
             500: {
                 headers: {
@@ -12341,18 +12665,9 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
         };
     };
-    not_built_patch_user_settings_authn__id: {
+    user_settings_authn_rename: {
         parameters: {
             query?: never;
             header?: never;
@@ -12361,9 +12676,22 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PasskeyChanges"];
+            };
+        };
         responses: {
-            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            /** @description Renamed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyView"];
+                };
+            };
+            /** @description Malformed request */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12390,6 +12718,42 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such passkey of the caller (`auth.passkey_not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid name */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (details only in the server log) */
             500: {
                 headers: {
@@ -12399,18 +12763,9 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
         };
     };
-    not_built_get_user_settings_authns: {
+    user_settings_authns_list: {
         parameters: {
             query?: never;
             header?: never;
@@ -12419,6 +12774,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description The passkeys */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyView"][];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -12439,15 +12803,6 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
