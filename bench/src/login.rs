@@ -54,7 +54,8 @@ async fn enrol(app: &TestApp, email: &str) -> Totp {
         app.call(Method::GET, "/user/settings/2fa", Some(&session.access), None).await.json().await.expect("setup");
     let totp = Totp::from_url(setup["uri"].as_str().expect("uri")).expect("otpauth URI");
     let code = totp.generate((step_now() - 1) * STEP).to_string();
-    let response = app.call(Method::POST, "/user/settings/2fa", Some(&session.access), Some(json!({"code": code}))).await;
+    let response =
+        app.call(Method::POST, "/user/settings/2fa", Some(&session.access), Some(json!({"code": code}))).await;
     assert_eq!(response.status(), 200, "enable two-factor sign-in");
     totp
 }
@@ -157,14 +158,9 @@ pub async fn run(args: &[String]) {
     let (url, enrolled) = ready_rx.recv().expect("server starts");
     let duration = Duration::from_secs(options.seconds);
 
-    let password_only = drive(
-        "password",
-        &url,
-        Arc::new(|| Some(login_body("plain@bench.test", None))),
-        options.concurrency,
-        duration,
-    )
-    .await;
+    let password_only =
+        drive("password", &url, Arc::new(|| Some(login_body("plain@bench.test", None))), options.concurrency, duration)
+            .await;
 
     // Two fresh codes per account: this step's and the next (both accepted for 30 s at least).
     let step = step_now();

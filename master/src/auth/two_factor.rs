@@ -121,7 +121,11 @@ mod tests {
     #[test]
     fn an_enrolment_names_issuer_and_account_and_its_codes_check() {
         let enrolment = enrol("My: Cloud", "ann@example.com").unwrap();
-        assert!(enrolment.uri.starts_with("otpauth://totp/My%20%20Cloud:ann%40example.com?secret="), "{}", enrolment.uri);
+        assert!(
+            enrolment.uri.starts_with("otpauth://totp/My%20%20Cloud:ann%40example.com?secret="),
+            "{}",
+            enrolment.uri
+        );
         assert_eq!(enrolment.secret.len(), 32, "20 bytes are 32 base32 characters");
         let totp = totp_of(&enrolment.secret).unwrap();
         let now = 1_800_000_000;

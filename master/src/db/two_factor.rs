@@ -7,14 +7,21 @@ use crate::domain::time::Millis;
 
 /// Turns two-factor sign-in on with `secret` and replaces the recovery codes, or does nothing
 /// (answers false) when it is on already.
-pub async fn enable(db: &Db, user_id: UserId, secret: &str, code_hashes: &[String], now: Millis) -> Result<bool, DbError> {
+pub async fn enable(
+    db: &Db,
+    user_id: UserId,
+    secret: &str,
+    code_hashes: &[String],
+    now: Millis,
+) -> Result<bool, DbError> {
     let mut tx = db.writer().begin().await?;
-    let done = sqlx::query("UPDATE users SET two_factor_key = $2, updated_at = $3 WHERE id = $1 AND two_factor_key IS NULL")
-        .bind(user_id)
-        .bind(secret)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+    let done =
+        sqlx::query("UPDATE users SET two_factor_key = $2, updated_at = $3 WHERE id = $1 AND two_factor_key IS NULL")
+            .bind(user_id)
+            .bind(secret)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
     if done.rows_affected() != 1 {
         return Ok(false);
     }

@@ -61,8 +61,7 @@ fn wrong_code() -> ServiceError {
 
 /// Refuses when the account has used up its budget of wrong codes.
 async fn check_budget(ctx: &Context, user_id: UserId) -> ServiceResult<()> {
-    let failures =
-        ctx.store().get(&failures_key(user_id)).await?.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let failures = ctx.store().get(&failures_key(user_id)).await?.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     if failures >= ctx.config().login_failures_per_identifier {
         return Err(sign_in::rate_limited());
     }
