@@ -14,7 +14,10 @@
 //! keep-alive connections for N seconds each. With `--static-url` it measures that URL (e.g. a
 //! tiny file served by nginx) the same way, as the yardstick.
 //!
-//! `auth` runs its master in-process (the `nubo-tests` harness); the other commands start the
+//! `nubo-bench login [--seconds N] [--concurrency C] [--users U]` measures sign-ins per second
+//! with the password alone and with a TOTP code as well (see `login.rs`).
+//!
+//! `auth` and `login` run their master in-process (the `nubo-tests` harness); the other commands start the
 //! `nubo-master` and `nubo-slave` binaries found next to this one, which `cargo run -p
 //! nubo-bench` does not build: build them in the same profile first
 //! (`cargo build --release --workspace --bins`).
@@ -28,6 +31,7 @@ use nubo_tests::{Backend, TestApp};
 mod archive;
 mod dav;
 mod files;
+mod login;
 mod migrate;
 mod nodes;
 mod reads;
@@ -193,7 +197,7 @@ async fn bench_auth(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH]";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH]";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -212,6 +216,12 @@ fn main() {
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
         runtime.block_on(files::run(rest));
+        return;
+    }
+    if command == "login" {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(login::run(rest));
         return;
     }
     if command == "archive" {

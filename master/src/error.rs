@@ -31,6 +31,8 @@ pub enum ErrorKind {
     Validation,
     /// Too many requests; try later.
     RateLimited,
+    /// Something more must come with the request (the second factor of a sign-in).
+    PreconditionRequired,
     /// The operation exists in the interface but is not built yet.
     NotImplemented,
     /// A dependency (storage node, database) is unreachable.

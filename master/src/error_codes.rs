@@ -48,6 +48,8 @@ codes! {
     AUTH_PASSKEY_EXISTS = "auth.passkey_exists";
     AUTH_PASSKEY_NOT_FOUND = "auth.passkey_not_found";
     AUTH_LAST_SIGN_IN_METHOD = "auth.last_sign_in_method";
+    AUTH_TWO_FACTOR_REQUIRED = "auth.two_factor_required";
+    AUTH_TWO_FACTOR_INVALID = "auth.two_factor_invalid";
 
     USER_EMAIL_TAKEN = "user.email_taken";
     USER_REGISTRATION_CLOSED = "user.registration_closed";
@@ -58,6 +60,10 @@ codes! {
     USER_NOT_FOUND = "user.not_found";
     USER_CANNOT_BAN_SELF = "user.cannot_ban_self";
     USER_CANNOT_DELETE_SELF = "user.cannot_delete_self";
+    USER_TWO_FACTOR_ENABLED = "user.two_factor_enabled";
+    USER_TWO_FACTOR_NOT_ENABLED = "user.two_factor_not_enabled";
+    USER_TWO_FACTOR_NO_SETUP = "user.two_factor_no_setup";
+    USER_TWO_FACTOR_WRONG_CODE = "user.two_factor_wrong_code";
 
     GROUP_NOT_FOUND = "group.not_found";
     GROUP_NAME_TAKEN = "group.name_taken";

@@ -227,11 +227,11 @@ async fn disabled_provider_and_closed_registration_are_refused(app: TestApp) {
     let response = app.call(Method::POST, "/user/session", None, Some(passkey.clone())).await;
     assert_eq!(error_body(response, 403).await["code"], "auth.provider_disabled");
 
-    // Enabled but not built yet: 501 through the shared error path.
+    // Enabled: the provider itself now judges the attempt (a passkey sign-in needs its assertion).
     let settings = json!({"auth_methods": ["email_password", "passkey"], "register_enabled": false});
     assert_eq!(app.call(Method::PATCH, "/admin/settings", Some(&admin.access), Some(settings)).await.status(), 204);
     let response = app.call(Method::POST, "/user/session", None, Some(passkey)).await;
-    assert_eq!(error_body(response, 501).await["code"], "server.not_implemented");
+    assert_eq!(error_body(response, 422).await["field"], "credential");
 
     let body = json!({"provider": "email_password", "identifier": "heidi@example.com", "credential": "heidi-password"});
     let response = app.call(Method::POST, "/user", None, Some(body.clone())).await;

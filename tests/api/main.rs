@@ -25,6 +25,7 @@ mod storage;
 mod tags;
 mod tasks;
 mod themes;
+mod two_factor;
 mod web;
 mod webdav;
 mod webdav_hardening;

@@ -1,8 +1,9 @@
-//! Authentication without HTTP: password hashing, sign-in providers, tokens and the per-user
-//! revocation state.
+//! Authentication without HTTP: password hashing, sign-in providers, the second factor, tokens
+//! and the per-user revocation state.
 //! The guard extractors live in `http::guard`; sign-in use cases in `service::sign_in`.
 
 pub mod password;
 pub mod providers;
 pub mod revocation;
 pub mod token;
+pub mod two_factor;

@@ -28,6 +28,7 @@ pub mod shares;
 pub mod tags;
 pub mod tasks;
 pub mod themes;
+pub mod two_factor;
 pub mod uploads;
 pub mod users;
 pub mod webdav_accounts;

@@ -57,6 +57,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         ErrorKind::Validation => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+        ErrorKind::PreconditionRequired => StatusCode::PRECONDITION_REQUIRED,
         ErrorKind::NotImplemented => StatusCode::NOT_IMPLEMENTED,
         ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorKind::BadGateway => StatusCode::BAD_GATEWAY,

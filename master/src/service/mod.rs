@@ -26,6 +26,7 @@ pub mod site;
 pub mod tags;
 pub mod tasks;
 pub mod themes;
+pub mod two_factor;
 pub mod uploads;
 pub mod users;
 pub mod writes;

@@ -22,7 +22,7 @@ use crate::domain::user::{Email, UserStatus};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::accounts::{self, UserView};
-use crate::service::site;
+use crate::service::{site, two_factor};
 
 /// A freshly issued pair of tokens.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -101,8 +101,21 @@ pub async fn login(ctx: &Context, attempt: LoginAttempt<'_>) -> ServiceResult<Lo
     if user.status != UserStatus::Active {
         return Err(ServiceError::user_inactive());
     }
+    if asks_second_factor(attempt.provider) {
+        two_factor::check_sign_in(ctx, &user, attempt.two_fa_code).await?;
+    }
     let tokens = issue(ctx, &user, Uuid::new_v4()).await?;
     Ok(LoginView { tokens, user: accounts::user_view(ctx.db(), &user).await? })
+}
+
+/// Whether a sign-in through `provider` is one factor, so an account with two-factor sign-in
+/// on must add its code. A passkey with user verification (which the ceremony requires) is
+/// already two factors: something held and something known or being.
+fn asks_second_factor(provider: AuthMethod) -> bool {
+    match provider {
+        AuthMethod::EmailPassword | AuthMethod::MagicLink | AuthMethod::Github | AuthMethod::Qq => true,
+        AuthMethod::Passkey => false,
+    }
 }
 
 /// The e-mail and password step, with its per-identifier failure budget.

@@ -16,6 +16,7 @@ pub mod tags;
 pub mod tasks;
 pub mod themes;
 pub mod transfers;
+pub mod two_factor;
 pub mod user;
 pub mod webdav;
 
@@ -109,6 +110,7 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(user::settings))
         // Registered before the `{option}` wildcard so `password` and `theme` are never option names.
         .routes(routes!(user::change_password))
+        .routes(routes!(two_factor::start_setup, two_factor::enable, two_factor::disable))
         .routes(routes!(user::set_theme))
         .routes(routes!(user::update_setting))
         .routes(routes!(user::set_theme_alias))

@@ -118,10 +118,6 @@ pub const TABLE: &[NotBuilt] = {
         row(Post, "/user/settings/avatar", User, "user", "Upload an avatar", "avatars"),
         row(Delete, "/user/settings/avatar", User, "user", "Reset the avatar", "avatars"),
         row(Get, "/user/avatar/{id}/{size}", Public, "user", "Serve an avatar", "avatars"),
-        // Two-factor codes
-        row(Get, "/user/settings/2fa", User, "user", "Begin two-factor setup", "two-factor codes"),
-        row(Post, "/user/settings/2fa", User, "user", "Enable two-factor codes", "two-factor codes"),
-        row(Delete, "/user/settings/2fa", User, "user", "Disable two-factor codes", "two-factor codes"),
         // Viewers and WOPI
         row(Get, "/file/viewers", User, "files", "Viewers and editors for an extension", "file viewers"),
         row(Post, "/file/{id}/wopi_session", User, "files", "Open a WOPI editing session", "WOPI"),

@@ -41,6 +41,7 @@ impl From<Ceremony> for CeremonyView {
 pub struct FinishRegistration {
     pub challenge_token: String,
     /// What to call the passkey (1 to 64 characters; `Passkey` when absent).
+    #[schema(min_length = 1, max_length = 64)]
     pub name: Option<String>,
     /// The `PublicKeyCredential` from `navigator.credentials.create`, as JSON with base64url
     /// byte fields (`id`, `rawId`, `response.attestationObject`, `response.clientDataJSON`).
@@ -51,6 +52,8 @@ pub struct FinishRegistration {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PasskeyChanges {
+    /// 1 to 64 printable characters (surrounding spaces are trimmed).
+    #[schema(min_length = 1, max_length = 64)]
     pub name: String,
 }
 

@@ -77,20 +77,30 @@ pub struct LoginRequest {
     pub identifier: String,
     #[schema(value_type = Option<String>, format = Password)]
     pub credential: Option<Secret>,
-    /// The current code of the account's second factor (TOTP), when it has one enabled.
+    /// The second factor, when the account has two-factor sign-in on: the six digits its
+    /// authenticator app shows now, or one of its recovery codes. Asked for with
+    /// `email_password` and `magic_link` (428 `auth.two_factor_required` without it); ignored
+    /// with `passkey`, which already verifies the user on the authenticator.
     pub two_fa_code: Option<String>,
 }
 
 /// Sign in. Answers an access token (1 hour) and a refresh token. Wrong e-mail and wrong
 /// password answer the same 401, so accounts cannot be discovered.
+///
+/// Two-factor sign-in: when the account has it on, a sign-in with `email_password` or
+/// `magic_link` without `two_fa_code` answers 428 `auth.two_factor_required`; send it again
+/// with the code. A code counts once (the same code again in its 30 seconds answers 401), and
+/// so does each recovery code. A passkey sign-in asks for no code: a passkey with user
+/// verification is already two factors.
 #[utoipa::path(post, path = "/user/session", tag = "user", request_body = LoginRequest,
     responses(
         (status = 200, description = "Signed in", body = LoginView),
         (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Wrong e-mail or password", body = ErrorBody),
+        (status = 401, description = "Wrong e-mail or password (`auth.invalid_credentials`), or a wrong or already used two-factor code (`auth.two_factor_invalid`)", body = ErrorBody),
         (status = 403, description = "Provider disabled, or account not active", body = ErrorBody),
         (status = 422, description = "Missing credential", body = ErrorBody),
-        (status = 429, description = "Too many attempts for this identifier or address", body = ErrorBody),
+        (status = 428, description = "The account asks for a two-factor code (`auth.two_factor_required`)", body = ErrorBody),
+        (status = 429, description = "Too many attempts for this identifier or address, or too many wrong two-factor codes for the account", body = ErrorBody),
         (status = 501, description = "Provider enabled but not built yet", body = ErrorBody),
     ))]
 pub async fn login(

@@ -1534,6 +1534,11 @@ export interface paths {
         /**
          * Sign in. Answers an access token (1 hour) and a refresh token. Wrong e-mail and wrong
          *     password answer the same 401, so accounts cannot be discovered.
+         * @description Two-factor sign-in: when the account has it on, a sign-in with `email_password` or
+         *     `magic_link` without `two_fa_code` answers 428 `auth.two_factor_required`; send it again
+         *     with the code. A code counts once (the same code again in its 30 seconds answers 401), and
+         *     so does each recovery code. A passkey sign-in asks for no code: a passkey with user
+         *     verification is already two factors.
          */
         post: operations["login"];
         /** Sign out: revokes the refresh token (as Bearer) and every token rotated from the same sign-in. */
@@ -1588,21 +1593,24 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Begin two-factor setup
-         * @description Not built yet (two-factor codes): answers 501 `route.not_implemented` with the uniform error body.
+         * Begin setting up two-factor sign-in: a new secret and its `otpauth://` URI (issuer: the
+         *     `site_name` setting; account: the caller's e-mail address), not enabled yet. Codes are
+         *     RFC 6238: HMAC-SHA-1, six digits, 30 seconds. The secret waits ten minutes for
+         *     `POST /user/settings/2fa`; asking again replaces it.
          */
-        get: operations["not_built_get_user_settings_2fa"];
+        get: operations["start_setup"];
         put?: never;
         /**
-         * Enable two-factor codes
-         * @description Not built yet (two-factor codes): answers 501 `route.not_implemented` with the uniform error body.
+         * Enable two-factor sign-in: the current code from the app proves it holds the pending
+         *     secret. Answers ten single-use recovery codes, shown this once (only their hashes are
+         *     kept). From then on, signing in with `email_password` or `magic_link` needs `two_fa_code`.
          */
-        post: operations["not_built_post_user_settings_2fa"];
+        post: operations["enable"];
         /**
-         * Disable two-factor codes
-         * @description Not built yet (two-factor codes): answers 501 `route.not_implemented` with the uniform error body.
+         * Disable two-factor sign-in with a current code from the app or a recovery code; the
+         *     remaining recovery codes are deleted.
          */
-        delete: operations["not_built_delete_user_settings_2fa"];
+        delete: operations["disable"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2164,7 +2172,12 @@ export interface components {
             credential?: string | null;
             identifier: string;
             provider: components["schemas"]["AuthMethod"];
-            /** @description The current code of the account's second factor (TOTP), when it has one enabled. */
+            /**
+             * @description The second factor, when the account has two-factor sign-in on: the six digits its
+             *     authenticator app shows now, or one of its recovery codes. Asked for with
+             *     `email_password` and `magic_link` (428 `auth.two_factor_required` without it); ignored
+             *     with `passkey`, which already verifies the user on the authenticator.
+             */
             two_fa_code?: string | null;
         };
         /** @description The answer to a successful sign-in. */
@@ -2482,6 +2495,7 @@ export interface components {
         };
         /** @description Renaming a passkey. */
         PasskeyChanges: {
+            /** @description 1 to 64 printable characters (surrounding spaces are trimmed). */
             name: string;
         };
         /** @description A passkey as its owner sees it (never its key material). */
@@ -2628,6 +2642,11 @@ export interface components {
             password_required: boolean;
             /** Format: int64 */
             size?: number | null;
+        };
+        /** @description The recovery codes made when two-factor sign-in is enabled; shown this once. */
+        RecoveryCodes: {
+            /** @description Ten codes; each works once in place of a code from the app. */
+            recovery_codes: string[];
         };
         /** @description Registration request. `identifier` is the e-mail address and `credential` the password. */
         RegisterRequest: {
@@ -2923,6 +2942,24 @@ export interface components {
             /** Format: uuid */
             dst_id: string;
             src_ids: string[];
+        };
+        /** @description A code proving the second factor. */
+        TwoFactorCode: {
+            /**
+             * @description The six digits the authenticator app shows now (spaces allowed); to disable, a recovery
+             *     code (`abcd-efgh-ijkl`) also works.
+             */
+            code: string;
+        };
+        /** @description A started setup: what an authenticator app needs. */
+        TwoFactorSetup: {
+            /** @description The secret, base32, for typing into an app by hand. */
+            secret: string;
+            /**
+             * @description `otpauth://totp/{issuer}:{e-mail}?secret=...&issuer=...`, for a QR code. The issuer is
+             *     the `site_name` setting.
+             */
+            uri: string;
         };
         /** @description Changes to a user; absent fields stay as they are. */
         UpdateUserRequest: {
@@ -12080,7 +12117,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Wrong e-mail or password */
+            /** @description Wrong e-mail or password (`auth.invalid_credentials`), or a wrong or already used two-factor code (`auth.two_factor_invalid`) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -12125,7 +12162,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Too many attempts for this identifier or address */
+            /** @description The account asks for a two-factor code (`auth.two_factor_required`) */
+            428: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many attempts for this identifier or address, or too many wrong two-factor codes for the account */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -12284,7 +12330,7 @@ export interface operations {
             };
         };
     };
-    not_built_get_user_settings_2fa: {
+    start_setup: {
         parameters: {
             query?: never;
             header?: never;
@@ -12293,6 +12339,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description A secret to add to an authenticator app */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TwoFactorSetup"];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -12302,8 +12357,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Account not active */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Two-factor sign-in is already on (`user.two_factor_enabled`) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12313,15 +12377,6 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12331,15 +12386,37 @@ export interface operations {
             };
         };
     };
-    not_built_post_user_settings_2fa: {
+    enable: {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TwoFactorCode"];
+            };
+        };
         responses: {
+            /** @description Enabled; the recovery codes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecoveryCodes"];
+                };
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -12349,8 +12426,53 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Wrong or already used code (`user.two_factor_wrong_code`), or account not active */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Already on (`user.two_factor_enabled`), or no setup pending (`user.two_factor_no_setup`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many wrong codes for this account (`auth.rate_limited`) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12360,15 +12482,6 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12378,15 +12491,35 @@ export interface operations {
             };
         };
     };
-    not_built_delete_user_settings_2fa: {
+    disable: {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TwoFactorCode"];
+            };
+        };
         responses: {
+            /** @description Disabled */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -12396,8 +12529,53 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Wrong or already used code (`user.two_factor_wrong_code`), or account not active */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Two-factor sign-in is not on (`user.two_factor_not_enabled`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many wrong codes for this account (`auth.rate_limited`) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12407,15 +12585,6 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
