@@ -50,7 +50,6 @@ async fn every_not_built_operation_in_the_document_answers_501_with_the_uniform_
         "POST /api/v1/user/authn/registration",
         "PUT /api/v1/user/authn/registration",
         "GET /api/v1/user/oauth/{provider}/callback",
-        "POST /api/v1/user/magic_link",
         "GET /api/v1/user/avatar/{id}/{size}",
         "DELETE /api/v1/user/settings/2fa",
         "GET /api/v1/file/viewers",
