@@ -71,7 +71,8 @@ async fn an_unknown_address_is_answered_alike_and_mailed_nothing(app: TestApp) {
     app.register("known@example.com", "known-password").await;
 
     assert_eq!(ask_magic_link(&app, "nobody@example.com").await.status(), 204);
-    let reset = app.call(Method::POST, "/user/password_reset", None, Some(json!({"email": "nobody@example.com"}))).await;
+    let reset =
+        app.call(Method::POST, "/user/password_reset", None, Some(json!({"email": "nobody@example.com"}))).await;
     assert_eq!(reset.status(), 204);
     // A mail to a known address afterwards proves the sink worked while the others were asked.
     assert_eq!(ask_magic_link(&app, "known@example.com").await.status(), 204);
@@ -129,7 +130,8 @@ async fn a_password_reset_sets_the_password_once_and_signs_out_everywhere(app: T
     assert_eq!(error_body(short, 422).await["field"], "password");
     assert_eq!(reset("new-password").await.status(), 204, "a refused password does not spend the token");
 
-    let old = app.call(Method::POST, "/user/session", None, Some(login_body("carol@example.com", "old-password"))).await;
+    let old =
+        app.call(Method::POST, "/user/session", None, Some(login_body("carol@example.com", "old-password"))).await;
     assert_eq!(error_body(old, 401).await["code"], "auth.invalid_credentials");
     app.login("carol@example.com", "new-password").await;
     let refreshed = app.call(Method::POST, "/user/session/refresh", Some(&carol.refresh), None).await;
@@ -147,7 +149,8 @@ async fn a_password_reset_sets_the_password_once_and_signs_out_everywhere(app: T
 async fn the_test_mail_is_delivered_and_a_refusal_is_reported(app: TestApp) {
     let admin = app.login_admin().await;
     let to = |address: &str| Some(json!({"to": address}));
-    let unconfigured = app.call(Method::POST, "/admin/settings/mail/test", Some(&admin.access), to("a@example.com")).await;
+    let unconfigured =
+        app.call(Method::POST, "/admin/settings/mail/test", Some(&admin.access), to("a@example.com")).await;
     assert_eq!(error_body(unconfigured, 503).await["code"], "mail.not_configured");
 
     let Some(sink) = SmtpSink::start() else { return };
@@ -167,7 +170,8 @@ async fn the_test_mail_is_delivered_and_a_refusal_is_reported(app: TestApp) {
     assert!(mails[0].contains("X-Envelope-To: inbox@example.com") && mails[0].contains("Subject: Test mail from Nubo"));
     assert!(mails[0].contains("From: Nubo <nubo@nubo.test>"), "{}", mails[0]);
 
-    let refused = app.call(Method::POST, "/admin/settings/mail/test", Some(&admin.access), to("refuse@example.com")).await;
+    let refused =
+        app.call(Method::POST, "/admin/settings/mail/test", Some(&admin.access), to("refuse@example.com")).await;
     let body = error_body(refused, 502).await;
     assert_eq!(body["code"], "mail.send_failed");
     assert!(body["message"].as_str().unwrap().contains("550"), "the server's reason: {body}");
@@ -189,7 +193,8 @@ async fn registration_with_verification_activates_the_account_by_mail(app: TestA
     assert_eq!(created.status(), 201);
     let created: Value = created.json().await.unwrap();
     assert_eq!(created["status"], "INACTIVE");
-    let early = app.call(Method::POST, "/user/session", None, Some(login_body("dave@example.com", "dave-password"))).await;
+    let early =
+        app.call(Method::POST, "/user/session", None, Some(login_body("dave@example.com", "dave-password"))).await;
     assert_eq!(error_body(early, 403).await["code"], "auth.user_inactive");
 
     let mails = sink.wait_for(1).await;

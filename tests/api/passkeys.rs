@@ -29,7 +29,8 @@ fn origin(app: &TestApp) -> Url {
 
 async fn enable_passkeys(app: &TestApp) -> Session {
     let admin = app.login_admin().await;
-    let settings = json!({"site_url": origin(app).as_str().trim_end_matches('/'), "auth_methods": ["email_password", "passkey"]});
+    let settings =
+        json!({"site_url": origin(app).as_str().trim_end_matches('/'), "auth_methods": ["email_password", "passkey"]});
     let response = app.call(Method::PATCH, "/admin/settings", Some(&admin.access), Some(settings)).await;
     assert_eq!(response.status(), 204, "{}", response.text().await.unwrap());
     admin
@@ -132,18 +133,13 @@ async fn a_registered_passkey_signs_in_without_an_email_address(app: TestApp) {
     let me = app.call(Method::GET, "/user/me", Some(access), None).await;
     assert_eq!(me.status(), 200, "the issued token works");
 
-    let listed: Value =
-        app.call(Method::GET, "/user/settings/authns", Some(access), None).await.json().await.unwrap();
+    let listed: Value = app.call(Method::GET, "/user/settings/authns", Some(access), None).await.json().await.unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 1);
     assert!(listed[0]["last_used_at"].is_string(), "the sign-in is recorded");
 
     // A second registration excludes the passkey already registered.
-    let start: Value = app
-        .call(Method::POST, "/user/authn/registration", Some(access), None)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let start: Value =
+        app.call(Method::POST, "/user/authn/registration", Some(access), None).await.json().await.unwrap();
     let excluded = start["options"]["publicKey"]["excludeCredentials"].as_array().unwrap();
     assert_eq!(excluded.len(), 1);
     assert_eq!(excluded[0]["id"], registered["credential_id"]);
@@ -226,7 +222,8 @@ async fn passkeys_are_listed_renamed_and_kept_apart_per_user(app: TestApp) {
     let blank = app.call(Method::PATCH, &path, Some(&alice.session.access), Some(json!({"name": "  "}))).await;
     assert_eq!(error_body(blank, 422).await["field"], "name");
 
-    let theirs: Value = app.call(Method::GET, "/user/settings/authns", Some(&bob.access), None).await.json().await.unwrap();
+    let theirs: Value =
+        app.call(Method::GET, "/user/settings/authns", Some(&bob.access), None).await.json().await.unwrap();
     assert_eq!(theirs, json!([]), "Bob sees none of Alice's passkeys");
     let response = app.call(Method::PATCH, &path, Some(&bob.access), Some(json!({"name": "Stolen"}))).await;
     assert_eq!(error_body(response, 404).await["code"], "auth.passkey_not_found");
@@ -291,13 +288,8 @@ async fn a_sign_in_begun_on_one_master_finishes_on_another(app: TestApp) {
     let (token, assertion) = alice.assertion(&app).await;
     let peer = app.spawn_peer().await;
     let body = json!({"provider": "passkey", "identifier": token, "credential": assertion});
-    let response = app
-        .client
-        .post(format!("http://{}/api/v1/user/session", peer.addr))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let response =
+        app.client.post(format!("http://{}/api/v1/user/session", peer.addr)).json(&body).send().await.unwrap();
     assert_eq!(response.status(), 200, "the peer finds the ceremony in the shared store");
     let again = app.call(Method::POST, "/user/session", None, Some(body)).await;
     assert_eq!(error_body(again, 401).await["code"], "auth.passkey_challenge_invalid", "and it was used up there");

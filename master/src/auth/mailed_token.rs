@@ -50,9 +50,7 @@ impl Purpose {
             Purpose::PasswordReset => {
                 (codes::AUTH_RESET_TOKEN_INVALID, "this password reset link is unknown or expired: ask for a new one")
             }
-            Purpose::VerifyEmail => {
-                (codes::AUTH_VERIFY_TOKEN_INVALID, "this verification link is unknown or expired")
-            }
+            Purpose::VerifyEmail => (codes::AUTH_VERIFY_TOKEN_INVALID, "this verification link is unknown or expired"),
         };
         ServiceError::new(ErrorKind::Unauthorized, code, message)
     }
@@ -65,9 +63,7 @@ impl Purpose {
             Purpose::PasswordReset => {
                 (codes::AUTH_RESET_TOKEN_USED, "this password reset link was already used: ask for a new one")
             }
-            Purpose::VerifyEmail => {
-                (codes::AUTH_VERIFY_TOKEN_USED, "this address is already verified: sign in")
-            }
+            Purpose::VerifyEmail => (codes::AUTH_VERIFY_TOKEN_USED, "this address is already verified: sign in"),
         };
         ServiceError::conflict(code, message)
     }

@@ -200,11 +200,9 @@ pub async fn register(
     let group_id = bootstrap::registration_group(ctx.db()).await?;
     let verify = config.register_email_verification;
     let status = if verify { UserStatus::Inactive } else { UserStatus::Active };
-    let id = insert_password_user(ctx.db(), &email, &nickname, password, group_id, status).await.map_err(
-        |e| {
-            if e.field.as_deref() == Some("password") { e.with_field("credential") } else { e }
-        },
-    )?;
+    let id = insert_password_user(ctx.db(), &email, &nickname, password, group_id, status)
+        .await
+        .map_err(|e| if e.field.as_deref() == Some("password") { e.with_field("credential") } else { e })?;
     let row =
         db::users::find(ctx.db(), id).await?.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("user vanished")))?;
     if verify {

@@ -264,7 +264,8 @@ mod tests {
 
     #[test]
     fn every_template_fills_its_placeholders() {
-        let values = [("site_name", "Nubo"), ("link", "https://x/y"), ("minutes", "15"), ("hours", "24"), ("email", "a@b.c")];
+        let values =
+            [("site_name", "Nubo"), ("link", "https://x/y"), ("minutes", "15"), ("hours", "24"), ("email", "a@b.c")];
         for language in [Language::En, Language::ZhCn] {
             for template in [Template::MagicLink, Template::PasswordReset, Template::VerifyEmail, Template::Test] {
                 let mail = render(template, language, &values);
@@ -281,7 +282,11 @@ mod tests {
 
     #[test]
     fn the_html_part_escapes_values_and_the_text_part_keeps_them() {
-        let mail = render(Template::MagicLink, Language::En, &[("site_name", "<b>Evil & Co</b>"), ("link", "https://x/?a=1&b=2")]);
+        let mail = render(
+            Template::MagicLink,
+            Language::En,
+            &[("site_name", "<b>Evil & Co</b>"), ("link", "https://x/?a=1&b=2")],
+        );
         assert!(mail.html.contains("&lt;b&gt;Evil &amp; Co&lt;/b&gt;") && !mail.html.contains("<b>Evil"));
         assert!(mail.html.contains("https://x/?a=1&amp;b=2"));
         assert!(mail.text.contains("<b>Evil & Co</b>") && mail.subject.contains("<b>Evil & Co</b>"));

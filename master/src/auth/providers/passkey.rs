@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use base64::Engine;
 use nubo_common::secret::Secret;
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use webauthn_rs::prelude::{
-
     CredentialID, DiscoverableAuthentication, Passkey, PasskeyRegistration, PublicKeyCredential,
     RegisterPublicKeyCredential, Url, Webauthn, WebauthnBuilder,
 };
@@ -144,7 +143,10 @@ pub async fn finish_registration(
     credential: serde_json::Value,
 ) -> ServiceResult<Registered> {
     let credential: RegisterPublicKeyCredential = serde_json::from_value(credential).map_err(|e| {
-        ServiceError::validation("credential", format!("not a PublicKeyCredential from navigator.credentials.create: {e}"))
+        ServiceError::validation(
+            "credential",
+            format!("not a PublicKeyCredential from navigator.credentials.create: {e}"),
+        )
     })?;
     let state: PasskeyRegistration = take_state(ctx, &registration_key(user_id, challenge_token)).await?;
     let webauthn = relying_party(ctx).await?;

@@ -127,7 +127,10 @@ pub async fn sign_in_options(
         (status = 200, description = "The passkeys", body = Vec<PasskeyView>),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
     ))]
-pub async fn list(State(state): State<Context>, JwtRequired(claims): JwtRequired) -> ServiceResult<Json<Vec<PasskeyView>>> {
+pub async fn list(
+    State(state): State<Context>,
+    JwtRequired(claims): JwtRequired,
+) -> ServiceResult<Json<Vec<PasskeyView>>> {
     Ok(Json(passkeys::list(&state, claims.sub).await?))
 }
 

@@ -231,6 +231,26 @@ export interface paths {
         patch: operations["update_settings"];
         trace?: never;
     };
+    "/api/v1/admin/settings/mail/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test mail with the current mail settings, now: 204 once the SMTP server accepted
+         *     it, 502 with the server's reason when it did not.
+         */
+        post: operations["send_test"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/share": {
         parameters: {
             query?: never;
@@ -855,7 +875,7 @@ export interface paths {
         options?: never;
         head?: never;
         /** Rename an object. */
-        patch: operations["rename"];
+        patch: operations["object_rename"];
         trace?: never;
     };
     "/api/v1/object/{id}/detail": {
@@ -1345,7 +1365,8 @@ export interface paths {
         put?: never;
         /**
          * Create an account (e-mail and password). Refused when registration is closed or the
-         *     provider is not enabled in `auth_methods`.
+         *     provider is not enabled in `auth_methods`. With `register_email_verification` on, the
+         *     account is created `INACTIVE` and mailed a link; `POST /user/verify_email` activates it.
          */
         post: operations["register"];
         delete?: never;
@@ -1364,10 +1385,12 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Passkey sign-in options
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
+         * Begin a passkey sign-in: request options for any discoverable passkey of this site. Send
+         *     the assertion to `POST /user/session` with `provider: passkey`, the `challenge_token` as
+         *     `identifier` and the credential (JSON, base64url byte fields) as `credential`. A passkey
+         *     verifies the user, so no second factor is asked for.
          */
-        post: operations["not_built_post_user_authn_options"];
+        post: operations["sign_in_options"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1383,15 +1406,16 @@ export interface paths {
         };
         get?: never;
         /**
-         * Finish a passkey registration
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
+         * Finish registering a passkey: verifies the authenticator's answer and stores the passkey
+         *     with its sign-in identity.
          */
-        put: operations["not_built_put_user_authn_registration"];
+        put: operations["finish_registration"];
         /**
-         * Start a passkey registration
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
+         * Begin registering a passkey: creation options that exclude the caller's existing passkeys
+         *     and ask for a discoverable credential with user verification. The relying party is the
+         *     `site_url` setting's host.
          */
-        post: operations["not_built_post_user_authn_registration"];
+        post: operations["start_registration"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1428,10 +1452,12 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Mail a sign-in link
-         * @description Not built yet (magic links): answers 501 `route.not_implemented` with the uniform error body.
+         * Mail a sign-in link. Answers 204 whether or not an active account has the address (and
+         *     mails only when one does), so the answer tells nobody who has an account. The link
+         *     (`{site_url}/login/magic?token=...`) works once, for 15 minutes: send its `token` to
+         *     `POST /user/session` as `identifier` with `provider: magic_link`.
          */
-        post: operations["not_built_post_user_magic_link"];
+        post: operations["request_magic_link"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1493,6 +1519,30 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v1/user/password_reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mail a password reset link. Answers 204 whether or not an active account with a password
+         *     has the address. The link (`{site_url}/reset?token=...`) works once, for 30 minutes.
+         */
+        post: operations["request_password_reset"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Choose a new password with a mailed reset token. The token works once; every refresh token
+         *     of the account is revoked, so all devices sign in again.
+         */
+        patch: operations["reset_password"];
         trace?: never;
     };
     "/api/v1/user/redeem": {
@@ -1616,17 +1666,14 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Delete a passkey
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
+         * Remove one of the caller's passkeys; it no longer signs in. Refused when it is the
+         *     account's last way to sign in.
          */
-        delete: operations["not_built_delete_user_settings_authn__id"];
+        delete: operations["user_settings_authn_delete"];
         options?: never;
         head?: never;
-        /**
-         * Rename a passkey
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
-         */
-        patch: operations["not_built_patch_user_settings_authn__id"];
+        /** Rename one of the caller's passkeys. */
+        patch: operations["user_settings_authn_rename"];
         trace?: never;
     };
     "/api/v1/user/settings/authns": {
@@ -1636,11 +1683,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List the caller's passkeys
-         * @description Not built yet (passkeys): answers 501 `route.not_implemented` with the uniform error body.
-         */
-        get: operations["not_built_get_user_settings_authns"];
+        /** The caller's passkeys, oldest first. */
+        get: operations["user_settings_authns_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1794,6 +1838,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/user/verify_email": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Confirm a new account's e-mail address with the mailed token: the account (registered
+         *     while `register_email_verification` is on, status `INACTIVE`) becomes `ACTIVE`. Once.
+         */
+        post: operations["verify_email"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/webdav/accounts": {
         parameters: {
             query?: never;
@@ -1935,6 +1999,16 @@ export interface components {
          * @enum {string}
          */
         AuthMethod: "email_password" | "github" | "qq" | "passkey" | "magic_link";
+        /** @description A started WebAuthn ceremony. */
+        CeremonyView: {
+            /** @description Names this ceremony in the request that finishes it; single use, five minutes. */
+            challenge_token: string;
+            /**
+             * @description What `navigator.credentials.create` (registration) or `.get` (sign-in) takes, with
+             *     byte fields encoded as base64url: decode them to `ArrayBuffer`s before the call.
+             */
+            options: Record<string, never>;
+        };
         ChangePasswordRequest: {
             /** Format: password */
             new_password: string;
@@ -2038,6 +2112,17 @@ export interface components {
             /** @description An `http` or `https` URL without credentials, at most 2048 characters. */
             url: string;
         };
+        /** @description Finishing a passkey registration. */
+        FinishRegistration: {
+            challenge_token: string;
+            /**
+             * @description The `PublicKeyCredential` from `navigator.credentials.create`, as JSON with base64url
+             *     byte fields (`id`, `rawId`, `response.attestationObject`, `response.clientDataJSON`).
+             */
+            credential: Record<string, never>;
+            /** @description What to call the passkey (1 to 64 characters; `Passkey` when absent). */
+            name?: string | null;
+        };
         /** @description The snapshot of the user's group taken when the token was issued. */
         GroupClaims: {
             /** @description Members may use `/admin`. */
@@ -2133,20 +2218,33 @@ export interface components {
         IdsRequest: {
             ids: string[];
         };
-        /** @description Unified sign-in request. */
+        /**
+         * @description Unified sign-in request. What `identifier` and `credential` hold depends on the provider:
+         *
+         *     | provider | identifier | credential |
+         *     |---|---|---|
+         *     | `email_password` | the e-mail address | the password |
+         *     | `passkey` | `challenge_token` from `POST /user/authn/options` | the `PublicKeyCredential` from `navigator.credentials.get`, as JSON with base64url byte fields |
+         *     | `magic_link` | the `token` of the link mailed by `POST /user/magic_link` (single use, 15 minutes) | none |
+         */
         LoginRequest: {
-            /**
-             * Format: password
-             * @description The password for `email_password`.
-             */
+            /** Format: password */
             credential?: string | null;
-            /** @description The e-mail address for `email_password`. */
             identifier: string;
             provider: components["schemas"]["AuthMethod"];
+            /** @description The current code of the account's second factor (TOTP), when it has one enabled. */
+            two_fa_code?: string | null;
         };
         /** @description The answer to a successful sign-in. */
         LoginView: components["schemas"]["TokenPair"] & {
             user: components["schemas"]["UserView"];
+        };
+        /** @description Asking for a mail with a link. */
+        MailLinkRequest: {
+            /** @description The answer to the site's captcha for this scene, when it asks for one. */
+            captcha?: string | null;
+            /** @description The account's e-mail address. */
+            email: string;
         };
         /** @description One change: set `value`, or remove the pair when `value` is null. */
         MetadataChange: {
@@ -2456,6 +2554,30 @@ export interface components {
                 timezone: number;
                 two_factor_enabled: boolean;
             }[];
+        };
+        /** @description Renaming a passkey. */
+        PasskeyChanges: {
+            name: string;
+        };
+        /** @description A passkey as its owner sees it (never its key material). */
+        PasskeyView: {
+            created_at: string;
+            /** @description The credential id, base64url, as `navigator.credentials` spells it. */
+            credential_id: string;
+            /** Format: uuid */
+            id: string;
+            last_used_at?: string | null;
+            name: string;
+        };
+        /** @description Choosing a new password with a mailed reset token. */
+        PasswordResetRequest: {
+            /**
+             * Format: password
+             * @description The new password (8 to 256 bytes, as at registration).
+             */
+            password: string;
+            /** @description The `token` of the mailed link (`/reset?token=...`). */
+            token: string;
         };
         PingResponse: {
             /**
@@ -2844,6 +2966,11 @@ export interface components {
             type: components["schemas"]["TaskType"];
             updated_at: string;
         };
+        /** @description Where to send the test mail. */
+        TestMailRequest: {
+            /** @description The recipient's address. */
+            to: string;
+        };
         /** @description The colours of a theme, one per role. */
         ThemeColors: {
             error: components["schemas"]["ChromaticColor"];
@@ -2963,6 +3090,11 @@ export interface components {
              */
             timezone: number;
             two_factor_enabled: boolean;
+        };
+        /** @description A mailed verification token. */
+        VerifyEmailRequest: {
+            /** @description The `token` of the mailed link (`/verify?token=...`). */
+            token: string;
         };
         /**
          * @description Changes to an account; absent fields stay. `generate_password` replaces the password with a
@@ -4626,7 +4758,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Setting name to value (as stored text) */
+            /** @description Setting name to value (as stored text); secrets (`mail_smtp_password`) are never listed */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -4742,6 +4874,109 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    send_test: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TestMailRequest"];
+            };
+        };
+        responses: {
+            /** @description The SMTP server accepted the mail */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `to` is not an e-mail address */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The SMTP server could not be reached or refused the mail (`mail.send_failed`) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No SMTP host or sender is set (`mail.not_configured`) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8550,7 +8785,7 @@ export interface operations {
             };
         };
     };
-    rename: {
+    object_rename: {
         parameters: {
             query?: never;
             header?: never;
@@ -11504,7 +11739,7 @@ export interface operations {
             };
         };
     };
-    not_built_post_user_authn_options: {
+    sign_in_options: {
         parameters: {
             query?: never;
             header?: never;
@@ -11513,6 +11748,33 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description Options for `navigator.credentials.get` */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CeremonyView"];
+                };
+            };
+            /** @description Passkeys are not enabled (`auth.provider_disabled`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (details only in the server log) */
             500: {
                 headers: {
@@ -11522,8 +11784,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+            /** @description The site URL cannot be a relying party */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11533,7 +11795,112 @@ export interface operations {
             };
         };
     };
-    not_built_put_user_authn_registration: {
+    finish_registration: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FinishRegistration"];
+            };
+        };
+        responses: {
+            /** @description Registered */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyView"];
+                };
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token invalid, challenge unknown or used (`auth.passkey_challenge_invalid`), or the answer did not verify (`auth.passkey_rejected`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Passkeys are not enabled */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Already registered (`auth.passkey_exists`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid name or credential */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The site URL cannot be a relying party */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    start_registration: {
         parameters: {
             query?: never;
             header?: never;
@@ -11542,6 +11909,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description Options for `navigator.credentials.create` */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CeremonyView"];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -11551,7 +11927,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Passkeys are not enabled (`auth.provider_disabled`), or the account is not active */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11569,55 +11945,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-        };
-    };
-    not_built_post_user_authn_registration: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Token missing, invalid or expired */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Account banned or not active, or not allowed */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Internal error (details only in the server log) */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
+            /** @description The site URL cannot be a relying party (`auth.passkey_site_url`) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11668,17 +11997,28 @@ export interface operations {
             };
         };
     };
-    not_built_post_user_magic_link: {
+    request_magic_link: {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MailLinkRequest"];
+            };
+        };
         responses: {
-            /** @description Internal error (details only in the server log) */
-            500: {
+            /** @description Mailed when the address has an active account */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request */
+            400: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11686,8 +12026,53 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+            /** @description Magic links are not enabled (`auth.provider_disabled`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an e-mail address */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests from this address or for this recipient */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11824,6 +12209,185 @@ export interface operations {
             };
         };
     };
+    request_password_reset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MailLinkRequest"];
+            };
+        };
+        responses: {
+            /** @description Mailed when the address has an active account with a password */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description E-mail and password sign-in is not enabled (`auth.provider_disabled`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an e-mail address */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests from this address or for this recipient */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    reset_password: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PasswordResetRequest"];
+            };
+        };
+        responses: {
+            /** @description Password changed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token unknown or expired (`auth.reset_token_invalid`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token already used (`auth.reset_token_used`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Password too short or too long */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     not_built_post_user_redeem: {
         parameters: {
             query?: never;
@@ -11949,7 +12513,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Wrong e-mail or password */
+            /** @description Wrong e-mail or password, or a magic-link token unknown or expired (`auth.magic_link_invalid`) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -11960,6 +12524,15 @@ export interface operations {
             };
             /** @description Provider disabled, or account not active */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Magic-link token already used (`auth.magic_link_used`) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12294,7 +12867,7 @@ export interface operations {
             };
         };
     };
-    not_built_delete_user_settings_authn__id: {
+    user_settings_authn_delete: {
         parameters: {
             query?: never;
             header?: never;
@@ -12305,7 +12878,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            /** @description Removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed id */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12332,6 +12912,24 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such passkey of the caller (`auth.passkey_not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The account's last way to sign in (`auth.last_sign_in_method`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (details only in the server log) */
             500: {
                 headers: {
@@ -12341,18 +12939,9 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
         };
     };
-    not_built_patch_user_settings_authn__id: {
+    user_settings_authn_rename: {
         parameters: {
             query?: never;
             header?: never;
@@ -12361,9 +12950,22 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PasskeyChanges"];
+            };
+        };
         responses: {
-            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            /** @description Renamed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyView"];
+                };
+            };
+            /** @description Malformed request */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12390,6 +12992,42 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such passkey of the caller (`auth.passkey_not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid name */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (details only in the server log) */
             500: {
                 headers: {
@@ -12399,18 +13037,9 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
         };
     };
-    not_built_get_user_settings_authns: {
+    user_settings_authns_list: {
         parameters: {
             query?: never;
             header?: never;
@@ -12419,6 +13048,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description The passkeys */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyView"][];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -12439,15 +13077,6 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12999,6 +13628,100 @@ export interface operations {
             };
             /** @description Not built yet */
             501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    verify_email: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VerifyEmailRequest"];
+            };
+        };
+        responses: {
+            /** @description Verified; the account can sign in */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token unknown or expired (`auth.verify_token_invalid`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token already used (`auth.verify_token_used`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
