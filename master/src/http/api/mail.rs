@@ -22,7 +22,8 @@ use crate::service::{mail, mail_links};
 pub struct MailLinkRequest {
     /// The account's e-mail address.
     pub email: String,
-    /// The answer to the site's captcha for this scene, when it asks for one.
+    /// The answer to the site's captcha for this scene; accepted and not yet checked (captchas
+    /// are not built).
     pub captcha: Option<String>,
 }
 
