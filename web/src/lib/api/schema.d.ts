@@ -2241,7 +2241,10 @@ export interface components {
         };
         /** @description Asking for a mail with a link. */
         MailLinkRequest: {
-            /** @description The answer to the site's captcha for this scene, when it asks for one. */
+            /**
+             * @description The answer to the site's captcha for this scene; accepted and not yet checked (captchas
+             *     are not built).
+             */
             captcha?: string | null;
             /** @description The account's e-mail address. */
             email: string;
