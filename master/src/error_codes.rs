@@ -50,6 +50,12 @@ codes! {
     AUTH_LAST_SIGN_IN_METHOD = "auth.last_sign_in_method";
     AUTH_TWO_FACTOR_REQUIRED = "auth.two_factor_required";
     AUTH_TWO_FACTOR_INVALID = "auth.two_factor_invalid";
+    AUTH_MAGIC_LINK_INVALID = "auth.magic_link_invalid";
+    AUTH_MAGIC_LINK_USED = "auth.magic_link_used";
+    AUTH_RESET_TOKEN_INVALID = "auth.reset_token_invalid";
+    AUTH_RESET_TOKEN_USED = "auth.reset_token_used";
+    AUTH_VERIFY_TOKEN_INVALID = "auth.verify_token_invalid";
+    AUTH_VERIFY_TOKEN_USED = "auth.verify_token_used";
 
     USER_EMAIL_TAKEN = "user.email_taken";
     USER_REGISTRATION_CLOSED = "user.registration_closed";
@@ -173,6 +179,9 @@ codes! {
 
     SETTINGS_UNKNOWN = "settings.unknown";
     SETTINGS_EMPTY = "settings.empty";
+
+    MAIL_NOT_CONFIGURED = "mail.not_configured";
+    MAIL_SEND_FAILED = "mail.send_failed";
 
     STORE_UNAVAILABLE = "store.unavailable";
 

@@ -12,6 +12,7 @@ mod edge;
 mod errors;
 mod files;
 mod ingest;
+mod mail;
 mod names;
 mod nodes;
 mod not_built;

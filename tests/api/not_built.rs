@@ -48,7 +48,6 @@ async fn every_not_built_operation_in_the_document_answers_501_with_the_uniform_
     for expected in [
         "POST /api/v1/share/{code}/report",
         "GET /api/v1/user/oauth/{provider}/callback",
-        "POST /api/v1/user/magic_link",
         "GET /api/v1/user/avatar/{id}/{size}",
         "GET /api/v1/file/viewers",
         "POST /api/v1/file/{id}/wopi_session",

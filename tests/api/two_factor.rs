@@ -14,7 +14,8 @@ on_every_backend!(
     two_factor_sign_in_asks_for_a_code_accepts_each_once_and_can_be_turned_off,
     setup_is_refused_when_on_and_enabling_needs_a_pending_setup,
     wrong_codes_are_rate_limited_per_account,
-    a_recovery_code_disables_two_factor_sign_in
+    a_recovery_code_disables_two_factor_sign_in,
+    a_magic_link_waits_for_the_code_and_is_used_once
 );
 
 const PASSWORD: &str = "a-long-password";
@@ -212,4 +213,26 @@ async fn a_recovery_code_disables_two_factor_sign_in(app: TestApp) {
     assert_eq!(response.status(), 200);
     let body = error_body(sign_in(&app, "yann@example.com", Some(&codes[1])).await, 401).await;
     assert_eq!(body["code"], "auth.two_factor_invalid");
+}
+
+async fn a_magic_link_waits_for_the_code_and_is_used_once(app: TestApp) {
+    use nubo_master::auth::mailed_token::{Purpose, issue};
+    let admin = app.login_admin().await;
+    let settings = json!({"auth_methods": ["email_password", "magic_link"]});
+    assert_eq!(app.call(Method::PATCH, "/admin/settings", Some(&admin.access), Some(settings)).await.status(), 204);
+    let step = aligned_step().await;
+    let (session, totp, _) = enabled_account(&app, "mia@example.com", step).await;
+    // The token the mail would carry (the mail itself is the mail tests' subject).
+    let user = session.user_id.parse().unwrap();
+    let token = issue(app.context().store(), Purpose::MagicLink, user).await.unwrap();
+    let body = |code: Option<String>| json!({"provider": "magic_link", "identifier": token, "two_fa_code": code});
+
+    let response = app.call(Method::POST, "/user/session", None, Some(body(None))).await;
+    assert_eq!(error_body(response, 428).await["code"], "auth.two_factor_required");
+    let response = app.call(Method::POST, "/user/session", None, Some(body(Some(wrong_code(&totp, step))))).await;
+    assert_eq!(error_body(response, 401).await["code"], "auth.two_factor_invalid");
+    let response = app.call(Method::POST, "/user/session", None, Some(body(Some(code_at(&totp, step))))).await;
+    assert_eq!(response.status(), 200, "the link outlived the code step");
+    let response = app.call(Method::POST, "/user/session", None, Some(body(Some(code_at(&totp, step + 1))))).await;
+    assert_eq!(error_body(response, 409).await["code"], "auth.magic_link_used");
 }

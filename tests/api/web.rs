@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
+use nubo_tests::mail::SmtpSink;
 use nubo_tests::{TestApp, error_body, on_every_backend, services_required};
 use reqwest::Method;
 use reqwest::header::{
@@ -112,6 +113,11 @@ async fn browser_journeys_pass_in_chromium(app: TestApp) {
         .env("NUBO_CHROMIUM", &chromium)
         .env("NUBO_E2E_ADMIN_EMAIL", nubo_tests::ADMIN_EMAIL)
         .env("NUBO_E2E_ADMIN_PASSWORD", nubo_tests::ADMIN_PASSWORD);
+    // The magic-link journey reads the mail this SMTP sink receives (skipped without one).
+    let sink = SmtpSink::start();
+    if let Some(sink) = &sink {
+        command.env("NUBO_E2E_MAIL_DIR", sink.folder()).env("NUBO_E2E_SMTP_PORT", sink.port.to_string());
+    }
     // `NUBO_UPDATE_SCREENSHOTS=1` renews the screenshots the README shows (one backend takes them).
     if std::env::var_os("NUBO_UPDATE_SCREENSHOTS").is_some() && app.backend == nubo_tests::Backend::Sqlite {
         command.arg("--screenshots").arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots"));
@@ -119,6 +125,7 @@ async fn browser_journeys_pass_in_chromium(app: TestApp) {
     let output = tokio::task::spawn_blocking(move || command.output()).await.unwrap().expect("node runs");
     drop(node);
     let log = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    drop(sink);
     assert!(output.status.success(), "browser journeys failed:\n{log}");
     println!("{log}");
 }

@@ -2,6 +2,7 @@
 //! and the per-user revocation state.
 //! The guard extractors live in `http::guard`; sign-in use cases in `service::sign_in`.
 
+pub mod mailed_token;
 pub mod password;
 pub mod providers;
 pub mod revocation;

@@ -141,6 +141,22 @@ pub async fn find(db: &Db, id: UserId) -> Result<Option<UserRow>, DbError> {
         .await
 }
 
+/// The user with this e-mail address (stored lower-case, as `Email` spells it).
+pub async fn find_by_email(db: &Db, email: &str) -> Result<Option<UserRow>, DbError> {
+    db.read_row(&format!("SELECT {USER_COLUMNS} FROM users WHERE email = $1"), &[Arg::Text(email)], decode_user).await
+}
+
+/// Activates a user awaiting e-mail verification; answers whether it was `INACTIVE` (a banned
+/// user stays banned).
+pub async fn activate_inactive(db: &Db, id: UserId, now: Millis) -> Result<bool, DbError> {
+    let done = sqlx::query("UPDATE users SET status = 'ACTIVE', updated_at = $2 WHERE id = $1 AND status = 'INACTIVE'")
+        .bind(id)
+        .bind(now)
+        .execute(db.writer())
+        .await?;
+    Ok(done.rows_affected() > 0)
+}
+
 /// A [`UserRow`] from the columns of [`USER_COLUMNS`], by position.
 fn decode_user(row: &dyn Values) -> Result<UserRow, DbError> {
     Ok(UserRow {

@@ -54,7 +54,23 @@ pub enum SettingKind {
     Url,
     Bool,
     AuthMethods,
+    /// A TCP port, 1 to 65535 (a JSON number or its text).
+    Port,
+    /// One of the listed words.
+    Choice(&'static [&'static str]),
+    /// Text that is written but never read back through the API (passwords, client secrets).
+    Secret,
 }
+
+impl SettingKind {
+    /// Secrets are left out of every listing of settings.
+    pub fn is_secret(self) -> bool {
+        self == SettingKind::Secret
+    }
+}
+
+/// How the master talks to the SMTP server (`mail_smtp_tls`).
+pub const MAIL_TLS_MODES: &[&str] = &["none", "starttls", "tls"];
 
 /// One setting the service knows: its name, category, value type and default (as stored text).
 #[derive(Debug, Clone, Copy)]
@@ -92,7 +108,27 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
         kind: SettingKind::Text,
         default: "",
     },
+    // Mail each new account a link to confirm its address; the account stays INACTIVE until then.
+    KnownSetting {
+        name: "register_email_verification",
+        category: SettingsType::Register,
+        kind: SettingKind::Bool,
+        default: "false",
+    },
     KnownSetting { name: "github_client_id", category: SettingsType::Oauth, kind: SettingKind::Text, default: "" },
+    // Outgoing mail (magic links, password resets, address verification). An empty host: no mail.
+    KnownSetting { name: "mail_smtp_host", category: SettingsType::Mail, kind: SettingKind::Text, default: "" },
+    KnownSetting { name: "mail_smtp_port", category: SettingsType::Mail, kind: SettingKind::Port, default: "587" },
+    KnownSetting {
+        name: "mail_smtp_tls",
+        category: SettingsType::Mail,
+        kind: SettingKind::Choice(MAIL_TLS_MODES),
+        default: "starttls",
+    },
+    KnownSetting { name: "mail_smtp_user", category: SettingsType::Mail, kind: SettingKind::Text, default: "" },
+    KnownSetting { name: "mail_smtp_password", category: SettingsType::Mail, kind: SettingKind::Secret, default: "" },
+    // The sender, `address` or `Name <address>`.
+    KnownSetting { name: "mail_from", category: SettingsType::Mail, kind: SettingKind::Text, default: "" },
 ];
 
 pub fn known_setting(name: &str) -> Option<&'static KnownSetting> {
@@ -116,10 +152,24 @@ pub fn validate_setting_value(setting: &KnownSetting, value: &serde_json::Value)
                 .map_err(|_| "must be a list of: email_password, github, qq, passkey, magic_link".to_owned())?;
             Ok(serde_json::to_string(&methods).unwrap_or_default())
         }
-        (SettingKind::Text | SettingKind::Url, _) => Err("must be a string".to_owned()),
+        (SettingKind::Port, serde_json::Value::Number(n)) => {
+            n.as_u64().filter(|p| (1..=65535).contains(p)).map(|p| p.to_string()).ok_or_else(port_range)
+        }
+        (SettingKind::Port, serde_json::Value::String(s)) => {
+            s.parse::<u16>().ok().filter(|p| *p != 0).map(|p| p.to_string()).ok_or_else(port_range)
+        }
+        (SettingKind::Choice(words), serde_json::Value::String(s)) if words.contains(&s.as_str()) => Ok(s.clone()),
+        (SettingKind::Choice(words), _) => Err(format!("must be one of: {}", words.join(", "))),
+        (SettingKind::Secret, serde_json::Value::String(s)) => Ok(s.clone()),
+        (SettingKind::Text | SettingKind::Url | SettingKind::Secret, _) => Err("must be a string".to_owned()),
+        (SettingKind::Port, _) => Err(port_range()),
         (SettingKind::Bool, _) => Err("must be true or false".to_owned()),
         (SettingKind::AuthMethods, _) => Err("must be a list of sign-in methods".to_owned()),
     }
+}
+
+fn port_range() -> String {
+    "must be a port number from 1 to 65535".to_owned()
 }
 
 #[cfg(test)]
@@ -154,6 +204,19 @@ mod tests {
         let register = known_setting("register_enabled").unwrap();
         assert_eq!(validate_setting_value(register, &json!(false)).unwrap(), "false");
         assert!(validate_setting_value(register, &json!("no")).is_err());
+    }
+
+    #[test]
+    fn mail_settings_are_checked() {
+        let port = known_setting("mail_smtp_port").unwrap();
+        assert_eq!(validate_setting_value(port, &json!(2525)).unwrap(), "2525");
+        assert_eq!(validate_setting_value(port, &json!("465")).unwrap(), "465");
+        assert!(validate_setting_value(port, &json!(0)).is_err());
+        assert!(validate_setting_value(port, &json!(70000)).is_err());
+        let tls = known_setting("mail_smtp_tls").unwrap();
+        assert_eq!(validate_setting_value(tls, &json!("none")).unwrap(), "none");
+        assert!(validate_setting_value(tls, &json!("ssl")).is_err());
+        assert!(known_setting("mail_smtp_password").unwrap().kind.is_secret());
     }
 
     #[test]

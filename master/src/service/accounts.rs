@@ -18,7 +18,7 @@ use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::service::{bootstrap, site, themes};
+use crate::service::{bootstrap, mail_links, site, themes};
 
 /// The group a user belongs to, as shown with the user.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -169,7 +169,9 @@ pub async fn create_user(
     user_view(db, &row).await
 }
 
-/// Self-service registration with e-mail and password, into the registrations group.
+/// Self-service registration with e-mail and password, into the registrations group. With
+/// `register_email_verification` on, the account starts `INACTIVE` and is mailed a link that
+/// activates it.
 pub async fn register(
     ctx: &Context,
     provider: AuthMethod,
@@ -196,13 +198,16 @@ pub async fn register(
     let email = Email::parse(email).map_err(|why| ServiceError::validation("identifier", why))?;
     let nickname = nickname.map(parse_nickname).transpose()?.unwrap_or_else(|| nickname_from(&email));
     let group_id = bootstrap::registration_group(ctx.db()).await?;
-    let id = insert_password_user(ctx.db(), &email, &nickname, password, group_id, UserStatus::Active).await.map_err(
-        |e| {
-            if e.field.as_deref() == Some("password") { e.with_field("credential") } else { e }
-        },
-    )?;
+    let verify = config.register_email_verification;
+    let status = if verify { UserStatus::Inactive } else { UserStatus::Active };
+    let id = insert_password_user(ctx.db(), &email, &nickname, password, group_id, status)
+        .await
+        .map_err(|e| if e.field.as_deref() == Some("password") { e.with_field("credential") } else { e })?;
     let row =
         db::users::find(ctx.db(), id).await?.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("user vanished")))?;
+    if verify {
+        mail_links::send_verification(ctx, &row).await?;
+    }
     user_view(ctx.db(), &row).await
 }
 

@@ -12,6 +12,8 @@ pub mod external;
 pub mod files;
 pub mod groups;
 pub mod ingest;
+pub mod mail;
+pub mod mail_links;
 pub mod maintenance;
 pub mod metadata;
 pub mod migration;

@@ -223,8 +223,7 @@ async fn hash_share_password(password: Option<&str>) -> ServiceResult<Option<Str
 
 /// The site URL share links start with (empty: they are site paths).
 async fn site_base(ctx: &Context) -> ServiceResult<String> {
-    let site = site::effective_settings(ctx.db()).await?.remove("site_url").unwrap_or_default();
-    Ok(site.trim_end_matches('/').to_owned())
+    site::link_base(ctx.db()).await
 }
 
 /// The share's page in the web app, where a visitor opens it (the API resource is

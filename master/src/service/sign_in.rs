@@ -9,7 +9,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::auth::providers::{passkey, password};
+use crate::auth::providers::{magic_link, passkey, password};
 use crate::auth::token::token_error;
 use crate::auth::token::{ACCESS_TOKEN_LIFETIME, GroupClaims, JwtPayload, RefreshClaims, TokenType};
 use crate::context::Context;
@@ -65,6 +65,29 @@ pub async fn limit_registration(ctx: &Context, address: IpAddr) -> ServiceResult
     limit_address(ctx, "register", address).await
 }
 
+/// Counts a request that mails a link (or redeems a mailed token) from `address`.
+pub async fn limit_mail_requests(ctx: &Context, address: IpAddr) -> ServiceResult<()> {
+    limit_address(ctx, "mail", address).await
+}
+
+/// Mails to one recipient allowed per rate window, whoever asks: enough to retry, too few to
+/// flood a mailbox. Counted whether or not the address has an account.
+const MAILS_PER_RECIPIENT: u64 = 5;
+
+/// Counts a mail requested for `email`; refuses when the recipient is over its budget.
+pub async fn limit_recipient(ctx: &Context, email: &Email) -> ServiceResult<()> {
+    let window = Duration::from_secs(ctx.config().login_rate_window_seconds);
+    let mails = ctx.store().increment(&format!("rate:mail:to:{email}"), window).await?;
+    if mails > MAILS_PER_RECIPIENT {
+        return Err(ServiceError::new(
+            ErrorKind::RateLimited,
+            codes::AUTH_RATE_LIMITED,
+            "too many mails were asked for this address, try again later",
+        ));
+    }
+    Ok(())
+}
+
 /// Counts a sign-in ceremony begun from `address` (each keeps state for minutes).
 pub async fn limit_ceremonies(ctx: &Context, address: IpAddr) -> ServiceResult<()> {
     limit_address(ctx, "ceremony", address).await
@@ -93,7 +116,8 @@ pub async fn login(ctx: &Context, attempt: LoginAttempt<'_>) -> ServiceResult<Lo
     let user_id = match attempt.provider {
         AuthMethod::EmailPassword => identify_by_password(ctx, &attempt).await?,
         AuthMethod::Passkey => passkey::identify(ctx, attempt.identifier, attempt.credential).await?,
-        AuthMethod::Github | AuthMethod::Qq | AuthMethod::MagicLink => {
+        AuthMethod::MagicLink => magic_link::identify(ctx, attempt.identifier).await?,
+        AuthMethod::Github | AuthMethod::Qq => {
             return Err(ServiceError::not_implemented("sign-in with this provider"));
         }
     };
@@ -103,6 +127,9 @@ pub async fn login(ctx: &Context, attempt: LoginAttempt<'_>) -> ServiceResult<Lo
     }
     if asks_second_factor(attempt.provider) {
         two_factor::check_sign_in(ctx, &user, attempt.two_fa_code).await?;
+    }
+    if attempt.provider == AuthMethod::MagicLink {
+        magic_link::use_up(ctx, attempt.identifier, user_id).await?;
     }
     let tokens = issue(ctx, &user, Uuid::new_v4()).await?;
     Ok(LoginView { tokens, user: accounts::user_view(ctx.db(), &user).await? })

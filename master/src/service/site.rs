@@ -17,6 +17,8 @@ pub struct SiteConfig {
     pub privacy_url: String,
     pub auth_methods: Vec<AuthMethod>,
     pub register_enabled: bool,
+    /// New accounts start `INACTIVE` and are mailed a verification link.
+    pub register_email_verification: bool,
 }
 
 /// Every known setting with its stored value, or its default when none is stored.
@@ -27,6 +29,21 @@ pub async fn effective_settings(db: &Db) -> ServiceResult<HashMap<&'static str, 
         .iter()
         .map(|s| (s.name, stored.get(s.name).cloned().unwrap_or_else(|| s.default.to_owned())))
         .collect())
+}
+
+/// The settings as administrators read them back: secrets (the SMTP password) are left out,
+/// so they can be written but never leave the server.
+pub async fn listed_settings(db: &Db) -> ServiceResult<HashMap<&'static str, String>> {
+    let mut settings = effective_settings(db).await?;
+    settings.retain(|name, _| known_setting(name).is_none_or(|s| !s.kind.is_secret()));
+    Ok(settings)
+}
+
+/// What links the service hands out (shares, mailed links) start with: the `site_url` setting
+/// without a trailing slash; empty, so links are site paths, when it is not set.
+pub async fn link_base(db: &Db) -> ServiceResult<String> {
+    let site = effective_settings(db).await?.remove("site_url").unwrap_or_default();
+    Ok(site.trim_end_matches('/').to_owned())
 }
 
 pub async fn site_config(db: &Db) -> ServiceResult<SiteConfig> {
@@ -40,6 +57,7 @@ pub async fn site_config(db: &Db) -> ServiceResult<SiteConfig> {
         tos_url: take("tos_url"),
         privacy_url: take("privacy_url"),
         register_enabled: take("register_enabled") == "true",
+        register_email_verification: take("register_email_verification") == "true",
         auth_methods,
     })
 }

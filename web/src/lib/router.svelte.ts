@@ -3,6 +3,9 @@
 export type Route =
   | { name: "login" }
   | { name: "register" }
+  | { name: "magic_link" }
+  | { name: "reset" }
+  | { name: "verify" }
   | { name: "files"; path: string[] }
   | { name: "trash" }
   | { name: "share"; code: string }
@@ -12,7 +15,15 @@ export type Route =
   | { name: "not_found" };
 
 /** Pages that need a session; the others are public. */
-export const PUBLIC_ROUTES = new Set<Route["name"]>(["login", "register", "share", "not_found"]);
+export const PUBLIC_ROUTES = new Set<Route["name"]>([
+  "login",
+  "register",
+  "magic_link",
+  "reset",
+  "verify",
+  "share",
+  "not_found",
+]);
 
 export function match(pathname: string): Route {
   const parts = pathname.split("/").filter(Boolean).map((p) => {
@@ -28,7 +39,13 @@ export function match(pathname: string): Route {
     case "files":
       return { name: "files", path: rest };
     case "login":
+      // `/login/magic?token=`: the link a sign-in mail carries.
+      if (rest.length === 1 && rest[0] === "magic") return { name: "magic_link" };
       return rest.length ? { name: "not_found" } : { name: "login" };
+    case "reset":
+      return rest.length ? { name: "not_found" } : { name: "reset" };
+    case "verify":
+      return rest.length ? { name: "not_found" } : { name: "verify" };
     case "register":
       return rest.length ? { name: "not_found" } : { name: "register" };
     case "share":

@@ -322,7 +322,7 @@ pub async fn delete_group(
 /// Every known site setting with its value (stored or default).
 #[utoipa::path(get, path = "/admin/settings", tag = "admin", security(("bearer" = [])),
     responses(
-        (status = 200, description = "Setting name to value (as stored text)", body = std::collections::HashMap<String, String>),
+        (status = 200, description = "Setting name to value (as stored text); secrets (`mail_smtp_password`) are never listed", body = std::collections::HashMap<String, String>),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
     ))]
@@ -330,7 +330,7 @@ pub async fn get_settings(
     State(state): State<Context>,
     _admin: AdminRequired,
 ) -> ServiceResult<Json<std::collections::HashMap<&'static str, String>>> {
-    Ok(Json(site::effective_settings(state.db()).await?))
+    Ok(Json(site::listed_settings(state.db()).await?))
 }
 
 /// Change settings: an object of setting name to value (string, boolean or list as the

@@ -4,6 +4,7 @@ pub mod admin;
 pub mod archives;
 pub mod contract;
 pub mod files;
+pub mod mail;
 pub mod metadata;
 pub mod nodes;
 pub mod not_built;
@@ -103,6 +104,9 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(user::refresh))
         .routes(routes!(passkeys::start_registration, passkeys::finish_registration))
         .routes(routes!(passkeys::sign_in_options))
+        .routes(routes!(mail::request_magic_link))
+        .routes(routes!(mail::request_password_reset, mail::reset_password))
+        .routes(routes!(mail::verify_email))
         .routes(routes!(passkeys::list))
         .routes(routes!(passkeys::rename, passkeys::delete))
         .routes(routes!(user::me))
@@ -123,6 +127,7 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(admin::list_groups, admin::create_group))
         .routes(routes!(admin::get_group, admin::update_group, admin::delete_group))
         .routes(routes!(admin::get_settings, admin::update_settings))
+        .routes(routes!(mail::send_test))
         .routes(routes!(policies::mine))
         .routes(routes!(policies::list, policies::create))
         .routes(routes!(policies::get, policies::update, policies::delete))

@@ -231,6 +231,26 @@ export interface paths {
         patch: operations["update_settings"];
         trace?: never;
     };
+    "/api/v1/admin/settings/mail/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test mail with the current mail settings, now: 204 once the SMTP server accepted
+         *     it, 502 with the server's reason when it did not.
+         */
+        post: operations["send_test"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/share": {
         parameters: {
             query?: never;
@@ -1345,7 +1365,8 @@ export interface paths {
         put?: never;
         /**
          * Create an account (e-mail and password). Refused when registration is closed or the
-         *     provider is not enabled in `auth_methods`.
+         *     provider is not enabled in `auth_methods`. With `register_email_verification` on, the
+         *     account is created `INACTIVE` and mailed a link; `POST /user/verify_email` activates it.
          */
         post: operations["register"];
         delete?: never;
@@ -1431,10 +1452,12 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Mail a sign-in link
-         * @description Not built yet (magic links): answers 501 `route.not_implemented` with the uniform error body.
+         * Mail a sign-in link. Answers 204 whether or not an active account has the address (and
+         *     mails only when one does), so the answer tells nobody who has an account. The link
+         *     (`{site_url}/login/magic?token=...`) works once, for 15 minutes: send its `token` to
+         *     `POST /user/session` as `identifier` with `provider: magic_link`.
          */
-        post: operations["not_built_post_user_magic_link"];
+        post: operations["request_magic_link"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1496,6 +1519,30 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v1/user/password_reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mail a password reset link. Answers 204 whether or not an active account with a password
+         *     has the address. The link (`{site_url}/reset?token=...`) works once, for 30 minutes.
+         */
+        post: operations["request_password_reset"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Choose a new password with a mailed reset token. The token works once; every refresh token
+         *     of the account is revoked, so all devices sign in again.
+         */
+        patch: operations["reset_password"];
         trace?: never;
     };
     "/api/v1/user/redeem": {
@@ -1793,6 +1840,26 @@ export interface paths {
         get: operations["not_built_get_user_storage_packs"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/user/verify_email": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Confirm a new account's e-mail address with the mailed token: the account (registered
+         *     while `register_email_verification` is on, status `INACTIVE`) becomes `ACTIVE`. Once.
+         */
+        post: operations["verify_email"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2166,6 +2233,7 @@ export interface components {
          *     |---|---|---|
          *     | `email_password` | the e-mail address | the password |
          *     | `passkey` | `challenge_token` from `POST /user/authn/options` | the `PublicKeyCredential` from `navigator.credentials.get`, as JSON with base64url byte fields |
+         *     | `magic_link` | the `token` of the link mailed by `POST /user/magic_link` (single use, 15 minutes) | none |
          */
         LoginRequest: {
             /** Format: password */
@@ -2183,6 +2251,16 @@ export interface components {
         /** @description The answer to a successful sign-in. */
         LoginView: components["schemas"]["TokenPair"] & {
             user: components["schemas"]["UserView"];
+        };
+        /** @description Asking for a mail with a link. */
+        MailLinkRequest: {
+            /**
+             * @description The answer to the site's captcha for this scene; accepted and not yet checked (captchas
+             *     are not built).
+             */
+            captcha?: string | null;
+            /** @description The account's e-mail address. */
+            email: string;
         };
         /** @description One change: set `value`, or remove the pair when `value` is null. */
         MetadataChange: {
@@ -2507,6 +2585,16 @@ export interface components {
             id: string;
             last_used_at?: string | null;
             name: string;
+        };
+        /** @description Choosing a new password with a mailed reset token. */
+        PasswordResetRequest: {
+            /**
+             * Format: password
+             * @description The new password (8 to 256 bytes, as at registration).
+             */
+            password: string;
+            /** @description The `token` of the mailed link (`/reset?token=...`). */
+            token: string;
         };
         PingResponse: {
             /**
@@ -2900,6 +2988,11 @@ export interface components {
             type: components["schemas"]["TaskType"];
             updated_at: string;
         };
+        /** @description Where to send the test mail. */
+        TestMailRequest: {
+            /** @description The recipient's address. */
+            to: string;
+        };
         /** @description The colours of a theme, one per role. */
         ThemeColors: {
             error: components["schemas"]["ChromaticColor"];
@@ -3037,6 +3130,11 @@ export interface components {
              */
             timezone: number;
             two_factor_enabled: boolean;
+        };
+        /** @description A mailed verification token. */
+        VerifyEmailRequest: {
+            /** @description The `token` of the mailed link (`/verify?token=...`). */
+            token: string;
         };
         /**
          * @description Changes to an account; absent fields stay. `generate_password` replaces the password with a
@@ -4700,7 +4798,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Setting name to value (as stored text) */
+            /** @description Setting name to value (as stored text); secrets (`mail_smtp_password`) are never listed */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -4816,6 +4914,109 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    send_test: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TestMailRequest"];
+            };
+        };
+        responses: {
+            /** @description The SMTP server accepted the mail */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `to` is not an e-mail address */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The SMTP server could not be reached or refused the mail (`mail.send_failed`) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No SMTP host or sender is set (`mail.not_configured`) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11836,17 +12037,28 @@ export interface operations {
             };
         };
     };
-    not_built_post_user_magic_link: {
+    request_magic_link: {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MailLinkRequest"];
+            };
+        };
         responses: {
-            /** @description Internal error (details only in the server log) */
-            500: {
+            /** @description Mailed when the address has an active account */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request */
+            400: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11854,8 +12066,53 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+            /** @description Magic links are not enabled (`auth.provider_disabled`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an e-mail address */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests from this address or for this recipient */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11992,6 +12249,185 @@ export interface operations {
             };
         };
     };
+    request_password_reset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MailLinkRequest"];
+            };
+        };
+        responses: {
+            /** @description Mailed when the address has an active account with a password */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description E-mail and password sign-in is not enabled (`auth.provider_disabled`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an e-mail address */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests from this address or for this recipient */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    reset_password: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PasswordResetRequest"];
+            };
+        };
+        responses: {
+            /** @description Password changed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token unknown or expired (`auth.reset_token_invalid`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token already used (`auth.reset_token_used`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Password too short or too long */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     not_built_post_user_redeem: {
         parameters: {
             query?: never;
@@ -12117,7 +12553,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Wrong e-mail or password (`auth.invalid_credentials`), or a wrong or already used two-factor code (`auth.two_factor_invalid`) */
+            /** @description Wrong e-mail or password (`auth.invalid_credentials`), a wrong or already used two-factor code (`auth.two_factor_invalid`), or a magic-link token unknown or expired (`auth.magic_link_invalid`) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -12128,6 +12564,15 @@ export interface operations {
             };
             /** @description Provider disabled, or account not active */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Magic-link token already used (`auth.magic_link_used`) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -13355,6 +13800,100 @@ export interface operations {
             };
             /** @description Not built yet */
             501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    verify_email: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VerifyEmailRequest"];
+            };
+        };
+        responses: {
+            /** @description Verified; the account can sign in */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token unknown or expired (`auth.verify_token_invalid`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token already used (`auth.verify_token_used`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
