@@ -15,6 +15,7 @@ mod ingest;
 mod names;
 mod nodes;
 mod not_built;
+mod oauth;
 mod passkeys;
 mod privileges;
 mod search;

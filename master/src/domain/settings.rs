@@ -63,37 +63,54 @@ pub struct KnownSetting {
     pub category: SettingsType,
     pub kind: SettingKind,
     pub default: &'static str,
+    /// Never answered by `GET /admin/settings` (it reads as an empty string there).
+    pub secret: bool,
 }
 
 /// Every setting the service reads. A name not listed here is refused on write.
 pub const KNOWN_SETTINGS: &[KnownSetting] = &[
-    KnownSetting { name: "site_name", category: SettingsType::Basic, kind: SettingKind::Text, default: "Nubo" },
-    KnownSetting { name: "footer_code", category: SettingsType::Basic, kind: SettingKind::Text, default: "" },
-    KnownSetting { name: "tos_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "" },
-    KnownSetting { name: "privacy_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "" },
+    KnownSetting { name: "site_name", category: SettingsType::Basic, kind: SettingKind::Text, default: "Nubo", secret: false },
+    KnownSetting { name: "footer_code", category: SettingsType::Basic, kind: SettingKind::Text, default: "", secret: false },
+    KnownSetting { name: "tos_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "", secret: false },
+    KnownSetting { name: "privacy_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "", secret: false },
     // Where the site is reached from outside (`https://drive.example.com`): links the service
     // hands out (shares) are built on it; empty: they are site paths.
-    KnownSetting { name: "site_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "" },
+    KnownSetting { name: "site_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "", secret: false },
     KnownSetting {
         name: "auth_methods",
         category: SettingsType::Login,
         kind: SettingKind::AuthMethods,
-        default: r#"["email_password"]"#,
+        default: r#"["email_password"]"#, secret: false
     },
     KnownSetting {
         name: "register_enabled",
         category: SettingsType::Register,
         kind: SettingKind::Bool,
-        default: "true",
+        default: "true", secret: false
     },
     KnownSetting {
         name: "register_default_group",
         category: SettingsType::Register,
         kind: SettingKind::Text,
-        default: "",
+        default: "", secret: false
     },
-    KnownSetting { name: "github_client_id", category: SettingsType::Oauth, kind: SettingKind::Text, default: "" },
+    // OAuth providers (`auth::providers::oauth`): the app's credentials at the provider, and the
+    // provider's endpoints (the public ones by default; tests point them at a local server).
+    oauth("github_client_id", SettingKind::Text, "", false),
+    oauth("github_client_secret", SettingKind::Text, "", true),
+    oauth("github_authorize_url", SettingKind::Url, "https://github.com/login/oauth/authorize", false),
+    oauth("github_token_url", SettingKind::Url, "https://github.com/login/oauth/access_token", false),
+    oauth("github_api_url", SettingKind::Url, "https://api.github.com", false),
+    oauth("qq_client_id", SettingKind::Text, "", false),
+    oauth("qq_client_secret", SettingKind::Text, "", true),
+    oauth("qq_authorize_url", SettingKind::Url, "https://graph.qq.com/oauth2.0/authorize", false),
+    oauth("qq_token_url", SettingKind::Url, "https://graph.qq.com/oauth2.0/token", false),
+    oauth("qq_api_url", SettingKind::Url, "https://graph.qq.com", false),
 ];
+
+const fn oauth(name: &'static str, kind: SettingKind, default: &'static str, secret: bool) -> KnownSetting {
+    KnownSetting { name, category: SettingsType::Oauth, kind, default, secret }
+}
 
 pub fn known_setting(name: &str) -> Option<&'static KnownSetting> {
     KNOWN_SETTINGS.iter().find(|s| s.name == name)
@@ -154,6 +171,14 @@ mod tests {
         let register = known_setting("register_enabled").unwrap();
         assert_eq!(validate_setting_value(register, &json!(false)).unwrap(), "false");
         assert!(validate_setting_value(register, &json!("no")).is_err());
+    }
+
+    #[test]
+    fn client_secrets_are_secret() {
+        for name in ["github_client_secret", "qq_client_secret"] {
+            assert!(known_setting(name).unwrap().secret, "{name}");
+        }
+        assert!(!known_setting("github_client_id").unwrap().secret);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::auth::providers::{passkey, password};
+use crate::auth::providers::{oauth, passkey, password};
 use crate::auth::token::token_error;
 use crate::auth::token::{ACCESS_TOKEN_LIFETIME, GroupClaims, JwtPayload, RefreshClaims, TokenType};
 use crate::context::Context;
@@ -74,8 +74,8 @@ pub async fn limit_ceremonies(ctx: &Context, address: IpAddr) -> ServiceResult<(
 #[derive(Debug, Clone, Copy)]
 pub struct LoginAttempt<'a> {
     pub provider: AuthMethod,
-    /// The e-mail address (`email_password`), the challenge token (`passkey`), the mailed
-    /// token (`magic_link`).
+    /// The e-mail address (`email_password`), the challenge token (`passkey`), the ticket of
+    /// the OAuth callback (`github`, `qq`), the mailed token (`magic_link`).
     pub identifier: &'a str,
     /// The password (`email_password`), the assertion as JSON (`passkey`).
     pub credential: Option<&'a Secret>,
@@ -93,7 +93,11 @@ pub async fn login(ctx: &Context, attempt: LoginAttempt<'_>) -> ServiceResult<Lo
     let user_id = match attempt.provider {
         AuthMethod::EmailPassword => identify_by_password(ctx, &attempt).await?,
         AuthMethod::Passkey => passkey::identify(ctx, attempt.identifier, attempt.credential).await?,
-        AuthMethod::Github | AuthMethod::Qq | AuthMethod::MagicLink => {
+        AuthMethod::Github | AuthMethod::Qq => {
+            let provider = oauth::Provider::from_method(attempt.provider).ok_or_else(invalid_credentials)?;
+            oauth::redeem_ticket(ctx, provider, attempt.identifier).await?
+        }
+        AuthMethod::MagicLink => {
             return Err(ServiceError::not_implemented("sign-in with this provider"));
         }
     };

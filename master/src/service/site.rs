@@ -29,6 +29,16 @@ pub async fn effective_settings(db: &Db) -> ServiceResult<HashMap<&'static str, 
         .collect())
 }
 
+/// The settings as administrators read them: every known setting, secrets as an empty string
+/// (they can be replaced, never read back).
+pub async fn admin_settings(db: &Db) -> ServiceResult<HashMap<&'static str, String>> {
+    let mut settings = effective_settings(db).await?;
+    for setting in KNOWN_SETTINGS.iter().filter(|s| s.secret) {
+        settings.insert(setting.name, String::new());
+    }
+    Ok(settings)
+}
+
 pub async fn site_config(db: &Db) -> ServiceResult<SiteConfig> {
     let mut settings = effective_settings(db).await?;
     let mut take = |name: &str| settings.remove(name).unwrap_or_default();

@@ -3,5 +3,6 @@
 //! identifies, or nobody. Rate limits, the account's status and issuing tokens stay with the
 //! sign-in use case (`service::sign_in`), the same for every provider.
 
+pub mod oauth;
 pub mod passkey;
 pub mod password;

@@ -319,7 +319,8 @@ pub async fn delete_group(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Every known site setting with its value (stored or default).
+/// Every known site setting with its value (stored or default). Secret settings (OAuth client
+/// secrets) always read as an empty string: they can be written, never read back.
 #[utoipa::path(get, path = "/admin/settings", tag = "admin", security(("bearer" = [])),
     responses(
         (status = 200, description = "Setting name to value (as stored text)", body = std::collections::HashMap<String, String>),
@@ -330,7 +331,7 @@ pub async fn get_settings(
     State(state): State<Context>,
     _admin: AdminRequired,
 ) -> ServiceResult<Json<std::collections::HashMap<&'static str, String>>> {
-    Ok(Json(site::effective_settings(state.db()).await?))
+    Ok(Json(site::admin_settings(state.db()).await?))
 }
 
 /// Change settings: an object of setting name to value (string, boolean or list as the

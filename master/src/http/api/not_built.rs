@@ -109,9 +109,7 @@ pub const TABLE: &[NotBuilt] = {
         // Shares
         row(Post, "/share/{code}/report", Public, "shares", "Report a share", "reports"),
         // Tags
-        // OAuth and magic links
-        row(Get, "/user/oauth/{provider}", Public, "user", "Start an OAuth sign-in", "OAuth sign-in"),
-        row(Get, "/user/oauth/{provider}/callback", Public, "user", "OAuth sign-in callback", "OAuth sign-in"),
+        // Magic links
         row(Post, "/user/magic_link", Public, "user", "Mail a sign-in link", "magic links"),
         // Avatars
         row(Put, "/user/settings/avatar", User, "user", "Use the public avatar service", "avatars"),

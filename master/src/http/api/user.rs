@@ -70,6 +70,7 @@ pub async fn register(
 /// |---|---|---|
 /// | `email_password` | the e-mail address | the password |
 /// | `passkey` | `challenge_token` from `POST /user/authn/options` | the `PublicKeyCredential` from `navigator.credentials.get`, as JSON with base64url byte fields |
+/// | `github`, `qq` | the `ticket` the OAuth callback put in its redirect to `/login/oauth` (single use, two minutes) | none |
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoginRequest {
@@ -87,7 +88,7 @@ pub struct LoginRequest {
     responses(
         (status = 200, description = "Signed in", body = LoginView),
         (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Wrong e-mail or password", body = ErrorBody),
+        (status = 401, description = "Wrong e-mail or password; passkey refused; OAuth ticket unknown or used (`auth.oauth_ticket_invalid`)", body = ErrorBody),
         (status = 403, description = "Provider disabled, or account not active", body = ErrorBody),
         (status = 422, description = "Missing credential", body = ErrorBody),
         (status = 429, description = "Too many attempts for this identifier or address", body = ErrorBody),
