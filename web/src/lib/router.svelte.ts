@@ -2,6 +2,7 @@
 //! URL can be opened directly; in-app links are plain <a href> that `navigate` intercepts.
 export type Route =
   | { name: "login" }
+  | { name: "oauth_login" }
   | { name: "register" }
   | { name: "files"; path: string[] }
   | { name: "trash" }
@@ -12,7 +13,7 @@ export type Route =
   | { name: "not_found" };
 
 /** Pages that need a session; the others are public. */
-export const PUBLIC_ROUTES = new Set<Route["name"]>(["login", "register", "share", "not_found"]);
+export const PUBLIC_ROUTES = new Set<Route["name"]>(["login", "oauth_login", "register", "share", "not_found"]);
 
 export function match(pathname: string): Route {
   const parts = pathname.split("/").filter(Boolean).map((p) => {
@@ -28,6 +29,7 @@ export function match(pathname: string): Route {
     case "files":
       return { name: "files", path: rest };
     case "login":
+      if (rest.length === 1 && rest[0] === "oauth") return { name: "oauth_login" };
       return rest.length ? { name: "not_found" } : { name: "login" };
     case "register":
       return rest.length ? { name: "not_found" } : { name: "register" };
