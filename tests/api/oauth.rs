@@ -97,7 +97,8 @@ async fn signed_in(app: &TestApp, provider: &str) -> Value {
 
 /// Links `provider` to the session's user; answers where the browser lands.
 async fn link_flow(app: &TestApp, session: &Session, provider: &str) -> String {
-    let start = app.call(Method::POST, &format!("/user/settings/identities/{provider}"), Some(&session.access), None).await;
+    let start =
+        app.call(Method::POST, &format!("/user/settings/identities/{provider}"), Some(&session.access), None).await;
     assert_eq!(start.status(), 200, "{}", start.text().await.unwrap());
     let url = start.json::<Value>().await.unwrap()["url"].as_str().unwrap().to_owned();
     let callback = at_provider(app, &url).await;
@@ -221,7 +222,9 @@ async fn qq_signs_in_by_unionid_once_linked(app: TestApp) {
     assert_eq!(qq["display"], "企鹅");
 
     // The unionid names the person, whatever openid this app sees.
-    server.set_profiles(json!({"qq": {"openid": "OPENID-OTHER-APP", "unionid": "UNIONID-1", "nickname": "企鹅"}})).await;
+    server
+        .set_profiles(json!({"qq": {"openid": "OPENID-OTHER-APP", "unionid": "UNIONID-1", "nickname": "企鹅"}}))
+        .await;
     assert_eq!(signed_in(&app, "qq").await["id"], person.user_id.as_str());
     // Without a unionid, the openid does: another identity, not linked to anyone.
     server.set_profiles(json!({"qq": {"openid": "OPENID-1", "unionid": null, "nickname": "企鹅"}})).await;
@@ -257,9 +260,10 @@ async fn identities_are_listed_and_unlinked_but_never_the_last(app: TestApp) {
     assert_eq!(sign_in_flow(&app, "github").await, "/login?oauth_error=auth.oauth_no_email");
 
     // An account made through GitHub has nothing else to sign in with.
-    server.set_profiles(json!({"github": {"id": 5, "login": "only", "name": "O", "emails": [
+    server
+        .set_profiles(json!({"github": {"id": 5, "login": "only", "name": "O", "emails": [
         {"email": "only@example.com", "primary": true, "verified": true}]}}))
-    .await;
+        .await;
     let only = redeem_session(&app).await;
     let refused = unlink(only.clone()).await;
     assert_eq!(error_body(refused, 409).await["code"], "auth.last_sign_in_method");

@@ -86,7 +86,12 @@ pub async fn record_use(db: &Db, provider: &str, identifier: &str, display: &str
 
 /// Creates a user whose first identity is an OAuth one, or neither. A taken e-mail address (or
 /// an identity linked meanwhile) answers a unique violation.
-pub async fn insert_user(db: &Db, user: &NewUser<'_>, identity: &NewOAuthIdentity<'_>, now: Millis) -> Result<(), DbError> {
+pub async fn insert_user(
+    db: &Db,
+    user: &NewUser<'_>,
+    identity: &NewOAuthIdentity<'_>,
+    now: Millis,
+) -> Result<(), DbError> {
     let mut tx = db.writer().begin().await?;
     sqlx::query(
         "INSERT INTO users (id, email, nickname, status, group_id, created_at, updated_at)

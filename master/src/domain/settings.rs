@@ -63,53 +63,60 @@ pub struct KnownSetting {
     pub category: SettingsType,
     pub kind: SettingKind,
     pub default: &'static str,
-    /// Never answered by `GET /admin/settings` (it reads as an empty string there).
-    pub secret: bool,
 }
 
 /// Every setting the service reads. A name not listed here is refused on write.
 pub const KNOWN_SETTINGS: &[KnownSetting] = &[
-    KnownSetting { name: "site_name", category: SettingsType::Basic, kind: SettingKind::Text, default: "Nubo", secret: false },
-    KnownSetting { name: "footer_code", category: SettingsType::Basic, kind: SettingKind::Text, default: "", secret: false },
-    KnownSetting { name: "tos_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "", secret: false },
-    KnownSetting { name: "privacy_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "", secret: false },
+    KnownSetting { name: "site_name", category: SettingsType::Basic, kind: SettingKind::Text, default: "Nubo" },
+    KnownSetting { name: "footer_code", category: SettingsType::Basic, kind: SettingKind::Text, default: "" },
+    KnownSetting { name: "tos_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "" },
+    KnownSetting { name: "privacy_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "" },
     // Where the site is reached from outside (`https://drive.example.com`): links the service
     // hands out (shares) are built on it; empty: they are site paths.
-    KnownSetting { name: "site_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "", secret: false },
+    KnownSetting { name: "site_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "" },
     KnownSetting {
         name: "auth_methods",
         category: SettingsType::Login,
         kind: SettingKind::AuthMethods,
-        default: r#"["email_password"]"#, secret: false
+        default: r#"["email_password"]"#,
     },
     KnownSetting {
         name: "register_enabled",
         category: SettingsType::Register,
         kind: SettingKind::Bool,
-        default: "true", secret: false
+        default: "true",
     },
     KnownSetting {
         name: "register_default_group",
         category: SettingsType::Register,
         kind: SettingKind::Text,
-        default: "", secret: false
+        default: "",
     },
-    // OAuth providers (`auth::providers::oauth`): the app's credentials at the provider, and the
+    // OAuth providers (`auth::providers::oauth`): the site's credentials at the provider, and the
     // provider's endpoints (the public ones by default; tests point them at a local server).
-    oauth("github_client_id", SettingKind::Text, "", false),
-    oauth("github_client_secret", SettingKind::Text, "", true),
-    oauth("github_authorize_url", SettingKind::Url, "https://github.com/login/oauth/authorize", false),
-    oauth("github_token_url", SettingKind::Url, "https://github.com/login/oauth/access_token", false),
-    oauth("github_api_url", SettingKind::Url, "https://api.github.com", false),
-    oauth("qq_client_id", SettingKind::Text, "", false),
-    oauth("qq_client_secret", SettingKind::Text, "", true),
-    oauth("qq_authorize_url", SettingKind::Url, "https://graph.qq.com/oauth2.0/authorize", false),
-    oauth("qq_token_url", SettingKind::Url, "https://graph.qq.com/oauth2.0/token", false),
-    oauth("qq_api_url", SettingKind::Url, "https://graph.qq.com", false),
+    oauth("github_client_id", SettingKind::Text, ""),
+    oauth("github_client_secret", SettingKind::Text, ""),
+    oauth("github_authorize_url", SettingKind::Url, "https://github.com/login/oauth/authorize"),
+    oauth("github_token_url", SettingKind::Url, "https://github.com/login/oauth/access_token"),
+    oauth("github_api_url", SettingKind::Url, "https://api.github.com"),
+    oauth("qq_client_id", SettingKind::Text, ""),
+    oauth("qq_client_secret", SettingKind::Text, ""),
+    oauth("qq_authorize_url", SettingKind::Url, "https://graph.qq.com/oauth2.0/authorize"),
+    oauth("qq_token_url", SettingKind::Url, "https://graph.qq.com/oauth2.0/token"),
+    oauth("qq_api_url", SettingKind::Url, "https://graph.qq.com"),
 ];
 
-const fn oauth(name: &'static str, kind: SettingKind, default: &'static str, secret: bool) -> KnownSetting {
-    KnownSetting { name, category: SettingsType::Oauth, kind, default, secret }
+/// Settings that are written but never read back (`GET /admin/settings` answers them empty).
+pub const SECRET_SETTINGS: &[&str] = &["github_client_secret", "qq_client_secret"];
+
+impl KnownSetting {
+    pub fn is_secret(&self) -> bool {
+        SECRET_SETTINGS.contains(&self.name)
+    }
+}
+
+const fn oauth(name: &'static str, kind: SettingKind, default: &'static str) -> KnownSetting {
+    KnownSetting { name, category: SettingsType::Oauth, kind, default }
 }
 
 pub fn known_setting(name: &str) -> Option<&'static KnownSetting> {
@@ -174,11 +181,11 @@ mod tests {
     }
 
     #[test]
-    fn client_secrets_are_secret() {
-        for name in ["github_client_secret", "qq_client_secret"] {
-            assert!(known_setting(name).unwrap().secret, "{name}");
+    fn client_secrets_are_secret_and_known() {
+        for name in SECRET_SETTINGS {
+            assert!(known_setting(name).is_some_and(KnownSetting::is_secret), "{name}");
         }
-        assert!(!known_setting("github_client_id").unwrap().secret);
+        assert!(!known_setting("github_client_id").unwrap().is_secret());
     }
 
     #[test]

@@ -160,17 +160,16 @@ async fn link(ctx: &Context, provider: Provider, user_id: UserId, profile: &Prof
             "another account at this provider is linked to you: unlink it first",
         ));
     }
-    db::identities::link(ctx.db(), user_id, &identity, now).await.map_err(|err: DbError| {
-        if err.is_unique_violation() { linked_elsewhere() } else { err.into() }
-    })
+    db::identities::link(ctx.db(), user_id, &identity, now)
+        .await
+        .map_err(|err: DbError| if err.is_unique_violation() { linked_elsewhere() } else { err.into() })
 }
 
 /// The user the profile's identity belongs to, registered now when it is new and the site
 /// takes registrations.
 async fn sign_in(ctx: &Context, provider: Provider, profile: &Profile) -> ServiceResult<UserId> {
     if let Some((user_id, _)) = db::users::find_identity(ctx.db(), provider.name(), &profile.identifier).await? {
-        db::identities::record_use(ctx.db(), provider.name(), &profile.identifier, &profile.display, now_ms())
-            .await?;
+        db::identities::record_use(ctx.db(), provider.name(), &profile.identifier, &profile.display, now_ms()).await?;
         return Ok(user_id);
     }
     if !site::site_config(ctx.db()).await?.register_enabled {
@@ -201,7 +200,8 @@ async fn sign_in(ctx: &Context, provider: Provider, profile: &Profile) -> Servic
         .unwrap_or_else(|_| email.as_str().split('@').next().unwrap_or("user").chars().take(64).collect());
     let user_id = UserId::random();
     let group_id = bootstrap::registration_group(ctx.db()).await?;
-    let user = NewUser { id: user_id, email: email.as_str(), nickname: &nickname, status: UserStatus::Active, group_id };
+    let user =
+        NewUser { id: user_id, email: email.as_str(), nickname: &nickname, status: UserStatus::Active, group_id };
     let identity =
         NewOAuthIdentity { provider: provider.name(), identifier: &profile.identifier, display: &profile.display };
     db::identities::insert_user(ctx.db(), &user, &identity, now_ms()).await.map_err(|err: DbError| {

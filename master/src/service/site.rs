@@ -33,7 +33,7 @@ pub async fn effective_settings(db: &Db) -> ServiceResult<HashMap<&'static str, 
 /// (they can be replaced, never read back).
 pub async fn admin_settings(db: &Db) -> ServiceResult<HashMap<&'static str, String>> {
     let mut settings = effective_settings(db).await?;
-    for setting in KNOWN_SETTINGS.iter().filter(|s| s.secret) {
+    for setting in KNOWN_SETTINGS.iter().filter(|s| s.is_secret()) {
         settings.insert(setting.name, String::new());
     }
     Ok(settings)

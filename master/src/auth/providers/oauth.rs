@@ -218,9 +218,12 @@ fn http() -> &'static reqwest::Client {
 }
 
 /// Sends a provider call and reads its JSON answer; anything else fails the flow.
-async fn call<T: DeserializeOwned>(provider: Provider, what: &str, request: reqwest::RequestBuilder) -> ServiceResult<T> {
-    let response =
-        request.send().await.map_err(|e| exchange_failed(provider, format_args!("{what}: {e}")))?;
+async fn call<T: DeserializeOwned>(
+    provider: Provider,
+    what: &str,
+    request: reqwest::RequestBuilder,
+) -> ServiceResult<T> {
+    let response = request.send().await.map_err(|e| exchange_failed(provider, format_args!("{what}: {e}")))?;
     let status = response.status();
     let body = response.text().await.map_err(|e| exchange_failed(provider, format_args!("{what}: {e}")))?;
     if !status.is_success() {
@@ -317,9 +320,11 @@ struct QqUserInfo {
 }
 
 async fn qq_profile(settings: &ProviderSettings, access_token: &str) -> ServiceResult<Profile> {
-    let me_request = http()
-        .get(format!("{}/oauth2.0/me", settings.api_url))
-        .query(&[("access_token", access_token), ("unionid", "1"), ("fmt", "json")]);
+    let me_request = http().get(format!("{}/oauth2.0/me", settings.api_url)).query(&[
+        ("access_token", access_token),
+        ("unionid", "1"),
+        ("fmt", "json"),
+    ]);
     let me: QqMe = call(Provider::Qq, "OpenID endpoint", me_request).await?;
     let Some(openid) = me.openid.filter(|id| !id.is_empty() && me.error.is_none()) else {
         return Err(exchange_failed(
@@ -350,13 +355,17 @@ struct Ticket {
 
 fn ticket_key(ticket: &str) -> String {
     // Hashed: whoever reads the store cannot sign in with what they read.
-    format!("oauth:ticket:{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(ticket.as_bytes())))
+    format!(
+        "oauth:ticket:{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(ticket.as_bytes()))
+    )
 }
 
 /// Leaves a ticket that signs `user_id` in once through `provider`; answers the ticket.
 pub async fn issue_ticket(ctx: &Context, provider: Provider, user_id: UserId) -> ServiceResult<String> {
     let ticket = random_token();
-    let text = serde_json::to_string(&Ticket { provider, user_id: user_id.as_uuid() }).map_err(ServiceError::internal)?;
+    let text =
+        serde_json::to_string(&Ticket { provider, user_id: user_id.as_uuid() }).map_err(ServiceError::internal)?;
     ctx.store().set(&ticket_key(&ticket), &text, Some(TICKET_LIFETIME)).await?;
     Ok(ticket)
 }

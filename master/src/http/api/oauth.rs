@@ -84,8 +84,7 @@ pub async fn callback(
     ApiPath(provider): ApiPath<String>,
     ApiQuery(query): ApiQuery<CallbackQuery>,
 ) -> ServiceResult<Response> {
-    let answer =
-        Callback { code: query.code.as_deref(), state: query.state.as_deref(), error: query.error.as_deref() };
+    let answer = Callback { code: query.code.as_deref(), state: query.state.as_deref(), error: query.error.as_deref() };
     Ok(found(&identities::callback(&state, &provider, answer).await?))
 }
 
