@@ -51,6 +51,7 @@ pub struct FinishRegistration {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PasskeyChanges {
+    #[schema(min_length = 1, max_length = 64)]
     pub name: String,
 }
 
