@@ -56,6 +56,16 @@ codes! {
     AUTH_RESET_TOKEN_USED = "auth.reset_token_used";
     AUTH_VERIFY_TOKEN_INVALID = "auth.verify_token_invalid";
     AUTH_VERIFY_TOKEN_USED = "auth.verify_token_used";
+    AUTH_OAUTH_PROVIDER_UNKNOWN = "auth.oauth_provider_unknown";
+    AUTH_OAUTH_NOT_CONFIGURED = "auth.oauth_not_configured";
+    AUTH_OAUTH_STATE_INVALID = "auth.oauth_state_invalid";
+    AUTH_OAUTH_EXCHANGE_FAILED = "auth.oauth_exchange_failed";
+    AUTH_OAUTH_NO_EMAIL = "auth.oauth_no_email";
+    AUTH_OAUTH_EMAIL_TAKEN = "auth.oauth_email_taken";
+    AUTH_OAUTH_TICKET_INVALID = "auth.oauth_ticket_invalid";
+    AUTH_IDENTITY_LINKED_ELSEWHERE = "auth.identity_linked_elsewhere";
+    AUTH_IDENTITY_ALREADY_LINKED = "auth.identity_already_linked";
+    AUTH_IDENTITY_NOT_FOUND = "auth.identity_not_found";
 
     USER_EMAIL_TAKEN = "user.email_taken";
     USER_REGISTRATION_CLOSED = "user.registration_closed";

@@ -16,6 +16,7 @@ mod mail;
 mod names;
 mod nodes;
 mod not_built;
+mod oauth;
 mod passkeys;
 mod privileges;
 mod search;

@@ -105,10 +105,13 @@ async fn browser_journeys_pass_in_chromium(app: TestApp) {
     // The direct-upload journey's storage node: a real nubo-slave, reporting to this master.
     let admin = app.login_admin().await;
     let node = nubo_tests::cluster::TestNode::start(&app, &admin, false).await;
+    // The OAuth journey's provider: a real OAuth 2.0 server process.
+    let oauth = nubo_tests::oauth::OAuthServer::start().await.expect("web/node_modules is there");
     let mut command = Command::new("node");
     command
         .arg(web.join("e2e/journeys.mjs"))
         .env("NUBO_E2E_NODE_ID", &node.id)
+        .env("NUBO_E2E_OAUTH_URL", &oauth.base_url)
         .args(["--base", &app.base_url])
         .env("NUBO_CHROMIUM", &chromium)
         .env("NUBO_E2E_ADMIN_EMAIL", nubo_tests::ADMIN_EMAIL)
@@ -124,6 +127,7 @@ async fn browser_journeys_pass_in_chromium(app: TestApp) {
     }
     let output = tokio::task::spawn_blocking(move || command.output()).await.unwrap().expect("node runs");
     drop(node);
+    drop(oauth);
     let log = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     drop(sink);
     assert!(output.status.success(), "browser journeys failed:\n{log}");

@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod dav;
 pub mod files;
 pub mod mail;
+pub mod oauth;
 pub mod s3;
 
 use std::time::Duration;

@@ -14,6 +14,7 @@
 pub mod blobs;
 pub mod columns;
 pub mod groups;
+pub mod identities;
 pub mod ingest;
 pub mod inline;
 pub mod node_reports;

@@ -115,7 +115,6 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
         kind: SettingKind::Bool,
         default: "false",
     },
-    KnownSetting { name: "github_client_id", category: SettingsType::Oauth, kind: SettingKind::Text, default: "" },
     // Outgoing mail (magic links, password resets, address verification). An empty host: no mail.
     KnownSetting { name: "mail_smtp_host", category: SettingsType::Mail, kind: SettingKind::Text, default: "" },
     KnownSetting { name: "mail_smtp_port", category: SettingsType::Mail, kind: SettingKind::Port, default: "587" },
@@ -129,7 +128,23 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
     KnownSetting { name: "mail_smtp_password", category: SettingsType::Mail, kind: SettingKind::Secret, default: "" },
     // The sender, `address` or `Name <address>`.
     KnownSetting { name: "mail_from", category: SettingsType::Mail, kind: SettingKind::Text, default: "" },
+    // OAuth providers (`auth::providers::oauth`): the site's credentials at the provider, and the
+    // provider's endpoints (the public ones by default; tests point them at a local server).
+    oauth("github_client_id", SettingKind::Text, ""),
+    oauth("github_client_secret", SettingKind::Secret, ""),
+    oauth("github_authorize_url", SettingKind::Url, "https://github.com/login/oauth/authorize"),
+    oauth("github_token_url", SettingKind::Url, "https://github.com/login/oauth/access_token"),
+    oauth("github_api_url", SettingKind::Url, "https://api.github.com"),
+    oauth("qq_client_id", SettingKind::Text, ""),
+    oauth("qq_client_secret", SettingKind::Secret, ""),
+    oauth("qq_authorize_url", SettingKind::Url, "https://graph.qq.com/oauth2.0/authorize"),
+    oauth("qq_token_url", SettingKind::Url, "https://graph.qq.com/oauth2.0/token"),
+    oauth("qq_api_url", SettingKind::Url, "https://graph.qq.com"),
 ];
+
+const fn oauth(name: &'static str, kind: SettingKind, default: &'static str) -> KnownSetting {
+    KnownSetting { name, category: SettingsType::Oauth, kind, default }
+}
 
 pub fn known_setting(name: &str) -> Option<&'static KnownSetting> {
     KNOWN_SETTINGS.iter().find(|s| s.name == name)
@@ -217,6 +232,14 @@ mod tests {
         assert_eq!(validate_setting_value(tls, &json!("none")).unwrap(), "none");
         assert!(validate_setting_value(tls, &json!("ssl")).is_err());
         assert!(known_setting("mail_smtp_password").unwrap().kind.is_secret());
+    }
+
+    #[test]
+    fn client_secrets_are_secret_and_known() {
+        for name in ["github_client_secret", "qq_client_secret"] {
+            assert!(known_setting(name).is_some_and(|s| s.kind.is_secret()), "{name}");
+        }
+        assert!(!known_setting("github_client_id").unwrap().kind.is_secret());
     }
 
     #[test]

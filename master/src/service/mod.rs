@@ -11,6 +11,7 @@ pub mod downloads;
 pub mod external;
 pub mod files;
 pub mod groups;
+pub mod identities;
 pub mod ingest;
 pub mod mail;
 pub mod mail_links;

@@ -9,7 +9,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::auth::providers::{magic_link, passkey, password};
+use crate::auth::providers::{magic_link, oauth, passkey, password};
 use crate::auth::token::token_error;
 use crate::auth::token::{ACCESS_TOKEN_LIFETIME, GroupClaims, JwtPayload, RefreshClaims, TokenType};
 use crate::context::Context;
@@ -97,8 +97,8 @@ pub async fn limit_ceremonies(ctx: &Context, address: IpAddr) -> ServiceResult<(
 #[derive(Debug, Clone, Copy)]
 pub struct LoginAttempt<'a> {
     pub provider: AuthMethod,
-    /// The e-mail address (`email_password`), the challenge token (`passkey`), the mailed
-    /// token (`magic_link`).
+    /// The e-mail address (`email_password`), the challenge token (`passkey`), the ticket of
+    /// the OAuth callback (`github`, `qq`), the mailed token (`magic_link`).
     pub identifier: &'a str,
     /// The password (`email_password`), the assertion as JSON (`passkey`).
     pub credential: Option<&'a Secret>,
@@ -118,7 +118,8 @@ pub async fn login(ctx: &Context, attempt: LoginAttempt<'_>) -> ServiceResult<Lo
         AuthMethod::Passkey => passkey::identify(ctx, attempt.identifier, attempt.credential).await?,
         AuthMethod::MagicLink => magic_link::identify(ctx, attempt.identifier).await?,
         AuthMethod::Github | AuthMethod::Qq => {
-            return Err(ServiceError::not_implemented("sign-in with this provider"));
+            let provider = oauth::Provider::from_method(attempt.provider).ok_or_else(invalid_credentials)?;
+            oauth::redeem_ticket(ctx, provider, attempt.identifier).await?
         }
     };
     let user = db::users::find(ctx.db(), user_id).await?.ok_or_else(invalid_credentials)?;
@@ -128,8 +129,14 @@ pub async fn login(ctx: &Context, attempt: LoginAttempt<'_>) -> ServiceResult<Lo
     if asks_second_factor(attempt.provider) {
         two_factor::check_sign_in(ctx, &user, attempt.two_fa_code).await?;
     }
-    if attempt.provider == AuthMethod::MagicLink {
-        magic_link::use_up(ctx, attempt.identifier, user_id).await?;
+    // Single-use credentials are spent last: a sign-in refused for its code can be sent again.
+    match attempt.provider {
+        AuthMethod::MagicLink => magic_link::use_up(ctx, attempt.identifier, user_id).await?,
+        AuthMethod::Github | AuthMethod::Qq => {
+            let provider = oauth::Provider::from_method(attempt.provider).ok_or_else(invalid_credentials)?;
+            oauth::use_up_ticket(ctx, provider, attempt.identifier, user_id).await?;
+        }
+        AuthMethod::EmailPassword | AuthMethod::Passkey => {}
     }
     let tokens = issue(ctx, &user, Uuid::new_v4()).await?;
     Ok(LoginView { tokens, user: accounts::user_view(ctx.db(), &user).await? })

@@ -31,11 +31,14 @@ pub async fn effective_settings(db: &Db) -> ServiceResult<HashMap<&'static str, 
         .collect())
 }
 
-/// The settings as administrators read them back: secrets (the SMTP password) are left out,
-/// so they can be written but never leave the server.
+/// The settings as administrators read them back: every known setting, secrets (the SMTP
+/// password, OAuth client secrets) as an empty string, so they can be replaced but never leave
+/// the server.
 pub async fn listed_settings(db: &Db) -> ServiceResult<HashMap<&'static str, String>> {
     let mut settings = effective_settings(db).await?;
-    settings.retain(|name, _| known_setting(name).is_none_or(|s| !s.kind.is_secret()));
+    for setting in KNOWN_SETTINGS.iter().filter(|s| s.kind.is_secret()) {
+        settings.insert(setting.name, String::new());
+    }
     Ok(settings)
 }
 

@@ -2,6 +2,7 @@
 //! URL can be opened directly; in-app links are plain <a href> that `navigate` intercepts.
 export type Route =
   | { name: "login" }
+  | { name: "oauth_login" }
   | { name: "register" }
   | { name: "magic_link" }
   | { name: "reset" }
@@ -17,6 +18,7 @@ export type Route =
 /** Pages that need a session; the others are public. */
 export const PUBLIC_ROUTES = new Set<Route["name"]>([
   "login",
+  "oauth_login",
   "register",
   "magic_link",
   "reset",
@@ -41,6 +43,7 @@ export function match(pathname: string): Route {
     case "login":
       // `/login/magic?token=`: the link a sign-in mail carries.
       if (rest.length === 1 && rest[0] === "magic") return { name: "magic_link" };
+      if (rest.length === 1 && rest[0] === "oauth") return { name: "oauth_login" };
       return rest.length ? { name: "not_found" } : { name: "login" };
     case "reset":
       return rest.length ? { name: "not_found" } : { name: "reset" };

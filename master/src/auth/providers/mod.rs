@@ -4,5 +4,6 @@
 //! sign-in use case (`service::sign_in`), the same for every provider.
 
 pub mod magic_link;
+pub mod oauth;
 pub mod passkey;
 pub mod password;

@@ -319,7 +319,8 @@ pub async fn delete_group(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Every known site setting with its value (stored or default).
+/// Every known site setting with its value (stored or default). Secret settings (OAuth client
+/// secrets) always read as an empty string: they can be written, never read back.
 #[utoipa::path(get, path = "/admin/settings", tag = "admin", security(("bearer" = [])),
     responses(
         (status = 200, description = "Setting name to value (as stored text); secrets (`mail_smtp_password`) are never listed", body = std::collections::HashMap<String, String>),

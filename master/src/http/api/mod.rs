@@ -8,6 +8,7 @@ pub mod mail;
 pub mod metadata;
 pub mod nodes;
 pub mod not_built;
+pub mod oauth;
 pub mod passkeys;
 pub mod policies;
 pub mod search;
@@ -109,6 +110,10 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(mail::verify_email))
         .routes(routes!(passkeys::list))
         .routes(routes!(passkeys::rename, passkeys::delete))
+        .routes(routes!(oauth::start))
+        .routes(routes!(oauth::callback))
+        .routes(routes!(oauth::list))
+        .routes(routes!(oauth::link, oauth::unlink))
         .routes(routes!(user::me))
         .routes(routes!(user::storage))
         .routes(routes!(user::settings))

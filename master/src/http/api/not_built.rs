@@ -109,9 +109,6 @@ pub const TABLE: &[NotBuilt] = {
         // Shares
         row(Post, "/share/{code}/report", Public, "shares", "Report a share", "reports"),
         // Tags
-        // OAuth
-        row(Get, "/user/oauth/{provider}", Public, "user", "Start an OAuth sign-in", "OAuth sign-in"),
-        row(Get, "/user/oauth/{provider}/callback", Public, "user", "OAuth sign-in callback", "OAuth sign-in"),
         // Avatars
         row(Put, "/user/settings/avatar", User, "user", "Use the public avatar service", "avatars"),
         row(Post, "/user/settings/avatar", User, "user", "Upload an avatar", "avatars"),

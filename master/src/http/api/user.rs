@@ -72,6 +72,7 @@ pub async fn register(
 /// | `email_password` | the e-mail address | the password |
 /// | `passkey` | `challenge_token` from `POST /user/authn/options` | the `PublicKeyCredential` from `navigator.credentials.get`, as JSON with base64url byte fields |
 /// | `magic_link` | the `token` of the link mailed by `POST /user/magic_link` (single use, 15 minutes) | none |
+/// | `github`, `qq` | the `ticket` the OAuth callback put in its redirect to `/login/oauth` (single use, two minutes) | none |
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoginRequest {
@@ -98,13 +99,12 @@ pub struct LoginRequest {
     responses(
         (status = 200, description = "Signed in", body = LoginView),
         (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Wrong e-mail or password (`auth.invalid_credentials`), a wrong or already used two-factor code (`auth.two_factor_invalid`), or a magic-link token unknown or expired (`auth.magic_link_invalid`)", body = ErrorBody),
+        (status = 401, description = "Wrong e-mail or password (`auth.invalid_credentials`), a passkey refused, a wrong or already used two-factor code (`auth.two_factor_invalid`), a magic-link token unknown or expired (`auth.magic_link_invalid`), or an OAuth ticket unknown or used (`auth.oauth_ticket_invalid`)", body = ErrorBody),
         (status = 403, description = "Provider disabled, or account not active", body = ErrorBody),
         (status = 409, description = "Magic-link token already used (`auth.magic_link_used`)", body = ErrorBody),
         (status = 422, description = "Missing credential", body = ErrorBody),
         (status = 428, description = "The account asks for a two-factor code (`auth.two_factor_required`)", body = ErrorBody),
         (status = 429, description = "Too many attempts for this identifier or address, or too many wrong two-factor codes for the account", body = ErrorBody),
-        (status = 501, description = "Provider enabled but not built yet", body = ErrorBody),
     ))]
 pub async fn login(
     State(state): State<Context>,

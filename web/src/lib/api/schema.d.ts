@@ -217,7 +217,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every known site setting with its value (stored or default). */
+        /**
+         * Every known site setting with its value (stored or default). Secret settings (OAuth client
+         *     secrets) always read as an empty string: they can be written, never read back.
+         */
         get: operations["get_settings"];
         put?: never;
         post?: never;
@@ -1489,10 +1492,11 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Start an OAuth sign-in
-         * @description Not built yet (OAuth sign-in): answers 501 `route.not_implemented` with the uniform error body.
+         * Start an OAuth sign-in (a browser navigation): 302 to the provider's authorize URL with
+         *     `client_id`, `redirect_uri` (`{site_url}/api/v1/user/oauth/{provider}/callback`), `scope`,
+         *     `state` and a PKCE S256 `code_challenge`. The flow lives ten minutes, for one callback.
          */
-        get: operations["not_built_get_user_oauth__provider"];
+        get: operations["start"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1509,10 +1513,18 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * OAuth sign-in callback
-         * @description Not built yet (OAuth sign-in): answers 501 `route.not_implemented` with the uniform error body.
+         * The provider's redirect back (a browser navigation). Takes the flow's `state` (once),
+         *     exchanges the code with the PKCE verifier and reads the profile. A link flow links the
+         *     identity and redirects to `/settings?linked={provider}`; a sign-in finds the identity's user
+         *     (or registers one when registration is open and the provider gives a verified e-mail that no
+         *     account uses) and redirects to `/login/oauth?provider={provider}&ticket=...`, a single-use
+         *     ticket (two minutes) that `POST /user/session` exchanges for tokens. Failures redirect to
+         *     `/login?oauth_error={code}` (`/settings?oauth_error={code}` for a link), never to a JSON page:
+         *     `auth.oauth_state_invalid`, `auth.oauth_exchange_failed`, `auth.oauth_no_email`,
+         *     `auth.oauth_email_taken`, `user.registration_closed`, `auth.identity_linked_elsewhere`,
+         *     `auth.identity_already_linked`, `auth.provider_disabled`, `auth.oauth_not_configured`.
          */
-        get: operations["not_built_get_user_oauth__provider__callback"];
+        get: operations["callback"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1724,6 +1736,50 @@ export interface paths {
          * @description Not built yet (avatars): answers 501 `route.not_implemented` with the uniform error body.
          */
         delete: operations["not_built_delete_user_settings_avatar"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/user/settings/identities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's ways to sign in, oldest first: the e-mail and password, and linked OAuth
+         *     accounts. Passkeys are listed by `GET /user/settings/authns`.
+         */
+        get: operations["user_settings_identities_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/user/settings/identities/{provider}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start linking a provider to the caller's account: answers the authorize URL to navigate the
+         *     browser to; the callback then links the identity (refused when it belongs to another user).
+         */
+        post: operations["link"];
+        /**
+         * Unlink the caller's account at a provider; it no longer signs in. Refused when it is the
+         *     account's last way to sign in.
+         */
+        delete: operations["unlink"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2223,8 +2279,25 @@ export interface components {
              */
             trash_retention_days: number;
         };
+        /** @description One of the caller's ways to sign in, passkeys excepted (`GET /user/settings/authns` lists those). */
+        IdentityView: {
+            created_at: string;
+            /**
+             * @description What the person knows the identity by: the e-mail address, the GitHub login, the QQ
+             *     nickname.
+             */
+            display: string;
+            last_used_at?: string | null;
+            /** @description `email_password`, `github` or `qq`. */
+            provider: string;
+        };
         IdsRequest: {
             ids: string[];
+        };
+        /** @description Where to send the browser to link a provider. */
+        LinkStart: {
+            /** @description The provider's authorize URL; navigate the browser there (single use, ten minutes). */
+            url: string;
         };
         /**
          * @description Unified sign-in request. What `identifier` and `credential` hold depends on the provider:
@@ -2234,6 +2307,7 @@ export interface components {
          *     | `email_password` | the e-mail address | the password |
          *     | `passkey` | `challenge_token` from `POST /user/authn/options` | the `PublicKeyCredential` from `navigator.credentials.get`, as JSON with base64url byte fields |
          *     | `magic_link` | the `token` of the link mailed by `POST /user/magic_link` (single use, 15 minutes) | none |
+         *     | `github`, `qq` | the `ticket` the OAuth callback put in its redirect to `/login/oauth` (single use, two minutes) | none |
          */
         LoginRequest: {
             /** Format: password */
@@ -12169,19 +12243,54 @@ export interface operations {
             };
         };
     };
-    not_built_get_user_oauth__provider: {
+    start: {
         parameters: {
             query?: never;
             header?: never;
             path: {
+                /** @description `github` or `qq` */
                 provider: string;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
+            /** @description To the provider's authorize URL (`Location`) */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The provider is not in `auth_methods` (`auth.provider_disabled`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such provider (`auth.oauth_provider_unknown`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many attempts from this address */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12198,8 +12307,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+            /** @description The provider has no client id, or `site_url` is empty (`auth.oauth_not_configured`) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12209,19 +12318,43 @@ export interface operations {
             };
         };
     };
-    not_built_get_user_oauth__provider__callback: {
+    callback: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The authorization code. */
+                code?: string;
+                /** @description The `state` this site sent; single use. */
+                state?: string;
+                /** @description Set instead of `code` when the person declined or the provider failed. */
+                error?: string;
+            };
             header?: never;
             path: {
+                /** @description `github` or `qq` */
                 provider: string;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            /** @description To the web app: the ticket page, Settings, or the page that shows `oauth_error` */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unreadable query */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such provider (`auth.oauth_provider_unknown`) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12231,15 +12364,6 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12553,7 +12677,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Wrong e-mail or password (`auth.invalid_credentials`), a wrong or already used two-factor code (`auth.two_factor_invalid`), or a magic-link token unknown or expired (`auth.magic_link_invalid`) */
+            /** @description Wrong e-mail or password (`auth.invalid_credentials`), a passkey refused, a wrong or already used two-factor code (`auth.two_factor_invalid`), a magic-link token unknown or expired (`auth.magic_link_invalid`), or an OAuth ticket unknown or used (`auth.oauth_ticket_invalid`) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -12627,15 +12751,6 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Provider enabled but not built yet */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -13390,6 +13505,205 @@ export interface operations {
             };
             /** @description Not built yet */
             501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    user_settings_identities_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The identities */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdentityView"][];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Account banned or not active, or not allowed */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    link: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `github` or `qq` */
+                provider: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Navigate to `url` */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LinkStart"];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The provider is not enabled (`auth.provider_disabled`), or the account is not active */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such provider (`auth.oauth_provider_unknown`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The provider is not configured (`auth.oauth_not_configured`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    unlink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `github` or `qq` */
+                provider: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Unlinked */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Account banned or not active, or not allowed */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such provider (`auth.oauth_provider_unknown`), or none linked (`auth.identity_not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The account's last way to sign in (`auth.last_sign_in_method`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

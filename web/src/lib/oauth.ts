@@ -1,0 +1,29 @@
+//! OAuth providers in the app: which the site enables, where a sign-in starts (a full browser
+//! navigation to the API, which redirects to the provider), and the message for an
+//! `oauth_error` code the callback redirected with.
+import { t, type MessageKey } from "./i18n/index.svelte";
+
+export const OAUTH_PROVIDERS = ["github", "qq"] as const;
+export type OAuthProvider = (typeof OAUTH_PROVIDERS)[number];
+
+export function enabledProviders(methods: readonly string[] | undefined): OAuthProvider[] {
+  return OAUTH_PROVIDERS.filter((p) => methods?.includes(p));
+}
+
+export function providerName(provider: string): string {
+  const key = `oauth.providers.${provider}` as MessageKey;
+  const name = t(key);
+  return name === key ? provider : name;
+}
+
+export function signInUrl(provider: OAuthProvider): string {
+  return `/api/v1/user/oauth/${provider}`;
+}
+
+/** The message for a stable error code of the OAuth flow (`auth.oauth_no_email` …); `fallback`
+ *  (or a generic message) for another code. */
+export function oauthErrorMessage(code: string, fallback?: string): string {
+  const key = `oauth.errors.${code.replace(/\./g, "_")}` as MessageKey;
+  const message = t(key);
+  return message === key ? (fallback ?? t("oauth.errors.generic")) : message;
+}
