@@ -1,10 +1,9 @@
-//! SQL of the `auth_identities` rows of OAuth providers (linking, listing, unlinking) and of
-//! the users they register. Password and passkey identities are written by `db::users` and
-//! `db::passkeys`.
+//! SQL of the `auth_identities` rows of OAuth providers: linking, listing, unlinking. A user
+//! registered through a provider is written with its identity by `db::users`; passkey
+//! identities by `db::passkeys`.
 
 use uuid::Uuid;
 
-use super::users::NewUser;
 use super::{Db, DbError};
 use crate::domain::ids::UserId;
 use crate::domain::time::Millis;
@@ -81,43 +80,6 @@ pub async fn record_use(db: &Db, provider: &str, identifier: &str, display: &str
         .bind(now)
         .execute(db.writer())
         .await?;
-    Ok(())
-}
-
-/// Creates a user whose first identity is an OAuth one, or neither. A taken e-mail address (or
-/// an identity linked meanwhile) answers a unique violation.
-pub async fn insert_user(
-    db: &Db,
-    user: &NewUser<'_>,
-    identity: &NewOAuthIdentity<'_>,
-    now: Millis,
-) -> Result<(), DbError> {
-    let mut tx = db.writer().begin().await?;
-    sqlx::query(
-        "INSERT INTO users (id, email, nickname, status, group_id, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $6)",
-    )
-    .bind(user.id)
-    .bind(user.email)
-    .bind(user.nickname)
-    .bind(user.status)
-    .bind(user.group_id)
-    .bind(now)
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(
-        "INSERT INTO auth_identities (id, user_id, provider, identifier, display, created_at, last_used_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $6)",
-    )
-    .bind(Uuid::new_v4().to_string())
-    .bind(user.id)
-    .bind(identity.provider)
-    .bind(identity.identifier)
-    .bind(identity.display)
-    .bind(now)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
     Ok(())
 }
 

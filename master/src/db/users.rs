@@ -43,10 +43,14 @@ pub struct NewUser<'a> {
 }
 
 pub struct NewIdentity<'a> {
-    pub id: &'a str,
     pub provider: &'a str,
     pub identifier: &'a str,
+    /// A password's hash; providers that keep no secret here have none.
     pub credential: Option<&'a str>,
+    /// What to call the identity in lists (an OAuth login or nickname).
+    pub display: Option<&'a str>,
+    /// When it was last used: at once for an identity that signs its new account in.
+    pub last_used_at: Option<Millis>,
 }
 
 /// Creates a user and its first credential together, or neither.
@@ -70,15 +74,17 @@ pub async fn insert_with_identity(
     .execute(&mut *tx)
     .await?;
     sqlx::query(
-        "INSERT INTO auth_identities (id, user_id, provider, identifier, credential, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO auth_identities (id, user_id, provider, identifier, credential, display, created_at, last_used_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
-    .bind(identity.id)
+    .bind(uuid::Uuid::new_v4().to_string())
     .bind(user.id)
     .bind(identity.provider)
     .bind(identity.identifier)
     .bind(identity.credential)
+    .bind(identity.display)
     .bind(now)
+    .bind(identity.last_used_at)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;

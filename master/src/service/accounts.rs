@@ -110,10 +110,11 @@ async fn insert_password_user(
     let user_id = UserId::random();
     let user = db::users::NewUser { id: user_id, email: email.as_str(), nickname, status, group_id };
     let identity = db::users::NewIdentity {
-        id: &Uuid::new_v4().to_string(),
         provider: EMAIL_PASSWORD,
         identifier: email.as_str(),
         credential: Some(&hash),
+        display: None,
+        last_used_at: None,
     };
     match db::users::insert_with_identity(db, &user, &identity, now_ms()).await {
         Ok(()) => Ok(user_id),

@@ -202,9 +202,15 @@ async fn sign_in(ctx: &Context, provider: Provider, profile: &Profile) -> Servic
     let group_id = bootstrap::registration_group(ctx.db()).await?;
     let user =
         NewUser { id: user_id, email: email.as_str(), nickname: &nickname, status: UserStatus::Active, group_id };
-    let identity =
-        NewOAuthIdentity { provider: provider.name(), identifier: &profile.identifier, display: &profile.display };
-    db::identities::insert_user(ctx.db(), &user, &identity, now_ms()).await.map_err(|err: DbError| {
+    let now = now_ms();
+    let identity = db::users::NewIdentity {
+        provider: provider.name(),
+        identifier: &profile.identifier,
+        credential: None,
+        display: Some(&profile.display),
+        last_used_at: Some(now),
+    };
+    db::users::insert_with_identity(ctx.db(), &user, &identity, now).await.map_err(|err: DbError| {
         // A race with another registration of the same address or identity.
         if err.is_unique_violation() { email_taken() } else { err.into() }
     })?;
