@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod accounts;
+pub mod avatars;
 pub mod archives;
 pub mod bootstrap;
 pub mod dav_accounts;
