@@ -3,6 +3,7 @@
 
 mod admin;
 mod archives;
+mod avatars;
 mod auth;
 mod cluster;
 mod contract;
