@@ -124,7 +124,13 @@ impl<'de> Deserialize<'de> for TrustedProxies {
                 |_| serde::de::Error::custom(format!("trusted_proxies: `{item}` is not an address or CIDR range")),
             )
         };
-        items.iter().map(|item| item.trim()).filter(|item| !item.is_empty()).map(parse).collect::<Result<_, _>>().map(Self)
+        items
+            .iter()
+            .map(|item| item.trim())
+            .filter(|item| !item.is_empty())
+            .map(parse)
+            .collect::<Result<_, _>>()
+            .map(Self)
     }
 }
 

@@ -3,8 +3,8 @@
 
 mod admin;
 mod archives;
-mod avatars;
 mod auth;
+mod avatars;
 mod cluster;
 mod contract;
 mod crash;

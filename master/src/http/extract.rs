@@ -164,8 +164,7 @@ mod tests {
     use super::*;
 
     fn resolve(peer: &str, forwarded: &[&str], proxies: &str) -> String {
-        let proxies: TrustedProxies =
-            serde_json::from_value(serde_json::Value::String(proxies.to_owned())).unwrap();
+        let proxies: TrustedProxies = serde_json::from_value(serde_json::Value::String(proxies.to_owned())).unwrap();
         let mut headers = axum::http::HeaderMap::new();
         for value in forwarded {
             headers.append("x-forwarded-for", value.parse().unwrap());

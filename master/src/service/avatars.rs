@@ -194,6 +194,17 @@ pub fn gravatar_url(template: &str, email: &str, side: u32) -> String {
     template.replace("{hash}", &hex).replace("{size}", &side.to_string())
 }
 
+/// The origin of the public avatar service (`https://www.gravatar.com`), which the app's pages
+/// must allow images from: an avatar it serves is a redirect there.
+pub async fn service_origin(db: &db::Db) -> ServiceResult<Option<String>> {
+    let template = site::effective_settings(db).await?.remove("avatar_gravatar_url").unwrap_or_default();
+    let origin = reqwest::Url::parse(&template)
+        .ok()
+        .filter(|url| matches!(url.scheme(), "http" | "https"))
+        .map(|url| url.origin().ascii_serialization());
+    Ok(origin)
+}
+
 /// Whether an `If-None-Match` header names `etag` (weak comparison, `*` matches).
 pub fn matches_etag(if_none_match: &str, etag: &str) -> bool {
     if_none_match.split(',').map(str::trim).any(|tag| tag == "*" || tag.trim_start_matches("W/") == etag)

@@ -4,8 +4,8 @@
 
 pub mod access;
 pub mod accounts;
-pub mod avatars;
 pub mod archives;
+pub mod avatars;
 pub mod bootstrap;
 pub mod dav_accounts;
 pub mod downloads;

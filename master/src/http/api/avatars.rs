@@ -31,7 +31,7 @@ use crate::service::avatars::{self, AvatarAnswer};
         (status = 415, description = "Not a PNG, JPEG, WebP or GIF image (`user.avatar_not_image`)", body = ErrorBody),
         (status = 422, description = "Too many pixels to decode (`user.avatar_too_many_pixels`)", body = ErrorBody),
     ))]
-pub async fn upload(
+pub async fn upload_avatar(
     State(state): State<Context>,
     caller: AuthRequired,
     headers: HeaderMap,
@@ -67,7 +67,7 @@ pub struct AvatarSourceRequest {
         (status = 403, description = "Account not active", body = ErrorBody),
         (status = 422, description = "Unknown source", body = ErrorBody),
     ))]
-pub async fn use_service(
+pub async fn use_avatar_service(
     State(state): State<Context>,
     caller: AuthRequired,
     ApiJson(request): ApiJson<AvatarSourceRequest>,
@@ -84,7 +84,7 @@ pub async fn use_service(
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Account not active", body = ErrorBody),
     ))]
-pub async fn reset(State(state): State<Context>, caller: AuthRequired) -> ServiceResult<StatusCode> {
+pub async fn reset_avatar(State(state): State<Context>, caller: AuthRequired) -> ServiceResult<StatusCode> {
     avatars::set_source(&state, caller.claims.sub.into(), None).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -104,7 +104,7 @@ pub async fn reset(State(state): State<Context>, caller: AuthRequired) -> Servic
         (status = 400, description = "Malformed id or size", body = ErrorBody),
         (status = 404, description = "No avatar (`user.avatar_not_found`)", body = ErrorBody),
     ))]
-pub async fn serve(
+pub async fn serve_avatar(
     State(state): State<Context>,
     ApiPath((id, size)): ApiPath<(Uuid, String)>,
     headers: HeaderMap,
