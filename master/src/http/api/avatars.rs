@@ -95,7 +95,8 @@ pub async fn reset_avatar(State(state): State<Context>, caller: AuthRequired) ->
 /// (show initials). `UserView.avatar_url` gives the URL with a version query that changes with
 /// the avatar.
 #[utoipa::path(get, path = "/user/avatar/{id}/{size}", tag = "user",
-    params(("id" = Uuid, Path), ("size" = String, Path, description = "`s`, `m`, `l`, or 16 to 256")),
+    params(("id" = Uuid, Path), ("size" = String, Path, description = "`s`, `m`, `l`, or 16 to 256",
+        pattern = "^(s|m|l|1[6-9]|[2-9][0-9]|1[0-9][0-9]|2[0-4][0-9]|25[0-6])$")),
     responses(
         (status = 200, description = "The avatar", content_type = "image/png", body = Vec<u8>,
             headers(("ETag" = String), ("Cache-Control" = String))),
