@@ -83,6 +83,55 @@ pub struct Config {
     /// Seconds a claim on an upload session (finishing or cancelling it) lasts without being
     /// renewed; a dead master's claim is taken over after it.
     pub upload_claim_lease_seconds: u64,
+    /// Reverse proxies whose `X-Forwarded-For` is believed (CIDR ranges or addresses; in the
+    /// environment, comma-separated). Empty: the TCP peer is the client, whatever it forwards.
+    pub trusted_proxies: TrustedProxies,
+}
+
+/// The `trusted_proxies` ranges. Read from a TOML list or a comma-separated string (the form an
+/// environment variable takes); a bare address is a range of one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustedProxies(pub Vec<ipnet::IpNet>);
+
+impl TrustedProxies {
+    /// Whether `address` is one of the proxies (IPv4-mapped IPv6 peers count as IPv4).
+    pub fn contains(&self, address: std::net::IpAddr) -> bool {
+        let address = address.to_canonical();
+        self.0.iter().any(|range| range.contains(&address))
+    }
+}
+
+impl Serialize for TrustedProxies {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(ToString::to_string))
+    }
+}
+
+impl<'de> Deserialize<'de> for TrustedProxies {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            List(Vec<String>),
+            Text(String),
+        }
+        let items = match Form::deserialize(deserializer)? {
+            Form::List(items) => items,
+            Form::Text(text) => text.split(',').map(str::to_owned).collect(),
+        };
+        let parse = |item: &str| {
+            item.parse::<ipnet::IpNet>().or_else(|_| item.parse::<std::net::IpAddr>().map(ipnet::IpNet::from)).map_err(
+                |_| serde::de::Error::custom(format!("trusted_proxies: `{item}` is not an address or CIDR range")),
+            )
+        };
+        items
+            .iter()
+            .map(|item| item.trim())
+            .filter(|item| !item.is_empty())
+            .map(parse)
+            .collect::<Result<_, _>>()
+            .map(Self)
+    }
 }
 
 impl Default for Config {
@@ -115,6 +164,7 @@ impl Default for Config {
             task_lease_seconds: 30,
             task_poll_millis: 1000,
             upload_claim_lease_seconds: 60,
+            trusted_proxies: TrustedProxies::default(),
         }
     }
 }
@@ -183,6 +233,7 @@ const ENV_KEYS: &[&str] = &[
     "task_lease_seconds",
     "task_poll_millis",
     "upload_claim_lease_seconds",
+    "trusted_proxies",
 ];
 
 impl Config {
@@ -311,6 +362,25 @@ mod tests {
             let config: Config = figment.extract().map_err(|e| e.to_string())?;
             assert_eq!(config.secret_file.as_deref(), Some(Path::new("/etc/nubo/secret")));
             assert_eq!(config.listen, Config::default().listen);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn trusted_proxies_come_from_a_list_or_a_comma_separated_variable() {
+        Jail::expect_with(|jail| {
+            jail.create_file("nubo.toml", r#"trusted_proxies = ["10.0.0.0/8", "::1"]"#)?;
+            let config = Config::load(Some(Path::new("nubo.toml")), &CliOverrides::default()).unwrap();
+            assert!(config.trusted_proxies.contains("10.1.2.3".parse().unwrap()));
+            assert!(config.trusted_proxies.contains("::1".parse().unwrap()));
+            assert!(!config.trusted_proxies.contains("11.0.0.1".parse().unwrap()));
+            jail.set_env("NUBO_TRUSTED_PROXIES", "127.0.0.1/32, 192.168.0.0/16");
+            let config = Config::load(None, &CliOverrides::default()).unwrap();
+            assert!(config.trusted_proxies.contains("::ffff:127.0.0.1".parse().unwrap()), "mapped IPv4");
+            assert!(config.trusted_proxies.contains("192.168.9.9".parse().unwrap()));
+            assert!(Config::load(None, &CliOverrides::default()).is_ok());
+            jail.set_env("NUBO_TRUSTED_PROXIES", "not-a-range");
+            assert!(Config::load(None, &CliOverrides::default()).unwrap_err().to_string().contains("not-a-range"));
             Ok(())
         });
     }

@@ -80,6 +80,10 @@ codes! {
     USER_TWO_FACTOR_NOT_ENABLED = "user.two_factor_not_enabled";
     USER_TWO_FACTOR_NO_SETUP = "user.two_factor_no_setup";
     USER_TWO_FACTOR_WRONG_CODE = "user.two_factor_wrong_code";
+    USER_AVATAR_NOT_IMAGE = "user.avatar_not_image";
+    USER_AVATAR_TOO_LARGE = "user.avatar_too_large";
+    USER_AVATAR_TOO_MANY_PIXELS = "user.avatar_too_many_pixels";
+    USER_AVATAR_NOT_FOUND = "user.avatar_not_found";
 
     GROUP_NOT_FOUND = "group.not_found";
     GROUP_NAME_TAKEN = "group.name_taken";

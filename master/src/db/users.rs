@@ -7,7 +7,7 @@ use crate::domain::user::{UserFilter, UserStatus};
 
 const USER_COLUMNS: &str = "id, email, nickname, status, group_id, storage, language, timezone, \
      two_factor_key, color_primary, color_secondary, color_success, \
-     color_info, color_warning, color_error, color_neutral, created_at, updated_at, claims_changed_at";
+     color_info, color_warning, color_error, color_neutral, created_at, updated_at, claims_changed_at, avatar";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct UserRow {
@@ -32,6 +32,8 @@ pub struct UserRow {
     pub updated_at: Millis,
     /// When the user last moved group (0: never); access tokens carry it as `user_version`.
     pub claims_changed_at: Millis,
+    /// Where the avatar comes from: `file` (in `user_avatars`), `gravatar`, or none.
+    pub avatar: Option<String>,
 }
 
 pub struct NewUser<'a> {
@@ -186,6 +188,7 @@ fn decode_user(row: &dyn Values) -> Result<UserRow, DbError> {
         created_at: row.int_at(16)?,
         updated_at: row.int_at(17)?,
         claims_changed_at: row.int_at(18)?,
+        avatar: row.opt_text_at(19)?,
     })
 }
 

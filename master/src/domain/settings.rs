@@ -90,6 +90,14 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
     // Where the site is reached from outside (`https://drive.example.com`): links the service
     // hands out (shares) are built on it; empty: they are site paths.
     KnownSetting { name: "site_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "" },
+    // The public avatar service (`POST /user/settings/avatar {source: gravatar}`): `{hash}` is the
+    // SHA-256 of the trimmed, lower-cased e-mail address, `{size}` the side in pixels.
+    KnownSetting {
+        name: "avatar_gravatar_url",
+        category: SettingsType::Basic,
+        kind: SettingKind::Url,
+        default: "https://www.gravatar.com/avatar/{hash}?s={size}&d=identicon",
+    },
     KnownSetting {
         name: "auth_methods",
         category: SettingsType::Login,

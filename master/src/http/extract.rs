@@ -6,6 +6,7 @@ use axum::extract::{FromRequest, FromRequestParts, Query, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
+use crate::config::TrustedProxies;
 use crate::error::{ErrorKind, ServiceError};
 use crate::error_codes as codes;
 
@@ -99,19 +100,52 @@ where
     }
 }
 
-/// The address of the connected client (the peer of the TCP connection).
+/// The address of the client: the TCP peer, or, when the peer is one of the configured
+/// `trusted_proxies` (found on the request as an `Arc<TrustedProxies>` extension), the address
+/// it forwarded in `X-Forwarded-For` (see [`client_address`]). Rate limits key on it.
 pub struct ClientAddress(pub std::net::IpAddr);
 
 impl<S: Send + Sync> FromRequestParts<S> for ClientAddress {
     type Rejection = ServiceError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        parts
+        let peer = parts
             .extensions
             .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-            .map(|info| Self(info.0.ip()))
-            .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("server started without connection info")))
+            .map(|info| info.0.ip())
+            .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("server started without connection info")))?;
+        let proxies = parts.extensions.get::<std::sync::Arc<TrustedProxies>>().map(|proxies| proxies.as_ref());
+        Ok(Self(proxies.map_or(peer, |proxies| client_address(peer, &parts.headers, proxies))))
     }
+}
+
+/// The client behind `peer`: the peer itself unless it is a trusted proxy; then the right-most
+/// `X-Forwarded-For` address that is not itself a trusted proxy (each proxy appends the address
+/// it saw, so addresses further left were written by the client and may be made up). An
+/// unreadable entry ends the walk at the last address a trusted proxy vouched for.
+pub fn client_address(
+    peer: std::net::IpAddr,
+    headers: &axum::http::HeaderMap,
+    proxies: &TrustedProxies,
+) -> std::net::IpAddr {
+    let mut client = peer.to_canonical();
+    if !proxies.contains(client) {
+        return client;
+    }
+    let forwarded: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .flat_map(|value| value.to_str().unwrap_or("-").split(','))
+        .map(str::trim)
+        .collect();
+    for entry in forwarded.into_iter().rev() {
+        let Ok(address) = entry.parse::<std::net::IpAddr>() else { break };
+        client = address.to_canonical();
+        if !proxies.contains(client) {
+            break;
+        }
+    }
+    client
 }
 
 /// A request body as a stream of bytes, never collected in memory.
@@ -123,4 +157,36 @@ pub fn body_stream(body: axum::body::Body) -> nubo_common::storage::ByteStream {
 /// The declared `Content-Length`, if any.
 pub fn content_length(headers: &axum::http::HeaderMap) -> Option<u64> {
     headers.get(axum::http::header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(peer: &str, forwarded: &[&str], proxies: &str) -> String {
+        let proxies: TrustedProxies = serde_json::from_value(serde_json::Value::String(proxies.to_owned())).unwrap();
+        let mut headers = axum::http::HeaderMap::new();
+        for value in forwarded {
+            headers.append("x-forwarded-for", value.parse().unwrap());
+        }
+        client_address(peer.parse().unwrap(), &headers, &proxies).to_string()
+    }
+
+    #[test]
+    fn forwarded_addresses_count_only_from_trusted_proxies() {
+        assert_eq!(resolve("203.0.113.9", &["198.51.100.1"], ""), "203.0.113.9", "nothing trusted");
+        assert_eq!(resolve("203.0.113.9", &["198.51.100.1"], "10.0.0.0/8"), "203.0.113.9", "peer not trusted");
+        assert_eq!(resolve("10.0.0.2", &["198.51.100.1"], "10.0.0.0/8"), "198.51.100.1");
+        assert_eq!(resolve("::ffff:10.0.0.2", &["198.51.100.1"], "10.0.0.0/8"), "198.51.100.1", "mapped peer");
+    }
+
+    #[test]
+    fn the_right_most_untrusted_address_wins() {
+        // The client made up 1.1.1.1; the outer proxy 10.0.0.3 saw 198.51.100.1.
+        let chain = ["1.1.1.1, 198.51.100.1", "10.0.0.3"];
+        assert_eq!(resolve("10.0.0.2", &chain, "10.0.0.0/8"), "198.51.100.1");
+        assert_eq!(resolve("10.0.0.2", &["10.0.0.4, 10.0.0.3"], "10.0.0.0/8"), "10.0.0.4", "all trusted: left-most");
+        assert_eq!(resolve("10.0.0.2", &["garbage, 10.0.0.3"], "10.0.0.0/8"), "10.0.0.3", "stops at garbage");
+        assert_eq!(resolve("10.0.0.2", &[], "10.0.0.0/8"), "10.0.0.2", "no header: the peer");
+    }
 }

@@ -34,6 +34,8 @@ pub fn router(state: Context) -> Router {
     let request_id = HeaderName::from_static(error::REQUEST_ID_HEADER);
     let max_json_body = state.config().max_json_body;
     let body_timeout = nubo_common::serve::seconds(state.config().body_timeout_seconds);
+    let proxies = std::sync::Arc::new(state.config().trusted_proxies.clone());
+    let span_proxies = proxies.clone();
     // Bodies under /dav are streams the services meter themselves: no JSON body limit there.
     let dav = axum::routing::any(dav::serve).layer(DefaultBodyLimit::disable());
     api.route(dav::PREFIX, dav.clone())
@@ -43,6 +45,7 @@ pub fn router(state: Context) -> Router {
         .fallback_service(axum::routing::any(web::serve).with_state(state.clone()).layer(CompressionLayer::new()))
         .layer(DefaultBodyLimit::max(max_json_body))
         .layer(Extension(edge::JsonBodyLimit(max_json_body)))
+        .layer(Extension(proxies))
         .with_state(state)
         .layer(
             ServiceBuilder::new()
@@ -50,14 +53,20 @@ pub fn router(state: Context) -> Router {
                 .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
                 .layer(
                     TraceLayer::new_for_http()
-                        .make_span_with(|request: &Request<_>| {
+                        .make_span_with(move |request: &Request<_>| {
                             let id = request
                                 .headers()
                                 .get(error::REQUEST_ID_HEADER)
                                 .and_then(|v| v.to_str().ok())
                                 .unwrap_or_default();
                             let path = edge::loggable_path(request.uri().path());
-                            tracing::info_span!("request", method = %request.method(), path = %path, request_id = %id)
+                            // The client as rate limits see it (`trusted_proxies`).
+                            let client = request
+                                .extensions()
+                                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                                .map(|info| extract::client_address(info.0.ip(), request.headers(), &span_proxies));
+                            let client = client.map(|address| address.to_string()).unwrap_or_default();
+                            tracing::info_span!("request", method = %request.method(), path = %path, client = %client, request_id = %id)
                         })
                         .on_response(DefaultOnResponse::new().level(Level::INFO))
                         .on_failure(log_failure),

@@ -73,7 +73,12 @@ pub async fn serve(State(ctx): State<Context>, method: Method, uri: Uri, request
         Some(index) => {
             // A node the database cannot list right now is only a direct upload refused later.
             let origins = nodes::upload_origins(ctx.db()).await.unwrap_or_default();
-            respond(&method, &request, "index.html", index, "no-cache", page_csp(&origins))
+            let mut policy = page_csp(&origins);
+            // Avatars of the public avatar service are redirects to it.
+            if let Ok(Some(avatars)) = crate::service::avatars::service_origin(ctx.db()).await {
+                policy = policy.replacen("img-src 'self'", &format!("img-src 'self' {avatars}"), 1);
+            }
+            respond(&method, &request, "index.html", index, "no-cache", policy)
         }
         None => ServiceError::new(
             ErrorKind::Unavailable,

@@ -41,6 +41,9 @@ pub struct UserView {
     /// Hours from UTC, -12..=14.
     pub timezone: i32,
     pub two_factor_enabled: bool,
+    /// Where the avatar is served (`GET /user/avatar/{id}/l`, 256 px; `s` and `m` are 64 and
+    /// 128 px), carrying a version so a changed avatar is a new URL; null: none, show initials.
+    pub avatar_url: Option<String>,
     pub created_at: String,
 }
 
@@ -57,6 +60,7 @@ pub async fn user_view(db: &Db, user: &UserRow) -> ServiceResult<UserView> {
         language: user.language.clone(),
         timezone: user.timezone,
         two_factor_enabled: user.two_factor_key.is_some(),
+        avatar_url: super::avatars::avatar_url(user),
         created_at: to_rfc3339(user.created_at),
     })
 }

@@ -5,6 +5,7 @@
 pub mod access;
 pub mod accounts;
 pub mod archives;
+pub mod avatars;
 pub mod bootstrap;
 pub mod dav_accounts;
 pub mod downloads;

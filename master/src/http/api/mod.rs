@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod archives;
+pub mod avatars;
 pub mod contract;
 pub mod files;
 pub mod mail;
@@ -121,6 +122,8 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(user::change_password))
         .routes(routes!(two_factor::start_setup, two_factor::enable, two_factor::disable))
         .routes(routes!(user::set_theme))
+        .routes(routes!(avatars::use_avatar_service, avatars::reset_avatar))
+        .routes(routes!(avatars::serve_avatar))
         .routes(routes!(user::update_setting))
         .routes(routes!(user::set_theme_alias))
         .routes(routes!(themes::list, themes::create))
@@ -196,6 +199,8 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .merge(
             OpenApiRouter::new()
                 .routes(unlimited_body(routes!(transfers::put_chunk)))
+                // Avatars count their bytes themselves, up to 2 MiB (over the JSON limit).
+                .routes(unlimited_body(routes!(avatars::upload_avatar)))
                 .routes(unlimited_body(routes!(transfers::replace_content, transfers::create_content))),
         );
     let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts();

@@ -104,16 +104,11 @@ const fn row(
 /// lands removes its rows.
 pub const TABLE: &[NotBuilt] = {
     use Access::{Admin, Public, User};
-    use Verb::{Delete, Get, Post, Put};
+    use Verb::{Get, Post};
     &[
         // Shares
         row(Post, "/share/{code}/report", Public, "shares", "Report a share", "reports"),
         // Tags
-        // Avatars
-        row(Put, "/user/settings/avatar", User, "user", "Use the public avatar service", "avatars"),
-        row(Post, "/user/settings/avatar", User, "user", "Upload an avatar", "avatars"),
-        row(Delete, "/user/settings/avatar", User, "user", "Reset the avatar", "avatars"),
-        row(Get, "/user/avatar/{id}/{size}", Public, "user", "Serve an avatar", "avatars"),
         // Viewers and WOPI
         row(Get, "/file/viewers", User, "files", "Viewers and editors for an extension", "file viewers"),
         row(Post, "/file/{id}/wopi_session", User, "files", "Open a WOPI editing session", "WOPI"),

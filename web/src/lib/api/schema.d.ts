@@ -1433,10 +1433,13 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Serve an avatar
-         * @description Not built yet (avatars): answers 501 `route.not_implemented` with the uniform error body.
+         * A user's avatar, public. `size` is `s` (64 px), `m` (128), `l` (256) or a number of pixels
+         *     from 16 to 256. An uploaded avatar answers a square PNG with an `ETag` (304 when
+         *     `If-None-Match` names it); one from the public avatar service answers 302 to it; none 404
+         *     (show initials). `UserView.avatar_url` gives the URL with a version query that changes with
+         *     the avatar.
          */
-        get: operations["not_built_get_user_avatar__id___size"];
+        get: operations["serve_avatar"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1722,20 +1725,19 @@ export interface paths {
         };
         get?: never;
         /**
-         * Use the public avatar service
-         * @description Not built yet (avatars): answers 501 `route.not_implemented` with the uniform error body.
+         * Upload an avatar: the body is the image file itself (PNG, JPEG, WebP or GIF, at most
+         *     2 MiB, at most 8192 px a side). It is re-encoded as the centre square, at most 256 px, in
+         *     PNG, so nothing but the pixels of the upload is kept (no EXIF, no location). (The API
+         *     conventions list `PUT` and `POST` the other way round; issue 35 has `PUT` upload the bytes.)
          */
-        put: operations["not_built_put_user_settings_avatar"];
+        put: operations["upload_avatar"];
         /**
-         * Upload an avatar
-         * @description Not built yet (avatars): answers 501 `route.not_implemented` with the uniform error body.
+         * Use the public avatar service (Gravatar by default) for the caller's avatar; an uploaded
+         *     avatar is dropped.
          */
-        post: operations["not_built_post_user_settings_avatar"];
-        /**
-         * Reset the avatar
-         * @description Not built yet (avatars): answers 501 `route.not_implemented` with the uniform error body.
-         */
-        delete: operations["not_built_delete_user_settings_avatar"];
+        post: operations["use_avatar_service"];
+        /** Reset the caller's avatar: none (clients show initials). */
+        delete: operations["reset_avatar"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2063,6 +2065,14 @@ export interface components {
          * @enum {string}
          */
         AuthMethod: "email_password" | "github" | "qq" | "passkey" | "magic_link";
+        /**
+         * @description Where an avatar comes from other than an upload.
+         * @enum {string}
+         */
+        AvatarSource: "gravatar";
+        AvatarSourceRequest: {
+            source: components["schemas"]["AvatarSource"];
+        };
         /** @description A started WebAuthn ceremony. */
         CeremonyView: {
             /** @description Names this ceremony in the request that finishes it; single use, five minutes. */
@@ -2624,6 +2634,11 @@ export interface components {
             /** Format: int64 */
             count: number;
             items: {
+                /**
+                 * @description Where the avatar is served (`GET /user/avatar/{id}/l`, 256 px; `s` and `m` are 64 and
+                 *     128 px), carrying a version so a changed avatar is a new URL; null: none, show initials.
+                 */
+                avatar_url?: string | null;
                 created_at: string;
                 email: string;
                 group: components["schemas"]["GroupRef"];
@@ -3185,6 +3200,11 @@ export interface components {
         UserStatus: "ACTIVE" | "INACTIVE" | "BANNED";
         /** @description A user as the API shows it. Never carries credentials or the two-factor key. */
         UserView: {
+            /**
+             * @description Where the avatar is served (`GET /user/avatar/{id}/l`, 256 px; `s` and `m` are 64 and
+             *     128 px), carrying a version so a changed avatar is a new URL; null: none, show initials.
+             */
+            avatar_url?: string | null;
             created_at: string;
             email: string;
             group: components["schemas"]["GroupRef"];
@@ -12070,20 +12090,56 @@ export interface operations {
             };
         };
     };
-    not_built_get_user_avatar__id___size: {
+    serve_avatar: {
         parameters: {
             query?: never;
             header?: never;
             path: {
                 id: string;
+                /** @description `s`, `m`, `l`, or 16 to 256 */
                 size: string;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            /** @description The avatar */
+            200: {
+                headers: {
+                    "Cache-Control"?: string;
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/png": number[];
+                };
+            };
+            /** @description The public avatar service has it */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The copy named by `If-None-Match` is current */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed id or size */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No avatar (`user.avatar_not_found`) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12093,15 +12149,6 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -13373,15 +13420,27 @@ export interface operations {
             };
         };
     };
-    not_built_put_user_settings_avatar: {
+    upload_avatar: {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        /** @description The image file */
+        requestBody: {
+            content: {
+                "image/*": number[];
+            };
+        };
         responses: {
+            /** @description Avatar stored */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -13391,8 +13450,35 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Account not active */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Over 2 MiB (`user.avatar_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not a PNG, JPEG, WebP or GIF image (`user.avatar_not_image`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many pixels to decode (`user.avatar_too_many_pixels`) */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -13402,15 +13488,6 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -13420,15 +13497,35 @@ export interface operations {
             };
         };
     };
-    not_built_post_user_settings_avatar: {
+    use_avatar_service: {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AvatarSourceRequest"];
+            };
+        };
         responses: {
+            /** @description The avatar service is in use */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -13438,8 +13535,35 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Account not active */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unknown source */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -13449,15 +13573,6 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -13467,7 +13582,7 @@ export interface operations {
             };
         };
     };
-    not_built_delete_user_settings_avatar: {
+    reset_avatar: {
         parameters: {
             query?: never;
             header?: never;
@@ -13476,6 +13591,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description No avatar */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -13485,7 +13607,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Account not active */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13496,15 +13618,6 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
