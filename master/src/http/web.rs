@@ -13,7 +13,8 @@ use axum::extract::State;
 use crate::context::Context;
 use crate::error::{ErrorKind, ServiceError};
 use crate::error_codes as codes;
-use crate::service::nodes;
+use crate::domain::captcha::CaptchaProvider;
+use crate::service::{captcha, nodes};
 
 #[derive(rust_embed::Embed)]
 #[folder = "$OUT_DIR/web"]
@@ -27,14 +28,21 @@ pub const APP_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'sel
      media-src 'self' blob:; font-src 'self'; connect-src 'self'; frame-src 'self'; worker-src 'self'; \
      object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-/// [`APP_CSP`] with the nodes' origins added to `connect-src`.
-pub fn page_csp(node_origins: &[String]) -> String {
-    let mut connect = String::from("connect-src 'self'");
-    for origin in node_origins {
-        connect.push(' ');
-        connect.push_str(origin);
-    }
-    APP_CSP.replacen("connect-src 'self'", &connect, 1)
+/// [`APP_CSP`] with the nodes' origins added to `connect-src`, and the script and frame
+/// sources of the third-party captcha providers some scene uses (only while one does).
+pub fn page_csp(node_origins: &[String], captchas: &[CaptchaProvider]) -> String {
+    let with = |directive: &str, extra: &mut dyn Iterator<Item = &str>| {
+        extra.fold(directive.to_owned(), |mut all, source| {
+            all.push(' ');
+            all.push_str(source);
+            all
+        })
+    };
+    let captcha_sources = || captchas.iter().flat_map(|p| p.page_sources().iter().copied());
+    APP_CSP
+        .replacen("connect-src 'self'", &with("connect-src 'self'", &mut node_origins.iter().map(String::as_str)), 1)
+        .replacen("script-src 'self'", &with("script-src 'self'", &mut captcha_sources()), 1)
+        .replacen("frame-src 'self'", &with("frame-src 'self'", &mut captcha_sources()), 1)
 }
 
 /// Where the bundler puts content-hashed files: a new build gives them new names.
@@ -73,7 +81,9 @@ pub async fn serve(State(ctx): State<Context>, method: Method, uri: Uri, request
         Some(index) => {
             // A node the database cannot list right now is only a direct upload refused later.
             let origins = nodes::upload_origins(ctx.db()).await.unwrap_or_default();
-            respond(&method, &request, "index.html", index, "no-cache", page_csp(&origins))
+            // Likewise a captcha widget that does not load: its form answers 422 and says why.
+            let captchas = captcha::page_providers(&ctx).await.unwrap_or_default();
+            respond(&method, &request, "index.html", index, "no-cache", page_csp(&origins, &captchas))
         }
         None => ServiceError::new(
             ErrorKind::Unavailable,
@@ -135,9 +145,20 @@ mod tests {
 
     #[test]
     fn pages_may_connect_to_the_nodes_and_nowhere_else() {
-        let policy = page_csp(&["https://node-1.example".to_owned(), "http://10.0.0.2:5213".to_owned()]);
+        let policy = page_csp(&["https://node-1.example".to_owned(), "http://10.0.0.2:5213".to_owned()], &[]);
         assert!(policy.contains("connect-src 'self' https://node-1.example http://10.0.0.2:5213;"), "{policy}");
-        assert_eq!(page_csp(&[]), APP_CSP);
+        assert_eq!(page_csp(&[], &[]), APP_CSP);
+    }
+
+    #[test]
+    fn captcha_providers_in_use_may_load_their_scripts_and_frames() {
+        let policy = page_csp(&[], &[CaptchaProvider::Turnstile]);
+        assert!(policy.contains("script-src 'self' https://challenges.cloudflare.com;"), "{policy}");
+        assert!(policy.contains("frame-src 'self' https://challenges.cloudflare.com;"), "{policy}");
+        assert!(!policy.contains("google"), "{policy}");
+        let policy = page_csp(&[], &[CaptchaProvider::Recaptcha]);
+        assert!(policy.contains("script-src 'self' https://www.google.com/recaptcha/ https://www.gstatic.com/recaptcha/;"));
+        assert_eq!(page_csp(&[], &[CaptchaProvider::Builtin]), APP_CSP, "the built-in image is a data: URI");
     }
 
     #[test]

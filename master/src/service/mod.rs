@@ -6,6 +6,7 @@ pub mod access;
 pub mod accounts;
 pub mod archives;
 pub mod bootstrap;
+pub mod captcha;
 pub mod dav_accounts;
 pub mod downloads;
 pub mod external;
