@@ -4,6 +4,7 @@
 mod admin;
 mod archives;
 mod auth;
+mod captcha;
 mod cluster;
 mod contract;
 mod crash;

@@ -11,9 +11,9 @@ use axum::response::{IntoResponse, Response};
 use axum::extract::State;
 
 use crate::context::Context;
+use crate::domain::captcha::CaptchaProvider;
 use crate::error::{ErrorKind, ServiceError};
 use crate::error_codes as codes;
-use crate::domain::captcha::CaptchaProvider;
 use crate::service::{captcha, nodes};
 
 #[derive(rust_embed::Embed)]
@@ -157,7 +157,9 @@ mod tests {
         assert!(policy.contains("frame-src 'self' https://challenges.cloudflare.com;"), "{policy}");
         assert!(!policy.contains("google"), "{policy}");
         let policy = page_csp(&[], &[CaptchaProvider::Recaptcha]);
-        assert!(policy.contains("script-src 'self' https://www.google.com/recaptcha/ https://www.gstatic.com/recaptcha/;"));
+        assert!(
+            policy.contains("script-src 'self' https://www.google.com/recaptcha/ https://www.gstatic.com/recaptcha/;")
+        );
         assert_eq!(page_csp(&[], &[CaptchaProvider::Builtin]), APP_CSP, "the built-in image is a data: URI");
     }
 

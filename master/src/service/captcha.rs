@@ -1,5 +1,5 @@
 //! Captchas per scene: which provider guards which form, the built-in image captcha (made here,
-//! its answer kept hashed in the `KvStore` for five minutes and taken on first use), and the
+//! its answer kept in the `KvStore` for five minutes and taken on first use), and the
 //! server-side check of reCAPTCHA and Turnstile answers against their siteverify URLs.
 //! Handlers never call [`verify`] themselves: `http::captcha` does, before they run.
 
@@ -21,8 +21,8 @@ use crate::service::site;
 const BUILTIN_LIFETIME: Duration = Duration::from_secs(5 * 60);
 /// Characters of the built-in image: no 0/O, 1/I/L or 5/S that readers confuse.
 const BUILTIN_CHARS: &[char] = &[
-    'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'k', 'm', 'n', 'p', 'r', 't', 'u', 'v', 'w', 'x', 'y', '2', '3', '4',
-    '6', '7', '8', '9',
+    'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'k', 'm', 'n', 'p', 'r', 't', 'u', 'v', 'w', 'x', 'y', '2', '3', '4', '6',
+    '7', '8', '9',
 ];
 /// How long a siteverify call may take before the provider counts as unreachable.
 const VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -78,10 +78,15 @@ fn builtin_key(id: &str) -> String {
     format!("captcha:{id}")
 }
 
-/// What is stored for an image: the hash of its scene and lower-cased answer, so the store
-/// never holds the answer and the comparison is constant-time (`blake3::Hash` equality).
-fn answer_digest(scene: CaptchaScene, answer: &str) -> blake3::Hash {
-    blake3::hash(format!("{}:{}", scene.as_str(), answer.trim().to_lowercase()).as_bytes())
+/// What is stored for an image: its scene and lower-cased answer (`register:ab3xy`), so an
+/// image made for one form never passes another.
+fn stored_answer(scene: CaptchaScene, answer: &str) -> String {
+    format!("{}:{}", scene.as_str(), answer.trim().to_lowercase())
+}
+
+/// Compares through hashes: `blake3::Hash` equality is constant-time.
+fn answer_matches(stored: &str, scene: CaptchaScene, answer: &str) -> bool {
+    blake3::hash(stored.as_bytes()) == blake3::hash(stored_answer(scene, answer).as_bytes())
 }
 
 /// Makes a built-in image for `scene`; refused when the scene's captcha is not the built-in one.
@@ -96,9 +101,7 @@ pub async fn challenge(ctx: &Context, scene: CaptchaScene) -> ServiceResult<Chal
     }
     let (answer, png) = draw()?;
     let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 18]>());
-    ctx.store()
-        .set(&builtin_key(&id), &answer_digest(scene, &answer).to_hex(), Some(BUILTIN_LIFETIME))
-        .await?;
+    ctx.store().set(&builtin_key(&id), &stored_answer(scene, &answer), Some(BUILTIN_LIFETIME)).await?;
     let image = format!("data:image/png;base64,{}", base64::engine::general_purpose::STANDARD.encode(png));
     Ok(Challenge { id, image })
 }
@@ -162,7 +165,7 @@ async fn verify_builtin(ctx: &Context, scene: CaptchaScene, answer: &str) -> Ser
     let Some((id, text)) = answer.split_once(':') else { return Ok(false) };
     // Taken whatever the answer: one guess per image.
     let Some(stored) = ctx.store().take(&builtin_key(id)).await? else { return Ok(false) };
-    Ok(blake3::Hash::from_hex(stored).is_ok_and(|stored| stored == answer_digest(scene, text)))
+    Ok(answer_matches(&stored, scene, text))
 }
 
 /// The part of a siteverify answer we read (both providers answer this shape).
@@ -213,10 +216,10 @@ mod tests {
 
     #[test]
     fn answers_compare_case_insensitively_and_per_scene() {
-        let stored = answer_digest(CaptchaScene::Register, "ab3xy");
-        assert_eq!(stored, answer_digest(CaptchaScene::Register, " AB3Xy "));
-        assert_ne!(stored, answer_digest(CaptchaScene::Login, "ab3xy"));
-        assert_ne!(stored, answer_digest(CaptchaScene::Register, "ab3xz"));
+        let stored = stored_answer(CaptchaScene::Register, "ab3xy");
+        assert!(answer_matches(&stored, CaptchaScene::Register, " AB3Xy "));
+        assert!(!answer_matches(&stored, CaptchaScene::Login, "ab3xy"));
+        assert!(!answer_matches(&stored, CaptchaScene::Register, "ab3xz"));
     }
 
     #[test]
