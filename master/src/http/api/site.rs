@@ -89,6 +89,7 @@ pub async fn config(State(state): State<Context>) -> ServiceResult<Json<SiteConf
 #[into_params(parameter_in = Query)]
 pub struct CaptchaQuery {
     /// The scene the image is for; its answer counts only there.
+    #[param(inline)]
     pub scene: CaptchaScene,
 }
 
