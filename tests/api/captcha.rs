@@ -86,19 +86,19 @@ async fn the_builtin_captcha_guards_registration_once_and_case_insensitively(app
     assert_eq!(error_body(unknown, 400).await["code"], "request.invalid_query");
 }
 
+/// The forms the siteverify server received, in order.
+type Received = Arc<Mutex<Vec<HashMap<String, String>>>>;
+
 /// A local server answering like reCAPTCHA's and Turnstile's siteverify: `success` for the
 /// token `good-token`; it keeps every form it received.
 struct Siteverify {
     url: String,
-    received: Arc<Mutex<Vec<HashMap<String, String>>>>,
+    received: Received,
 }
 
 impl Siteverify {
     async fn start() -> Siteverify {
-        async fn verify(
-            State(received): State<Arc<Mutex<Vec<HashMap<String, String>>>>>,
-            Form(form): Form<HashMap<String, String>>,
-        ) -> Json<Value> {
+        async fn verify(State(received): State<Received>, Form(form): Form<HashMap<String, String>>) -> Json<Value> {
             let success = form.get("response").map(String::as_str) == Some("good-token");
             received.lock().unwrap().push(form);
             Json(json!({"success": success, "error-codes": []}))

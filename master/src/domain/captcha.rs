@@ -94,7 +94,7 @@ mod tests {
     #[test]
     fn every_scene_has_a_known_setting_defaulting_to_none() {
         for scene in CaptchaScene::ALL {
-            let setting = crate::domain::settings::known_setting(scene.setting()).expect(scene.as_str());
+            let setting = crate::domain::settings::known_setting(scene.setting()).unwrap();
             assert_eq!(setting.default, "none");
             assert_eq!(serde_json::to_value(scene).unwrap(), scene.as_str());
         }
