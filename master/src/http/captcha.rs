@@ -35,7 +35,7 @@ pub mod scene {
             }
         )*};
     }
-    scenes!(Register, Login, MagicLink, PasswordReset);
+    scenes!(Register, Login, MagicLink, PasswordReset, Report);
 }
 
 /// A request body that carries a captcha answer.
