@@ -66,6 +66,10 @@ codes! {
     AUTH_IDENTITY_LINKED_ELSEWHERE = "auth.identity_linked_elsewhere";
     AUTH_IDENTITY_ALREADY_LINKED = "auth.identity_already_linked";
     AUTH_IDENTITY_NOT_FOUND = "auth.identity_not_found";
+    CAPTCHA_REQUIRED = "captcha.required";
+    CAPTCHA_INVALID = "captcha.invalid";
+    CAPTCHA_UNAVAILABLE = "captcha.unavailable";
+    CAPTCHA_NOT_BUILTIN = "captcha.not_builtin";
 
     USER_EMAIL_TAKEN = "user.email_taken";
     USER_REGISTRATION_CLOSED = "user.registration_closed";

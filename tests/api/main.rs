@@ -5,6 +5,7 @@ mod admin;
 mod archives;
 mod auth;
 mod avatars;
+mod captcha;
 mod cluster;
 mod contract;
 mod crash;

@@ -148,7 +148,30 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
     oauth("qq_authorize_url", SettingKind::Url, "https://graph.qq.com/oauth2.0/authorize"),
     oauth("qq_token_url", SettingKind::Url, "https://graph.qq.com/oauth2.0/token"),
     oauth("qq_api_url", SettingKind::Url, "https://graph.qq.com"),
+    // Captcha (`service::captcha`): each scene's provider, and the sites' keys at the providers.
+    captcha("captcha_register", CAPTCHA_CHOICE, "none"),
+    captcha("captcha_login", CAPTCHA_CHOICE, "none"),
+    captcha("captcha_magic_link", CAPTCHA_CHOICE, "none"),
+    captcha("captcha_password_reset", CAPTCHA_CHOICE, "none"),
+    captcha("captcha_share_password", CAPTCHA_CHOICE, "none"),
+    captcha("captcha_report", CAPTCHA_CHOICE, "none"),
+    captcha("captcha_recaptcha_site_key", SettingKind::Text, ""),
+    captcha("captcha_recaptcha_secret", SettingKind::Secret, ""),
+    captcha("captcha_recaptcha_verify_url", SettingKind::Url, "https://www.google.com/recaptcha/api/siteverify"),
+    captcha("captcha_turnstile_site_key", SettingKind::Text, ""),
+    captcha("captcha_turnstile_secret", SettingKind::Secret, ""),
+    captcha(
+        "captcha_turnstile_verify_url",
+        SettingKind::Url,
+        "https://challenges.cloudflare.com/turnstile/v0/siteverify",
+    ),
 ];
+
+const CAPTCHA_CHOICE: SettingKind = SettingKind::Choice(crate::domain::captcha::CAPTCHA_PROVIDERS);
+
+const fn captcha(name: &'static str, kind: SettingKind, default: &'static str) -> KnownSetting {
+    KnownSetting { name, category: SettingsType::Captcha, kind, default }
+}
 
 const fn oauth(name: &'static str, kind: SettingKind, default: &'static str) -> KnownSetting {
     KnownSetting { name, category: SettingsType::Oauth, kind, default }
@@ -248,6 +271,9 @@ mod tests {
             assert!(known_setting(name).is_some_and(|s| s.kind.is_secret()), "{name}");
         }
         assert!(!known_setting("github_client_id").unwrap().kind.is_secret());
+        for name in ["captcha_recaptcha_secret", "captcha_turnstile_secret"] {
+            assert!(known_setting(name).is_some_and(|s| s.kind.is_secret()), "{name}");
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! (request ids, tracing, panic capture, body limits, the uniform error body).
 
 pub mod api;
+pub mod captcha;
 pub mod content_safety;
 pub mod dav;
 pub mod download;

@@ -11,9 +11,10 @@ use axum::response::{IntoResponse, Response};
 use axum::extract::State;
 
 use crate::context::Context;
+use crate::domain::captcha::CaptchaProvider;
 use crate::error::{ErrorKind, ServiceError};
 use crate::error_codes as codes;
-use crate::service::nodes;
+use crate::service::{captcha, nodes};
 
 #[derive(rust_embed::Embed)]
 #[folder = "$OUT_DIR/web"]
@@ -27,14 +28,34 @@ pub const APP_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'sel
      media-src 'self' blob:; font-src 'self'; connect-src 'self'; frame-src 'self'; worker-src 'self'; \
      object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-/// [`APP_CSP`] with the nodes' origins added to `connect-src`.
-pub fn page_csp(node_origins: &[String]) -> String {
-    let mut connect = String::from("connect-src 'self'");
-    for origin in node_origins {
-        connect.push(' ');
-        connect.push_str(origin);
-    }
-    APP_CSP.replacen("connect-src 'self'", &connect, 1)
+/// The origins beyond the app's own that a page of the app may use, as the settings say.
+#[derive(Debug, Default)]
+pub struct PageSources {
+    /// The enabled storage nodes (`connect-src`: uploads go to them directly).
+    pub nodes: Vec<String>,
+    /// The captcha providers some scene uses (their scripts and frames).
+    pub captchas: Vec<CaptchaProvider>,
+    /// The public avatar service (`img-src`: its avatars are redirects to it).
+    pub avatar_service: Option<String>,
+}
+
+/// [`APP_CSP`] with the sources of [`PageSources`] added to their directives.
+pub fn page_csp(sources: &PageSources) -> String {
+    let node_origins = &sources.nodes;
+    let captchas = &sources.captchas;
+    let with = |directive: &str, extra: &mut dyn Iterator<Item = &str>| {
+        extra.fold(directive.to_owned(), |mut all, source| {
+            all.push(' ');
+            all.push_str(source);
+            all
+        })
+    };
+    let captcha_sources = || captchas.iter().flat_map(|p| p.page_sources().iter().copied());
+    APP_CSP
+        .replacen("connect-src 'self'", &with("connect-src 'self'", &mut node_origins.iter().map(String::as_str)), 1)
+        .replacen("script-src 'self'", &with("script-src 'self'", &mut captcha_sources()), 1)
+        .replacen("frame-src 'self'", &with("frame-src 'self'", &mut captcha_sources()), 1)
+        .replacen("img-src 'self'", &with("img-src 'self'", &mut sources.avatar_service.iter().map(String::as_str)), 1)
 }
 
 /// Where the bundler puts content-hashed files: a new build gives them new names.
@@ -73,12 +94,14 @@ pub async fn serve(State(ctx): State<Context>, method: Method, uri: Uri, request
         Some(index) => {
             // A node the database cannot list right now is only a direct upload refused later.
             let origins = nodes::upload_origins(ctx.db()).await.unwrap_or_default();
-            let mut policy = page_csp(&origins);
-            // Avatars of the public avatar service are redirects to it.
-            if let Ok(Some(avatars)) = crate::service::avatars::service_origin(ctx.db()).await {
-                policy = policy.replacen("img-src 'self'", &format!("img-src 'self' {avatars}"), 1);
-            }
-            respond(&method, &request, "index.html", index, "no-cache", policy)
+            // Likewise a captcha widget that does not load: its form answers 422 and says why;
+            // and avatars of the public avatar service, which are redirects to it.
+            let sources = PageSources {
+                nodes: origins,
+                captchas: captcha::page_providers(&ctx).await.unwrap_or_default(),
+                avatar_service: crate::service::avatars::service_origin(ctx.db()).await.ok().flatten(),
+            };
+            respond(&method, &request, "index.html", index, "no-cache", page_csp(&sources))
         }
         None => ServiceError::new(
             ErrorKind::Unavailable,
@@ -140,9 +163,32 @@ mod tests {
 
     #[test]
     fn pages_may_connect_to_the_nodes_and_nowhere_else() {
-        let policy = page_csp(&["https://node-1.example".to_owned(), "http://10.0.0.2:5213".to_owned()]);
+        let nodes = vec!["https://node-1.example".to_owned(), "http://10.0.0.2:5213".to_owned()];
+        let policy = page_csp(&PageSources { nodes, ..PageSources::default() });
         assert!(policy.contains("connect-src 'self' https://node-1.example http://10.0.0.2:5213;"), "{policy}");
-        assert_eq!(page_csp(&[]), APP_CSP);
+        assert_eq!(page_csp(&PageSources::default()), APP_CSP);
+    }
+
+    #[test]
+    fn the_avatar_service_may_serve_images() {
+        let sources =
+            PageSources { avatar_service: Some("https://www.gravatar.com".to_owned()), ..PageSources::default() };
+        let policy = page_csp(&sources);
+        assert!(policy.contains("img-src 'self' https://www.gravatar.com data: blob:;"), "{policy}");
+    }
+
+    #[test]
+    fn captcha_providers_in_use_may_load_their_scripts_and_frames() {
+        let only = |provider| page_csp(&PageSources { captchas: vec![provider], ..PageSources::default() });
+        let policy = only(CaptchaProvider::Turnstile);
+        assert!(policy.contains("script-src 'self' https://challenges.cloudflare.com;"), "{policy}");
+        assert!(policy.contains("frame-src 'self' https://challenges.cloudflare.com;"), "{policy}");
+        assert!(!policy.contains("google"), "{policy}");
+        let policy = only(CaptchaProvider::Recaptcha);
+        assert!(
+            policy.contains("script-src 'self' https://www.google.com/recaptcha/ https://www.gstatic.com/recaptcha/;")
+        );
+        assert_eq!(only(CaptchaProvider::Builtin), APP_CSP, "the built-in image is a data: URI");
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod accounts;
 pub mod archives;
 pub mod avatars;
 pub mod bootstrap;
+pub mod captcha;
 pub mod dav_accounts;
 pub mod downloads;
 pub mod external;

@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 
 use crate::context::Context;
 use crate::error::ServiceResult;
+use crate::http::captcha::{CaptchaAnswer, CaptchaJson, scene};
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ClientAddress};
 use crate::http::guard::AdminRequired;
@@ -22,9 +23,15 @@ use crate::service::{mail, mail_links};
 pub struct MailLinkRequest {
     /// The account's e-mail address.
     pub email: String,
-    /// The answer to the site's captcha for this scene; accepted and not yet checked (captchas
-    /// are not built).
+    /// The answer to the scene's captcha (`magic_link` or `password_reset`), when the site has
+    /// one: `{id}:{text}` for the built-in image, the widget's token for reCAPTCHA and Turnstile.
     pub captcha: Option<String>,
+}
+
+impl CaptchaAnswer for MailLinkRequest {
+    fn captcha(&self) -> Option<&str> {
+        self.captcha.as_deref()
+    }
 }
 
 /// Choosing a new password with a mailed reset token.
@@ -62,14 +69,15 @@ pub struct TestMailRequest {
     responses(
         (status = 204, description = "Mailed when the address has an active account"),
         (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 403, description = "Magic links are not enabled (`auth.provider_disabled`)", body = ErrorBody),
-        (status = 422, description = "Not an e-mail address", body = ErrorBody),
+        (status = 403, description = "Magic links are not enabled (`auth.provider_disabled`), or a wrong captcha answer (`captcha.invalid`)", body = ErrorBody),
+        (status = 422, description = "Not an e-mail address, or no captcha answer (`captcha.required`)", body = ErrorBody),
         (status = 429, description = "Too many requests from this address or for this recipient", body = ErrorBody),
+        (status = 502, description = "The captcha provider could not be reached (`captcha.unavailable`)", body = ErrorBody),
     ))]
 pub async fn request_magic_link(
     State(state): State<Context>,
     ClientAddress(address): ClientAddress,
-    ApiJson(request): ApiJson<MailLinkRequest>,
+    CaptchaJson(request, _): CaptchaJson<MailLinkRequest, scene::MagicLink>,
 ) -> ServiceResult<StatusCode> {
     mail_links::request_magic_link(&state, &request.email, address).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -81,14 +89,15 @@ pub async fn request_magic_link(
     responses(
         (status = 204, description = "Mailed when the address has an active account with a password"),
         (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 403, description = "E-mail and password sign-in is not enabled (`auth.provider_disabled`)", body = ErrorBody),
-        (status = 422, description = "Not an e-mail address", body = ErrorBody),
+        (status = 403, description = "E-mail and password sign-in is not enabled (`auth.provider_disabled`), or a wrong captcha answer (`captcha.invalid`)", body = ErrorBody),
+        (status = 422, description = "Not an e-mail address, or no captcha answer (`captcha.required`)", body = ErrorBody),
         (status = 429, description = "Too many requests from this address or for this recipient", body = ErrorBody),
+        (status = 502, description = "The captcha provider could not be reached (`captcha.unavailable`)", body = ErrorBody),
     ))]
 pub async fn request_password_reset(
     State(state): State<Context>,
     ClientAddress(address): ClientAddress,
-    ApiJson(request): ApiJson<MailLinkRequest>,
+    CaptchaJson(request, _): CaptchaJson<MailLinkRequest, scene::PasswordReset>,
 ) -> ServiceResult<StatusCode> {
     mail_links::request_password_reset(&state, &request.email, address).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -100,6 +100,7 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
     let v1 = OpenApiRouter::new()
         .routes(routes!(site::ping))
         .routes(routes!(site::config))
+        .routes(routes!(site::captcha_image))
         .routes(routes!(themes::public_list))
         .routes(routes!(user::register))
         .routes(routes!(user::login, user::logout, user::session))

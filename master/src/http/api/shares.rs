@@ -4,7 +4,7 @@
 
 use axum::Json;
 use axum::extract::{OriginalUri, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::StatusCode;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -13,40 +13,23 @@ use super::files::PageQuery;
 use crate::context::Context;
 use crate::db::shares::ShareFilter;
 use crate::error::ServiceResult;
+use crate::http::captcha::ShareVisitor;
 use crate::http::error::ErrorBody;
-use crate::http::extract::{ApiJson, ApiPath, ApiQuery, ClientAddress};
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::http::guard::{AdminRequired, AuthRequired};
 use crate::service::archives::ArchiveTokenView;
 use crate::service::downloads::DownloadTokenView;
 use crate::service::files::ObjectView;
 use crate::service::shares::{
-    self, AdminShareView, NewShare, PublicShareView, SaveShare, ShareChanges, ShareView, SharedFolderView, Visitor,
+    self, AdminShareView, NewShare, PublicShareView, SaveShare, ShareChanges, ShareView, SharedFolderView,
 };
 use crate::service::{Page, PageRequest};
-
-/// The header a visitor sends a share's password in (or `?password=`, which proxies may log).
-const PASSWORD_HEADER: &str = "x-share-password";
-/// The header a visitor sends a share grant in (from the answer that took the password).
-const GRANT_HEADER: &str = "x-share-grant";
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct PasswordQuery {
     /// The share's password (the `X-Share-Password` header keeps it out of access logs).
     pub password: Option<String>,
-}
-
-fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|value| value.to_str().ok())
-}
-
-fn visitor<'a>(headers: &'a HeaderMap, password: Option<&'a str>, address: std::net::IpAddr) -> Visitor<'a> {
-    Visitor {
-        password: header_text(headers, PASSWORD_HEADER).or(password),
-        grant: header_text(headers, GRANT_HEADER),
-        address,
-        agent: header_text(headers, header::USER_AGENT.as_str()).unwrap_or_default(),
-    }
 }
 
 /// Share one of the caller's files or folders. The answer carries the share's `code` (12
@@ -92,13 +75,18 @@ pub async fn list(
 /// per share (50) in 15 minutes. Views count once per visitor (address and user agent) per 30
 /// minutes. A share whose object is in the trash or deleted, or whose owner is banned or
 /// inactive, answers 404 (its owner sees it in `GET /share` with `available: false`).
+/// When the site's `share_password` scene has a captcha, every request carrying a password
+/// carries the captcha's answer in `X-Captcha` too (here and on the other visitor routes).
 #[utoipa::path(get, path = "/share/{code}", tag = "shares", params(("code" = String, Path), PasswordQuery,
         ("X-Share-Password" = Option<String>, Header, description = "The share's password"),
-        ("X-Share-Grant" = Option<String>, Header, description = "A grant from an earlier answer")),
+        ("X-Share-Grant" = Option<String>, Header, description = "A grant from an earlier answer"),
+        ("X-Captcha" = Option<String>, Header, description = "The `share_password` captcha's answer, with a password")),
     responses(
         (status = 200, description = "The share", body = PublicShareView),
         (status = 401, description = "A grant that is invalid or expired", body = ErrorBody),
-        (status = 403, description = "Wrong password (`share.password_wrong`)", body = ErrorBody),
+        (status = 403, description = "Wrong password (`share.password_wrong`), or a wrong captcha answer (`captcha.invalid`)", body = ErrorBody),
+        (status = 422, description = "A password without the captcha's answer (`captcha.required`)", body = ErrorBody),
+        (status = 502, description = "The captcha provider could not be reached (`captcha.unavailable`)", body = ErrorBody),
         (status = 404, description = "No such share, or not available (`share.not_found`)", body = ErrorBody),
         (status = 410, description = "Expired (`share.expired`) or out of downloads (`share.download_limit_reached`)", body = ErrorBody),
         (status = 429, description = "Too many wrong passwords (`share.rate_limited`)", body = ErrorBody),
@@ -106,11 +94,11 @@ pub async fn list(
 pub async fn public_view(
     State(state): State<Context>,
     ApiPath(code): ApiPath<String>,
-    ApiQuery(query): ApiQuery<PasswordQuery>,
-    ClientAddress(address): ClientAddress,
-    headers: HeaderMap,
+    // Read by `ShareVisitor`; taken here so a malformed query answers 400.
+    ApiQuery(_password): ApiQuery<PasswordQuery>,
+    visitor: ShareVisitor,
 ) -> ServiceResult<Json<PublicShareView>> {
-    let visitor = visitor(&headers, query.password.as_deref(), address);
+    let visitor = visitor.visitor();
     Ok(Json(shares::public_view(&state, &code, &visitor).await?))
 }
 
@@ -167,11 +155,10 @@ pub async fn browse_root(
     State(state): State<Context>,
     ApiPath(code): ApiPath<String>,
     ApiQuery(query): ApiQuery<PageQuery>,
-    ClientAddress(address): ClientAddress,
-    headers: HeaderMap,
+    visitor: ShareVisitor,
 ) -> ServiceResult<Json<SharedFolderView>> {
     let page = PageRequest::parse(query.offset, query.limit)?;
-    let visitor = visitor(&headers, None, address);
+    let visitor = visitor.visitor();
     Ok(Json(shares::browse(&state, &code, &visitor, ("", ""), page).await?))
 }
 
@@ -195,12 +182,11 @@ pub async fn browse(
     ApiPath((code, path)): ApiPath<(String, String)>,
     ApiQuery(query): ApiQuery<PageQuery>,
     OriginalUri(uri): OriginalUri,
-    ClientAddress(address): ClientAddress,
-    headers: HeaderMap,
+    visitor: ShareVisitor,
 ) -> ServiceResult<Json<SharedFolderView>> {
     let page = PageRequest::parse(query.offset, query.limit)?;
     let raw = uri.path().split_once("/children/").map_or("", |(_, raw)| raw);
-    let visitor = visitor(&headers, None, address);
+    let visitor = visitor.visitor();
     Ok(Json(shares::browse(&state, &code, &visitor, (&path, raw), page).await?))
 }
 
@@ -221,10 +207,9 @@ pub async fn browse(
 pub async fn download(
     State(state): State<Context>,
     ApiPath((code, object_id)): ApiPath<(String, Uuid)>,
-    ClientAddress(address): ClientAddress,
-    headers: HeaderMap,
+    visitor: ShareVisitor,
 ) -> ServiceResult<Json<DownloadTokenView>> {
-    let visitor = visitor(&headers, None, address);
+    let visitor = visitor.visitor();
     Ok(Json(shares::download_token(&state, &code, &visitor, object_id).await?))
 }
 
@@ -257,11 +242,10 @@ pub struct ShareArchiveRequest {
 pub async fn archive(
     State(state): State<Context>,
     ApiPath(code): ApiPath<String>,
-    ClientAddress(address): ClientAddress,
-    headers: HeaderMap,
+    visitor: ShareVisitor,
     ApiJson(request): ApiJson<ShareArchiveRequest>,
 ) -> ServiceResult<Json<ArchiveTokenView>> {
-    let visitor = visitor(&headers, None, address);
+    let visitor = visitor.visitor();
     Ok(Json(shares::archive_token(&state, &code, &visitor, request.ids.as_deref()).await?))
 }
 
@@ -288,11 +272,10 @@ pub async fn save(
     State(state): State<Context>,
     caller: AuthRequired,
     ApiPath(code): ApiPath<String>,
-    ClientAddress(address): ClientAddress,
-    headers: HeaderMap,
+    visitor: ShareVisitor,
     ApiJson(request): ApiJson<SaveShare>,
 ) -> ServiceResult<Json<Vec<ObjectView>>> {
-    let visitor = visitor(&headers, None, address);
+    let visitor = visitor.visitor();
     let who = (caller.claims.sub, caller.user.group_id());
     Ok(Json(shares::save(&state, who, &code, &visitor, request).await?))
 }

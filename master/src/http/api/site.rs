@@ -1,15 +1,19 @@
 //! `/site`: public, unauthenticated facts about this Nubo instance.
 
+use std::collections::BTreeMap;
+
 use axum::Json;
 use axum::extract::State;
-use serde::Serialize;
-use utoipa::ToSchema;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::context::Context;
+use crate::domain::captcha::{CaptchaProvider, CaptchaScene};
 use crate::domain::settings::AuthMethod;
 use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
-use crate::service::site;
+use crate::http::extract::ApiQuery;
+use crate::service::{captcha, site};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PingResponse {
@@ -42,6 +46,19 @@ pub struct SiteConfigResponse {
     pub auth_methods: Vec<AuthMethod>,
     /// Whether new accounts may register.
     pub register_enabled: bool,
+    /// The scenes that ask for a captcha (`register`, `login`, `magic_link`, `password_reset`,
+    /// `share_password`, `report`), each with its provider; a scene not listed asks for none.
+    pub captcha: BTreeMap<CaptchaScene, SceneCaptchaView>,
+}
+
+/// How one scene's captcha is solved.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SceneCaptchaView {
+    /// `builtin`: an image from `GET /site/captcha?scene=`; `recaptcha`, `turnstile`: the
+    /// provider's widget with `site_key`.
+    pub provider: CaptchaProvider,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub site_key: Option<String>,
 }
 
 /// Public site configuration, read before sign-in.
@@ -52,6 +69,11 @@ pub struct SiteConfigResponse {
     ))]
 pub async fn config(State(state): State<Context>) -> ServiceResult<Json<SiteConfigResponse>> {
     let config = site::site_config(state.db()).await?;
+    let settings = site::effective_settings(state.db()).await?;
+    let captcha = captcha::scenes(&settings)
+        .into_iter()
+        .map(|(scene, c)| (scene, SceneCaptchaView { provider: c.provider, site_key: c.site_key }))
+        .collect();
     Ok(Json(SiteConfigResponse {
         site_name: config.site_name,
         footer_code: config.footer_code,
@@ -59,5 +81,40 @@ pub async fn config(State(state): State<Context>) -> ServiceResult<Json<SiteConf
         privacy_url: config.privacy_url,
         auth_methods: config.auth_methods,
         register_enabled: config.register_enabled,
+        captcha,
     }))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CaptchaQuery {
+    /// The scene the image is for; its answer counts only there.
+    #[param(inline)]
+    pub scene: CaptchaScene,
+}
+
+/// A built-in captcha image.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CaptchaChallengeView {
+    /// Send `{id}:{text read from the image}` as the form's `captcha`.
+    pub id: String,
+    /// The image, a `data:image/png;base64,...` URI.
+    pub image: String,
+}
+
+/// A new built-in captcha image for a scene whose captcha is `builtin`. The answer is
+/// case-insensitive, works for five minutes and once: a wrong answer uses the image up too.
+#[utoipa::path(get, path = "/site/captcha", tag = "site", params(CaptchaQuery),
+    responses(
+        (status = 200, description = "A new image", body = CaptchaChallengeView),
+        (status = 400, description = "Missing or unknown scene", body = ErrorBody),
+        (status = 404, description = "The scene's captcha is not the built-in one (`captcha.not_builtin`)", body = ErrorBody),
+        (status = 500, description = "Internal error", body = ErrorBody),
+    ))]
+pub async fn captcha_image(
+    State(state): State<Context>,
+    ApiQuery(query): ApiQuery<CaptchaQuery>,
+) -> ServiceResult<Json<CaptchaChallengeView>> {
+    let challenge = captcha::challenge(&state, query.scene).await?;
+    Ok(Json(CaptchaChallengeView { id: challenge.id, image: challenge.image }))
 }

@@ -16,6 +16,7 @@ use crate::domain::theme::ThemeColors;
 use crate::domain::time::to_rfc3339;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::http::captcha::{CaptchaAnswer, CaptchaJson, scene};
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ClientAddress};
 use crate::http::guard::{AuthRequired, JwtRequired, bearer_token};
@@ -34,6 +35,15 @@ pub struct RegisterRequest {
     #[schema(value_type = String, format = Password)]
     pub credential: Secret,
     pub nickname: Option<String>,
+    /// The answer to the `register` scene's captcha, when the site has one (`GET /site/config`):
+    /// `{id}:{text}` for the built-in image, the widget's token for reCAPTCHA and Turnstile.
+    pub captcha: Option<String>,
+}
+
+impl CaptchaAnswer for RegisterRequest {
+    fn captcha(&self) -> Option<&str> {
+        self.captcha.as_deref()
+    }
 }
 
 /// Create an account (e-mail and password). Refused when registration is closed or the
@@ -43,15 +53,16 @@ pub struct RegisterRequest {
     responses(
         (status = 201, description = "Account created", body = UserView),
         (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 403, description = "Registration closed or provider disabled", body = ErrorBody),
+        (status = 403, description = "Registration closed or provider disabled, or a wrong captcha answer (`captcha.invalid`)", body = ErrorBody),
         (status = 409, description = "E-mail address taken", body = ErrorBody),
-        (status = 422, description = "Invalid e-mail or password", body = ErrorBody),
+        (status = 422, description = "Invalid e-mail or password, or no captcha answer (`captcha.required`)", body = ErrorBody),
         (status = 429, description = "Too many attempts from this address", body = ErrorBody),
+        (status = 502, description = "The captcha provider could not be reached (`captcha.unavailable`)", body = ErrorBody),
     ))]
 pub async fn register(
     State(state): State<Context>,
     ClientAddress(address): ClientAddress,
-    ApiJson(request): ApiJson<RegisterRequest>,
+    CaptchaJson(request, _): CaptchaJson<RegisterRequest, scene::Register>,
 ) -> ServiceResult<(StatusCode, Json<UserView>)> {
     sign_in::limit_registration(&state, address).await?;
     let user = accounts::register(
@@ -85,6 +96,21 @@ pub struct LoginRequest {
     /// `email_password` and `magic_link` (428 `auth.two_factor_required` without it); ignored
     /// with `passkey`, which already verifies the user on the authenticator.
     pub two_fa_code: Option<String>,
+    /// The answer to the `login` scene's captcha, when the site has one, for `email_password`
+    /// (every attempt, the one with `two_fa_code` too): `{id}:{text}` for the built-in image,
+    /// the widget's token for reCAPTCHA and Turnstile. The other providers present a single-use
+    /// token this server issued and need none.
+    pub captcha: Option<String>,
+}
+
+impl CaptchaAnswer for LoginRequest {
+    fn captcha(&self) -> Option<&str> {
+        self.captcha.as_deref()
+    }
+
+    fn asks_captcha(&self) -> bool {
+        self.provider == AuthMethod::EmailPassword
+    }
 }
 
 /// Sign in. Answers an access token (1 hour) and a refresh token. Wrong e-mail and wrong
@@ -100,16 +126,17 @@ pub struct LoginRequest {
         (status = 200, description = "Signed in", body = LoginView),
         (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 401, description = "Wrong e-mail or password (`auth.invalid_credentials`), a passkey refused, a wrong or already used two-factor code (`auth.two_factor_invalid`), a magic-link token unknown or expired (`auth.magic_link_invalid`), or an OAuth ticket unknown or used (`auth.oauth_ticket_invalid`)", body = ErrorBody),
-        (status = 403, description = "Provider disabled, or account not active", body = ErrorBody),
+        (status = 403, description = "Provider disabled, or account not active, or a wrong captcha answer (`captcha.invalid`)", body = ErrorBody),
         (status = 409, description = "Magic-link token already used (`auth.magic_link_used`)", body = ErrorBody),
-        (status = 422, description = "Missing credential", body = ErrorBody),
+        (status = 422, description = "Missing credential, or no captcha answer (`captcha.required`)", body = ErrorBody),
         (status = 428, description = "The account asks for a two-factor code (`auth.two_factor_required`)", body = ErrorBody),
         (status = 429, description = "Too many attempts for this identifier or address, or too many wrong two-factor codes for the account", body = ErrorBody),
+        (status = 502, description = "The captcha provider could not be reached (`captcha.unavailable`)", body = ErrorBody),
     ))]
 pub async fn login(
     State(state): State<Context>,
     ClientAddress(address): ClientAddress,
-    ApiJson(request): ApiJson<LoginRequest>,
+    CaptchaJson(request, _): CaptchaJson<LoginRequest, scene::Login>,
 ) -> ServiceResult<Json<LoginView>> {
     let attempt = LoginAttempt {
         provider: request.provider,

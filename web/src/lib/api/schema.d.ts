@@ -1014,6 +1014,8 @@ export interface paths {
          *     per share (50) in 15 minutes. Views count once per visitor (address and user agent) per 30
          *     minutes. A share whose object is in the trash or deleted, or whose owner is banned or
          *     inactive, answers 404 (its owner sees it in `GET /share` with `available: false`).
+         *     When the site's `share_password` scene has a captcha, every request carrying a password
+         *     carries the captcha's answer in `X-Captcha` too (here and on the other visitor routes).
          */
         get: operations["public_view"];
         put?: never;
@@ -1146,6 +1148,26 @@ export interface paths {
          *     stay in the storage policy their blobs are in. Needs the group permission `share_save`.
          */
         post: operations["save"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/site/captcha": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A new built-in captcha image for a scene whose captcha is `builtin`. The answer is
+         *     case-insensitive, works for five minutes and once: a wrong answer uses the image up too.
+         */
+        get: operations["captcha_image"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -2073,6 +2095,18 @@ export interface components {
         AvatarSourceRequest: {
             source: components["schemas"]["AvatarSource"];
         };
+        /** @description A built-in captcha image. */
+        CaptchaChallengeView: {
+            /** @description Send `{id}:{text read from the image}` as the form's `captcha`. */
+            id: string;
+            /** @description The image, a `data:image/png;base64,...` URI. */
+            image: string;
+        };
+        /**
+         * @description Who checks a scene's captcha; `none` asks for nothing.
+         * @enum {string}
+         */
+        CaptchaProvider: "none" | "builtin" | "recaptcha" | "turnstile";
         /** @description A started WebAuthn ceremony. */
         CeremonyView: {
             /** @description Names this ceremony in the request that finishes it; single use, five minutes. */
@@ -2320,6 +2354,13 @@ export interface components {
          *     | `github`, `qq` | the `ticket` the OAuth callback put in its redirect to `/login/oauth` (single use, two minutes) | none |
          */
         LoginRequest: {
+            /**
+             * @description The answer to the `login` scene's captcha, when the site has one, for `email_password`
+             *     (every attempt, the one with `two_fa_code` too): `{id}:{text}` for the built-in image,
+             *     the widget's token for reCAPTCHA and Turnstile. The other providers present a single-use
+             *     token this server issued and need none.
+             */
+            captcha?: string | null;
             /** Format: password */
             credential?: string | null;
             identifier: string;
@@ -2339,8 +2380,8 @@ export interface components {
         /** @description Asking for a mail with a link. */
         MailLinkRequest: {
             /**
-             * @description The answer to the site's captcha for this scene; accepted and not yet checked (captchas
-             *     are not built).
+             * @description The answer to the scene's captcha (`magic_link` or `password_reset`), when the site has
+             *     one: `{id}:{text}` for the built-in image, the widget's token for reCAPTCHA and Turnstile.
              */
             captcha?: string | null;
             /** @description The account's e-mail address. */
@@ -2827,6 +2868,11 @@ export interface components {
         };
         /** @description Registration request. `identifier` is the e-mail address and `credential` the password. */
         RegisterRequest: {
+            /**
+             * @description The answer to the `register` scene's captcha, when the site has one (`GET /site/config`):
+             *     `{id}:{text}` for the built-in image, the widget's token for reCAPTCHA and Turnstile.
+             */
+            captcha?: string | null;
             /** Format: password */
             credential: string;
             identifier: string;
@@ -2845,6 +2891,15 @@ export interface components {
             dst_id: string;
             /** @description Objects of the share to save (default: the shared object itself). */
             object_ids?: string[] | null;
+        };
+        /** @description How one scene's captcha is solved. */
+        SceneCaptchaView: {
+            /**
+             * @description `builtin`: an image from `GET /site/captcha?scene=`; `recaptcha`, `turnstile`: the
+             *     provider's widget with `site_key`.
+             */
+            provider: components["schemas"]["CaptchaProvider"];
+            site_key?: string | null;
         };
         /** @description What the access token itself says (no database lookup). */
         SessionView: {
@@ -2939,6 +2994,13 @@ export interface components {
         SiteConfigResponse: {
             /** @description Enabled sign-in methods; `email_password` by default. */
             auth_methods: components["schemas"]["AuthMethod"][];
+            /**
+             * @description The scenes that ask for a captcha (`register`, `login`, `magic_link`, `password_reset`,
+             *     `share_password`, `report`), each with its provider; a scene not listed asks for none.
+             */
+            captcha: {
+                [key: string]: components["schemas"]["SceneCaptchaView"];
+            };
             /** @description HTML snippet the web client puts in the page footer (set by administrators). */
             footer_code: string;
             /** @description Privacy policy; empty when none. */
@@ -9658,6 +9720,8 @@ export interface operations {
                 "X-Share-Password"?: string | null;
                 /** @description A grant from an earlier answer */
                 "X-Share-Grant"?: string | null;
+                /** @description The `share_password` captcha's answer, with a password */
+                "X-Captcha"?: string | null;
             };
             path: {
                 code: string;
@@ -9693,7 +9757,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Wrong password (`share.password_wrong`) */
+            /** @description Wrong password (`share.password_wrong`), or a wrong captcha answer (`captcha.invalid`) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9720,6 +9784,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A password without the captcha's answer (`captcha.required`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Too many wrong passwords (`share.rate_limited`) */
             429: {
                 headers: {
@@ -9731,6 +9804,15 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The captcha provider could not be reached (`captcha.unavailable`) */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10427,6 +10509,56 @@ export interface operations {
             };
             /** @description Quota exceeded */
             507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    captcha_image: {
+        parameters: {
+            query: {
+                /** @description The scene the image is for; its answer counts only there. */
+                scene: "register" | "login" | "magic_link" | "password_reset" | "share_password" | "report";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A new image */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CaptchaChallengeView"];
+                };
+            };
+            /** @description Missing or unknown scene */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The scene's captcha is not the built-in one (`captcha.not_builtin`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11808,7 +11940,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Registration closed or provider disabled */
+            /** @description Registration closed or provider disabled, or a wrong captcha answer (`captcha.invalid`) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11844,7 +11976,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Invalid e-mail or password */
+            /** @description Invalid e-mail or password, or no captcha answer (`captcha.required`) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11864,6 +11996,15 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The captcha provider could not be reached (`captcha.unavailable`) */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12187,7 +12328,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Magic links are not enabled (`auth.provider_disabled`) */
+            /** @description Magic links are not enabled (`auth.provider_disabled`), or a wrong captcha answer (`captcha.invalid`) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12214,7 +12355,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not an e-mail address */
+            /** @description Not an e-mail address, or no captcha answer (`captcha.required`) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12234,6 +12375,15 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The captcha provider could not be reached (`captcha.unavailable`) */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12449,7 +12599,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description E-mail and password sign-in is not enabled (`auth.provider_disabled`) */
+            /** @description E-mail and password sign-in is not enabled (`auth.provider_disabled`), or a wrong captcha answer (`captcha.invalid`) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12476,7 +12626,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not an e-mail address */
+            /** @description Not an e-mail address, or no captcha answer (`captcha.required`) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12496,6 +12646,15 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The captcha provider could not be reached (`captcha.unavailable`) */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12733,7 +12892,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Provider disabled, or account not active */
+            /** @description Provider disabled, or account not active, or a wrong captcha answer (`captcha.invalid`) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12769,7 +12928,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Missing credential */
+            /** @description Missing credential, or no captcha answer (`captcha.required`) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12798,6 +12957,15 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The captcha provider could not be reached (`captcha.unavailable`) */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
