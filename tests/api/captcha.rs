@@ -274,3 +274,27 @@ async fn mailed_link_scenes_ask_for_the_captcha_and_token_sign_ins_do_not(app: T
     let response = app.call(Method::POST, "/user/session", None, Some(token)).await;
     assert_eq!(error_body(response, 401).await["code"], "auth.magic_link_invalid");
 }
+
+/// Images are drawn and kept for minutes: an address's budget of them is the sign-in one.
+async fn images_are_rate_limited_per_address(backend: nubo_tests::Backend) {
+    let adjust = |config: &mut nubo_master::config::Config| config.login_attempts_per_address = 3;
+    let Some(app) = TestApp::spawn_configured(backend, adjust).await else { return };
+    let admin = app.login_admin().await;
+    set(&app, &admin, json!({"captcha_register": "builtin"})).await;
+    for _ in 0..3 {
+        builtin(&app, "register").await;
+    }
+    let refused = app.get("/site/captcha?scene=register").await;
+    assert_eq!(error_body(refused, 429).await["code"], "auth.rate_limited");
+}
+
+mod images_are_rate_limited_per_address {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        super::images_are_rate_limited_per_address(nubo_tests::Backend::Sqlite).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        super::images_are_rate_limited_per_address(nubo_tests::Backend::Postgres).await
+    }
+}

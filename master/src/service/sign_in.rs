@@ -88,7 +88,8 @@ pub async fn limit_recipient(ctx: &Context, email: &Email) -> ServiceResult<()> 
     Ok(())
 }
 
-/// Counts a sign-in ceremony begun from `address` (each keeps state for minutes).
+/// Counts a ceremony begun from `address` (a passkey sign-in, a captcha image): each keeps
+/// state for minutes.
 pub async fn limit_ceremonies(ctx: &Context, address: IpAddr) -> ServiceResult<()> {
     limit_address(ctx, "ceremony", address).await
 }

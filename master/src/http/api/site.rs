@@ -12,8 +12,8 @@ use crate::domain::captcha::{CaptchaProvider, CaptchaScene};
 use crate::domain::settings::AuthMethod;
 use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
-use crate::http::extract::ApiQuery;
-use crate::service::{captcha, site};
+use crate::http::extract::{ApiQuery, ClientAddress};
+use crate::service::{captcha, sign_in, site};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PingResponse {
@@ -109,12 +109,16 @@ pub struct CaptchaChallengeView {
         (status = 200, description = "A new image", body = CaptchaChallengeView),
         (status = 400, description = "Missing or unknown scene", body = ErrorBody),
         (status = 404, description = "The scene's captcha is not the built-in one (`captcha.not_builtin`)", body = ErrorBody),
+        (status = 429, description = "Too many images asked for from this address (`auth.rate_limited`)", body = ErrorBody),
         (status = 500, description = "Internal error", body = ErrorBody),
     ))]
 pub async fn captcha_image(
     State(state): State<Context>,
+    ClientAddress(address): ClientAddress,
     ApiQuery(query): ApiQuery<CaptchaQuery>,
 ) -> ServiceResult<Json<CaptchaChallengeView>> {
+    // Each image is drawn and its answer kept for minutes: an address gets a budget of them.
+    sign_in::limit_ceremonies(&state, address).await?;
     let challenge = captcha::challenge(&state, query.scene).await?;
     Ok(Json(CaptchaChallengeView { id: challenge.id, image: challenge.image }))
 }
