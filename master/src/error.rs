@@ -96,11 +96,6 @@ impl ServiceError {
         Self::new(ErrorKind::Forbidden, codes::AUTH_USER_INACTIVE, "this account is not active")
     }
 
-    /// An operation of the interface that is not built yet.
-    pub fn not_implemented(what: &str) -> Self {
-        Self::new(ErrorKind::NotImplemented, codes::SERVER_NOT_IMPLEMENTED, format!("{what} is not implemented yet"))
-    }
-
     /// A fault of ours: the caller sees a generic message, the log sees `cause`.
     pub fn internal(cause: impl Into<anyhow::Error>) -> Self {
         let mut err = Self::new(ErrorKind::Internal, codes::SERVER_INTERNAL, "internal server error");

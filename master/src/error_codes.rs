@@ -203,7 +203,6 @@ codes! {
 
     STORE_UNAVAILABLE = "store.unavailable";
 
-    SERVER_NOT_IMPLEMENTED = "server.not_implemented";
     SERVER_INTERNAL = "server.internal";
 }
 
