@@ -27,6 +27,17 @@ function descriptors(list: unknown): PublicKeyCredentialDescriptor[] | undefined
   return list.map((d: Json) => ({ ...d, id: fromBase64url(d.id as string) }) as PublicKeyCredentialDescriptor);
 }
 
+/** A credential as the server reads it: the common fields, and the response's own as base64url. */
+function credentialJson(credential: PublicKeyCredential, response: Json): Json {
+  return {
+    id: credential.id,
+    rawId: toBase64url(credential.rawId),
+    type: credential.type,
+    extensions: credential.getClientExtensionResults(),
+    response,
+  };
+}
+
 /** Registers a passkey with the options of `POST /user/authn/registration`. */
 export async function createPasskey(options: Json): Promise<Json> {
   const o = options.publicKey as Json;
@@ -40,17 +51,11 @@ export async function createPasskey(options: Json): Promise<Json> {
   const credential = (await navigator.credentials.create({ publicKey })) as PublicKeyCredential | null;
   if (!credential) throw new Error("no passkey was created");
   const response = credential.response as AuthenticatorAttestationResponse;
-  return {
-    id: credential.id,
-    rawId: toBase64url(credential.rawId),
-    type: credential.type,
-    extensions: credential.getClientExtensionResults(),
-    response: {
-      attestationObject: toBase64url(response.attestationObject),
-      clientDataJSON: toBase64url(response.clientDataJSON),
-      transports: response.getTransports?.() ?? undefined,
-    },
-  };
+  return credentialJson(credential, {
+    attestationObject: toBase64url(response.attestationObject),
+    clientDataJSON: toBase64url(response.clientDataJSON),
+    transports: response.getTransports?.() ?? undefined,
+  });
 }
 
 /** Signs the challenge of `POST /user/authn/options` with a passkey the person picks. */
@@ -65,16 +70,10 @@ export async function getPasskey(options: Json): Promise<Json> {
   const credential = (await navigator.credentials.get({ publicKey })) as PublicKeyCredential | null;
   if (!credential) throw new Error("no passkey was chosen");
   const response = credential.response as AuthenticatorAssertionResponse;
-  return {
-    id: credential.id,
-    rawId: toBase64url(credential.rawId),
-    type: credential.type,
-    extensions: credential.getClientExtensionResults(),
-    response: {
-      authenticatorData: toBase64url(response.authenticatorData),
-      clientDataJSON: toBase64url(response.clientDataJSON),
-      signature: toBase64url(response.signature),
-      userHandle: toBase64url(response.userHandle),
-    },
-  };
+  return credentialJson(credential, {
+    authenticatorData: toBase64url(response.authenticatorData),
+    clientDataJSON: toBase64url(response.clientDataJSON),
+    signature: toBase64url(response.signature),
+    userHandle: toBase64url(response.userHandle),
+  });
 }
