@@ -175,6 +175,12 @@ codes! {
     SHARE_PATH_INVALID = "share.path_invalid";
     SHARE_SAVE_NOT_ALLOWED = "share.save_not_allowed";
 
+    REPORT_NOT_FOUND = "report.not_found";
+    REPORT_RATE_LIMITED = "report.rate_limited";
+    REPORT_ALREADY_HANDLED = "report.already_handled";
+    REPORT_SHARE_GONE = "report.share_gone";
+    REPORT_OWNER_GONE = "report.owner_gone";
+
     WEBDAV_READ_ONLY = "webdav.read_only";
     WEBDAV_ROOT_MISSING = "webdav.root_missing";
 

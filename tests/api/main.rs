@@ -21,6 +21,7 @@ mod not_built;
 mod oauth;
 mod passkeys;
 mod privileges;
+mod reports;
 mod search;
 mod settings;
 mod shares;

@@ -6,7 +6,8 @@
 // proxy). Runs every `journeys/*.mjs` in name order (see `lib.mjs`). Exit 0 when every journey
 // passes; otherwise the failing journeys and why.
 // Env: NUBO_CHROMIUM (default /usr/bin/chromium), NUBO_E2E_HEADFUL=1 to watch, NUBO_E2E_ONLY=text
-// (or --only text) to run only the files whose name contains it (and 01-accounts, which signs in).
+// (or --only text) to run only the files whose name contains it, or any of several comma-separated
+// texts (and 01-accounts, which signs in).
 import { chromium } from "playwright-core";
 import { mkdirSync, readdirSync } from "node:fs";
 import path from "node:path";
@@ -22,7 +23,7 @@ if (shots) mkdirSync(shots, { recursive: true });
 const folder = path.join(path.dirname(fileURLToPath(import.meta.url)), "journeys");
 const only = arg("--only", process.env.NUBO_E2E_ONLY ?? "");
 const files = readdirSync(folder)
-  .filter((f) => f.endsWith(".mjs") && (f.startsWith("01-") || f.includes(only)))
+  .filter((f) => f.endsWith(".mjs") && (f.startsWith("01-") || only.split(",").some((part) => f.includes(part))))
   .sort();
 const journeys = [];
 for (const file of files) {

@@ -14,6 +14,7 @@ use crate::domain::group::GroupPermissions;
 use crate::domain::ids::{GroupId, NodeId, ObjectId, PolicyId, UploadId, UserId};
 use crate::domain::node::NodeStatus;
 use crate::domain::object::ObjectKind;
+use crate::domain::report::{ReportAction, ReportReason};
 use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
 use crate::domain::upload::UploadStatus;
 use crate::domain::user::UserStatus;
@@ -83,6 +84,8 @@ enum_column!(
     NodeStatus => NodeStatus::parse,
     ObjectKind => ObjectKind::parse,
     UploadStatus => UploadStatus::parse,
+    ReportReason => ReportReason::parse,
+    ReportAction => ReportAction::parse,
 );
 
 /// Stores a document as JSON text and reads it back with serde.

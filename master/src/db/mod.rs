@@ -25,6 +25,7 @@ pub mod passkeys;
 pub mod policies;
 pub mod properties;
 pub mod refresh_tokens;
+pub mod reports;
 pub mod settings;
 pub mod shares;
 pub mod tags;

@@ -10,7 +10,7 @@ use crate::domain::time::Millis;
 use crate::domain::user::UserStatus;
 
 const COLUMNS: &str = "s.id, s.code, s.owner_id, s.object_id, s.password_hash, s.expires_at, s.max_downloads, \
-     s.allow_preview, s.views, s.downloads, s.created_at";
+     s.allow_preview, s.views, s.downloads, s.removed_at, s.created_at";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ShareRow {
@@ -27,6 +27,8 @@ pub struct ShareRow {
     pub allow_preview: bool,
     pub views: i64,
     pub downloads: i64,
+    /// When an administrator removed it after a report (visitors then get 404).
+    pub removed_at: Option<Millis>,
     pub created_at: Millis,
 }
 

@@ -7,6 +7,7 @@ pub mod naming;
 pub mod node;
 pub mod object;
 pub mod policy;
+pub mod report;
 pub mod settings;
 pub mod task;
 pub mod theme;

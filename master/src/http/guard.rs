@@ -83,3 +83,20 @@ impl FromRequestParts<Context> for AuthRequired {
         Ok(Self { claims, user })
     }
 }
+
+/// No access level, but who is asking when the request carries an access token: `None` without
+/// one; a token that is sent must be valid (401 as for [`JwtRequired`]).
+#[derive(Debug, Clone)]
+pub struct MaybeSignedIn(pub Option<JwtPayload>);
+
+impl FromRequestParts<Context> for MaybeSignedIn {
+    type Rejection = ServiceError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Context) -> Result<Self, Self::Rejection> {
+        if !parts.headers.contains_key(AUTHORIZATION) {
+            return Ok(Self(None));
+        }
+        let JwtRequired(claims) = JwtRequired::from_request_parts(parts, state).await?;
+        Ok(Self(Some(claims)))
+    }
+}

@@ -24,6 +24,7 @@ pub mod node_calls;
 pub mod nodes;
 pub mod passkeys;
 pub mod policies;
+pub mod reports;
 pub mod search;
 pub mod shares;
 pub mod sign_in;

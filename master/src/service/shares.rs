@@ -102,8 +102,10 @@ pub struct ShareView {
     /// Past `expires_at` or out of downloads.
     pub expired: bool,
     /// Whether visitors can open it now: false while its object is in the trash or its owner is
-    /// banned or inactive (visitors then get 404), and when `expired`.
+    /// banned or inactive (visitors then get 404), once `removed`, and when `expired`.
     pub available: bool,
+    /// An administrator removed it after a report: visitors get 404 for good.
+    pub removed: bool,
     pub created_at: String,
 }
 
@@ -238,9 +240,10 @@ fn is_expired(share: &ShareWithObject, now: Millis) -> bool {
     row.expires_at.is_some_and(|at| at <= now) || row.max_downloads.is_some_and(|max| row.downloads >= max)
 }
 
-/// Whether visitors may reach the share's object at all (expiry aside).
+/// Whether visitors may reach the share's object at all (expiry aside): not while the object is
+/// in the trash, the owner is not active, or an administrator removed the share after a report.
 fn is_reachable(share: &ShareWithObject) -> bool {
-    share.object_trashed_at.is_none() && share.owner_status == UserStatus::Active
+    share.object_trashed_at.is_none() && share.owner_status == UserStatus::Active && share.share.removed_at.is_none()
 }
 
 /// The share's state for a visitor: missing while unreachable, gone once expired or used up.
@@ -275,6 +278,7 @@ fn view(share: &ShareWithObject, url: String, now: Millis) -> ShareView {
         downloads: row.downloads,
         expired,
         available: !expired && is_reachable(share),
+        removed: row.removed_at.is_some(),
         created_at: to_rfc3339(row.created_at),
     }
 }
@@ -450,6 +454,14 @@ pub async fn admin_delete(ctx: &Context, code: &str) -> ServiceResult<()> {
         return Err(not_found());
     }
     Ok(())
+}
+
+/// Share `code` as a visitor who reports it finds it: it must be open to visitors (a password
+/// need not have been given: the report names the share, not its content).
+pub async fn reportable(ctx: &Context, code: &str) -> ServiceResult<ShareWithObject> {
+    let share = db::shares::find_by_code(ctx.db(), code).await?.ok_or_else(not_found)?;
+    open_for_visitors(&share, now_ms())?;
+    Ok(share)
 }
 
 /// A short fingerprint of a password hash: grants carry it, so a changed password ends them.

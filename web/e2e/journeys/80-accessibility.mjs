@@ -1,5 +1,5 @@
 // Accessibility: axe-core scans the main pages (sign-in, files, my shares, settings, a share's
-// password prompt and its open view, administration) and fails on any "serious" or "critical"
+// password prompt, its open view and report dialog, administration) and fails on any "serious" or "critical"
 // violation. axe is injected as a script, so this journey's context bypasses the page's CSP
 // (only here: the other journeys keep it and report any violation of it).
 import { readFile } from "node:fs/promises";
@@ -56,6 +56,10 @@ export const journeys = [
           await page.getByRole("button", { name: "Open" }).click();
           await page.getByRole("heading", { name: run.share.name }).waitFor();
           await scan(page, "share page", source, found);
+          await page.getByRole("button", { name: "Report" }).click();
+          await page.getByRole("dialog", { name: "Report this share" }).waitFor();
+          await scan(page, "share report dialog", source, found);
+          await page.getByRole("button", { name: "Cancel" }).click();
         }
         const admin = run.admin.email ? run.admin : { email, password };
         await signIn(page, admin);
@@ -67,6 +71,7 @@ export const journeys = [
           ["/admin", () => page.getByLabel("Find users")],
           ["/admin/groups", () => page.getByRole("button", { name: "New group" })],
           ["/admin/policies", () => page.getByRole("button", { name: "New local policy" })],
+          ["/admin/reports", () => page.getByLabel("State")],
           ["/admin/themes", () => page.getByRole("button", { name: "New theme" })],
           ["/admin/settings", () => page.getByLabel("Site name")],
         ]) {

@@ -12,6 +12,7 @@ pub mod not_built;
 pub mod oauth;
 pub mod passkeys;
 pub mod policies;
+pub mod reports;
 pub mod search;
 pub mod shares;
 pub mod site;
@@ -179,6 +180,9 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(shares::download))
         .routes(routes!(shares::save))
         .routes(routes!(shares::archive))
+        .routes(routes!(reports::report))
+        .routes(routes!(reports::admin_list))
+        .routes(routes!(reports::admin_act))
         .routes(routes!(admin::list_files, admin::delete_files))
         .routes(routes!(search::search))
         .routes(routes!(tags::list, tags::create))

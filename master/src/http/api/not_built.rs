@@ -106,9 +106,6 @@ pub const TABLE: &[NotBuilt] = {
     use Access::{Admin, Public, User};
     use Verb::{Get, Post};
     &[
-        // Shares
-        row(Post, "/share/{code}/report", Public, "shares", "Report a share", "reports"),
-        // Tags
         // Viewers and WOPI
         row(Get, "/file/viewers", User, "files", "Viewers and editors for an extension", "file viewers"),
         row(Post, "/file/{id}/wopi_session", User, "files", "Open a WOPI editing session", "WOPI"),
@@ -123,7 +120,6 @@ pub const TABLE: &[NotBuilt] = {
         row(Get, "/admin/summary", Admin, "admin", "Site summary", "the admin summary"),
         row(Get, "/admin/redeem", Admin, "admin", "List redeem codes", "redeem codes"),
         row(Get, "/admin/storage_pack", Admin, "admin", "List storage packs", "storage packs"),
-        row(Get, "/admin/report", Admin, "admin", "List reports", "reports"),
     ]
 };
 

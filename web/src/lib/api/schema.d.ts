@@ -197,17 +197,36 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List reports
-         * @description Not built yet (reports): answers 501 `route.not_implemented` with the uniform error body.
-         */
-        get: operations["not_built_get_admin_report"];
+        /** Reports, newest first, with filters. */
+        get: operations["admin_report_admin_list"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/report/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Act on an open report: `dismiss`; `remove_share` (visitors get 404 for good, the owner sees
+         *     the share as `removed`; the share's other open reports are settled with it); `ban_owner`
+         *     (at once, as `PATCH /admin/user/{id} {status: BANNED}`; every share of the owner closes and
+         *     their other open reports are settled). The action and the administrator are recorded.
+         */
+        patch: operations["admin_act"];
         trace?: never;
     };
     "/api/v1/admin/settings": {
@@ -1122,10 +1141,10 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Report a share
-         * @description Not built yet (reports): answers 501 `route.not_implemented` with the uniform error body.
+         * Report a share to the administrators. Anyone who can open the share may (no password is
+         *     needed: the report names the share); with an access token the reporter is recorded.
          */
-        post: operations["not_built_post_share__code__report"];
+        post: operations["report"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2594,6 +2613,42 @@ export interface components {
             }[];
         };
         /** @description One page of a list and the total number of matching records. */
+        Page_ReportView: {
+            /** Format: int64 */
+            count: number;
+            items: {
+                action?: null | components["schemas"]["ReportAction"];
+                created_at: string;
+                description: string;
+                handled_at?: string | null;
+                /** Format: uuid */
+                handled_by?: string | null;
+                /** Format: uuid */
+                id: string;
+                /** @description The name of the shared file or folder when the report was made. */
+                object_name: string;
+                /**
+                 * Format: uuid
+                 * @description The share's owner (`null` once their account is deleted).
+                 */
+                owner_id?: string | null;
+                owner_nickname?: string | null;
+                reason: components["schemas"]["ReportReason"];
+                /**
+                 * Format: uuid
+                 * @description The signed-in user who reported it; `null` for an anonymous visitor.
+                 */
+                reporter_id?: string | null;
+                share_code: string;
+                /**
+                 * @description What visitors get now: `open`, `removed` (an administrator removed it) or `deleted`
+                 *     (its owner or the object's deletion ended it).
+                 */
+                share_state: components["schemas"]["ShareState"];
+                status: components["schemas"]["ReportStatus"];
+            }[];
+        };
+        /** @description One page of a list and the total number of matching records. */
         Page_ShareView: {
             /** Format: int64 */
             count: number;
@@ -2601,7 +2656,7 @@ export interface components {
                 allow_preview: boolean;
                 /**
                  * @description Whether visitors can open it now: false while its object is in the trash or its owner is
-                 *     banned or inactive (visitors then get 404), and when `expired`.
+                 *     banned or inactive (visitors then get 404), once `removed`, and when `expired`.
                  */
                 available: boolean;
                 code: string;
@@ -2618,6 +2673,8 @@ export interface components {
                 /** Format: uuid */
                 object_id: string;
                 password_protected: boolean;
+                /** @description An administrator removed it after a report: visitors get 404 for good. */
+                removed: boolean;
                 /**
                  * @description Where visitors open it: its page in the web app (`/share/{code}`), on the site URL when one
                  *     is set (the API resource is `/api/v1/share/{code}`).
@@ -2882,6 +2939,65 @@ export interface components {
         RenameRequest: {
             name: string;
         };
+        /**
+         * @description What an administrator decides about a report.
+         * @enum {string}
+         */
+        ReportAction: "dismiss" | "remove_share" | "ban_owner";
+        /** @description An administrator's decision on a report. */
+        ReportDecision: {
+            action: components["schemas"]["ReportAction"];
+        };
+        /**
+         * @description Why a share is reported.
+         * @enum {string}
+         */
+        ReportReason: "spam" | "illegal" | "copyright" | "malware" | "other";
+        /** @description A visitor's report of a share. */
+        ReportRequest: {
+            /** @description The answer to the `report` scene's captcha, when the site has one. */
+            captcha?: string | null;
+            /** @description What is wrong, for the administrators (at most 2000 characters). */
+            description?: string | null;
+            reason: components["schemas"]["ReportReason"];
+        };
+        /**
+         * @description Whether a report still waits for an administrator.
+         * @enum {string}
+         */
+        ReportStatus: "open" | "handled";
+        /** @description A report as administrators see it. */
+        ReportView: {
+            action?: null | components["schemas"]["ReportAction"];
+            created_at: string;
+            description: string;
+            handled_at?: string | null;
+            /** Format: uuid */
+            handled_by?: string | null;
+            /** Format: uuid */
+            id: string;
+            /** @description The name of the shared file or folder when the report was made. */
+            object_name: string;
+            /**
+             * Format: uuid
+             * @description The share's owner (`null` once their account is deleted).
+             */
+            owner_id?: string | null;
+            owner_nickname?: string | null;
+            reason: components["schemas"]["ReportReason"];
+            /**
+             * Format: uuid
+             * @description The signed-in user who reported it; `null` for an anonymous visitor.
+             */
+            reporter_id?: string | null;
+            share_code: string;
+            /**
+             * @description What visitors get now: `open`, `removed` (an administrator removed it) or `deleted`
+             *     (its owner or the object's deletion ended it).
+             */
+            share_state: components["schemas"]["ShareState"];
+            status: components["schemas"]["ReportStatus"];
+        };
         /** @description What a visitor saves of a share into their own files. */
         SaveShare: {
             /**
@@ -2938,12 +3054,17 @@ export interface components {
         ShareOwnerView: {
             nickname: string;
         };
+        /**
+         * @description A reported share's state as a report shows it.
+         * @enum {string}
+         */
+        ShareState: "open" | "removed" | "deleted";
         /** @description A share as its owner sees it. */
         ShareView: {
             allow_preview: boolean;
             /**
              * @description Whether visitors can open it now: false while its object is in the trash or its owner is
-             *     banned or inactive (visitors then get 404), and when `expired`.
+             *     banned or inactive (visitors then get 404), once `removed`, and when `expired`.
              */
             available: boolean;
             code: string;
@@ -2960,6 +3081,8 @@ export interface components {
             /** Format: uuid */
             object_id: string;
             password_protected: boolean;
+            /** @description An administrator removed it after a report: visitors get 404 for good. */
+            removed: boolean;
             /**
              * @description Where visitors open it: its page in the web app (`/share/{code}`), on the site URL when one
              *     is set (the API resource is `/api/v1/share/{code}`).
@@ -4898,15 +5021,42 @@ export interface operations {
             };
         };
     };
-    not_built_get_admin_report: {
+    admin_report_admin_list: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description `open` (waiting for an administrator) or `handled`. */
+                status?: components["schemas"]["ReportStatus"];
+                reason?: components["schemas"]["ReportReason"];
+                /** @description Only reports of the share with this code. */
+                share?: string;
+                offset?: number;
+                /** @description 1..=1000, default 50. */
+                limit?: number;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
+            /** @description One page of reports */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_ReportView"];
+                };
+            };
+            /** @description Unreadable query */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -4916,8 +5066,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Not an administrator */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Paging out of range */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4934,8 +5093,106 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+        };
+    };
+    admin_act: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReportDecision"];
+            };
+        };
+        responses: {
+            /** @description The handled report */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReportView"];
+                };
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such report */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Already handled, the share or owner is gone, or the owner is the acting administrator */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unknown action */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10350,7 +10607,7 @@ export interface operations {
             };
         };
     };
-    not_built_post_share__code__report: {
+    report: {
         parameters: {
             query?: never;
             header?: never;
@@ -10359,10 +10616,93 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReportRequest"];
+            };
+        };
         responses: {
-            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            /** @description Reported */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description An access token was sent and is invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A wrong captcha answer (`captcha.invalid`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such share, or one visitors cannot open */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The share has expired or is out of downloads */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unknown reason, description too long, or no captcha answer (`captcha.required`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many reports from this address (`report.rate_limited`) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10379,8 +10719,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+            /** @description The captcha provider could not be reached (`captcha.unavailable`) */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
