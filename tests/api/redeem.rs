@@ -84,11 +84,15 @@ async fn a_storage_pack_code_gives_a_pack_once_per_user_and_is_never_stored_in_p
     assert_eq!(response.status(), 200, "{}", response.text().await.unwrap_or_default());
     let given: Value = response.json().await.unwrap();
     assert_eq!(given["kind"], "storage_pack");
-    assert_eq!((given["storage_pack"]["size"].as_i64(), given["storage_pack"]["source"].as_str()), (Some(5000), Some("redeem")));
+    assert_eq!(
+        (given["storage_pack"]["size"].as_i64(), given["storage_pack"]["source"].as_str()),
+        (Some(5000), Some("redeem"))
+    );
     assert_eq!(given["storage_pack"]["name"], "Promo");
     let after = app.call(Method::GET, "/user/storage", Some(&user.access), None).await.json::<Value>().await.unwrap();
     assert_eq!(after["total"].as_i64().unwrap(), before["total"].as_i64().unwrap() + 5000);
-    let packs: Value = app.call(Method::GET, "/user/storage_packs", Some(&user.access), None).await.json().await.unwrap();
+    let packs: Value =
+        app.call(Method::GET, "/user/storage_packs", Some(&user.access), None).await.json().await.unwrap();
     assert_eq!(packs.as_array().unwrap().len(), 1);
 
     let again = redeem(&app, &user, &codes[0]).await;
@@ -133,28 +137,56 @@ async fn administrators_export_disable_and_delete_codes(app: TestApp) {
     let code_id = lines[1].split(',').nth(1).unwrap().to_owned();
 
     let user = app.register("vera@example.com", "vera-password-1").await;
-    let disabled = app.call(Method::PATCH, &format!("/admin/redeem/{code_id}"), Some(&admin.access), Some(json!({"disabled": true}))).await;
+    let disabled = app
+        .call(Method::PATCH, &format!("/admin/redeem/{code_id}"), Some(&admin.access), Some(json!({"disabled": true})))
+        .await;
     assert_eq!(disabled.status(), 200);
     assert_eq!(disabled.json::<Value>().await.unwrap()["disabled"], true);
     assert_eq!(error_body(redeem(&app, &user, &code).await, 404).await["code"], "redeem.invalid_code");
-    app.call(Method::PATCH, &format!("/admin/redeem/{code_id}"), Some(&admin.access), Some(json!({"disabled": false}))).await;
+    app.call(Method::PATCH, &format!("/admin/redeem/{code_id}"), Some(&admin.access), Some(json!({"disabled": false})))
+        .await;
     assert_eq!(redeem(&app, &user, &code).await.status(), 200);
-    assert_eq!(app.call(Method::DELETE, &format!("/admin/redeem/{code_id}"), Some(&admin.access), None).await.status(), 204);
+    assert_eq!(
+        app.call(Method::DELETE, &format!("/admin/redeem/{code_id}"), Some(&admin.access), None).await.status(),
+        204
+    );
     assert_eq!(admin_codes(&app, &admin, "").await["count"], 3);
-    let packs: Value = app.call(Method::GET, "/user/storage_packs", Some(&user.access), None).await.json().await.unwrap();
+    let packs: Value =
+        app.call(Method::GET, "/user/storage_packs", Some(&user.access), None).await.json().await.unwrap();
     assert_eq!(packs.as_array().unwrap().len(), 1, "what a deleted code gave stays");
     let missing = app.call(Method::DELETE, &format!("/admin/redeem/{code_id}"), Some(&admin.access), None).await;
     assert_eq!(error_body(missing, 404).await["code"], "redeem.not_found");
 
     for (body, field) in [
-        (json!({"kind": "storage_pack", "count": 0, "uses_per_code": 1, "storage_pack": {"size": 1, "duration_days": 1}}), "count"),
-        (json!({"kind": "storage_pack", "count": 1001, "uses_per_code": 1, "storage_pack": {"size": 1, "duration_days": 1}}), "count"),
-        (json!({"kind": "storage_pack", "count": 1, "uses_per_code": 0, "storage_pack": {"size": 1, "duration_days": 1}}), "uses_per_code"),
+        (
+            json!({"kind": "storage_pack", "count": 0, "uses_per_code": 1, "storage_pack": {"size": 1, "duration_days": 1}}),
+            "count",
+        ),
+        (
+            json!({"kind": "storage_pack", "count": 1001, "uses_per_code": 1, "storage_pack": {"size": 1, "duration_days": 1}}),
+            "count",
+        ),
+        (
+            json!({"kind": "storage_pack", "count": 1, "uses_per_code": 0, "storage_pack": {"size": 1, "duration_days": 1}}),
+            "uses_per_code",
+        ),
         (json!({"kind": "storage_pack", "count": 1, "uses_per_code": 1}), "storage_pack"),
-        (json!({"kind": "group", "count": 1, "uses_per_code": 1, "storage_pack": {"size": 1, "duration_days": 1}}), "group"),
-        (json!({"kind": "group", "count": 1, "uses_per_code": 1, "group": {"group_id": "00000000-0000-4000-8000-000000000001", "duration_days": 1}}), "group.group_id"),
-        (json!({"kind": "storage_pack", "count": 1, "uses_per_code": 1, "storage_pack": {"size": 1, "duration_days": 0}}), "duration_days"),
-        (json!({"kind": "storage_pack", "count": 1, "uses_per_code": 1, "expires_at": "2001-01-01T00:00:00Z", "storage_pack": {"size": 1, "duration_days": 1}}), "expires_at"),
+        (
+            json!({"kind": "group", "count": 1, "uses_per_code": 1, "storage_pack": {"size": 1, "duration_days": 1}}),
+            "group",
+        ),
+        (
+            json!({"kind": "group", "count": 1, "uses_per_code": 1, "group": {"group_id": "00000000-0000-4000-8000-000000000001", "duration_days": 1}}),
+            "group.group_id",
+        ),
+        (
+            json!({"kind": "storage_pack", "count": 1, "uses_per_code": 1, "storage_pack": {"size": 1, "duration_days": 0}}),
+            "duration_days",
+        ),
+        (
+            json!({"kind": "storage_pack", "count": 1, "uses_per_code": 1, "expires_at": "2001-01-01T00:00:00Z", "storage_pack": {"size": 1, "duration_days": 1}}),
+            "expires_at",
+        ),
     ] {
         let response = app.call(Method::POST, "/admin/redeem", Some(&admin.access), Some(body)).await;
         assert_eq!(error_body(response, 422).await["field"], field);
@@ -171,7 +203,8 @@ async fn create_group(app: &TestApp, admin: &Session, name: &str) -> String {
 }
 
 async fn group_code(app: &TestApp, admin: &Session, group: &str, days: i64) -> String {
-    let body = json!({"kind": "group", "count": 1, "uses_per_code": 10, "group": {"group_id": group, "duration_days": days}});
+    let body =
+        json!({"kind": "group", "count": 1, "uses_per_code": 10, "group": {"group_id": group, "duration_days": days}});
     codes_of(&generate(app, admin, body).await).remove(0)
 }
 
@@ -231,7 +264,14 @@ async fn an_administrators_move_outlasts_a_temporary_group(app: TestApp) {
     let gold = create_group(&app, &admin, "Gold").await;
     let user = app.register("hal@example.com", "hal-password-1").await;
     assert_eq!(redeem(&app, &user, &group_code(&app, &admin, &premium, 1).await).await.status(), 200);
-    let moved = app.call(Method::PATCH, &format!("/admin/user/{}", user.user_id), Some(&admin.access), Some(json!({"group_id": gold}))).await;
+    let moved = app
+        .call(
+            Method::PATCH,
+            &format!("/admin/user/{}", user.user_id),
+            Some(&admin.access),
+            Some(json!({"group_id": gold})),
+        )
+        .await;
     assert_eq!(moved.status(), 200);
     assert_eq!(redeem_service::end_temporary_groups(app.context(), now_ms() + 10 * 86_400_000).await.unwrap(), 0);
     let user = app.refresh(&user).await;
@@ -263,8 +303,10 @@ async fn twenty_concurrent_redeems_of_a_five_use_code_count_exactly_five_across_
     let db = app.context().db().reader();
     let (used,): (i64,) = sqlx::query_as("SELECT used FROM redeem_codes").fetch_one(db).await.unwrap();
     let (uses,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM redeem_uses").fetch_one(db).await.unwrap();
-    let (packs,): (i64,) =
-        sqlx::query_as("SELECT COUNT(*) FROM storage_packs WHERE redeem_code_id IS NOT NULL").fetch_one(db).await.unwrap();
+    let (packs,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM storage_packs WHERE redeem_code_id IS NOT NULL")
+        .fetch_one(db)
+        .await
+        .unwrap();
     assert_eq!((used, uses, packs), (5, 5, 5));
     if app.backend == Backend::Postgres {
         assert!(app.config.redis_url.is_some(), "the masters share Redis");

@@ -56,7 +56,12 @@ async fn post_content(app: &TestApp, user: &Session, parent: &str, name: &str, b
 
 /// `PATCH /file/content?id=` (new content for a file).
 async fn replace(app: &TestApp, user: &Session, id: &str, body: Vec<u8>) -> reqwest::Response {
-    app.request(Method::PATCH, &format!("/file/content?id={id}")).bearer_auth(&user.access).body(body).send().await.unwrap()
+    app.request(Method::PATCH, &format!("/file/content?id={id}"))
+        .bearer_auth(&user.access)
+        .body(body)
+        .send()
+        .await
+        .unwrap()
 }
 
 async fn a_revoked_pack_leaves_the_user_over_quota_with_every_write_refused_and_nothing_deleted(app: TestApp) {
@@ -77,13 +82,23 @@ async fn a_revoked_pack_leaves_the_user_over_quota_with_every_write_refused_and_
     assert_eq!(pack["status"], "active");
     assert!(pack["expires_at"].is_null(), "no end given: forever");
     let figures = storage(&app, &user).await;
-    assert_eq!((figures["total"].as_i64(), figures["group"].as_i64(), figures["packs"].as_i64()), (Some(4000), Some(1000), Some(3000)));
+    assert_eq!(
+        (figures["total"].as_i64(), figures["group"].as_i64(), figures["packs"].as_i64()),
+        (Some(4000), Some(1000), Some(3000))
+    );
     let root = app.root_id(&user).await;
     let bytes = content(2500, 2);
     let big = app.upload(&user, &root, "big.bin", &bytes).await;
     let big_id = big["id"].as_str().unwrap().to_owned();
 
-    let revoked = app.call(Method::DELETE, &format!("/admin/storage_pack/{}", pack["id"].as_str().unwrap()), Some(&admin.access), None).await;
+    let revoked = app
+        .call(
+            Method::DELETE,
+            &format!("/admin/storage_pack/{}", pack["id"].as_str().unwrap()),
+            Some(&admin.access),
+            None,
+        )
+        .await;
     assert_eq!(revoked.status(), 204);
     let figures = storage(&app, &user).await;
     assert_eq!(figures["total"], 1000, "a revoked pack stops counting at once");
@@ -102,10 +117,16 @@ async fn a_revoked_pack_leaves_the_user_over_quota_with_every_write_refused_and_
     let put = dav.put("/dav-note.txt", content(10, 5)).await;
     assert_eq!(put.status(), 507, "WebDAV PUT");
     let copy = app
-        .call(Method::POST, "/object/copies", Some(&user.access), Some(json!({"src_ids": [big_id], "dst_id": app.mkdir(&user, &root, "copies").await})))
+        .call(
+            Method::POST,
+            "/object/copies",
+            Some(&user.access),
+            Some(json!({"src_ids": [big_id], "dst_id": app.mkdir(&user, &root, "copies").await})),
+        )
         .await;
     assert_eq!(error_body(copy, 507).await["code"], "storage.quota_exceeded", "copy (shares the blob, still counts)");
-    let save = app.call(Method::POST, &format!("/share/{code}/save"), Some(&user.access), Some(json!({"dst_id": root}))).await;
+    let save =
+        app.call(Method::POST, &format!("/share/{code}/save"), Some(&user.access), Some(json!({"dst_id": root}))).await;
     assert_eq!(error_body(save, 507).await["code"], "storage.quota_exceeded", "save from a share");
 
     // Nothing was deleted, nothing was charged.
@@ -124,7 +145,8 @@ async fn a_revoked_pack_leaves_the_user_over_quota_with_every_write_refused_and_
     assert_eq!(storage(&app, &user).await["overrun"], 0);
     assert_eq!(post_content(&app, &user, &root, "note.txt", content(10, 3)).await.status(), 201);
     assert_eq!(dav.put("/dav-note.txt", content(10, 5)).await.status(), 201);
-    let save = app.call(Method::POST, &format!("/share/{code}/save"), Some(&user.access), Some(json!({"dst_id": root}))).await;
+    let save =
+        app.call(Method::POST, &format!("/share/{code}/save"), Some(&user.access), Some(json!({"dst_id": root}))).await;
     assert_eq!(save.status(), 200, "save from a share");
 }
 
@@ -135,21 +157,31 @@ async fn a_pack_that_expires_stops_counting_and_the_job_marks_it_once(app: TestA
     let user = app.register("eve@example.com", "eve-password-1").await;
     let root = app.root_id(&user).await;
     let ends = now_ms() + 1500;
-    let pack = grant(&app, &admin, json!({"user_id": user.user_id, "name": "Short", "size": 2000, "expires_at": to_rfc3339(ends)})).await;
+    let pack = grant(
+        &app,
+        &admin,
+        json!({"user_id": user.user_id, "name": "Short", "size": 2000, "expires_at": to_rfc3339(ends)}),
+    )
+    .await;
     assert_eq!(storage(&app, &user).await["total"], 3000);
     let bytes = content(1500, 9);
     let file = app.upload(&user, &root, "data.bin", &bytes).await;
     tokio::time::sleep(Duration::from_millis((ends - now_ms()).max(0) as u64 + 100)).await;
 
     let figures = storage(&app, &user).await;
-    assert_eq!((figures["total"].as_i64(), figures["overrun"].as_i64()), (Some(1000), Some(500)), "capacity never waits for the job");
+    assert_eq!(
+        (figures["total"].as_i64(), figures["overrun"].as_i64()),
+        (Some(1000), Some(500)),
+        "capacity never waits for the job"
+    );
     assert_eq!(app.start_upload(&user, &root, "more.bin", 1).await.status(), 507);
     assert_eq!(my_packs(&app, &user).await[0]["status"], "expired");
 
     // Two masters run the job at once: each pack is marked once; running it again marks none.
     let peer = app.spawn_peer().await;
     let now = now_ms();
-    let (a, b) = tokio::join!(storage_packs::mark_expired(app.context(), now), storage_packs::mark_expired(&peer.context, now));
+    let (a, b) =
+        tokio::join!(storage_packs::mark_expired(app.context(), now), storage_packs::mark_expired(&peer.context, now));
     assert_eq!(a.unwrap() + b.unwrap(), 1);
     assert_eq!(storage_packs::mark_expired(app.context(), now_ms()).await.unwrap(), 0);
     let (marked,): (Option<i64>,) = sqlx::query_as("SELECT expired_at FROM storage_packs WHERE id = $1")
@@ -187,7 +219,10 @@ async fn administrators_list_grant_and_revoke_packs_with_validation(app: TestApp
     for (body, field) in [
         (json!({"user_id": ann.user_id, "name": "x", "size": 0}), "size"),
         (json!({"user_id": ann.user_id, "name": " ", "size": 1}), "name"),
-        (json!({"user_id": ann.user_id, "name": "x", "size": 1, "expires_at": to_rfc3339(now_ms() - 1000)}), "expires_at"),
+        (
+            json!({"user_id": ann.user_id, "name": "x", "size": 1, "expires_at": to_rfc3339(now_ms() - 1000)}),
+            "expires_at",
+        ),
         (json!({"user_id": ann.user_id, "name": "x", "size": 1, "expires_at": "tomorrow"}), "expires_at"),
         (json!({"user_id": ann.user_id, "name": "x", "size": 1, "duration_days": 0}), "duration_days"),
         (json!({"user_id": "00000000-0000-4000-8000-000000000001", "name": "x", "size": 1}), "user_id"),
@@ -195,9 +230,18 @@ async fn administrators_list_grant_and_revoke_packs_with_validation(app: TestApp
         let response = app.call(Method::POST, "/admin/storage_pack", Some(&admin.access), Some(body)).await;
         assert_eq!(error_body(response, 422).await["field"], field);
     }
-    let missing = app.call(Method::DELETE, "/admin/storage_pack/00000000-0000-4000-8000-000000000001", Some(&admin.access), None).await;
+    let missing = app
+        .call(Method::DELETE, "/admin/storage_pack/00000000-0000-4000-8000-000000000001", Some(&admin.access), None)
+        .await;
     assert_eq!(error_body(missing, 404).await["code"], "storage.pack_not_found");
-    let member = app.call(Method::POST, "/admin/storage_pack", Some(&ann.access), Some(json!({"user_id": ann.user_id, "name": "x", "size": 1}))).await;
+    let member = app
+        .call(
+            Method::POST,
+            "/admin/storage_pack",
+            Some(&ann.access),
+            Some(json!({"user_id": ann.user_id, "name": "x", "size": 1})),
+        )
+        .await;
     assert_eq!(error_body(member, 403).await["code"], "auth.admin_required");
     assert_eq!(my_packs(&app, &bob).await.len(), 1, "each user sees only their own packs");
 }

@@ -54,12 +54,7 @@ pub struct BatchFields<'a> {
 }
 
 /// Inserts a batch of codes together, or none (a hash met twice is a unique violation).
-pub async fn insert_batch(
-    db: &Db,
-    batch: &BatchFields<'_>,
-    codes: &[NewCode<'_>],
-    now: Millis,
-) -> Result<(), DbError> {
+pub async fn insert_batch(db: &Db, batch: &BatchFields<'_>, codes: &[NewCode<'_>], now: Millis) -> Result<(), DbError> {
     let mut tx = db.begin().await?;
     for code in codes {
         sqlx::query(
@@ -113,8 +108,7 @@ pub async fn list(db: &Db, filter: &CodeFilter, offset: i64, limit: i64) -> Resu
     let mut clause = Where::new();
     clause.and("batch_id = {}", filter.batch_id.map(|id| id.to_string()));
     clause.and("kind = {}", filter.kind.clone());
-    let (rows, total) =
-        clause.page(db, (COLUMNS, "redeem_codes", ""), "created_at DESC, id", (offset, limit)).await?;
+    let (rows, total) = clause.page(db, (COLUMNS, "redeem_codes", ""), "created_at DESC, id", (offset, limit)).await?;
     Ok((total, rows))
 }
 
@@ -180,10 +174,7 @@ pub struct TemporaryGroupRow {
 }
 
 /// The user's group and temporary group, read inside a redemption's transaction.
-pub async fn group_standing(
-    conn: &mut Conn,
-    user_id: UserId,
-) -> Result<(GroupId, Option<TemporaryGroupRow>), DbError> {
+pub async fn group_standing(conn: &mut Conn, user_id: UserId) -> Result<(GroupId, Option<TemporaryGroupRow>), DbError> {
     let (group_id,): (GroupId,) =
         sqlx::query_as("SELECT group_id FROM users WHERE id = $1").bind(user_id).fetch_one(&mut *conn).await?;
     let temporary = sqlx::query_as(&format!("SELECT {TEMPORARY_COLUMNS} FROM temporary_groups WHERE user_id = $1"))
@@ -202,17 +193,15 @@ pub async fn temporary_group_of(db: &Db, user_id: UserId) -> Result<Option<Tempo
 
 /// Records a temporary group.
 pub async fn insert_temporary(conn: &mut Conn, row: &TemporaryGroupRow) -> Result<(), DbError> {
-    sqlx::query(&format!(
-        "INSERT INTO temporary_groups ({TEMPORARY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)"
-    ))
-    .bind(row.user_id)
-    .bind(row.group_id)
-    .bind(row.previous_group_id)
-    .bind(row.starts_at)
-    .bind(row.ends_at)
-    .bind(row.redeem_code_id.as_deref())
-    .execute(conn)
-    .await?;
+    sqlx::query(&format!("INSERT INTO temporary_groups ({TEMPORARY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)"))
+        .bind(row.user_id)
+        .bind(row.group_id)
+        .bind(row.previous_group_id)
+        .bind(row.starts_at)
+        .bind(row.ends_at)
+        .bind(row.redeem_code_id.as_deref())
+        .execute(conn)
+        .await?;
     Ok(())
 }
 
@@ -225,15 +214,14 @@ pub async fn extend_temporary(
     ends_at: Millis,
     new_end: Millis,
 ) -> Result<bool, DbError> {
-    let done = sqlx::query(
-        "UPDATE temporary_groups SET ends_at = $4 WHERE user_id = $1 AND group_id = $2 AND ends_at = $3",
-    )
-    .bind(user_id)
-    .bind(group_id)
-    .bind(ends_at)
-    .bind(new_end)
-    .execute(conn)
-    .await?;
+    let done =
+        sqlx::query("UPDATE temporary_groups SET ends_at = $4 WHERE user_id = $1 AND group_id = $2 AND ends_at = $3")
+            .bind(user_id)
+            .bind(group_id)
+            .bind(ends_at)
+            .bind(new_end)
+            .execute(conn)
+            .await?;
     Ok(done.rows_affected() > 0)
 }
 

@@ -121,14 +121,13 @@ pub async fn list(db: &Db, filter: &PackFilter, offset: i64, limit: i64) -> Resu
 /// Revokes a pack (it stops counting at once); answers whether it was counting-or-scheduled
 /// and is now revoked. A pack revoked before keeps its first revocation.
 pub async fn revoke(db: &Db, id: Uuid, by: Uuid, now: Millis) -> Result<bool, DbError> {
-    let done = sqlx::query(
-        "UPDATE storage_packs SET revoked_at = $2, revoked_by = $3 WHERE id = $1 AND revoked_at IS NULL",
-    )
-    .bind(id.to_string())
-    .bind(now)
-    .bind(by.to_string())
-    .execute(db.writer())
-    .await?;
+    let done =
+        sqlx::query("UPDATE storage_packs SET revoked_at = $2, revoked_by = $3 WHERE id = $1 AND revoked_at IS NULL")
+            .bind(id.to_string())
+            .bind(now)
+            .bind(by.to_string())
+            .execute(db.writer())
+            .await?;
     Ok(done.rows_affected() > 0)
 }
 

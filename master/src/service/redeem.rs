@@ -226,7 +226,8 @@ pub async fn create_batch(ctx: &Context, admin: Uuid, request: BatchRequest) -> 
     let now = now_ms();
     let expires_at = match request.expires_at.as_deref() {
         Some(text) => {
-            let at = from_rfc3339(text).ok_or_else(|| ServiceError::validation("expires_at", "must be an RFC 3339 time"))?;
+            let at =
+                from_rfc3339(text).ok_or_else(|| ServiceError::validation("expires_at", "must be an RFC 3339 time"))?;
             if at <= now {
                 return Err(ServiceError::validation("expires_at", "must be in the future"));
             }
@@ -240,9 +241,8 @@ pub async fn create_batch(ctx: &Context, admin: Uuid, request: BatchRequest) -> 
     }
     let (pack_size, group_id, days) = match (request.kind, &request.storage_pack, &request.group) {
         (CodeKind::StoragePack, Some(pack), None) => {
-            storage_packs::check_name_and_size("pack", pack.size).map_err(|_| {
-                ServiceError::validation("storage_pack.size", "size must be at least 1 byte")
-            })?;
+            storage_packs::check_name_and_size("pack", pack.size)
+                .map_err(|_| ServiceError::validation("storage_pack.size", "size must be at least 1 byte"))?;
             (Some(pack.size), None, pack.duration_days)
         }
         (CodeKind::Group, None, Some(group)) => {
@@ -252,10 +252,16 @@ pub async fn create_batch(ctx: &Context, admin: Uuid, request: BatchRequest) -> 
             (None, Some(GroupId::from(group.group_id)), group.duration_days)
         }
         (CodeKind::StoragePack, _, _) => {
-            return Err(ServiceError::validation("storage_pack", "kind storage_pack takes storage_pack {size, duration_days} and no group"));
+            return Err(ServiceError::validation(
+                "storage_pack",
+                "kind storage_pack takes storage_pack {size, duration_days} and no group",
+            ));
         }
         (CodeKind::Group, _, _) => {
-            return Err(ServiceError::validation("group", "kind group takes group {group_id, duration_days} and no storage_pack"));
+            return Err(ServiceError::validation(
+                "group",
+                "kind group takes group {group_id, duration_days} and no storage_pack",
+            ));
         }
     };
     let duration = storage_packs::duration_ms("duration_days", days)? / 1000;
@@ -403,7 +409,11 @@ pub async fn redeem(ctx: &Context, user: Uuid, code: &str, address: IpAddr) -> S
             };
             let id = storage_packs::grant_on(&mut tx, &grant, now).await?;
             tx.commit().await.map_err(DbError::from)?;
-            RedeemedView { kind: CodeKind::StoragePack, storage_pack: Some(storage_packs::get(ctx, id).await?), group: None }
+            RedeemedView {
+                kind: CodeKind::StoragePack,
+                storage_pack: Some(storage_packs::get(ctx, id).await?),
+                group: None,
+            }
         }
         (CodeKind::Group, _, Some(group_id)) => {
             let (current, temporary) = db::redeem::group_standing(&mut tx, user_id).await?;

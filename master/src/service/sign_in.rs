@@ -101,9 +101,10 @@ pub async fn limit_ceremonies(ctx: &Context, address: IpAddr) -> ServiceResult<(
 pub async fn over_failure_budget(ctx: &Context, budget: &[(String, u64)]) -> ServiceResult<bool> {
     let keys: Vec<String> = budget.iter().map(|(key, _)| key.clone()).collect();
     let counts = ctx.store().get_many(&keys).await?;
-    Ok(budget.iter().zip(counts).any(|((_, limit), count)| {
-        count.as_deref().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) >= *limit
-    }))
+    Ok(budget
+        .iter()
+        .zip(counts)
+        .any(|((_, limit), count)| count.as_deref().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) >= *limit))
 }
 
 /// Counts one failure against every counter of `budget` (see [`over_failure_budget`]).

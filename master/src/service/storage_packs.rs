@@ -109,7 +109,12 @@ pub async fn storage_of(ctx: &Context, user: Uuid) -> ServiceResult<StorageFigur
 }
 
 /// Administrators' list of packs.
-pub async fn list(ctx: &Context, user_id: Option<Uuid>, active: Option<bool>, page: PageRequest) -> ServiceResult<Page<PackView>> {
+pub async fn list(
+    ctx: &Context,
+    user_id: Option<Uuid>,
+    active: Option<bool>,
+    page: PageRequest,
+) -> ServiceResult<Page<PackView>> {
     let now = now_ms();
     let filter = PackFilter { user_id: user_id.map(UserId::from), active, now };
     let (count, rows) = db::storage_packs::list(ctx.db(), &filter, page.offset, page.limit).await?;

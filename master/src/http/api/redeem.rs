@@ -117,7 +117,10 @@ pub async fn create(
         let disposition = format!("attachment; filename=\"redeem-codes-{}.csv\"", batch.batch_id);
         let headers = [
             (header::CONTENT_TYPE, HeaderValue::from_static("text/csv; charset=utf-8")),
-            (header::CONTENT_DISPOSITION, HeaderValue::from_str(&disposition).unwrap_or(HeaderValue::from_static("attachment"))),
+            (
+                header::CONTENT_DISPOSITION,
+                HeaderValue::from_str(&disposition).unwrap_or(HeaderValue::from_static("attachment")),
+            ),
             (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
         ];
         return Ok((StatusCode::CREATED, headers, batch.to_csv()).into_response());

@@ -23,8 +23,8 @@ use crate::http::guard::{AuthRequired, JwtRequired, bearer_token};
 use crate::service::accounts::{
     self, EffectiveTheme, SettingOption, SettingValue, ThemeChoice, UserSettingsView, UserView,
 };
-use crate::service::storage_packs;
 use crate::service::sign_in::{self, LoginAttempt, LoginView, TokenPair};
+use crate::service::storage_packs;
 
 /// Registration request. `identifier` is the e-mail address and `credential` the password.
 #[derive(Debug, Deserialize, ToSchema)]
