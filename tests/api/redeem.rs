@@ -191,6 +191,21 @@ async fn administrators_export_disable_and_delete_codes(app: TestApp) {
         let response = app.call(Method::POST, "/admin/redeem", Some(&admin.access), Some(body)).await;
         assert_eq!(error_body(response, 422).await["field"], field);
     }
+    // The `redeem` captcha scene guards the route when the site turns it on.
+    let captcha = app
+        .call(Method::PATCH, "/admin/settings", Some(&admin.access), Some(json!({"captcha_redeem": "builtin"})))
+        .await;
+    assert_eq!(captcha.status(), 204);
+    let id = lines[2].split(',').next().unwrap();
+    let unanswered = redeem(&app, &user, id).await;
+    assert_eq!(error_body(unanswered, 422).await["code"], "captcha.required");
+    let image: Value = app.get("/site/captcha?scene=redeem").await.json().await.unwrap();
+    let answer =
+        app.context().store().get(&format!("captcha:{}", image["id"].as_str().unwrap())).await.unwrap().unwrap();
+    let body = json!({"code": id, "captcha": format!("{}:{}", image["id"].as_str().unwrap(), answer.split_once(':').unwrap().1)});
+    let answered = app.call(Method::POST, "/user/redeem", Some(&user.access), Some(body)).await;
+    assert_eq!(answered.status(), 200, "{}", answered.text().await.unwrap_or_default());
+
     let member = app.call(Method::GET, "/admin/redeem", Some(&user.access), None).await;
     assert_eq!(error_body(member, 403).await["code"], "auth.admin_required");
 }

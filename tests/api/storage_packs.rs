@@ -244,4 +244,11 @@ async fn administrators_list_grant_and_revoke_packs_with_validation(app: TestApp
         .await;
     assert_eq!(error_body(member, 403).await["code"], "auth.admin_required");
     assert_eq!(my_packs(&app, &bob).await.len(), 1, "each user sees only their own packs");
+    // Packs are sized by administrators: their sum saturates instead of overflowing.
+    for _ in 0..2 {
+        grant(&app, &admin, json!({"user_id": bob.user_id, "name": "Huge", "size": i64::MAX - 1})).await;
+    }
+    assert!(storage(&app, &bob).await["packs"].as_i64().unwrap() >= 4_000_000_000_000_000_000);
+    let root = app.root_id(&bob).await;
+    assert_eq!(app.start_upload(&bob, &root, "fits.bin", 10).await.status(), 201);
 }

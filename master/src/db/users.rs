@@ -321,9 +321,13 @@ pub async fn claims_changed_since(db: &Db, since: Millis) -> Result<Vec<(UserId,
 // ---- storage quota ----
 
 /// A user's used bytes, group quota and active storage packs at `$2`, for a query `FROM`
-/// [`USAGE_FROM`] `WHERE u.id = $1`.
+/// [`USAGE_FROM`] `WHERE u.id = $1`. The packs are summed as doubles and capped at 4e18 bytes:
+/// SQLite's integer `SUM` fails on overflow, and packs are sized by administrators. Doubles are
+/// exact for totals below 2^53 bytes (8 PiB).
 const USAGE_COLUMNS: &str = "u.storage AS used, g.max_storage AS group_storage, \
-     (SELECT CAST(SUM(sp.size) AS BIGINT) FROM storage_packs sp WHERE sp.user_id = u.id AND sp.starts_at <= $2 \
+     (SELECT CAST(CASE WHEN SUM(CAST(sp.size AS DOUBLE PRECISION)) > 4e18 THEN 4e18 \
+     ELSE SUM(CAST(sp.size AS DOUBLE PRECISION)) END AS BIGINT) \
+     FROM storage_packs sp WHERE sp.user_id = u.id AND sp.starts_at <= $2 \
      AND (sp.expires_at IS NULL OR sp.expires_at > $2) AND sp.revoked_at IS NULL) AS packs";
 const USAGE_FROM: &str = "users u JOIN groups g ON g.id = u.group_id";
 

@@ -99,8 +99,10 @@ impl CodeKind {
 #[serde(deny_unknown_fields)]
 pub struct PackPrize {
     /// Bytes the pack adds.
+    #[schema(minimum = 1)]
     pub size: i64,
     /// How long the pack lasts once redeemed (1..=36500 days).
+    #[schema(minimum = 1, maximum = 36500)]
     pub duration_days: i64,
 }
 
@@ -110,6 +112,7 @@ pub struct PackPrize {
 pub struct GroupPrize {
     pub group_id: Uuid,
     /// How long the user stays in the group once redeemed (1..=36500 days).
+    #[schema(minimum = 1, maximum = 36500)]
     pub duration_days: i64,
 }
 
@@ -119,12 +122,16 @@ pub struct GroupPrize {
 pub struct BatchRequest {
     pub kind: CodeKind,
     /// Codes to generate (1..=1000).
+    #[schema(minimum = 1, maximum = 1000)]
     pub count: i64,
     /// Users who may redeem each code (1..=1000000), each once.
+    #[schema(minimum = 1, maximum = 1000000)]
     pub uses_per_code: i64,
     /// When the codes stop working (RFC 3339); absent: never.
     pub expires_at: Option<String>,
-    /// A label for administrators (and the name of the packs the codes give).
+    /// A label for administrators (and the name of the packs the codes give), up to 100
+    /// characters.
+    #[schema(max_length = 100)]
     pub name: Option<String>,
     pub storage_pack: Option<PackPrize>,
     pub group: Option<GroupPrize>,

@@ -63,7 +63,8 @@ pub async fn list(
 #[serde(deny_unknown_fields)]
 pub struct GrantPackRequest {
     pub user_id: Uuid,
-    /// 1..=100 characters.
+    /// 1..=100 characters (trimmed).
+    #[schema(min_length = 1, max_length = 100)]
     pub name: String,
     /// Bytes added to the user's capacity (1 or more).
     #[schema(minimum = 1)]

@@ -2145,7 +2145,10 @@ export interface components {
             expires_at?: string | null;
             group?: null | components["schemas"]["GroupPrize"];
             kind: components["schemas"]["CodeKind"];
-            /** @description A label for administrators (and the name of the packs the codes give). */
+            /**
+             * @description A label for administrators (and the name of the packs the codes give), up to 100
+             *     characters.
+             */
             name?: string | null;
             storage_pack?: null | components["schemas"]["PackPrize"];
             /**
@@ -2338,7 +2341,7 @@ export interface components {
             duration_days?: number | null;
             /** @description RFC 3339, after the start and in the future. */
             expires_at?: string | null;
-            /** @description 1..=100 characters. */
+            /** @description 1..=100 characters (trimmed). */
             name: string;
             /**
              * Format: int64
