@@ -74,6 +74,10 @@ pub struct Config {
     pub login_attempts_per_address: u64,
     /// Length of the sign-in rate-limit window, in seconds.
     pub login_rate_window_seconds: u64,
+    /// Wrong redeem codes allowed per user within `login_rate_window_seconds`.
+    pub redeem_failures_per_user: u64,
+    /// Wrong redeem codes allowed per client address within the window.
+    pub redeem_failures_per_address: u64,
     /// Background task workers of this master.
     pub task_workers: u32,
     /// Seconds a task claim lasts without a heartbeat; a dead master's task is taken over after it.
@@ -160,6 +164,8 @@ impl Default for Config {
             login_failures_per_identifier: 10,
             login_attempts_per_address: 100,
             login_rate_window_seconds: 900,
+            redeem_failures_per_user: 10,
+            redeem_failures_per_address: 30,
             task_workers: 2,
             task_lease_seconds: 30,
             task_poll_millis: 1000,
@@ -229,6 +235,8 @@ const ENV_KEYS: &[&str] = &[
     "login_failures_per_identifier",
     "login_attempts_per_address",
     "login_rate_window_seconds",
+    "redeem_failures_per_user",
+    "redeem_failures_per_address",
     "task_workers",
     "task_lease_seconds",
     "task_poll_millis",

@@ -180,6 +180,14 @@ codes! {
     REPORT_ALREADY_HANDLED = "report.already_handled";
     REPORT_SHARE_GONE = "report.share_gone";
     REPORT_OWNER_GONE = "report.owner_gone";
+    STORAGE_PACK_NOT_FOUND = "storage.pack_not_found";
+
+    REDEEM_NOT_FOUND = "redeem.not_found";
+    REDEEM_INVALID_CODE = "redeem.invalid_code";
+    REDEEM_USED_UP = "redeem.used_up";
+    REDEEM_ALREADY_USED = "redeem.already_used";
+    REDEEM_NOT_APPLICABLE = "redeem.not_applicable";
+    REDEEM_RATE_LIMITED = "redeem.rate_limited";
 
     WEBDAV_READ_ONLY = "webdav.read_only";
     WEBDAV_ROOT_MISSING = "webdav.root_missing";
@@ -224,6 +232,7 @@ mod tests {
         "a.txt",
         "archive.zip",
         "existing.db",
+        "group.group_id",
         "index.html",
         "inline.db",
         "nubo.db",

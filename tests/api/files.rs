@@ -861,7 +861,7 @@ async fn active_storage_packs_add_to_the_capacity(app: TestApp) {
         (5000, now - 7_200_000, now - 3_600_000),
         (5000, now + 3_600_000, now + 7_200_000),
     ] {
-        sqlx::query("INSERT INTO storage_packs (id, user_id, name, size, active_from, expires_at, created_at) VALUES ($1, $2, 'pack', $3, $4, $5, $4)")
+        sqlx::query("INSERT INTO storage_packs (id, user_id, name, size, starts_at, expires_at, created_at) VALUES ($1, $2, 'pack', $3, $4, $5, $4)")
             .bind(uuid::Uuid::new_v4().to_string())
             .bind(&user.user_id)
             .bind(size)

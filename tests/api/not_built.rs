@@ -49,10 +49,7 @@ async fn every_not_built_operation_in_the_document_answers_501_with_the_uniform_
         "GET /api/v1/file/viewers",
         "POST /api/v1/file/{id}/wopi_session",
         "GET /wopi/files/{id}/contents",
-        "GET /api/v1/user/storage_packs",
-        "POST /api/v1/user/redeem",
         "GET /api/v1/admin/summary",
-        "GET /api/v1/admin/storage_pack",
     ] {
         assert!(listed.iter().any(|op| op == expected), "{expected} is not listed as not built: {listed:?}");
     }
@@ -60,12 +57,12 @@ async fn every_not_built_operation_in_the_document_answers_501_with_the_uniform_
 
 async fn not_built_operations_check_access_before_answering_501(app: TestApp) {
     let user = app.register("nina@example.com", "nina-password").await;
-    let anonymous = app.call(Method::GET, "/user/storage_packs", None, None).await;
+    let anonymous = app.call(Method::GET, "/file/viewers", None, None).await;
     assert_eq!(error_body(anonymous, 401).await["code"], "auth.missing_token");
     let not_admin = app.call(Method::GET, "/admin/summary", Some(&user.access), None).await;
     assert_eq!(error_body(not_admin, 403).await["code"], "auth.admin_required");
-    let allowed = app.call(Method::GET, "/user/storage_packs", Some(&user.access), None).await;
-    assert_eq!(error_body(allowed, 501).await["message"], "not built yet: storage packs");
+    let allowed = app.call(Method::GET, "/file/viewers", Some(&user.access), None).await;
+    assert_eq!(error_body(allowed, 501).await["message"], "not built yet: file viewers");
     // Public operations need no token.
     let response = app.client.get(format!("{}/wopi/files/abc", app.base_url)).send().await.unwrap();
     assert_eq!(error_body(response, 501).await["code"], "route.not_implemented");

@@ -321,9 +321,14 @@ pub async fn claims_changed_since(db: &Db, since: Millis) -> Result<Vec<(UserId,
 // ---- storage quota ----
 
 /// A user's used bytes, group quota and active storage packs at `$2`, for a query `FROM`
-/// [`USAGE_FROM`] `WHERE u.id = $1`.
+/// [`USAGE_FROM`] `WHERE u.id = $1`. The packs are summed as doubles and capped at 4e18 bytes:
+/// SQLite's integer `SUM` fails on overflow, and packs are sized by administrators. Doubles are
+/// exact for totals below 2^53 bytes (8 PiB).
 const USAGE_COLUMNS: &str = "u.storage AS used, g.max_storage AS group_storage, \
-     (SELECT CAST(SUM(sp.size) AS BIGINT) FROM storage_packs sp WHERE sp.user_id = u.id AND sp.active_from <= $2 AND sp.expires_at > $2) AS packs";
+     (SELECT CAST(CASE WHEN SUM(CAST(sp.size AS DOUBLE PRECISION)) > 4e18 THEN 4e18 \
+     ELSE SUM(CAST(sp.size AS DOUBLE PRECISION)) END AS BIGINT) \
+     FROM storage_packs sp WHERE sp.user_id = u.id AND sp.starts_at <= $2 \
+     AND (sp.expires_at IS NULL OR sp.expires_at > $2) AND sp.revoked_at IS NULL) AS packs";
 const USAGE_FROM: &str = "users u JOIN groups g ON g.id = u.group_id";
 
 /// Used bytes and capacity (group quota plus packs) from a row with [`USAGE_COLUMNS`].
@@ -340,6 +345,16 @@ pub async fn usage_and_capacity(db: &Db, user_id: UserId, now: Millis) -> Result
         .fetch_one(db.reader())
         .await?;
     usage_of(&row)
+}
+
+/// The user's used bytes, group quota and bytes of packs counting at `now`.
+pub async fn usage_parts(db: &Db, user_id: UserId, now: Millis) -> Result<(i64, i64, i64), DbError> {
+    let row = sqlx::query(&format!("SELECT {USAGE_COLUMNS} FROM {USAGE_FROM} WHERE u.id = $1"))
+        .bind(user_id)
+        .bind(now)
+        .fetch_one(db.reader())
+        .await?;
+    Ok((row.int("used")?, row.int("group_storage")?, row.opt_int("packs")?.unwrap_or(0)))
 }
 
 /// [`usage_and_capacity`] together with the first storage policy of group `group_id` (`None`

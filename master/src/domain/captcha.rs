@@ -13,16 +13,18 @@ pub enum CaptchaScene {
     PasswordReset,
     SharePassword,
     Report,
+    Redeem,
 }
 
 impl CaptchaScene {
-    pub const ALL: [CaptchaScene; 6] = [
+    pub const ALL: [CaptchaScene; 7] = [
         CaptchaScene::Register,
         CaptchaScene::Login,
         CaptchaScene::MagicLink,
         CaptchaScene::PasswordReset,
         CaptchaScene::SharePassword,
         CaptchaScene::Report,
+        CaptchaScene::Redeem,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -33,6 +35,7 @@ impl CaptchaScene {
             CaptchaScene::PasswordReset => "password_reset",
             CaptchaScene::SharePassword => "share_password",
             CaptchaScene::Report => "report",
+            CaptchaScene::Redeem => "redeem",
         }
     }
 
@@ -45,6 +48,7 @@ impl CaptchaScene {
             CaptchaScene::PasswordReset => "captcha_password_reset",
             CaptchaScene::SharePassword => "captcha_share_password",
             CaptchaScene::Report => "captcha_report",
+            CaptchaScene::Redeem => "captcha_redeem",
         }
     }
 }

@@ -155,6 +155,7 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
     captcha("captcha_password_reset", CAPTCHA_CHOICE, "none"),
     captcha("captcha_share_password", CAPTCHA_CHOICE, "none"),
     captcha("captcha_report", CAPTCHA_CHOICE, "none"),
+    captcha("captcha_redeem", CAPTCHA_CHOICE, "none"),
     captcha("captcha_recaptcha_site_key", SettingKind::Text, ""),
     captcha("captcha_recaptcha_secret", SettingKind::Secret, ""),
     captcha("captcha_recaptcha_verify_url", SettingKind::Url, "https://www.google.com/recaptcha/api/siteverify"),

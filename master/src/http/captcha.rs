@@ -35,7 +35,7 @@ pub mod scene {
             }
         )*};
     }
-    scenes!(Register, Login, MagicLink, PasswordReset, Report);
+    scenes!(Register, Login, MagicLink, PasswordReset, Report, Redeem);
 }
 
 /// A request body that carries a captcha answer.

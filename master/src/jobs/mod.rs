@@ -11,7 +11,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
 use crate::domain::time::now_ms;
-use crate::service::{downloads, maintenance, uploads};
+use crate::service::{downloads, maintenance, redeem, storage_packs, uploads};
+
+/// How often packs are marked expired and temporary groups ended: a user returns to their
+/// group within a minute of the end.
+const GRANTS_EVERY: Duration = Duration::from_secs(60);
 
 /// How often the source-link downloads counted in memory are written down.
 const SOURCE_COUNTS_EVERY: Duration = Duration::from_secs(5);
@@ -114,6 +118,12 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
             downloads::flush_source_downloads(&s).await?;
             Ok(0)
         })
+    }));
+    handles.push(every("storage-pack-expiry", GRANTS_EVERY, |s| {
+        Box::pin(async move { Ok(storage_packs::mark_expired(&s, now_ms()).await?) })
+    }));
+    handles.push(every("temporary-group-end", GRANTS_EVERY, |s| {
+        Box::pin(async move { Ok(redeem::end_temporary_groups(&s, now_ms()).await?) })
     }));
     handles.push(every("refresh-token-cleanup", hourly, |s| {
         Box::pin(async move { Ok(maintenance::clean_refresh_tokens(&s, now_ms()).await? as usize) })

@@ -94,6 +94,28 @@ pub async fn limit_ceremonies(ctx: &Context, address: IpAddr) -> ServiceResult<(
     limit_address(ctx, "ceremony", address).await
 }
 
+/// Failure counters in the `KvStore`, each key with its budget within
+/// `login_rate_window_seconds`: the one limit of every check that lets someone guess at a
+/// secret (a password per e-mail address, redeem codes per user and per address). Answers
+/// whether any counter has used up its budget.
+pub async fn over_failure_budget(ctx: &Context, budget: &[(String, u64)]) -> ServiceResult<bool> {
+    let keys: Vec<String> = budget.iter().map(|(key, _)| key.clone()).collect();
+    let counts = ctx.store().get_many(&keys).await?;
+    Ok(budget
+        .iter()
+        .zip(counts)
+        .any(|((_, limit), count)| count.as_deref().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) >= *limit))
+}
+
+/// Counts one failure against every counter of `budget` (see [`over_failure_budget`]).
+pub async fn count_failure(ctx: &Context, budget: &[(String, u64)]) -> ServiceResult<()> {
+    let window = Duration::from_secs(ctx.config().login_rate_window_seconds);
+    for (key, _) in budget {
+        ctx.store().increment(key, window).await?;
+    }
+    Ok(())
+}
+
 /// What a person presents to sign in, as the unified login request carries it.
 #[derive(Debug, Clone, Copy)]
 pub struct LoginAttempt<'a> {
@@ -159,14 +181,13 @@ async fn identify_by_password(ctx: &Context, attempt: &LoginAttempt<'_>) -> Serv
         attempt.credential.ok_or_else(|| ServiceError::validation("credential", "password is required"))?;
     let email = Email::parse(attempt.identifier).map_err(|_| invalid_credentials())?;
 
-    let window = Duration::from_secs(ctx.config().login_rate_window_seconds);
     let failures_key = format!("rate:login:id:{email}");
-    let failures = ctx.store().get(&failures_key).await?.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    if failures >= ctx.config().login_failures_per_identifier {
+    let budget = [(failures_key.clone(), ctx.config().login_failures_per_identifier)];
+    if over_failure_budget(ctx, &budget).await? {
         return Err(rate_limited());
     }
     let Some(user_id) = password::identify(ctx.db(), &email, credential).await? else {
-        ctx.store().increment(&failures_key, window).await?;
+        count_failure(ctx, &budget).await?;
         return Err(invalid_credentials());
     };
     ctx.store().delete(&failures_key).await?;

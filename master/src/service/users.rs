@@ -78,6 +78,9 @@ pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, update: UserUpdate) ->
     }
     // Each effect has its own entry, so lifting a ban never revives claims a move made stale.
     if let Some(version) = claims_version {
+        // The administrator's choice stands: a temporary group from a code does not move the
+        // user back when it ends.
+        crate::service::redeem::forget_temporary_group(ctx, id).await?;
         revocation::user_claims_changed(ctx.store(), id, version).await?;
     }
     match update.status {

@@ -12,10 +12,12 @@ pub mod not_built;
 pub mod oauth;
 pub mod passkeys;
 pub mod policies;
+pub mod redeem;
 pub mod reports;
 pub mod search;
 pub mod shares;
 pub mod site;
+pub mod storage_packs;
 pub mod tags;
 pub mod tasks;
 pub mod themes;
@@ -190,6 +192,12 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(tags::objects, tags::attach, tags::detach))
         .routes(routes!(shares::admin_list))
         .routes(routes!(shares::admin_delete))
+        .routes(routes!(storage_packs::mine))
+        .routes(routes!(storage_packs::list, storage_packs::grant))
+        .routes(routes!(storage_packs::revoke))
+        .routes(routes!(redeem::redeem))
+        .routes(routes!(redeem::list, redeem::create))
+        .routes(routes!(redeem::update, redeem::delete))
         .routes(routes!(webdav::list, webdav::create))
         .routes(routes!(webdav::get, webdav::update, webdav::delete))
         // The storage-node router speaks the node protocol (signed envelopes, see

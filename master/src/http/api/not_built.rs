@@ -113,13 +113,8 @@ pub const TABLE: &[NotBuilt] = {
         row(Post, "/wopi/files/{id}", Public, "files", "WOPI lock operations (X-WOPI-Override)", "WOPI"),
         row(Get, "/wopi/files/{id}/contents", Public, "files", "WOPI GetFile", "WOPI"),
         row(Post, "/wopi/files/{id}/contents", Public, "files", "WOPI PutFile", "WOPI"),
-        // Storage packs and redeem codes
-        row(Get, "/user/storage_packs", User, "user", "List the caller's storage packs", "storage packs"),
-        row(Post, "/user/redeem", User, "user", "Redeem a code", "redeem codes"),
         // Administration
         row(Get, "/admin/summary", Admin, "admin", "Site summary", "the admin summary"),
-        row(Get, "/admin/redeem", Admin, "admin", "List redeem codes", "redeem codes"),
-        row(Get, "/admin/storage_pack", Admin, "admin", "List storage packs", "storage packs"),
     ]
 };
 

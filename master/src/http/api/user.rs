@@ -23,8 +23,8 @@ use crate::http::guard::{AuthRequired, JwtRequired, bearer_token};
 use crate::service::accounts::{
     self, EffectiveTheme, SettingOption, SettingValue, ThemeChoice, UserSettingsView, UserView,
 };
-use crate::service::files;
 use crate::service::sign_in::{self, LoginAttempt, LoginView, TokenPair};
+use crate::service::storage_packs;
 
 /// Registration request. `identifier` is the e-mail address and `credential` the password.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -213,7 +213,9 @@ pub async fn session(JwtRequired(claims): JwtRequired) -> Json<SessionView> {
 }
 
 /// The caller's storage: `used` bytes (the trash included), `total` (the group's quota plus
-/// active storage packs) and `free` (never below 0).
+/// active storage packs, also given apart as `group` and `packs`), `free` (never below 0) and
+/// `overrun` (how far usage exceeds capacity, after a pack ended: writes that add bytes answer
+/// 507 until it is 0; nothing is deleted).
 #[utoipa::path(get, path = "/user/storage", tag = "user", security(("bearer" = [])),
     responses(
         (status = 200, description = "Storage", body = StorageView),
@@ -221,8 +223,16 @@ pub async fn session(JwtRequired(claims): JwtRequired) -> Json<SessionView> {
         (status = 403, description = "Account not active", body = ErrorBody),
     ))]
 pub async fn storage(State(state): State<Context>, caller: AuthRequired) -> ServiceResult<Json<StorageView>> {
-    let (used, total) = files::storage_usage(state.db(), caller.claims.sub).await?;
-    Ok(Json(StorageView { used, total, free: (total - used).max(0) }))
+    let figures = storage_packs::storage_of(&state, caller.claims.sub).await?;
+    let (used, total) = (figures.used, figures.total());
+    Ok(Json(StorageView {
+        used,
+        total,
+        free: (total - used).max(0),
+        overrun: (used - total).max(0),
+        group: figures.group,
+        packs: figures.packs,
+    }))
 }
 
 /// What a user stores and may store, in bytes.
@@ -231,6 +241,12 @@ pub struct StorageView {
     pub used: i64,
     pub total: i64,
     pub free: i64,
+    /// Bytes used beyond `total` (0 within the quota).
+    pub overrun: i64,
+    /// The group's quota.
+    pub group: i64,
+    /// What active storage packs add.
+    pub packs: i64,
 }
 
 /// The caller's profile. Access level `auth_required`.

@@ -177,17 +177,38 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List redeem codes
-         * @description Not built yet (redeem codes): answers 501 `route.not_implemented` with the uniform error body.
-         */
-        get: operations["not_built_get_admin_redeem"];
+        /** List redeem codes, newest first: what each gives and its use counts, never the code. */
+        get: operations["admin_redeem_list"];
         put?: never;
-        post?: never;
+        /**
+         * Generate a batch of codes (`kind` `storage_pack` with `storage_pack {size, duration_days}`,
+         *     or `group` with `group {group_id, duration_days}`). The codes are in this answer only: they
+         *     are stored hashed. With `Accept: text/csv` the answer is the batch as CSV
+         *     (`code,id,kind,name,uses_per_code,expires_at`), to download.
+         */
+        post: operations["admin_redeem_create"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/redeem/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete a code; the packs and temporary groups it gave stay. */
+        delete: operations["admin_redeem_delete"];
+        options?: never;
+        head?: never;
+        /** Disable or enable a code. */
+        patch: operations["admin_redeem_update"];
         trace?: never;
     };
     "/api/v1/admin/report": {
@@ -314,14 +335,32 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List storage packs
-         * @description Not built yet (storage packs): answers 501 `route.not_implemented` with the uniform error body.
-         */
-        get: operations["not_built_get_admin_storage_pack"];
+        /** List storage packs, newest first, with filters. */
+        get: operations["admin_storage_pack_list"];
+        put?: never;
+        /** Grant a storage pack to a user. */
+        post: operations["grant"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/storage_pack/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Revoke a storage pack: it stops counting at once (the revocation is recorded; revoking
+         *     again changes nothing). Files are never deleted: a user left over quota can only remove.
+         */
+        delete: operations["revoke"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1611,10 +1650,11 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Redeem a code
-         * @description Not built yet (redeem codes): answers 501 `route.not_implemented` with the uniform error body.
+         * Redeem a code: a storage pack, or a temporary group (the caller's access token is then
+         *     stale: refresh it). One use per user per code; wrong codes count against a budget per user
+         *     and per address.
          */
-        post: operations["not_built_post_user_redeem"];
+        post: operations["redeem"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1856,7 +1896,7 @@ export interface paths {
             cookie?: never;
         };
         /** The storage policies the caller's group may use, in order (the first is the default). */
-        get: operations["mine"];
+        get: operations["user_settings_policies_mine"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1914,7 +1954,9 @@ export interface paths {
         };
         /**
          * The caller's storage: `used` bytes (the trash included), `total` (the group's quota plus
-         *     active storage packs) and `free` (never below 0).
+         *     active storage packs, also given apart as `group` and `packs`), `free` (never below 0) and
+         *     `overrun` (how far usage exceeds capacity, after a pack ended: writes that add bytes answer
+         *     507 until it is 0; nothing is deleted).
          */
         get: operations["storage"];
         put?: never;
@@ -1932,11 +1974,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List the caller's storage packs
-         * @description Not built yet (storage packs): answers 501 `route.not_implemented` with the uniform error body.
-         */
-        get: operations["not_built_get_user_storage_packs"];
+        /** The caller's storage packs, active and past (expired, revoked, scheduled), newest first. */
+        get: operations["user_storage_packs_mine"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2114,6 +2153,40 @@ export interface components {
         AvatarSourceRequest: {
             source: components["schemas"]["AvatarSource"];
         };
+        /** @description A batch to generate: `kind` names which of `storage_pack` and `group` is given. */
+        BatchRequest: {
+            /**
+             * Format: int64
+             * @description Codes to generate (1..=1000).
+             */
+            count: number;
+            /** @description When the codes stop working (RFC 3339); absent: never. */
+            expires_at?: string | null;
+            group?: null | components["schemas"]["GroupPrize"];
+            kind: components["schemas"]["CodeKind"];
+            /**
+             * @description A label for administrators (and the name of the packs the codes give), up to 100
+             *     characters.
+             */
+            name?: string | null;
+            storage_pack?: null | components["schemas"]["PackPrize"];
+            /**
+             * Format: int64
+             * @description Users who may redeem each code (1..=1000000), each once.
+             */
+            uses_per_code: number;
+        };
+        /** @description The answer to generating a batch. */
+        BatchView: {
+            /** Format: uuid */
+            batch_id: string;
+            codes: components["schemas"]["NewCodeView"][];
+            expires_at?: string | null;
+            kind: components["schemas"]["CodeKind"];
+            name: string;
+            /** Format: int64 */
+            uses_per_code: number;
+        };
         /** @description A built-in captcha image. */
         CaptchaChallengeView: {
             /** @description Send `{id}:{text read from the image}` as the form's `captcha`. */
@@ -2151,6 +2224,34 @@ export interface components {
          * @enum {string}
          */
         ChromaticColor: "red" | "orange" | "amber" | "yellow" | "lime" | "green" | "emerald" | "teal" | "cyan" | "sky" | "blue" | "indigo" | "violet" | "purple" | "fuchsia" | "pink" | "rose";
+        /**
+         * @description What a code gives.
+         * @enum {string}
+         */
+        CodeKind: "storage_pack" | "group";
+        /** @description A code as administrators see it: never the code itself. */
+        CodeView: {
+            /** Format: uuid */
+            batch_id: string;
+            created_at: string;
+            disabled: boolean;
+            expires_at?: string | null;
+            group?: null | components["schemas"]["GroupPrize"];
+            /** @description The code's first four characters. */
+            hint: string;
+            /** Format: uuid */
+            id: string;
+            kind: components["schemas"]["CodeKind"];
+            name: string;
+            storage_pack?: null | components["schemas"]["PackPrize"];
+            /**
+             * Format: int64
+             * @description Uses taken so far.
+             */
+            used: number;
+            /** Format: int64 */
+            uses_per_code: number;
+        };
         CreateFolderRequest: {
             name: string;
             /** Format: uuid */
@@ -2250,6 +2351,27 @@ export interface components {
             /** @description What to call the passkey (1 to 64 characters; `Passkey` when absent). */
             name?: string | null;
         };
+        /**
+         * @description A pack to grant. It starts at `starts_at` (default: now) and ends at `expires_at`, or
+         *     `duration_days` after its start, or never when neither is given.
+         */
+        GrantPackRequest: {
+            /** Format: int64 */
+            duration_days?: number | null;
+            /** @description RFC 3339, after the start and in the future. */
+            expires_at?: string | null;
+            /** @description 1..=100 characters (trimmed). */
+            name: string;
+            /**
+             * Format: int64
+             * @description Bytes added to the user's capacity (1 or more).
+             */
+            size: number;
+            /** @description RFC 3339. */
+            starts_at?: string | null;
+            /** Format: uuid */
+            user_id: string;
+        };
         /** @description The snapshot of the user's group taken when the token was issued. */
         GroupClaims: {
             /** @description Members may use `/admin`. */
@@ -2296,6 +2418,16 @@ export interface components {
              * @default false
              */
             webdav: boolean;
+        };
+        /** @description A group code's temporary group. */
+        GroupPrize: {
+            /**
+             * Format: int64
+             * @description How long the user stays in the group once redeemed (1..=36500 days).
+             */
+            duration_days: number;
+            /** Format: uuid */
+            group_id: string;
         };
         /** @description The group a user belongs to, as shown with the user. */
         GroupRef: {
@@ -2425,6 +2557,13 @@ export interface components {
          * @enum {string}
          */
         NeutralColor: "slate" | "gray" | "zinc" | "neutral" | "stone";
+        /** @description A generated code, shown once. */
+        NewCodeView: {
+            /** @description The code to hand out (`ABCD-EFGH-...`): it is not stored and cannot be shown again. */
+            code: string;
+            /** Format: uuid */
+            id: string;
+        };
         /** @description A new share of one of the caller's files or folders. */
         NewShare: {
             /** @description Whether visitors may preview files in the browser (default true). */
@@ -2550,6 +2689,47 @@ export interface components {
             trashed_at?: string | null;
             updated_at: string;
         };
+        /** @description A storage-pack code's pack. */
+        PackPrize: {
+            /**
+             * Format: int64
+             * @description How long the pack lasts once redeemed (1..=36500 days).
+             */
+            duration_days: number;
+            /**
+             * Format: int64
+             * @description Bytes the pack adds.
+             */
+            size: number;
+        };
+        /**
+         * @description Where a pack stands at the time it is shown.
+         * @enum {string}
+         */
+        PackStatus: "active" | "scheduled" | "expired" | "revoked";
+        /** @description A storage pack as the API shows it. */
+        PackView: {
+            created_at: string;
+            /** @description Absent: the pack lasts forever. */
+            expires_at?: string | null;
+            /** Format: uuid */
+            id: string;
+            name: string;
+            revoked_at?: string | null;
+            /**
+             * Format: int64
+             * @description Bytes added to the capacity while active.
+             */
+            size: number;
+            /** @description `admin` (granted) or `redeem` (from a code). */
+            source: string;
+            starts_at: string;
+            status: components["schemas"]["PackStatus"];
+            /** @description The owner's e-mail address (in administrators' lists). */
+            user_email?: string | null;
+            /** Format: uuid */
+            user_id: string;
+        };
         /** @description One page of a list and the total number of matching records. */
         Page_AdminFileView: {
             /** Format: int64 */
@@ -2581,6 +2761,33 @@ export interface components {
             })[];
         };
         /** @description One page of a list and the total number of matching records. */
+        Page_CodeView: {
+            /** Format: int64 */
+            count: number;
+            items: {
+                /** Format: uuid */
+                batch_id: string;
+                created_at: string;
+                disabled: boolean;
+                expires_at?: string | null;
+                group?: null | components["schemas"]["GroupPrize"];
+                /** @description The code's first four characters. */
+                hint: string;
+                /** Format: uuid */
+                id: string;
+                kind: components["schemas"]["CodeKind"];
+                name: string;
+                storage_pack?: null | components["schemas"]["PackPrize"];
+                /**
+                 * Format: int64
+                 * @description Uses taken so far.
+                 */
+                used: number;
+                /** Format: int64 */
+                uses_per_code: number;
+            }[];
+        };
+        /** @description One page of a list and the total number of matching records. */
         Page_ObjectView: {
             /** Format: int64 */
             count: number;
@@ -2610,6 +2817,33 @@ export interface components {
                 /** @description When it was put in the trash, if it is there. */
                 trashed_at?: string | null;
                 updated_at: string;
+            }[];
+        };
+        /** @description One page of a list and the total number of matching records. */
+        Page_PackView: {
+            /** Format: int64 */
+            count: number;
+            items: {
+                created_at: string;
+                /** @description Absent: the pack lasts forever. */
+                expires_at?: string | null;
+                /** Format: uuid */
+                id: string;
+                name: string;
+                revoked_at?: string | null;
+                /**
+                 * Format: int64
+                 * @description Bytes added to the capacity while active.
+                 */
+                size: number;
+                /** @description `admin` (granted) or `redeem` (from a code). */
+                source: string;
+                starts_at: string;
+                status: components["schemas"]["PackStatus"];
+                /** @description The owner's e-mail address (in administrators' lists). */
+                user_email?: string | null;
+                /** Format: uuid */
+                user_id: string;
             }[];
         };
         /** @description One page of a list and the total number of matching records. */
@@ -2923,6 +3157,21 @@ export interface components {
             /** @description Ten codes; each works once in place of a code from the app. */
             recovery_codes: string[];
         };
+        RedeemRequest: {
+            /** @description The answer to the `redeem` scene's captcha, when the site has one. */
+            captcha?: string | null;
+            /** @description The code as handed out; case, spaces and dashes do not matter. */
+            code: string;
+        };
+        /**
+         * @description What a redeemed code gave: `storage_pack` or `group`, by `kind`. After a group code the
+         *     caller's access token is stale: refresh it (`POST /user/session/refresh`).
+         */
+        RedeemedView: {
+            group?: null | components["schemas"]["TemporaryGroupView"];
+            kind: components["schemas"]["CodeKind"];
+            storage_pack?: null | components["schemas"]["PackView"];
+        };
         /** @description Registration request. `identifier` is the e-mail address and `credential` the password. */
         RegisterRequest: {
             /**
@@ -3145,6 +3394,21 @@ export interface components {
         StorageView: {
             /** Format: int64 */
             free: number;
+            /**
+             * Format: int64
+             * @description The group's quota.
+             */
+            group: number;
+            /**
+             * Format: int64
+             * @description Bytes used beyond `total` (0 within the quota).
+             */
+            overrun: number;
+            /**
+             * Format: int64
+             * @description What active storage packs add.
+             */
+            packs: number;
             /** Format: int64 */
             total: number;
             /** Format: int64 */
@@ -3262,6 +3526,16 @@ export interface components {
             type: components["schemas"]["TaskType"];
             updated_at: string;
         };
+        /** @description A temporary group as the redeeming user sees it. */
+        TemporaryGroupView: {
+            /** @description When the user returns to `previous_group_id`. */
+            ends_at: string;
+            /** Format: uuid */
+            group_id: string;
+            group_name: string;
+            /** Format: uuid */
+            previous_group_id?: string | null;
+        };
         /** @description Where to send the test mail. */
         TestMailRequest: {
             /** @description The recipient's address. */
@@ -3327,6 +3601,10 @@ export interface components {
              *     the `site_name` setting.
              */
             uri: string;
+        };
+        UpdateCodeRequest: {
+            /** @description A disabled code answers `redeem.invalid_code` until enabled again. */
+            disabled: boolean;
         };
         /** @description Changes to a user; absent fields stay as they are. */
         UpdateUserRequest: {
@@ -4974,15 +5252,40 @@ export interface operations {
             };
         };
     };
-    not_built_get_admin_redeem: {
+    admin_redeem_list: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The codes generated together. */
+                batch_id?: string;
+                kind?: components["schemas"]["CodeKind"];
+                offset?: number;
+                /** @description 1..=1000, default 50. */
+                limit?: number;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
+            /** @description One page of codes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_CodeView"];
+                };
+            };
+            /** @description Unreadable query */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -4992,8 +5295,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Not an administrator */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Paging out of range */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5010,8 +5322,250 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+        };
+    };
+    admin_redeem_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchRequest"];
+            };
+        };
+        responses: {
+            /** @description Generated: the codes, shown once */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchView"];
+                    "text/csv": string;
+                };
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    admin_redeem_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed id */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such code */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    admin_redeem_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateCodeRequest"];
+            };
+        };
+        responses: {
+            /** @description The code */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CodeView"];
+                };
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such code */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body with a wrong, missing or unknown field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5578,15 +6132,40 @@ export interface operations {
             };
         };
     };
-    not_built_get_admin_storage_pack: {
+    admin_storage_pack_list: {
         parameters: {
-            query?: never;
+            query?: {
+                user_id?: string;
+                /** @description `true`: counting now; `false`: scheduled, expired or revoked. */
+                active?: boolean;
+                offset?: number;
+                /** @description 1..=1000, default 50. */
+                limit?: number;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
+            /** @description One page of packs */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_PackView"];
+                };
+            };
+            /** @description Unreadable query */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -5596,8 +6175,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Not an administrator */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Paging out of range */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5614,8 +6202,151 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+        };
+    };
+    grant: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GrantPackRequest"];
+            };
+        };
+        responses: {
+            /** @description Granted */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PackView"];
+                };
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid field (unknown user, size, times) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    revoke: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed id */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such pack */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10862,7 +11593,7 @@ export interface operations {
         parameters: {
             query: {
                 /** @description The scene the image is for; its answer counts only there. */
-                scene: "register" | "login" | "magic_link" | "password_reset" | "share_password" | "report";
+                scene: "register" | "login" | "magic_link" | "password_reset" | "share_password" | "report" | "redeem";
             };
             header?: never;
             path?: never;
@@ -13107,15 +13838,37 @@ export interface operations {
             };
         };
     };
-    not_built_post_user_redeem: {
+    redeem: {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RedeemRequest"];
+            };
+        };
         responses: {
+            /** @description What the code gave */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RedeemedView"];
+                };
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -13125,8 +13878,62 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Account not active, or a wrong captcha answer (`captcha.invalid`) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such code, or disabled or expired (`redeem.invalid_code`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Used up (`redeem.used_up`), redeemed before by the caller (`redeem.already_used`), or a group code that does not apply now (`redeem.not_applicable`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No captcha answer (`captcha.required`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many wrong codes (`redeem.rate_limited`) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -13143,8 +13950,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+            /** @description The captcha provider could not be reached (`captcha.unavailable`) */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -14428,7 +15235,7 @@ export interface operations {
             };
         };
     };
-    mine: {
+    user_settings_policies_mine: {
         parameters: {
             query?: never;
             header?: never;
@@ -14706,7 +15513,7 @@ export interface operations {
             };
         };
     };
-    not_built_get_user_storage_packs: {
+    user_storage_packs_mine: {
         parameters: {
             query?: never;
             header?: never;
@@ -14715,6 +15522,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description The caller's packs */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PackView"][];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -14724,7 +15540,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Account not active */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14735,15 +15551,6 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
