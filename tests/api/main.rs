@@ -2,6 +2,8 @@
 //! for the whole crate keeps link times down.
 
 mod admin;
+mod admin_settings;
+mod admin_users;
 mod archives;
 mod auth;
 mod avatars;
@@ -26,6 +28,7 @@ mod settings;
 mod shares;
 mod site;
 mod storage;
+mod summary;
 mod tags;
 mod tasks;
 mod themes;

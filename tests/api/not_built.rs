@@ -52,7 +52,6 @@ async fn every_not_built_operation_in_the_document_answers_501_with_the_uniform_
         "GET /wopi/files/{id}/contents",
         "GET /api/v1/user/storage_packs",
         "POST /api/v1/user/redeem",
-        "GET /api/v1/admin/summary",
         "GET /api/v1/admin/storage_pack",
     ] {
         assert!(listed.iter().any(|op| op == expected), "{expected} is not listed as not built: {listed:?}");
@@ -63,7 +62,7 @@ async fn not_built_operations_check_access_before_answering_501(app: TestApp) {
     let user = app.register("nina@example.com", "nina-password").await;
     let anonymous = app.call(Method::GET, "/user/storage_packs", None, None).await;
     assert_eq!(error_body(anonymous, 401).await["code"], "auth.missing_token");
-    let not_admin = app.call(Method::GET, "/admin/summary", Some(&user.access), None).await;
+    let not_admin = app.call(Method::GET, "/admin/report", Some(&user.access), None).await;
     assert_eq!(error_body(not_admin, 403).await["code"], "auth.admin_required");
     let allowed = app.call(Method::GET, "/user/storage_packs", Some(&user.access), None).await;
     assert_eq!(error_body(allowed, 501).await["message"], "not built yet: storage packs");

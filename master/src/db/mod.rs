@@ -27,6 +27,7 @@ pub mod properties;
 pub mod refresh_tokens;
 pub mod settings;
 pub mod shares;
+pub mod summary;
 pub mod tags;
 pub mod tasks;
 pub mod themes;

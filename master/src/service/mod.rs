@@ -28,6 +28,7 @@ pub mod search;
 pub mod shares;
 pub mod sign_in;
 pub mod site;
+pub mod summary;
 pub mod tags;
 pub mod tasks;
 pub mod themes;

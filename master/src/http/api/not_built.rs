@@ -120,7 +120,6 @@ pub const TABLE: &[NotBuilt] = {
         row(Get, "/user/storage_packs", User, "user", "List the caller's storage packs", "storage packs"),
         row(Post, "/user/redeem", User, "user", "Redeem a code", "redeem codes"),
         // Administration
-        row(Get, "/admin/summary", Admin, "admin", "Site summary", "the admin summary"),
         row(Get, "/admin/redeem", Admin, "admin", "List redeem codes", "redeem codes"),
         row(Get, "/admin/storage_pack", Admin, "admin", "List storage packs", "storage packs"),
         row(Get, "/admin/report", Admin, "admin", "List reports", "reports"),
