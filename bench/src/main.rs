@@ -6,7 +6,9 @@
 //! the master (see `nodes.rs`); `nubo-bench reads` reads one small file through WebDAV, a source
 //! link and download tokens side by side (see `reads.rs`); `nubo-bench search` times searches
 //! over 100,000 objects on SQLite and PostgreSQL (see `search.rs`); `nubo-bench archive` streams
-//! a ZIP of a 5 GiB folder while sampling the master's memory (see `archive.rs`).
+//! a ZIP of a 5 GiB folder while sampling the master's memory (see `archive.rs`);
+//! `nubo-bench summary` times `GET /admin/summary` on a site of 1,000,000 objects on SQLite and
+//! PostgreSQL (see `summary.rs`).
 //!
 //! `nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL]` starts a master on
 //! SQLite (in-memory store), signs in, then drives a `jwt_required` endpoint
@@ -36,6 +38,7 @@ mod migrate;
 mod nodes;
 mod reads;
 mod search;
+mod summary;
 
 struct Options {
     seconds: u64,
@@ -197,7 +200,7 @@ async fn bench_auth(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH]";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R]";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -240,6 +243,12 @@ fn main() {
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
         runtime.block_on(search::run(rest));
+        return;
+    }
+    if command == "summary" {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(summary::run(rest));
         return;
     }
     if command == "s3-copy" {

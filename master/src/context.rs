@@ -22,6 +22,9 @@ struct Inner {
     tokens: TokenKeys,
     storage: StorageRegistry,
     source_downloads: Tally,
+    /// When this master started (its uptime in the admin summary).
+    started: std::time::Instant,
+    started_at: crate::domain::time::Millis,
 }
 
 impl Context {
@@ -29,7 +32,16 @@ impl Context {
     pub fn new(config: Config, db: Db, store: SharedStore) -> anyhow::Result<Self> {
         let tokens = TokenKeys::new(config.signing_secret()?);
         let storage = StorageRegistry::new(&config.data_dir);
-        Ok(Self(Arc::new(Inner { config, db, store, tokens, storage, source_downloads: Tally::default() })))
+        Ok(Self(Arc::new(Inner {
+            config,
+            db,
+            store,
+            tokens,
+            storage,
+            source_downloads: Tally::default(),
+            started: std::time::Instant::now(),
+            started_at: crate::domain::time::now_ms(),
+        })))
     }
 
     pub fn store(&self) -> &dyn KvStore {
@@ -56,6 +68,11 @@ impl Context {
 
     pub fn db(&self) -> &Db {
         &self.0.db
+    }
+
+    /// How long this master has run, and since when (milliseconds since the epoch).
+    pub fn uptime(&self) -> (std::time::Duration, crate::domain::time::Millis) {
+        (self.0.started.elapsed(), self.0.started_at)
     }
 
     /// Downloads through source links counted on this master and not yet written down.

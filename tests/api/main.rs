@@ -2,6 +2,8 @@
 //! for the whole crate keeps link times down.
 
 mod admin;
+mod admin_settings;
+mod admin_users;
 mod archives;
 mod auth;
 mod avatars;
@@ -29,6 +31,7 @@ mod shares;
 mod site;
 mod storage;
 mod storage_packs;
+mod summary;
 mod tags;
 mod tasks;
 mod themes;

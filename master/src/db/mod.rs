@@ -30,6 +30,7 @@ pub mod reports;
 pub mod settings;
 pub mod shares;
 pub mod storage_packs;
+pub mod summary;
 pub mod tags;
 pub mod tasks;
 pub mod themes;

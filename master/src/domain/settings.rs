@@ -47,11 +47,21 @@ pub enum AuthMethod {
     MagicLink,
 }
 
-/// The value type a setting holds, used to validate writes.
+/// The value type a setting holds, used to validate writes and named in the settings catalog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SettingKind {
     Text,
+    /// Text that must not be empty (the site's name).
+    Name,
+    /// Empty, an absolute http(s) URL, or a path on this site (`/terms`).
     Url,
+    /// Empty or an absolute http(s) URL (where the site is reached from outside).
+    AbsoluteUrl,
+    /// Empty or a mail address, `address` or `Name <address>`.
+    Mailbox,
+    /// Empty (the built-in `Users` group) or the id of an existing group; the service checks
+    /// that it exists.
+    Group,
     Bool,
     AuthMethods,
     /// A TCP port, 1 to 65535 (a JSON number or its text).
@@ -67,7 +77,50 @@ impl SettingKind {
     pub fn is_secret(self) -> bool {
         self == SettingKind::Secret
     }
+
+    /// The type's name in the settings catalog.
+    pub fn name(self) -> &'static str {
+        match self {
+            SettingKind::Text => "text",
+            SettingKind::Name => "name",
+            SettingKind::Url => "url",
+            SettingKind::AbsoluteUrl => "absolute_url",
+            SettingKind::Mailbox => "mailbox",
+            SettingKind::Group => "group",
+            SettingKind::Bool => "bool",
+            SettingKind::AuthMethods => "auth_methods",
+            SettingKind::Port => "port",
+            SettingKind::Choice(_) => "choice",
+            SettingKind::Secret => "secret",
+        }
+    }
+
+    /// The words a `choice` allows (every sign-in method for `auth_methods`); empty otherwise.
+    pub fn choices(self) -> Vec<&'static str> {
+        match self {
+            SettingKind::Choice(words) => words.to_vec(),
+            SettingKind::AuthMethods => AUTH_METHOD_NAMES.to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// A stored value as JSON of its type (what `PATCH /admin/settings` takes): booleans and
+    /// ports as such, `auth_methods` as a list, the rest as text.
+    pub fn typed(self, stored: &str) -> serde_json::Value {
+        use serde_json::Value;
+        match self {
+            SettingKind::Bool => Value::Bool(stored == "true"),
+            SettingKind::Port => stored.parse::<u16>().map_or_else(|_| Value::String(stored.to_owned()), Value::from),
+            SettingKind::AuthMethods => {
+                serde_json::from_str(stored).unwrap_or_else(|_| Value::String(stored.to_owned()))
+            }
+            _ => Value::String(stored.to_owned()),
+        }
+    }
 }
+
+/// Every sign-in method's name, as `auth_methods` lists them.
+pub const AUTH_METHOD_NAMES: &[&str] = &["email_password", "github", "qq", "passkey", "magic_link"];
 
 /// How the master talks to the SMTP server (`mail_smtp_tls`).
 pub const MAIL_TLS_MODES: &[&str] = &["none", "starttls", "tls"];
@@ -83,13 +136,13 @@ pub struct KnownSetting {
 
 /// Every setting the service reads. A name not listed here is refused on write.
 pub const KNOWN_SETTINGS: &[KnownSetting] = &[
-    KnownSetting { name: "site_name", category: SettingsType::Basic, kind: SettingKind::Text, default: "Nubo" },
+    KnownSetting { name: "site_name", category: SettingsType::Basic, kind: SettingKind::Name, default: "Nubo" },
     KnownSetting { name: "footer_code", category: SettingsType::Basic, kind: SettingKind::Text, default: "" },
     KnownSetting { name: "tos_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "" },
     KnownSetting { name: "privacy_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "" },
     // Where the site is reached from outside (`https://drive.example.com`): links the service
     // hands out (shares) are built on it; empty: they are site paths.
-    KnownSetting { name: "site_url", category: SettingsType::Basic, kind: SettingKind::Url, default: "" },
+    KnownSetting { name: "site_url", category: SettingsType::Basic, kind: SettingKind::AbsoluteUrl, default: "" },
     // The public avatar service (`POST /user/settings/avatar {source: gravatar}`): `{hash}` is the
     // SHA-256 of the trimmed, lower-cased e-mail address, `{size}` the side in pixels.
     KnownSetting {
@@ -113,7 +166,7 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
     KnownSetting {
         name: "register_default_group",
         category: SettingsType::Register,
-        kind: SettingKind::Text,
+        kind: SettingKind::Group,
         default: "",
     },
     // Mail each new account a link to confirm its address; the account stays INACTIVE until then.
@@ -135,7 +188,7 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
     KnownSetting { name: "mail_smtp_user", category: SettingsType::Mail, kind: SettingKind::Text, default: "" },
     KnownSetting { name: "mail_smtp_password", category: SettingsType::Mail, kind: SettingKind::Secret, default: "" },
     // The sender, `address` or `Name <address>`.
-    KnownSetting { name: "mail_from", category: SettingsType::Mail, kind: SettingKind::Text, default: "" },
+    KnownSetting { name: "mail_from", category: SettingsType::Mail, kind: SettingKind::Mailbox, default: "" },
     // OAuth providers (`auth::providers::oauth`): the site's credentials at the provider, and the
     // provider's endpoints (the public ones by default; tests point them at a local server).
     oauth("github_client_id", SettingKind::Text, ""),
@@ -182,15 +235,62 @@ pub fn known_setting(name: &str) -> Option<&'static KnownSetting> {
     KNOWN_SETTINGS.iter().find(|s| s.name == name)
 }
 
-/// Checks a value against its setting's type and returns the text to store.
+/// The longest text a setting holds (the footer code is the long one).
+pub const MAX_SETTING_LENGTH: usize = 64 * 1024;
+
+/// An absolute http(s) URL with a host.
+fn is_absolute_http_url(text: &str) -> bool {
+    reqwest::Url::parse(text)
+        .is_ok_and(|url| matches!(url.scheme(), "http" | "https") && url.host_str().is_some_and(|h| !h.is_empty()))
+}
+
+/// Checks a value against its setting's type and returns the text to store. Whether a group
+/// exists (`SettingKind::Group`) is for the caller to check: it needs the database.
 pub fn validate_setting_value(setting: &KnownSetting, value: &serde_json::Value) -> Result<String, String> {
+    if let serde_json::Value::String(s) = value
+        && s.len() > MAX_SETTING_LENGTH
+    {
+        return Err(format!("must be at most {MAX_SETTING_LENGTH} bytes"));
+    }
     match (setting.kind, value) {
         (SettingKind::Text, serde_json::Value::String(s)) => Ok(s.clone()),
+        (SettingKind::Name, serde_json::Value::String(s)) => {
+            let name = s.trim();
+            if name.is_empty() || name.chars().count() > 128 || name.chars().any(char::is_control) {
+                Err("must be 1 to 128 characters, without control characters".to_owned())
+            } else {
+                Ok(name.to_owned())
+            }
+        }
         (SettingKind::Url, serde_json::Value::String(s)) => {
-            if s.is_empty() || s.starts_with("https://") || s.starts_with("http://") || s.starts_with('/') {
+            // A site path, but not `//host/...`: browsers read that as another site.
+            let site_path = s.starts_with('/') && !s.starts_with("//") && !s.contains(char::is_whitespace);
+            if s.is_empty() || site_path || is_absolute_http_url(s) {
                 Ok(s.clone())
             } else {
                 Err("must be empty, an absolute http(s) URL or a site path".to_owned())
+            }
+        }
+        (SettingKind::AbsoluteUrl, serde_json::Value::String(s)) => {
+            if s.is_empty() || is_absolute_http_url(s) {
+                Ok(s.clone())
+            } else {
+                Err("must be empty or an absolute http(s) URL such as https://drive.example.com".to_owned())
+            }
+        }
+        (SettingKind::Mailbox, serde_json::Value::String(s)) => {
+            let s = s.trim();
+            if s.is_empty() || s.parse::<lettre::message::Mailbox>().is_ok() {
+                Ok(s.to_owned())
+            } else {
+                Err("must be empty or an address such as Nubo <nubo@example.com>".to_owned())
+            }
+        }
+        (SettingKind::Group, serde_json::Value::String(s)) => {
+            if s.is_empty() || uuid::Uuid::parse_str(s).is_ok() {
+                Ok(s.to_ascii_lowercase())
+            } else {
+                Err("must be empty (the Users group) or a group id".to_owned())
             }
         }
         (SettingKind::Bool, serde_json::Value::Bool(b)) => Ok(b.to_string()),
@@ -208,7 +308,16 @@ pub fn validate_setting_value(setting: &KnownSetting, value: &serde_json::Value)
         (SettingKind::Choice(words), serde_json::Value::String(s)) if words.contains(&s.as_str()) => Ok(s.clone()),
         (SettingKind::Choice(words), _) => Err(format!("must be one of: {}", words.join(", "))),
         (SettingKind::Secret, serde_json::Value::String(s)) => Ok(s.clone()),
-        (SettingKind::Text | SettingKind::Url | SettingKind::Secret, _) => Err("must be a string".to_owned()),
+        (
+            SettingKind::Text
+            | SettingKind::Name
+            | SettingKind::Url
+            | SettingKind::AbsoluteUrl
+            | SettingKind::Mailbox
+            | SettingKind::Group
+            | SettingKind::Secret,
+            _,
+        ) => Err("must be a string".to_owned()),
         (SettingKind::Port, _) => Err(port_range()),
         (SettingKind::Bool, _) => Err("must be true or false".to_owned()),
         (SettingKind::AuthMethods, _) => Err("must be a list of sign-in methods".to_owned()),
@@ -275,6 +384,40 @@ mod tests {
         for name in ["captcha_recaptcha_secret", "captcha_turnstile_secret"] {
             assert!(known_setting(name).is_some_and(|s| s.kind.is_secret()), "{name}");
         }
+    }
+
+    #[test]
+    fn loose_values_are_refused() {
+        let site_url = known_setting("site_url").unwrap();
+        assert!(validate_setting_value(site_url, &json!("https://drive.example.com")).is_ok());
+        assert!(validate_setting_value(site_url, &json!("")).is_ok());
+        for bad in ["/drive", "https://", "ftp://example.com", "drive.example.com", "javascript:alert(1)"] {
+            assert!(validate_setting_value(site_url, &json!(bad)).is_err(), "{bad}");
+        }
+        let tos = known_setting("tos_url").unwrap();
+        assert!(validate_setting_value(tos, &json!("/terms")).is_ok());
+        assert!(validate_setting_value(tos, &json!("//evil.example/terms")).is_err());
+        let name = known_setting("site_name").unwrap();
+        assert_eq!(validate_setting_value(name, &json!("  Drive  ")).unwrap(), "Drive");
+        assert!(validate_setting_value(name, &json!("   ")).is_err());
+        let from = known_setting("mail_from").unwrap();
+        assert!(validate_setting_value(from, &json!("Nubo <nubo@example.com>")).is_ok());
+        assert!(validate_setting_value(from, &json!("not an address")).is_err());
+        let group = known_setting("register_default_group").unwrap();
+        assert!(validate_setting_value(group, &json!("staff")).is_err());
+        assert!(validate_setting_value(group, &json!("")).is_ok());
+        let footer = known_setting("footer_code").unwrap();
+        assert!(validate_setting_value(footer, &json!("x".repeat(MAX_SETTING_LENGTH + 1))).is_err());
+    }
+
+    #[test]
+    fn stored_values_read_back_typed() {
+        assert_eq!(SettingKind::Bool.typed("true"), json!(true));
+        assert_eq!(SettingKind::Port.typed("587"), json!(587));
+        assert_eq!(SettingKind::AuthMethods.typed(r#"["passkey"]"#), json!(["passkey"]));
+        assert_eq!(SettingKind::Text.typed("x"), json!("x"));
+        let methods: Vec<AuthMethod> = serde_json::from_value(json!(AUTH_METHOD_NAMES)).unwrap();
+        assert_eq!(methods.len(), AUTH_METHOD_NAMES.len(), "every name is a method");
     }
 
     #[test]

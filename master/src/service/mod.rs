@@ -31,6 +31,7 @@ pub mod shares;
 pub mod sign_in;
 pub mod site;
 pub mod storage_packs;
+pub mod summary;
 pub mod tags;
 pub mod tasks;
 pub mod themes;

@@ -3,7 +3,10 @@
 use std::collections::HashMap;
 
 use crate::db::{self, Db};
-use crate::domain::settings::{AuthMethod, KNOWN_SETTINGS, known_setting, validate_setting_value};
+use crate::domain::ids::GroupId;
+use crate::domain::settings::{
+    AuthMethod, KNOWN_SETTINGS, SettingKind, SettingsType, known_setting, validate_setting_value,
+};
 use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
@@ -40,6 +43,59 @@ pub async fn listed_settings(db: &Db) -> ServiceResult<HashMap<&'static str, Str
         settings.insert(setting.name, String::new());
     }
     Ok(settings)
+}
+
+/// One setting as the catalog describes it to administrators' clients: enough to draw a form
+/// field and group the fields, and never a secret's value.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct SettingEntry {
+    pub name: &'static str,
+    /// The category the setting belongs to (the form section).
+    pub group: SettingsType,
+    /// `text`, `name` (text, not empty), `url` (absolute http(s) or a site path),
+    /// `absolute_url`, `mailbox`, `group` (a group id, empty: `Users`), `bool`, `port`,
+    /// `choice` (one of `choices`), `auth_methods` (a list of `choices`) or `secret`
+    /// (write-only).
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The allowed words of a `choice` or `auth_methods`; empty for other types.
+    pub choices: Vec<&'static str>,
+    /// The value used while none is stored, typed as `value` is.
+    #[schema(value_type = Object)]
+    pub default: serde_json::Value,
+    /// The current value, typed (booleans, port numbers, method lists); absent for secrets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub value: Option<serde_json::Value>,
+    /// For secrets only: whether one is stored. Never the value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_set: Option<bool>,
+}
+
+/// Every known setting, in the order of [`KNOWN_SETTINGS`] (grouped by category), typed.
+pub async fn catalog(db: &Db) -> ServiceResult<Vec<SettingEntry>> {
+    let settings = effective_settings(db).await?;
+    Ok(KNOWN_SETTINGS
+        .iter()
+        .map(|setting| {
+            let current = settings.get(setting.name).map(String::as_str).unwrap_or_default();
+            let secret = setting.kind.is_secret();
+            SettingEntry {
+                name: setting.name,
+                group: setting.category,
+                kind: setting.kind.name(),
+                choices: setting.kind.choices(),
+                // A secret's default is empty by design; it is never shown either way.
+                default: if secret {
+                    serde_json::Value::String(String::new())
+                } else {
+                    setting.kind.typed(setting.default)
+                },
+                value: (!secret).then(|| setting.kind.typed(current)),
+                is_set: secret.then(|| !current.is_empty()),
+            }
+        })
+        .collect())
 }
 
 /// What links the service hands out (shares, mailed links) start with: the `site_url` setting
@@ -92,6 +148,15 @@ pub async fn update_settings(db: &Db, values: &serde_json::Map<String, serde_jso
         })?;
         let text = validate_setting_value(setting, value)
             .map_err(|why| ServiceError::validation(name, format!("{name} {why}")))?;
+        if setting.kind == SettingKind::Group && !text.is_empty() {
+            let exists = match text.parse::<GroupId>() {
+                Ok(id) => db::groups::find(db, id).await?.is_some(),
+                Err(_) => false,
+            };
+            if !exists {
+                return Err(ServiceError::validation(name, format!("{name} must name an existing group")));
+            }
+        }
         rows.push((setting.name, setting.category.as_str(), text));
     }
     db::settings::upsert_many(db, &rows, now_ms()).await?;

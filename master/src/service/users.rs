@@ -1,7 +1,9 @@
-//! Administrators' management of users: list with filters, create, change (including bans and
+//! Administrators' management of users: list with filters, a detail view, create, change (including bans and
 //! group moves, which take effect on already-issued tokens), delete.
 
 use nubo_common::secret::Secret;
+use serde::Serialize;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::password::hash_password;
@@ -17,6 +19,7 @@ use crate::domain::user::UserStatus;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::accounts::{self, UserView};
+use crate::service::identities::{self, IdentityView};
 use crate::service::{Page, PageRequest};
 
 fn not_found() -> ServiceError {
@@ -35,6 +38,56 @@ pub async fn list(ctx: &Context, filter: &UserFilter, page: PageRequest) -> Serv
 pub async fn get(ctx: &Context, id: Uuid) -> ServiceResult<UserView> {
     let row = db::users::find(ctx.db(), id.into()).await?.ok_or_else(not_found)?;
     accounts::user_view(ctx.db(), &row).await
+}
+
+/// A user as administrators inspect them: the profile, storage, ways to sign in and what they
+/// own.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct UserDetail {
+    #[serde(flatten)]
+    pub user: UserView,
+    pub usage: StorageUsage,
+    /// Ways to sign in (e-mail and password, OAuth providers): provider and display name, never
+    /// a credential.
+    pub identities: Vec<IdentityView>,
+    /// Passkeys registered (their names are the user's own business).
+    pub passkeys: i64,
+    pub counts: OwnedCounts,
+}
+
+/// Bytes used (uploads in progress included) and the capacity (the group's storage plus any
+/// active storage packs).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct StorageUsage {
+    pub used: i64,
+    pub capacity: i64,
+}
+
+/// What the user owns outside the trash (the root folder not counted).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OwnedCounts {
+    pub files: i64,
+    pub folders: i64,
+    pub shares: i64,
+}
+
+pub async fn detail(ctx: &Context, id: Uuid) -> ServiceResult<UserDetail> {
+    let db = ctx.db();
+    let key = UserId::from(id);
+    let row = db::users::find(db, key).await?.ok_or_else(not_found)?;
+    let user = accounts::user_view(db, &row).await?;
+    let (used, capacity) = db::users::usage_and_capacity(db, key, now_ms()).await?;
+    let identities = identities::list(ctx, id).await?;
+    let passkeys = db::passkeys::list_of(db, key).await?.len() as i64;
+    let (files, folders, shares) = db::summary::user_counts(db, key).await?;
+    // Storage packs (issue 36) will be listed here beside `usage`, as `packs`.
+    Ok(UserDetail {
+        user,
+        usage: StorageUsage { used, capacity },
+        identities,
+        passkeys,
+        counts: OwnedCounts { files, folders, shares },
+    })
 }
 
 /// What an administrator may change about a user; `None` keeps the current value.

@@ -20,12 +20,15 @@ export const journeys = [
         await expectPath(page, /^\/files$/);
         await page.getByRole("link", { name: "Administration" }).click();
         await expectPath(page, /^\/admin$/);
-        // The run's user is listed.
+        const tabs = page.getByRole("navigation", { name: "Administration areas" });
+        // The dashboard comes first; the run's user is listed under Users.
+        await page.getByRole("heading", { name: "Overview", level: 2 }).waitFor();
+        await tabs.getByRole("link", { name: "Users" }).click();
+        await expectPath(page, /^\/admin\/users$/);
         await page.getByLabel("Find users").fill(email);
         await page.getByRole("button", { name: "Search" }).click();
         await page.getByRole("cell", { name: email, exact: true }).waitFor();
 
-        const tabs = page.getByRole("navigation", { name: "Administration areas" });
         const suffix = Date.now().toString(36);
         await tabs.getByRole("link", { name: "Groups" }).click();
         await expectPath(page, /^\/admin\/groups$/);

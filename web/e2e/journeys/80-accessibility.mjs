@@ -68,7 +68,8 @@ export const journeys = [
         for (const [path, ready] of [
           ["/shares", () => page.getByRole("heading", { name: "My shares" })],
           ["/settings", () => page.getByRole("button", { name: "Save theme" })],
-          ["/admin", () => page.getByLabel("Find users")],
+          ["/admin", () => page.getByRole("figure", { name: /Registrations per day/ })],
+          ["/admin/users", () => page.getByLabel("Find users")],
           ["/admin/groups", () => page.getByRole("button", { name: "New group" })],
           ["/admin/policies", () => page.getByRole("button", { name: "New local policy" })],
           ["/admin/reports", () => page.getByLabel("State")],

@@ -12,7 +12,7 @@ export type Route =
   | { name: "share"; code: string }
   | { name: "shares" }
   | { name: "settings" }
-  | { name: "admin"; section: string }
+  | { name: "admin"; section: string; id?: string }
   | { name: "not_found" };
 
 /** Pages that need a session; the others are public. */
@@ -60,7 +60,10 @@ export function match(pathname: string): Route {
     case "settings":
       return rest.length ? { name: "not_found" } : { name: "settings" };
     case "admin":
-      return rest.length <= 1 ? { name: "admin", section: rest[0] ?? "" } : { name: "not_found" };
+      if (rest.length <= 1) return { name: "admin", section: rest[0] ?? "" };
+      // `/admin/users/<id>`: one user's detail.
+      if (rest.length === 2 && rest[0] === "users") return { name: "admin", section: "users", id: rest[1] };
+      return { name: "not_found" };
     default:
       return { name: "not_found" };
   }

@@ -1,4 +1,4 @@
-//! `/admin`: users, groups, site settings and every user's files (access level `admin_required`).
+//! `/admin`: the site summary, users, groups, site settings and every user's files (access level `admin_required`).
 
 use axum::Json;
 use axum::extract::State;
@@ -20,6 +20,9 @@ use crate::http::guard::AdminRequired;
 use crate::service::accounts::{self, UserView};
 use crate::service::files::{self, AdminFileView};
 use crate::service::groups::{self, GroupInput, GroupView};
+use crate::service::site::SettingEntry;
+use crate::service::summary::{self, SiteSummary};
+use crate::service::users::UserDetail;
 use crate::service::{Page, PageRequest, site, users};
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -102,10 +105,11 @@ pub async fn create_user(
     Ok((StatusCode::CREATED, Json(user)))
 }
 
-/// One user.
+/// One user in detail: the profile, storage used and capacity, ways to sign in (providers and
+/// display names, never credentials), passkeys, and counts of files, folders and shares.
 #[utoipa::path(get, path = "/admin/user/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
-        (status = 200, description = "The user", body = UserView),
+        (status = 200, description = "The user", body = UserDetail),
         (status = 400, description = "Malformed id", body = ErrorBody),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
@@ -115,8 +119,8 @@ pub async fn get_user(
     State(state): State<Context>,
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
-) -> ServiceResult<Json<UserView>> {
-    Ok(Json(users::get(&state, id).await?))
+) -> ServiceResult<Json<UserDetail>> {
+    Ok(Json(users::detail(&state, id).await?))
 }
 
 /// Changes to a user; absent fields stay as they are.
@@ -334,6 +338,21 @@ pub async fn get_settings(
     Ok(Json(site::listed_settings(state.db()).await?))
 }
 
+/// Every known setting described for forms: its name, group (`SettingsType`), type, allowed
+/// choices, default and current value typed; secrets say only whether one is set.
+#[utoipa::path(get, path = "/admin/settings/catalog", tag = "admin", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Every setting in form order, grouped by category", body = Vec<SettingEntry>),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+    ))]
+pub async fn settings_catalog(
+    State(state): State<Context>,
+    _admin: AdminRequired,
+) -> ServiceResult<Json<Vec<SettingEntry>>> {
+    Ok(Json(site::catalog(state.db()).await?))
+}
+
 /// Change settings: an object of setting name to value (string, boolean or list as the
 /// setting requires). All are written or none.
 #[utoipa::path(patch, path = "/admin/settings", tag = "admin", security(("bearer" = [])),
@@ -432,4 +451,18 @@ pub async fn delete_files(
 ) -> ServiceResult<StatusCode> {
     files::admin_delete(&state, &request.ids, request.purge).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The site at a glance: users, objects, logical and physical bytes, shares, tasks and nodes by
+/// status, registrations and uploads of the last 30 UTC days (zeros where nothing happened),
+/// and this master's version and uptime. Read from counters the database keeps, so it stays
+/// fast however many objects there are.
+#[utoipa::path(get, path = "/admin/summary", tag = "admin", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The summary", body = SiteSummary),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+    ))]
+pub async fn summary(State(state): State<Context>, _admin: AdminRequired) -> ServiceResult<Json<SiteSummary>> {
+    Ok(Json(summary::summary(&state).await?))
 }

@@ -139,6 +139,8 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(admin::list_groups, admin::create_group))
         .routes(routes!(admin::get_group, admin::update_group, admin::delete_group))
         .routes(routes!(admin::get_settings, admin::update_settings))
+        .routes(routes!(admin::settings_catalog))
+        .routes(routes!(admin::summary))
         .routes(routes!(mail::send_test))
         .routes(routes!(policies::mine))
         .routes(routes!(policies::list, policies::create))

@@ -103,7 +103,7 @@ const fn row(
 /// Paths as the API conventions name them (see docs/design.md, "Not built yet"); a feature that
 /// lands removes its rows.
 pub const TABLE: &[NotBuilt] = {
-    use Access::{Admin, Public, User};
+    use Access::{Public, User};
     use Verb::{Get, Post};
     &[
         // Viewers and WOPI
@@ -113,8 +113,6 @@ pub const TABLE: &[NotBuilt] = {
         row(Post, "/wopi/files/{id}", Public, "files", "WOPI lock operations (X-WOPI-Override)", "WOPI"),
         row(Get, "/wopi/files/{id}/contents", Public, "files", "WOPI GetFile", "WOPI"),
         row(Post, "/wopi/files/{id}/contents", Public, "files", "WOPI PutFile", "WOPI"),
-        // Administration
-        row(Get, "/admin/summary", Admin, "admin", "Site summary", "the admin summary"),
     ]
 };
 

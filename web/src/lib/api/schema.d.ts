@@ -274,6 +274,26 @@ export interface paths {
         patch: operations["update_settings"];
         trace?: never;
     };
+    "/api/v1/admin/settings/catalog": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every known setting described for forms: its name, group (`SettingsType`), type, allowed
+         *     choices, default and current value typed; secrets say only whether one is set.
+         */
+        get: operations["settings_catalog"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/settings/mail/test": {
         parameters: {
             query?: never;
@@ -374,10 +394,12 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Site summary
-         * @description Not built yet (the admin summary): answers 501 `route.not_implemented` with the uniform error body.
+         * The site at a glance: users, objects, logical and physical bytes, shares, tasks and nodes by
+         *     status, registrations and uploads of the last 30 UTC days (zeros where nothing happened),
+         *     and this master's version and uptime. Read from counters the database keeps, so it stays
+         *     fast however many objects there are.
          */
-        get: operations["not_built_get_admin_summary"];
+        get: operations["summary"];
         put?: never;
         post?: never;
         delete?: never;
@@ -500,7 +522,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One user. */
+        /**
+         * One user in detail: the profile, storage used and capacity, ways to sign in (providers and
+         *     display names, never credentials), passkeys, and counts of files, folders and shares.
+         */
         get: operations["get_user"];
         put?: never;
         post?: never;
@@ -2281,6 +2306,19 @@ export interface components {
             password: string;
             status?: null | components["schemas"]["UserStatus"];
         };
+        DayFigures: {
+            /** @description The UTC day, `YYYY-MM-DD`. */
+            date: string;
+            /** Format: int64 */
+            registrations: number;
+            /** Format: int64 */
+            upload_bytes: number;
+            /**
+             * Format: int64
+             * @description Files added that day (uploads, copies, saves from shares), still counted once deleted.
+             */
+            uploads: number;
+        };
         /** @description Where a client sends the chunks of an upload to a storage node. */
         DirectUploadView: {
             /** @description Bearer credential for `url`, signed by the master for this session only. */
@@ -2609,6 +2647,17 @@ export interface components {
             /** Format: int64 */
             total_space?: number | null;
         };
+        NodeCounts: {
+            /** Format: int64 */
+            offline: number;
+            /** Format: int64 */
+            online: number;
+            /**
+             * Format: int64
+             * @description Not checked since registered.
+             */
+            unknown: number;
+        };
         /**
          * @description A node as written. `key` is the secret shared with the node (at least 32 bytes); it is never
          *     returned, and leaving it out on update keeps the stored one.
@@ -2636,6 +2685,18 @@ export interface components {
             name: string;
             /** @description `unknown` until checked, then `online` or `offline`. */
             status: string;
+        };
+        /**
+         * @description Objects of every user; root folders are not counted, the trash is (and `trashed` says how
+         *     many of them are in a trash).
+         */
+        ObjectCounts: {
+            /** Format: int64 */
+            files: number;
+            /** Format: int64 */
+            folders: number;
+            /** Format: int64 */
+            trashed: number;
         };
         /** @description Facts about an object beyond its listing entry. */
         ObjectDetail: {
@@ -2688,6 +2749,15 @@ export interface components {
             /** @description When it was put in the trash, if it is there. */
             trashed_at?: string | null;
             updated_at: string;
+        };
+        /** @description What the user owns outside the trash (the root folder not counted). */
+        OwnedCounts: {
+            /** Format: int64 */
+            files: number;
+            /** Format: int64 */
+            folders: number;
+            /** Format: int64 */
+            shares: number;
         };
         /** @description A storage-pack code's pack. */
         PackPrize: {
@@ -3283,6 +3353,35 @@ export interface components {
             /** Format: uuid */
             preset_id?: string | null;
         };
+        /**
+         * @description One setting as the catalog describes it to administrators' clients: enough to draw a form
+         *     field and group the fields, and never a secret's value.
+         */
+        SettingEntry: {
+            /** @description The allowed words of a `choice` or `auth_methods`; empty for other types. */
+            choices: string[];
+            /** @description The value used while none is stored, typed as `value` is. */
+            default: Record<string, never>;
+            /** @description The category the setting belongs to (the form section). */
+            group: components["schemas"]["SettingsType"];
+            /** @description For secrets only: whether one is stored. Never the value. */
+            is_set?: boolean | null;
+            name: string;
+            /**
+             * @description `text`, `name` (text, not empty), `url` (absolute http(s) or a site path),
+             *     `absolute_url`, `mailbox`, `group` (a group id, empty: `Users`), `bool`, `port`,
+             *     `choice` (one of `choices`), `auth_methods` (a list of `choices`) or `secret`
+             *     (write-only).
+             */
+            type: string;
+            /** @description The current value, typed (booleans, port numbers, method lists); absent for secrets. */
+            value?: Record<string, never> | null;
+        };
+        /**
+         * @description The category a setting belongs to; stored beside each row.
+         * @enum {string}
+         */
+        SettingsType: "BASIC" | "LOGIN" | "REGISTER" | "OAUTH" | "MAIL" | "CAPTCHA" | "THEME" | "UPLOAD" | "SHARE" | "TASK";
         /** @description What a visitor puts in an archive of a share. */
         ShareArchiveRequest: {
             /**
@@ -3383,12 +3482,67 @@ export interface components {
             /** @description Terms of service; empty when none. */
             tos_url: string;
         };
+        SiteSummary: {
+            /** @description The last 30 UTC days, oldest first, today last; days without activity are zeros. */
+            daily: components["schemas"]["DayFigures"][];
+            generated_at: string;
+            nodes: components["schemas"]["NodeCounts"];
+            objects: components["schemas"]["ObjectCounts"];
+            /**
+             * Format: int64
+             * @description Shares of every user (expired ones included until deleted).
+             */
+            shares: number;
+            started_at: string;
+            storage: components["schemas"]["StorageFigures"];
+            tasks: components["schemas"]["TaskCounts"];
+            /**
+             * Format: int64
+             * @description Seconds since this master started (each master answers for itself).
+             */
+            uptime_seconds: number;
+            users: components["schemas"]["UserCounts"];
+            /** @description This master's version. */
+            version: string;
+        };
         /** @description The permanent source link of a file. */
         SourceLinkView: {
             /** Format: int64 */
             downloads: number;
             /** @description Public URL (relative to the site); works until the file is deleted. */
             url: string;
+        };
+        StorageFigures: {
+            /**
+             * Format: int64
+             * @description Stored blobs.
+             */
+            blobs: number;
+            /**
+             * Format: double
+             * @description `logical_bytes / physical_bytes`; 1 when nothing is stored.
+             */
+            dedup_ratio: number;
+            /**
+             * Format: int64
+             * @description Sum of file sizes (what users are charged for), the trash included.
+             */
+            logical_bytes: number;
+            /**
+             * Format: int64
+             * @description Sum of the sizes of the distinct stored blobs: identical content is stored once.
+             */
+            physical_bytes: number;
+        };
+        /**
+         * @description Bytes used (uploads in progress included) and the capacity (the group's storage plus any
+         *     active storage packs).
+         */
+        StorageUsage: {
+            /** Format: int64 */
+            capacity: number;
+            /** Format: int64 */
+            used: number;
         };
         /** @description What a user stores and may store, in bytes. */
         StorageView: {
@@ -3453,6 +3607,18 @@ export interface components {
             /** Format: int64 */
             size: number;
             updated_at: string;
+        };
+        TaskCounts: {
+            /** Format: int64 */
+            canceled: number;
+            /** Format: int64 */
+            completed: number;
+            /** Format: int64 */
+            error: number;
+            /** Format: int64 */
+            queued: number;
+            /** Format: int64 */
+            running: number;
         };
         /** @description How far a task got. */
         TaskProgress: {
@@ -3633,6 +3799,47 @@ export interface components {
             total_chunks: number;
             /** @description Indexes of the chunks already received. */
             uploaded: number[];
+        };
+        UserCounts: {
+            /** Format: int64 */
+            active: number;
+            /** Format: int64 */
+            banned: number;
+            /**
+             * Format: int64
+             * @description Not yet allowed in (e.g. awaiting e-mail confirmation).
+             */
+            inactive: number;
+            /**
+             * Format: int64
+             * @description Accounts created in the last 24 hours.
+             */
+            new_24h: number;
+            /**
+             * Format: int64
+             * @description Accounts created in the last 7 days.
+             */
+            new_7d: number;
+            /** Format: int64 */
+            total: number;
+        };
+        /**
+         * @description A user as administrators inspect them: the profile, storage, ways to sign in and what they
+         *     own.
+         */
+        UserDetail: components["schemas"]["UserView"] & {
+            counts: components["schemas"]["OwnedCounts"];
+            /**
+             * @description Ways to sign in (e-mail and password, OAuth providers): provider and display name, never
+             *     a credential.
+             */
+            identities: components["schemas"]["IdentityView"][];
+            /**
+             * Format: int64
+             * @description Passkeys registered (their names are the user's own business).
+             */
+            passkeys: number;
+            usage: components["schemas"]["StorageUsage"];
         };
         /**
          * @description `UserSettingUpdateRequest`: carries the value for the option named in the path; the other
@@ -5890,6 +6097,53 @@ export interface operations {
             };
         };
     };
+    settings_catalog: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every setting in form order, grouped by category */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SettingEntry"][];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     send_test: {
         parameters: {
             query?: never;
@@ -6356,7 +6610,7 @@ export interface operations {
             };
         };
     };
-    not_built_get_admin_summary: {
+    summary: {
         parameters: {
             query?: never;
             header?: never;
@@ -6365,6 +6619,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description The summary */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SiteSummary"];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -6374,7 +6637,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
+            /** @description Not an administrator */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6385,15 +6648,6 @@ export interface operations {
             };
             /** @description Internal error (details only in the server log) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7253,7 +7507,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["UserView"];
+                    "application/json": components["schemas"]["UserDetail"];
                 };
             };
             /** @description Malformed id */
