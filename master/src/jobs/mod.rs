@@ -115,6 +115,13 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
             Ok(0)
         })
     }));
+    handles.push(every("summary-fold", Duration::from_secs(60), |s| {
+        // Routine and quiet, like the download counts: folding keeps the summary's reads short.
+        Box::pin(async move {
+            crate::service::summary::fold(&s).await?;
+            Ok(0)
+        })
+    }));
     handles.push(every("refresh-token-cleanup", hourly, |s| {
         Box::pin(async move { Ok(maintenance::clean_refresh_tokens(&s, now_ms()).await? as usize) })
     }));
