@@ -1,10 +1,11 @@
 -- The administration summary (`GET /admin/summary`) reads these instead of aggregating the
 -- objects and blobs tables: counting a million objects takes SQLite a full index scan (about
--- 100-200 ms of CPU), reading this row takes microseconds. Triggers keep them true on every
+-- 0.7 s on this machine), reading this row takes microseconds. Triggers keep them true on every
 -- write path (uploads, WebDAV, copies, purges, cascades from deleted users), so no service code
--- has to remember them. PostgreSQL spreads each counter over 16 rows (`shard`) so concurrent
--- writers do not queue on one row; SQLite has one writer at a time and uses shard 0 alone.
--- Root folders (no parent: one per user) are not counted.
+-- has to remember them. SQLite has one writer at a time and updates a row in place, so these
+-- triggers update the counters directly (PostgreSQL's append deltas and fold them, see its
+-- migration; `summary_deltas` exists here too, always empty, so one query reads both).
+-- Root folders (no parent: one per user) are not counted; `shard` is always 0.
 CREATE TABLE summary_counters (
     shard       INTEGER PRIMARY KEY NOT NULL,
     files       BIGINT NOT NULL DEFAULT 0,
@@ -37,6 +38,19 @@ CREATE TABLE summary_daily (
 INSERT INTO summary_daily (day, shard, uploads, upload_bytes)
     SELECT created_at / 86400000, 0, COUNT(*), SUM(size) FROM objects
     WHERE kind = 'file' AND parent_id IS NOT NULL GROUP BY created_at / 86400000;
+
+-- PostgreSQL's unfolded changes; never written on SQLite.
+CREATE TABLE summary_deltas (
+    files         BIGINT NOT NULL DEFAULT 0,
+    folders       BIGINT NOT NULL DEFAULT 0,
+    trashed       BIGINT NOT NULL DEFAULT 0,
+    file_bytes    BIGINT NOT NULL DEFAULT 0,
+    blobs         BIGINT NOT NULL DEFAULT 0,
+    blob_bytes    BIGINT NOT NULL DEFAULT 0,
+    day           BIGINT,
+    uploads       BIGINT NOT NULL DEFAULT 0,
+    upload_bytes  BIGINT NOT NULL DEFAULT 0
+);
 
 CREATE TRIGGER summary_object_insert AFTER INSERT ON objects WHEN NEW.parent_id IS NOT NULL
 BEGIN

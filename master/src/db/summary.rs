@@ -1,8 +1,9 @@
 //! SQL of the administration summary: every aggregate `GET /admin/summary` shows, in one place.
 //! Object and blob totals and files added per day come from the counters that triggers keep
-//! (migration 0014, `summary_counters` and `summary_daily`), not from scanning `objects`.
+//! (migration 0014, `summary_counters` and `summary_daily`, plus on PostgreSQL the changes in
+//! `summary_deltas` not folded into them yet), not from scanning `objects`.
 
-use super::{Db, DbError};
+use super::{Backend, Db, DbError};
 use crate::domain::ids::UserId;
 use crate::domain::time::Millis;
 
@@ -20,20 +21,54 @@ pub struct Counters {
     pub blob_bytes: i64,
 }
 
-/// Sums the shards (PostgreSQL keeps 16, SQLite one). `SUM` of BIGINT is NUMERIC on
-/// PostgreSQL, which the `Any` driver does not read: hence the casts.
+/// The counters with the changes not folded yet, read in one statement (one snapshot). `SUM`
+/// of BIGINT is NUMERIC on PostgreSQL, which the `Any` driver does not read: hence the casts.
 pub async fn counters(db: &Db) -> Result<Counters, DbError> {
-    Ok(sqlx::query_as(
-        "SELECT CAST(COALESCE(SUM(files), 0) AS BIGINT) AS files,
-                CAST(COALESCE(SUM(folders), 0) AS BIGINT) AS folders,
-                CAST(COALESCE(SUM(trashed), 0) AS BIGINT) AS trashed,
-                CAST(COALESCE(SUM(file_bytes), 0) AS BIGINT) AS file_bytes,
-                CAST(COALESCE(SUM(blobs), 0) AS BIGINT) AS blobs,
-                CAST(COALESCE(SUM(blob_bytes), 0) AS BIGINT) AS blob_bytes
-         FROM summary_counters",
-    )
+    const SUMS: &str = "COALESCE(SUM(files), 0) AS files, COALESCE(SUM(folders), 0) AS folders,
+        COALESCE(SUM(trashed), 0) AS trashed, COALESCE(SUM(file_bytes), 0) AS file_bytes,
+        COALESCE(SUM(blobs), 0) AS blobs, COALESCE(SUM(blob_bytes), 0) AS blob_bytes";
+    Ok(sqlx::query_as(&format!(
+        "SELECT CAST(c.files + d.files AS BIGINT) AS files, CAST(c.folders + d.folders AS BIGINT) AS folders,
+                CAST(c.trashed + d.trashed AS BIGINT) AS trashed,
+                CAST(c.file_bytes + d.file_bytes AS BIGINT) AS file_bytes,
+                CAST(c.blobs + d.blobs AS BIGINT) AS blobs, CAST(c.blob_bytes + d.blob_bytes AS BIGINT) AS blob_bytes
+         FROM (SELECT {SUMS} FROM summary_counters) c, (SELECT {SUMS} FROM summary_deltas) d"
+    ))
     .fetch_one(db.reader())
     .await?)
+}
+
+/// Folds PostgreSQL's appended changes into the counters and the days, in one statement: the
+/// rows it deletes are the rows it adds up (one snapshot), and a second master folding at the
+/// same time waits on the rows and then finds them gone. Answers how many changes were folded.
+/// SQLite's triggers update the counters themselves: nothing to do there.
+pub async fn fold(db: &Db) -> Result<u64, DbError> {
+    if db.backend() != Backend::Postgres {
+        return Ok(0);
+    }
+    let (folded,): (i64,) = sqlx::query_as(
+        "WITH moved AS (DELETE FROM summary_deltas RETURNING *),
+         totals AS (
+             UPDATE summary_counters c SET files = c.files + m.files, folders = c.folders + m.folders,
+                 trashed = c.trashed + m.trashed, file_bytes = c.file_bytes + m.file_bytes,
+                 blobs = c.blobs + m.blobs, blob_bytes = c.blob_bytes + m.blob_bytes
+             FROM (SELECT COALESCE(SUM(files), 0) AS files, COALESCE(SUM(folders), 0) AS folders,
+                          COALESCE(SUM(trashed), 0) AS trashed, COALESCE(SUM(file_bytes), 0) AS file_bytes,
+                          COALESCE(SUM(blobs), 0) AS blobs, COALESCE(SUM(blob_bytes), 0) AS blob_bytes
+                   FROM moved) m
+             WHERE c.shard = 0
+         ),
+         days AS (
+             INSERT INTO summary_daily (day, shard, uploads, upload_bytes)
+             SELECT day, 0, SUM(uploads), SUM(upload_bytes) FROM moved WHERE day IS NOT NULL GROUP BY day
+             ON CONFLICT (day, shard) DO UPDATE SET uploads = summary_daily.uploads + excluded.uploads,
+                 upload_bytes = summary_daily.upload_bytes + excluded.upload_bytes
+         )
+         SELECT COUNT(*) FROM moved",
+    )
+    .fetch_one(db.writer())
+    .await?;
+    Ok(folded as u64)
 }
 
 /// `(status, count)` for each status some user has.
@@ -60,11 +95,15 @@ pub async fn users_created_since(db: &Db, since: Millis) -> Result<i64, DbError>
     Ok(n)
 }
 
-/// Files added on each UTC day from `first_day` on: `(day number, files, bytes)`.
+/// Files added on each UTC day from `first_day` on: `(day number, files, bytes)`, the changes
+/// not folded yet included.
 pub async fn uploads_per_day(db: &Db, first_day: i64) -> Result<Vec<(i64, i64, i64)>, DbError> {
     Ok(sqlx::query_as(
-        "SELECT day, CAST(SUM(uploads) AS BIGINT), CAST(SUM(upload_bytes) AS BIGINT) FROM summary_daily
-         WHERE day >= $1 GROUP BY day",
+        "SELECT day, CAST(SUM(uploads) AS BIGINT), CAST(SUM(upload_bytes) AS BIGINT) FROM (
+             SELECT day, uploads, upload_bytes FROM summary_daily WHERE day >= $1
+             UNION ALL
+             SELECT day, uploads, upload_bytes FROM summary_deltas WHERE day >= $1
+         ) AS added GROUP BY day",
     )
     .bind(first_day)
     .fetch_all(db.reader())

@@ -125,6 +125,13 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
     handles.push(every("temporary-group-end", GRANTS_EVERY, |s| {
         Box::pin(async move { Ok(redeem::end_temporary_groups(&s, now_ms()).await?) })
     }));
+    handles.push(every("summary-fold", Duration::from_secs(60), |s| {
+        // Routine and quiet, like the download counts: folding keeps the summary's reads short.
+        Box::pin(async move {
+            crate::service::summary::fold(&s).await?;
+            Ok(0)
+        })
+    }));
     handles.push(every("refresh-token-cleanup", hourly, |s| {
         Box::pin(async move { Ok(maintenance::clean_refresh_tokens(&s, now_ms()).await? as usize) })
     }));

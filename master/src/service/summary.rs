@@ -158,6 +158,12 @@ pub async fn summary(ctx: &Context) -> ServiceResult<SiteSummary> {
     })
 }
 
+/// Folds the changes PostgreSQL's triggers appended into the counters (a periodic job; readers
+/// add what is not folded yet, so this only keeps that small). Answers how many were folded.
+pub async fn fold(ctx: &Context) -> ServiceResult<u64> {
+    Ok(db::summary::fold(ctx.db()).await?)
+}
+
 fn ratio(logical: i64, physical: i64) -> f64 {
     if physical <= 0 { 1.0 } else { logical as f64 / physical as f64 }
 }
