@@ -95,6 +95,9 @@ async fn the_detail_shows_storage_identities_and_counts(app: TestApp) {
     let share = json!({"object_id": kept["id"]});
     assert_eq!(app.call(Method::POST, "/share", Some(&hal.access), Some(share)).await.status(), 201);
 
+    let grant = json!({"user_id": hal.user_id, "name": "Bonus", "size": 4096, "duration_days": 30});
+    assert_eq!(app.call(Method::POST, "/admin/storage_pack", Some(&admin.access), Some(grant)).await.status(), 201);
+
     let response = app.call(Method::GET, &format!("/admin/user/{}", hal.user_id), Some(&admin.access), None).await;
     assert_eq!(response.status(), 200);
     let text = response.text().await.unwrap();
@@ -107,6 +110,9 @@ async fn the_detail_shows_storage_identities_and_counts(app: TestApp) {
     assert_eq!(detail["usage"]["used"], 3500, "the trash counts");
     assert_eq!(detail["usage"]["used"], storage["used"]);
     assert_eq!(detail["usage"]["capacity"], storage["total"]);
+    assert_eq!(detail["packs"].as_array().unwrap().len(), 1);
+    assert_eq!((&detail["packs"][0]["name"], &detail["packs"][0]["size"]), (&json!("Bonus"), &json!(4096)));
+    assert_eq!(detail["packs"][0]["status"], "active");
     assert_eq!(
         detail["identities"],
         json!([{"provider": "email_password", "display": "hal@example.com",

@@ -83,7 +83,7 @@ fn not_found() -> ServiceError {
     ServiceError::not_found(codes::STORAGE_PACK_NOT_FOUND, "no such storage pack")
 }
 
-/// The caller's packs, active and past, newest first.
+/// A user's packs, active and past, newest first (their own list, and the admin user detail).
 pub async fn list_mine(ctx: &Context, user: Uuid) -> ServiceResult<Vec<PackView>> {
     let now = now_ms();
     Ok(db::storage_packs::list_of(ctx.db(), user.into()).await?.iter().map(|row| view(row, now)).collect())

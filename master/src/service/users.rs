@@ -20,6 +20,7 @@ use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::accounts::{self, UserView};
 use crate::service::identities::{self, IdentityView};
+use crate::service::storage_packs::{self, PackView};
 use crate::service::{Page, PageRequest};
 
 fn not_found() -> ServiceError {
@@ -47,6 +48,8 @@ pub struct UserDetail {
     #[serde(flatten)]
     pub user: UserView,
     pub usage: StorageUsage,
+    /// Every storage pack of the user's, active or not, newest first.
+    pub packs: Vec<PackView>,
     /// Ways to sign in (e-mail and password, OAuth providers): provider and display name, never
     /// a credential.
     pub identities: Vec<IdentityView>,
@@ -80,10 +83,11 @@ pub async fn detail(ctx: &Context, id: Uuid) -> ServiceResult<UserDetail> {
     let identities = identities::list(ctx, id).await?;
     let passkeys = db::passkeys::list_of(db, key).await?.len() as i64;
     let (files, folders, shares) = db::summary::user_counts(db, key).await?;
-    // Storage packs (issue 36) will be listed here beside `usage`, as `packs`.
+    let packs = storage_packs::list_mine(ctx, id).await?;
     Ok(UserDetail {
         user,
         usage: StorageUsage { used, capacity },
+        packs,
         identities,
         passkeys,
         counts: OwnedCounts { files, folders, shares },

@@ -3834,6 +3834,8 @@ export interface components {
              *     a credential.
              */
             identities: components["schemas"]["IdentityView"][];
+            /** @description Every storage pack of the user's, active or not, newest first. */
+            packs: components["schemas"]["PackView"][];
             /**
              * Format: int64
              * @description Passkeys registered (their names are the user's own business).
