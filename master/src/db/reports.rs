@@ -124,40 +124,33 @@ pub async fn record_action(
     if claimed.rows_affected() == 0 {
         return Ok(false);
     }
-    let settle_others = |scope: &str| {
-        format!(
-            "UPDATE reports SET action = $2, handled_by = $3, handled_at = $4
-             WHERE action IS NULL AND {scope}"
+    if action == ReportAction::RemoveShare {
+        sqlx::query(
+            "UPDATE shares SET removed_at = $2
+             WHERE id = (SELECT share_id FROM reports WHERE id = $1) AND removed_at IS NULL",
         )
+        .bind(&id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    }
+    // The open reports the decision settles too: the same share's, or every share's of a
+    // banned owner.
+    let settled = match action {
+        ReportAction::Dismiss => None,
+        ReportAction::RemoveShare => Some("share_id = (SELECT share_id FROM reports WHERE id = $1)"),
+        ReportAction::BanOwner => Some("owner_id = (SELECT owner_id FROM reports WHERE id = $1)"),
     };
-    match action {
-        ReportAction::Dismiss => {}
-        ReportAction::RemoveShare => {
-            sqlx::query(
-                "UPDATE shares SET removed_at = $2
-                 WHERE id = (SELECT share_id FROM reports WHERE id = $1) AND removed_at IS NULL",
-            )
-            .bind(&id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(&settle_others("share_id = (SELECT share_id FROM reports WHERE id = $1)"))
-                .bind(&id)
-                .bind(action)
-                .bind(admin)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-        }
-        ReportAction::BanOwner => {
-            sqlx::query(&settle_others("owner_id = (SELECT owner_id FROM reports WHERE id = $1)"))
-                .bind(&id)
-                .bind(action)
-                .bind(admin)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-        }
+    if let Some(scope) = settled {
+        sqlx::query(&format!(
+            "UPDATE reports SET action = $2, handled_by = $3, handled_at = $4 WHERE action IS NULL AND {scope}"
+        ))
+        .bind(&id)
+        .bind(action)
+        .bind(admin)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
     }
     tx.commit().await?;
     Ok(true)
