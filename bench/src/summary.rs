@@ -89,7 +89,10 @@ async fn run_on(options: &Options, postgres: Option<&str>) {
             samples.push(started.elapsed().as_secs_f64() * 1000.0);
         }
     }
-    assert_eq!(last["objects"]["files"].as_i64().unwrap() + last["objects"]["folders"].as_i64().unwrap(), options.objects);
+    assert_eq!(
+        last["objects"]["files"].as_i64().unwrap() + last["objects"]["folders"].as_i64().unwrap(),
+        options.objects
+    );
     let (p50, p95) = percentiles(&mut samples);
     println!("| {label} | GET /admin/summary (counters) | {p50:.2} | {p95:.2} |");
 
@@ -140,7 +143,10 @@ async fn seed(pool: &sqlx::AnyPool, url: &str, postgres: bool, options: &Options
         if postgres {
             format!("(SELECT generate_series(CAST(0 AS BIGINT), {}) AS i) AS n", n - 1)
         } else {
-            format!("(WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < {}) SELECT i FROM s) AS n", n - 1)
+            format!(
+                "(WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < {}) SELECT i FROM s) AS n",
+                n - 1
+            )
         }
     };
     let uuid = |prefix: &str, expr: &str| {

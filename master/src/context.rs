@@ -32,7 +32,13 @@ impl Context {
     pub fn new(config: Config, db: Db, store: SharedStore) -> anyhow::Result<Self> {
         let tokens = TokenKeys::new(config.signing_secret()?);
         let storage = StorageRegistry::new(&config.data_dir);
-        Ok(Self(Arc::new(Inner { config, db, store, tokens, storage, source_downloads: Tally::default(),
+        Ok(Self(Arc::new(Inner {
+            config,
+            db,
+            store,
+            tokens,
+            storage,
+            source_downloads: Tally::default(),
             started: std::time::Instant::now(),
             started_at: crate::domain::time::now_ms(),
         })))

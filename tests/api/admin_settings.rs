@@ -36,9 +36,15 @@ async fn the_catalog_types_and_groups_every_setting(app: TestApp) {
     let listed: Value = app.call(Method::GET, "/admin/settings", Some(&admin.access), None).await.json().await.unwrap();
     assert_eq!(entries.len(), listed.as_object().unwrap().len(), "the catalog and the plain listing agree");
     let site_name = entry(&entries, "site_name");
-    assert_eq!((&site_name["group"], &site_name["type"], &site_name["value"]), (&json!("BASIC"), &json!("name"), &json!("Nubo")));
+    assert_eq!(
+        (&site_name["group"], &site_name["type"], &site_name["value"]),
+        (&json!("BASIC"), &json!("name"), &json!("Nubo"))
+    );
     let register = entry(&entries, "register_enabled");
-    assert_eq!((&register["group"], &register["type"], &register["value"]), (&json!("REGISTER"), &json!("bool"), &json!(true)));
+    assert_eq!(
+        (&register["group"], &register["type"], &register["value"]),
+        (&json!("REGISTER"), &json!("bool"), &json!(true))
+    );
     let port = entry(&entries, "mail_smtp_port");
     assert_eq!((&port["type"], &port["default"]), (&json!("port"), &json!(587)));
     let tls = entry(&entries, "mail_smtp_tls");
@@ -163,9 +169,13 @@ async fn a_change_on_one_master_is_seen_by_another_at_once(app: TestApp) {
     assert_eq!(patch(&app, &admin, body).await.status(), 204);
     // No wait and no restart: the peer reads the setting where it is kept.
     let after: Value = app.client.get(on_peer("/site/config")).send().await.unwrap().json().await.unwrap();
-    assert_eq!((&after["site_name"], &after["register_enabled"], &after["tos_url"]), (&json!("Shared Drive"), &json!(false), &json!("/terms")));
+    assert_eq!(
+        (&after["site_name"], &after["register_enabled"], &after["tos_url"]),
+        (&json!("Shared Drive"), &json!(false), &json!("/terms"))
+    );
     // And it acts on it: registration is closed there too.
-    let register = json!({"provider": "email_password", "identifier": "late@example.com", "credential": "late-password"});
+    let register =
+        json!({"provider": "email_password", "identifier": "late@example.com", "credential": "late-password"});
     let response = app.client.post(on_peer("/user")).json(&register).send().await.unwrap();
     assert_eq!(error_body(response, 403).await["code"], "user.registration_closed");
     // A change made on the peer is seen here.

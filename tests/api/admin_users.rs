@@ -6,7 +6,11 @@ use nubo_tests::{Session, TestApp, error_body, login_body, on_every_backend};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-on_every_backend!(each_change_an_administrator_makes_takes_effect, bad_changes_are_refused_naming_the_field, the_detail_shows_storage_identities_and_counts);
+on_every_backend!(
+    each_change_an_administrator_makes_takes_effect,
+    bad_changes_are_refused_naming_the_field,
+    the_detail_shows_storage_identities_and_counts
+);
 
 async fn change(app: &TestApp, admin: &Session, user: &str, body: Value) -> reqwest::Response {
     app.call(Method::PATCH, &format!("/admin/user/{user}"), Some(&admin.access), Some(body)).await
@@ -40,7 +44,8 @@ async fn each_change_an_administrator_makes_takes_effect(app: TestApp) {
     // Status: a ban refuses the current token at once; lifting it lets the user back in.
     assert_eq!(change(&app, &admin, &fay.user_id, json!({"status": "BANNED"})).await.status(), 200);
     assert_eq!(error_body(me(&app, &fay).await, 403).await["code"], "auth.user_inactive");
-    let response = app.call(Method::POST, "/user/session", None, Some(login_body("fay@example.com", "fay-password"))).await;
+    let response =
+        app.call(Method::POST, "/user/session", None, Some(login_body("fay@example.com", "fay-password"))).await;
     assert_eq!(error_body(response, 403).await["code"], "auth.user_inactive");
     assert_eq!(change(&app, &admin, &fay.user_id, json!({"status": "ACTIVE"})).await.status(), 200);
     let fay = app.login("fay@example.com", "fay-password").await;
@@ -48,7 +53,8 @@ async fn each_change_an_administrator_makes_takes_effect(app: TestApp) {
 
     // Password: the new one signs in, the old one does not, and sessions are signed out.
     assert_eq!(change(&app, &admin, &fay.user_id, json!({"password": "a-brand-new-password"})).await.status(), 200);
-    let response = app.call(Method::POST, "/user/session", None, Some(login_body("fay@example.com", "fay-password"))).await;
+    let response =
+        app.call(Method::POST, "/user/session", None, Some(login_body("fay@example.com", "fay-password"))).await;
     assert_eq!(error_body(response, 401).await["code"], "auth.invalid_credentials");
     let refreshed = app.call(Method::POST, "/user/session/refresh", Some(&fay.refresh), None).await;
     assert_eq!(refreshed.status(), 401, "the old session's refresh token is revoked");
@@ -101,8 +107,11 @@ async fn the_detail_shows_storage_identities_and_counts(app: TestApp) {
     assert_eq!(detail["usage"]["used"], 3500, "the trash counts");
     assert_eq!(detail["usage"]["used"], storage["used"]);
     assert_eq!(detail["usage"]["capacity"], storage["total"]);
-    assert_eq!(detail["identities"], json!([{"provider": "email_password", "display": "hal@example.com",
-        "created_at": detail["identities"][0]["created_at"], "last_used_at": detail["identities"][0]["last_used_at"]}]));
+    assert_eq!(
+        detail["identities"],
+        json!([{"provider": "email_password", "display": "hal@example.com",
+        "created_at": detail["identities"][0]["created_at"], "last_used_at": detail["identities"][0]["last_used_at"]}])
+    );
     assert_eq!(detail["passkeys"], 0);
     assert_eq!(detail["counts"], json!({"files": 1, "folders": 1, "shares": 1}));
 }

@@ -86,7 +86,11 @@ pub async fn catalog(db: &Db) -> ServiceResult<Vec<SettingEntry>> {
                 kind: setting.kind.name(),
                 choices: setting.kind.choices(),
                 // A secret's default is empty by design; it is never shown either way.
-                default: if secret { serde_json::Value::String(String::new()) } else { setting.kind.typed(setting.default) },
+                default: if secret {
+                    serde_json::Value::String(String::new())
+                } else {
+                    setting.kind.typed(setting.default)
+                },
                 value: (!secret).then(|| setting.kind.typed(current)),
                 is_set: secret.then(|| !current.is_empty()),
             }

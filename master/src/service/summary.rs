@@ -177,12 +177,7 @@ fn series(first_day: i64, last_day: i64, registrations: &[(i64, i64)], uploads: 
                 .iter()
                 .filter(|(d, _, _)| *d == day)
                 .fold((0, 0), |(count, bytes), (_, n, b)| (count + n, bytes + b));
-            DayFigures {
-                date: day_date(day),
-                registrations: registered,
-                uploads: count,
-                upload_bytes: bytes,
-            }
+            DayFigures { date: day_date(day), registrations: registered, uploads: count, upload_bytes: bytes }
         })
         .collect()
 }

@@ -21,8 +21,8 @@ use crate::service::accounts::{self, UserView};
 use crate::service::files::{self, AdminFileView};
 use crate::service::groups::{self, GroupInput, GroupView};
 use crate::service::site::SettingEntry;
-use crate::service::users::UserDetail;
 use crate::service::summary::{self, SiteSummary};
+use crate::service::users::UserDetail;
 use crate::service::{Page, PageRequest, site, users};
 
 #[derive(Debug, Deserialize, IntoParams)]
