@@ -92,7 +92,7 @@ pub async fn catalog(db: &Db) -> ServiceResult<Vec<SettingEntry>> {
                     setting.kind.typed(setting.default)
                 },
                 value: (!secret).then(|| setting.kind.typed(current)),
-                is_set: secret.then(|| !current.is_empty()),
+                is_set: secret.then_some(!current.is_empty()),
             }
         })
         .collect())
