@@ -61,11 +61,9 @@ pub struct SettingEntry {
     /// The allowed words of a `choice` or `auth_methods`; empty for other types.
     pub choices: Vec<&'static str>,
     /// The value used while none is stored, typed as `value` is.
-    #[schema(value_type = Object)]
     pub default: serde_json::Value,
     /// The current value, typed (booleans, port numbers, method lists); absent for secrets.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
     pub value: Option<serde_json::Value>,
     /// For secrets only: whether one is stored. Never the value.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -3361,7 +3361,7 @@ export interface components {
             /** @description The allowed words of a `choice` or `auth_methods`; empty for other types. */
             choices: string[];
             /** @description The value used while none is stored, typed as `value` is. */
-            default: Record<string, never>;
+            default: unknown;
             /** @description The category the setting belongs to (the form section). */
             group: components["schemas"]["SettingsType"];
             /** @description For secrets only: whether one is stored. Never the value. */
@@ -3375,7 +3375,7 @@ export interface components {
              */
             type: string;
             /** @description The current value, typed (booleans, port numbers, method lists); absent for secrets. */
-            value?: Record<string, never> | null;
+            value?: unknown;
         };
         /**
          * @description The category a setting belongs to; stored beside each row.
