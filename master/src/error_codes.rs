@@ -209,6 +209,14 @@ codes! {
 
     STORE_UNAVAILABLE = "store.unavailable";
 
+    WOPI_READ_ONLY = "wopi.read_only";
+    WOPI_BAD_LOCK = "wopi.bad_lock";
+    WOPI_LOCK_MISMATCH = "wopi.lock_mismatch";
+    WOPI_INVALID_NAME = "wopi.invalid_name";
+    WOPI_TARGET_EXISTS = "wopi.target_exists";
+    WOPI_NOT_SUPPORTED = "wopi.not_supported";
+    WOPI_TOO_LARGE = "wopi.too_large";
+
     SERVER_INTERNAL = "server.internal";
 }
 
@@ -221,6 +229,7 @@ mod tests {
 
     /// Code-shaped literals in the source that are not codes (file and host names in tests).
     const NOT_CODES: &[&str] = &[
+        "a.tar",
         "a.txt",
         "archive.zip",
         "existing.db",
@@ -229,6 +238,8 @@ mod tests {
         "nubo.db",
         "nubo.example",
         "nubo.toml",
+        "plain.docx",
+        "report.docx",
         "report.pdf",
         "same.txt",
         "secret.txt",

@@ -47,8 +47,6 @@ async fn every_not_built_operation_in_the_document_answers_501_with_the_uniform_
     }
     for expected in [
         "GET /api/v1/file/viewers",
-        "POST /api/v1/file/{id}/wopi_session",
-        "GET /wopi/files/{id}/contents",
         "GET /api/v1/user/storage_packs",
         "POST /api/v1/user/redeem",
         "GET /api/v1/admin/summary",
@@ -66,9 +64,6 @@ async fn not_built_operations_check_access_before_answering_501(app: TestApp) {
     assert_eq!(error_body(not_admin, 403).await["code"], "auth.admin_required");
     let allowed = app.call(Method::GET, "/user/storage_packs", Some(&user.access), None).await;
     assert_eq!(error_body(allowed, 501).await["message"], "not built yet: storage packs");
-    // Public operations need no token.
-    let response = app.client.get(format!("{}/wopi/files/abc", app.base_url)).send().await.unwrap();
-    assert_eq!(error_body(response, 501).await["code"], "route.not_implemented");
     // Methods a path does not take stay 405.
     let response = app.call(Method::PATCH, "/user/settings/avatar", Some(&user.access), None).await;
     assert_eq!(error_body(response, 405).await["code"], "route.method_not_allowed");

@@ -103,16 +103,11 @@ const fn row(
 /// Paths as the API conventions name them (see docs/design.md, "Not built yet"); a feature that
 /// lands removes its rows.
 pub const TABLE: &[NotBuilt] = {
-    use Access::{Admin, Public, User};
+    use Access::{Admin, User};
     use Verb::{Get, Post};
     &[
-        // Viewers and WOPI
+        // Viewers
         row(Get, "/file/viewers", User, "files", "Viewers and editors for an extension", "file viewers"),
-        row(Post, "/file/{id}/wopi_session", User, "files", "Open a WOPI editing session", "WOPI"),
-        row(Get, "/wopi/files/{id}", Public, "files", "WOPI CheckFileInfo", "WOPI"),
-        row(Post, "/wopi/files/{id}", Public, "files", "WOPI lock operations (X-WOPI-Override)", "WOPI"),
-        row(Get, "/wopi/files/{id}/contents", Public, "files", "WOPI GetFile", "WOPI"),
-        row(Post, "/wopi/files/{id}/contents", Public, "files", "WOPI PutFile", "WOPI"),
         // Storage packs and redeem codes
         row(Get, "/user/storage_packs", User, "user", "List the caller's storage packs", "storage packs"),
         row(Post, "/user/redeem", User, "user", "Redeem a code", "redeem codes"),

@@ -798,10 +798,12 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Open a WOPI editing session
-         * @description Not built yet (WOPI): answers 501 `route.not_implemented` with the uniform error body.
+         * Open a WOPI session on a file: a WOPI access token scoped to this file, the caller and the
+         *     mode (10 hours; refused at once when the caller is banned or the file deleted), the file's
+         *     `WOPISrc` and, with an application, its action URL. Viewing needs read access, editing write
+         *     access.
          */
-        post: operations["not_built_post_file__id__wopi_session"];
+        post: operations["open_session"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2015,17 +2017,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * WOPI CheckFileInfo
-         * @description Not built yet (WOPI): answers 501 `route.not_implemented` with the uniform error body.
-         */
-        get: operations["not_built_get_wopi_files__id"];
+        /** WOPI CheckFileInfo: the file's properties and what this user may do with it. */
+        get: operations["check_file_info"];
         put?: never;
         /**
-         * WOPI lock operations (X-WOPI-Override)
-         * @description Not built yet (WOPI): answers 501 `route.not_implemented` with the uniform error body.
+         * WOPI operations on a file, chosen by `X-WOPI-Override`: `LOCK` (with `X-WOPI-OldLock`:
+         *     UnlockAndRelock), `GET_LOCK`, `REFRESH_LOCK`, `UNLOCK`, `PUT_RELATIVE`
+         *     (`X-WOPI-SuggestedTarget` or `X-WOPI-RelativeTarget` with `X-WOPI-OverwriteRelativeTarget`,
+         *     UTF-7), `RENAME_FILE` (`X-WOPI-RequestedName`, UTF-7) and `DELETE`. Locks live 30 minutes
+         *     unless refreshed, shared by every master; a mismatch answers 409 with the current lock in
+         *     `X-WOPI-Lock`.
          */
-        post: operations["not_built_post_wopi_files__id"];
+        post: operations["file_operation"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2040,16 +2043,18 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * WOPI GetFile
-         * @description Not built yet (WOPI): answers 501 `route.not_implemented` with the uniform error body.
+         * WOPI GetFile: the content, streamed, with `X-WOPI-ItemVersion`; 412 when it is larger than
+         *     `X-WOPI-MaxExpectedSize`.
          */
-        get: operations["not_built_get_wopi_files__id__contents"];
+        get: operations["get_file"];
         put?: never;
         /**
-         * WOPI PutFile
-         * @description Not built yet (WOPI): answers 501 `route.not_implemented` with the uniform error body.
+         * WOPI PutFile (`X-WOPI-Override: PUT`): new content for a file locked with `X-WOPI-Lock`
+         *     (an unlocked file only while empty), streamed through the same write path as every other
+         *     content replacement. 409 with `X-WOPI-Lock` on a lock mismatch, 413 over `max_size`, 507
+         *     over the quota; answers the new `X-WOPI-ItemVersion`.
          */
-        post: operations["not_built_post_wopi_files__id__contents"];
+        post: operations["put_file"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2145,6 +2150,33 @@ export interface components {
         ChangePolicyRequest: {
             /** Format: uuid */
             policy_id: string;
+        };
+        /** @description What `CheckFileInfo` answers (the WOPI property names). */
+        CheckFileInfo: {
+            BaseFileName: string;
+            BreadcrumbBrandName: string;
+            FileExtension: string;
+            IsAnonymousUser: boolean;
+            /** @description ISO 8601 (UTC). */
+            LastModifiedTime: string;
+            OwnerId: string;
+            /** @description The origin of the page that embeds the WOPI client (the site), for its `postMessage`s. */
+            PostMessageOrigin: string;
+            ReadOnly: boolean;
+            /** Format: int64 */
+            Size: number;
+            SupportsDeleteFile: boolean;
+            SupportsExtendedLockLength: boolean;
+            SupportsGetLock: boolean;
+            SupportsLocks: boolean;
+            SupportsRename: boolean;
+            SupportsUpdate: boolean;
+            UserCanNotWriteRelative: boolean;
+            UserCanRename: boolean;
+            UserCanWrite: boolean;
+            UserFriendlyName: string;
+            UserId: string;
+            Version: string;
         };
         /**
          * @description A chromatic hue.
@@ -2936,6 +2968,12 @@ export interface components {
             nickname?: string | null;
             provider: components["schemas"]["AuthMethod"];
         };
+        /** @description The new file of a `PutRelativeFile`. */
+        RelativeFile: {
+            Name: string;
+            /** @description The new file's WOPI endpoint with an access token for it. */
+            Url: string;
+        };
         RenameRequest: {
             name: string;
         };
@@ -3441,6 +3479,33 @@ export interface components {
             /** @description The folder the account sees as `/dav/`, a path in the owner's tree. */
             root: string;
             updated_at: string;
+        };
+        /**
+         * @description What a WOPI session may do with its file.
+         * @enum {string}
+         */
+        WopiMode: "view" | "edit";
+        /** @description A WOPI session for the web app to hand to a WOPI client (in the form it posts to `action_url`). */
+        WopiSession: {
+            /** @description The WOPI access token (scoped to this file, this user and the mode). */
+            access_token: string;
+            /**
+             * Format: int64
+             * @description When the token expires, in milliseconds since the epoch (as WOPI expects).
+             */
+            access_token_ttl: number;
+            /**
+             * @description The WOPI application's page for this file (its `WOPISrc` filled in); null when the
+             *     session was opened without an application.
+             */
+            action_url?: string | null;
+            /** @description The file's WOPI endpoint (`WOPISrc`). */
+            wopi_src: string;
+        };
+        /** @description What a session is opened for. */
+        WopiSessionRequest: {
+            /** @description `view` (default) or `edit` (needs write access). */
+            mode?: components["schemas"]["WopiMode"];
         };
     };
     responses: never;
@@ -8487,17 +8552,31 @@ export interface operations {
             };
         };
     };
-    not_built_post_file__id__wopi_session: {
+    open_session: {
         parameters: {
             query?: never;
             header?: never;
             path: {
+                /** @description The file */
                 id: string;
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WopiSessionRequest"];
+            };
+        };
         responses: {
+            /** @description The session */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WopiSession"];
+                };
+            };
             /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
@@ -8525,8 +8604,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Internal error (details only in the server log) */
-            500: {
+            /** @description No such file */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8534,8 +8613,44 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+            /** @description The object is a folder */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body with a wrong, missing or unknown field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -15229,9 +15344,12 @@ export interface operations {
             };
         };
     };
-    not_built_get_wopi_files__id: {
+    check_file_info: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The WOPI access token from `POST /api/v1/file/{id}/wopi_session`. */
+                access_token?: string;
+            };
             header?: never;
             path: {
                 id: string;
@@ -15240,6 +15358,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description CheckFileInfo */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CheckFileInfo"];
+                };
+            };
             /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
@@ -15249,8 +15376,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Internal error (details only in the server log) */
-            500: {
+            /** @description Access token missing, invalid, expired, for another file or revoked */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -15258,8 +15385,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+            /** @description No such file (or deleted) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -15269,19 +15405,72 @@ export interface operations {
             };
         };
     };
-    not_built_post_wopi_files__id: {
+    file_operation: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The WOPI access token from `POST /api/v1/file/{id}/wopi_session`. */
+                access_token?: string;
+            };
             header?: never;
             path: {
                 id: string;
             };
             cookie?: never;
         };
-        requestBody?: never;
+        /** @description PUT_RELATIVE: the new file's content */
+        requestBody: {
+            content: {
+                "application/octet-stream": number[];
+            };
+        };
         responses: {
-            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            /** @description Done (GET_LOCK: X-WOPI-Lock; PUT_RELATIVE: {Name, Url}; RENAME_FILE: {Name}) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RelativeFile"];
+                };
+            };
+            /** @description Missing or overlong X-WOPI-Lock, or an invalid name (X-WOPI-InvalidFileNameError) */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Access token missing, invalid, expired, for another file, revoked or view-only */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such file (or deleted) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Lock mismatch (X-WOPI-Lock), or PUT_RELATIVE target exists (X-WOPI-ValidRelativeTarget) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PUT_RELATIVE larger than the policy's max_size */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -15298,8 +15487,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
+            /** @description Unknown X-WOPI-Override */
             501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Quota exceeded */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -15309,9 +15507,12 @@ export interface operations {
             };
         };
     };
-    not_built_get_wopi_files__id__contents: {
+    get_file: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The WOPI access token from `POST /api/v1/file/{id}/wopi_session`. */
+                access_token?: string;
+            };
             header?: never;
             path: {
                 id: string;
@@ -15320,6 +15521,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description The content */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": unknown;
+                };
+            };
             /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
@@ -15329,8 +15539,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Internal error (details only in the server log) */
-            500: {
+            /** @description Access token missing, invalid, expired, for another file or revoked */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -15338,8 +15548,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+            /** @description No such file (or deleted) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Larger than X-WOPI-MaxExpectedSize */
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -15349,19 +15577,69 @@ export interface operations {
             };
         };
     };
-    not_built_post_wopi_files__id__contents: {
+    put_file: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The WOPI access token from `POST /api/v1/file/{id}/wopi_session`. */
+                access_token?: string;
+            };
             header?: never;
             path: {
                 id: string;
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/octet-stream": number[];
+            };
+        };
         responses: {
+            /** @description Written; X-WOPI-ItemVersion is the new version */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Access token missing, invalid, expired, for another file, revoked or view-only */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such file (or deleted) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Lock mismatch (X-WOPI-Lock: the current lock, empty when unlocked) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Larger than the policy's max_size */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -15378,8 +15656,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
+            /** @description X-WOPI-Override is not PUT */
             501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Quota exceeded */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
