@@ -216,6 +216,10 @@ codes! {
     WOPI_TARGET_EXISTS = "wopi.target_exists";
     WOPI_NOT_SUPPORTED = "wopi.not_supported";
     WOPI_TOO_LARGE = "wopi.too_large";
+    WOPI_PROOF_INVALID = "wopi.proof_invalid";
+    WOPI_NO_ACTION = "wopi.no_action";
+    WOPI_APP_NOT_FOUND = "wopi.app_not_found";
+    WOPI_APP_NAME_TAKEN = "wopi.app_name_taken";
 
     SERVER_INTERNAL = "server.internal";
 }

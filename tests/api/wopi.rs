@@ -5,7 +5,9 @@
 
 use nubo_master::auth::token::{TokenType, WopiClaims};
 use nubo_master::domain::time::now_ms;
-use nubo_tests::wopi::{WopiClient, lock_header};
+use nubo_tests::wopi::{
+    DiscoveryServer, ONLYOFFICE_DISCOVERY, Signing, TestKey, WopiClient, lock_header, sign, test_key, ticks,
+};
 use nubo_tests::{Session, TestApp, error_body, on_every_backend};
 use reqwest::{Method, Response};
 use serde_json::{Value, json};
@@ -22,6 +24,11 @@ on_every_backend!(
     rename_file_keeps_the_extension_and_respects_the_lock,
     delete_file_moves_an_unlocked_file_to_the_trash,
     locks_are_shared_by_every_master,
+    administrators_add_wopi_applications_by_discovery,
+    a_session_with_an_application_answers_its_action_url,
+    every_request_of_an_application_carries_a_valid_proof,
+    a_rotation_of_the_proof_keys_is_followed,
+    an_application_without_proof_keys_needs_the_administrator_s_consent,
 );
 
 async fn setup(app: &TestApp, max_size: u64) -> (Session, String) {
@@ -394,4 +401,162 @@ async fn locks_are_shared_by_every_master(app: TestApp) {
         assert_eq!(lock_header(&wopi.get_lock().await).as_deref(), Some(""));
     }
     peer.shutdown(std::time::Duration::from_secs(5)).await.unwrap();
+}
+
+async fn administrators_add_wopi_applications_by_discovery(app: TestApp) {
+    let admin = app.login_admin().await;
+    let server = DiscoveryServer::start().await;
+    // The SSRF guard refuses the loopback address unless the application is marked internal.
+    let guarded = app.add_wopi_app(&admin, "Collabora (guarded)", &server.url(), false).await;
+    assert!(guarded["error"].as_str().unwrap().contains("not allowed"), "{guarded}");
+    assert_eq!(guarded["extensions"], json!([]));
+
+    let collabora = app.add_wopi_app(&admin, "Collabora", &server.url(), true).await;
+    assert!(collabora["error"].is_null(), "{collabora}");
+    assert_eq!((collabora["proof_key"].as_bool(), collabora["old_proof_key"].as_bool()), (Some(true), Some(true)));
+    let extensions = collabora["extensions"].as_array().unwrap();
+    let docx = extensions.iter().find(|e| e["ext"] == "docx").expect("docx");
+    assert_eq!(docx["actions"], json!(["edit"]));
+    assert!(collabora["refreshed_at"].is_string());
+    let id = collabora["id"].as_str().unwrap();
+
+    // A broken discovery is reported, never a panic; the last good one stays in use.
+    server.serve_raw("<html>not discovery</html>");
+    let path = format!("/admin/wopi/{id}/refresh");
+    let broken: Value = app.call(Method::POST, &path, Some(&admin.access), None).await.json().await.unwrap();
+    assert!(broken["error"].as_str().unwrap().contains("not WOPI discovery"), "{broken}");
+    assert!(!broken["extensions"].as_array().unwrap().is_empty(), "the last good discovery stays");
+
+    // OnlyOffice's format: view, edit and editnew per extension.
+    server.serve(ONLYOFFICE_DISCOVERY, Some(TestKey::Current), None);
+    let body = json!({"name": "OnlyOffice", "discovery_url": server.url(), "internal": true, "allow_unsigned": false});
+    let path = format!("/admin/wopi/{id}");
+    let changed: Value = app.call(Method::PUT, &path, Some(&admin.access), Some(body)).await.json().await.unwrap();
+    assert!(changed["error"].is_null(), "{changed}");
+    assert_eq!(changed["name"], "OnlyOffice");
+    let docx = changed["extensions"].as_array().unwrap().iter().find(|e| e["ext"] == "docx").cloned().unwrap();
+    assert_eq!(docx["actions"], json!(["view", "embedview", "edit", "editnew"]));
+    assert_eq!(changed["old_proof_key"], false);
+
+    let listed: Value = app.call(Method::GET, "/admin/wopi", Some(&admin.access), None).await.json().await.unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 2);
+    let clash = json!({"name": "OnlyOffice", "discovery_url": server.url()});
+    let response = app.call(Method::POST, "/admin/wopi", Some(&admin.access), Some(clash)).await;
+    assert_eq!(error_body(response, 409).await["code"], "wopi.app_name_taken");
+    let bad = json!({"name": "x", "discovery_url": "ftp://example.com/discovery"});
+    let response = app.call(Method::POST, "/admin/wopi", Some(&admin.access), Some(bad)).await;
+    assert_eq!(error_body(response, 422).await["field"], "discovery_url");
+    let user = app.register("wanda@example.com", "wanda-password").await;
+    let response = app.call(Method::GET, "/admin/wopi", Some(&user.access), None).await;
+    assert_eq!(error_body(response, 403).await["code"], "auth.admin_required");
+    assert_eq!(app.call(Method::DELETE, &path, Some(&admin.access), None).await.status(), 204);
+    let response = app.call(Method::GET, &path, Some(&admin.access), None).await;
+    assert_eq!(error_body(response, 404).await["code"], "wopi.app_not_found");
+}
+
+/// A user with a file `name` and an application on a fresh discovery server.
+async fn with_application(app: &TestApp, name: &str) -> (Session, String, String, DiscoveryServer) {
+    let (user, root) = setup(app, 0).await;
+    let file = create(app, &user, &root, name, b"signed content").await;
+    let admin = app.login_admin().await;
+    let server = DiscoveryServer::start().await;
+    let added = app.add_wopi_app(&admin, "Collabora", &server.url(), true).await;
+    (user, file, added["id"].as_str().unwrap().to_owned(), server)
+}
+
+async fn a_session_with_an_application_answers_its_action_url(app: TestApp) {
+    let (user, file, app_id, server) = with_application(&app, "letter.docx").await;
+    let wopi = app.wopi_with(&user, &file, json!({"mode": "edit", "app_id": app_id}), Signing::CURRENT).await;
+    let src: String = percent_encoding::utf8_percent_encode(
+        &format!("{}/wopi/files/{file}", app.base_url),
+        percent_encoding::NON_ALPHANUMERIC,
+    )
+    .to_string();
+    assert_eq!(wopi.action_url, format!("{}/browser/0b27e85/cool.html?WOPISrc={src}", server.base));
+    assert_eq!(wopi.check_file_info().await.status(), 200);
+
+    let (root, other) = (app.root_id(&user).await, "song.mp3");
+    let music = create(&app, &user, &root, other, b"la").await;
+    let refused = app.wopi_session_with(&user, &music, json!({"mode": "view", "app_id": app_id})).await;
+    assert_eq!(error_body(refused, 409).await["code"], "wopi.no_action");
+    let missing = json!({"mode": "view", "app_id": uuid::Uuid::new_v4()});
+    let refused = app.wopi_session_with(&user, &file, missing).await;
+    assert_eq!(error_body(refused, 404).await["code"], "wopi.app_not_found");
+}
+
+async fn expect_proof_refused(response: Response) {
+    assert_eq!(error_body(response, 500).await["code"], "wopi.proof_invalid");
+}
+
+async fn every_request_of_an_application_carries_a_valid_proof(app: TestApp) {
+    let (user, file, app_id, _server) = with_application(&app, "signed.docx").await;
+    let wopi = app.wopi_with(&user, &file, json!({"mode": "edit", "app_id": app_id}), Signing::CURRENT).await;
+    assert_eq!(wopi.check_file_info().await.status(), 200, "current key on X-WOPI-Proof");
+    assert_eq!(wopi.lock("P").await.status(), 200);
+    assert_eq!(wopi.put_file(Some("P"), b"signed".to_vec()).await.status(), 200);
+    assert_eq!(wopi.get_file().await.bytes().await.unwrap().as_ref(), b"signed");
+
+    let old_on_proof = Signing { proof: Some(TestKey::Old), ..Signing::CURRENT };
+    assert_eq!(wopi.signing(old_on_proof).check_file_info().await.status(), 200, "old key on X-WOPI-Proof");
+    let current_on_old = Signing { proof: None, proof_old: Some(TestKey::Current), ..Signing::CURRENT };
+    assert_eq!(wopi.signing(current_on_old).check_file_info().await.status(), 200, "current key on ProofOld");
+    let old_on_old = Signing { proof: None, proof_old: Some(TestKey::Old), ..Signing::CURRENT };
+    expect_proof_refused(wopi.signing(old_on_old).check_file_info().await).await;
+
+    expect_proof_refused(wopi.signing(Signing::NONE).check_file_info().await).await;
+    expect_proof_refused(wopi.signing(Signing::NONE).put_file(Some("P"), b"unsigned".to_vec()).await).await;
+    let stale = Signing { age_ms: 21 * 60 * 1000, ..Signing::CURRENT };
+    expect_proof_refused(wopi.signing(stale).check_file_info().await).await;
+    let recent = Signing { age_ms: 19 * 60 * 1000, ..Signing::CURRENT };
+    assert_eq!(wopi.signing(recent).check_file_info().await.status(), 200, "19 minutes is still fresh");
+    let tampered = Signing { tamper: true, ..Signing::CURRENT };
+    expect_proof_refused(wopi.signing(tampered).check_file_info().await).await;
+    expect_proof_refused(wopi.signing(tampered).lock("P").await).await;
+    // A proof is bound to its token: another session's token with this session's proof fails.
+    let other = app.wopi_with(&user, &file, json!({"mode": "view", "app_id": app_id}), Signing::CURRENT).await;
+    let timestamp = ticks(now_ms());
+    let proof = sign(test_key(TestKey::Current), &wopi.token, &wopi.url(""), timestamp);
+    let borrowed = app
+        .client
+        .get(other.url(""))
+        .header("X-WOPI-TimeStamp", timestamp.to_string())
+        .header("X-WOPI-Proof", proof)
+        .send()
+        .await
+        .unwrap();
+    expect_proof_refused(borrowed).await;
+    assert_eq!(other.check_file_info().await.status(), 200, "its own proof works");
+    assert_eq!(app.download(&user, &file).await, b"signed", "no refused request changed anything");
+}
+
+async fn a_rotation_of_the_proof_keys_is_followed(app: TestApp) {
+    let (user, file, app_id, server) = with_application(&app, "rotated.docx").await;
+    let admin = app.login_admin().await;
+    // The application rotates: the old key is gone, a new one is current.
+    server.serve(nubo_tests::wopi::COLLABORA_DISCOVERY, Some(TestKey::Old), None);
+    let path = format!("/admin/wopi/{app_id}/refresh");
+    assert_eq!(app.call(Method::POST, &path, Some(&admin.access), None).await.status(), 200);
+    let wopi = app.wopi_with(&user, &file, json!({"mode": "view", "app_id": app_id}), Signing::CURRENT).await;
+    expect_proof_refused(wopi.check_file_info().await).await;
+    let rotated = Signing { proof: Some(TestKey::Old), ..Signing::CURRENT };
+    assert_eq!(wopi.signing(rotated).check_file_info().await.status(), 200);
+    // Removing the application ends its sessions.
+    let path = format!("/admin/wopi/{app_id}");
+    assert_eq!(app.call(Method::DELETE, &path, Some(&admin.access), None).await.status(), 204);
+    expect_proof_refused(wopi.signing(rotated).check_file_info().await).await;
+}
+
+async fn an_application_without_proof_keys_needs_the_administrator_s_consent(app: TestApp) {
+    let (user, file, app_id, server) = with_application(&app, "plain.docx").await;
+    let admin = app.login_admin().await;
+    server.serve(nubo_tests::wopi::COLLABORA_DISCOVERY, None, None);
+    let path = format!("/admin/wopi/{app_id}/refresh");
+    let view: Value = app.call(Method::POST, &path, Some(&admin.access), None).await.json().await.unwrap();
+    assert_eq!(view["proof_key"], false);
+    let wopi = app.wopi_with(&user, &file, json!({"mode": "view", "app_id": app_id}), Signing::NONE).await;
+    expect_proof_refused(wopi.check_file_info().await).await;
+    let body = json!({"name": "Collabora", "discovery_url": server.url(), "internal": true, "allow_unsigned": true});
+    let path = format!("/admin/wopi/{app_id}");
+    assert_eq!(app.call(Method::PUT, &path, Some(&admin.access), Some(body)).await.status(), 200);
+    assert_eq!(wopi.check_file_info().await.status(), 200, "allowed by the administrator");
 }

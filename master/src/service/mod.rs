@@ -36,6 +36,7 @@ pub mod two_factor;
 pub mod uploads;
 pub mod users;
 pub mod wopi;
+pub mod wopi_apps;
 pub mod writes;
 
 use crate::error::{ServiceError, ServiceResult};

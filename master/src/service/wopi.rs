@@ -24,7 +24,7 @@ use crate::error_codes as codes;
 use crate::service::access::{self, Reach, Readable};
 use crate::service::accounts::{self, ActiveUser};
 use crate::service::downloads::{self, Download, expect_file};
-use crate::service::{files, writes};
+use crate::service::{files, wopi_apps, writes};
 
 /// How long a WOPI access token lives (WOPI clients keep a session open for a working day).
 pub const TOKEN_LIFETIME: Duration = Duration::from_secs(10 * 3600);
@@ -58,13 +58,16 @@ pub struct WopiSession {
 }
 
 /// Opens a session on `file_id` for `caller`: the caller must be able to read the file, and
-/// to write it for [`WopiMode::Edit`]. `base` is the site address the WOPI client reaches this
+/// to write it for [`WopiMode::Edit`]. With an application, the session answers its action URL
+/// for the file's extension, and every request made with the token must carry that
+/// application's proof. Without one, the token is all a client needs (no more than the
+/// caller's own API token allows). `base` is the site address the WOPI client reaches this
 /// master at.
 pub async fn open_session(
     ctx: &Context,
     caller: Uuid,
-    file_id: Uuid,
-    mode: WopiMode,
+    (file_id, mode): (Uuid, WopiMode),
+    app: Option<Uuid>,
     base: &str,
 ) -> ServiceResult<WopiSession> {
     let file = match mode {
@@ -72,8 +75,17 @@ pub async fn open_session(
         WopiMode::Edit => access::writable(ctx.db(), caller, file_id, Reach::Live).await?.as_readable().clone(),
     };
     expect_file(file.row())?;
-    let (access_token, access_token_ttl) = issue_token(ctx, caller, file.id(), mode == WopiMode::Edit);
-    Ok(WopiSession { action_url: None, access_token, access_token_ttl, wopi_src: wopi_src(base, file.id()) })
+    let edit = mode == WopiMode::Edit;
+    let src = wopi_src(base, file.id());
+    let action_url = match app {
+        Some(app) => {
+            let ext = extension(&file.row().name).trim_start_matches('.');
+            Some(wopi_apps::action_for(ctx, app, ext, edit, &src).await?)
+        }
+        None => None,
+    };
+    let (access_token, access_token_ttl) = issue_token(ctx, caller, file.id(), edit, app);
+    Ok(WopiSession { action_url, access_token, access_token_ttl, wopi_src: src })
 }
 
 /// The WOPI endpoint of a file.
@@ -82,19 +94,11 @@ pub fn wopi_src(base: &str, file: ObjectId) -> String {
 }
 
 /// A signed token and its expiry in milliseconds since the epoch.
-fn issue_token(ctx: &Context, user: Uuid, file: ObjectId, edit: bool) -> (String, i64) {
+fn issue_token(ctx: &Context, user: Uuid, file: ObjectId, edit: bool, app: Option<Uuid>) -> (String, i64) {
     let now = now_ms() / 1000;
     let exp = now + TOKEN_LIFETIME.as_secs() as i64;
-    let claims = WopiClaims {
-        sub: user,
-        jti: Uuid::new_v4(),
-        obj: file.into(),
-        edit,
-        app: None,
-        iat: now,
-        exp,
-        typ: TokenType::Wopi,
-    };
+    let claims =
+        WopiClaims { sub: user, jti: Uuid::new_v4(), obj: file.into(), edit, app, iat: now, exp, typ: TokenType::Wopi };
     (ctx.tokens().sign(&claims), exp * 1000)
 }
 
@@ -109,12 +113,24 @@ fn revoked(message: &'static str) -> ServiceError {
     ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_TOKEN_REVOKED, message)
 }
 
-/// Checks a WOPI access token for file `file_id`, again on every request: it must verify, name
-/// this file, belong to an active user who is not banned, and the file must still be there
-/// (not trashed) and reachable by that user with the token's mode. A refusal of the token is
-/// 401 (WOPI's "invalid access token"); a file gone is 404.
-pub async fn authorise(ctx: &Context, token: &str, file_id: Uuid) -> ServiceResult<WopiAccess> {
-    let claims = ctx.tokens().verify_wopi(token).map_err(token_error)?;
+/// A WOPI request as the host received it: the token, the URL the client called (for the
+/// proof) and its proof headers.
+pub struct WopiRequest<'a> {
+    pub token: &'a str,
+    pub url: &'a str,
+    pub proof: &'a wopi_apps::Proof,
+}
+
+/// Checks a WOPI request on file `file_id`, again on every request: the token must verify, name
+/// this file, belong to an active user who is not banned, the file must still be there (not
+/// trashed) and reachable by that user with the token's mode, and a session opened with an
+/// application needs that application's proof. A refusal of the token is 401 (WOPI's "invalid
+/// access token"); a file gone is 404; a proof refused is 500, as the WOPI specification says.
+pub async fn authorise(ctx: &Context, request: &WopiRequest<'_>, file_id: Uuid) -> ServiceResult<WopiAccess> {
+    let claims = ctx.tokens().verify_wopi(request.token).map_err(token_error)?;
+    if let Some(app) = claims.app {
+        wopi_apps::check_request(ctx, app, request.proof, request.token, request.url).await?;
+    }
     if claims.obj != file_id {
         return Err(ServiceError::new(
             ErrorKind::Unauthorized,
@@ -453,7 +469,7 @@ pub async fn put_relative(
             }
         }
     };
-    let (token, _) = issue_token(ctx, owner, written.id.into(), true);
+    let (token, _) = issue_token(ctx, owner, written.id.into(), true, access.claims.app);
     let url = format!("{}?access_token={token}", wopi_src(base, written.id.into()));
     Ok(RelativeFile { name: written.name, url })
 }

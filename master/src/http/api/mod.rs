@@ -195,6 +195,9 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(webdav::list, webdav::create))
         .routes(routes!(webdav::get, webdav::update, webdav::delete))
         .routes(routes!(wopi::open_session))
+        .routes(routes!(wopi::admin_list, wopi::admin_create))
+        .routes(routes!(wopi::admin_get, wopi::admin_update, wopi::admin_delete))
+        .routes(routes!(wopi::admin_refresh))
         // The storage-node router speaks the node protocol (signed envelopes, see
         // docs/protocol.md), not this document's conventions, so it is not an OpenAPI operation.
         .route("/node/rpc", axum::routing::post(crate::http::node_rpc::handle))

@@ -8,7 +8,7 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
@@ -22,11 +22,12 @@ use crate::error_codes as codes;
 use crate::http::download;
 use crate::http::error::{ErrorBody, error_response};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, body_stream, content_length};
-use crate::http::guard::AuthRequired;
+use crate::http::guard::{AdminRequired, AuthRequired};
 use crate::service::site;
 use crate::service::wopi::{
-    self, CheckFileInfo, RelativeFile, RelativeTarget, WopiAccess, WopiMode, WopiRefusal, WopiSession,
+    self, CheckFileInfo, RelativeFile, RelativeTarget, WopiAccess, WopiMode, WopiRefusal, WopiRequest, WopiSession,
 };
+use crate::service::wopi_apps::{self, Proof, WopiAppInput, WopiAppView};
 
 const OVERRIDE: &str = "x-wopi-override";
 const LOCK: &str = "x-wopi-lock";
@@ -41,6 +42,9 @@ const VALID_RELATIVE_TARGET: &str = "x-wopi-validrelativetarget";
 const INVALID_FILE_NAME_ERROR: &str = "x-wopi-invalidfilenameerror";
 const REQUESTED_NAME: &str = "x-wopi-requestedname";
 const WOPI_SIZE: &str = "x-wopi-size";
+const PROOF: &str = "x-wopi-proof";
+const PROOF_OLD: &str = "x-wopi-proofold";
+const TIMESTAMP: &str = "x-wopi-timestamp";
 
 /// What a session is opened for.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -49,6 +53,10 @@ pub struct WopiSessionRequest {
     /// `view` (default) or `edit` (needs write access).
     #[serde(default)]
     pub mode: WopiMode,
+    /// The WOPI application to open the file with (`/admin/wopi`): the answer then carries its
+    /// action URL, and the application's requests must carry its proof.
+    #[serde(default)]
+    pub app_id: Option<Uuid>,
 }
 
 /// Where WOPI clients reach this master: the `site_url` setting, else the address the request
@@ -72,8 +80,8 @@ async fn site_base(state: &Context, headers: &HeaderMap) -> ServiceResult<String
     responses(
         (status = 200, description = "The session", body = WopiSession),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
-        (status = 404, description = "No such file", body = ErrorBody),
-        (status = 409, description = "The object is a folder", body = ErrorBody),
+        (status = 404, description = "No such file, or no such WOPI application", body = ErrorBody),
+        (status = 409, description = "The object is a folder, or the application has no action for its extension", body = ErrorBody),
     ))]
 pub async fn open_session(
     State(state): State<Context>,
@@ -83,7 +91,8 @@ pub async fn open_session(
     ApiJson(request): ApiJson<WopiSessionRequest>,
 ) -> ServiceResult<Json<WopiSession>> {
     let base = site_base(&state, &headers).await?;
-    Ok(Json(wopi::open_session(&state, caller.claims.sub, id, request.mode, &base).await?))
+    let target = (id, request.mode);
+    Ok(Json(wopi::open_session(&state, caller.claims.sub, target, request.app_id, &base).await?))
 }
 
 /// The WOPI access token, as WOPI clients send it.
@@ -94,12 +103,24 @@ pub struct WopiQuery {
     pub access_token: Option<String>,
 }
 
-/// Checks the request's access token for file `id`.
-async fn authorise(state: &Context, id: Uuid, query: &WopiQuery) -> ServiceResult<WopiAccess> {
+/// Checks the request's access token (and proof) for file `id`. The URL the client signed is
+/// rebuilt from the site address and the request's path and query.
+async fn authorise(
+    state: &Context,
+    id: Uuid,
+    query: &WopiQuery,
+    headers: &HeaderMap,
+    uri: &Uri,
+) -> ServiceResult<WopiAccess> {
     let token = query.access_token.as_deref().filter(|t| !t.is_empty()).ok_or_else(|| {
         ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_MISSING_TOKEN, "the access_token parameter is required")
     })?;
-    wopi::authorise(state, token, id).await
+    let base = site_base(state, headers).await?;
+    let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+    let url = format!("{base}{path}");
+    let text = |name: &str| header_text(headers, name).map(str::to_owned);
+    let proof = Proof { proof: text(PROOF), proof_old: text(PROOF_OLD), timestamp: text(TIMESTAMP) };
+    wopi::authorise(state, &WopiRequest { token, url: &url, proof: &proof }, id).await
 }
 
 fn text_header(value: &str) -> HeaderValue {
@@ -167,8 +188,9 @@ pub async fn check_file_info(
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<WopiQuery>,
     headers: HeaderMap,
+    uri: Uri,
 ) -> ServiceResult<Json<CheckFileInfo>> {
-    let access = authorise(&state, id, &query).await?;
+    let access = authorise(&state, id, &query, &headers, &uri).await?;
     let base = site_base(&state, &headers).await?;
     Ok(Json(wopi::check_file_info(&access, &base)))
 }
@@ -187,8 +209,9 @@ pub async fn get_file(
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<WopiQuery>,
     headers: HeaderMap,
+    uri: Uri,
 ) -> ServiceResult<Response> {
-    let access = authorise(&state, id, &query).await?;
+    let access = authorise(&state, id, &query, &headers, &uri).await?;
     let (content, version) = wopi::get_file(&state, &access).await?;
     let max = header_text(&headers, MAX_EXPECTED_SIZE).and_then(|v| v.parse::<u64>().ok());
     if max.is_some_and(|max| content.size > max) {
@@ -224,13 +247,14 @@ pub async fn put_file(
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<WopiQuery>,
     headers: HeaderMap,
+    uri: Uri,
     body: Body,
 ) -> Response {
     let operation = header_text(&headers, OVERRIDE).unwrap_or_default().to_owned();
     if !operation.eq_ignore_ascii_case("PUT") {
         return not_supported(&format!("X-WOPI-Override {operation:?} on contents"));
     }
-    let access = match authorise(&state, id, &query).await {
+    let access = match authorise(&state, id, &query, &headers, &uri).await {
         Ok(access) => access,
         Err(err) => return err.into_response(),
     };
@@ -264,6 +288,7 @@ pub async fn file_operation(
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<WopiQuery>,
     headers: HeaderMap,
+    uri: Uri,
     body: Body,
 ) -> Response {
     let operation = header_text(&headers, OVERRIDE).unwrap_or_default().to_ascii_uppercase();
@@ -273,7 +298,7 @@ pub async fn file_operation(
     ) {
         return not_supported(&format!("X-WOPI-Override {operation:?}"));
     }
-    let access = match authorise(&state, id, &query).await {
+    let access = match authorise(&state, id, &query, &headers, &uri).await {
         Ok(access) => access,
         Err(err) => return err.into_response(),
     };
@@ -328,6 +353,108 @@ async fn put_relative(
     let base = site_base(state, headers).await?;
     let file: RelativeFile = wopi::put_relative(state, access, target, declared, body_stream(body), &base).await?;
     Ok(Json(file).into_response())
+}
+
+/// List the WOPI applications, with what their discovery offers and why its last fetch failed.
+#[utoipa::path(get, path = "/admin/wopi", tag = "admin", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The applications, by name", body = Vec<WopiAppView>),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+    ))]
+pub async fn admin_list(State(state): State<Context>, _: AdminRequired) -> ServiceResult<Json<Vec<WopiAppView>>> {
+    Ok(Json(wopi_apps::list(state.db()).await?))
+}
+
+/// Add a WOPI application (Collabora Online, OnlyOffice, Microsoft 365 for the web) by its
+/// discovery URL. The discovery is fetched at once, through the SSRF guard unless `internal`
+/// (an application on a private network); a discovery that cannot be fetched or read is
+/// reported in `error` and the application is kept. Discovery is fetched again every 12 hours.
+#[utoipa::path(post, path = "/admin/wopi", tag = "admin", security(("bearer" = [])),
+    request_body = WopiAppInput,
+    responses(
+        (status = 201, description = "Added (see `error` for the discovery)", body = WopiAppView),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 409, description = "The name is taken", body = ErrorBody),
+        (status = 422, description = "Invalid name or URL", body = ErrorBody),
+    ))]
+pub async fn admin_create(
+    State(state): State<Context>,
+    _: AdminRequired,
+    ApiJson(input): ApiJson<WopiAppInput>,
+) -> ServiceResult<(StatusCode, Json<WopiAppView>)> {
+    Ok((StatusCode::CREATED, Json(wopi_apps::create(&state, input).await?)))
+}
+
+/// One WOPI application.
+#[utoipa::path(get, path = "/admin/wopi/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, description = "The application", body = WopiAppView),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such application", body = ErrorBody),
+    ))]
+pub async fn admin_get(
+    State(state): State<Context>,
+    _: AdminRequired,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ServiceResult<Json<WopiAppView>> {
+    Ok(Json(wopi_apps::get(state.db(), id).await?))
+}
+
+/// Change a WOPI application (all fields); its discovery is fetched again.
+#[utoipa::path(put, path = "/admin/wopi/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    request_body = WopiAppInput,
+    responses(
+        (status = 200, description = "Changed (see `error` for the discovery)", body = WopiAppView),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such application", body = ErrorBody),
+        (status = 409, description = "The name is taken", body = ErrorBody),
+        (status = 422, description = "Invalid name or URL", body = ErrorBody),
+    ))]
+pub async fn admin_update(
+    State(state): State<Context>,
+    _: AdminRequired,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(input): ApiJson<WopiAppInput>,
+) -> ServiceResult<Json<WopiAppView>> {
+    Ok(Json(wopi_apps::update(&state, id, input).await?))
+}
+
+/// Remove a WOPI application: sessions opened with it stop working (their requests' proof can
+/// no longer be checked).
+#[utoipa::path(delete, path = "/admin/wopi/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such application", body = ErrorBody),
+    ))]
+pub async fn admin_delete(
+    State(state): State<Context>,
+    _: AdminRequired,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ServiceResult<StatusCode> {
+    wopi_apps::delete(state.db(), id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Fetch a WOPI application's discovery now (after a key rotation, or to retry a failure).
+#[utoipa::path(post, path = "/admin/wopi/{id}/refresh", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, description = "Fetched (see `error`)", body = WopiAppView),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such application", body = ErrorBody),
+    ))]
+pub async fn admin_refresh(
+    State(state): State<Context>,
+    _: AdminRequired,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ServiceResult<Json<WopiAppView>> {
+    Ok(Json(wopi_apps::refresh(&state, id).await?))
 }
 
 /// Encodes `text` as UTF-7 (RFC 2152) for WOPI's name headers: printable ASCII stays as it is

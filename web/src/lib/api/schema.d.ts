@@ -301,7 +301,7 @@ export interface paths {
         put?: never;
         post?: never;
         /** End any user's share (access level `admin_required`). */
-        delete: operations["admin_delete"];
+        delete: operations["admin_share_admin_delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -372,7 +372,7 @@ export interface paths {
             cookie?: never;
         };
         /** Any task. */
-        get: operations["admin_get"];
+        get: operations["admin_task_admin_get"];
         put?: never;
         post?: never;
         /** Cancel any task. */
@@ -487,6 +487,68 @@ export interface paths {
         put?: never;
         /** Recompute a user's used storage from their files and open uploads. */
         post: operations["calibrate_user"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/wopi": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the WOPI applications, with what their discovery offers and why its last fetch failed. */
+        get: operations["admin_wopi_admin_list"];
+        put?: never;
+        /**
+         * Add a WOPI application (Collabora Online, OnlyOffice, Microsoft 365 for the web) by its
+         *     discovery URL. The discovery is fetched at once, through the SSRF guard unless `internal`
+         *     (an application on a private network); a discovery that cannot be fetched or read is
+         *     reported in `error` and the application is kept. Discovery is fetched again every 12 hours.
+         */
+        post: operations["admin_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/wopi/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One WOPI application. */
+        get: operations["admin_wopi_admin_get"];
+        /** Change a WOPI application (all fields); its discovery is fetched again. */
+        put: operations["admin_update"];
+        post?: never;
+        /**
+         * Remove a WOPI application: sessions opened with it stop working (their requests' proof can
+         *     no longer be checked).
+         */
+        delete: operations["admin_wopi_admin_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/wopi/{id}/refresh": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Fetch a WOPI application's discovery now (after a key rotation, or to retry a failure). */
+        post: operations["admin_refresh"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3480,6 +3542,42 @@ export interface components {
             root: string;
             updated_at: string;
         };
+        /** @description A WOPI application to add or the new settings of one. */
+        WopiAppInput: {
+            allow_unsigned?: boolean;
+            /** @description Where the application publishes discovery, e.g. `https://collabora.example.com/hosting/discovery`. */
+            discovery_url: string;
+            internal?: boolean;
+            /** @description 1 to 100 characters, unique. */
+            name: string;
+        };
+        /** @description A WOPI application as the administrator sees it. */
+        WopiAppView: {
+            /** @description Requests are accepted without proof when the application publishes no proof key. */
+            allow_unsigned: boolean;
+            discovery_url: string;
+            /**
+             * @description Why the last fetch of discovery failed (null when it worked); the last good discovery
+             *     stays in use.
+             */
+            error?: string | null;
+            /** @description Extensions with their actions (`view`, `edit`, `editnew`, ...). */
+            extensions: components["schemas"]["WopiExtension"][];
+            /** Format: uuid */
+            id: string;
+            /** @description The discovery may be fetched from a private address (the SSRF guard is off for it). */
+            internal: boolean;
+            name: string;
+            old_proof_key: boolean;
+            /** @description Whether discovery published a proof key (and an old one). */
+            proof_key: boolean;
+            refreshed_at?: string | null;
+        };
+        /** @description The actions of one extension. */
+        WopiExtension: {
+            actions: string[];
+            ext: string;
+        };
         /**
          * @description What a WOPI session may do with its file.
          * @enum {string}
@@ -3504,6 +3602,12 @@ export interface components {
         };
         /** @description What a session is opened for. */
         WopiSessionRequest: {
+            /**
+             * Format: uuid
+             * @description The WOPI application to open the file with (`/admin/wopi`): the answer then carries its
+             *     action URL, and the application's requests must carry its proof.
+             */
+            app_id?: string | null;
             /** @description `view` (default) or `edit` (needs write access). */
             mode?: components["schemas"]["WopiMode"];
         };
@@ -5578,7 +5682,7 @@ export interface operations {
             };
         };
     };
-    admin_delete: {
+    admin_share_admin_delete: {
         parameters: {
             query?: never;
             header?: never;
@@ -5807,7 +5911,7 @@ export interface operations {
             };
         };
     };
-    admin_get: {
+    admin_task_admin_get: {
         parameters: {
             query?: never;
             header?: never;
@@ -6866,6 +6970,455 @@ export interface operations {
                 };
             };
             /** @description No such user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    admin_wopi_admin_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The applications, by name */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WopiAppView"][];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    admin_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WopiAppInput"];
+            };
+        };
+        responses: {
+            /** @description Added (see `error` for the discovery) */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WopiAppView"];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The name is taken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid name or URL */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    admin_wopi_admin_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The application */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WopiAppView"];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such application */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    admin_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WopiAppInput"];
+            };
+        };
+        responses: {
+            /** @description Changed (see `error` for the discovery) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WopiAppView"];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such application */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The name is taken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid name or URL */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    admin_wopi_admin_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such application */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    admin_refresh: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Fetched (see `error`) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WopiAppView"];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such application */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8604,7 +9157,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No such file */
+            /** @description No such file, or no such WOPI application */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8613,7 +9166,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The object is a folder */
+            /** @description The object is a folder, or the application has no action for its extension */
             409: {
                 headers: {
                     [name: string]: unknown;
