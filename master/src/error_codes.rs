@@ -247,6 +247,7 @@ mod tests {
         "report.pdf",
         "same.txt",
         "secret.txt",
+        "tar.gz",
     ];
 
     fn is_code_shaped(text: &str) -> bool {

@@ -46,7 +46,6 @@ async fn every_not_built_operation_in_the_document_answers_501_with_the_uniform_
         }
     }
     for expected in [
-        "GET /api/v1/file/viewers",
         "GET /api/v1/user/storage_packs",
         "POST /api/v1/user/redeem",
         "GET /api/v1/admin/summary",

@@ -29,6 +29,7 @@ on_every_backend!(
     every_request_of_an_application_carries_a_valid_proof,
     a_rotation_of_the_proof_keys_is_followed,
     an_application_without_proof_keys_needs_the_administrator_s_consent,
+    viewers_of_an_extension_list_built_in_viewers_and_wopi_applications,
 );
 
 async fn setup(app: &TestApp, max_size: u64) -> (Session, String) {
@@ -559,4 +560,44 @@ async fn an_application_without_proof_keys_needs_the_administrator_s_consent(app
     let path = format!("/admin/wopi/{app_id}");
     assert_eq!(app.call(Method::PUT, &path, Some(&admin.access), Some(body)).await.status(), 200);
     assert_eq!(wopi.check_file_info().await.status(), 200, "allowed by the administrator");
+}
+
+async fn viewers_of_an_extension_list_built_in_viewers_and_wopi_applications(app: TestApp) {
+    let admin = app.login_admin().await;
+    let user = app.register("wanda@example.com", "wanda-password").await;
+    let viewers = |ext: &'static str| {
+        let (app, user) = (&app, &user);
+        async move { app.call(Method::GET, &format!("/file/viewers?ext={ext}"), Some(&user.access), None).await }
+    };
+    let names = |body: &Value| -> Vec<(String, bool)> {
+        body["viewers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| (v["name"].as_str().unwrap().to_owned(), v["can_edit"].as_bool().unwrap()))
+            .collect()
+    };
+    let png: Value = viewers("PNG").await.json().await.unwrap();
+    assert_eq!(png["ext"], "png");
+    assert_eq!(names(&png), [("image".to_owned(), false)]);
+    let md: Value = viewers(".md").await.json().await.unwrap();
+    assert_eq!(names(&md), [("markdown".to_owned(), true), ("text".to_owned(), true)]);
+    let docx: Value = viewers("docx").await.json().await.unwrap();
+    assert_eq!(docx["viewers"], json!([]), "no application yet");
+
+    let server = DiscoveryServer::start().await;
+    server.serve(ONLYOFFICE_DISCOVERY, Some(TestKey::Current), None);
+    let added = app.add_wopi_app(&admin, "OnlyOffice", &server.url(), true).await;
+    let docx: Value = viewers("docx").await.json().await.unwrap();
+    let office = &docx["viewers"][0];
+    assert_eq!((office["kind"].as_str(), office["name"].as_str()), (Some("wopi"), Some("OnlyOffice")));
+    assert_eq!(office["app_id"], added["id"]);
+    assert_eq!(office["actions"], json!(["view", "embedview", "edit", "editnew"]));
+    assert_eq!(office["can_edit"], true);
+    let doc: Value = viewers("doc").await.json().await.unwrap();
+    assert_eq!(doc["viewers"][0]["can_edit"], false, "OnlyOffice only views .doc");
+
+    assert_eq!(error_body(viewers("tar.gz").await, 422).await["field"], "ext");
+    let anonymous = app.call(Method::GET, "/file/viewers?ext=png", None, None).await;
+    assert_eq!(error_body(anonymous, 401).await["code"], "auth.missing_token");
 }

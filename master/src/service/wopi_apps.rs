@@ -301,6 +301,17 @@ pub fn proof_refused(why: impl Into<String>) -> ServiceError {
     ServiceError::new(ErrorKind::Internal, codes::WOPI_PROOF_INVALID, format!("the WOPI proof was refused: {why}"))
 }
 
+/// The action names the application's discovery lists for extension `ext`, in its order.
+pub fn actions_for(row: &WopiAppRow, ext: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for action in stored_discovery(row).unwrap_or_default().actions.into_iter().filter(|a| a.ext == ext) {
+        if !names.contains(&action.name) {
+            names.push(action.name);
+        }
+    }
+    names
+}
+
 fn stored_discovery(row: &WopiAppRow) -> Option<Discovery> {
     row.discovery.as_deref().and_then(|json| serde_json::from_str(json).ok())
 }

@@ -195,6 +195,7 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(webdav::list, webdav::create))
         .routes(routes!(webdav::get, webdav::update, webdav::delete))
         .routes(routes!(wopi::open_session))
+        .routes(routes!(wopi::viewers))
         .routes(routes!(wopi::admin_list, wopi::admin_create))
         .routes(routes!(wopi::admin_get, wopi::admin_update, wopi::admin_delete))
         .routes(routes!(wopi::admin_refresh))

@@ -106,8 +106,6 @@ pub const TABLE: &[NotBuilt] = {
     use Access::{Admin, User};
     use Verb::{Get, Post};
     &[
-        // Viewers
-        row(Get, "/file/viewers", User, "files", "Viewers and editors for an extension", "file viewers"),
         // Storage packs and redeem codes
         row(Get, "/user/storage_packs", User, "user", "List the caller's storage packs", "storage packs"),
         row(Post, "/user/redeem", User, "user", "Redeem a code", "redeem codes"),

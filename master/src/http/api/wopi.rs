@@ -22,8 +22,9 @@ use crate::error_codes as codes;
 use crate::http::download;
 use crate::http::error::{ErrorBody, error_response};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, body_stream, content_length};
-use crate::http::guard::{AdminRequired, AuthRequired};
+use crate::http::guard::{AdminRequired, AuthRequired, JwtRequired};
 use crate::service::site;
+use crate::service::viewers::{self, Viewers};
 use crate::service::wopi::{
     self, CheckFileInfo, RelativeFile, RelativeTarget, WopiAccess, WopiMode, WopiRefusal, WopiRequest, WopiSession,
 };
@@ -57,6 +58,31 @@ pub struct WopiSessionRequest {
     /// action URL, and the application's requests must carry its proof.
     #[serde(default)]
     pub app_id: Option<Uuid>,
+}
+
+/// The extension whose viewers are asked for.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ViewersQuery {
+    /// A file extension, with or without its dot (`docx`, `.png`).
+    pub ext: String,
+}
+
+/// The ways to open a file of an extension: the web app's built-in viewers (image, video,
+/// audio, PDF, Markdown, text and code; the last two can save through `PATCH /file/content`)
+/// and the WOPI applications whose discovery lists the extension, with their actions.
+#[utoipa::path(get, path = "/file/viewers", tag = "files", security(("bearer" = [])), params(ViewersQuery),
+    responses(
+        (status = 200, description = "The viewers, built-in first", body = Viewers),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 422, description = "Not a file extension", body = ErrorBody),
+    ))]
+pub async fn viewers(
+    State(state): State<Context>,
+    _: JwtRequired,
+    ApiQuery(query): ApiQuery<ViewersQuery>,
+) -> ServiceResult<Json<Viewers>> {
+    Ok(Json(viewers::for_extension(state.db(), &query.ext).await?))
 }
 
 /// Where WOPI clients reach this master: the `site_url` setting, else the address the request

@@ -838,10 +838,11 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Viewers and editors for an extension
-         * @description Not built yet (file viewers): answers 501 `route.not_implemented` with the uniform error body.
+         * The ways to open a file of an extension: the web app's built-in viewers (image, video,
+         *     audio, PDF, Markdown, text and code; the last two can save through `PATCH /file/content`)
+         *     and the WOPI applications whose discovery lists the extension, with their actions.
          */
-        get: operations["not_built_get_file_viewers"];
+        get: operations["viewers"];
         put?: never;
         post?: never;
         delete?: never;
@@ -3514,6 +3515,31 @@ export interface components {
         VerifyEmailRequest: {
             /** @description The `token` of the mailed link (`/verify?token=...`). */
             token: string;
+        };
+        /** @description One way to open a file. */
+        Viewer: {
+            /** @description The WOPI actions discovery lists for the extension (`view`, `edit`, `editnew`, ...). */
+            actions: string[];
+            /**
+             * Format: uuid
+             * @description The WOPI application (for `POST /file/{id}/wopi_session`'s `app_id`).
+             */
+            app_id?: string | null;
+            /** @description Whether it can save changes. */
+            can_edit: boolean;
+            /** @description `builtin` (a viewer of the web app) or `wopi` (a WOPI application). */
+            kind: string;
+            /**
+             * @description The built-in viewer's id (`image`, `video`, `audio`, `pdf`, `markdown`, `text`), or the
+             *     WOPI application's name.
+             */
+            name: string;
+        };
+        /** @description The viewers of one extension. */
+        Viewers: {
+            /** @description The extension asked for, lower case without the dot. */
+            ext: string;
+            viewers: components["schemas"]["Viewer"][];
         };
         /**
          * @description Changes to an account; absent fields stay. `generate_password` replaces the password with a
@@ -9058,15 +9084,36 @@ export interface operations {
             };
         };
     };
-    not_built_get_file_viewers: {
+    viewers: {
         parameters: {
-            query?: never;
+            query: {
+                /** @description A file extension, with or without its dot (`docx`, `.png`). */
+                ext: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
+            /** @description The viewers, built-in first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Viewers"];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Token missing, invalid or expired */
             401: {
                 headers: {
@@ -9085,8 +9132,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Internal error (details only in the server log) */
-            500: {
+            /** @description Not a file extension */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9094,8 +9141,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
