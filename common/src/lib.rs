@@ -2,6 +2,7 @@
 //! blake3 content hashing, the blob storage drivers and the HTTP edge both listen through.
 
 pub mod config;
+pub mod guard;
 pub mod hash;
 pub mod http;
 pub mod secret;

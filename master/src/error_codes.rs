@@ -217,6 +217,18 @@ codes! {
 
     STORE_UNAVAILABLE = "store.unavailable";
 
+    WOPI_READ_ONLY = "wopi.read_only";
+    WOPI_BAD_LOCK = "wopi.bad_lock";
+    WOPI_LOCK_MISMATCH = "wopi.lock_mismatch";
+    WOPI_INVALID_NAME = "wopi.invalid_name";
+    WOPI_TARGET_EXISTS = "wopi.target_exists";
+    WOPI_NOT_SUPPORTED = "wopi.not_supported";
+    WOPI_TOO_LARGE = "wopi.too_large";
+    WOPI_PROOF_INVALID = "wopi.proof_invalid";
+    WOPI_NO_ACTION = "wopi.no_action";
+    WOPI_APP_NOT_FOUND = "wopi.app_not_found";
+    WOPI_APP_NAME_TAKEN = "wopi.app_name_taken";
+
     SERVER_INTERNAL = "server.internal";
 }
 
@@ -229,6 +241,7 @@ mod tests {
 
     /// Code-shaped literals in the source that are not codes (file and host names in tests).
     const NOT_CODES: &[&str] = &[
+        "a.tar",
         "a.txt",
         "archive.zip",
         "existing.db",
@@ -238,9 +251,12 @@ mod tests {
         "nubo.db",
         "nubo.example",
         "nubo.toml",
+        "plain.docx",
+        "report.docx",
         "report.pdf",
         "same.txt",
         "secret.txt",
+        "tar.gz",
     ];
 
     fn is_code_shaped(text: &str) -> bool {

@@ -19,7 +19,8 @@ pub mod config;
 pub mod download;
 pub mod error;
 pub mod fetch;
-pub mod guard;
+/// The SSRF guard now lives in `nubo_common` (the master fetches WOPI discovery through it too).
+pub use nubo_common::guard;
 pub mod report;
 pub mod rpc;
 pub mod server;

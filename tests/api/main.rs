@@ -39,3 +39,4 @@ mod two_factor;
 mod web;
 mod webdav;
 mod webdav_hardening;
+mod wopi;

@@ -26,6 +26,8 @@ pub enum TokenType {
     Download,
     /// Opens a password-protected share for a while (see [`ShareGrantClaims`]).
     ShareGrant,
+    /// A WOPI client's access to one file for one user (see [`WopiClaims`]).
+    Wopi,
 }
 
 /// The snapshot of the user's group taken when the token was issued.
@@ -101,6 +103,23 @@ pub struct ShareGrantClaims {
     pub typ: TokenType,
 }
 
+/// Claims of a WOPI access token: user `sub` may view (or, with `edit`, change) file `obj`
+/// through the WOPI application `app` (none: a session opened without one). It is checked
+/// again on every WOPI request (ban, account status, the file still there and reachable), so
+/// banning the user or deleting the file revokes it at once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WopiClaims {
+    pub sub: Uuid,
+    pub jti: Uuid,
+    pub obj: Uuid,
+    pub edit: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<Uuid>,
+    pub iat: i64,
+    pub exp: i64,
+    pub typ: TokenType,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
     #[error("token expired")]
@@ -149,6 +168,11 @@ impl TokenKeys {
     pub fn verify_download(&self, token: &str) -> Result<DownloadClaims, TokenError> {
         let claims: DownloadClaims = self.verify(token)?;
         if claims.typ == TokenType::Download { Ok(claims) } else { Err(TokenError::Invalid) }
+    }
+
+    pub fn verify_wopi(&self, token: &str) -> Result<WopiClaims, TokenError> {
+        let claims: WopiClaims = self.verify(token)?;
+        if claims.typ == TokenType::Wopi { Ok(claims) } else { Err(TokenError::Invalid) }
     }
 
     pub fn verify_share_grant(&self, token: &str) -> Result<ShareGrantClaims, TokenError> {

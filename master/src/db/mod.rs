@@ -38,6 +38,7 @@ pub mod two_factor;
 pub mod uploads;
 pub mod users;
 pub mod webdav_accounts;
+pub mod wopi_apps;
 
 use std::str::FromStr;
 use std::sync::Arc;

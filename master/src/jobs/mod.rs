@@ -132,6 +132,11 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
             Ok(0)
         })
     }));
+    handles.push(every("wopi-discovery-refresh", hourly, |s| {
+        // Each application is fetched again once its discovery is older than REFRESH_EVERY (a
+        // failure is recorded on the application, for the administrator to read).
+        Box::pin(async move { Ok(crate::service::wopi_apps::refresh_due(&s).await?) })
+    }));
     handles.push(every("refresh-token-cleanup", hourly, |s| {
         Box::pin(async move { Ok(maintenance::clean_refresh_tokens(&s, now_ms()).await? as usize) })
     }));

@@ -85,6 +85,28 @@ impl KvStore for MemoryStore {
         Ok(self.with(|map, now| map.remove(key).is_some_and(|e| e.live(now))))
     }
 
+    async fn swap_if(
+        &self,
+        key: &str,
+        expected: &str,
+        replacement: Option<(&str, Duration)>,
+    ) -> StoreResult<Option<String>> {
+        Ok(self.with(|map, now| {
+            let before = live_value(map, key, now);
+            if before.as_deref() == Some(expected) {
+                match replacement {
+                    Some((value, ttl)) => {
+                        map.insert(key.to_owned(), Entry { value: value.to_owned(), expires: Some(now + ttl) });
+                    }
+                    None => {
+                        map.remove(key);
+                    }
+                }
+            }
+            before
+        }))
+    }
+
     async fn take(&self, key: &str) -> StoreResult<Option<String>> {
         Ok(self.with(|map, now| map.remove(key).filter(|e| e.live(now)).map(|e| e.value)))
     }

@@ -34,6 +34,15 @@ pub trait KvStore: Send + Sync + 'static {
     async fn set_if_absent(&self, key: &str, value: &str, ttl: Duration) -> StoreResult<bool>;
     /// Removes `key`; answers whether it existed.
     async fn delete(&self, key: &str) -> StoreResult<bool>;
+    /// When `key` holds `expected`, replaces it with `replacement` (value and lifetime) or,
+    /// for `None`, removes it; otherwise changes nothing. Answers the value `key` held before,
+    /// so the caller knows whether the swap happened (WOPI locks: refresh, unlock, relock).
+    async fn swap_if(
+        &self,
+        key: &str,
+        expected: &str,
+        replacement: Option<(&str, Duration)>,
+    ) -> StoreResult<Option<String>>;
     /// Reads and removes `key` in one step (challenges that may be answered once).
     async fn take(&self, key: &str) -> StoreResult<Option<String>>;
     /// Adds one to the counter at `key` and answers the new value; the first increment starts a

@@ -85,6 +85,31 @@ impl KvStore for RedisStore {
         Ok(removed > 0)
     }
 
+    async fn swap_if(
+        &self,
+        key: &str,
+        expected: &str,
+        replacement: Option<(&str, Duration)>,
+    ) -> StoreResult<Option<String>> {
+        // Compare and change in one script, so two masters never both win.
+        let script = redis::Script::new(
+            "local v = redis.call('GET', KEYS[1]) \
+             if v == ARGV[1] then \
+               if ARGV[2] == 'set' then redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4]) \
+               else redis.call('DEL', KEYS[1]) end \
+             end \
+             return v",
+        );
+        let (mode, value, ttl) = match replacement {
+            Some((value, ttl)) => ("set", value, millis(ttl)),
+            None => ("delete", "", 1),
+        };
+        let mut conn = self.connection.clone();
+        let before: Option<String> =
+            script.key(self.key(key)).arg(expected).arg(mode).arg(value).arg(ttl).invoke_async(&mut conn).await?;
+        Ok(before)
+    }
+
     async fn take(&self, key: &str) -> StoreResult<Option<String>> {
         let mut conn = self.connection.clone();
         Ok(redis::cmd("GETDEL").arg(self.key(key)).query_async(&mut conn).await?)

@@ -41,6 +41,17 @@ async fn behaves_as_a_store(store: &dyn KvStore) {
     assert!(store.delete("a").await.unwrap());
     assert!(!store.delete("a").await.unwrap());
 
+    let minute = Duration::from_secs(60);
+    assert_eq!(store.swap_if("lock", "L1", Some(("L2", minute))).await.unwrap(), None, "nothing to swap");
+    assert_eq!(store.get("lock").await.unwrap(), None);
+    store.set("lock", "L1", Some(minute)).await.unwrap();
+    assert_eq!(store.swap_if("lock", "other", Some(("L2", minute))).await.unwrap().as_deref(), Some("L1"));
+    assert_eq!(store.get("lock").await.unwrap().as_deref(), Some("L1"), "a mismatch changes nothing");
+    assert_eq!(store.swap_if("lock", "L1", Some(("L2", minute))).await.unwrap().as_deref(), Some("L1"));
+    assert_eq!(store.get("lock").await.unwrap().as_deref(), Some("L2"));
+    assert_eq!(store.swap_if("lock", "L2", None).await.unwrap().as_deref(), Some("L2"));
+    assert_eq!(store.get("lock").await.unwrap(), None, "a matching swap to nothing removes");
+
     for expected in 1..=3 {
         assert_eq!(store.increment("counter", Duration::from_secs(60)).await.unwrap(), expected);
     }

@@ -110,6 +110,16 @@ pub async fn open_download(ctx: &Context, token: &str, consume: bool) -> Service
 }
 
 async fn prepare(ctx: &Context, row: &ObjectRow) -> ServiceResult<Download> {
+    open_row(ctx, row, true).await
+}
+
+/// The content of the file `file` streamed through the master, never a redirect (a WOPI
+/// client fetches it server to server and need not follow one).
+pub async fn open_streamed(ctx: &Context, file: &Readable) -> ServiceResult<Download> {
+    open_row(ctx, file.row(), false).await
+}
+
+async fn open_row(ctx: &Context, row: &ObjectRow, may_redirect: bool) -> ServiceResult<Download> {
     expect_file(row)?;
     let blob_id =
         row.physical_file_id.as_deref().ok_or_else(|| ServiceError::internal(anyhow::anyhow!("file without blob")))?;
@@ -117,7 +127,7 @@ async fn prepare(ctx: &Context, row: &ObjectRow) -> ServiceResult<Download> {
         .await?
         .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("blob row missing")))?;
     let content = db::objects::FileContentRow { name: row.name.clone(), updated_at: row.updated_at, blob, policy };
-    serve_content(ctx, content, true).await
+    serve_content(ctx, content, may_redirect).await
 }
 
 /// The file's content ready to serve. With `may_redirect`, a public policy hands the bytes

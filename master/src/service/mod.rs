@@ -38,6 +38,9 @@ pub mod themes;
 pub mod two_factor;
 pub mod uploads;
 pub mod users;
+pub mod viewers;
+pub mod wopi;
+pub mod wopi_apps;
 pub mod writes;
 
 use crate::error::{ServiceError, ServiceResult};

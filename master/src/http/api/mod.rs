@@ -25,6 +25,7 @@ pub mod transfers;
 pub mod two_factor;
 pub mod user;
 pub mod webdav;
+pub mod wopi;
 
 use std::sync::Arc;
 
@@ -65,6 +66,7 @@ error, canceled. Directory listings accept `limit` up to 1000. Storage nodes: an
         (name = "tasks", description = "Background tasks"),
         (name = "webdav", description = "WebDAV accounts for `/dav`"),
         (name = "admin", description = "Administration (admin_required)"),
+        (name = "wopi", description = "The WOPI host (absolute paths `/wopi/files/{id}`): Microsoft's WOPI REST protocol for Collabora Online, OnlyOffice and other WOPI clients"),
     )
 )]
 struct ApiDoc;
@@ -202,6 +204,11 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(redeem::update, redeem::delete))
         .routes(routes!(webdav::list, webdav::create))
         .routes(routes!(webdav::get, webdav::update, webdav::delete))
+        .routes(routes!(wopi::open_session))
+        .routes(routes!(wopi::viewers))
+        .routes(routes!(wopi::admin_list, wopi::admin_create))
+        .routes(routes!(wopi::admin_get, wopi::admin_update, wopi::admin_delete))
+        .routes(routes!(wopi::admin_refresh))
         // The storage-node router speaks the node protocol (signed envelopes, see
         // docs/protocol.md), not this document's conventions, so it is not an OpenAPI operation.
         .route("/node/rpc", axum::routing::post(crate::http::node_rpc::handle))
@@ -218,7 +225,11 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
                 .routes(unlimited_body(routes!(avatars::upload_avatar)))
                 .routes(unlimited_body(routes!(transfers::replace_content, transfers::create_content))),
         );
-    let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts();
+    let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .nest("/api/v1", v1)
+        // The WOPI host lives outside /api/v1, where WOPI clients expect it.
+        .merge(wopi::host_routes())
+        .split_for_parts();
     not_built::document(&mut doc);
     contract::add_common_errors(&mut doc);
     contract::unique_operation_ids(&mut doc);

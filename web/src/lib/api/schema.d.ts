@@ -342,7 +342,7 @@ export interface paths {
         put?: never;
         post?: never;
         /** End any user's share (access level `admin_required`). */
-        delete: operations["admin_delete"];
+        delete: operations["admin_share_admin_delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -433,7 +433,7 @@ export interface paths {
             cookie?: never;
         };
         /** Any task. */
-        get: operations["admin_get"];
+        get: operations["admin_task_admin_get"];
         put?: never;
         post?: never;
         /** Cancel any task. */
@@ -551,6 +551,68 @@ export interface paths {
         put?: never;
         /** Recompute a user's used storage from their files and open uploads. */
         post: operations["calibrate_user"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/wopi": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the WOPI applications, with what their discovery offers and why its last fetch failed. */
+        get: operations["admin_wopi_admin_list"];
+        put?: never;
+        /**
+         * Add a WOPI application (Collabora Online, OnlyOffice, Microsoft 365 for the web) by its
+         *     discovery URL. The discovery is fetched at once, through the SSRF guard unless `internal`
+         *     (an application on a private network); a discovery that cannot be fetched or read is
+         *     reported in `error` and the application is kept. Discovery is fetched again every 12 hours.
+         */
+        post: operations["admin_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/wopi/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One WOPI application. */
+        get: operations["admin_wopi_admin_get"];
+        /** Change a WOPI application (all fields); its discovery is fetched again. */
+        put: operations["admin_update"];
+        post?: never;
+        /**
+         * Remove a WOPI application: sessions opened with it stop working (their requests' proof can
+         *     no longer be checked).
+         */
+        delete: operations["admin_wopi_admin_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/wopi/{id}/refresh": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Fetch a WOPI application's discovery now (after a key rotation, or to retry a failure). */
+        post: operations["admin_refresh"];
         delete?: never;
         options?: never;
         head?: never;
@@ -840,10 +902,11 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Viewers and editors for an extension
-         * @description Not built yet (file viewers): answers 501 `route.not_implemented` with the uniform error body.
+         * The ways to open a file of an extension: the web app's built-in viewers (image, video,
+         *     audio, PDF, Markdown, text and code; the last two can save through `PATCH /file/content`)
+         *     and the WOPI applications whose discovery lists the extension, with their actions.
          */
-        get: operations["not_built_get_file_viewers"];
+        get: operations["viewers"];
         put?: never;
         post?: never;
         delete?: never;
@@ -862,10 +925,12 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Open a WOPI editing session
-         * @description Not built yet (WOPI): answers 501 `route.not_implemented` with the uniform error body.
+         * Open a WOPI session on a file: a WOPI access token scoped to this file, the caller and the
+         *     mode (10 hours; refused at once when the caller is banned or the file deleted), the file's
+         *     `WOPISrc` and, with an application, its action URL. Viewing needs read access, editing write
+         *     access.
          */
-        post: operations["not_built_post_file__id__wopi_session"];
+        post: operations["open_session"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2079,17 +2144,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * WOPI CheckFileInfo
-         * @description Not built yet (WOPI): answers 501 `route.not_implemented` with the uniform error body.
-         */
-        get: operations["not_built_get_wopi_files__id"];
+        /** WOPI CheckFileInfo: the file's properties and what this user may do with it. */
+        get: operations["check_file_info"];
         put?: never;
         /**
-         * WOPI lock operations (X-WOPI-Override)
-         * @description Not built yet (WOPI): answers 501 `route.not_implemented` with the uniform error body.
+         * WOPI operations on a file, chosen by `X-WOPI-Override`: `LOCK` (with `X-WOPI-OldLock`:
+         *     UnlockAndRelock), `GET_LOCK`, `REFRESH_LOCK`, `UNLOCK`, `PUT_RELATIVE`
+         *     (`X-WOPI-SuggestedTarget` or `X-WOPI-RelativeTarget` with `X-WOPI-OverwriteRelativeTarget`,
+         *     UTF-7), `RENAME_FILE` (`X-WOPI-RequestedName`, UTF-7) and `DELETE`. Locks live 30 minutes
+         *     unless refreshed, shared by every master; a mismatch answers 409 with the current lock in
+         *     `X-WOPI-Lock`.
          */
-        post: operations["not_built_post_wopi_files__id"];
+        post: operations["file_operation"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2104,16 +2170,18 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * WOPI GetFile
-         * @description Not built yet (WOPI): answers 501 `route.not_implemented` with the uniform error body.
+         * WOPI GetFile: the content, streamed, with `X-WOPI-ItemVersion`; 412 when it is larger than
+         *     `X-WOPI-MaxExpectedSize`.
          */
-        get: operations["not_built_get_wopi_files__id__contents"];
+        get: operations["get_file"];
         put?: never;
         /**
-         * WOPI PutFile
-         * @description Not built yet (WOPI): answers 501 `route.not_implemented` with the uniform error body.
+         * WOPI PutFile (`X-WOPI-Override: PUT`): new content for a file locked with `X-WOPI-Lock`
+         *     (an unlocked file only while empty), streamed through the same write path as every other
+         *     content replacement. 409 with `X-WOPI-Lock` on a lock mismatch, 413 over `max_size`, 507
+         *     over the quota; answers the new `X-WOPI-ItemVersion`.
          */
-        post: operations["not_built_post_wopi_files__id__contents"];
+        post: operations["put_file"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2243,6 +2311,33 @@ export interface components {
         ChangePolicyRequest: {
             /** Format: uuid */
             policy_id: string;
+        };
+        /** @description What `CheckFileInfo` answers (the WOPI property names). */
+        CheckFileInfo: {
+            BaseFileName: string;
+            BreadcrumbBrandName: string;
+            FileExtension: string;
+            IsAnonymousUser: boolean;
+            /** @description ISO 8601 (UTC). */
+            LastModifiedTime: string;
+            OwnerId: string;
+            /** @description The origin of the page that embeds the WOPI client (the site), for its `postMessage`s. */
+            PostMessageOrigin: string;
+            ReadOnly: boolean;
+            /** Format: int64 */
+            Size: number;
+            SupportsDeleteFile: boolean;
+            SupportsExtendedLockLength: boolean;
+            SupportsGetLock: boolean;
+            SupportsLocks: boolean;
+            SupportsRename: boolean;
+            SupportsUpdate: boolean;
+            UserCanNotWriteRelative: boolean;
+            UserCanRename: boolean;
+            UserCanWrite: boolean;
+            UserFriendlyName: string;
+            UserId: string;
+            Version: string;
         };
         /**
          * @description A chromatic hue.
@@ -3255,6 +3350,12 @@ export interface components {
             nickname?: string | null;
             provider: components["schemas"]["AuthMethod"];
         };
+        /** @description The new file of a `PutRelativeFile`. */
+        RelativeFile: {
+            Name: string;
+            /** @description The new file's WOPI endpoint with an access token for it. */
+            Url: string;
+        };
         RenameRequest: {
             name: string;
         };
@@ -3902,6 +4003,31 @@ export interface components {
             /** @description The `token` of the mailed link (`/verify?token=...`). */
             token: string;
         };
+        /** @description One way to open a file. */
+        Viewer: {
+            /** @description The WOPI actions discovery lists for the extension (`view`, `edit`, `editnew`, ...). */
+            actions: string[];
+            /**
+             * Format: uuid
+             * @description The WOPI application (for `POST /file/{id}/wopi_session`'s `app_id`).
+             */
+            app_id?: string | null;
+            /** @description Whether it can save changes. */
+            can_edit: boolean;
+            /** @description `builtin` (a viewer of the web app) or `wopi` (a WOPI application). */
+            kind: string;
+            /**
+             * @description The built-in viewer's id (`image`, `video`, `audio`, `pdf`, `markdown`, `text`), or the
+             *     WOPI application's name.
+             */
+            name: string;
+        };
+        /** @description The viewers of one extension. */
+        Viewers: {
+            /** @description The extension asked for, lower case without the dot. */
+            ext: string;
+            viewers: components["schemas"]["Viewer"][];
+        };
         /**
          * @description Changes to an account; absent fields stay. `generate_password` replaces the password with a
          *     generated one, shown once in the answer.
@@ -3928,6 +4054,75 @@ export interface components {
             /** @description The folder the account sees as `/dav/`, a path in the owner's tree. */
             root: string;
             updated_at: string;
+        };
+        /** @description A WOPI application to add or the new settings of one. */
+        WopiAppInput: {
+            allow_unsigned?: boolean;
+            /** @description Where the application publishes discovery, e.g. `https://collabora.example.com/hosting/discovery`. */
+            discovery_url: string;
+            internal?: boolean;
+            /** @description 1 to 100 characters, unique. */
+            name: string;
+        };
+        /** @description A WOPI application as the administrator sees it. */
+        WopiAppView: {
+            /** @description Requests are accepted without proof when the application publishes no proof key. */
+            allow_unsigned: boolean;
+            discovery_url: string;
+            /**
+             * @description Why the last fetch of discovery failed (null when it worked); the last good discovery
+             *     stays in use.
+             */
+            error?: string | null;
+            /** @description Extensions with their actions (`view`, `edit`, `editnew`, ...). */
+            extensions: components["schemas"]["WopiExtension"][];
+            /** Format: uuid */
+            id: string;
+            /** @description The discovery may be fetched from a private address (the SSRF guard is off for it). */
+            internal: boolean;
+            name: string;
+            old_proof_key: boolean;
+            /** @description Whether discovery published a proof key (and an old one). */
+            proof_key: boolean;
+            refreshed_at?: string | null;
+        };
+        /** @description The actions of one extension. */
+        WopiExtension: {
+            actions: string[];
+            ext: string;
+        };
+        /**
+         * @description What a WOPI session may do with its file.
+         * @enum {string}
+         */
+        WopiMode: "view" | "edit";
+        /** @description A WOPI session for the web app to hand to a WOPI client (in the form it posts to `action_url`). */
+        WopiSession: {
+            /** @description The WOPI access token (scoped to this file, this user and the mode). */
+            access_token: string;
+            /**
+             * Format: int64
+             * @description When the token expires, in milliseconds since the epoch (as WOPI expects).
+             */
+            access_token_ttl: number;
+            /**
+             * @description The WOPI application's page for this file (its `WOPISrc` filled in); null when the
+             *     session was opened without an application.
+             */
+            action_url?: string | null;
+            /** @description The file's WOPI endpoint (`WOPISrc`). */
+            wopi_src: string;
+        };
+        /** @description What a session is opened for. */
+        WopiSessionRequest: {
+            /**
+             * Format: uuid
+             * @description The WOPI application to open the file with (`/admin/wopi`): the answer then carries its
+             *     action URL, and the application's requests must carry its proof.
+             */
+            app_id?: string | null;
+            /** @description `view` (default) or `edit` (needs write access). */
+            mode?: components["schemas"]["WopiMode"];
         };
     };
     responses: never;
@@ -6323,7 +6518,7 @@ export interface operations {
             };
         };
     };
-    admin_delete: {
+    admin_share_admin_delete: {
         parameters: {
             query?: never;
             header?: never;
@@ -6729,7 +6924,7 @@ export interface operations {
             };
         };
     };
-    admin_get: {
+    admin_task_admin_get: {
         parameters: {
             query?: never;
             header?: never;
@@ -7788,6 +7983,455 @@ export interface operations {
                 };
             };
             /** @description No such user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    admin_wopi_admin_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The applications, by name */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WopiAppView"][];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    admin_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WopiAppInput"];
+            };
+        };
+        responses: {
+            /** @description Added (see `error` for the discovery) */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WopiAppView"];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The name is taken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid name or URL */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    admin_wopi_admin_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The application */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WopiAppView"];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such application */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    admin_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WopiAppInput"];
+            };
+        };
+        responses: {
+            /** @description Changed (see `error` for the discovery) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WopiAppView"];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such application */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The name is taken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid name or URL */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    admin_wopi_admin_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such application */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    admin_refresh: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Fetched (see `error`) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WopiAppView"];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such application */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9427,64 +10071,27 @@ export interface operations {
             };
         };
     };
-    not_built_get_file_viewers: {
+    viewers: {
         parameters: {
-            query?: never;
+            query: {
+                /** @description A file extension, with or without its dot (`docx`, `.png`). */
+                ext: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description Token missing, invalid or expired */
-            401: {
+            /** @description The viewers, built-in first */
+            200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorBody"];
+                    "application/json": components["schemas"]["Viewers"];
                 };
             };
-            /** @description Account banned or not active, or not allowed */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Internal error (details only in the server log) */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Not built yet */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-        };
-    };
-    not_built_post_file__id__wopi_session: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                id: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
             /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
@@ -9512,6 +10119,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Not a file extension */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (details only in the server log) */
             500: {
                 headers: {
@@ -9521,8 +10137,107 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+        };
+    };
+    open_session: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The file */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WopiSessionRequest"];
+            };
+        };
+        responses: {
+            /** @description The session */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WopiSession"];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Account banned or not active, or not allowed */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such file, or no such WOPI application */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The object is a folder, or the application has no action for its extension */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body with a wrong, missing or unknown field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16292,9 +17007,12 @@ export interface operations {
             };
         };
     };
-    not_built_get_wopi_files__id: {
+    check_file_info: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The WOPI access token from `POST /api/v1/file/{id}/wopi_session`. */
+                access_token?: string;
+            };
             header?: never;
             path: {
                 id: string;
@@ -16303,6 +17021,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description CheckFileInfo */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CheckFileInfo"];
+                };
+            };
             /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
@@ -16312,8 +17039,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Internal error (details only in the server log) */
-            500: {
+            /** @description Access token missing, invalid, expired, for another file or revoked */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16321,8 +17048,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+            /** @description No such file (or deleted) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16332,19 +17068,72 @@ export interface operations {
             };
         };
     };
-    not_built_post_wopi_files__id: {
+    file_operation: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The WOPI access token from `POST /api/v1/file/{id}/wopi_session`. */
+                access_token?: string;
+            };
             header?: never;
             path: {
                 id: string;
             };
             cookie?: never;
         };
-        requestBody?: never;
+        /** @description PUT_RELATIVE: the new file's content */
+        requestBody: {
+            content: {
+                "application/octet-stream": number[];
+            };
+        };
         responses: {
-            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            /** @description Done (GET_LOCK: X-WOPI-Lock; PUT_RELATIVE: {Name, Url}; RENAME_FILE: {Name}) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RelativeFile"];
+                };
+            };
+            /** @description Missing or overlong X-WOPI-Lock, or an invalid name (X-WOPI-InvalidFileNameError) */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Access token missing, invalid, expired, for another file, revoked or view-only */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such file (or deleted) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Lock mismatch (X-WOPI-Lock), or PUT_RELATIVE target exists (X-WOPI-ValidRelativeTarget) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PUT_RELATIVE larger than the policy's max_size */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16361,8 +17150,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
+            /** @description Unknown X-WOPI-Override */
             501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Quota exceeded */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16372,9 +17170,12 @@ export interface operations {
             };
         };
     };
-    not_built_get_wopi_files__id__contents: {
+    get_file: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The WOPI access token from `POST /api/v1/file/{id}/wopi_session`. */
+                access_token?: string;
+            };
             header?: never;
             path: {
                 id: string;
@@ -16383,6 +17184,15 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description The content */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": unknown;
+                };
+            };
             /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
@@ -16392,8 +17202,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Internal error (details only in the server log) */
-            500: {
+            /** @description Access token missing, invalid, expired, for another file or revoked */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16401,8 +17211,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
-            501: {
+            /** @description No such file (or deleted) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Larger than X-WOPI-MaxExpectedSize */
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16412,19 +17240,69 @@ export interface operations {
             };
         };
     };
-    not_built_post_wopi_files__id__contents: {
+    put_file: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The WOPI access token from `POST /api/v1/file/{id}/wopi_session`. */
+                access_token?: string;
+            };
             header?: never;
             path: {
                 id: string;
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/octet-stream": number[];
+            };
+        };
         responses: {
+            /** @description Written; X-WOPI-ItemVersion is the new version */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Access token missing, invalid, expired, for another file, revoked or view-only */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such file (or deleted) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Lock mismatch (X-WOPI-Lock: the current lock, empty when unlocked) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Larger than the policy's max_size */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16441,8 +17319,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not built yet */
+            /** @description X-WOPI-Override is not PUT */
             501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Quota exceeded */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
