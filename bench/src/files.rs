@@ -634,3 +634,34 @@ async fn upload_small_files(bench: &Bench, way: SmallWay, folder: &str, seed: us
     }
     1000.0 / started.elapsed().as_secs_f64()
 }
+
+/// A PostgreSQL database made for one benchmark run on the server at `NUBO_BENCH_POSTGRES_URL`
+/// (default the local one), dropped by [`ScratchPostgres::drop_database`].
+pub struct ScratchPostgres {
+    admin: sqlx::AnyPool,
+    name: String,
+    pub url: String,
+}
+
+impl ScratchPostgres {
+    /// Creates `nubo_bench_{purpose}_{pid}`; `Err` names the server when none answers.
+    pub async fn create(purpose: &str) -> Result<Self, String> {
+        let admin_url = std::env::var("NUBO_BENCH_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+        let Ok(admin) = sqlx::any::AnyPoolOptions::new().max_connections(1).connect(&admin_url).await else {
+            return Err(admin_url);
+        };
+        let name = format!("nubo_bench_{purpose}_{}", std::process::id());
+        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&admin).await.expect("create database");
+        let url = match admin_url.rsplit_once('/') {
+            Some((server, _)) => format!("{server}/{name}"),
+            None => panic!("a database URL ends in a database name"),
+        };
+        Ok(Self { admin, name, url })
+    }
+
+    pub async fn drop_database(self) {
+        let sql = format!("DROP DATABASE {} WITH (FORCE)", self.name);
+        sqlx::query(&sql).execute(&self.admin).await.expect("drop database");
+    }
+}

@@ -15,7 +15,7 @@ use nubo_master::domain::object::search_key;
 use serde_json::Value;
 use sqlx::any::AnyPoolOptions;
 
-use crate::files::{Bench, start_signed_in_with};
+use crate::files::{Bench, ScratchPostgres, start_signed_in_with};
 
 const WORDS: [&str; 10] =
     ["photo", "Report", "notes", "Bericht", "Übersicht", "invoice", "IMG", "draft", "Ärger", "summary"];
@@ -47,20 +47,13 @@ pub async fn run(args: &[String]) {
     println!("search over {} objects of one user, {} rounds per query", options.objects, options.rounds);
     println!("{:<10} {:<44} {:>8} {:>9} {:>9}", "database", "query", "matches", "p50 ms", "p95 ms");
     run_on(&options, None).await;
-    let admin_url = std::env::var("NUBO_BENCH_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let Ok(admin) = AnyPoolOptions::new().max_connections(1).connect(&admin_url).await else {
-        println!("postgres   (no server at {admin_url}: skipped)");
-        return;
-    };
-    let name = format!("nubo_bench_search_{}", std::process::id());
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&admin).await.expect("create database");
-    let url = match admin_url.rsplit_once('/') {
-        Some((server, _)) => format!("{server}/{name}"),
-        None => panic!("a database URL ends in a database name"),
-    };
-    run_on(&options, Some(&url)).await;
-    sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)")).execute(&admin).await.expect("drop database");
+    match ScratchPostgres::create("search").await {
+        Ok(database) => {
+            run_on(&options, Some(&database.url)).await;
+            database.drop_database().await;
+        }
+        Err(admin_url) => println!("postgres   (no server at {admin_url}: skipped)"),
+    }
 }
 
 /// Seeds, searches and prints the rows of one database (`None`: the master's own SQLite file).

@@ -17,7 +17,7 @@ use std::time::Instant;
 use serde_json::Value;
 use sqlx::any::AnyPoolOptions;
 
-use crate::files::start_signed_in_with;
+use crate::files::{ScratchPostgres, start_signed_in_with};
 
 struct Options {
     objects: i64,
@@ -50,20 +50,13 @@ pub async fn run(args: &[String]) {
     println!("| database | what | p50 ms | p95 ms |");
     println!("|---|---|---:|---:|");
     run_on(&options, None).await;
-    let admin_url = std::env::var("NUBO_BENCH_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let Ok(admin) = AnyPoolOptions::new().max_connections(1).connect(&admin_url).await else {
-        println!("| postgres | (no server at {admin_url}: skipped) | | |");
-        return;
-    };
-    let name = format!("nubo_bench_summary_{}", std::process::id());
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&admin).await.expect("create database");
-    let url = match admin_url.rsplit_once('/') {
-        Some((server, _)) => format!("{server}/{name}"),
-        None => panic!("a database URL ends in a database name"),
-    };
-    run_on(&options, Some(&url)).await;
-    sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)")).execute(&admin).await.expect("drop database");
+    match ScratchPostgres::create("summary").await {
+        Ok(database) => {
+            run_on(&options, Some(&database.url)).await;
+            database.drop_database().await;
+        }
+        Err(admin_url) => println!("| postgres | (no server at {admin_url}: skipped) | | |"),
+    }
 }
 
 async fn run_on(options: &Options, postgres: Option<&str>) {
