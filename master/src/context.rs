@@ -22,6 +22,8 @@ struct Inner {
     tokens: TokenKeys,
     storage: StorageRegistry,
     source_downloads: Tally,
+    /// The viewer registry this master built last, with the settings version it was built at.
+    viewers: crate::service::viewers::RegistryCache,
     /// When this master started (its uptime in the admin summary).
     started: std::time::Instant,
     started_at: crate::domain::time::Millis,
@@ -39,6 +41,7 @@ impl Context {
             tokens,
             storage,
             source_downloads: Tally::default(),
+            viewers: Default::default(),
             started: std::time::Instant::now(),
             started_at: crate::domain::time::now_ms(),
         })))
@@ -68,6 +71,10 @@ impl Context {
 
     pub fn db(&self) -> &Db {
         &self.0.db
+    }
+
+    pub fn viewer_cache(&self) -> &crate::service::viewers::RegistryCache {
+        &self.0.viewers
     }
 
     /// How long this master has run, and since when (milliseconds since the epoch).

@@ -69,8 +69,7 @@ impl Node {
         Router::new()
             .route("/api/v1/slave/rpc", post(rpc::handle))
             .merge(Self::browser_uploads())
-            // axum's `get` also answers HEAD (without a body).
-            .route("/api/v1/slave/download/{credential}", get(download::download))
+            .merge(Self::browser_downloads())
             .route("/api/v1/slave/blob/{credential}", put(blob::write))
             .fallback(error::no_route)
             .layer(middleware::from_fn(error::uniform_errors))
@@ -92,6 +91,19 @@ impl Node {
             .route("/api/v1/slave/upload/{session_id}", get(upload::status))
             .route("/api/v1/slave/upload/{session_id}/{index}", put(upload::put_chunk))
             .layer(cors)
+    }
+
+    /// Signed downloads, which the web app's viewers also fetch from its page (a PDF or a text
+    /// file shown in place). The URL is the credential, so any origin may read it.
+    fn browser_downloads() -> Router<Shared> {
+        let cors = CorsLayer::new()
+            .allow_origin(Any)
+            .allow_methods([Method::GET, Method::HEAD])
+            .allow_headers([header::RANGE])
+            .expose_headers([header::CONTENT_LENGTH, header::CONTENT_RANGE, header::ETAG])
+            .max_age(Duration::from_secs(3600));
+        // axum's `get` also answers HEAD (without a body).
+        Router::new().route("/api/v1/slave/download/{credential}", get(download::download)).layer(cors)
     }
 
     /// Serves on `listener` until `shutdown` resolves, then lets in-flight requests finish.

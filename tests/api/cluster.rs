@@ -106,8 +106,10 @@ async fn direct_uploads_land_on_their_node_and_download_through_the_master_or_by
     assert_eq!(redirect.status(), 302);
     let location = redirect.headers()["location"].to_str().unwrap().to_owned();
     assert!(location.starts_with(&format!("{}/api/v1/slave/download/", node_b.url)), "{location}");
-    let fetched = app.client.get(&location).send().await.unwrap();
+    // The web app's viewers read it from their page, another origin.
+    let fetched = app.client.get(&location).header("origin", "http://drive.example").send().await.unwrap();
     assert_eq!(fetched.status(), 200);
+    assert_eq!(fetched.headers()["access-control-allow-origin"], "*");
     assert!(fetched.headers()["content-disposition"].to_str().unwrap().contains("pub.bin"));
     assert_eq!(fetched.bytes().await.unwrap().as_ref(), bytes.as_slice());
     assert_eq!(node_b.blobs().len(), 1);

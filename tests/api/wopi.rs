@@ -8,7 +8,7 @@ use nubo_master::domain::time::now_ms;
 use nubo_tests::wopi::{
     DiscoveryServer, ONLYOFFICE_DISCOVERY, Signing, TestKey, WopiClient, lock_header, sign, test_key, ticks,
 };
-use nubo_tests::{Session, TestApp, error_body, on_every_backend};
+use nubo_tests::{Backend, Session, TestApp, error_body, on_every_backend};
 use reqwest::{Method, Response};
 use serde_json::{Value, json};
 
@@ -30,6 +30,8 @@ on_every_backend!(
     a_rotation_of_the_proof_keys_is_followed,
     an_application_without_proof_keys_needs_the_administrator_s_consent,
     viewers_of_an_extension_list_built_in_viewers_and_wopi_applications,
+    the_viewer_registry_follows_the_settings_on_every_master,
+    pages_may_frame_and_post_to_the_wopi_applications,
 );
 
 async fn setup(app: &TestApp, max_size: u64) -> (Session, String) {
@@ -600,4 +602,105 @@ async fn viewers_of_an_extension_list_built_in_viewers_and_wopi_applications(app
     assert_eq!(error_body(viewers("tar.gz").await, 422).await["field"], "ext");
     let anonymous = app.call(Method::GET, "/file/viewers?ext=png", None, None).await;
     assert_eq!(error_body(anonymous, 401).await["code"], "auth.missing_token");
+}
+
+async fn the_viewer_registry_follows_the_settings_on_every_master(app: TestApp) {
+    let admin = app.login_admin().await;
+    let user = app.register("vera@example.com", "vera-password").await;
+    let get = |base: String, ext: &'static str, etag: Option<String>| {
+        let (app, user) = (&app, &user);
+        async move {
+            let mut request = app.client.get(format!("{base}/api/v1/file/viewers?ext={ext}")).bearer_auth(&user.access);
+            if let Some(etag) = etag {
+                request = request.header("if-none-match", etag);
+            }
+            request.send().await.unwrap()
+        }
+    };
+    let here = app.base_url.clone();
+    let names = |body: Value| -> Vec<String> {
+        body["viewers"].as_array().unwrap().iter().map(|v| v["name"].as_str().unwrap().to_owned()).collect()
+    };
+    let first = get(here.clone(), "md", None).await;
+    let etag = first.headers()["etag"].to_str().unwrap().to_owned();
+    assert_eq!(names(first.json().await.unwrap()), ["markdown", "text"]);
+    let unchanged = get(here.clone(), "md", Some(etag.clone())).await;
+    assert_eq!(unchanged.status(), 304, "the same settings version answers 304");
+
+    // The catalog describes the setting, and its default lists every built-in viewer.
+    let catalog: Value =
+        app.call(Method::GET, "/admin/settings/catalog", Some(&admin.access), None).await.json().await.unwrap();
+    let entry = catalog.as_array().unwrap().iter().find(|e| e["name"] == "viewers").unwrap().clone();
+    assert_eq!((entry["group"].as_str(), entry["type"].as_str()), (Some("VIEWER"), Some("viewers")));
+    assert_eq!(entry["default"].as_array().unwrap().len(), 6);
+
+    // A peer master builds its registry before the change (on PostgreSQL: both share Redis).
+    let peer = if app.backend == Backend::Postgres { Some(app.spawn_peer().await) } else { None };
+    if let Some(peer) = &peer {
+        let there = get(format!("http://{}", peer.addr), "md", None).await;
+        assert_eq!(names(there.json().await.unwrap()), ["markdown", "text"]);
+    }
+
+    let viewers = json!([
+        {"id": "markdown", "enabled": false, "can_edit": true, "extensions": ["md"]},
+        {"id": "text", "enabled": true, "can_edit": false, "extensions": ["md", ".NFO"]},
+        {"id": "image", "enabled": true, "can_edit": false, "extensions": ["png"]}
+    ]);
+    let saved =
+        app.call(Method::PATCH, "/admin/settings", Some(&admin.access), Some(json!({"viewers": viewers}))).await;
+    assert_eq!(saved.status(), 204);
+    let changed = get(here.clone(), "md", Some(etag.clone())).await;
+    assert_eq!(changed.status(), 200, "a new settings version is a new answer");
+    assert_ne!(changed.headers()["etag"].to_str().unwrap(), etag);
+    let body: Value = changed.json().await.unwrap();
+    assert_eq!(names(body.clone()), ["text"], "markdown is disabled");
+    assert_eq!(body["viewers"][0]["can_edit"], false, "text may no longer save");
+    assert_eq!(names(get(here.clone(), "nfo", None).await.json().await.unwrap()), ["text"]);
+    assert!(names(get(here.clone(), "pdf", None).await.json().await.unwrap()).is_empty(), "pdf is not listed");
+    if let Some(peer) = &peer {
+        let there = get(format!("http://{}", peer.addr), "md", None).await;
+        assert_eq!(names(there.json().await.unwrap()), ["text"], "the peer rebuilt at once");
+    }
+
+    // Only known viewers, each once, and editing only where the viewer can save.
+    for (bad, why) in [
+        (json!([{"id": "image", "enabled": true, "can_edit": true, "extensions": []}]), "only markdown and text"),
+        (json!([{"id": "flash", "enabled": true, "can_edit": false, "extensions": []}]), "unknown viewer"),
+        (json!([{"id": "text", "enabled": true, "can_edit": false, "extensions": ["a b"]}]), "invalid extension"),
+        (json!({"id": "text"}), "must be a list"),
+    ] {
+        let refused =
+            app.call(Method::PATCH, "/admin/settings", Some(&admin.access), Some(json!({"viewers": bad}))).await;
+        let body = error_body(refused, 422).await;
+        assert_eq!(body["field"], "viewers");
+        assert!(body["message"].as_str().unwrap().contains(why), "{body}");
+    }
+    let catalog: Value =
+        app.call(Method::GET, "/admin/settings/catalog", Some(&admin.access), None).await.json().await.unwrap();
+    let entry = catalog.as_array().unwrap().iter().find(|e| e["name"] == "viewers").unwrap().clone();
+    assert_eq!(entry["value"][1]["extensions"], json!(["md", "nfo"]), "the stored list, normalised");
+}
+
+async fn pages_may_frame_and_post_to_the_wopi_applications(app: TestApp) {
+    let admin = app.login_admin().await;
+    let policy = |app: &TestApp| {
+        let client = app.client.clone();
+        let url = format!("{}/files", app.base_url);
+        async move {
+            let page = client.get(url).send().await.unwrap();
+            page.headers().get("content-security-policy").map(|v| v.to_str().unwrap().to_owned())
+        }
+    };
+    let Some(before) = policy(&app).await else { return }; // built without the web app
+    let server = DiscoveryServer::start().await;
+    let origin = server.url().split("/hosting").next().unwrap().to_owned();
+    assert!(!before.contains(&origin), "{before}");
+    server.serve(ONLYOFFICE_DISCOVERY, Some(TestKey::Current), None);
+    let added = app.add_wopi_app(&admin, "OnlyOffice", &server.url(), true).await;
+    let after = policy(&app).await.unwrap();
+    assert!(after.contains(&format!("form-action 'self' {origin};")), "{after}");
+    assert!(after.contains(&format!("frame-src 'self' {origin} blob:;")), "{after}");
+    let path = format!("/admin/wopi/{}", added["id"].as_str().unwrap());
+    assert_eq!(app.call(Method::DELETE, &path, Some(&admin.access), None).await.status(), 204);
+    assert!(!policy(&app).await.unwrap().contains(&origin), "gone with the application");
 }

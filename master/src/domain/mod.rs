@@ -14,3 +14,4 @@ pub mod theme;
 pub mod time;
 pub mod upload;
 pub mod user;
+pub mod viewer;

@@ -17,6 +17,7 @@ pub enum SettingsType {
     Upload,
     Share,
     Task,
+    Viewer,
 }
 
 impl SettingsType {
@@ -32,6 +33,7 @@ impl SettingsType {
             SettingsType::Upload => "UPLOAD",
             SettingsType::Share => "SHARE",
             SettingsType::Task => "TASK",
+            SettingsType::Viewer => "VIEWER",
         }
     }
 }
@@ -70,6 +72,9 @@ pub enum SettingKind {
     Choice(&'static [&'static str]),
     /// Text that is written but never read back through the API (passwords, client secrets).
     Secret,
+    /// The built-in viewers: a list of `{id, enabled, can_edit, extensions}`
+    /// ([`crate::domain::viewer::BuiltInViewer`]).
+    Viewers,
 }
 
 impl SettingKind {
@@ -92,6 +97,7 @@ impl SettingKind {
             SettingKind::Port => "port",
             SettingKind::Choice(_) => "choice",
             SettingKind::Secret => "secret",
+            SettingKind::Viewers => "viewers",
         }
     }
 
@@ -114,6 +120,8 @@ impl SettingKind {
             SettingKind::AuthMethods => {
                 serde_json::from_str(stored).unwrap_or_else(|_| Value::String(stored.to_owned()))
             }
+            SettingKind::Viewers => serde_json::to_value(crate::domain::viewer::stored_viewers(stored))
+                .unwrap_or_else(|_| Value::String(stored.to_owned())),
             _ => Value::String(stored.to_owned()),
         }
     }
@@ -219,6 +227,13 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
         SettingKind::Url,
         "https://challenges.cloudflare.com/turnstile/v0/siteverify",
     ),
+    // The web app's built-in viewers (`GET /file/viewers`); WOPI applications are `/admin/wopi`.
+    KnownSetting {
+        name: "viewers",
+        category: SettingsType::Viewer,
+        kind: SettingKind::Viewers,
+        default: crate::domain::viewer::DEFAULT_VIEWERS,
+    },
 ];
 
 const CAPTCHA_CHOICE: SettingKind = SettingKind::Choice(crate::domain::captcha::CAPTCHA_PROVIDERS);
@@ -308,6 +323,10 @@ pub fn validate_setting_value(setting: &KnownSetting, value: &serde_json::Value)
         (SettingKind::Choice(words), serde_json::Value::String(s)) if words.contains(&s.as_str()) => Ok(s.clone()),
         (SettingKind::Choice(words), _) => Err(format!("must be one of: {}", words.join(", "))),
         (SettingKind::Secret, serde_json::Value::String(s)) => Ok(s.clone()),
+        (SettingKind::Viewers, value) => {
+            let viewers = crate::domain::viewer::parse_viewers(value)?;
+            serde_json::to_string(&viewers).map_err(|e| e.to_string())
+        }
         (
             SettingKind::Text
             | SettingKind::Name

@@ -22,10 +22,11 @@ use crate::service::{captcha, nodes};
 struct WebApp;
 
 /// The policy of every page and asset of the app. `blob:` and `data:` images are previews and
-/// icons the app makes itself; frames are the app's own (viewers, editors on this origin). The
+/// icons the app makes itself; `blob:` frames are the PDF viewer showing a file it fetched;
+/// other frames are the app's own. The
 /// pages also may connect to the storage nodes ([`page_csp`]), where uploads go directly.
 pub const APP_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; \
-     media-src 'self' blob:; font-src 'self'; connect-src 'self'; frame-src 'self'; worker-src 'self'; \
+     media-src 'self' blob:; font-src 'self'; connect-src 'self'; frame-src 'self' blob:; worker-src 'self'; \
      object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// The origins beyond the app's own that a page of the app may use, as the settings say.
@@ -37,6 +38,9 @@ pub struct PageSources {
     pub captchas: Vec<CaptchaProvider>,
     /// The public avatar service (`img-src`: its avatars are redirects to it).
     pub avatar_service: Option<String>,
+    /// The WOPI applications' origins (`frame-src` and `form-action`: the page posts the access
+    /// token to the application's action URL in a frame).
+    pub wopi: Vec<String>,
 }
 
 /// [`APP_CSP`] with the sources of [`PageSources`] added to their directives.
@@ -51,11 +55,17 @@ pub fn page_csp(sources: &PageSources) -> String {
         })
     };
     let captcha_sources = || captchas.iter().flat_map(|p| p.page_sources().iter().copied());
+    let nodes = || node_origins.iter().map(String::as_str);
+    let wopi = || sources.wopi.iter().map(String::as_str);
+    // Files on a node are shown from the node: images and media load from its signed URLs.
+    let images = sources.avatar_service.iter().map(String::as_str).chain(nodes());
     APP_CSP
-        .replacen("connect-src 'self'", &with("connect-src 'self'", &mut node_origins.iter().map(String::as_str)), 1)
+        .replacen("connect-src 'self'", &with("connect-src 'self'", &mut nodes()), 1)
         .replacen("script-src 'self'", &with("script-src 'self'", &mut captcha_sources()), 1)
-        .replacen("frame-src 'self'", &with("frame-src 'self'", &mut captcha_sources()), 1)
-        .replacen("img-src 'self'", &with("img-src 'self'", &mut sources.avatar_service.iter().map(String::as_str)), 1)
+        .replacen("frame-src 'self'", &with("frame-src 'self'", &mut captcha_sources().chain(wopi())), 1)
+        .replacen("form-action 'self'", &with("form-action 'self'", &mut wopi()), 1)
+        .replacen("img-src 'self' data: blob:", &with("img-src 'self' data: blob:", &mut images.into_iter()), 1)
+        .replacen("media-src 'self' blob:", &with("media-src 'self' blob:", &mut nodes()), 1)
 }
 
 /// Where the bundler puts content-hashed files: a new build gives them new names.
@@ -100,6 +110,8 @@ pub async fn serve(State(ctx): State<Context>, method: Method, uri: Uri, request
                 nodes: origins,
                 captchas: captcha::page_providers(&ctx).await.unwrap_or_default(),
                 avatar_service: crate::service::avatars::service_origin(ctx.db()).await.ok().flatten(),
+                // Without the registry, "open with" a WOPI application shows a blocked frame.
+                wopi: crate::service::viewers::registry(&ctx).await.map(|r| r.wopi_origins.clone()).unwrap_or_default(),
             };
             respond(&method, &request, "index.html", index, "no-cache", page_csp(&sources))
         }
@@ -166,6 +178,10 @@ mod tests {
         let nodes = vec!["https://node-1.example".to_owned(), "http://10.0.0.2:5213".to_owned()];
         let policy = page_csp(&PageSources { nodes, ..PageSources::default() });
         assert!(policy.contains("connect-src 'self' https://node-1.example http://10.0.0.2:5213;"), "{policy}");
+        // Files on the nodes are shown from there.
+        assert!(policy.contains("img-src 'self' data: blob: https://node-1.example http://10.0.0.2:5213;"), "{policy}");
+        assert!(policy.contains("media-src 'self' blob: https://node-1.example http://10.0.0.2:5213;"), "{policy}");
+        assert!(policy.contains("frame-src 'self' blob:;"), "{policy}");
         assert_eq!(page_csp(&PageSources::default()), APP_CSP);
     }
 
@@ -174,7 +190,7 @@ mod tests {
         let sources =
             PageSources { avatar_service: Some("https://www.gravatar.com".to_owned()), ..PageSources::default() };
         let policy = page_csp(&sources);
-        assert!(policy.contains("img-src 'self' https://www.gravatar.com data: blob:;"), "{policy}");
+        assert!(policy.contains("img-src 'self' data: blob: https://www.gravatar.com;"), "{policy}");
     }
 
     #[test]
@@ -182,13 +198,22 @@ mod tests {
         let only = |provider| page_csp(&PageSources { captchas: vec![provider], ..PageSources::default() });
         let policy = only(CaptchaProvider::Turnstile);
         assert!(policy.contains("script-src 'self' https://challenges.cloudflare.com;"), "{policy}");
-        assert!(policy.contains("frame-src 'self' https://challenges.cloudflare.com;"), "{policy}");
+        assert!(policy.contains("frame-src 'self' https://challenges.cloudflare.com blob:;"), "{policy}");
         assert!(!policy.contains("google"), "{policy}");
         let policy = only(CaptchaProvider::Recaptcha);
         assert!(
             policy.contains("script-src 'self' https://www.google.com/recaptcha/ https://www.gstatic.com/recaptcha/;")
         );
         assert_eq!(only(CaptchaProvider::Builtin), APP_CSP, "the built-in image is a data: URI");
+    }
+
+    #[test]
+    fn wopi_applications_may_be_framed_and_posted_to() {
+        let wopi = vec!["https://office.example".to_owned()];
+        let policy = page_csp(&PageSources { wopi, ..PageSources::default() });
+        assert!(policy.contains("frame-src 'self' https://office.example blob:;"), "{policy}");
+        assert!(policy.contains("form-action 'self' https://office.example;"), "{policy}");
+        assert!(policy.contains("connect-src 'self';"), "{policy}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use crate::context::Context;
 use crate::db::{self, Db};
 use crate::domain::ids::GroupId;
 use crate::domain::settings::{
@@ -54,8 +55,9 @@ pub struct SettingEntry {
     pub group: SettingsType,
     /// `text`, `name` (text, not empty), `url` (absolute http(s) or a site path),
     /// `absolute_url`, `mailbox`, `group` (a group id, empty: `Users`), `bool`, `port`,
-    /// `choice` (one of `choices`), `auth_methods` (a list of `choices`) or `secret`
-    /// (write-only).
+    /// `choice` (one of `choices`), `auth_methods` (a list of `choices`), `secret`
+    /// (write-only) or `viewers` (a list of `{id, enabled, can_edit, extensions}`: the built-in
+    /// viewers `image`, `video`, `audio`, `pdf`, `markdown`, `text`; only the last two can edit).
     #[serde(rename = "type")]
     pub kind: &'static str,
     /// The allowed words of a `choice` or `auth_methods`; empty for other types.
@@ -131,6 +133,36 @@ pub fn require_enabled_method(config: &SiteConfig, method: AuthMethod) -> Servic
         )
         .with_field("provider"))
     }
+}
+
+/// Where the settings version lives: a word that changes whenever settings or the WOPI
+/// applications change, so every master knows when what it built from them is stale.
+const SETTINGS_VERSION: &str = "settings:version";
+/// The version is kept this long without a change; after that a new one is drawn (a rebuild).
+const SETTINGS_VERSION_LIFETIME: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// The current settings version (drawn now when there is none).
+pub async fn settings_version(ctx: &Context) -> ServiceResult<String> {
+    if let Some(version) = ctx.store().get(SETTINGS_VERSION).await? {
+        return Ok(version);
+    }
+    let drawn = uuid::Uuid::new_v4().simple().to_string();
+    // Two masters may draw at once: the first one's word stands.
+    ctx.store().set_if_absent(SETTINGS_VERSION, &drawn, SETTINGS_VERSION_LIFETIME).await?;
+    Ok(ctx.store().get(SETTINGS_VERSION).await?.unwrap_or(drawn))
+}
+
+/// Gives the settings a new version: what was built from the old one is rebuilt on next use.
+pub async fn settings_changed(ctx: &Context) -> ServiceResult<()> {
+    let drawn = uuid::Uuid::new_v4().simple().to_string();
+    ctx.store().set(SETTINGS_VERSION, &drawn, Some(SETTINGS_VERSION_LIFETIME)).await?;
+    Ok(())
+}
+
+/// [`update_settings`], then a new settings version.
+pub async fn save_settings(ctx: &Context, values: &serde_json::Map<String, serde_json::Value>) -> ServiceResult<()> {
+    update_settings(ctx.db(), values).await?;
+    settings_changed(ctx).await
 }
 
 /// Validates and stores several settings at once; all are written or none.

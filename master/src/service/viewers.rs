@@ -1,33 +1,19 @@
-//! Which viewers and editors can open a file of an extension: the built-in viewers of the web
-//! app (a fixed table) and the WOPI applications whose discovery lists the extension.
+//! Which viewers and editors can open a file of an extension: the registry built from the
+//! `viewers` setting (the web app's built-in viewers) and the WOPI applications whose discovery
+//! lists the extension, kept per master and rebuilt when the settings version changes.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::db::{self, Db};
+use crate::context::Context;
+use crate::db;
+use crate::domain::viewer::{BuiltInViewer, normalise_extension, stored_viewers};
 use crate::error::{ServiceError, ServiceResult};
-use crate::service::wopi_apps;
-
-/// The built-in viewers: id, name, whether it can save changes (through `PATCH /file/content`,
-/// `max_size` and the quota enforced), and the extensions it opens.
-const BUILT_IN: &[(&str, &str, bool, &[&str])] = &[
-    ("image", "Image viewer", false, &["jpg", "jpeg", "png", "gif", "webp", "avif", "bmp", "svg", "ico"]),
-    ("video", "Video player", false, &["mp4", "webm", "ogv", "mov", "m4v"]),
-    ("audio", "Audio player", false, &["mp3", "ogg", "oga", "wav", "flac", "m4a", "opus", "aac"]),
-    ("pdf", "PDF viewer", false, &["pdf"]),
-    ("markdown", "Markdown", true, &["md", "markdown"]),
-    (
-        "text",
-        "Text and code editor",
-        true,
-        &[
-            "txt", "md", "markdown", "log", "csv", "json", "xml", "yaml", "yml", "toml", "ini", "conf", "html", "css",
-            "js", "ts", "jsx", "tsx", "svelte", "rs", "go", "py", "rb", "java", "kt", "c", "h", "cpp", "hpp", "cs",
-            "php", "sh", "sql", "lua", "swift",
-        ],
-    ),
-];
+use crate::service::{site, wopi_apps};
 
 /// One way to open a file.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -53,38 +39,85 @@ pub struct Viewers {
     pub viewers: Vec<Viewer>,
 }
 
-/// `ext` lower case without a leading dot: 1 to 16 letters and digits.
-fn parse_ext(ext: &str) -> ServiceResult<String> {
-    let ext = ext.trim().trim_start_matches('.').to_lowercase();
-    if ext.is_empty() || ext.len() > 16 || !ext.chars().all(|c| c.is_ascii_alphanumeric()) {
-        return Err(ServiceError::validation("ext", "give a file extension of 1 to 16 letters and digits"));
-    }
-    Ok(ext)
+/// A WOPI application as the registry keeps it: its actions per extension.
+#[derive(Debug)]
+struct WopiEntry {
+    id: Uuid,
+    name: String,
+    extensions: Vec<wopi_apps::WopiExtension>,
 }
 
-/// The built-in viewers, then the WOPI applications, that open `ext`.
-pub async fn for_extension(db: &Db, ext: &str) -> ServiceResult<Viewers> {
-    let ext = parse_ext(ext)?;
-    let mut viewers: Vec<Viewer> = BUILT_IN
-        .iter()
-        .filter(|(_, _, _, extensions)| extensions.contains(&ext.as_str()))
-        .map(|(id, _, can_edit, _)| Viewer {
-            kind: "builtin".to_owned(),
-            name: (*id).to_owned(),
-            app_id: None,
-            actions: Vec::new(),
-            can_edit: *can_edit,
-        })
-        .collect();
-    for row in db::wopi_apps::list(db).await? {
-        let actions = wopi_apps::actions_for(&row, &ext);
-        if actions.is_empty() {
-            continue;
+/// What the settings and the WOPI applications say, built once per settings version.
+#[derive(Debug)]
+pub struct Registry {
+    /// The settings version it was built at (the ETag of `GET /file/viewers`).
+    pub version: String,
+    builtin: Vec<BuiltInViewer>,
+    apps: Vec<WopiEntry>,
+    /// The origins of every WOPI action URL, for the pages' `frame-src` and `form-action`.
+    pub wopi_origins: Vec<String>,
+}
+
+impl Registry {
+    /// The enabled built-in viewers, then the WOPI applications, that open `ext`.
+    pub fn for_extension(&self, ext: &str) -> Viewers {
+        let mut viewers: Vec<Viewer> = self
+            .builtin
+            .iter()
+            .filter(|v| v.enabled && v.extensions.iter().any(|e| e == ext))
+            .map(|v| Viewer {
+                kind: "builtin".to_owned(),
+                name: v.id.clone(),
+                app_id: None,
+                actions: Vec::new(),
+                can_edit: v.can_edit,
+            })
+            .collect();
+        for app in &self.apps {
+            let Some(entry) = app.extensions.iter().find(|e| e.ext == ext) else { continue };
+            viewers.push(Viewer {
+                kind: "wopi".to_owned(),
+                name: app.name.clone(),
+                app_id: Some(app.id),
+                actions: entry.actions.clone(),
+                can_edit: entry.actions.iter().any(|a| a == "edit"),
+            });
         }
-        let can_edit = actions.iter().any(|a| a == "edit");
-        viewers.push(Viewer { kind: "wopi".to_owned(), name: row.name, app_id: Some(row.id), actions, can_edit });
+        Viewers { ext: ext.to_owned(), viewers }
     }
-    Ok(Viewers { ext, viewers })
+}
+
+/// The last registry a master built; replaced when the settings version moves on.
+#[derive(Debug, Default)]
+pub struct RegistryCache(Mutex<Option<Arc<Registry>>>);
+
+/// The registry at the current settings version: the cached one when the version still
+/// matches, else built again from the database.
+pub async fn registry(ctx: &Context) -> ServiceResult<Arc<Registry>> {
+    let version = site::settings_version(ctx).await?;
+    // A panic elsewhere while holding the lock leaves a whole registry or none: still usable.
+    let cached = ctx.viewer_cache().0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if let Some(registry) = cached.filter(|r| r.version == version) {
+        return Ok(registry);
+    }
+    let settings = site::effective_settings(ctx.db()).await?;
+    let builtin = stored_viewers(settings.get("viewers").map(String::as_str).unwrap_or_default());
+    let mut apps = Vec::new();
+    let mut wopi_origins = BTreeSet::new();
+    for row in db::wopi_apps::list(ctx.db()).await? {
+        wopi_origins.extend(wopi_apps::action_origins(&row));
+        let view = wopi_apps::view(&row);
+        apps.push(WopiEntry { id: view.id, name: view.name, extensions: view.extensions });
+    }
+    let registry = Arc::new(Registry { version, builtin, apps, wopi_origins: wopi_origins.into_iter().collect() });
+    *ctx.viewer_cache().0.lock().unwrap_or_else(|p| p.into_inner()) = Some(registry.clone());
+    Ok(registry)
+}
+
+/// `ext` lower case without a leading dot: 1 to 16 letters and digits.
+pub fn parse_ext(ext: &str) -> ServiceResult<String> {
+    normalise_extension(ext)
+        .ok_or_else(|| ServiceError::validation("ext", "give a file extension of 1 to 16 letters and digits"))
 }
 
 #[cfg(test)]
@@ -96,6 +129,29 @@ mod tests {
         assert_eq!(parse_ext(".DOCX").unwrap(), "docx");
         assert!(parse_ext("").is_err());
         assert!(parse_ext("tar.gz").is_err());
-        assert!(parse_ext(&"x".repeat(17)).is_err());
+    }
+
+    #[test]
+    fn disabled_viewers_are_left_out_and_wopi_applications_follow() {
+        let mut builtin = crate::domain::viewer::default_viewers();
+        builtin.iter_mut().find(|v| v.id == "markdown").unwrap().enabled = false;
+        let app = Uuid::new_v4();
+        let registry = Registry {
+            version: "v".into(),
+            builtin,
+            apps: vec![WopiEntry {
+                id: app,
+                name: "Office".into(),
+                extensions: vec![wopi_apps::WopiExtension { ext: "md".into(), actions: vec!["view".into()] }],
+            }],
+            wopi_origins: Vec::new(),
+        };
+        let md = registry.for_extension("md");
+        let names: Vec<&str> = md.viewers.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["text", "Office"]);
+        assert!(md.viewers[0].can_edit);
+        assert!(!md.viewers[1].can_edit);
+        assert_eq!(md.viewers[1].app_id, Some(app));
+        assert!(registry.for_extension("docx").viewers.is_empty());
     }
 }

@@ -312,6 +312,20 @@ pub fn actions_for(row: &WopiAppRow, ext: &str) -> Vec<String> {
     names
 }
 
+/// The origins (`https://office.example.com`) the application's action URLs are on: the web
+/// app's pages post to them and frame them.
+pub fn action_origins(row: &WopiAppRow) -> Vec<String> {
+    let mut origins: Vec<String> = Vec::new();
+    for action in stored_discovery(row).unwrap_or_default().actions {
+        let Ok(url) = reqwest::Url::parse(&action.urlsrc) else { continue };
+        let origin = url.origin().ascii_serialization();
+        if url.origin().is_tuple() && !origins.contains(&origin) {
+            origins.push(origin);
+        }
+    }
+    origins
+}
+
 fn stored_discovery(row: &WopiAppRow) -> Option<Discovery> {
     row.discovery.as_deref().and_then(|json| serde_json::from_str(json).ok())
 }
@@ -344,7 +358,7 @@ pub struct WopiExtension {
     pub actions: Vec<String>,
 }
 
-fn view(row: &WopiAppRow) -> WopiAppView {
+pub fn view(row: &WopiAppRow) -> WopiAppView {
     let discovery = stored_discovery(row).unwrap_or_default();
     let mut extensions: Vec<WopiExtension> = Vec::new();
     for action in discovery.actions.iter().filter(|a| !a.ext.is_empty()) {
@@ -450,8 +464,11 @@ pub async fn update(ctx: &Context, id: Uuid, input: WopiAppInput) -> ServiceResu
     refresh(ctx, id).await
 }
 
-pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
-    if db::wopi_apps::delete(db, id).await? { Ok(()) } else { Err(not_found()) }
+pub async fn delete(ctx: &Context, id: Uuid) -> ServiceResult<()> {
+    if !db::wopi_apps::delete(ctx.db(), id).await? {
+        return Err(not_found());
+    }
+    crate::service::site::settings_changed(ctx).await
 }
 
 /// Fetches and parses the application's discovery now; a failure is recorded in `error`
@@ -466,6 +483,8 @@ pub async fn refresh(ctx: &Context, id: Uuid) -> ServiceResult<WopiAppView> {
         }
         Err(why) => db::wopi_apps::record_fetch(ctx.db(), id, None, Some(&why), now_ms()).await?,
     }
+    // The viewers of its extensions (and the pages' frame sources) may have changed.
+    crate::service::site::settings_changed(ctx).await?;
     get(ctx.db(), id).await
 }
 

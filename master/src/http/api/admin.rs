@@ -370,7 +370,7 @@ pub async fn update_settings(
     _admin: AdminRequired,
     ApiJson(values): ApiJson<serde_json::Map<String, serde_json::Value>>,
 ) -> ServiceResult<StatusCode> {
-    site::update_settings(state.db(), &values).await?;
+    site::save_settings(&state, &values).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -68,21 +68,37 @@ pub struct ViewersQuery {
     pub ext: String,
 }
 
-/// The ways to open a file of an extension: the web app's built-in viewers (image, video,
-/// audio, PDF, Markdown, text and code; the last two can save through `PATCH /file/content`)
-/// and the WOPI applications whose discovery lists the extension, with their actions.
+/// The ways to open a file of an extension: the web app's built-in viewers that the `viewers`
+/// setting enables (image, video, audio, PDF, Markdown, text and code; the last two can save
+/// through `PATCH /file/content`) and the WOPI applications whose discovery lists the extension,
+/// with their actions. Each master keeps the registry per settings version: a change of the
+/// settings or of a WOPI application is seen at once by every master. The `ETag` is that
+/// version with the extension; `If-None-Match` with it answers 304.
 #[utoipa::path(get, path = "/file/viewers", tag = "files", security(("bearer" = [])), params(ViewersQuery),
     responses(
-        (status = 200, description = "The viewers, built-in first", body = Viewers),
+        (status = 200, description = "The viewers, built-in first", body = Viewers,
+            headers(("ETag" = String, description = "Changes when the answer may change"))),
+        (status = 304, description = "Unchanged since the `If-None-Match` ETag"),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 422, description = "Not a file extension", body = ErrorBody),
     ))]
 pub async fn viewers(
     State(state): State<Context>,
     _: JwtRequired,
+    headers: HeaderMap,
     ApiQuery(query): ApiQuery<ViewersQuery>,
-) -> ServiceResult<Json<Viewers>> {
-    Ok(Json(viewers::for_extension(state.db(), &query.ext).await?))
+) -> ServiceResult<Response> {
+    let ext = viewers::parse_ext(&query.ext)?;
+    let registry = viewers::registry(&state).await?;
+    let etag = format!("\"{}-{ext}\"", registry.version);
+    let etag_value = text_header(&etag);
+    let cache = (header::CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
+    if header_text(&headers, header::IF_NONE_MATCH.as_str())
+        .is_some_and(|tags| tags.split(',').any(|t| t.trim() == etag))
+    {
+        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag_value), cache]).into_response());
+    }
+    Ok(([(header::ETAG, etag_value), cache], Json(registry.for_extension(&ext))).into_response())
 }
 
 /// Where WOPI clients reach this master: the `site_url` setting, else the address the request
@@ -463,7 +479,7 @@ pub async fn admin_delete(
     _: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<StatusCode> {
-    wopi_apps::delete(state.db(), id).await?;
+    wopi_apps::delete(&state, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -902,9 +902,12 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The ways to open a file of an extension: the web app's built-in viewers (image, video,
-         *     audio, PDF, Markdown, text and code; the last two can save through `PATCH /file/content`)
-         *     and the WOPI applications whose discovery lists the extension, with their actions.
+         * The ways to open a file of an extension: the web app's built-in viewers that the `viewers`
+         *     setting enables (image, video, audio, PDF, Markdown, text and code; the last two can save
+         *     through `PATCH /file/content`) and the WOPI applications whose discovery lists the extension,
+         *     with their actions. Each master keeps the registry per settings version: a change of the
+         *     settings or of a WOPI application is seen at once by every master. The `ETag` is that
+         *     version with the extension; `If-None-Match` with it answers 304.
          */
         get: operations["viewers"];
         put?: never;
@@ -3471,8 +3474,9 @@ export interface components {
             /**
              * @description `text`, `name` (text, not empty), `url` (absolute http(s) or a site path),
              *     `absolute_url`, `mailbox`, `group` (a group id, empty: `Users`), `bool`, `port`,
-             *     `choice` (one of `choices`), `auth_methods` (a list of `choices`) or `secret`
-             *     (write-only).
+             *     `choice` (one of `choices`), `auth_methods` (a list of `choices`), `secret`
+             *     (write-only) or `viewers` (a list of `{id, enabled, can_edit, extensions}`: the built-in
+             *     viewers `image`, `video`, `audio`, `pdf`, `markdown`, `text`; only the last two can edit).
              */
             type: string;
             /** @description The current value, typed (booleans, port numbers, method lists); absent for secrets. */
@@ -3482,7 +3486,7 @@ export interface components {
          * @description The category a setting belongs to; stored beside each row.
          * @enum {string}
          */
-        SettingsType: "BASIC" | "LOGIN" | "REGISTER" | "OAUTH" | "MAIL" | "CAPTCHA" | "THEME" | "UPLOAD" | "SHARE" | "TASK";
+        SettingsType: "BASIC" | "LOGIN" | "REGISTER" | "OAUTH" | "MAIL" | "CAPTCHA" | "THEME" | "UPLOAD" | "SHARE" | "TASK" | "VIEWER";
         /** @description What a visitor puts in an archive of a share. */
         ShareArchiveRequest: {
             /**
@@ -10086,11 +10090,20 @@ export interface operations {
             /** @description The viewers, built-in first */
             200: {
                 headers: {
+                    /** @description Changes when the answer may change */
+                    ETag?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Viewers"];
                 };
+            };
+            /** @description Unchanged since the `If-None-Match` ETag */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
