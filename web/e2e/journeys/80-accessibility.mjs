@@ -74,6 +74,7 @@ export const journeys = [
           ["/admin/policies", () => page.getByRole("button", { name: "New local policy" })],
           ["/admin/reports", () => page.getByLabel("State")],
           ["/admin/themes", () => page.getByRole("button", { name: "New theme" })],
+          ["/admin/viewers", () => page.getByRole("heading", { name: "Built-in viewers" })],
           ["/admin/settings", () => page.getByLabel("Site name")],
         ]) {
           await page.goto(base + path);

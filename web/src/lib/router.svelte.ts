@@ -8,6 +8,7 @@ export type Route =
   | { name: "reset" }
   | { name: "verify" }
   | { name: "files"; path: string[] }
+  | { name: "open"; id: string }
   | { name: "trash" }
   | { name: "share"; code: string }
   | { name: "shares" }
@@ -55,6 +56,8 @@ export function match(pathname: string): Route {
       return rest.length === 1 ? { name: "share", code: rest[0] } : { name: "not_found" };
     case "shares":
       return rest.length ? { name: "not_found" } : { name: "shares" };
+    case "open":
+      return rest.length === 1 ? { name: "open", id: rest[0] } : { name: "not_found" };
     case "trash":
       return rest.length ? { name: "not_found" } : { name: "trash" };
     case "settings":

@@ -1,0 +1,54 @@
+//! What the viewer page needs from the API: the viewers of an extension (the browser's cache
+//! keeps them and revalidates with the server's ETag), a file's bytes through a single-use
+//! download URL, saving text back through `PATCH /file/content`, and WOPI sessions.
+import { api, client, type ObjectView, type Schemas } from "./api/client";
+
+export type Viewer = Schemas["Viewer"];
+
+/** The extension of a file name, lower case without the dot; empty when it has none. */
+export function extensionOf(name: string): string {
+  const dot = name.lastIndexOf(".");
+  return dot > 0 ? name.slice(dot + 1).toLowerCase() : "";
+}
+
+/** The ways to open files of `ext` (none for a name without an extension). */
+export async function viewersOf(ext: string): Promise<Viewer[]> {
+  if (!/^[a-z0-9]{1,16}$/.test(ext)) return [];
+  const answer = await api(() => client.GET("/api/v1/file/viewers", { params: { query: { ext } } }));
+  return answer.viewers;
+}
+
+/** A single-use URL of the file's bytes (for one <img>, <video> or fetch). */
+export async function contentUrl(o: ObjectView): Promise<string> {
+  return (await api(() => client.POST("/api/v1/file/download/{id}", { params: { path: { id: o.id } } }))).url;
+}
+
+/** The file's bytes as a Blob of `type` (the PDF viewer frames it; text is read from it). */
+export async function fetchContent(o: ObjectView, type: string): Promise<Blob> {
+  const response = await fetch(await contentUrl(o));
+  if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
+  return new Blob([await response.arrayBuffer()], { type });
+}
+
+/** Replaces the file's content with `text`; answers the file with its new size. */
+export async function saveText(o: ObjectView, text: string): Promise<ObjectView> {
+  return api(() =>
+    client.PATCH("/api/v1/file/content", {
+      params: { query: { id: o.id } },
+      // The text itself is the body, not JSON.
+      body: new Blob([text], { type: "application/octet-stream" }) as unknown as number[],
+      bodySerializer: (body: unknown) => body as Blob,
+      headers: { "Content-Type": "application/octet-stream" },
+    }),
+  );
+}
+
+/** Opens a WOPI session for the file with an application. */
+export async function wopiSession(o: ObjectView, appId: string, edit: boolean): Promise<Schemas["WopiSession"]> {
+  return api(() =>
+    client.POST("/api/v1/file/{id}/wopi_session", {
+      params: { path: { id: o.id } },
+      body: { app_id: appId, mode: edit ? "edit" : "view" },
+    }),
+  );
+}
