@@ -229,6 +229,8 @@ codes! {
     WOPI_APP_NOT_FOUND = "wopi.app_not_found";
     WOPI_APP_NAME_TAKEN = "wopi.app_name_taken";
 
+    VERSION_NOT_FOUND = "version.not_found";
+
     SERVER_INTERNAL = "server.internal";
 }
 

@@ -502,6 +502,7 @@ async fn replace(app: &TestApp, user: &nubo_tests::Session, id: &str, body: Vec<
 
 async fn content_replacement_enforces_max_size_and_settles_quota(app: TestApp, kind: PolicyKind) {
     let admin = app.login_admin().await;
+    app.keep_no_versions(&admin).await;
     let test_policy = app.use_test_policy(&admin, kind, 1000).await;
     let policy = test_policy.id.clone();
     let user = app.register("kai@example.com", "kai-password").await;

@@ -36,6 +36,7 @@ mod tags;
 mod tasks;
 mod themes;
 mod two_factor;
+mod versions;
 mod web;
 mod webdav;
 mod webdav_hardening;

@@ -442,6 +442,8 @@ async fn another_users_tree_is_out_of_reach(app: TestApp) {
 }
 
 async fn quota_and_max_size_are_enforced_while_bytes_arrive(app: TestApp) {
+    // Without versions: the replaced content is released (versions: tests/api/versions.rs).
+    app.keep_no_versions(&app.login_admin().await).await;
     let admin = app.login_admin().await;
     let policy = app.use_test_policy(&admin, PolicyKind::Local, 2 * 1024 * 1024).await;
     app.set_user_group(&admin, json!({"max_storage": 1024 * 1024})).await;
@@ -548,6 +550,8 @@ async fn hang_up_mid_body(app: &TestApp, dav: &DavUser, path: &str, declared: us
 }
 
 async fn an_overwrite_is_atomic_and_releases_the_old_blob(app: TestApp) {
+    // Without versions: the replaced content is released (versions: tests/api/versions.rs).
+    app.keep_no_versions(&app.login_admin().await).await;
     let admin = app.login_admin().await;
     let policy = app.use_test_policy(&admin, PolicyKind::Local, 0).await;
     let (user, dav) = app.dav_user("fay@example.com", "edit").await;
@@ -593,6 +597,8 @@ async fn an_overwrite_is_atomic_and_releases_the_old_blob(app: TestApp) {
 /// file's new content, refers to that blob. Such writes succeed even while the storage cannot
 /// take a byte, and are charged.
 async fn a_small_body_the_policy_holds_is_not_stored_again(app: TestApp) {
+    // Without versions: the replaced content is released (versions: tests/api/versions.rs).
+    app.keep_no_versions(&app.login_admin().await).await;
     let admin = app.login_admin().await;
     let policy = app.use_test_policy(&admin, PolicyKind::Local, 0).await;
     let (user, dav) = app.dav_user("gus@example.com", "same").await;
@@ -635,6 +641,8 @@ async fn a_small_body_the_policy_holds_is_not_stored_again(app: TestApp) {
 /// the first left them (it must not drop the reference the first already dropped). A write
 /// into a file that went to the trash meanwhile is refused the same way.
 async fn of_two_overlapping_overwrites_the_first_to_finish_wins(app: TestApp) {
+    // Without versions: the replaced content is released (versions: tests/api/versions.rs).
+    app.keep_no_versions(&app.login_admin().await).await;
     let admin = app.login_admin().await;
     let policy = app.use_test_policy(&admin, PolicyKind::Local, 0).await;
     let (user, dav) = app.dav_user("hal@example.com", "edit").await;

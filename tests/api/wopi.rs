@@ -219,6 +219,8 @@ async fn put_file_needs_the_lock_unless_the_file_is_empty(app: TestApp) {
 }
 
 async fn put_file_goes_through_max_size_and_quota(app: TestApp) {
+    // Without versions: the replaced content is released (versions: tests/api/versions.rs).
+    app.keep_no_versions(&app.login_admin().await).await;
     let (user, root) = setup(&app, 1000).await;
     let file = create(&app, &user, &root, "sheet.xlsx", &[b'a'; 500]).await;
     let wopi = app.wopi(&user, &file, "edit").await;

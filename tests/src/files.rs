@@ -160,6 +160,13 @@ impl TestApp {
         self.set_group(admin, &id, changes).await;
     }
 
+    /// Makes the `Users` group keep no versions: replaced content is released (what tests of
+    /// the write paths' accounting without versions need; tests/api/versions.rs covers them).
+    pub async fn keep_no_versions(&self, admin: &Session) {
+        let users = self.group_id(admin, "Users").await;
+        self.set_group(admin, &users, json!({"version_max_count": 0})).await;
+    }
+
     /// Changes fields of group `id` with `PUT /admin/group/{id}`, keeping the others.
     pub async fn set_group(&self, admin: &Session, id: &str, changes: Value) {
         let mut group: Value = self
@@ -173,7 +180,8 @@ impl TestApp {
         }
         let body = json!({"name": group["name"], "is_admin": group["is_admin"], "max_storage": group["max_storage"],
                           "permissions": group["permissions"], "policy_ids": group["policy_ids"],
-                          "trash_retention_days": group["trash_retention_days"]});
+                          "trash_retention_days": group["trash_retention_days"],
+                          "version_max_count": group["version_max_count"], "version_max_days": group["version_max_days"]});
         let response = self.call(Method::PUT, &format!("/admin/group/{id}"), Some(&admin.access), Some(body)).await;
         assert_eq!(response.status(), 200, "update group {id}: {}", response.text().await.unwrap_or_default());
     }

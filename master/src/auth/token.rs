@@ -87,6 +87,9 @@ pub struct DownloadClaims {
     /// (`sub` is then the object's owner).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shr: Option<Uuid>,
+    /// A version of the object to serve instead of its current content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ver: Option<String>,
     pub iat: i64,
     pub exp: i64,
     pub typ: TokenType,

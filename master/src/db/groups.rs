@@ -6,8 +6,8 @@ use crate::domain::group::GroupPermissions;
 use crate::domain::ids::{GroupId, PolicyId};
 use crate::domain::time::Millis;
 
-const COLUMNS: &str =
-    "id, name, is_admin, max_storage, permissions, trash_retention_days, created_at, updated_at, claims_changed_at";
+const COLUMNS: &str = "id, name, is_admin, max_storage, permissions, trash_retention_days, version_max_count, version_max_days, \
+     created_at, updated_at, claims_changed_at";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct GroupRow {
@@ -18,6 +18,9 @@ pub struct GroupRow {
     pub max_storage: i64,
     pub permissions: GroupPermissions,
     pub trash_retention_days: i32,
+    /// Versions a file keeps (0: none), and for how many days (0: no limit by age).
+    pub version_max_count: i32,
+    pub version_max_days: i32,
     pub created_at: Millis,
     pub updated_at: Millis,
     /// When what access tokens snapshot of the group last changed (0: never); tokens carry it
@@ -32,6 +35,8 @@ pub struct GroupValues<'a> {
     pub max_storage: i64,
     pub permissions: GroupPermissions,
     pub trash_retention_days: i32,
+    pub version_max_count: i32,
+    pub version_max_days: i32,
 }
 
 pub async fn count(db: &Db) -> Result<i64, DbError> {
@@ -86,8 +91,9 @@ pub async fn insert_all(db: &Db, groups: &[(GroupId, GroupValues<'_>)], now: Mil
     let mut tx = db.writer().begin().await?;
     for (id, group) in groups {
         sqlx::query(
-            "INSERT INTO groups (id, name, is_admin, max_storage, permissions, trash_retention_days, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
+            "INSERT INTO groups (id, name, is_admin, max_storage, permissions, trash_retention_days,
+             version_max_count, version_max_days, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $8, $9, $7, $7)",
         )
         .bind(*id)
         .bind(group.name)
@@ -96,6 +102,8 @@ pub async fn insert_all(db: &Db, groups: &[(GroupId, GroupValues<'_>)], now: Mil
         .bind(group.permissions)
         .bind(group.trash_retention_days)
         .bind(now)
+        .bind(group.version_max_count)
+        .bind(group.version_max_days)
         .execute(&mut *tx)
         .await?;
     }
@@ -114,7 +122,8 @@ pub async fn update(
 ) -> Result<bool, DbError> {
     let done = sqlx::query(
         "UPDATE groups SET name = $2, is_admin = $3, max_storage = $4, permissions = $5, trash_retention_days = $6,
-         updated_at = $7, claims_changed_at = COALESCE($8, claims_changed_at) WHERE id = $1",
+         updated_at = $7, claims_changed_at = COALESCE($8, claims_changed_at), version_max_count = $9,
+         version_max_days = $10 WHERE id = $1",
     )
     .bind(id)
     .bind(group.name)
@@ -124,6 +133,8 @@ pub async fn update(
     .bind(group.trash_retention_days)
     .bind(now)
     .bind(claims_version)
+    .bind(group.version_max_count)
+    .bind(group.version_max_days)
     .execute(db.writer())
     .await?;
     Ok(done.rows_affected() > 0)

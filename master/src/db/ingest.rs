@@ -18,8 +18,9 @@ pub enum Destination {
     NewFile { object_id: ObjectId, parent_id: ObjectId, name: String },
     /// New content for an existing file, replaced only while the file still has the blob and
     /// size the writer planned against: of two overlapping writes the second to finish is
-    /// refused ([`Refusal::Changed`]) rather than releasing a reference it does not hold.
-    Replace { object_id: ObjectId, old_blob_id: Option<String>, old_size: i64 },
+    /// refused ([`Refusal::Changed`]) rather than releasing a reference it does not hold. With
+    /// `keep_version` the old content becomes a version of the file (keeping its reference).
+    Replace { object_id: ObjectId, old_blob_id: Option<String>, old_size: i64, keep_version: bool },
 }
 
 impl Destination {
@@ -108,14 +109,27 @@ pub async fn commit(db: &Db, commit: &FileCommit, now: Millis) -> Result<Result<
     }
 }
 
-/// The replaced file's blob and size, read inside the transaction (`$1` the file); no row when
-/// the file is gone or in the trash.
-const REPLACED_STATE: &str = "SELECT physical_file_id, size FROM objects WHERE id = $1 AND trashed_at IS NULL";
+/// The replaced file's blob, size and content time, read inside the transaction (`$1` the
+/// file); no row when the file is gone or in the trash.
+const REPLACED_STATE: &str =
+    "SELECT physical_file_id, size, updated_at FROM objects WHERE id = $1 AND trashed_at IS NULL";
 
 /// Whether a replacement may go ahead on the state read under the transaction's lock.
-fn still_planned(destination: &Destination, state: Option<(Option<String>, i64)>) -> bool {
+fn still_planned(destination: &Destination, state: Option<&(Option<String>, i64, Millis)>) -> bool {
     let Destination::Replace { old_blob_id, old_size, .. } = destination else { return true };
-    state.is_some_and(|(blob, size)| blob == *old_blob_id && size == *old_size)
+    state.is_some_and(|(blob, size, _)| blob == old_blob_id && size == old_size)
+}
+
+/// The version a replacement keeps: the old blob (which keeps its reference), its size and the
+/// time it was written; `None` when the old content is released instead.
+fn kept_version(
+    destination: &Destination,
+    state: Option<&(Option<String>, i64, Millis)>,
+) -> Option<(String, i64, Millis)> {
+    let Destination::Replace { keep_version: true, old_blob_id: Some(blob), old_size, .. } = destination else {
+        return None;
+    };
+    Some((blob.clone(), *old_size, state.map_or(0, |(_, _, at)| *at)))
 }
 
 impl Step {
@@ -151,13 +165,15 @@ fn commit_inline(
     let content = &commit.content;
     // The ids as the text they are stored as, for the statements' arguments.
     let (object_id, policy_id) = (commit.destination.object_id().to_string(), content.policy_id.to_string());
+    let mut kept = None;
     if let Destination::Replace { .. } = &commit.destination {
         let state = query_row(conn, REPLACED_STATE, &[Arg::Text(&object_id)], |row| {
-            Ok((row.opt_text("physical_file_id")?, row.int("size")?))
+            Ok((row.opt_text("physical_file_id")?, row.int("size")?, row.int("updated_at")?))
         })?;
-        if !still_planned(&commit.destination, state) {
+        if !still_planned(&commit.destination, state.as_ref()) {
             return Ok(Err(Refusal::Changed));
         }
+        kept = kept_version(&commit.destination, state.as_ref());
     }
     let same = [Arg::Text(&policy_id), Arg::Text(&content.blake3), Arg::Int(content.size)];
     let older = query_row(conn, super::blobs::SAME_CONTENT_ID, &same, |row| row.text("id"))?;
@@ -210,9 +226,22 @@ fn commit_inline(
         Destination::Replace { old_blob_id, .. } => {
             let args = [Arg::Text(&object_id), Arg::Text(&blob_id), Arg::Int(content.size), Arg::Int(now)];
             execute(conn, SET_CONTENT, &args)?;
-            match old_blob_id.as_deref() {
-                Some(old) => super::blobs::add_refs_inline(conn, old, -1)?,
-                None => None,
+            match (kept, old_blob_id.as_deref()) {
+                (Some((old, size, written)), _) => {
+                    let id = crate::domain::object::new_id().to_string();
+                    let args = [
+                        Arg::Text(&id),
+                        Arg::Text(&object_id),
+                        Arg::Text(&old),
+                        Arg::Int(size),
+                        Arg::Int(written),
+                        Arg::Int(now),
+                    ];
+                    execute(conn, super::versions::INSERT, &args)?;
+                    None
+                }
+                (None, Some(old)) => super::blobs::add_refs_inline(conn, old, -1)?,
+                (None, None) => None,
             }
         }
     };
@@ -244,12 +273,14 @@ async fn commit_statement_by_statement(
 ) -> Result<Result<Committed, Refusal>, DbError> {
     let content = &commit.content;
     let mut tx = db.begin().await?;
+    let mut kept = None;
     if let Destination::Replace { object_id, .. } = &commit.destination {
-        let state: Option<(Option<String>, i64)> =
+        let state: Option<(Option<String>, i64, Millis)> =
             sqlx::query_as(&format!("{REPLACED_STATE} FOR UPDATE")).bind(*object_id).fetch_optional(&mut *tx).await?;
-        if !still_planned(&commit.destination, state) {
+        if !still_planned(&commit.destination, state.as_ref()) {
             return Ok(Err(Refusal::Changed));
         }
+        kept = kept_version(&commit.destination, state.as_ref());
     }
     if !super::users::charge_storage(&mut tx, commit.owner_id, commit.charge, commit.capacity).await? {
         return Ok(Err(Refusal::QuotaExceeded));
@@ -290,9 +321,13 @@ async fn commit_statement_by_statement(
         }
         Destination::Replace { object_id, old_blob_id, .. } => {
             set_content(&mut tx, *object_id, &blob_id, content.size, now).await?;
-            match old_blob_id.as_deref() {
-                Some(old) => Some(super::blobs::add_refs(&mut tx, old, -1).await?),
-                None => None,
+            match (kept, old_blob_id.as_deref()) {
+                (Some((old, size, written)), _) => {
+                    super::versions::insert(&mut tx, *object_id, &old, size, written, now).await?;
+                    None
+                }
+                (None, Some(old)) => Some(super::blobs::add_refs(&mut tx, old, -1).await?),
+                (None, None) => None,
             }
         }
     };

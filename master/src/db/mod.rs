@@ -37,6 +37,7 @@ pub mod themes;
 pub mod two_factor;
 pub mod uploads;
 pub mod users;
+pub mod versions;
 pub mod webdav_accounts;
 pub mod wopi_apps;
 

@@ -325,6 +325,7 @@ pub async fn claims_changed_since(db: &Db, since: Millis) -> Result<Vec<(UserId,
 /// SQLite's integer `SUM` fails on overflow, and packs are sized by administrators. Doubles are
 /// exact for totals below 2^53 bytes (8 PiB).
 const USAGE_COLUMNS: &str = "u.storage AS used, g.max_storage AS group_storage, \
+     CAST(g.version_max_count AS BIGINT) AS versions, \
      (SELECT CAST(CASE WHEN SUM(CAST(sp.size AS DOUBLE PRECISION)) > 4e18 THEN 4e18 \
      ELSE SUM(CAST(sp.size AS DOUBLE PRECISION)) END AS BIGINT) \
      FROM storage_packs sp WHERE sp.user_id = u.id AND sp.starts_at <= $2 \
@@ -357,14 +358,26 @@ pub async fn usage_parts(db: &Db, user_id: UserId, now: Millis) -> Result<(i64, 
     Ok((row.int("used")?, row.int("group_storage")?, row.opt_int("packs")?.unwrap_or(0)))
 }
 
-/// [`usage_and_capacity`] together with the first storage policy of group `group_id` (`None`
+/// [`usage_and_capacity`], and whether replaced content is kept as a version (the group keeps
+/// versions): what replacing a file's content needs to know.
+pub async fn write_usage(db: &Db, user_id: UserId, now: Millis) -> Result<(i64, i64, bool), DbError> {
+    let row = sqlx::query(&format!("SELECT {USAGE_COLUMNS} FROM {USAGE_FROM} WHERE u.id = $1"))
+        .bind(user_id)
+        .bind(now)
+        .fetch_one(db.reader())
+        .await?;
+    let (used, capacity) = usage_of(&row)?;
+    Ok((used, capacity, row.int("versions")? > 0))
+}
+
+/// [`write_usage`] together with the first storage policy of group `group_id` (`None`
 /// when the group has none): what writing a new file needs to know, in one statement.
 pub async fn usage_capacity_and_policy(
     db: &Db,
     user_id: UserId,
     group_id: GroupId,
     now: Millis,
-) -> Result<(i64, i64, Option<super::policies::PolicyRow>), DbError> {
+) -> Result<(i64, i64, bool, Option<super::policies::PolicyRow>), DbError> {
     let policy_columns = super::policies::qualified_columns("p");
     let sql = format!(
         "SELECT {USAGE_COLUMNS}, {policy_columns} FROM {USAGE_FROM}
@@ -375,11 +388,12 @@ pub async fn usage_capacity_and_policy(
     let args = [Arg::Text(&user_id), Arg::Int(now), Arg::Text(&group_id)];
     let decode = |row: &dyn Values| {
         let (used, capacity) = usage_of(row)?;
+        let keeps_versions = row.int("versions")? > 0;
         let policy = match row.opt_text("id")? {
             Some(_) => Some(super::policies::PolicyRow::read(row)?),
             None => None,
         };
-        Ok((used, capacity, policy))
+        Ok((used, capacity, keeps_versions, policy))
     };
     db.read_row(&sql, &args, decode).await?.ok_or(DbError::Sqlx(sqlx::Error::RowNotFound))
 }

@@ -137,6 +137,10 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
         // failure is recorded on the application, for the administrator to read).
         Box::pin(async move { Ok(crate::service::wopi_apps::refresh_due(&s).await?) })
     }));
+    handles.push(every("version-prune", hourly, |s| {
+        // Versions beyond their group's count or age; their bytes go back to their owners.
+        Box::pin(async move { Ok(crate::service::versions::prune(&s, now_ms()).await?) })
+    }));
     handles.push(every("refresh-token-cleanup", hourly, |s| {
         Box::pin(async move { Ok(maintenance::clean_refresh_tokens(&s, now_ms()).await? as usize) })
     }));

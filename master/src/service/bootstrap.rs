@@ -38,6 +38,8 @@ pub async fn seed(db: &Db) -> ServiceResult<()> {
                 max_storage: 1024 * GIB,
                 permissions: GroupPermissions::all(),
                 trash_retention_days: 30,
+                version_max_count: 10,
+                version_max_days: 30,
             },
         ),
         (
@@ -48,6 +50,8 @@ pub async fn seed(db: &Db) -> ServiceResult<()> {
                 max_storage: GIB,
                 permissions: GroupPermissions { share: true, webdav: true, external_download: false, share_save: true },
                 trash_retention_days: 30,
+                version_max_count: 10,
+                version_max_days: 30,
             },
         ),
     ];

@@ -59,6 +59,19 @@ pub(crate) fn expect_file(row: &ObjectRow) -> ServiceResult<()> {
 /// its owner, or a visitor of the share it was reached through. Using the token checks that
 /// access again (and counts a share's download).
 pub async fn create_download_token(ctx: &Context, file: &Readable) -> ServiceResult<DownloadTokenView> {
+    download_token(ctx, file, None)
+}
+
+/// A single-use token to download version `version` of a file (the caller found it).
+pub fn create_version_download_token(
+    ctx: &Context,
+    file: &Readable,
+    version: &str,
+) -> ServiceResult<DownloadTokenView> {
+    download_token(ctx, file, Some(version.to_owned()))
+}
+
+fn download_token(ctx: &Context, file: &Readable, ver: Option<String>) -> ServiceResult<DownloadTokenView> {
     expect_file(file.row())?;
     let now = now_ms() / 1000;
     let exp = now + DOWNLOAD_TOKEN_LIFETIME.as_secs() as i64;
@@ -71,6 +84,7 @@ pub async fn create_download_token(ctx: &Context, file: &Readable) -> ServiceRes
         jti: Uuid::new_v4(),
         obj: file.id().into(),
         shr,
+        ver,
         iat: now,
         exp,
         typ: TokenType::Download,
@@ -106,7 +120,22 @@ pub async fn open_download(ctx: &Context, token: &str, consume: bool) -> Service
             access::readable(ctx.db(), claims.sub, claims.obj, Reach::Live).await?
         }
     };
-    prepare(ctx, file.row()).await
+    match claims.ver {
+        Some(version) => open_version(ctx, file.row(), &version).await,
+        None => prepare(ctx, file.row()).await,
+    }
+}
+
+/// The content of version `version` of the file `row`, under the file's name (never a
+/// redirect: versions are not public); 404 when the version is gone.
+pub async fn open_version(ctx: &Context, row: &ObjectRow, version: &str) -> ServiceResult<Download> {
+    let version =
+        db::versions::find(ctx.db(), row.id, version).await?.ok_or_else(crate::service::versions::not_found)?;
+    let (blob, policy) = db::blobs::find_with_policy(ctx.db(), &version.blob_id)
+        .await?
+        .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("blob row missing")))?;
+    let content = db::objects::FileContentRow { name: row.name.clone(), updated_at: version.created_at, blob, policy };
+    serve_content(ctx, content, false).await
 }
 
 async fn prepare(ctx: &Context, row: &ObjectRow) -> ServiceResult<Download> {

@@ -706,6 +706,11 @@ async fn delete_trees(tx: &mut Conn, owner_id: UserId, roots: &[ObjectRow]) -> S
                 bytes += row.size;
             }
         }
+        // The files' versions go with them.
+        for (blob, size) in db::versions::delete_in_subtree(tx, root.id).await? {
+            *refs.entry(blob).or_default() += 1;
+            bytes += size;
+        }
         db::objects::delete(tx, root.id).await.map_err(|e| match e {
             DbError::Sqlx(sqlx::Error::Database(ref d)) if d.is_foreign_key_violation() => ServiceError::conflict(
                 codes::OBJECT_UPLOAD_IN_PROGRESS,

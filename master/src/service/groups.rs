@@ -27,6 +27,10 @@ pub struct GroupView {
     pub policy_ids: Vec<Uuid>,
     /// Days trashed objects are kept before they are deleted for good.
     pub trash_retention_days: i32,
+    /// How many earlier contents (versions) each file keeps; 0 keeps none.
+    pub version_max_count: i32,
+    /// Days a version is kept after it was replaced; 0: no limit by age.
+    pub version_max_days: i32,
     pub member_count: i64,
 }
 
@@ -39,6 +43,8 @@ pub struct GroupInput {
     pub permissions: GroupPermissions,
     pub policy_ids: Vec<Uuid>,
     pub trash_retention_days: i32,
+    pub version_max_count: i32,
+    pub version_max_days: i32,
 }
 
 fn not_found() -> ServiceError {
@@ -55,6 +61,8 @@ async fn view(db: &Db, row: GroupRow, member_count: i64) -> ServiceResult<GroupV
         permissions: row.permissions,
         policy_ids,
         trash_retention_days: row.trash_retention_days,
+        version_max_count: row.version_max_count,
+        version_max_days: row.version_max_days,
         member_count,
     })
 }
@@ -82,6 +90,12 @@ async fn validate(db: &Db, input: &GroupInput) -> ServiceResult<(String, Vec<Pol
     }
     if !(1..=3650).contains(&input.trash_retention_days) {
         return Err(ServiceError::validation("trash_retention_days", "trash_retention_days must be from 1 to 3650"));
+    }
+    if !(0..=1000).contains(&input.version_max_count) {
+        return Err(ServiceError::validation("version_max_count", "version_max_count must be from 0 to 1000"));
+    }
+    if !(0..=36500).contains(&input.version_max_days) {
+        return Err(ServiceError::validation("version_max_days", "version_max_days must be from 0 to 36500"));
     }
     if input.max_storage < 0 {
         return Err(ServiceError::validation("max_storage", "max_storage must be 0 or more bytes"));
@@ -119,6 +133,8 @@ pub async fn create(db: &Db, input: GroupInput) -> ServiceResult<GroupView> {
         max_storage: input.max_storage,
         permissions: input.permissions,
         trash_retention_days: input.trash_retention_days,
+        version_max_count: input.version_max_count,
+        version_max_days: input.version_max_days,
     };
     db::groups::insert_all(db, &[(id, values)], now_ms()).await.map_err(|e| name_taken(e, &name))?;
     db::groups::set_policies(db, id, &policy_ids).await?;
@@ -143,6 +159,8 @@ pub async fn update(ctx: &Context, id: Uuid, input: GroupInput) -> ServiceResult
         max_storage: input.max_storage,
         permissions: input.permissions,
         trash_retention_days: input.trash_retention_days,
+        version_max_count: input.version_max_count,
+        version_max_days: input.version_max_days,
     };
     let now = now_ms();
     // Strictly newer than the last version, even for two changes within one millisecond.

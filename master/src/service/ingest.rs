@@ -12,6 +12,7 @@ use nubo_common::storage::{BlobStore, StorageKey};
 use crate::context::Context;
 use crate::db;
 use crate::db::ingest::{Committed, Content, Destination, FileCommit, Refusal, Step};
+use crate::db::objects::ObjectRow;
 use crate::domain::ids::{ObjectId, PolicyId, UploadId, UserId};
 use crate::domain::object::new_id;
 use crate::domain::time::{Millis, now_ms};
@@ -204,15 +205,15 @@ impl Plan {
         Self { owner_id, destination, charge, steps: Vec::new() }
     }
 
-    /// New content for the owner's file `object_id`, planned against its current blob and size.
-    pub fn replace(
-        owner_id: UserId,
-        object_id: ObjectId,
-        old_blob_id: Option<&str>,
-        old_size: i64,
-        charge: Charge,
-    ) -> Self {
-        let destination = Destination::Replace { object_id, old_blob_id: old_blob_id.map(str::to_owned), old_size };
+    /// New content for the owner's file `row`, planned against its current blob and size; with
+    /// `keep_version` the current content becomes a version of the file.
+    pub fn replace(owner_id: UserId, row: &ObjectRow, charge: Charge, keep_version: bool) -> Self {
+        let destination = Destination::Replace {
+            object_id: row.id,
+            old_blob_id: row.physical_file_id.clone(),
+            old_size: row.size,
+            keep_version,
+        };
         Self { owner_id, destination, charge, steps: Vec::new() }
     }
 
@@ -332,7 +333,8 @@ fn refused(refusal: Refusal) -> ServiceError {
     }
 }
 
-fn changed_meanwhile() -> ServiceError {
+/// 409 `object.changed`: the file a write was planned against changed or went meanwhile.
+pub fn changed_meanwhile() -> ServiceError {
     ServiceError::new(
         ErrorKind::Conflict,
         codes::OBJECT_CHANGED,

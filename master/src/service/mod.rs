@@ -38,6 +38,7 @@ pub mod themes;
 pub mod two_factor;
 pub mod uploads;
 pub mod users;
+pub mod versions;
 pub mod viewers;
 pub mod wopi;
 pub mod wopi_apps;

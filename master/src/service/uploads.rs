@@ -79,6 +79,8 @@ pub struct NewUpload {
     pub file_size: i64,
     pub parent_id: Uuid,
     pub policy_id: Option<Uuid>,
+    /// Replace the content of a file of that name in the folder, when there is one.
+    pub overwrite: bool,
 }
 
 fn session_not_found() -> ServiceError {
@@ -151,12 +153,21 @@ pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewU
     if request.file_size < 0 {
         return Err(ServiceError::validation("file_size", "file_size must be 0 or more bytes"));
     }
-    let policy = policies::policy_for(db, group_id, request.policy_id).await?;
-    check_max_size(policy.max_size, request.file_size)?;
-    if db::objects::child_by_name(db, parent.row().id, name.as_str()).await?.is_some() {
-        return Err(ServiceError::conflict(codes::OBJECT_NAME_TAKEN, "an object with that name exists in the folder")
+    // An overwrite goes to the replaced file's policy: a file's content lives under one policy.
+    let replaced = match db::objects::child_by_name(db, parent.row().id, name.as_str()).await? {
+        None => None,
+        Some(row) if request.overwrite && !row.is_folder() => Some(row),
+        Some(_) => {
+            return Err(ServiceError::conflict(
+                codes::OBJECT_NAME_TAKEN,
+                "an object with that name exists in the folder (set `overwrite` to replace a file's content)",
+            )
             .with_field("file_name"));
-    }
+        }
+    };
+    let wanted_policy = replaced.as_ref().map_or(request.policy_id, |row| row.policy_id.map(Uuid::from));
+    let policy = policies::policy_for(db, group_id, wanted_policy).await?;
+    check_max_size(policy.max_size, request.file_size)?;
     // The quota is looked at before anything is staged: a size it cannot take never reaches
     // storage (a local staging file of 16 TiB cannot even be created). The reservation below
     // settles it atomically.
@@ -188,7 +199,7 @@ pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewU
         total_chunks: upload.total_chunks() as i32,
         storage_key: key.to_string(),
         driver_state: serde_json::to_string(&upload).map_err(ServiceError::internal)?,
-        replace_object_id: None,
+        replace_object_id: replaced.map(|row| row.id),
         status: Uploading,
         expires_at: now + SESSION_LIFETIME.as_millis() as i64,
         created_at: now,
@@ -499,8 +510,21 @@ async fn record_upload(
     report: Option<NodeReport<'_>>,
 ) -> ServiceResult<(ObjectView, bool)> {
     let db = ctx.db();
-    let mut plan = Plan::new_file(session.owner_id, session.parent_id, &session.file_name, Charge::RESERVED)
-        .with_step(|_| db::uploads::end_claimed_step(session.id, &claim.token));
+    let plan = match session.replace_object_id {
+        None => Plan::new_file(session.owner_id, session.parent_id, &session.file_name, Charge::RESERVED),
+        Some(target) => {
+            // The file as it is now: the commit replaces exactly this content, or refuses.
+            let row = db::objects::find_owned(db, session.owner_id, target)
+                .await?
+                .filter(|row| row.trashed_at.is_none() && !row.is_folder() && row.policy_id == Some(session.policy_id))
+                .ok_or_else(ingest::changed_meanwhile)?;
+            let (_, _, keeps_versions) = db::users::write_usage(db, session.owner_id, now_ms()).await?;
+            // The whole size was reserved; without a version the old content's bytes come back.
+            let freed = if keeps_versions { 0 } else { row.size };
+            Plan::replace(session.owner_id, &row, Charge { amount: -freed, capacity: i64::MAX }, keeps_versions)
+        }
+    };
+    let mut plan = plan.with_step(|_| db::uploads::end_claimed_step(session.id, &claim.token));
     if let Some(report) = report {
         let now = now_ms();
         plan = plan.with_step(|object_id| {

@@ -174,7 +174,9 @@ pub async fn delete(ctx: &Context, actor: Uuid, id: Uuid) -> ServiceResult<()> {
 pub async fn calibrate(ctx: &Context, id: Uuid) -> ServiceResult<UserView> {
     db::users::find(ctx.db(), id.into()).await?.ok_or_else(not_found)?;
     let key = id.into();
-    let used = db::objects::owned_bytes(ctx.db(), key).await? + db::uploads::reserved_bytes(ctx.db(), key).await?;
+    let used = db::objects::owned_bytes(ctx.db(), key).await?
+        + db::versions::owned_bytes(ctx.db(), key).await?
+        + db::uploads::reserved_bytes(ctx.db(), key).await?;
     db::users::set_storage(ctx.db(), key, used).await?;
     get(ctx, id).await
 }

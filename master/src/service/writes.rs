@@ -96,17 +96,25 @@ async fn policy_of(db: &db::Db, row: &ObjectRow) -> ServiceResult<PolicyRow> {
     policies::find(db, policy_id.into()).await
 }
 
-/// A user's used bytes and capacity, read once per write.
+/// A user's used bytes and capacity, and whether the group keeps replaced content as versions,
+/// read once per write.
 #[derive(Debug, Clone, Copy)]
 struct Usage {
     used: i64,
     capacity: i64,
+    keeps_versions: bool,
 }
 
 impl Usage {
     async fn of(db: &db::Db, owner: Uuid) -> ServiceResult<Self> {
-        let (used, capacity) = db::users::usage_and_capacity(db, owner.into(), now_ms()).await?;
-        Ok(Self { used, capacity })
+        let (used, capacity, keeps_versions) = db::users::write_usage(db, owner.into(), now_ms()).await?;
+        Ok(Self { used, capacity, keeps_versions })
+    }
+
+    /// The bytes of a replaced content of `size` that come back to the owner: none when it is
+    /// kept as a version (versions count against the quota).
+    fn freed_by_replacing(&self, size: i64) -> i64 {
+        if self.keeps_versions { 0 } else { size }
     }
 }
 
@@ -122,15 +130,16 @@ pub struct NewFileFacts {
 /// Reads the [`NewFileFacts`] of `owner` in group `group_id`, in one query. A caller that will
 /// plan a write can read them while it looks up the folder (see [`Presence::KnownAbsent`]).
 pub async fn new_file_facts(ctx: &Context, owner: Uuid, group_id: GroupId) -> ServiceResult<NewFileFacts> {
-    let (used, capacity, policy) =
+    let (used, capacity, keeps_versions, policy) =
         db::users::usage_capacity_and_policy(ctx.db(), owner.into(), group_id, now_ms()).await?;
     let policy = Box::new(policy.ok_or_else(policies::not_allowed)?);
-    Ok(NewFileFacts { usage: Usage { used, capacity }, policy })
+    Ok(NewFileFacts { usage: Usage { used, capacity, keeps_versions }, policy })
 }
 
 /// New content for `row` (see [`replace_content`]); answers the new size and change time. The
-/// old blob, when this was its last reference, and a surplus copy of the new content are
-/// removed after the answer.
+/// old content becomes a version when the owner's group keeps versions; otherwise its blob, when
+/// this was its last reference, is removed after the answer, as is a surplus copy of the new
+/// content.
 async fn replace_row(
     ctx: &Context,
     owner: Uuid,
@@ -143,8 +152,8 @@ async fn replace_row(
     let (staged, reserved) =
         stream_content(ctx, owner, policy, &row.name, row.size, usage, content_length, body).await?;
     let size = staged.size();
-    let charge = Charge { amount: size - row.size - reserved, capacity: usage.capacity };
-    let plan = Plan::replace(owner.into(), row.id, row.physical_file_id.as_deref(), row.size, charge);
+    let charge = Charge { amount: size - usage.freed_by_replacing(row.size) - reserved, capacity: usage.capacity };
+    let plan = Plan::replace(owner.into(), row, charge, usage.keeps_versions);
     let file = ingest::commit(ctx, staged, plan).await?.ok_or_else(no_bookkeeping)?;
     Ok((size, file.at))
 }
@@ -155,7 +164,7 @@ fn no_bookkeeping() -> ServiceError {
 }
 
 /// How many bytes a write may bring: the policy's `max_size` and the room the quota leaves
-/// (the file's current size counts as room: it is replaced).
+/// (the file's current size counts as room when it is replaced without keeping a version).
 #[derive(Debug, Clone, Copy)]
 struct ByteLimit {
     max_size: Option<u64>,
@@ -166,7 +175,7 @@ impl ByteLimit {
     fn of(policy: &PolicyRow, usage: Usage, current_size: i64) -> Self {
         Self {
             max_size: (policy.max_size > 0).then_some(policy.max_size as u64),
-            room: (usage.capacity - usage.used + current_size).max(0) as u64,
+            room: (usage.capacity - usage.used + usage.freed_by_replacing(current_size)).max(0) as u64,
         }
     }
 
@@ -320,10 +329,10 @@ impl PlannedWrite {
         if !db::blobs::holds_content(ctx.db(), self.policy.id, &blake3, size).await? {
             return Ok(None);
         }
-        let growth = size - self.existing.as_ref().map_or(0, |row| row.size);
+        let growth = size - self.existing.as_ref().map_or(0, |row| self.usage.freed_by_replacing(row.size));
         let charge = Charge { amount: growth, capacity: self.usage.capacity };
         let plan = match &self.existing {
-            Some(row) => Plan::replace(self.owner.into(), row.id, row.physical_file_id.as_deref(), row.size, charge),
+            Some(row) => Plan::replace(self.owner.into(), row, charge, self.usage.keeps_versions),
             None => self.new_file(charge),
         };
         // `None`: the blob went (or the charge does not fit) since the look-up: store the bytes.

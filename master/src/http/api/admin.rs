@@ -218,10 +218,22 @@ pub struct GroupRequest {
     #[serde(default = "default_retention")]
     #[schema(minimum = 1, maximum = 3650)]
     pub trash_retention_days: i32,
+    /// How many earlier contents (versions) each file keeps (0..=1000, default 10; 0 keeps none).
+    #[serde(default = "default_version_count")]
+    #[schema(minimum = 0, maximum = 1000)]
+    pub version_max_count: i32,
+    /// Days a version is kept after it was replaced (0..=36500, default 30; 0: no limit by age).
+    #[serde(default = "default_retention")]
+    #[schema(minimum = 0, maximum = 36500)]
+    pub version_max_days: i32,
 }
 
 fn default_retention() -> i32 {
     30
+}
+
+fn default_version_count() -> i32 {
+    10
 }
 
 impl From<GroupRequest> for GroupInput {
@@ -233,6 +245,8 @@ impl From<GroupRequest> for GroupInput {
             permissions: r.permissions,
             policy_ids: r.policy_ids,
             trash_retention_days: r.trash_retention_days,
+            version_max_count: r.version_max_count,
+            version_max_days: r.version_max_days,
         }
     }
 }

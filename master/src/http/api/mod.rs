@@ -24,6 +24,7 @@ pub mod themes;
 pub mod transfers;
 pub mod two_factor;
 pub mod user;
+pub mod versions;
 pub mod webdav;
 pub mod wopi;
 
@@ -164,6 +165,10 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(tasks::admin_list))
         .routes(routes!(tasks::admin_get, tasks::admin_cancel))
         .routes(routes!(metadata::get, metadata::patch))
+        .routes(routes!(versions::list))
+        .routes(routes!(versions::download))
+        .routes(routes!(versions::restore))
+        .routes(routes!(versions::delete))
         .routes(routes!(metadata::list_properties, metadata::create_property))
         .routes(routes!(metadata::update_property, metadata::delete_property))
         .routes(routes!(transfers::create_upload))

@@ -35,10 +35,16 @@ pub struct CreateUploadRequest {
     pub parent_id: Uuid,
     /// One of the caller's group's policies; default: the group's first.
     pub policy_id: Option<Uuid>,
+    /// When a file of that name is in the folder, replace its content instead of answering 409:
+    /// the upload goes to that file's policy, and on completion its current content becomes a
+    /// version (when the owner's group keeps versions; otherwise it is released). A folder of
+    /// that name still answers 409.
+    #[serde(default)]
+    pub overwrite: bool,
 }
 
 /// Start an upload. Checks the caller may use the policy (403), its `max_size` (413), the name
-/// (422, 409 when taken) and reserves `file_size` against the quota (507). A 0-byte file is
+/// (422, 409 when taken, unless `overwrite` names an existing file) and reserves `file_size` against the quota (507). A 0-byte file is
 /// created at once (`object` in the answer). Sessions live 24 hours.
 #[utoipa::path(post, path = "/file/upload", tag = "files", security(("bearer" = [])), request_body = CreateUploadRequest,
     responses(
@@ -62,6 +68,7 @@ pub async fn create_upload(
         file_size: request.file_size,
         parent_id: request.parent_id,
         policy_id: request.policy_id,
+        overwrite: request.overwrite,
     };
     let session = uploads::create(&state, caller.claims.sub, caller.user.group_id(), upload).await?;
     Ok((StatusCode::CREATED, Json(session)))

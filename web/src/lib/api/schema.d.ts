@@ -828,7 +828,7 @@ export interface paths {
         put?: never;
         /**
          * Start an upload. Checks the caller may use the policy (403), its `max_size` (413), the name
-         *     (422, 409 when taken) and reserves `file_size` against the quota (507). A 0-byte file is
+         *     (422, 409 when taken, unless `overwrite` names an existing file) and reserves `file_size` against the quota (507). A 0-byte file is
          *     created at once (`object` in the answer). Sessions live 24 hours.
          */
         post: operations["create_upload"];
@@ -1089,6 +1089,84 @@ export interface paths {
          *     allowed to use the target policy (403, and no task is created).
          */
         patch: operations["change_policy"];
+        trace?: never;
+    };
+    "/api/v1/object/{id}/versions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The earlier contents of a file, newest first. Each replacement of the content (`PATCH
+         *     /file/content`, WebDAV `PUT`, WOPI `PutFile`, an upload with `overwrite`) keeps the previous
+         *     content as a version when the owner's group keeps versions (`version_max_count`, default
+         *     10; `version_max_days`, default 30, enforced by an hourly job). Versions count in the used
+         *     storage; identical contents share one stored blob. Trashing and restoring the file keep
+         *     them; deleting it for good deletes them.
+         */
+        get: operations["object_versions_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/object/{id}/versions/{vid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete a version: its bytes stop counting, and its blob goes when nothing else refers to it. */
+        delete: operations["object_versions_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/object/{id}/versions/{vid}/download": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A single-use download token for one version (use its `url` as `GET /file/download/{token}`). */
+        post: operations["object_versions_download_download"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/object/{id}/versions/{vid}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a version the file's content again; the current content becomes a version (the used
+         *     storage does not change).
+         */
+        post: operations["object_versions_restore_restore"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v1/openapi.json": {
@@ -1527,7 +1605,7 @@ export interface paths {
         options?: never;
         head?: never;
         /** Restore objects from the trash to where they were. */
-        patch: operations["restore"];
+        patch: operations["trash_restore_restore"];
         trace?: never;
     };
     "/api/v1/user": {
@@ -2387,6 +2465,13 @@ export interface components {
              * @description Exact size in bytes (64-bit).
              */
             file_size: number;
+            /**
+             * @description When a file of that name is in the folder, replace its content instead of answering 409:
+             *     the upload goes to that file's policy, and on completion its current content becomes a
+             *     version (when the owner's group keeps versions; otherwise it is released). A folder of
+             *     that name still answers 409.
+             */
+            overwrite?: boolean;
             /** Format: uuid */
             parent_id: string;
             /**
@@ -2588,6 +2673,16 @@ export interface components {
              * @description Days trashed objects are kept (1..=3650, default 30).
              */
             trash_retention_days?: number;
+            /**
+             * Format: int32
+             * @description How many earlier contents (versions) each file keeps (0..=1000, default 10; 0 keeps none).
+             */
+            version_max_count?: number;
+            /**
+             * Format: int32
+             * @description Days a version is kept after it was replaced (0..=36500, default 30; 0: no limit by age).
+             */
+            version_max_days?: number;
         };
         GroupView: {
             /** Format: uuid */
@@ -2609,6 +2704,16 @@ export interface components {
              * @description Days trashed objects are kept before they are deleted for good.
              */
             trash_retention_days: number;
+            /**
+             * Format: int32
+             * @description How many earlier contents (versions) each file keeps; 0 keeps none.
+             */
+            version_max_count: number;
+            /**
+             * Format: int32
+             * @description Days a version is kept after it was replaced; 0: no limit by age.
+             */
+            version_max_days: number;
         };
         /** @description One of the caller's ways to sign in, passkeys excepted (`GET /user/settings/authns` lists those). */
         IdentityView: {
@@ -4006,6 +4111,18 @@ export interface components {
         VerifyEmailRequest: {
             /** @description The `token` of the mailed link (`/verify?token=...`). */
             token: string;
+        };
+        /** @description One earlier content of a file. */
+        VersionView: {
+            /** @description BLAKE3 of the content, hex. */
+            blake3?: string | null;
+            /** @description When this content was written. */
+            created_at: string;
+            id: string;
+            /** @description When newer content took its place. */
+            replaced_at: string;
+            /** Format: int64 */
+            size: number;
         };
         /** @description One way to open a file. */
         Viewer: {
@@ -11390,6 +11507,300 @@ export interface operations {
             };
         };
     };
+    object_versions_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The file */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The versions */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VersionView"][];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Account banned or not active, or not allowed */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such file */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The object is a folder */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    object_versions_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The file */
+                id: string;
+                /** @description The version */
+                vid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Account banned or not active, or not allowed */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such file or version */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    object_versions_download_download: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The file */
+                id: string;
+                /** @description The version */
+                vid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Token and URL */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DownloadTokenView"];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Account banned or not active, or not allowed */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such file or version */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    object_versions_restore_restore: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The file */
+                id: string;
+                /** @description The version */
+                vid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file with the restored content */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ObjectView"];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Account banned or not active, or not allowed */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such file (or it is in the trash) or version */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Another write changed the file meanwhile (`object.changed`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     openapi_json: {
         parameters: {
             query?: never;
@@ -13870,7 +14281,7 @@ export interface operations {
             };
         };
     };
-    restore: {
+    trash_restore_restore: {
         parameters: {
             query?: never;
             header?: never;
