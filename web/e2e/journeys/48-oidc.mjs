@@ -53,7 +53,8 @@ export const journeys = [
           await oauthGroup.getByLabel("OpenID Connect client secret").fill("mock-secret");
           await page.getByRole("group", { name: "Sign-in methods" }).getByLabel("oidc", { exact: true }).check();
           await shot(page, "admin-settings-oidc");
-          await page.getByRole("button", { name: "Save" }).click();
+          // The site settings' own form (the mail settings have another).
+          await page.locator("form", { has: oauthGroup }).getByRole("button", { name: "Save" }).click();
           await page.getByRole("status").filter({ hasText: "Settings saved." }).waitFor();
         } finally {
           await admin.context.close();
