@@ -46,6 +46,9 @@ const ALGORITHMS: &[Algorithm] = &[
     Algorithm::EdDSA,
 ];
 
+/// Fetched documents by URL and guard setting, each with when it was fetched.
+type Cache<T> = OnceLock<Mutex<HashMap<(String, bool), (Instant, Arc<T>)>>>;
+
 /// What the site needs of the issuer's discovery document.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Discovery {
@@ -136,7 +139,7 @@ async fn get_json<T: DeserializeOwned>(url: &str, internal: bool) -> Result<T, S
 /// The issuer's discovery document, from memory while it is fresh. Its `issuer` must be the
 /// configured one (a trailing slash aside), and its endpoints absolute http(s) URLs.
 pub async fn discover(issuer: &str, internal: bool) -> ServiceResult<Arc<Discovery>> {
-    static CACHE: OnceLock<Mutex<HashMap<(String, bool), (Instant, Arc<Discovery>)>>> = OnceLock::new();
+    static CACHE: Cache<Discovery> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     let key = (issuer.to_owned(), internal);
     if let Some((at, found)) = cache.lock().expect("discovery cache").get(&key)
@@ -175,7 +178,7 @@ fn signing_keys(set: serde_json::Value) -> Vec<Jwk> {
 /// The provider's signing keys; `refresh` fetches them again whatever the cache holds (a
 /// token named a key id the cached set lacks: the provider rotated its keys).
 async fn keys(jwks_uri: &str, internal: bool, refresh: bool) -> ServiceResult<Arc<Vec<Jwk>>> {
-    static CACHE: OnceLock<Mutex<HashMap<(String, bool), (Instant, Arc<Vec<Jwk>>)>>> = OnceLock::new();
+    static CACHE: Cache<Vec<Jwk>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     let key = (jwks_uri.to_owned(), internal);
     if !refresh
