@@ -334,7 +334,7 @@ pub struct Tokens {
 fn form_encoded(text: &str) -> String {
     reqwest::Url::parse_with_params("x:", [("v", text)])
         .ok()
-        .and_then(|url| url.query().map(|q| q.trim_start_matches("v=").to_owned()))
+        .and_then(|url| url.query().and_then(|q| q.strip_prefix("v=")).map(str::to_owned))
         .unwrap_or_default()
 }
 
