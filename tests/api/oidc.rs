@@ -5,7 +5,7 @@
 //! nonce); unverified addresses; the group map; the switches and the SSRF guard.
 
 use nubo_tests::oauth::OAuthServer;
-use nubo_tests::{Session, TestApp, error_body, on_every_backend};
+use nubo_tests::{Backend, Session, TestApp, error_body, on_every_backend};
 use reqwest::Method;
 use reqwest::header::LOCATION;
 use serde_json::{Value, json};
@@ -18,7 +18,8 @@ on_every_backend!(
     a_replayed_state_or_nonce_is_refused,
     an_unverified_email_registers_nobody_but_a_linked_identity_signs_in,
     the_group_claim_puts_users_in_mapped_groups,
-    disabled_unconfigured_or_private_issuers_are_refused
+    disabled_unconfigured_or_private_issuers_are_refused,
+    a_flow_begun_on_one_master_finishes_on_another
 );
 
 const METHODS: &[&str] = &["email_password", "oidc"];
@@ -309,4 +310,24 @@ async fn disabled_unconfigured_or_private_issuers_are_refused(app: TestApp) {
     let fixed = json!({"oidc_issuer": server.base_url, "oidc_client_secret": "not-the-secret"});
     assert_eq!(patch(&app, &admin, fixed).await.status(), 204);
     assert_eq!(sign_in_flow(&app, &server).await, "/login?oauth_error=auth.oauth_exchange_failed");
+}
+
+async fn a_flow_begun_on_one_master_finishes_on_another(app: TestApp) {
+    let Some((server, _admin)) = setup(&app).await else { return };
+    let peer = app.spawn_peer().await;
+    let callback = begin(&app, &server).await;
+    let on_peer = callback.replace(&app.base_url, &format!("http://{}", peer.addr));
+    assert_ne!(on_peer, callback);
+    let landing = finish(&app, &on_peer).await;
+    if app.backend == Backend::Postgres {
+        // The state, verifier and nonce wait in the shared store: the peer finishes the flow
+        // (fetching the discovery and keys itself), once.
+        assert!(landing.starts_with("/login/oauth?provider=oidc&ticket="), "{landing}");
+        assert_eq!(finish(&app, &callback).await, "/login?oauth_error=auth.oauth_state_invalid");
+    } else {
+        // On SQLite each master keeps its own store: the peer knows no such flow.
+        assert_eq!(landing, "/login?oauth_error=auth.oauth_state_invalid");
+        assert!(finish(&app, &callback).await.starts_with("/login/oauth?provider=oidc&ticket="));
+    }
+    peer.shutdown(std::time::Duration::from_secs(5)).await.unwrap();
 }
