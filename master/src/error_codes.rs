@@ -63,6 +63,12 @@ codes! {
     AUTH_OAUTH_NO_EMAIL = "auth.oauth_no_email";
     AUTH_OAUTH_EMAIL_TAKEN = "auth.oauth_email_taken";
     AUTH_OAUTH_TICKET_INVALID = "auth.oauth_ticket_invalid";
+    AUTH_OIDC_DISCOVERY_FAILED = "auth.oidc_discovery_failed";
+    AUTH_OIDC_SIGNATURE_INVALID = "auth.oidc_signature_invalid";
+    AUTH_OIDC_ISSUER_INVALID = "auth.oidc_issuer_invalid";
+    AUTH_OIDC_AUDIENCE_INVALID = "auth.oidc_audience_invalid";
+    AUTH_OIDC_TOKEN_EXPIRED = "auth.oidc_token_expired";
+    AUTH_OIDC_NONCE_INVALID = "auth.oidc_nonce_invalid";
     AUTH_IDENTITY_LINKED_ELSEWHERE = "auth.identity_linked_elsewhere";
     AUTH_IDENTITY_ALREADY_LINKED = "auth.identity_already_linked";
     AUTH_IDENTITY_NOT_FOUND = "auth.identity_not_found";

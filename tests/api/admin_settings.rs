@@ -196,16 +196,27 @@ async fn a_change_on_one_master_is_seen_by_another_at_once(app: TestApp) {
 async fn site_config_shows_only_the_public_subset(app: TestApp) {
     let admin = app.login_admin().await;
     let body = json!({"mail_smtp_host": "smtp.internal.example", "mail_smtp_user": "postmaster-user",
-                      "github_client_id": "gh-client-id-123", "site_url": "https://drive.example.com"});
+                      "github_client_id": "gh-client-id-123", "site_url": "https://drive.example.com",
+                      "oidc_client_id": "oidc-client-id-456", "oidc_issuer": "https://id.internal.example"});
     assert_eq!(patch(&app, &admin, body).await.status(), 204);
     let config: Value = app.get("/site/config").await.json().await.unwrap();
     let keys: Vec<&String> = config.as_object().unwrap().keys().collect();
-    let public = ["auth_methods", "captcha", "footer_code", "privacy_url", "register_enabled", "site_name", "tos_url"];
+    let public = [
+        "auth_methods",
+        "captcha",
+        "footer_code",
+        "oidc_display_name",
+        "privacy_url",
+        "register_enabled",
+        "site_name",
+        "tos_url",
+    ];
     for key in &keys {
         assert!(public.contains(&key.as_str()), "/site/config shows {key}");
     }
     let text = config.to_string();
-    for private in ["smtp.internal.example", "postmaster-user", "gh-client-id-123"] {
+    for private in ["smtp.internal.example", "postmaster-user", "gh-client-id-123", "oidc-client-id-456", "id.internal"]
+    {
         assert!(!text.contains(private), "/site/config shows {private}");
     }
 }

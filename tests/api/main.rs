@@ -21,6 +21,7 @@ mod names;
 mod nodes;
 mod not_built;
 mod oauth;
+mod oidc;
 mod passkeys;
 mod privileges;
 mod redeem;

@@ -1,6 +1,7 @@
 //! A real OAuth 2.0 server for the OAuth tests: `web/e2e/oauth-server.mjs` (oauth2-mock-server
-//! with GitHub- and QQ-style profile APIs) in a Node.js process of its own, one per test so the
-//! profile it hands out is the test's alone; and the site settings that point a master at it.
+//! with GitHub- and QQ-style profile APIs, and an OpenID Connect issuer with discovery, a key set
+//! and signed ID tokens) in a Node.js process of its own, one per test so the profile it hands
+//! out is the test's alone; and the site settings that point a master at it.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -76,6 +77,27 @@ impl OAuthServer {
             "qq_authorize_url": format!("{base}/authorize"),
             "qq_token_url": format!("{base}/oauth2.0/token"),
             "qq_api_url": base,
+        })
+    }
+
+    /// Sets how the next ID tokens are made (`null`: properly; `"es256"`, `"bad_signature"`,
+    /// `"unknown_kid"`, `"rotated"`, `"wrong_audience"`, `"wrong_issuer"`, `"expired"`,
+    /// `"replay"`: see `web/e2e/oauth-server.mjs`).
+    pub async fn set_oidc_mode(&self, mode: Option<&str>) {
+        self.set_profiles(json!({ "oidc_mode": mode })).await;
+    }
+
+    /// The settings that enable `methods` and point the OpenID Connect provider at this
+    /// server's issuer (a loopback address, so `oidc_internal` is on).
+    pub fn oidc_settings(&self, app: &TestApp, methods: &[&str]) -> Value {
+        json!({
+            "site_url": app.base_url,
+            "auth_methods": methods,
+            "oidc_display_name": "Test IdP",
+            "oidc_issuer": self.base_url,
+            "oidc_internal": true,
+            "oidc_client_id": "nubo-oidc",
+            "oidc_client_secret": CLIENT_SECRET,
         })
     }
 

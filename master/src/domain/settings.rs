@@ -47,6 +47,8 @@ pub enum AuthMethod {
     Qq,
     Passkey,
     MagicLink,
+    /// A generic OpenID Connect provider (`oidc_*` settings): Keycloak, Authentik, Azure AD, Google.
+    Oidc,
 }
 
 /// The value type a setting holds, used to validate writes and named in the settings catalog.
@@ -75,6 +77,9 @@ pub enum SettingKind {
     /// The built-in viewers: a list of `{id, enabled, can_edit, extensions}`
     /// ([`crate::domain::viewer::BuiltInViewer`]).
     Viewers,
+    /// Empty, or `value=<group id>` entries separated by commas (`oidc_group_map`): a claim's
+    /// value and the group it puts a user in. The service checks that the groups exist.
+    GroupMap,
 }
 
 impl SettingKind {
@@ -98,6 +103,7 @@ impl SettingKind {
             SettingKind::Choice(_) => "choice",
             SettingKind::Secret => "secret",
             SettingKind::Viewers => "viewers",
+            SettingKind::GroupMap => "group_map",
         }
     }
 
@@ -128,7 +134,7 @@ impl SettingKind {
 }
 
 /// Every sign-in method's name, as `auth_methods` lists them.
-pub const AUTH_METHOD_NAMES: &[&str] = &["email_password", "github", "qq", "passkey", "magic_link"];
+pub const AUTH_METHOD_NAMES: &[&str] = &["email_password", "github", "qq", "passkey", "magic_link", "oidc"];
 
 /// How the master talks to the SMTP server (`mail_smtp_tls`).
 pub const MAIL_TLS_MODES: &[&str] = &["none", "starttls", "tls"];
@@ -209,6 +215,18 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
     oauth("qq_authorize_url", SettingKind::Url, "https://graph.qq.com/oauth2.0/authorize"),
     oauth("qq_token_url", SettingKind::Url, "https://graph.qq.com/oauth2.0/token"),
     oauth("qq_api_url", SettingKind::Url, "https://graph.qq.com"),
+    // OpenID Connect (`auth::providers::oidc`): the sign-in button's label, the issuer (its
+    // discovery document is `{issuer}/.well-known/openid-configuration`), whether the issuer may
+    // be on a private address (the SSRF guard refuses those otherwise), the site's credentials,
+    // the scopes asked for, and the optional mapping of a claim's values to groups.
+    oauth("oidc_display_name", SettingKind::Text, "OpenID Connect"),
+    oauth("oidc_issuer", SettingKind::AbsoluteUrl, ""),
+    oauth("oidc_internal", SettingKind::Bool, "false"),
+    oauth("oidc_client_id", SettingKind::Text, ""),
+    oauth("oidc_client_secret", SettingKind::Secret, ""),
+    oauth("oidc_scopes", SettingKind::Text, "openid email profile"),
+    oauth("oidc_group_claim", SettingKind::Text, ""),
+    oauth("oidc_group_map", SettingKind::GroupMap, ""),
     // Captcha (`service::captcha`): each scene's provider, and the sites' keys at the providers.
     captcha("captcha_register", CAPTCHA_CHOICE, "none"),
     captcha("captcha_login", CAPTCHA_CHOICE, "none"),
@@ -311,7 +329,7 @@ pub fn validate_setting_value(setting: &KnownSetting, value: &serde_json::Value)
         (SettingKind::Bool, serde_json::Value::Bool(b)) => Ok(b.to_string()),
         (SettingKind::AuthMethods, v @ serde_json::Value::Array(_)) => {
             let methods: Vec<AuthMethod> = serde_json::from_value(v.clone())
-                .map_err(|_| "must be a list of: email_password, github, qq, passkey, magic_link".to_owned())?;
+                .map_err(|_| format!("must be a list of: {}", AUTH_METHOD_NAMES.join(", ")))?;
             Ok(serde_json::to_string(&methods).unwrap_or_default())
         }
         (SettingKind::Port, serde_json::Value::Number(n)) => {
@@ -327,6 +345,10 @@ pub fn validate_setting_value(setting: &KnownSetting, value: &serde_json::Value)
             let viewers = crate::domain::viewer::parse_viewers(value)?;
             serde_json::to_string(&viewers).map_err(|e| e.to_string())
         }
+        (SettingKind::GroupMap, serde_json::Value::String(s)) => {
+            let entries = parse_group_map(s)?;
+            Ok(entries.iter().map(|(value, group)| format!("{value}={group}")).collect::<Vec<_>>().join(","))
+        }
         (
             SettingKind::Text
             | SettingKind::Name
@@ -334,13 +356,34 @@ pub fn validate_setting_value(setting: &KnownSetting, value: &serde_json::Value)
             | SettingKind::AbsoluteUrl
             | SettingKind::Mailbox
             | SettingKind::Group
-            | SettingKind::Secret,
+            | SettingKind::Secret
+            | SettingKind::GroupMap,
             _,
         ) => Err("must be a string".to_owned()),
         (SettingKind::Port, _) => Err(port_range()),
         (SettingKind::Bool, _) => Err("must be true or false".to_owned()),
         (SettingKind::AuthMethods, _) => Err("must be a list of sign-in methods".to_owned()),
     }
+}
+
+/// The entries of an `oidc_group_map` text, in order: `value=<group id>` separated by commas,
+/// spaces around either trimmed; a value appears once. Empty text: no entries.
+pub fn parse_group_map(text: &str) -> Result<Vec<(String, uuid::Uuid)>, String> {
+    let mut entries: Vec<(String, uuid::Uuid)> = Vec::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let bad = || format!("must be value=<group id> entries separated by commas; {entry:?} is not one");
+        let (value, group) = entry.rsplit_once('=').ok_or_else(bad)?;
+        let (value, group) = (value.trim(), group.trim());
+        let group = uuid::Uuid::parse_str(group).map_err(|_| bad())?;
+        if value.is_empty() || value.chars().any(char::is_control) {
+            return Err(bad());
+        }
+        if entries.iter().any(|(seen, _)| seen == value) {
+            return Err(format!("maps {value:?} twice"));
+        }
+        entries.push((value.to_owned(), group));
+    }
+    Ok(entries)
 }
 
 fn port_range() -> String {
@@ -437,6 +480,29 @@ mod tests {
         assert_eq!(SettingKind::Text.typed("x"), json!("x"));
         let methods: Vec<AuthMethod> = serde_json::from_value(json!(AUTH_METHOD_NAMES)).unwrap();
         assert_eq!(methods.len(), AUTH_METHOD_NAMES.len(), "every name is a method");
+    }
+
+    #[test]
+    fn group_maps_are_checked_and_normalised() {
+        let map = known_setting("oidc_group_map").unwrap();
+        let (a, b) = ("5b0f4a52-3c39-4a43-9a57-08d2ffcb3e8a", "0e9ac7a4-71a4-4a8e-b4f1-6bd2f0a3a9c1");
+        assert_eq!(validate_setting_value(map, &json!("")).unwrap(), "");
+        assert_eq!(
+            validate_setting_value(map, &json!(format!(" admins = {a} ,staff={b},"))).unwrap(),
+            format!("admins={a},staff={b}")
+        );
+        // A value may hold `=` (a DN such as `cn=admins`): the group id follows the last one.
+        assert_eq!(
+            parse_group_map(&format!("cn=admins={a}")).unwrap(),
+            vec![("cn=admins".to_owned(), a.parse().unwrap())]
+        );
+        for bad in ["admins", "admins=staff", &format!("={a}"), &format!("x={a},x={b}")] {
+            assert!(validate_setting_value(map, &json!(bad)).is_err(), "{bad}");
+        }
+        assert!(validate_setting_value(map, &json!(5)).is_err());
+        assert!(known_setting("oidc_client_secret").unwrap().kind.is_secret());
+        let methods: Vec<AuthMethod> = serde_json::from_value(json!(["oidc"])).unwrap();
+        assert_eq!(methods, vec![AuthMethod::Oidc]);
     }
 
     #[test]

@@ -1,30 +1,32 @@
 //! The ways a user signs in (`auth_identities`) and the OAuth use cases around them: starting
-//! an OAuth sign-in or link, the provider's callback (link, sign in, or register), listing the
-//! caller's identities and unlinking one. The protocol itself is `auth::providers::oauth`'s.
+//! an OAuth sign-in or link, the provider's callback (link, sign in, or register, and for
+//! OpenID Connect the group its group claim maps to), listing the caller's identities and
+//! unlinking one. The protocol itself is `auth::providers::oauth`'s (and `oidc`'s).
 
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::auth::providers::oauth::{self, Flow, Profile, Provider};
+use crate::auth::providers::oauth::{self, Flow, OidcSettings, Profile, Provider};
 use crate::context::Context;
 use crate::db::identities::{IdentityRow, NewOAuthIdentity};
 use crate::db::users::NewUser;
 use crate::db::{self, DbError};
-use crate::domain::ids::UserId;
+use crate::domain::ids::{GroupId, UserId};
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::service::users::{self, UserUpdate};
 use crate::service::{accounts, bootstrap, site};
 
 /// One of the caller's ways to sign in, passkeys excepted (`GET /user/settings/authns` lists those).
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct IdentityView {
-    /// `email_password`, `github` or `qq`.
+    /// `email_password`, `github`, `qq` or `oidc`.
     pub provider: String,
     /// What the person knows the identity by: the e-mail address, the GitHub login, the QQ
-    /// nickname.
+    /// nickname, the OpenID Connect `preferred_username` (else `name`, `email` or `sub`).
     pub display: String,
     pub created_at: String,
     pub last_used_at: Option<String>,
@@ -125,12 +127,50 @@ async fn finish(ctx: &Context, provider: Provider, flow: &Flow, answer: &Callbac
         return Err(oauth::exchange_failed(provider, format_args!("the callback carries error={error}")));
     }
     let code = answer.code.filter(|c| !c.is_empty()).ok_or_else(|| oauth::exchange_failed(provider, "no code"))?;
-    let access_token = oauth::exchange(&settings, flow, code).await?;
-    let profile = oauth::profile(&settings, &access_token).await?;
+    let tokens = oauth::exchange(&settings, flow, code).await?;
+    let profile = oauth::profile(&settings, flow, &tokens).await?;
     match flow.link_user {
         Some(user) => link(ctx, provider, UserId::from(user), &profile).await.map(|()| Finished::Linked),
-        None => sign_in(ctx, provider, &profile).await.map(Finished::SignedIn),
+        None => {
+            let user_id = sign_in(ctx, provider, &profile).await?;
+            if let Some(oidc) = &settings.oidc {
+                apply_group_map(ctx, oidc, user_id, &profile.groups).await?;
+            }
+            Ok(Finished::SignedIn(user_id))
+        }
     }
+}
+
+/// Puts a user who signs in through OpenID Connect (at registration and at every sign-in) in
+/// the group of the first `oidc_group_map` entry whose value the group claim carries. When no
+/// entry matches, a user in one of the mapped groups (which the map gave them) returns to the
+/// registration group, and anyone else stays where an administrator put them. A move is an
+/// administrator's move: it outdates the user's access tokens and ends a temporary group.
+async fn apply_group_map(ctx: &Context, oidc: &OidcSettings, user_id: UserId, values: &[String]) -> ServiceResult<()> {
+    if oidc.group_claim.is_empty() || oidc.group_map.is_empty() {
+        return Ok(());
+    }
+    let Some(user) = db::users::find(ctx.db(), user_id).await? else { return Ok(()) };
+    let mapped = oidc.group_map.iter().find(|(value, _)| values.contains(value)).map(|(_, g)| GroupId::from(*g));
+    let target = match mapped {
+        Some(group) => group,
+        None if oidc.group_map.iter().any(|(_, g)| GroupId::from(*g) == user.group_id) => {
+            bootstrap::registration_group(ctx.db()).await?
+        }
+        None => return Ok(()),
+    };
+    if target == user.group_id {
+        return Ok(());
+    }
+    if db::groups::find(ctx.db(), target).await?.is_none() {
+        // Deleted since the map was saved: the sign-in goes on, the map wants mending.
+        tracing::warn!(group = %target, "oidc_group_map names a group that no longer exists");
+        return Ok(());
+    }
+    let update = UserUpdate { group_id: Some(target.as_uuid()), ..UserUpdate::default() };
+    users::update(ctx, user_id.as_uuid(), user_id.as_uuid(), update).await?;
+    tracing::info!(user = %user_id, group = %target, "moved by the OpenID Connect group map");
+    Ok(())
 }
 
 fn linked_elsewhere() -> ServiceError {

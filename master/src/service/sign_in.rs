@@ -121,7 +121,7 @@ pub async fn count_failure(ctx: &Context, budget: &[(String, u64)]) -> ServiceRe
 pub struct LoginAttempt<'a> {
     pub provider: AuthMethod,
     /// The e-mail address (`email_password`), the challenge token (`passkey`), the ticket of
-    /// the OAuth callback (`github`, `qq`), the mailed token (`magic_link`).
+    /// the OAuth callback (`github`, `qq`, `oidc`), the mailed token (`magic_link`).
     pub identifier: &'a str,
     /// The password (`email_password`), the assertion as JSON (`passkey`).
     pub credential: Option<&'a Secret>,
@@ -140,7 +140,7 @@ pub async fn login(ctx: &Context, attempt: LoginAttempt<'_>) -> ServiceResult<Lo
         AuthMethod::EmailPassword => identify_by_password(ctx, &attempt).await?,
         AuthMethod::Passkey => passkey::identify(ctx, attempt.identifier, attempt.credential).await?,
         AuthMethod::MagicLink => magic_link::identify(ctx, attempt.identifier).await?,
-        AuthMethod::Github | AuthMethod::Qq => {
+        AuthMethod::Github | AuthMethod::Qq | AuthMethod::Oidc => {
             let provider = oauth::Provider::from_method(attempt.provider).ok_or_else(invalid_credentials)?;
             oauth::redeem_ticket(ctx, provider, attempt.identifier).await?
         }
@@ -155,7 +155,7 @@ pub async fn login(ctx: &Context, attempt: LoginAttempt<'_>) -> ServiceResult<Lo
     // Single-use credentials are spent last: a sign-in refused for its code can be sent again.
     match attempt.provider {
         AuthMethod::MagicLink => magic_link::use_up(ctx, attempt.identifier, user_id).await?,
-        AuthMethod::Github | AuthMethod::Qq => {
+        AuthMethod::Github | AuthMethod::Qq | AuthMethod::Oidc => {
             let provider = oauth::Provider::from_method(attempt.provider).ok_or_else(invalid_credentials)?;
             oauth::use_up_ticket(ctx, provider, attempt.identifier, user_id).await?;
         }
@@ -170,7 +170,9 @@ pub async fn login(ctx: &Context, attempt: LoginAttempt<'_>) -> ServiceResult<Lo
 /// already two factors: something held and something known or being.
 fn asks_second_factor(provider: AuthMethod) -> bool {
     match provider {
-        AuthMethod::EmailPassword | AuthMethod::MagicLink | AuthMethod::Github | AuthMethod::Qq => true,
+        AuthMethod::EmailPassword | AuthMethod::MagicLink | AuthMethod::Github | AuthMethod::Qq | AuthMethod::Oidc => {
+            true
+        }
         AuthMethod::Passkey => false,
     }
 }

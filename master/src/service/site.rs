@@ -6,7 +6,7 @@ use crate::context::Context;
 use crate::db::{self, Db};
 use crate::domain::ids::GroupId;
 use crate::domain::settings::{
-    AuthMethod, KNOWN_SETTINGS, SettingKind, SettingsType, known_setting, validate_setting_value,
+    AuthMethod, KNOWN_SETTINGS, SettingKind, SettingsType, known_setting, parse_group_map, validate_setting_value,
 };
 use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
@@ -55,9 +55,10 @@ pub struct SettingEntry {
     pub group: SettingsType,
     /// `text`, `name` (text, not empty), `url` (absolute http(s) or a site path),
     /// `absolute_url`, `mailbox`, `group` (a group id, empty: `Users`), `bool`, `port`,
-    /// `choice` (one of `choices`), `auth_methods` (a list of `choices`), `secret`
-    /// (write-only) or `viewers` (a list of `{id, enabled, can_edit, extensions}`: the built-in
-    /// viewers `image`, `video`, `audio`, `pdf`, `markdown`, `text`; only the last two can edit).
+    /// `choice` (one of `choices`), `auth_methods` (a list of `choices`), `group_map`
+    /// (`value=<group id>` entries separated by commas), `secret` (write-only) or `viewers` (a
+    /// list of `{id, enabled, can_edit, extensions}`: the built-in viewers `image`, `video`,
+    /// `audio`, `pdf`, `markdown`, `text`; only the last two can edit).
     #[serde(rename = "type")]
     pub kind: &'static str,
     /// The allowed words of a `choice` or `auth_methods`; empty for other types.
@@ -185,6 +186,13 @@ pub async fn update_settings(db: &Db, values: &serde_json::Map<String, serde_jso
             };
             if !exists {
                 return Err(ServiceError::validation(name, format!("{name} must name an existing group")));
+            }
+        }
+        if setting.kind == SettingKind::GroupMap {
+            for (value, group) in parse_group_map(&text).map_err(|why| ServiceError::validation(name, why))? {
+                if db::groups::find(db, GroupId::from(group)).await?.is_none() {
+                    return Err(ServiceError::validation(name, format!("{name} maps {value:?} to no existing group")));
+                }
             }
         }
         rows.push((setting.name, setting.category.as_str(), text));

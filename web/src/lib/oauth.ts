@@ -1,9 +1,11 @@
 //! OAuth providers in the app: which the site enables, where a sign-in starts (a full browser
-//! navigation to the API, which redirects to the provider), and the message for an
+//! navigation to the API, which redirects to the provider), what a provider is called (the
+//! OpenID Connect one by the site's `oidc_display_name`), and the message for an
 //! `oauth_error` code the callback redirected with.
 import { t, type MessageKey } from "./i18n/index.svelte";
+import { site } from "./site.svelte";
 
-export const OAUTH_PROVIDERS = ["github", "qq"] as const;
+export const OAUTH_PROVIDERS = ["github", "qq", "oidc"] as const;
 export type OAuthProvider = (typeof OAUTH_PROVIDERS)[number];
 
 export function enabledProviders(methods: readonly string[] | undefined): OAuthProvider[] {
@@ -11,6 +13,7 @@ export function enabledProviders(methods: readonly string[] | undefined): OAuthP
 }
 
 export function providerName(provider: string): string {
+  if (provider === "oidc" && site.config?.oidc_display_name?.trim()) return site.config.oidc_display_name.trim();
   const key = `oauth.providers.${provider}` as MessageKey;
   const name = t(key);
   return name === key ? provider : name;

@@ -5,5 +5,6 @@
 
 pub mod magic_link;
 pub mod oauth;
+pub mod oidc;
 pub mod passkey;
 pub mod password;

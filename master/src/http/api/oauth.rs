@@ -44,14 +44,18 @@ pub struct CallbackQuery {
 /// Start an OAuth sign-in (a browser navigation): 302 to the provider's authorize URL with
 /// `client_id`, `redirect_uri` (`{site_url}/api/v1/user/oauth/{provider}/callback`), `scope`,
 /// `state` and a PKCE S256 `code_challenge`. The flow lives ten minutes, for one callback.
+/// For `oidc` (OpenID Connect) the authorize URL is the `authorization_endpoint` of the
+/// discovery document at `{oidc_issuer}/.well-known/openid-configuration`, `scope` is
+/// `oidc_scopes` (always with `openid`), and a `nonce` goes along, kept with the state.
 #[utoipa::path(get, path = "/user/oauth/{provider}", tag = "user",
-    params(("provider" = String, Path, description = "`github` or `qq`")),
+    params(("provider" = String, Path, description = "`github`, `qq` or `oidc` (OpenID Connect)")),
     responses(
         (status = 302, description = "To the provider's authorize URL (`Location`)"),
         (status = 403, description = "The provider is not in `auth_methods` (`auth.provider_disabled`)", body = ErrorBody),
         (status = 404, description = "No such provider (`auth.oauth_provider_unknown`)", body = ErrorBody),
         (status = 429, description = "Too many attempts from this address", body = ErrorBody),
-        (status = 503, description = "The provider has no client id, or `site_url` is empty (`auth.oauth_not_configured`)", body = ErrorBody),
+        (status = 502, description = "`oidc`: the discovery document cannot be fetched or read, or names another issuer (`auth.oidc_discovery_failed`)", body = ErrorBody),
+        (status = 503, description = "The provider has no client id (`oidc`: or no issuer), or `site_url` is empty (`auth.oauth_not_configured`)", body = ErrorBody),
     ))]
 pub async fn start(
     State(state): State<Context>,
@@ -72,8 +76,19 @@ pub async fn start(
 /// `auth.oauth_state_invalid`, `auth.oauth_exchange_failed`, `auth.oauth_no_email`,
 /// `auth.oauth_email_taken`, `user.registration_closed`, `auth.identity_linked_elsewhere`,
 /// `auth.identity_already_linked`, `auth.provider_disabled`, `auth.oauth_not_configured`.
+///
+/// For `oidc` the token endpoint must answer an ID token, checked against the issuer's JWKS
+/// (asymmetric algorithms such as RS256 and ES256; the keys are fetched again once for an
+/// unknown key id): its signature (`auth.oidc_signature_invalid`), `iss` equal to the
+/// discovery's issuer (`auth.oidc_issuer_invalid`), `aud` containing `oidc_client_id`
+/// (`auth.oidc_audience_invalid`), `exp` (`auth.oidc_token_expired`) and the flow's `nonce`
+/// (`auth.oidc_nonce_invalid`); `auth.oidc_discovery_failed` when the discovery or keys cannot
+/// be had. The identity is `{issuer}#{sub}`; its e-mail address registers an account only
+/// while `email_verified` is not false. With `oidc_group_claim` and `oidc_group_map` set, every
+/// OpenID Connect sign-in (the first one too) moves the user to the group the claim's value
+/// maps to, and back to the registration group when no value maps any more.
 #[utoipa::path(get, path = "/user/oauth/{provider}/callback", tag = "user",
-    params(("provider" = String, Path, description = "`github` or `qq`"), CallbackQuery),
+    params(("provider" = String, Path, description = "`github`, `qq` or `oidc` (OpenID Connect)"), CallbackQuery),
     responses(
         (status = 302, description = "To the web app: the ticket page, Settings, or the page that shows `oauth_error`"),
         (status = 400, description = "Unreadable query", body = ErrorBody),
@@ -91,7 +106,7 @@ pub async fn callback(
 /// Start linking a provider to the caller's account: answers the authorize URL to navigate the
 /// browser to; the callback then links the identity (refused when it belongs to another user).
 #[utoipa::path(post, path = "/user/settings/identities/{provider}", tag = "user", security(("bearer" = [])),
-    params(("provider" = String, Path, description = "`github` or `qq`")),
+    params(("provider" = String, Path, description = "`github`, `qq` or `oidc` (OpenID Connect)")),
     responses(
         (status = 200, description = "Navigate to `url`", body = LinkStart),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
@@ -124,7 +139,7 @@ pub async fn list(
 /// Unlink the caller's account at a provider; it no longer signs in. Refused when it is the
 /// account's last way to sign in.
 #[utoipa::path(delete, path = "/user/settings/identities/{provider}", tag = "user", security(("bearer" = [])),
-    params(("provider" = String, Path, description = "`github` or `qq`")),
+    params(("provider" = String, Path, description = "`github`, `qq` or `oidc` (OpenID Connect)")),
     responses(
         (status = 204, description = "Unlinked"),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),

@@ -46,6 +46,9 @@ pub struct SiteConfigResponse {
     pub auth_methods: Vec<AuthMethod>,
     /// Whether new accounts may register.
     pub register_enabled: bool,
+    /// The label of the OpenID Connect sign-in button (`oidc_display_name`, such as
+    /// `Keycloak`); shown while `auth_methods` has `oidc`.
+    pub oidc_display_name: String,
     /// The scenes that ask for a captcha (`register`, `login`, `magic_link`, `password_reset`,
     /// `share_password`, `report`), each with its provider; a scene not listed asks for none.
     pub captcha: BTreeMap<CaptchaScene, SceneCaptchaView>,
@@ -81,6 +84,7 @@ pub async fn config(State(state): State<Context>) -> ServiceResult<Json<SiteConf
         privacy_url: config.privacy_url,
         auth_methods: config.auth_methods,
         register_enabled: config.register_enabled,
+        oidc_display_name: settings.get("oidc_display_name").cloned().unwrap_or_default(),
         captcha,
     }))
 }

@@ -83,7 +83,7 @@ pub async fn register(
 /// | `email_password` | the e-mail address | the password |
 /// | `passkey` | `challenge_token` from `POST /user/authn/options` | the `PublicKeyCredential` from `navigator.credentials.get`, as JSON with base64url byte fields |
 /// | `magic_link` | the `token` of the link mailed by `POST /user/magic_link` (single use, 15 minutes) | none |
-/// | `github`, `qq` | the `ticket` the OAuth callback put in its redirect to `/login/oauth` (single use, two minutes) | none |
+/// | `github`, `qq`, `oidc` | the `ticket` the OAuth callback put in its redirect to `/login/oauth` (single use, two minutes) | none |
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoginRequest {

@@ -1749,6 +1749,9 @@ export interface paths {
          * Start an OAuth sign-in (a browser navigation): 302 to the provider's authorize URL with
          *     `client_id`, `redirect_uri` (`{site_url}/api/v1/user/oauth/{provider}/callback`), `scope`,
          *     `state` and a PKCE S256 `code_challenge`. The flow lives ten minutes, for one callback.
+         *     For `oidc` (OpenID Connect) the authorize URL is the `authorization_endpoint` of the
+         *     discovery document at `{oidc_issuer}/.well-known/openid-configuration`, `scope` is
+         *     `oidc_scopes` (always with `openid`), and a `nonce` goes along, kept with the state.
          */
         get: operations["start"];
         put?: never;
@@ -1777,6 +1780,16 @@ export interface paths {
          *     `auth.oauth_state_invalid`, `auth.oauth_exchange_failed`, `auth.oauth_no_email`,
          *     `auth.oauth_email_taken`, `user.registration_closed`, `auth.identity_linked_elsewhere`,
          *     `auth.identity_already_linked`, `auth.provider_disabled`, `auth.oauth_not_configured`.
+         * @description For `oidc` the token endpoint must answer an ID token, checked against the issuer's JWKS
+         *     (asymmetric algorithms such as RS256 and ES256; the keys are fetched again once for an
+         *     unknown key id): its signature (`auth.oidc_signature_invalid`), `iss` equal to the
+         *     discovery's issuer (`auth.oidc_issuer_invalid`), `aud` containing `oidc_client_id`
+         *     (`auth.oidc_audience_invalid`), `exp` (`auth.oidc_token_expired`) and the flow's `nonce`
+         *     (`auth.oidc_nonce_invalid`); `auth.oidc_discovery_failed` when the discovery or keys cannot
+         *     be had. The identity is `{issuer}#{sub}`; its e-mail address registers an account only
+         *     while `email_verified` is not false. With `oidc_group_claim` and `oidc_group_map` set, every
+         *     OpenID Connect sign-in (the first one too) moves the user to the group the claim's value
+         *     maps to, and back to the registration group when no value maps any more.
          */
         get: operations["callback"];
         put?: never;
@@ -2318,7 +2331,7 @@ export interface components {
          * @description A sign-in provider that the site may enable through `auth_methods`.
          * @enum {string}
          */
-        AuthMethod: "email_password" | "github" | "qq" | "passkey" | "magic_link";
+        AuthMethod: "email_password" | "github" | "qq" | "passkey" | "magic_link" | "oidc";
         /**
          * @description Where an avatar comes from other than an upload.
          * @enum {string}
@@ -2720,11 +2733,11 @@ export interface components {
             created_at: string;
             /**
              * @description What the person knows the identity by: the e-mail address, the GitHub login, the QQ
-             *     nickname.
+             *     nickname, the OpenID Connect `preferred_username` (else `name`, `email` or `sub`).
              */
             display: string;
             last_used_at?: string | null;
-            /** @description `email_password`, `github` or `qq`. */
+            /** @description `email_password`, `github`, `qq` or `oidc`. */
             provider: string;
         };
         IdsRequest: {
@@ -2743,7 +2756,7 @@ export interface components {
          *     | `email_password` | the e-mail address | the password |
          *     | `passkey` | `challenge_token` from `POST /user/authn/options` | the `PublicKeyCredential` from `navigator.credentials.get`, as JSON with base64url byte fields |
          *     | `magic_link` | the `token` of the link mailed by `POST /user/magic_link` (single use, 15 minutes) | none |
-         *     | `github`, `qq` | the `ticket` the OAuth callback put in its redirect to `/login/oauth` (single use, two minutes) | none |
+         *     | `github`, `qq`, `oidc` | the `ticket` the OAuth callback put in its redirect to `/login/oauth` (single use, two minutes) | none |
          */
         LoginRequest: {
             /**
@@ -3579,9 +3592,10 @@ export interface components {
             /**
              * @description `text`, `name` (text, not empty), `url` (absolute http(s) or a site path),
              *     `absolute_url`, `mailbox`, `group` (a group id, empty: `Users`), `bool`, `port`,
-             *     `choice` (one of `choices`), `auth_methods` (a list of `choices`), `secret`
-             *     (write-only) or `viewers` (a list of `{id, enabled, can_edit, extensions}`: the built-in
-             *     viewers `image`, `video`, `audio`, `pdf`, `markdown`, `text`; only the last two can edit).
+             *     `choice` (one of `choices`), `auth_methods` (a list of `choices`), `group_map`
+             *     (`value=<group id>` entries separated by commas), `secret` (write-only) or `viewers` (a
+             *     list of `{id, enabled, can_edit, extensions}`: the built-in viewers `image`, `video`,
+             *     `audio`, `pdf`, `markdown`, `text`; only the last two can edit).
              */
             type: string;
             /** @description The current value, typed (booleans, port numbers, method lists); absent for secrets. */
@@ -3684,6 +3698,11 @@ export interface components {
             };
             /** @description HTML snippet the web client puts in the page footer (set by administrators). */
             footer_code: string;
+            /**
+             * @description The label of the OpenID Connect sign-in button (`oidc_display_name`, such as
+             *     `Keycloak`); shown while `auth_methods` has `oidc`.
+             */
+            oidc_display_name: string;
             /** @description Privacy policy; empty when none. */
             privacy_url: string;
             /** @description Whether new accounts may register. */
@@ -14920,7 +14939,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description `github` or `qq` */
+                /** @description `github`, `qq` or `oidc` (OpenID Connect) */
                 provider: string;
             };
             cookie?: never;
@@ -14979,7 +14998,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The provider has no client id, or `site_url` is empty (`auth.oauth_not_configured`) */
+            /** @description `oidc`: the discovery document cannot be fetched or read, or names another issuer (`auth.oidc_discovery_failed`) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The provider has no client id (`oidc`: or no issuer), or `site_url` is empty (`auth.oauth_not_configured`) */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -15002,7 +15030,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description `github` or `qq` */
+                /** @description `github`, `qq` or `oidc` (OpenID Connect) */
                 provider: string;
             };
             cookie?: never;
@@ -16398,7 +16426,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description `github` or `qq` */
+                /** @description `github`, `qq` or `oidc` (OpenID Connect) */
                 provider: string;
             };
             cookie?: never;
@@ -16475,7 +16503,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description `github` or `qq` */
+                /** @description `github`, `qq` or `oidc` (OpenID Connect) */
                 provider: string;
             };
             cookie?: never;
