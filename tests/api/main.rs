@@ -35,6 +35,7 @@ mod summary;
 mod tags;
 mod tasks;
 mod themes;
+mod thumbnails;
 mod two_factor;
 mod web;
 mod webdav;

@@ -182,10 +182,12 @@ pub async fn run(ctx: &Context, props: &TaskProps, last_attempt: bool) -> Result
     let blake3 = props.blake3.clone().ok_or_else(|| permanent("the task names no content"))?;
     let side = props.side.ok_or_else(|| permanent("the task names no side"))?;
     let blob_id = props.blob_id.clone().ok_or_else(|| permanent("the task names no blob"))?;
-    let outcome = make(ctx, &blob_id, side).await;
+    let mut read_here = 0;
+    let outcome = make(ctx, &blob_id, side, &mut read_here).await;
     let db = ctx.db();
     let side_key = i64::from(side);
-    let progress = TaskProgress { files_total: 1, files_done: 1, ..TaskProgress::default() };
+    // `bytes_done` counts the image bytes this master read: none when a node drew it.
+    let progress = TaskProgress { files_total: 1, files_done: 1, bytes_done: read_here, ..TaskProgress::default() };
     match outcome {
         Ok(Ok(jpeg)) => {
             rows::store_ready(db, &blake3, side_key, &jpeg, now_ms()).await.map_err(transient)?;
@@ -207,8 +209,13 @@ pub async fn run(ctx: &Context, props: &TaskProps, last_attempt: bool) -> Result
 }
 
 /// The thumbnail of the blob's content, or why there is none; `Err` when it could not be
-/// tried now.
-async fn make(ctx: &Context, blob_id: &str, side: u32) -> Result<Result<Vec<u8>, Refusal>, TaskFailure> {
+/// tried now. `read_here` counts the bytes of the image read by this master.
+async fn make(
+    ctx: &Context,
+    blob_id: &str,
+    side: u32,
+    read_here: &mut u64,
+) -> Result<Result<Vec<u8>, Refusal>, TaskFailure> {
     let (blob, policy) = db::blobs::find_with_policy(ctx.db(), blob_id)
         .await
         .map_err(transient)?
@@ -234,6 +241,7 @@ async fn make(ctx: &Context, blob_id: &str, side: u32) -> Result<Result<Vec<u8>,
         })
         .await
         .map_err(transient)?;
+    *read_here = source.len() as u64;
     Ok(match thumbnail::render_bounded(source, side).await {
         Ok(jpeg) => Ok(jpeg),
         Err(RenderError::Refused(refusal)) => Err(refusal),
