@@ -80,7 +80,10 @@ pub async fn run(args: &[String]) {
     let started = Instant::now();
     let photos: Vec<Vec<u8>> = (0..images as u32).map(photo).collect();
     let average = photos.iter().map(Vec::len).sum::<usize>() as f64 / images as f64 / 1e6;
-    println!("made {images} JPEGs of {WIDTH}x{HEIGHT} ({average:.1} MB on average) in {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "made {images} JPEGs of {WIDTH}x{HEIGHT} ({average:.1} MB on average) in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 
     // The yardstick: the same code in this process, no server.
     let started = Instant::now();
@@ -118,7 +121,11 @@ pub async fn run(args: &[String]) {
 
     println!("\n| workload | figure | master RSS |");
     println!("|---|---:|---:|");
-    println!("| decode + scale + encode in-process (yardstick) | {:.2} thumbnails/s ({:.0} ms each) | - |", 1.0 / in_process, in_process * 1000.0);
+    println!(
+        "| decode + scale + encode in-process (yardstick) | {:.2} thumbnails/s ({:.0} ms each) | - |",
+        1.0 / in_process,
+        in_process * 1000.0
+    );
     println!(
         "| one at a time through the API (request → 200) | {:.2} thumbnails/s (median {:.0} ms) | {idle_rss:.1} MiB idle |",
         1.0 / median,

@@ -123,9 +123,8 @@ async fn a_decompression_bomb_is_refused_for_good_and_nothing_is_stored(app: Tes
     assert!(bomb.len() < 100, "a tiny file claiming ten gigapixels");
     let object = app.upload(&user, &root, "bomb.png", &bomb).await;
     let id = object["id"].as_str().unwrap();
-    let blobs_before = nubo_master::db::blobs::count_for_policy(app.context().db(), policy.parse().unwrap())
-        .await
-        .unwrap();
+    let blobs_before =
+        nubo_master::db::blobs::count_for_policy(app.context().db(), policy.parse().unwrap()).await.unwrap();
 
     let refused = settled_thumbnail(&app, &user, id, 1024).await;
     let body = error_body(refused, 422).await;
@@ -141,9 +140,8 @@ async fn a_decompression_bomb_is_refused_for_good_and_nothing_is_stored(app: Tes
     let hash = blake3::hash(&bomb).to_hex().to_string();
     let found = nubo_master::db::thumbnails::find(app.context().db(), &hash, 1024).await.unwrap().unwrap();
     assert_eq!((found.state.as_str(), found.image.is_none()), ("failed", true), "no image stored");
-    let blobs_after = nubo_master::db::blobs::count_for_policy(app.context().db(), policy.parse().unwrap())
-        .await
-        .unwrap();
+    let blobs_after =
+        nubo_master::db::blobs::count_for_policy(app.context().db(), policy.parse().unwrap()).await.unwrap();
     assert_eq!(blobs_after, blobs_before, "nothing stored in the policy");
 }
 

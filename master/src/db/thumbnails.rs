@@ -107,9 +107,7 @@ pub async fn sweep(db: &Db, stale_before: Millis) -> Result<u64, DbError> {
 
 /// How many thumbnail rows exist for a content hash (tests and benchmarks look).
 pub async fn count_for(db: &Db, blake3: &str) -> Result<i64, DbError> {
-    let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM thumbnails WHERE blake3 = $1")
-        .bind(blake3)
-        .fetch_one(db.reader())
-        .await?;
+    let (count,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM thumbnails WHERE blake3 = $1").bind(blake3).fetch_one(db.reader()).await?;
     Ok(count)
 }

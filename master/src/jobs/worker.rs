@@ -15,8 +15,8 @@ use crate::db::tasks::TaskRow;
 use crate::db::{self};
 use crate::domain::task::{TaskProgress, TaskStatus, TaskType};
 use crate::domain::time::now_ms;
-use crate::service::{external, thumbnails};
 use crate::service::migration::{self, Checkpoint, TaskFailure};
+use crate::service::{external, thumbnails};
 
 /// Timing of the queue.
 #[derive(Debug, Clone, Copy)]
