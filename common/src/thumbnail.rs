@@ -199,6 +199,14 @@ mod tests {
     }
 
     #[test]
+    fn webp_and_jpeg_sources_are_drawn_too() {
+        let webp = encoded(DynamicImage::new_rgba8(500, 500), ImageFormat::WebP);
+        assert_eq!(dimensions(&render(&webp, 256).unwrap()), (256, 256));
+        let jpeg = encoded(DynamicImage::new_rgb8(2048, 1024), ImageFormat::Jpeg);
+        assert_eq!(dimensions(&render(&jpeg, 1024).unwrap()), (1024, 512));
+    }
+
+    #[test]
     fn a_small_image_keeps_its_size() {
         let jpeg = encoded(DynamicImage::new_rgb8(40, 30), ImageFormat::Jpeg);
         assert_eq!(dimensions(&render(&jpeg, 1024).unwrap()), (40, 30));
