@@ -10,12 +10,13 @@ use nubo_tests::cluster::TestNode;
 use nubo_tests::files::{PolicyKind, files_below};
 use nubo_tests::{Session, TestApp, error_body, on_every_backend, on_every_backend_and_storage};
 use reqwest::{Method, Response};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 on_every_backend_and_storage!(an_image_gets_a_thumbnail_that_identical_files_share);
 on_every_backend!(
     a_decompression_bomb_is_refused_for_good_and_nothing_is_stored,
     sizes_outside_the_set_folders_and_non_images_are_refused,
+    the_sweep_forgets_thumbnails_once_no_file_has_their_content,
     a_node_backed_image_is_drawn_on_the_node
 );
 
@@ -195,4 +196,28 @@ async fn a_node_backed_image_is_drawn_on_the_node(app: TestApp) {
     assert_eq!(tasks[0]["progress"]["bytes_done"], 0, "the image's bytes never came to the master: {}", tasks[0]);
     assert_eq!(node.blobs().len(), 1, "the node stored nothing new");
     assert!(files_below(&app.config.data_dir.join("uploads")).is_empty(), "nor did the master's disk");
+}
+
+async fn the_sweep_forgets_thumbnails_once_no_file_has_their_content(app: TestApp) {
+    let user = app.register("grace@nubo.test", "grace-password-1").await;
+    let root = app.root_id(&user).await;
+    let (kept, gone) = (png(64, 48), png(48, 64));
+    let kept_id = app.upload(&user, &root, "kept.png", &kept).await["id"].as_str().unwrap().to_owned();
+    let gone_id = app.upload(&user, &root, "gone.png", &gone).await["id"].as_str().unwrap().to_owned();
+    for id in [&kept_id, &gone_id] {
+        assert_eq!(settled_thumbnail(&app, &user, id, 256).await.status(), 200);
+    }
+    let ids = json!({"ids": [gone_id]});
+    assert!(app.call(Method::DELETE, "/object", Some(&user.access), Some(ids.clone())).await.status().is_success());
+    let purged = app.call(Method::DELETE, "/trash", Some(&user.access), Some(ids)).await;
+    assert!(purged.status().is_success(), "{}", purged.status());
+
+    let now = nubo_master::domain::time::now_ms();
+    let swept = nubo_master::service::thumbnails::sweep(app.context(), now).await.unwrap();
+    assert_eq!(swept, 1, "only the purged file's thumbnail goes");
+    let db = app.context().db();
+    let (gone_hash, kept_hash) = (blake3::hash(&gone).to_hex().to_string(), blake3::hash(&kept).to_hex().to_string());
+    assert_eq!(nubo_master::db::thumbnails::count_for(db, &gone_hash).await.unwrap(), 0);
+    assert_eq!(nubo_master::db::thumbnails::count_for(db, &kept_hash).await.unwrap(), 1);
+    assert_eq!(thumbnail(&app, &user, &kept_id, 256).await.status(), 200, "the kept one is still served");
 }
