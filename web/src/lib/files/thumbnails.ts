@@ -20,12 +20,15 @@ export function mayHaveThumbnail(o: ObjectView): boolean {
   return o.kind === "file" && IMAGE.test(o.name);
 }
 
-/** A `blob:` URL of the entry's thumbnail, or null when it has none (or it cannot be loaded). */
-export function thumbnailUrl(o: ObjectView, size: 256 | 1024 = 256): Promise<string | null> {
-  const key = `${o.id}@${o.updated_at}/${size}`;
+/**
+ * A `blob:` URL of the thumbnail of file `id` as of `version` (its `updated_at`), or null when
+ * it has none (or it cannot be loaded).
+ */
+export function thumbnailUrl(id: string, version: string, size: 256 | 1024 = 256): Promise<string | null> {
+  const key = `${id}@${version}/${size}`;
   let url = loaded.get(key);
   if (!url) {
-    url = fetchThumbnail(o, size);
+    url = fetchThumbnail(id, version, size);
     loaded.set(key, url);
     release();
   }
@@ -53,8 +56,8 @@ async function turn<T>(work: () => Promise<T>): Promise<T> {
 
 const pause = (seconds: number) => new Promise((done) => setTimeout(done, seconds * 1000));
 
-async function fetchThumbnail(o: ObjectView, size: number): Promise<string | null> {
-  const path = `/api/v1/object/${o.id}/thumbnail?size=${size}&v=${encodeURIComponent(o.updated_at)}`;
+async function fetchThumbnail(id: string, version: string, size: number): Promise<string | null> {
+  const path = `/api/v1/object/${id}/thumbnail?size=${size}&v=${encodeURIComponent(version)}`;
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     const answer = await turn(async (): Promise<{ url: string | null } | { wait: number }> => {
       await session.ensureFresh();
