@@ -17,6 +17,7 @@ on_every_backend!(
     a_decompression_bomb_is_refused_for_good_and_nothing_is_stored,
     sizes_outside_the_set_folders_and_non_images_are_refused,
     the_sweep_forgets_thumbnails_once_no_file_has_their_content,
+    concurrent_first_requests_on_two_masters_queue_one_task,
     a_node_backed_image_is_drawn_on_the_node
 );
 
@@ -220,4 +221,30 @@ async fn the_sweep_forgets_thumbnails_once_no_file_has_their_content(app: TestAp
     assert_eq!(nubo_master::db::thumbnails::count_for(db, &gone_hash).await.unwrap(), 0);
     assert_eq!(nubo_master::db::thumbnails::count_for(db, &kept_hash).await.unwrap(), 1);
     assert_eq!(thumbnail(&app, &user, &kept_id, 256).await.status(), 200, "the kept one is still served");
+}
+
+async fn concurrent_first_requests_on_two_masters_queue_one_task(app: TestApp) {
+    let admin = app.login_admin().await;
+    let user = app.register("heidi@nubo.test", "heidi-password-1").await;
+    let root = app.root_id(&user).await;
+    let object = app.upload(&user, &root, "crowd.webp", &png(400, 400)).await;
+    let id = object["id"].as_str().unwrap().to_owned();
+    // A replica on the same database (PostgreSQL: the masters share it as they would in production).
+    let peer = (app.backend == nubo_tests::Backend::Postgres).then_some(app.spawn_peer().await);
+    let bases: Vec<String> =
+        std::iter::once(app.base_url.clone()).chain(peer.iter().map(|p| format!("http://{}", p.addr))).collect();
+    let requests = (0..12).map(|n| {
+        let url = format!("{}/api/v1/object/{id}/thumbnail?size=1024", bases[n % bases.len()]);
+        app.client.get(url).bearer_auth(&user.access).send()
+    });
+    for answer in futures_util::future::join_all(requests).await {
+        let status = answer.unwrap().status();
+        assert!(status == 202 || status == 200, "{status}");
+    }
+    assert_eq!(settled_thumbnail(&app, &user, &id, 1024).await.status(), 200, "a WebP-named PNG is drawn too");
+    let tasks = thumbnail_tasks(&app, &admin).await;
+    assert_eq!(tasks.len(), 1, "twelve first requests, one task: {tasks:?}");
+    if let Some(peer) = peer {
+        peer.shutdown(Duration::from_secs(10)).await.unwrap();
+    }
 }
