@@ -8,7 +8,8 @@
 //! over 100,000 objects on SQLite and PostgreSQL (see `search.rs`); `nubo-bench archive` streams
 //! a ZIP of a 5 GiB folder while sampling the master's memory (see `archive.rs`);
 //! `nubo-bench summary` times `GET /admin/summary` on a site of 1,000,000 objects on SQLite and
-//! PostgreSQL (see `summary.rs`).
+//! PostgreSQL (see `summary.rs`); `nubo-bench thumbnails` makes thumbnails of 12-megapixel
+//! JPEGs and reads the master's peak memory while two are made at once (see `thumbnails.rs`).
 //!
 //! `nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL]` starts a master on
 //! SQLite (in-memory store), signs in, then drives a `jwt_required` endpoint
@@ -39,6 +40,7 @@ mod nodes;
 mod reads;
 mod search;
 mod summary;
+mod thumbnails;
 
 struct Options {
     seconds: u64,
@@ -200,7 +202,7 @@ async fn bench_auth(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R]";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N]";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -249,6 +251,12 @@ fn main() {
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
         runtime.block_on(summary::run(rest));
+        return;
+    }
+    if command == "thumbnails" {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(thumbnails::run(rest));
         return;
     }
     if command == "s3-copy" {

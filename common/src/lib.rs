@@ -1,5 +1,6 @@
 //! What the Nubo master and its storage nodes share: secret values and their loading rules,
-//! blake3 content hashing, the blob storage drivers and the HTTP edge both listen through.
+//! blake3 content hashing, the blob storage drivers, the HTTP edge both listen through, and
+//! image thumbnails.
 
 pub mod config;
 pub mod guard;
@@ -8,3 +9,4 @@ pub mod http;
 pub mod secret;
 pub mod serve;
 pub mod storage;
+pub mod thumbnail;

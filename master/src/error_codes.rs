@@ -152,6 +152,13 @@ codes! {
     TASK_NOT_FOUND = "task.not_found";
     TASK_FINISHED = "task.finished";
 
+    THUMBNAIL_SIZE_UNSUPPORTED = "thumbnail.size_unsupported";
+    THUMBNAIL_NOT_IMAGE = "thumbnail.not_image";
+    THUMBNAIL_TOO_MANY_PIXELS = "thumbnail.too_many_pixels";
+    THUMBNAIL_TOO_LARGE = "thumbnail.too_large";
+    THUMBNAIL_TIMEOUT = "thumbnail.timeout";
+    THUMBNAIL_FAILED = "thumbnail.failed";
+
     NODE_NOT_FOUND = "node.not_found";
     NODE_NAME_TAKEN = "node.name_taken";
     NODE_IN_USE = "node.in_use";

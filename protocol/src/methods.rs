@@ -138,6 +138,9 @@ methods! {
         ExternalDownloadCompleteParams => ExternalDownloadCompleteResult;
     /// Node to master: the fetch failed for good; the node already dropped the partial bytes.
     ExternalDownloadFailed = "external_download_failed", handled by [Master], ExternalDownloadFailedParams => Ack;
+    /// Master to node: make the JPEG thumbnail of a blob the node holds, so the image's bytes
+    /// never cross to the master (only the small thumbnail does).
+    ThumbnailRender = "thumbnail_render", handled by [Node], ThumbnailRenderParams => ThumbnailRenderResult;
 }
 
 impl fmt::Display for Method {
@@ -203,6 +206,8 @@ pub enum Capability {
     Download,
     /// Runs `external_download_*` fetches.
     ExternalDownload,
+    /// Answers `thumbnail_render`.
+    Thumbnail,
     #[serde(other)]
     Unrecognized,
 }
@@ -413,6 +418,27 @@ pub struct ExternalDownloadFailedParams {
     pub http_status: Option<u16>,
 }
 
+/// `thumbnail_render` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThumbnailRenderParams {
+    /// The image blob.
+    pub storage_key: String,
+    /// The longest side of the thumbnail, one of `nubo_common::thumbnail::SIDES`.
+    pub side: u32,
+}
+
+/// `thumbnail_render` result: exactly one of the two fields is set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThumbnailRenderResult {
+    /// The JPEG thumbnail, base64 (standard alphabet, padded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jpeg_base64: Option<String>,
+    /// Why the blob gets no thumbnail (final: not an image, too many pixels, too large, too
+    /// slow to decode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<nubo_common::thumbnail::Refusal>,
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -431,7 +457,7 @@ mod tests {
             assert_eq!(Method::parse(name), Some(method));
             assert_eq!(method.to_string(), name);
         }
-        assert_eq!(seen.len(), 11);
+        assert_eq!(seen.len(), 12);
         assert_eq!(Method::parse("Ping"), None);
         assert_eq!(Method::parse("UPLOAD_COMPLETE"), None);
     }
@@ -445,6 +471,7 @@ mod tests {
             Method::BlobStat,
             Method::ExternalDownloadCreate,
             Method::ExternalDownloadCancel,
+            Method::ThumbnailRender,
         ];
         for &method in Method::ALL {
             let node = method.handled_by(Role::Node);

@@ -450,6 +450,7 @@ mod tests {
                 http_status: Some(404),
             }
             .into(),
+            Method::ThumbnailRender => ThumbnailRenderParams { storage_key, side: 256 }.into(),
         }
     }
 

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response as HttpResponse};
 use nubo_common::storage::{BlobStore, StorageError, StorageKey};
 use nubo_protocol::methods::{
     Ack, BlobDeleteParams, BlobDeleteResult, BlobStatParams, BlobStatResult, Call, Capability, Method, PingParams,
-    PingResult, UploadSessionAbortParams, UploadSessionCreateParams,
+    PingResult, ThumbnailRenderParams, ThumbnailRenderResult, UploadSessionAbortParams, UploadSessionCreateParams,
 };
 use nubo_protocol::rpc::{Request, Response, RpcError, check_protocol_version, encode_outcome};
 use nubo_protocol::signing::{RequestParts, SignatureHeaders, VerifyError};
@@ -68,6 +68,7 @@ async fn dispatch(node: &Shared, call: Call) -> Result<Value, RpcError> {
         Call::UploadSessionAbort(params) => encode_outcome(upload_session_abort(node, params).await),
         Call::ExternalDownloadCreate(params) => encode_outcome(crate::fetch::create(node, params).await),
         Call::ExternalDownloadCancel(params) => encode_outcome(crate::fetch::cancel(node, params).await),
+        Call::ThumbnailRender(params) => encode_outcome(thumbnail_render(node, params).await),
         // `parse_for(Role::Node)` refuses master-side methods before they get here.
         other => Err(RpcError::unknown_method(other.method().as_str())),
     }
@@ -79,7 +80,12 @@ async fn ping(node: &Shared, params: PingParams) -> Result<PingResult, RpcError>
     Ok(PingResult {
         protocol_version: PROTOCOL_VERSION,
         software: format!("nubo-slave {}", env!("CARGO_PKG_VERSION")),
-        capabilities: vec![Capability::Upload, Capability::Download, Capability::ExternalDownload],
+        capabilities: vec![
+            Capability::Upload,
+            Capability::Download,
+            Capability::ExternalDownload,
+            Capability::Thumbnail,
+        ],
         free_space: space.as_ref().map(fs4::FsStats::available_space),
         total_space: space.as_ref().map(fs4::FsStats::total_space),
     })
@@ -215,4 +221,35 @@ async fn upload_session_abort(node: &Shared, params: UploadSessionAbortParams) -
         node.sessions.remove(&params.session_id).await.map_err(io_failure)?;
     }
     Ok(Ack {})
+}
+
+/// Makes the thumbnail of a blob here, so only the thumbnail travels to the master. A file
+/// that gets none answers its refusal as a result (it is final), not as an error.
+async fn thumbnail_render(node: &Shared, params: ThumbnailRenderParams) -> Result<ThumbnailRenderResult, RpcError> {
+    use base64::Engine as _;
+    use nubo_common::thumbnail::{self, Refusal, RenderError};
+    const METHOD: Method = Method::ThumbnailRender;
+    let key = storage_key(METHOD, &params.storage_key)?;
+    if !thumbnail::is_supported_side(params.side) {
+        return Err(RpcError::invalid_params(METHOD, format!("side must be one of {:?}", thumbnail::SIDES)));
+    }
+    let refused = |refusal| ThumbnailRenderResult { jpeg_base64: None, refusal: Some(refusal) };
+    let size = node.store.size(&key).await.map_err(storage_failure)?;
+    let size = size.ok_or_else(|| RpcError::not_found(format!("no blob at {key}")))?;
+    if size > thumbnail::MAX_SOURCE_BYTES {
+        return Ok(refused(Refusal::TooLarge));
+    }
+    let source = tokio::fs::read(node.store.root().join(key.as_str())).await.map_err(io_failure)?;
+    match thumbnail::render_bounded(source, params.side).await {
+        Ok(jpeg) => {
+            tracing::debug!(%key, side = params.side, bytes = jpeg.len(), "thumbnail made");
+            let jpeg_base64 = base64::engine::general_purpose::STANDARD.encode(jpeg);
+            Ok(ThumbnailRenderResult { jpeg_base64: Some(jpeg_base64), refusal: None })
+        }
+        Err(RenderError::Refused(refusal)) => Ok(refused(refusal)),
+        Err(RenderError::Crashed(detail)) => {
+            tracing::error!(%key, %detail, "the thumbnail decoder crashed");
+            Ok(refused(Refusal::Other))
+        }
+    }
 }

@@ -36,6 +36,7 @@ mod summary;
 mod tags;
 mod tasks;
 mod themes;
+mod thumbnails;
 mod two_factor;
 mod versions;
 mod web;

@@ -34,6 +34,7 @@ pub mod summary;
 pub mod tags;
 pub mod tasks;
 pub mod themes;
+pub mod thumbnails;
 pub mod two_factor;
 pub mod uploads;
 pub mod users;

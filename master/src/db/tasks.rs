@@ -3,7 +3,7 @@
 //! claimable again.
 
 use super::columns::Flag;
-use super::{Db, DbError};
+use super::{Conn, Db, DbError};
 use crate::domain::ids::UserId;
 use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
 use crate::domain::time::Millis;
@@ -34,6 +34,12 @@ pub struct TaskRow {
 }
 
 pub async fn insert(db: &Db, row: &TaskRow) -> Result<(), DbError> {
+    let mut conn = db.writer().acquire().await?;
+    insert_in(&mut conn, row).await
+}
+
+/// [`insert`] inside the caller's transaction (a task queued together with the row it serves).
+pub async fn insert_in(conn: &mut Conn, row: &TaskRow) -> Result<(), DbError> {
     sqlx::query(
         "INSERT INTO tasks (id, type, status, owner_id, props, progress, attempts, max_attempts, run_after, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8, $9, $9)",
@@ -47,7 +53,7 @@ pub async fn insert(db: &Db, row: &TaskRow) -> Result<(), DbError> {
     .bind(row.max_attempts)
     .bind(row.run_after)
     .bind(row.created_at)
-    .execute(db.writer())
+    .execute(conn)
     .await?;
     Ok(())
 }
@@ -65,7 +71,7 @@ pub async fn find(db: &Db, id: &str) -> Result<Option<TaskRow>, DbError> {
 /// queued waits for a master that can run it, instead of being taken and failing to decode.
 pub async fn claim(db: &Db, worker: &str, now: Millis, lease_until: Millis) -> Result<Option<TaskRow>, DbError> {
     let due = "((status = 'queued' AND run_after <= $3) OR (status = 'running' AND lease_until < $3)) \
-               AND type IN ('POLICY_MIGRATE', 'EXTERNAL_DOWNLOAD')";
+               AND type IN ('POLICY_MIGRATE', 'EXTERNAL_DOWNLOAD', 'THUMBNAIL')";
     let sql = format!(
         "UPDATE tasks SET status = 'running', lease_owner = $1, lease_until = $2, attempts = attempts + 1, updated_at = $3
          WHERE id = (SELECT id FROM tasks WHERE {due} ORDER BY run_after, created_at LIMIT 1) AND {due}

@@ -48,6 +48,8 @@ pub enum TaskType {
     PolicyMigrate,
     /// Fetch a URL into a folder (storage-node feature; not run by this master yet).
     ExternalDownload,
+    /// Make the thumbnail of an image's content (queued by the first request for it; no owner).
+    Thumbnail,
 }
 
 impl TaskType {
@@ -55,6 +57,7 @@ impl TaskType {
         match self {
             TaskType::PolicyMigrate => "POLICY_MIGRATE",
             TaskType::ExternalDownload => "EXTERNAL_DOWNLOAD",
+            TaskType::Thumbnail => "THUMBNAIL",
         }
     }
 
@@ -63,7 +66,7 @@ impl TaskType {
     }
 }
 
-/// `TaskProps`: what a task was asked to do. Migration fields are set for `POLICY_MIGRATE`.
+/// `TaskProps`: what a task was asked to do; each field says which task types set it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct TaskProps {
     /// The file or folder being migrated.
@@ -82,6 +85,15 @@ pub struct TaskProps {
     /// `EXTERNAL_DOWNLOAD`: the storage node that fetches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_id: Option<Uuid>,
+    /// `THUMBNAIL`: the blob whose content is drawn (any blob of that content will do).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blob_id: Option<String>,
+    /// `THUMBNAIL`: the content's blake3 (the thumbnail's key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blake3: Option<String>,
+    /// `THUMBNAIL`: the longest side in pixels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side: Option<u32>,
 }
 
 /// How far a task got.
@@ -107,7 +119,7 @@ mod tests {
         {
             assert_eq!(TaskStatus::parse(status.as_str()), Some(status));
         }
-        for kind in [TaskType::PolicyMigrate, TaskType::ExternalDownload] {
+        for kind in [TaskType::PolicyMigrate, TaskType::ExternalDownload, TaskType::Thumbnail] {
             assert_eq!(TaskType::parse(kind.as_str()), Some(kind));
         }
         assert_eq!(TaskType::PolicyMigrate.as_str(), "POLICY_MIGRATE");

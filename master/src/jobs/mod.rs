@@ -102,6 +102,9 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
     handles.push(every("blob-collector", hourly, |s| {
         Box::pin(async move { Ok(maintenance::collect_blobs(&s, now_ms(), maintenance::BLOB_GRACE).await?) })
     }));
+    handles.push(every("thumbnail-sweep", hourly, |s| {
+        Box::pin(async move { Ok(crate::service::thumbnails::sweep(&s, now_ms()).await?) })
+    }));
     handles.push(every("trash-purge", hourly, |s| {
         Box::pin(async move { Ok(maintenance::purge_expired_trash(&s, now_ms()).await?) })
     }));

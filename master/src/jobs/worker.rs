@@ -15,8 +15,8 @@ use crate::db::tasks::TaskRow;
 use crate::db::{self};
 use crate::domain::task::{TaskProgress, TaskStatus, TaskType};
 use crate::domain::time::now_ms;
-use crate::service::external;
 use crate::service::migration::{self, Checkpoint, TaskFailure};
+use crate::service::{external, thumbnails};
 
 /// Timing of the queue.
 #[derive(Debug, Clone, Copy)]
@@ -147,6 +147,7 @@ async fn execute(state: &Context, task: &TaskRow, control: &mut Control) -> Resu
     match task.kind {
         TaskType::PolicyMigrate => migration::run(state, owner, &task.props, control).await,
         TaskType::ExternalDownload => external::run(state, &task.id, owner, &task.props, control).await,
+        TaskType::Thumbnail => thumbnails::run(state, &task.props, task.attempts >= task.max_attempts).await,
     }
 }
 

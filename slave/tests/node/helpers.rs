@@ -62,6 +62,13 @@ impl TestNode {
         self.dir
     }
 
+    /// Puts `bytes` at `key` in the node's blob store, as a finished upload would.
+    pub fn write_blob(&self, key: &str, bytes: &[u8]) {
+        let path = self.dir.path().join("blobs").join(key);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

@@ -2,7 +2,9 @@
 
 use nubo_common::secret::Secret;
 use nubo_protocol::key::NodeKey;
-use nubo_protocol::methods::{ExternalDownloadCancelParams, ExternalDownloadCreateParams, PingParams};
+use nubo_protocol::methods::{
+    ExternalDownloadCancelParams, ExternalDownloadCreateParams, PingParams, ThumbnailRenderParams,
+};
 use nubo_protocol::{PROTOCOL_VERSION, unix_now};
 use serde_json::json;
 
@@ -15,7 +17,7 @@ async fn a_signed_ping_answers_the_protocol_version_and_capabilities() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["id"], "req-1");
     assert_eq!(body["result"]["protocol_version"], PROTOCOL_VERSION);
-    assert_eq!(body["result"]["capabilities"], json!(["upload", "download", "external_download"]));
+    assert_eq!(body["result"]["capabilities"], json!(["upload", "download", "external_download", "thumbnail"]));
     // The figures of the disk holding the blobs (which need not exist before the first upload).
     let free = body["result"]["free_space"].as_u64().expect("free space reported");
     let total = body["result"]["total_space"].as_u64().expect("total space reported");
@@ -93,4 +95,21 @@ async fn an_external_download_without_a_master_to_report_to_answers_unavailable(
     // Cancelling a fetch that is not running is not an error.
     let (status, body) = node.call(ExternalDownloadCancelParams { task_id: "t1".into() }).await;
     assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test]
+async fn a_thumbnail_is_refused_with_its_reason_and_bad_calls_are_errors() {
+    let node = TestNode::start().await;
+    node.write_blob("pics/bomb.png", &nubo_common::thumbnail::declared_only_png(100_000, 100_000));
+    node.write_blob("pics/notes.png", b"not a picture");
+    let render = |key: &str, side| ThumbnailRenderParams { storage_key: key.into(), side };
+    let (status, body) = node.call(render("pics/bomb.png", 256)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"], json!({"refusal": "too_many_pixels"}));
+    let (_, body) = node.call(render("pics/notes.png", 1024)).await;
+    assert_eq!(body["result"], json!({"refusal": "not_image"}));
+    let (status, body) = node.call(render("pics/none.png", 256)).await;
+    assert_eq!((status, error_code(&body)), (404, "not_found"));
+    let (status, body) = node.call(render("pics/bomb.png", 300)).await;
+    assert_eq!((status, error_code(&body)), (400, "invalid_params"), "{body}");
 }

@@ -21,6 +21,7 @@ pub mod storage_packs;
 pub mod tags;
 pub mod tasks;
 pub mod themes;
+pub mod thumbnails;
 pub mod transfers;
 pub mod two_factor;
 pub mod user;
@@ -155,6 +156,7 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(files::list_root, files::create_folder))
         .routes(routes!(files::get, files::rename))
         .routes(routes!(files::detail))
+        .routes(routes!(thumbnails::thumbnail))
         .routes(routes!(files::move_objects, files::trash))
         .routes(routes!(files::copy_objects))
         .routes(routes!(files::list_trash, files::purge))

@@ -1091,6 +1091,35 @@ export interface paths {
         patch: operations["change_policy"];
         trace?: never;
     };
+    "/api/v1/object/{id}/thumbnail": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The JPEG thumbnail of an image file the caller may read (PNG, JPEG, GIF's first frame,
+         *     WebP), fitting a square of `size` px (smaller images keep their size; transparency is laid
+         *     over white). The first request for a content queues a `THUMBNAIL` task and answers 202 with
+         *     `Retry-After`; ask again then. Files with the same content share one thumbnail, so it is
+         *     often ready at once. A ready thumbnail answers with a strong `ETag` (304 when
+         *     `If-None-Match` names it) and `Cache-Control: private, max-age=31536000, immutable`; put the
+         *     object's `updated_at` in `v` so replaced content is a new URL. A file that cannot have one
+         *     answers 422 with the reason, every time (it is recorded, not retried): decoding is bounded
+         *     to 100 megapixels, 512 MiB and 8 s, so a decompression bomb costs nothing more. On a policy
+         *     bound to a storage node, the node makes it and only the thumbnail crosses to the master.
+         *     (Readers are the object's owner for now; shared files have no thumbnails yet.)
+         */
+        get: operations["thumbnail"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/object/{id}/versions": {
         parameters: {
             query?: never;
@@ -3865,8 +3894,12 @@ export interface components {
              */
             object_id?: string | null;
         };
-        /** @description `TaskProps`: what a task was asked to do. Migration fields are set for `POLICY_MIGRATE`. */
+        /** @description `TaskProps`: what a task was asked to do; each field says which task types set it. */
         TaskProps: {
+            /** @description `THUMBNAIL`: the content's blake3 (the thumbnail's key). */
+            blake3?: string | null;
+            /** @description `THUMBNAIL`: the blob whose content is drawn (any blob of that content will do). */
+            blob_id?: string | null;
             /**
              * Format: uuid
              * @description `EXTERNAL_DOWNLOAD`: the storage node that fetches.
@@ -3882,6 +3915,11 @@ export interface components {
              * @description `EXTERNAL_DOWNLOAD`: the folder the file appears in.
              */
             parent_id?: string | null;
+            /**
+             * Format: int32
+             * @description `THUMBNAIL`: the longest side in pixels.
+             */
+            side?: number | null;
             /**
              * Format: uuid
              * @description The policy files move to (`POLICY_MIGRATE`) or the fetched file lands in
@@ -3900,7 +3938,7 @@ export interface components {
          * @description What a task does.
          * @enum {string}
          */
-        TaskType: "POLICY_MIGRATE" | "EXTERNAL_DOWNLOAD";
+        TaskType: "POLICY_MIGRATE" | "EXTERNAL_DOWNLOAD" | "THUMBNAIL";
         /** @description A task with its status and type as enumerations. */
         TaskView: {
             /** Format: int32 */
@@ -3964,6 +4002,16 @@ export interface components {
          * @enum {string}
          */
         ThemeSource: "user" | "default_preset" | "built_in";
+        /** @description The answer while a thumbnail is being made. */
+        ThumbnailPending: {
+            /**
+             * Format: int64
+             * @description Seconds to wait before asking again (also in `Retry-After`).
+             */
+            retry_after: number;
+            /** @description Always `pending`. */
+            status: string;
+        };
         /** @description A freshly issued pair of tokens. */
         TokenPair: {
             /** @description When the access token expires (RFC 3339). */
@@ -11507,6 +11555,109 @@ export interface operations {
                 };
             };
             /** @description Body with a wrong, missing or unknown field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    thumbnail: {
+        parameters: {
+            query?: {
+                /** @description Longest side in pixels: 256 (grid tiles) or 1024 (previews). */
+                size?: number;
+                /**
+                 * @description Ignored by the server: clients put the object's `updated_at` here, so a file whose
+                 *     content was replaced gets a new URL (thumbnails are cached for a year).
+                 */
+                v?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The thumbnail */
+            200: {
+                headers: {
+                    "Cache-Control"?: string;
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/jpeg": number[];
+                };
+            };
+            /** @description Being made: ask again after `Retry-After` seconds */
+            202: {
+                headers: {
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ThumbnailPending"];
+                };
+            };
+            /** @description The copy named by `If-None-Match` is current */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed id or size */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Account banned or not active, or not allowed */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No thumbnail: `thumbnail.size_unsupported`, `thumbnail.not_image`, `thumbnail.too_many_pixels`, `thumbnail.too_large`, `thumbnail.timeout`, `thumbnail.failed` */
             422: {
                 headers: {
                     [name: string]: unknown;
