@@ -78,9 +78,13 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     service::bootstrap::seed_first_admin(&db, &config).await.context("cannot create the first administrator")?;
     crate::auth::revocation::restore(&db, store.as_ref()).await.context("cannot restore token revocations")?;
     let context = Context::new(config, db, store)?;
+    if let Some(publisher) = service::events::connect_publisher(context.config().redis_url.as_deref()).await {
+        context.events().publish_to(publisher);
+    }
     let router = crate::http::router(context.clone());
     let shutdown = CancellationToken::new();
-    let jobs = crate::jobs::start(&context, &shutdown);
+    let mut jobs = crate::jobs::start(&context, &shutdown);
+    jobs.extend(service::events::start(&context, &shutdown));
     let limits = context.config().edge_limits();
     let server = tokio::spawn(nubo_common::serve::serve(listener, router, limits, shutdown.clone().cancelled_owned()));
     tracing::info!(%addr, version = env!("CARGO_PKG_VERSION"), "nubo-master listening on {addr}");

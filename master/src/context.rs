@@ -24,6 +24,8 @@ struct Inner {
     source_downloads: Tally,
     /// The viewer registry this master built last, with the settings version it was built at.
     viewers: crate::service::viewers::RegistryCache,
+    /// The fan-out of change events to this master's subscribers.
+    events: crate::service::events::EventHub,
     /// When this master started (its uptime in the admin summary).
     started: std::time::Instant,
     started_at: crate::domain::time::Millis,
@@ -34,6 +36,7 @@ impl Context {
     pub fn new(config: Config, db: Db, store: SharedStore) -> anyhow::Result<Self> {
         let tokens = TokenKeys::new(config.signing_secret()?);
         let storage = StorageRegistry::new(&config.data_dir);
+        let events = crate::service::events::EventHub::new(format!("{}events", config.redis_prefix));
         Ok(Self(Arc::new(Inner {
             config,
             db,
@@ -42,6 +45,7 @@ impl Context {
             storage,
             source_downloads: Tally::default(),
             viewers: Default::default(),
+            events,
             started: std::time::Instant::now(),
             started_at: crate::domain::time::now_ms(),
         })))
@@ -71,6 +75,10 @@ impl Context {
 
     pub fn db(&self) -> &Db {
         &self.0.db
+    }
+
+    pub fn events(&self) -> &crate::service::events::EventHub {
+        &self.0.events
     }
 
     pub fn viewer_cache(&self) -> &crate::service::viewers::RegistryCache {

@@ -244,6 +244,9 @@ codes! {
 
     VERSION_NOT_FOUND = "version.not_found";
 
+    EVENTS_CURSOR_EXPIRED = "events.cursor_expired";
+    EVENTS_UNAVAILABLE = "events.unavailable";
+
     SERVER_INTERNAL = "server.internal";
 }
 

@@ -14,6 +14,7 @@ mod crash;
 mod database;
 mod edge;
 mod errors;
+mod events;
 mod files;
 mod ingest;
 mod mail;

@@ -14,6 +14,7 @@
 pub mod avatars;
 pub mod blobs;
 pub mod columns;
+pub mod events;
 pub mod groups;
 pub mod identities;
 pub mod ingest;

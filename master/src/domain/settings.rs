@@ -70,6 +70,8 @@ pub enum SettingKind {
     AuthMethods,
     /// A TCP port, 1 to 65535 (a JSON number or its text).
     Port,
+    /// A number of days, 1 to 3650 (a JSON number or its text).
+    Days,
     /// One of the listed words.
     Choice(&'static [&'static str]),
     /// Text that is written but never read back through the API (passwords, client secrets).
@@ -100,6 +102,7 @@ impl SettingKind {
             SettingKind::Bool => "bool",
             SettingKind::AuthMethods => "auth_methods",
             SettingKind::Port => "port",
+            SettingKind::Days => "days",
             SettingKind::Choice(_) => "choice",
             SettingKind::Secret => "secret",
             SettingKind::Viewers => "viewers",
@@ -123,6 +126,7 @@ impl SettingKind {
         match self {
             SettingKind::Bool => Value::Bool(stored == "true"),
             SettingKind::Port => stored.parse::<u16>().map_or_else(|_| Value::String(stored.to_owned()), Value::from),
+            SettingKind::Days => stored.parse::<u16>().map_or_else(|_| Value::String(stored.to_owned()), Value::from),
             SettingKind::AuthMethods => {
                 serde_json::from_str(stored).unwrap_or_else(|_| Value::String(stored.to_owned()))
             }
@@ -245,6 +249,13 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
         SettingKind::Url,
         "https://challenges.cloudflare.com/turnstile/v0/siteverify",
     ),
+    // How long change events (`GET /events`) are kept for clients to resume from.
+    KnownSetting {
+        name: "events_retention_days",
+        category: SettingsType::Basic,
+        kind: SettingKind::Days,
+        default: "7",
+    },
     // The web app's built-in viewers (`GET /file/viewers`); WOPI applications are `/admin/wopi`.
     KnownSetting {
         name: "viewers",
@@ -335,6 +346,13 @@ pub fn validate_setting_value(setting: &KnownSetting, value: &serde_json::Value)
         (SettingKind::Port, serde_json::Value::Number(n)) => {
             n.as_u64().filter(|p| (1..=65535).contains(p)).map(|p| p.to_string()).ok_or_else(port_range)
         }
+        (SettingKind::Days, serde_json::Value::Number(n)) => {
+            n.as_u64().filter(|d| (1..=3650).contains(d)).map(|d| d.to_string()).ok_or_else(day_range)
+        }
+        (SettingKind::Days, serde_json::Value::String(s)) => {
+            s.parse::<u64>().ok().filter(|d| (1..=3650).contains(d)).map(|d| d.to_string()).ok_or_else(day_range)
+        }
+        (SettingKind::Days, _) => Err(day_range()),
         (SettingKind::Port, serde_json::Value::String(s)) => {
             s.parse::<u16>().ok().filter(|p| *p != 0).map(|p| p.to_string()).ok_or_else(port_range)
         }
@@ -384,6 +402,10 @@ pub fn parse_group_map(text: &str) -> Result<Vec<(String, uuid::Uuid)>, String> 
         entries.push((value.to_owned(), group));
     }
     Ok(entries)
+}
+
+fn day_range() -> String {
+    "must be a number of days from 1 to 3650".to_owned()
 }
 
 fn port_range() -> String {

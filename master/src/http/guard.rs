@@ -84,6 +84,33 @@ impl FromRequestParts<Context> for AuthRequired {
     }
 }
 
+/// [`AuthRequired`] for streams a browser opens with `EventSource`, which cannot send headers:
+/// the access token comes in the `Authorization` header or, failing that, in the
+/// `access_token` query parameter.
+#[derive(Debug, Clone)]
+pub struct StreamAuth(pub AuthRequired);
+
+impl FromRequestParts<Context> for StreamAuth {
+    type Rejection = ServiceError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Context) -> Result<Self, Self::Rejection> {
+        if parts.headers.contains_key(AUTHORIZATION) {
+            return Ok(Self(AuthRequired::from_request_parts(parts, state).await?));
+        }
+        let query = axum::extract::Query::<std::collections::HashMap<String, String>>::try_from_uri(&parts.uri).ok();
+        let token = query
+            .and_then(|axum::extract::Query(mut query)| query.remove("access_token"))
+            .filter(|token| !token.is_empty())
+            .ok_or_else(|| {
+                ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_MISSING_TOKEN, "an access token is required")
+            })?;
+        let claims = state.tokens().verify_access(&token).map_err(token_error)?;
+        revocation::check(state.store(), &claims).await?;
+        let user = accounts::load_active_user(state.db(), claims.sub).await?;
+        Ok(Self(AuthRequired { claims, user }))
+    }
+}
+
 /// No access level, but who is asking when the request carries an access token: `None` without
 /// one; a token that is sent must be valid (401 as for [`JwtRequired`]).
 #[derive(Debug, Clone)]

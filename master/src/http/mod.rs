@@ -47,6 +47,7 @@ pub fn router(state: Context) -> Router {
         .layer(DefaultBodyLimit::max(max_json_body))
         .layer(Extension(edge::JsonBodyLimit(max_json_body)))
         .layer(Extension(proxies))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), poke_after_writes))
         .with_state(state)
         .layer(
             ServiceBuilder::new()
@@ -128,4 +129,19 @@ mod tests {
         }
         assert_eq!(failure_level(&ServerErrorsFailureClass::Error("reset".into())), tracing::Level::WARN);
     }
+}
+
+/// After a request that may have changed a tree (any method but reads), wakes every master's
+/// change-event hub so subscribers hear of it at once (`service::events`).
+async fn poke_after_writes(
+    axum::extract::State(state): axum::extract::State<Context>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let reads = matches!(request.method().as_str(), "GET" | "HEAD" | "OPTIONS" | "PROPFIND");
+    let response = next.run(request).await;
+    if !reads && response.status().is_success() {
+        state.events().poke();
+    }
+    response
 }

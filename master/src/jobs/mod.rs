@@ -140,6 +140,9 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
         // failure is recorded on the application, for the administrator to read).
         Box::pin(async move { Ok(crate::service::wopi_apps::refresh_due(&s).await?) })
     }));
+    handles.push(every("events-prune", hourly, |s| {
+        Box::pin(async move { Ok(crate::service::events::prune_now(&s).await?) })
+    }));
     handles.push(every("version-prune", hourly, |s| {
         // Versions beyond their group's count or age; their bytes go back to their owners.
         Box::pin(async move { Ok(crate::service::versions::prune(&s, now_ms()).await?) })

@@ -10,6 +10,7 @@ pub mod bootstrap;
 pub mod captcha;
 pub mod dav_accounts;
 pub mod downloads;
+pub mod events;
 pub mod external;
 pub mod files;
 pub mod groups;

@@ -54,7 +54,7 @@ pub struct SettingEntry {
     /// The category the setting belongs to (the form section).
     pub group: SettingsType,
     /// `text`, `name` (text, not empty), `url` (absolute http(s) or a site path),
-    /// `absolute_url`, `mailbox`, `group` (a group id, empty: `Users`), `bool`, `port`,
+    /// `absolute_url`, `mailbox`, `group` (a group id, empty: `Users`), `bool`, `port`, `days`,
     /// `choice` (one of `choices`), `auth_methods` (a list of `choices`), `group_map`
     /// (`value=<group id>` entries separated by commas), `secret` (write-only) or `viewers` (a
     /// list of `{id, enabled, can_edit, extensions}`: the built-in viewers `image`, `video`,

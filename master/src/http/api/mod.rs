@@ -4,6 +4,7 @@ pub mod admin;
 pub mod archives;
 pub mod avatars;
 pub mod contract;
+pub mod events;
 pub mod files;
 pub mod mail;
 pub mod metadata;
@@ -167,6 +168,7 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(tasks::admin_list))
         .routes(routes!(tasks::admin_get, tasks::admin_cancel))
         .routes(routes!(metadata::get, metadata::patch))
+        .routes(routes!(events::stream))
         .routes(routes!(versions::list))
         .routes(routes!(versions::download))
         .routes(routes!(versions::restore))

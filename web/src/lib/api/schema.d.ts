@@ -654,6 +654,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's tree changes as Server-Sent Events (`text/event-stream`), from any master:
+         *     `created`, `modified`, `moved`, `renamed`, `trashed`, `restored`, `deleted`, each an event of
+         *     type `change` whose `id` is its cursor and whose data is a `ChangeEvent`. First comes an event
+         *     `ready` with the cursor the stream starts from (`{"cursor": n}`); a comment every 15 s keeps
+         *     the connection open. With `since`, what happened after that cursor is replayed first; events
+         *     are kept `events_retention_days` (default 7), and an older cursor answers 410
+         *     `events.cursor_expired`: list the folders again and follow from the `ready` cursor.
+         */
+        get: operations["stream"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/file/archive": {
         parameters: {
             query?: never;
@@ -2425,6 +2450,28 @@ export interface components {
              */
             options: unknown;
         };
+        /** @description One change of a user's tree. */
+        ChangeEvent: {
+            at: string;
+            /**
+             * Format: int64
+             * @description The cursor: resume with `GET /events?since=` this value.
+             */
+            cursor: number;
+            /** @description `created`, `modified`, `moved`, `renamed`, `trashed`, `restored` or `deleted`. */
+            kind: string;
+            /** @description Its name after the change. */
+            name: string;
+            /** Format: uuid */
+            object_id: string;
+            /** @description `file` or `folder`. */
+            object_kind: string;
+            /**
+             * Format: uuid
+             * @description The folder it is in after the change (for `deleted`: was in).
+             */
+            parent_id?: string | null;
+        };
         ChangePasswordRequest: {
             /** Format: password */
             new_password: string;
@@ -3620,7 +3667,7 @@ export interface components {
             name: string;
             /**
              * @description `text`, `name` (text, not empty), `url` (absolute http(s) or a site path),
-             *     `absolute_url`, `mailbox`, `group` (a group id, empty: `Users`), `bool`, `port`,
+             *     `absolute_url`, `mailbox`, `group` (a group id, empty: `Users`), `bool`, `port`, `days`,
              *     `choice` (one of `choices`), `auth_methods` (a list of `choices`), `group_map`
              *     (`value=<group id>` entries separated by commas), `secret` (write-only) or `viewers` (a
              *     list of `{id, enabled, can_edit, extensions}`: the built-in viewers `image`, `video`,
@@ -8897,6 +8944,82 @@ export interface operations {
             };
             /** @description Invalid path or paging */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    stream: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Resume after this cursor (the `id` of the last event received); without it the stream
+                 *     starts now. `Last-Event-ID` (sent by browsers when they reconnect) works the same.
+                 */
+                since?: number;
+                /**
+                 * @description The access token, for clients that cannot send an `Authorization` header (a browser's
+                 *     `EventSource`).
+                 */
+                access_token?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["ChangeEvent"];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Account banned or not active, or not allowed */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The cursor is older than the events kept */
+            410: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,0 +1,70 @@
+//! SQL of `change_events` (written by triggers on `objects`) and `change_event_floor`.
+
+use super::{Db, DbError};
+use crate::domain::ids::{ObjectId, UserId};
+use crate::domain::time::Millis;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct EventRow {
+    pub seq: i64,
+    pub owner_id: UserId,
+    pub kind: String,
+    pub object_id: ObjectId,
+    pub object_kind: String,
+    pub parent_id: Option<ObjectId>,
+    pub name: String,
+    pub at: Millis,
+}
+
+const COLUMNS: &str = "seq, owner_id, kind, object_id, object_kind, parent_id, name, at";
+
+/// Every user's events after `after`, oldest first, at most `limit`.
+pub async fn after(db: &Db, after: i64, limit: i64) -> Result<Vec<EventRow>, DbError> {
+    Ok(sqlx::query_as(&format!("SELECT {COLUMNS} FROM change_events WHERE seq > $1 ORDER BY seq LIMIT $2"))
+        .bind(after)
+        .bind(limit)
+        .fetch_all(db.reader())
+        .await?)
+}
+
+/// The events of `owner` after `after` and up to `upto`, oldest first, at most `limit`.
+pub async fn of_owner(db: &Db, owner: UserId, (after, upto): (i64, i64), limit: i64) -> Result<Vec<EventRow>, DbError> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM change_events WHERE owner_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4"
+    ))
+    .bind(owner)
+    .bind(after)
+    .bind(upto)
+    .bind(limit)
+    .fetch_all(db.reader())
+    .await?)
+}
+
+/// The newest event's cursor (0 when there is none).
+pub async fn latest(db: &Db) -> Result<i64, DbError> {
+    let (seq,): (Option<i64>,) = sqlx::query_as("SELECT MAX(seq) FROM change_events").fetch_one(db.reader()).await?;
+    Ok(seq.unwrap_or(0))
+}
+
+/// Every event up to this cursor was pruned.
+pub async fn floor(db: &Db) -> Result<i64, DbError> {
+    let (seq,): (i64,) =
+        sqlx::query_as("SELECT seq FROM change_event_floor WHERE id = 1").fetch_one(db.reader()).await?;
+    Ok(seq)
+}
+
+/// Deletes the events older than `before` (and everything up to the newest of them, so the
+/// floor is one cursor); answers how many went.
+pub async fn prune(db: &Db, before: Millis) -> Result<u64, DbError> {
+    let mut tx = db.begin().await?;
+    let (newest,): (Option<i64>,) =
+        sqlx::query_as("SELECT MAX(seq) FROM change_events WHERE at < $1").bind(before).fetch_one(&mut *tx).await?;
+    let Some(newest) = newest else { return Ok(0) };
+    sqlx::query("UPDATE change_event_floor SET seq = $1 WHERE id = 1 AND seq < $1")
+        .bind(newest)
+        .execute(&mut *tx)
+        .await?;
+    let done = sqlx::query("DELETE FROM change_events WHERE seq <= $1").bind(newest).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(done.rows_affected())
+}

@@ -1,0 +1,73 @@
+//! `GET /events`: the caller's tree changes as Server-Sent Events, thin over `service::events`.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::{Stream, StreamExt};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use crate::context::Context;
+use crate::error::{ServiceError, ServiceResult};
+use crate::http::error::ErrorBody;
+use crate::http::extract::ApiQuery;
+use crate::http::guard::StreamAuth;
+use crate::service::events::{self, ChangeEvent};
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Resume after this cursor (the `id` of the last event received); without it the stream
+    /// starts now. `Last-Event-ID` (sent by browsers when they reconnect) works the same.
+    pub since: Option<i64>,
+    /// The access token, for clients that cannot send an `Authorization` header (a browser's
+    /// `EventSource`).
+    pub access_token: Option<String>,
+}
+
+/// The caller's tree changes as Server-Sent Events (`text/event-stream`), from any master:
+/// `created`, `modified`, `moved`, `renamed`, `trashed`, `restored`, `deleted`, each an event of
+/// type `change` whose `id` is its cursor and whose data is a `ChangeEvent`. First comes an event
+/// `ready` with the cursor the stream starts from (`{"cursor": n}`); a comment every 15 s keeps
+/// the connection open. With `since`, what happened after that cursor is replayed first; events
+/// are kept `events_retention_days` (default 7), and an older cursor answers 410
+/// `events.cursor_expired`: list the folders again and follow from the `ready` cursor.
+#[utoipa::path(get, path = "/events", tag = "files", security(("bearer" = [])), params(EventsQuery),
+    responses(
+        (status = 200, description = "The event stream", content_type = "text/event-stream", body = ChangeEvent),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 410, description = "The cursor is older than the events kept", body = ErrorBody),
+    ))]
+pub async fn stream(
+    State(state): State<Context>,
+    StreamAuth(caller): StreamAuth,
+    headers: HeaderMap,
+    ApiQuery(query): ApiQuery<EventsQuery>,
+) -> ServiceResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    let last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+    let since = query.since.or(last_event_id);
+    let subscription = events::subscribe(&state, caller.claims.sub, since).await?;
+    let ready = Event::default().event("ready").json_data(serde_json::json!({"cursor": subscription.cursor}));
+    let first = futures_util::stream::iter(ready.ok().map(Ok));
+    let changes = futures_util::stream::unfold(Some(subscription), |subscription| async move {
+        let mut subscription = subscription?;
+        match subscription.next_batch().await {
+            Ok(batch) => Some((batch.iter().filter_map(change).map(Ok).collect::<Vec<_>>(), Some(subscription))),
+            Err(error) => Some((vec![Ok(ended(&error))], None)),
+        }
+    })
+    .flat_map(futures_util::stream::iter);
+    Ok(Sse::new(first.chain(changes)).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+fn change(event: &ChangeEvent) -> Option<Event> {
+    Event::default().event("change").id(event.cursor.to_string()).json_data(event).ok()
+}
+
+/// The last event of a stream that cannot go on: its error body, for the client to reconnect.
+fn ended(error: &ServiceError) -> Event {
+    Event::default().event("error").data(error.to_string())
+}
