@@ -1,0 +1,126 @@
+//! `nubo-bench events [--subscribers S] [--changes N]`: the change-event fan-out. S Server-Sent
+//! Event subscribers (default 100) of one user follow `GET /events`; N folders (default 500) are
+//! created through the API, 8 at a time; the figure is how long until every subscriber has every
+//! change, as events delivered per second (N × S over that time), beside the rate of the writes
+//! alone. On SQLite with one in-process master, then on PostgreSQL + Redis with the subscribers
+//! on a second master (the writes go through the first), when those services are there.
+
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use nubo_tests::{Backend, Session, TestApp};
+use serde_json::json;
+
+struct Options {
+    subscribers: usize,
+    changes: usize,
+}
+
+fn parse(args: &[String]) -> Options {
+    let mut options = Options { subscribers: 100, changes: 500 };
+    let mut args = args.iter();
+    while let Some(flag) = args.next() {
+        let value: usize = args.next().and_then(|v| v.parse().ok()).expect("a number after the flag");
+        match flag.as_str() {
+            "--subscribers" => options.subscribers = value,
+            "--changes" => options.changes = value,
+            other => panic!("unknown option {other}"),
+        }
+    }
+    options
+}
+
+pub async fn run(args: &[String]) {
+    let options = parse(args);
+    println!("change events: {} subscribers, {} changes (folders created 8 at a time)", options.subscribers, options.changes);
+    println!("| setup | writes/s | all delivered after s | events delivered/s | per subscriber/s |");
+    println!("|---|---:|---:|---:|---:|");
+    let sqlite = TestApp::spawn(Backend::Sqlite).await.expect("SQLite needs no service");
+    measure("SQLite, one master", &sqlite, None, &options).await;
+    match TestApp::spawn(Backend::Postgres).await {
+        Some(postgres) => {
+            let peer = postgres.spawn_peer().await;
+            let base = format!("http://{}", peer.addr);
+            measure("PostgreSQL + Redis, subscribers on a second master", &postgres, Some(base), &options).await;
+        }
+        None => println!("| PostgreSQL + Redis | (no server: skipped) | | | |"),
+    }
+}
+
+async fn measure(label: &str, app: &TestApp, subscribe_at: Option<String>, options: &Options) {
+    let user = app.register(&format!("bench-{}@example.com", uuid::Uuid::new_v4().simple()), "bench-password").await;
+    let base = subscribe_at.unwrap_or_else(|| app.base_url.clone());
+    let mut subscribers = Vec::new();
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(options.subscribers);
+    for _ in 0..options.subscribers {
+        let (base, token, ready, expected) = (base.clone(), user.access.clone(), ready_tx.clone(), options.changes);
+        subscribers.push(tokio::spawn(async move { follow(&base, &token, ready, expected).await }));
+    }
+    for _ in 0..options.subscribers {
+        ready_rx.recv().await.expect("every subscriber is ready");
+    }
+    let root = app.root_id(&user).await;
+    let started = Instant::now();
+    write(app, &user, &root, options.changes).await;
+    let written = started.elapsed();
+    for subscriber in subscribers {
+        subscriber.await.expect("subscriber task");
+    }
+    let delivered = started.elapsed();
+    let events = (options.changes * options.subscribers) as f64;
+    println!(
+        "| {label} | {:.0} | {:.2} | {:.0} | {:.0} |",
+        options.changes as f64 / written.as_secs_f64(),
+        delivered.as_secs_f64(),
+        events / delivered.as_secs_f64(),
+        options.changes as f64 / delivered.as_secs_f64(),
+    );
+}
+
+async fn write(app: &TestApp, user: &Session, root: &str, count: usize) {
+    let names: Vec<String> = (0..count).map(|n| format!("folder-{n:05}")).collect();
+    futures_util::stream::iter(names)
+        .for_each_concurrent(8, |name| async move {
+            let body = json!({"parent_id": root, "name": name});
+            let response = app
+                .client
+                .post(format!("{}/api/v1/directory", app.base_url))
+                .bearer_auth(&user.access)
+                .json(&body)
+                .send()
+                .await
+                .expect("create a folder");
+            assert_eq!(response.status(), 201);
+        })
+        .await;
+}
+
+/// Reads the stream until `expected` change events arrived.
+async fn follow(base: &str, token: &str, ready: tokio::sync::mpsc::Sender<()>, expected: usize) {
+    let response = reqwest::Client::new()
+        .get(format!("{base}/api/v1/events"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("subscribe");
+    assert_eq!(response.status(), 200);
+    let mut body = response.bytes_stream();
+    let (mut buffer, mut changes, mut announced) = (String::new(), 0, false);
+    while changes < expected {
+        let chunk = tokio::time::timeout(Duration::from_secs(60), body.next())
+            .await
+            .expect("events within a minute")
+            .expect("the stream goes on")
+            .expect("a chunk");
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            if block.contains("event: ready") && !announced {
+                announced = true;
+                ready.send(()).await.expect("the bench waits");
+            } else if block.contains("event: change") {
+                changes += 1;
+            }
+        }
+    }
+}
