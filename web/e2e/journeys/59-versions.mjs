@@ -55,10 +55,7 @@ export const journeys = [
       await page.goto(`${base}/open/${id}`);
       const editor = page.getByLabel(`Content of ${name}`);
       await editor.waitFor();
-      await page.waitForFunction(
-        ([label, text]) => document.querySelector(`[aria-label="${label}"]`)?.value === text,
-        [`Content of ${name}`, drafts[2]],
-      );
+      await page.waitForFunction((text) => document.getElementById("viewer-text")?.value === text, drafts[2]);
       await page.getByRole("button", { name: "Versions", exact: true }).click();
       const dialog = page.getByRole("dialog", { name: `Versions of ${name}` });
       await dialog.waitFor();
@@ -107,10 +104,7 @@ export const journeys = [
       }
       if (await dialog.getByRole("alert").count()) throw new Error(`an error shows: ${await dialog.getByRole("alert").innerText()}`);
       await dialog.getByRole("button", { name: "Close versions" }).click();
-      await page.waitForFunction(
-        ([label, text]) => document.querySelector(`[aria-label="${label}"]`)?.value === text,
-        [`Content of ${name}`, drafts[0]],
-      );
+      await page.waitForFunction((text) => document.getElementById("viewer-text")?.value === text, drafts[0]);
 
       // A file never replaced: its properties panel opens an empty list.
       const fresh = `fresh-${tag}.txt`;
@@ -140,7 +134,6 @@ export const journeys = [
       await pick(page, "#upload-input", { name, mimeType: "text/plain", buffer: Buffer.from(text) });
       const queue = page.getByRole("region", { name: "Uploads" });
       await queue.getByRole("alert").filter({ hasText: `An item named “${name}” already exists in this folder.` }).waitFor();
-      await shot(page, "upload-replace");
       await queue.getByRole("button", { name: `Replace the existing ${name}` }).click();
       await queue.getByText("Done").first().waitFor();
       const now = await content(page, id);
