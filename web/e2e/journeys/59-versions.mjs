@@ -64,8 +64,8 @@ export const journeys = [
       if ((await rows.count()) !== 2) throw new Error(`the dialog lists ${await rows.count()} versions, not 2`);
       // Newest first: the oldest (11 bytes) is the last row.
       const oldest = rows.last();
-      await oldest.getByRole("cell", { name: "11 B" }).waitFor();
-      await rows.first().getByRole("cell", { name: "13 B" }).waitFor();
+      await oldest.getByRole("cell", { name: "11 B", exact: true }).waitFor();
+      await rows.first().getByRole("cell", { name: "13 B", exact: true }).waitFor();
       await shot(page, "versions");
 
       // Download the oldest: the browser saves its bytes, the same the API answers for it.
@@ -87,7 +87,7 @@ export const journeys = [
       const restored = await content(page, id);
       if (restored !== drafts[0]) throw new Error(`after the restore the file holds ${JSON.stringify(restored)}`);
       // The restored version leaves the list; the content it replaced heads it.
-      await rows.first().getByRole("cell", { name: "24 B" }).waitFor();
+      await rows.first().getByRole("cell", { name: "24 B", exact: true }).waitFor();
       const after = await versions(page, id);
       if (after.length !== 2 || after[0].size !== drafts[2].length || after[1].id !== before[0].id) {
         throw new Error(`after the restore the versions are ${JSON.stringify(after.map((v) => v.size))}`);
