@@ -1,8 +1,9 @@
 // Versions: a text file whose content was replaced twice lists two versions on the viewer page;
 // the oldest downloads with its bytes, is restored (the file holds it again, and the content it
-// replaced takes its place in the list) and a version is deleted; a file without versions says so in the
-// file browser's properties panel. An upload of a name already taken offers Replace, and
-// replacing keeps the old content as a version.
+// replaced takes its place in the list) and a version is deleted; from the file browser's
+// properties panel, deleting a file's only version leaves the empty list and frees its bytes in
+// the storage bar. An upload of a name already taken offers Replace, and replacing keeps the old
+// content as a version.
 import { readFileSync } from "node:fs";
 import { base, shot, expectPath, pick, problems } from "../lib.mjs";
 
@@ -106,21 +107,32 @@ export const journeys = [
       await dialog.getByRole("button", { name: "Close versions" }).click();
       await page.waitForFunction((text) => document.getElementById("viewer-text")?.value === text, drafts[0]);
 
-      // A file never replaced: its properties panel opens an empty list.
-      const fresh = `fresh-${tag}.txt`;
-      await store(page, fresh, "only content");
+      // From the file browser's properties panel: deleting a file's only version empties the
+      // list and gives its bytes back in the storage bar.
+      const kept = `kept-${tag}.txt`;
+      const keptId = await store(page, kept, "x".repeat(3000));
+      await call(page, "PATCH", `/file/content?id=${keptId}`, "small");
       await page.goto(base + "/files");
       await expectPath(page, /^\/files$/);
-      const row = page.getByRole("checkbox", { name: `Select ${fresh}` });
-      await row.click();
+      const used = () => page.evaluate(() => Number(document.querySelector('progress[aria-labelledby="storage-label"]')?.value));
+      await page.getByRole("checkbox", { name: `Select ${kept}` }).click();
       const props = page.getByRole("region", { name: "Properties" });
       if (!(await props.count())) await page.getByRole("button", { name: "Show properties" }).click();
-      await props.getByText(fresh, { exact: true }).waitFor();
+      await props.getByText(kept, { exact: true }).waitFor();
+      await page.waitForFunction(() => Number(document.querySelector('progress[aria-labelledby="storage-label"]')?.value) > 0);
+      const usedBefore = await used();
       await props.getByRole("button", { name: "Versions", exact: true }).click();
-      const empty = page.getByRole("dialog", { name: `Versions of ${fresh}` });
-      await empty.getByText("No earlier versions of this file.").waitFor();
+      const single = page.getByRole("dialog", { name: `Versions of ${kept}` });
+      await single.getByRole("cell", { name: "2.9 KB", exact: true }).waitFor();
+      await single.getByRole("button", { name: /^Delete the version of / }).click();
+      await page.getByRole("dialog", { name: /^Delete the version of / }).getByRole("button", { name: "Delete", exact: true }).click();
+      await single.getByText("No earlier versions of this file.").waitFor();
+      await page.waitForFunction(
+        (want) => Number(document.querySelector('progress[aria-labelledby="storage-label"]')?.value) === want,
+        usedBefore - 3000,
+      );
       await page.keyboard.press("Escape");
-      await empty.waitFor({ state: "hidden" });
+      await single.waitFor({ state: "hidden" });
     },
   ],
   [
