@@ -1,7 +1,7 @@
 // Administration: the administrator signs in (fresh context), creates a group and a local
 // storage policy through the forms and sees them listed; every other screen opens; a theme
 // preset is previewed, made the site default and deleted.
-import { base, email, shot, expectPath, watch, TIMEOUT } from "../lib.mjs";
+import { base, email, shot, expectPath, watch, adminApi, TIMEOUT } from "../lib.mjs";
 
 export const journeys = [
   [
@@ -36,9 +36,20 @@ export const journeys = [
         await page.getByLabel("Name", { exact: true }).fill(`Journey group ${suffix}`);
         await page.getByLabel("Storage per member (GiB)").fill("2.5");
         await page.getByLabel("External downloads").check();
+        await page.getByLabel("Versions kept per file (0: none)").fill("5");
+        await page.getByLabel("Days a version is kept (0: no limit)").fill("0");
         await page.getByRole("button", { name: "Create" }).click();
         const group = page.getByRole("row").filter({ hasText: `Journey group ${suffix}` });
         await group.getByRole("cell", { name: "2.5 GB" }).waitFor();
+        const made = (await adminApi(run, "GET", "/admin/group")).find((g) => g.name === `Journey group ${suffix}`);
+        if (made?.version_max_count !== 5 || made?.version_max_days !== 0) {
+          throw new Error(`the group keeps versions ${made?.version_max_count} / ${made?.version_max_days} days`);
+        }
+        // Editing shows what the group keeps.
+        await group.getByRole("button", { name: `Edit Journey group ${suffix}` }).click();
+        const kept = await page.getByLabel("Versions kept per file (0: none)").inputValue();
+        if (kept !== "5") throw new Error(`the group form shows ${kept} versions kept`);
+        await page.getByRole("button", { name: "Cancel" }).click();
 
         await tabs.getByRole("link", { name: "Storage policies" }).click();
         await expectPath(page, /^\/admin\/policies$/);

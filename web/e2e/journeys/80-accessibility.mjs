@@ -1,5 +1,5 @@
 // Accessibility: axe-core scans the main pages (sign-in, files, my shares, settings, a share's
-// password prompt, its open view and report dialog, administration) and fails on any "serious" or "critical"
+// password prompt, its open view and report dialog, a file's versions dialog, administration) and fails on any "serious" or "critical"
 // violation. axe is injected as a script, so this journey's context bypasses the page's CSP
 // (only here: the other journeys keep it and report any violation of it).
 import { readFile } from "node:fs/promises";
@@ -65,6 +65,20 @@ export const journeys = [
         await signIn(page, admin);
         await page.getByRole("button", { name: "Sign out" }).waitFor();
         await scan(page, "files", source, found);
+        // A file with one version, its viewer page and its versions dialog.
+        const fileId = await page.evaluate(async () => {
+          const { access_token } = JSON.parse(localStorage.getItem("nubo.session"));
+          const headers = { Authorization: `Bearer ${access_token}`, "Content-Type": "application/octet-stream" };
+          const root = await (await fetch("/api/v1/directory?limit=1", { headers })).json();
+          const q = new URLSearchParams({ parent_id: root.folder.id, name: `axe-${Date.now().toString(36)}.txt` });
+          const made = await (await fetch(`/api/v1/file/content?${q}`, { method: "POST", headers, body: "one" })).json();
+          await fetch(`/api/v1/file/content?id=${made.id}`, { method: "PATCH", headers, body: "two" });
+          return made.id;
+        });
+        await page.goto(`${base}/open/${fileId}`);
+        await page.getByRole("button", { name: "Versions", exact: true }).click();
+        await page.getByRole("dialog", { name: /^Versions of / }).locator("tbody tr").first().waitFor();
+        await scan(page, "versions dialog", source, found);
         for (const [path, ready] of [
           ["/shares", () => page.getByRole("heading", { name: "My shares" })],
           ["/settings", () => page.getByRole("button", { name: "Save theme" })],

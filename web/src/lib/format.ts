@@ -27,3 +27,17 @@ export function formatDate(iso: string): string {
   }
   return f.format(d);
 }
+
+const preciseFormats = new Map<string, Intl.DateTimeFormat>();
+
+/** A date with seconds, for lists whose entries can be minutes apart (a file's versions). */
+export function formatDateSeconds(iso: string): string {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  let f = preciseFormats.get(i18n.locale);
+  if (!f) {
+    f = new Intl.DateTimeFormat(i18n.locale, { dateStyle: "medium", timeStyle: "medium" });
+    preciseFormats.set(i18n.locale, f);
+  }
+  return f.format(d);
+}

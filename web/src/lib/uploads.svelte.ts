@@ -5,7 +5,9 @@
 //! a chunk; a chunk counts for good only once the server acknowledged it. Pause aborts the
 //! chunks in flight; resume asks the server which chunks it has. Unfinished uploads are kept in
 //! localStorage (per user: session id, file identity, destination) so that after a reload they
-//! are listed, and resume when the same file (name, size, lastModified) is picked again.
+//! are listed, and resume when the same file (name, size, lastModified) is picked again. A file
+//! whose name is taken in its folder can be sent again to replace that file's content (the
+//! session is created anew with `overwrite`; the old content becomes a version).
 import { api, ApiError, client, toApiError, type ObjectView, type Schemas } from "./api/client";
 import { session } from "./session.svelte";
 import { jwtClaims } from "./jwt";
@@ -35,6 +37,10 @@ export interface UploadItem {
   speed: number;
   state: UploadState;
   error: string | null;
+  /** Refused because an item of that name is in the folder (`replace` may overwrite it). */
+  clash: boolean;
+  /** Replace the content of the file of that name (asked for after a clash). */
+  overwrite: boolean;
   object: ObjectView | null;
 }
 
@@ -222,7 +228,7 @@ class Uploads {
     this.#restoredFor = key;
     for (const s of this.#stored()) {
       if (this.items.some((i) => identity(i) === identity(s))) continue;
-      this.items.push({ ...s, id: this.#next++, file: null, speed: 0, state: "interrupted", error: null, object: null });
+      this.items.push({ ...s, id: this.#next++, file: null, speed: 0, state: "interrupted", error: null, clash: false, overwrite: false, object: null });
     }
   }
 
@@ -237,6 +243,7 @@ class Uploads {
         known.file = file;
         known.state = "queued";
         known.error = null;
+        known.clash = false;
         continue;
       }
       this.items.push({
@@ -253,6 +260,8 @@ class Uploads {
         speed: 0,
         state: "queued",
         error: null,
+        clash: false,
+        overwrite: false,
         object: null,
       });
     }
@@ -272,6 +281,22 @@ class Uploads {
     if (!it?.file || (it.state !== "paused" && it.state !== "failed")) return;
     it.state = "queued";
     it.error = null;
+    it.clash = false;
+    this.#pump();
+  }
+
+  /** Sends a file whose name was taken again, replacing the content of the file of that name. */
+  replace(id: number): void {
+    const it = this.#item(id);
+    if (!it?.file || it.state !== "failed" || !it.clash) return;
+    // A session made without `overwrite` cannot become one: start over with a new session.
+    if (it.sessionId) void this.#drop(it.sessionId);
+    it.sessionId = null;
+    it.loaded = 0;
+    it.overwrite = true;
+    it.clash = false;
+    it.error = null;
+    it.state = "queued";
     this.#pump();
   }
 
@@ -373,7 +398,9 @@ class Uploads {
     }
     const parent_id = it.parentId!;
     const s = await api(() =>
-      client.POST("/api/v1/file/upload", { body: { file_name: it.name, file_size: it.size, parent_id } }),
+      client.POST("/api/v1/file/upload", {
+        body: { file_name: it.name, file_size: it.size, parent_id, ...(it.overwrite ? { overwrite: true } : {}) },
+      }),
     );
     it.sessionId = s.id;
     this.#save(it);
@@ -453,6 +480,7 @@ class Uploads {
       it.state = "failed";
       it.speed = 0;
       it.error = uploadError(e, it.name);
+      it.clash = e instanceof ApiError && e.code === "object.name_taken";
       // A refused upload (size, quota, name) will not succeed by resuming: forget its session.
       if (e instanceof ApiError && e.status >= 400 && e.status < 500 && e.status !== 401) this.#forget(it);
     } finally {

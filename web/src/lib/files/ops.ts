@@ -1,7 +1,9 @@
 //! The file browser's calls to the API: listing a folder (every page, in the chosen order),
-//! trash, move, copy, single downloads and ZIP archives of a selection. Components call these
+//! trash, move, copy, single downloads, ZIP archives of a selection and a file's versions. Components call these
 //! and show the thrown ApiError's message; nothing here touches the UI.
-import { api, client, type ObjectView } from "../api/client";
+import { api, client, type ObjectView, type Schemas } from "../api/client";
+
+export type Version = Schemas["VersionView"];
 
 export type SortKey = "name" | "size" | "updated_at";
 export interface Sort {
@@ -86,4 +88,26 @@ export async function download(o: ObjectView): Promise<void> {
 export async function downloadArchive(ids: string[]): Promise<void> {
   const tok = await api(() => client.POST("/api/v1/file/archive", { body: { ids } }));
   save(tok.url);
+}
+
+/** A file's earlier contents, newest first. */
+export function listVersions(id: string): Promise<Version[]> {
+  return api(() => client.GET("/api/v1/object/{id}/versions", { params: { path: { id } } }));
+}
+
+/** Downloads one version under the file's name. */
+export async function downloadVersion(o: ObjectView, vid: string): Promise<void> {
+  const tok = await api(() =>
+    client.POST("/api/v1/object/{id}/versions/{vid}/download", { params: { path: { id: o.id, vid } } }),
+  );
+  save(tok.url, o.name);
+}
+
+/** Makes a version the file's content again (the current content becomes a version); answers the file. */
+export function restoreVersion(id: string, vid: string): Promise<ObjectView> {
+  return api(() => client.POST("/api/v1/object/{id}/versions/{vid}/restore", { params: { path: { id, vid } } }));
+}
+
+export function deleteVersion(id: string, vid: string): Promise<unknown> {
+  return api(() => client.DELETE("/api/v1/object/{id}/versions/{vid}", { params: { path: { id, vid } } }));
 }
