@@ -189,6 +189,36 @@ impl Resolve for GuardedResolver {
     }
 }
 
+/// GETs `url` with `client` (one that obeys an [`AddressGuard`]) and reads at most `max` bytes of
+/// a successful answer. Failures are sentences naming the URL; a refusal of the guard, which
+/// travels as a source of the client's error, is spelled out.
+pub async fn get_bounded(client: &reqwest::Client, url: Url, max: usize) -> Result<Vec<u8>, String> {
+    let shown = url.to_string();
+    let mut response = client.get(url).send().await.map_err(|e| {
+        let mut why = format!("{shown} could not be fetched: {e}");
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            why = format!("{why}: {cause}");
+            source = cause.source();
+        }
+        why
+    })?;
+    if !response.status().is_success() {
+        return Err(format!("{shown} answered {}", response.status()));
+    }
+    if response.content_length().is_some_and(|len| len > max as u64) {
+        return Err(format!("{shown} answered more than {max} bytes"));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| format!("{shown} could not be read: {e}"))? {
+        body.extend_from_slice(&chunk);
+        if body.len() > max {
+            return Err(format!("{shown} answered more than {max} bytes"));
+        }
+    }
+    Ok(body)
+}
+
 #[cfg(test)]
 mod tests {
     use std::str::FromStr;

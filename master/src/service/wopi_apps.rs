@@ -515,27 +515,8 @@ async fn fetch(url: &str, internal: bool) -> Result<String, String> {
         .user_agent(concat!("nubo-master/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| format!("no HTTP client: {e}"))?;
-    let response = client.get(parsed).send().await.map_err(|e| {
-        // The guard's refusal travels as the error's source.
-        let mut why = format!("the discovery could not be fetched: {e}");
-        let mut source = std::error::Error::source(&e);
-        while let Some(cause) = source {
-            why = format!("{why}: {cause}");
-            source = cause.source();
-        }
-        why
-    })?;
-    if !response.status().is_success() {
-        return Err(format!("the discovery URL answered {}", response.status()));
-    }
-    if response.content_length().is_some_and(|len| len > MAX_DISCOVERY as u64) {
-        return Err("the discovery document is too large".to_owned());
-    }
-    let bytes = response.bytes().await.map_err(|e| format!("the discovery could not be read: {e}"))?;
-    if bytes.len() > MAX_DISCOVERY {
-        return Err("the discovery document is too large".to_owned());
-    }
-    String::from_utf8(bytes.to_vec()).map_err(|_| "the discovery document is not UTF-8".to_owned())
+    let bytes = nubo_common::guard::get_bounded(&client, parsed, MAX_DISCOVERY).await?;
+    String::from_utf8(bytes).map_err(|_| "the discovery document is not UTF-8".to_owned())
 }
 
 /// The action URL of a file of extension `ext` with application `app`, for `edit` or viewing

@@ -113,26 +113,7 @@ pub fn check_url(url: &str, internal: bool) -> Result<Url, String> {
 /// GETs a JSON document of at most [`MAX_DOCUMENT`] bytes.
 async fn get_json<T: DeserializeOwned>(url: &str, internal: bool) -> Result<T, String> {
     let parsed = check_url(url, internal)?;
-    let mut response = client(internal).get(parsed).send().await.map_err(|e| {
-        // The guard's refusal travels as the error's source.
-        let mut why = format!("{url}: {e}");
-        let mut source = std::error::Error::source(&e);
-        while let Some(cause) = source {
-            why = format!("{why}: {cause}");
-            source = cause.source();
-        }
-        why
-    })?;
-    if !response.status().is_success() {
-        return Err(format!("{url} answered {}", response.status()));
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| format!("{url}: {e}"))? {
-        body.extend_from_slice(&chunk);
-        if body.len() > MAX_DOCUMENT {
-            return Err(format!("{url} answered more than {MAX_DOCUMENT} bytes"));
-        }
-    }
+    let body = nubo_common::guard::get_bounded(client(internal), parsed, MAX_DOCUMENT).await?;
     serde_json::from_slice(&body).map_err(|e| format!("{url} answered no usable JSON: {e}"))
 }
 
