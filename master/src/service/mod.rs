@@ -3,6 +3,7 @@
 //! JSON API, WebDAV) renders in its own dialect.
 
 pub mod access;
+pub mod activity;
 pub mod accounts;
 pub mod archives;
 pub mod avatars;
