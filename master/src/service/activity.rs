@@ -51,7 +51,7 @@ pub const MAX_DETAIL_IDS: usize = 20;
 pub struct Activity {
     action: Action,
     actor: Option<Uuid>,
-    target: Option<(TargetKind, String, Option<String>)>,
+    target: Option<(TargetKind, Option<String>, Option<String>)>,
     address: Option<IpAddr>,
     detail: serde_json::Map<String, serde_json::Value>,
 }
@@ -69,7 +69,13 @@ impl Activity {
 
     /// The record the action is about, and its name now (kept when it is renamed or deleted).
     pub fn on(mut self, kind: TargetKind, id: impl ToString, name: Option<&str>) -> Self {
-        self.target = Some((kind, id.to_string(), name.map(cut)));
+        self.target = Some((kind, Some(id.to_string()), name.map(cut)));
+        self
+    }
+
+    /// A record known only by its name (an e-mail address no account has).
+    pub fn on_name(mut self, kind: TargetKind, name: &str) -> Self {
+        self.target = Some((kind, None, Some(cut(name))));
         self
     }
 
@@ -88,7 +94,7 @@ impl Activity {
 
     fn into_row(self, at: Millis) -> ActivityRow {
         let (target_kind, target_id, target_name) = match self.target {
-            Some((kind, id, name)) => (Some(kind.as_str().to_owned()), Some(id), name),
+            Some((kind, id, name)) => (Some(kind.as_str().to_owned()), id, name),
             None => (None, None, None),
         };
         ActivityRow {

@@ -89,12 +89,13 @@ pub struct CreateUserRequest {
     ))]
 pub async fn create_user(
     State(state): State<Context>,
-    _admin: AdminRequired,
+    AdminRequired(admin): AdminRequired,
     ApiJson(request): ApiJson<CreateUserRequest>,
 ) -> ServiceResult<(StatusCode, Json<UserView>)> {
     let status = request.status.unwrap_or(UserStatus::Active);
     let user = accounts::create_user(
         state.db(),
+        admin.sub,
         &request.email,
         &request.password,
         request.nickname.as_deref(),
@@ -260,10 +261,10 @@ pub async fn list_groups(State(state): State<Context>, _admin: AdminRequired) ->
     ))]
 pub async fn create_group(
     State(state): State<Context>,
-    _admin: AdminRequired,
+    AdminRequired(admin): AdminRequired,
     ApiJson(request): ApiJson<GroupRequest>,
 ) -> ServiceResult<(StatusCode, Json<GroupView>)> {
-    Ok((StatusCode::CREATED, Json(groups::create(state.db(), request.into()).await?)))
+    Ok((StatusCode::CREATED, Json(groups::create(state.db(), admin.sub, request.into()).await?)))
 }
 
 /// One group.
@@ -297,11 +298,11 @@ pub async fn get_group(
     ))]
 pub async fn update_group(
     State(state): State<Context>,
-    _admin: AdminRequired,
+    AdminRequired(admin): AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<GroupRequest>,
 ) -> ServiceResult<Json<GroupView>> {
-    Ok(Json(groups::update(&state, id, request.into()).await?))
+    Ok(Json(groups::update(&state, admin.sub, id, request.into()).await?))
 }
 
 /// Delete a group; refused while it has members.
@@ -316,10 +317,10 @@ pub async fn update_group(
     ))]
 pub async fn delete_group(
     State(state): State<Context>,
-    _admin: AdminRequired,
+    AdminRequired(admin): AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<StatusCode> {
-    groups::delete(state.db(), id).await?;
+    groups::delete(state.db(), admin.sub, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -367,10 +368,10 @@ pub async fn settings_catalog(
     ))]
 pub async fn update_settings(
     State(state): State<Context>,
-    _admin: AdminRequired,
+    AdminRequired(admin): AdminRequired,
     ApiJson(values): ApiJson<serde_json::Map<String, serde_json::Value>>,
 ) -> ServiceResult<StatusCode> {
-    site::save_settings(&state, &values).await?;
+    site::save_settings(&state, admin.sub, &values).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
