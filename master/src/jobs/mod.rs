@@ -137,6 +137,10 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
         // failure is recorded on the application, for the administrator to read).
         Box::pin(async move { Ok(crate::service::wopi_apps::refresh_due(&s).await?) })
     }));
+    handles.push(every("activity-prune", hourly, |s| {
+        // Deletes in batches, so a long backlog never holds the write lock for long.
+        Box::pin(async move { Ok(crate::service::activity::prune(&s, now_ms()).await?) })
+    }));
     handles.push(every("refresh-token-cleanup", hourly, |s| {
         Box::pin(async move { Ok(maintenance::clean_refresh_tokens(&s, now_ms()).await? as usize) })
     }));

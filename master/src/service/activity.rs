@@ -73,6 +73,21 @@ impl Activity {
         self
     }
 
+    /// Objects acted on together (a trash of several): the first is the target, and `detail`
+    /// has how many and (up to [`MAX_DETAIL_IDS`]) their ids; `owner` when it is not the actor.
+    pub fn on_objects<'a>(mut self, owner: Uuid, objects: impl IntoIterator<Item = (Uuid, &'a str)>) -> Self {
+        let objects: Vec<(Uuid, &str)> = objects.into_iter().collect();
+        if let Some((id, name)) = objects.first() {
+            self = self.on(TargetKind::Object, id, Some(name));
+        }
+        let ids: Vec<Uuid> = objects.iter().take(MAX_DETAIL_IDS).map(|(id, _)| *id).collect();
+        self = self.with("count", objects.len()).with("ids", ids);
+        if self.actor != Some(owner) {
+            self = self.with("owner_id", owner);
+        }
+        self
+    }
+
     /// A record known only by its name (an e-mail address no account has).
     pub fn on_name(mut self, kind: TargetKind, name: &str) -> Self {
         self.target = Some((kind, None, Some(cut(name))));
@@ -82,6 +97,12 @@ impl Activity {
     /// The client's address, when the caller knows it better than the request does.
     pub fn from(mut self, address: IpAddr) -> Self {
         self.address = Some(address);
+        self
+    }
+
+    /// No address: the request is not the client's (a storage node's report).
+    pub fn without_address(mut self) -> Self {
+        self.address = None;
         self
     }
 

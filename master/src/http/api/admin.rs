@@ -447,10 +447,10 @@ pub struct AdminDeleteRequest {
     ))]
 pub async fn delete_files(
     State(state): State<Context>,
-    _admin: AdminRequired,
+    AdminRequired(admin): AdminRequired,
     ApiJson(request): ApiJson<AdminDeleteRequest>,
 ) -> ServiceResult<StatusCode> {
-    files::admin_delete(&state, &request.ids, request.purge).await?;
+    files::admin_delete(&state, admin.sub, &request.ids, request.purge).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
