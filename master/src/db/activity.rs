@@ -5,7 +5,8 @@ use super::ingest::{Step, StepArg};
 use super::{Conn, Db, DbError, Where};
 use crate::domain::time::Millis;
 
-const INSERT: &str = "INSERT INTO activity (id, at, actor_id, action, target_kind, target_id, target_name, address, detail)
+const INSERT: &str =
+    "INSERT INTO activity (id, at, actor_id, action, target_kind, target_id, target_name, address, detail)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
 const COLUMNS: &str = "a.id, a.at, a.actor_id, u.nickname AS actor_nickname, a.action, a.target_kind, a.target_id, \
@@ -107,12 +108,11 @@ pub async fn page_filtered(
 
 /// Deletes up to `batch` rows older than `before`; answers how many went.
 pub async fn prune_before(db: &Db, before: Millis, batch: i64) -> Result<u64, DbError> {
-    let done = sqlx::query(
-        "DELETE FROM activity WHERE id IN (SELECT id FROM activity WHERE at < $1 ORDER BY at LIMIT $2)",
-    )
-    .bind(before)
-    .bind(batch)
-    .execute(db.writer())
-    .await?;
+    let done =
+        sqlx::query("DELETE FROM activity WHERE id IN (SELECT id FROM activity WHERE at < $1 ORDER BY at LIMIT $2)")
+            .bind(before)
+            .bind(batch)
+            .execute(db.writer())
+            .await?;
     Ok(done.rows_affected())
 }

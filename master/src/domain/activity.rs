@@ -127,7 +127,9 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for &action in Action::ALL {
             let name = action.as_str();
-            assert!(name.split('.').count() == 2 && name.chars().all(|c| c.is_ascii_lowercase() || c == '.' || c == '_'));
+            assert!(
+                name.split('.').count() == 2 && name.chars().all(|c| c.is_ascii_lowercase() || c == '.' || c == '_')
+            );
             assert!(seen.insert(name), "{name} twice");
             assert_eq!(Action::parse(name), Some(action));
             assert_eq!(serde_json::to_value(action).unwrap(), serde_json::Value::String(name.to_owned()));

@@ -11,6 +11,7 @@ use crate::auth::providers::password::EMAIL_PASSWORD;
 use crate::context::Context;
 use crate::db::users::{ProfileField, UserRow};
 use crate::db::{self, Db};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::ids::{GroupId, UserId};
 use crate::domain::settings::AuthMethod;
 use crate::domain::theme::{ThemeColors, ThemeSource};
@@ -18,7 +19,6 @@ use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::domain::activity::{Action, TargetKind};
 use crate::service::activity::{self, Activity};
 use crate::service::{bootstrap, mail_links, site, themes};
 
@@ -173,7 +173,8 @@ pub async fn create_user(
         return Err(ServiceError::validation("group_id", "no such group"));
     }
     let id = insert_password_user(db, &email, &nickname, password, group_id, status).await?;
-    activity::record(db, Activity::by(actor, Action::AdminUserCreate).on(TargetKind::User, id, Some(email.as_str()))).await;
+    activity::record(db, Activity::by(actor, Action::AdminUserCreate).on(TargetKind::User, id, Some(email.as_str())))
+        .await;
     let row = db::users::find(db, id).await?.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("user vanished")))?;
     user_view(db, &row).await
 }
@@ -288,8 +289,11 @@ pub async fn update_setting(
         }
         _ => return Err(ServiceError::validation(field, format!("{field} has the wrong type"))),
     }
-    activity::record(db, Activity::by(user_id, Action::SettingsUpdate).on(TargetKind::User, user_id, None).with("option", field))
-        .await;
+    activity::record(
+        db,
+        Activity::by(user_id, Action::SettingsUpdate).on(TargetKind::User, user_id, None).with("option", field),
+    )
+    .await;
     Ok(())
 }
 

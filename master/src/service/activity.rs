@@ -119,7 +119,8 @@ impl Activity {
             None => (None, None, None),
         };
         ActivityRow {
-            id: Uuid::new_v4().to_string(),
+            // Time-ordered, so rows of one millisecond still list in the order they happened.
+            id: Uuid::now_v7().to_string(),
             at,
             actor_id: self.actor.map(|id| id.to_string()),
             actor_nickname: None,

@@ -12,15 +12,15 @@ use uuid::Uuid;
 use crate::context::Context;
 use crate::db::objects::{ListingRow, NewObject, ObjectRow};
 use crate::db::{self, Conn, Db, DbError};
+use crate::domain::activity::Action;
 use crate::domain::ids::{ObjectId, UserId};
 use crate::domain::object::ListOrder;
 use crate::domain::object::{ObjectKind, ObjectName, new_id, parse_path};
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::domain::activity::Action;
-use crate::service::activity::{self, Activity};
 use crate::service::access::{self, Grant, Reach, Readable, Writable};
+use crate::service::activity::{self, Activity};
 use crate::service::tags::{self, TagBrief};
 use crate::service::{Page, PageRequest, policies};
 

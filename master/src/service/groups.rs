@@ -9,12 +9,12 @@ use crate::auth::revocation;
 use crate::context::Context;
 use crate::db::groups::{GroupRow, GroupValues};
 use crate::db::{self, Db, DbError};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::group::GroupPermissions;
 use crate::domain::ids::{GroupId, PolicyId};
 use crate::domain::time::now_ms;
 use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::domain::activity::{Action, TargetKind};
 use crate::service::activity::{self, Activity};
 
 #[derive(Debug, Clone, Serialize, ToSchema)]

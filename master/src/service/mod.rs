@@ -3,8 +3,8 @@
 //! JSON API, WebDAV) renders in its own dialect.
 
 pub mod access;
-pub mod activity;
 pub mod accounts;
+pub mod activity;
 pub mod archives;
 pub mod avatars;
 pub mod bootstrap;

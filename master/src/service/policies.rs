@@ -8,6 +8,7 @@ use uuid::Uuid;
 use crate::context::Context;
 use crate::db::policies::{PolicyRow, PolicyValues};
 use crate::db::{self, Db, DbError};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::ids::GroupId;
 use crate::domain::ids::{NodeId, PolicyId};
 use crate::domain::naming;
@@ -16,7 +17,6 @@ use crate::domain::policy::{
 };
 use crate::domain::time::now_ms;
 use crate::error_codes as codes;
-use crate::domain::activity::{Action, TargetKind};
 use crate::service::activity::{self, Activity};
 use std::sync::Arc;
 

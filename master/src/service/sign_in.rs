@@ -15,6 +15,7 @@ use crate::auth::token::{ACCESS_TOKEN_LIFETIME, GroupClaims, JwtPayload, Refresh
 use crate::context::Context;
 use crate::db::users::UserRow;
 use crate::db::{self};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::ids::UserId;
 use crate::domain::settings::AuthMethod;
 use crate::domain::time::{now_ms, to_rfc3339};
@@ -22,7 +23,6 @@ use crate::domain::user::{Email, UserStatus};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::accounts::{self, UserView};
-use crate::domain::activity::{Action, TargetKind};
 use crate::service::activity::{self, Activity};
 use crate::service::{site, two_factor};
 

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use crate::context::Context;
 use crate::db::{self, Db};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::ids::GroupId;
 use crate::domain::settings::{
     AuthMethod, KNOWN_SETTINGS, SettingKind, SettingsType, known_setting, validate_setting_value,
@@ -11,7 +12,6 @@ use crate::domain::settings::{
 use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::domain::activity::{Action, TargetKind};
 use crate::service::activity::{self, Activity};
 
 /// The public configuration clients need before anyone signs in.

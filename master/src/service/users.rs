@@ -11,9 +11,8 @@ use crate::auth::providers::password::EMAIL_PASSWORD;
 use crate::auth::revocation;
 use crate::context::Context;
 use crate::db::users::{UserChanges, UserRow};
-use crate::domain::activity::{Action, TargetKind};
-use crate::service::activity::{self, Activity};
 use crate::db::{self};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::ids::{GroupId, UserId};
 use crate::domain::time::now_ms;
 use crate::domain::user::UserFilter;
@@ -21,6 +20,7 @@ use crate::domain::user::UserStatus;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::accounts::{self, UserView};
+use crate::service::activity::{self, Activity};
 use crate::service::identities::{self, IdentityView};
 use crate::service::storage_packs::{self, PackView};
 use crate::service::{Page, PageRequest};
@@ -188,8 +188,11 @@ pub async fn delete(ctx: &Context, actor: Uuid, id: Uuid) -> ServiceResult<()> {
     revocation::ban(ctx.store(), id).await?;
     crate::service::files::delete_everything_of(ctx, id).await?;
     db::users::delete(ctx.db(), id.into()).await?;
-    activity::record(ctx.db(), Activity::by(actor, Action::AdminUserDelete).on(TargetKind::User, id, Some(&user.email)))
-        .await;
+    activity::record(
+        ctx.db(),
+        Activity::by(actor, Action::AdminUserDelete).on(TargetKind::User, id, Some(&user.email)),
+    )
+    .await;
     Ok(())
 }
 

@@ -48,7 +48,8 @@ pub async fn mine(
     ApiQuery(query): ApiQuery<OwnActivityQuery>,
 ) -> ServiceResult<Json<Page<ActivityView>>> {
     let page = PageRequest::parse(query.offset, query.limit)?;
-    let filter = ActivityQuery { action: query.action.as_deref(), from: query.from.as_deref(), to: query.to.as_deref() };
+    let filter =
+        ActivityQuery { action: query.action.as_deref(), from: query.from.as_deref(), to: query.to.as_deref() };
     Ok(Json(activity::list_mine(&state, claims.sub, &filter, page).await?))
 }
 
@@ -90,7 +91,8 @@ pub async fn admin_list(
     headers: HeaderMap,
     ApiQuery(query): ApiQuery<AdminActivityQuery>,
 ) -> ServiceResult<Response> {
-    let filter = ActivityQuery { action: query.action.as_deref(), from: query.from.as_deref(), to: query.to.as_deref() };
+    let filter =
+        ActivityQuery { action: query.action.as_deref(), from: query.from.as_deref(), to: query.to.as_deref() };
     let wants_csv = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
