@@ -357,7 +357,7 @@ mod tests {
         assert_eq!(row.address.as_deref(), Some("203.0.113.7"));
         assert_eq!(row.target_name.map(|name| name.chars().count()), Some(MAX_TEXT_CHARS));
         assert_eq!(row.detail, r#"{"n":3}"#);
-        assert_eq!(row.action, "share.create");
+        assert_eq!(row.action, Action::ShareCreate.as_str());
         let outside = Activity::new(Action::SignIn, None).into_row(5);
         assert_eq!(outside.address, None, "no request, no address");
     }
