@@ -159,7 +159,9 @@ async fn sign_in_activity(
                 .from(attempt.address)
                 .with("provider", provider),
         ),
-        Err(error) if error.kind == ErrorKind::PreconditionRequired => None,
+        // Refusals for the rate limit are not written: the attempts that reached it were, and a
+        // flood must not turn into as many inserts.
+        Err(error) if matches!(error.kind, ErrorKind::PreconditionRequired | ErrorKind::RateLimited) => None,
         Err(error) => {
             let email = (attempt.provider == AuthMethod::EmailPassword)
                 .then(|| Email::parse(attempt.identifier).ok())
