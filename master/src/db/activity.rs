@@ -103,7 +103,27 @@ pub async fn page_filtered(
     clause.and("a.action = {}", filter.action.clone());
     clause.and("a.at >= CAST({} AS BIGINT)", filter.from.map(|at| at.to_string()));
     clause.and("a.at < CAST({} AS BIGINT)", filter.to.map(|at| at.to_string()));
-    clause.page(db, (COLUMNS, FROM, ""), "a.at DESC, a.id DESC", (offset, limit)).await
+    let n = clause.binds.len();
+    let sql = format!(
+        "SELECT {COLUMNS} FROM {FROM}{} ORDER BY a.at DESC, a.id DESC LIMIT ${} OFFSET ${}",
+        clause.sql,
+        n + 1,
+        n + 2
+    );
+    let mut rows = sqlx::query_as::<_, ActivityRow>(&sql);
+    for value in &clause.binds {
+        rows = rows.bind(value.as_str());
+    }
+    let rows = rows.bind(limit).bind(offset).fetch_all(db.reader()).await?;
+    // Counted without the join (it names no condition), which the count would otherwise walk
+    // row by row.
+    let count_sql = format!("SELECT COUNT(*) FROM activity a{}", clause.sql);
+    let mut count = sqlx::query_as::<_, (i64,)>(&count_sql);
+    for value in &clause.binds {
+        count = count.bind(value.as_str());
+    }
+    let (total,) = count.fetch_one(db.reader()).await?;
+    Ok((rows, total))
 }
 
 /// Deletes up to `batch` rows older than `before`; answers how many went.
