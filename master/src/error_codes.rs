@@ -362,9 +362,10 @@ mod tests {
         let mut files = Vec::new();
         rust_files(&root, &mut files);
         assert!(files.len() > 50, "the scan found the source tree");
-        let this_file = root.join("error_codes.rs");
+        // The activity log's action names are dotted words too, of their own vocabulary.
+        let skipped = [root.join("error_codes.rs"), root.join("domain/activity.rs")];
         let (mut unknown, mut spelled_out) = (Vec::new(), Vec::new());
-        for file in files.iter().filter(|file| **file != this_file) {
+        for file in files.iter().filter(|file| !skipped.contains(file)) {
             let text = std::fs::read_to_string(file).expect("source file");
             let shown = file.strip_prefix(&root).unwrap_or(file).display().to_string();
             for literal in code_literals(&text) {

@@ -1,6 +1,7 @@
 //! End-to-end API tests: each starts a real master over HTTP (see `nubo_tests`). One test binary
 //! for the whole crate keeps link times down.
 
+mod activity;
 mod admin;
 mod admin_settings;
 mod admin_users;

@@ -11,6 +11,7 @@
 //! calling thread, without sqlx's thread hand-offs. They are written once, with [`Arg`]s and a
 //! decoder over [`Values`], and [`Db::read_row`] picks the executor.
 
+pub mod activity;
 pub mod avatars;
 pub mod blobs;
 pub mod columns;

@@ -1,5 +1,6 @@
 //! Pure types and rules of Nubo: enumerations, validated values, time. No I/O lives here.
 
+pub mod activity;
 pub mod captcha;
 pub mod group;
 pub mod ids;

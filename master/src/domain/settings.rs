@@ -70,7 +70,7 @@ pub enum SettingKind {
     AuthMethods,
     /// A TCP port, 1 to 65535 (a JSON number or its text).
     Port,
-    /// A number of days, 1 to 3650 (a JSON number or its text).
+    /// A number of days, 1 to [`MAX_DAYS`] (a JSON number or its text).
     Days,
     /// One of the listed words.
     Choice(&'static [&'static str]),
@@ -126,7 +126,7 @@ impl SettingKind {
         match self {
             SettingKind::Bool => Value::Bool(stored == "true"),
             SettingKind::Port => stored.parse::<u16>().map_or_else(|_| Value::String(stored.to_owned()), Value::from),
-            SettingKind::Days => stored.parse::<u16>().map_or_else(|_| Value::String(stored.to_owned()), Value::from),
+            SettingKind::Days => stored.parse::<u32>().map_or_else(|_| Value::String(stored.to_owned()), Value::from),
             SettingKind::AuthMethods => {
                 serde_json::from_str(stored).unwrap_or_else(|_| Value::String(stored.to_owned()))
             }
@@ -152,6 +152,9 @@ pub struct KnownSetting {
     pub default: &'static str,
 }
 
+/// The most days a `days` setting holds (ten years).
+pub const MAX_DAYS: u64 = 3650;
+
 /// Every setting the service reads. A name not listed here is refused on write.
 pub const KNOWN_SETTINGS: &[KnownSetting] = &[
     KnownSetting { name: "site_name", category: SettingsType::Basic, kind: SettingKind::Name, default: "Nubo" },
@@ -168,6 +171,13 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
         category: SettingsType::Basic,
         kind: SettingKind::Url,
         default: "https://www.gravatar.com/avatar/{hash}?s={size}&d=identicon",
+    },
+    // How long the activity log keeps a row; the `activity-prune` job deletes older ones.
+    KnownSetting {
+        name: "activity_retention_days",
+        category: SettingsType::Basic,
+        kind: SettingKind::Days,
+        default: "90",
     },
     KnownSetting {
         name: "auth_methods",
@@ -346,15 +356,14 @@ pub fn validate_setting_value(setting: &KnownSetting, value: &serde_json::Value)
         (SettingKind::Port, serde_json::Value::Number(n)) => {
             n.as_u64().filter(|p| (1..=65535).contains(p)).map(|p| p.to_string()).ok_or_else(port_range)
         }
-        (SettingKind::Days, serde_json::Value::Number(n)) => {
-            n.as_u64().filter(|d| (1..=3650).contains(d)).map(|d| d.to_string()).ok_or_else(day_range)
-        }
-        (SettingKind::Days, serde_json::Value::String(s)) => {
-            s.parse::<u64>().ok().filter(|d| (1..=3650).contains(d)).map(|d| d.to_string()).ok_or_else(day_range)
-        }
-        (SettingKind::Days, _) => Err(day_range()),
         (SettingKind::Port, serde_json::Value::String(s)) => {
             s.parse::<u16>().ok().filter(|p| *p != 0).map(|p| p.to_string()).ok_or_else(port_range)
+        }
+        (SettingKind::Days, serde_json::Value::Number(n)) => {
+            n.as_u64().filter(|d| (1..=MAX_DAYS).contains(d)).map(|d| d.to_string()).ok_or_else(days_range)
+        }
+        (SettingKind::Days, serde_json::Value::String(s)) => {
+            s.parse::<u64>().ok().filter(|d| (1..=MAX_DAYS).contains(d)).map(|d| d.to_string()).ok_or_else(days_range)
         }
         (SettingKind::Choice(words), serde_json::Value::String(s)) if words.contains(&s.as_str()) => Ok(s.clone()),
         (SettingKind::Choice(words), _) => Err(format!("must be one of: {}", words.join(", "))),
@@ -379,6 +388,7 @@ pub fn validate_setting_value(setting: &KnownSetting, value: &serde_json::Value)
             _,
         ) => Err("must be a string".to_owned()),
         (SettingKind::Port, _) => Err(port_range()),
+        (SettingKind::Days, _) => Err(days_range()),
         (SettingKind::Bool, _) => Err("must be true or false".to_owned()),
         (SettingKind::AuthMethods, _) => Err("must be a list of sign-in methods".to_owned()),
     }
@@ -404,12 +414,12 @@ pub fn parse_group_map(text: &str) -> Result<Vec<(String, uuid::Uuid)>, String> 
     Ok(entries)
 }
 
-fn day_range() -> String {
-    "must be a number of days from 1 to 3650".to_owned()
-}
-
 fn port_range() -> String {
     "must be a port number from 1 to 65535".to_owned()
+}
+
+fn days_range() -> String {
+    format!("must be a number of days from 1 to {MAX_DAYS}")
 }
 
 #[cfg(test)]

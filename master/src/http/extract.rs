@@ -148,6 +148,23 @@ pub fn client_address(
     client
 }
 
+/// Middleware: handles the request inside [`crate::service::activity::with_address`], so the
+/// actions it records carry the client's address as [`ClientAddress`] reads it.
+pub async fn with_client_address(
+    axum::extract::State(proxies): axum::extract::State<std::sync::Arc<TrustedProxies>>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let peer = request.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0.ip());
+    match peer {
+        Some(peer) => {
+            let address = client_address(peer, request.headers(), &proxies);
+            crate::service::activity::with_address(address, next.run(request)).await
+        }
+        None => next.run(request).await,
+    }
+}
+
 /// A request body as a stream of bytes, never collected in memory.
 pub fn body_stream(body: axum::body::Body) -> nubo_common::storage::ByteStream {
     use futures_util::TryStreamExt;

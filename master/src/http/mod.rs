@@ -46,7 +46,7 @@ pub fn router(state: Context) -> Router {
         .fallback_service(axum::routing::any(web::serve).with_state(state.clone()).layer(CompressionLayer::new()))
         .layer(DefaultBodyLimit::max(max_json_body))
         .layer(Extension(edge::JsonBodyLimit(max_json_body)))
-        .layer(Extension(proxies))
+        .layer(Extension(proxies.clone()))
         .layer(axum::middleware::from_fn_with_state(state.clone(), poke_after_writes))
         .with_state(state)
         .layer(
@@ -75,6 +75,7 @@ pub fn router(state: Context) -> Router {
                 )
                 .layer(PropagateRequestIdLayer::new(request_id))
                 .layer(axum::middleware::from_fn(error::uniform_errors))
+                .layer(axum::middleware::from_fn_with_state(proxies.clone(), extract::with_client_address))
                 .layer(axum::middleware::from_fn_with_state(body_timeout, edge::body_progress))
                 .layer(CatchPanicLayer::custom(error::panic_response)),
         )

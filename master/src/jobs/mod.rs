@@ -147,6 +147,10 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
         // Versions beyond their group's count or age; their bytes go back to their owners.
         Box::pin(async move { Ok(crate::service::versions::prune(&s, now_ms()).await?) })
     }));
+    handles.push(every("activity-prune", hourly, |s| {
+        // Deletes in batches, so a long backlog never holds the write lock for long.
+        Box::pin(async move { Ok(crate::service::activity::prune(&s, now_ms()).await?) })
+    }));
     handles.push(every("refresh-token-cleanup", hourly, |s| {
         Box::pin(async move { Ok(maintenance::clean_refresh_tokens(&s, now_ms()).await? as usize) })
     }));

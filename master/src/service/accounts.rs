@@ -11,6 +11,7 @@ use crate::auth::providers::password::EMAIL_PASSWORD;
 use crate::context::Context;
 use crate::db::users::{ProfileField, UserRow};
 use crate::db::{self, Db};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::ids::{GroupId, UserId};
 use crate::domain::settings::AuthMethod;
 use crate::domain::theme::{ThemeColors, ThemeSource};
@@ -18,6 +19,7 @@ use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::{Email, UserStatus};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::service::activity::{self, Activity};
 use crate::service::{bootstrap, mail_links, site, themes};
 
 /// The group a user belongs to, as shown with the user.
@@ -154,9 +156,10 @@ pub async fn create_admin(db: &Db, email: &str, password: &Secret) -> ServiceRes
     Ok(id.into())
 }
 
-/// Creates a user in a given group (administrators' API).
+/// Creates a user in a given group (administrators' API; `actor` is the administrator).
 pub async fn create_user(
     db: &Db,
+    actor: Uuid,
     email: &str,
     password: &Secret,
     nickname: Option<&str>,
@@ -170,6 +173,8 @@ pub async fn create_user(
         return Err(ServiceError::validation("group_id", "no such group"));
     }
     let id = insert_password_user(db, &email, &nickname, password, group_id, status).await?;
+    activity::record(db, Activity::by(actor, Action::AdminUserCreate).on(TargetKind::User, id, Some(email.as_str())))
+        .await;
     let row = db::users::find(db, id).await?.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("user vanished")))?;
     user_view(db, &row).await
 }
@@ -208,6 +213,8 @@ pub async fn register(
     let id = insert_password_user(ctx.db(), &email, &nickname, password, group_id, status)
         .await
         .map_err(|e| if e.field.as_deref() == Some("password") { e.with_field("credential") } else { e })?;
+    let registered = Activity::by(id.as_uuid(), Action::Register).on(TargetKind::User, id, Some(email.as_str()));
+    activity::record(ctx.db(), registered).await;
     let row =
         db::users::find(ctx.db(), id).await?.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("user vanished")))?;
     if verify {
@@ -282,6 +289,11 @@ pub async fn update_setting(
         }
         _ => return Err(ServiceError::validation(field, format!("{field} has the wrong type"))),
     }
+    activity::record(
+        db,
+        Activity::by(user_id, Action::SettingsUpdate).on(TargetKind::User, user_id, None).with("option", field),
+    )
+    .await;
     Ok(())
 }
 
@@ -303,6 +315,7 @@ pub async fn change_password(db: &Db, user_id: Uuid, old: &Secret, new: &Secret)
     let hash = hash_password(new).await.map_err(|e| password_error("new_password", e))?;
     db::users::set_credential(db, id, EMAIL_PASSWORD, &hash).await?;
     db::refresh_tokens::revoke_user(db, id, now_ms()).await?;
+    activity::record(db, Activity::by(user_id, Action::PasswordChange).on(TargetKind::User, user_id, None)).await;
     Ok(())
 }
 

@@ -12,6 +12,7 @@ use uuid::Uuid;
 use crate::context::Context;
 use crate::db::objects::{ListingRow, NewObject, ObjectRow};
 use crate::db::{self, Conn, Db, DbError};
+use crate::domain::activity::Action;
 use crate::domain::ids::{ObjectId, UserId};
 use crate::domain::object::ListOrder;
 use crate::domain::object::{ObjectKind, ObjectName, new_id, parse_path};
@@ -19,6 +20,7 @@ use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Grant, Reach, Readable, Writable};
+use crate::service::activity::{self, Activity};
 use crate::service::tags::{self, TagBrief};
 use crate::service::{Page, PageRequest, policies};
 
@@ -559,13 +561,21 @@ pub fn quota_exceeded() -> ServiceError {
 /// Puts objects (and what is inside folders) in the trash; they keep counting against the quota
 /// until deleted for good.
 pub async fn trash(db: &Db, caller: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
+    trash_as(db, caller, ids, Some(caller)).await
+}
+
+/// [`trash`] of `caller`'s objects by `actor` (an administrator), as the activity log records it.
+async fn trash_as(db: &Db, caller: Uuid, ids: &[Uuid], actor: Option<Uuid>) -> ServiceResult<()> {
     let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
     let mut tx = db.begin().await?;
     let now = now_ms();
+    let mut roots = Vec::with_capacity(ids.len());
     for &id in &ids {
         let row = detachable_in(&mut tx, caller, id).await?;
         db::objects::trash_subtree(&mut tx, row.id, now).await?;
+        roots.push(row);
     }
+    activity::record_in(&mut tx, deletion(Action::ObjectTrash, caller, actor, &roots)).await;
     tx.commit().await.map_err(DbError::from)?;
     Ok(())
 }
@@ -584,6 +594,7 @@ pub async fn list_trash(db: &Db, owner: Uuid, page: PageRequest) -> ServiceResul
 pub async fn restore(db: &Db, caller: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
     let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
     let mut tx = db.begin().await?;
+    let mut restored = Vec::with_capacity(ids.len());
     for &id in &ids {
         let row = access::writable_in(&mut tx, caller, id, Reach::TrashRoot).await?.into_row();
         if let Some(parent) = row.parent_id {
@@ -594,7 +605,9 @@ pub async fn restore(db: &Db, caller: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
             }
         }
         db::objects::restore_subtree(&mut tx, row.id).await.map_err(on_name_clash)?;
+        restored.push(row);
     }
+    activity::record_in(&mut tx, deletion(Action::ObjectRestore, caller, Some(caller), &restored)).await;
     tx.commit().await.map_err(DbError::from)?;
     Ok(())
 }
@@ -602,6 +615,11 @@ pub async fn restore(db: &Db, caller: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
 /// Deletes trashed objects for good: their quota is released and each blob whose last
 /// reference goes is deleted from storage after the change commits.
 pub async fn purge(ctx: &Context, caller: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
+    purge_as(ctx, caller, ids, Some(caller)).await
+}
+
+/// [`purge`] of `caller`'s objects by `actor` (an administrator; `None`: the trash's expiry).
+pub async fn purge_as(ctx: &Context, caller: Uuid, ids: &[Uuid], actor: Option<Uuid>) -> ServiceResult<()> {
     let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
     let mut tx = ctx.db().begin().await?;
     let mut roots = Vec::new();
@@ -610,9 +628,15 @@ pub async fn purge(ctx: &Context, caller: Uuid, ids: &[Uuid]) -> ServiceResult<(
     }
     // The space goes back to the caller: today every object a caller may delete is the caller's.
     let orphans = delete_trees(&mut tx, caller.into(), &roots).await?;
+    activity::record_in(&mut tx, deletion(Action::ObjectDelete, caller, actor, &roots)).await;
     tx.commit().await.map_err(DbError::from)?;
     release_blobs(ctx, &orphans).await;
     Ok(())
+}
+
+/// The activity of `action` on `owner`'s objects `roots` by `actor`.
+fn deletion(action: Action, owner: Uuid, actor: Option<Uuid>, roots: &[ObjectRow]) -> Activity {
+    Activity::new(action, actor).on_objects(owner, roots.iter().map(|row| (row.id.as_uuid(), row.name.as_str())))
 }
 
 /// A file as an administrator sees it.
@@ -660,7 +684,7 @@ pub async fn admin_files(
 /// Puts any users' objects in their owners' trash, or with `purge` deletes them for good
 /// (`admin_required`). Every id must name an object not in the trash and not a root, checked
 /// before anything changes.
-pub async fn admin_delete(ctx: &Context, ids: &[Uuid], purge: bool) -> ServiceResult<()> {
+pub async fn admin_delete(ctx: &Context, actor: Uuid, ids: &[Uuid], purge: bool) -> ServiceResult<()> {
     let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
     let mut by_owner: std::collections::BTreeMap<Uuid, Vec<Uuid>> = std::collections::BTreeMap::new();
     for &id in &ids {
@@ -676,9 +700,9 @@ pub async fn admin_delete(ctx: &Context, ids: &[Uuid], purge: bool) -> ServiceRe
         by_owner.entry(row.owner_id.into()).or_default().push(id.into());
     }
     for (owner, ids) in by_owner {
-        trash(ctx.db(), owner, &ids).await?;
+        trash_as(ctx.db(), owner, &ids, Some(actor)).await?;
         if purge {
-            self::purge(ctx, owner, &ids).await?;
+            purge_as(ctx, owner, &ids, Some(actor)).await?;
         }
     }
     Ok(())

@@ -9,11 +9,13 @@ use crate::auth::revocation;
 use crate::context::Context;
 use crate::db::groups::{GroupRow, GroupValues};
 use crate::db::{self, Db, DbError};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::group::GroupPermissions;
 use crate::domain::ids::{GroupId, PolicyId};
 use crate::domain::time::now_ms;
 use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::service::activity::{self, Activity};
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct GroupView {
@@ -124,7 +126,7 @@ fn name_taken(e: DbError, name: &str) -> ServiceError {
     }
 }
 
-pub async fn create(db: &Db, input: GroupInput) -> ServiceResult<GroupView> {
+pub async fn create(db: &Db, actor: Uuid, input: GroupInput) -> ServiceResult<GroupView> {
     let (name, policy_ids) = validate(db, &input).await?;
     let id = GroupId::random();
     let values = GroupValues {
@@ -138,13 +140,14 @@ pub async fn create(db: &Db, input: GroupInput) -> ServiceResult<GroupView> {
     };
     db::groups::insert_all(db, &[(id, values)], now_ms()).await.map_err(|e| name_taken(e, &name))?;
     db::groups::set_policies(db, id, &policy_ids).await?;
+    activity::record(db, Activity::by(actor, Action::AdminGroupCreate).on(TargetKind::Group, id, Some(&name))).await;
     get(db, id.into()).await
 }
 
 /// Replaces a group's settings. A change to what access tokens snapshot (name, admin flag,
 /// capacity, permissions) makes every member's tokens stale at once, on every master: they
 /// refresh to get the new claims.
-pub async fn update(ctx: &Context, id: Uuid, input: GroupInput) -> ServiceResult<GroupView> {
+pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, input: GroupInput) -> ServiceResult<GroupView> {
     let db = ctx.db();
     let (name, policy_ids) = validate(db, &input).await?;
     let key = GroupId::from(id);
@@ -172,6 +175,7 @@ pub async fn update(ctx: &Context, id: Uuid, input: GroupInput) -> ServiceResult
         revocation::group_claims_changed(ctx.store(), id, version).await?;
     }
     db::groups::set_policies(db, key, &policy_ids).await?;
+    activity::record(db, Activity::by(actor, Action::AdminGroupUpdate).on(TargetKind::Group, id, Some(&name))).await;
     get(db, id).await
 }
 
@@ -181,11 +185,9 @@ pub async fn permissions(db: &Db, group_id: GroupId) -> ServiceResult<GroupPermi
     Ok(group.permissions)
 }
 
-pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
+pub async fn delete(db: &Db, actor: Uuid, id: Uuid) -> ServiceResult<()> {
     let key = GroupId::from(id);
-    if db::groups::find(db, key).await?.is_none() {
-        return Err(not_found());
-    }
+    let Some(group) = db::groups::find(db, key).await? else { return Err(not_found()) };
     let members = db::groups::member_count(db, key).await?;
     if members > 0 {
         return Err(ServiceError::conflict(
@@ -194,7 +196,11 @@ pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
         ));
     }
     match db::groups::delete(db, key).await {
-        Ok(_) => Ok(()),
+        Ok(_) => {
+            let deleted = Activity::by(actor, Action::AdminGroupDelete).on(TargetKind::Group, id, Some(&group.name));
+            activity::record(db, deleted).await;
+            Ok(())
+        }
         // A member joined between the check and the delete.
         Err(DbError::Sqlx(e)) if matches!(&e, sqlx::Error::Database(d) if d.is_foreign_key_violation()) => {
             Err(ServiceError::conflict(codes::GROUP_HAS_USERS, "the group still has members"))

@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod accounts;
+pub mod activity;
 pub mod archives;
 pub mod avatars;
 pub mod bootstrap;

@@ -8,6 +8,7 @@ use uuid::Uuid;
 use crate::context::Context;
 use crate::db::policies::{PolicyRow, PolicyValues};
 use crate::db::{self, Db, DbError};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::ids::GroupId;
 use crate::domain::ids::{NodeId, PolicyId};
 use crate::domain::naming;
@@ -16,6 +17,7 @@ use crate::domain::policy::{
 };
 use crate::domain::time::now_ms;
 use crate::error_codes as codes;
+use crate::service::activity::{self, Activity};
 use std::sync::Arc;
 
 use nubo_common::storage::BlobStore;
@@ -205,15 +207,17 @@ pub async fn list(db: &Db) -> ServiceResult<Vec<PolicyView>> {
     db::policies::list(db).await?.iter().map(view).collect()
 }
 
-pub async fn create(db: &Db, input: PolicyInput) -> ServiceResult<PolicyView> {
+pub async fn create(db: &Db, actor: Uuid, input: PolicyInput) -> ServiceResult<PolicyView> {
     let checked = validate(&input, None)?;
     check_node(db, &checked).await?;
     let id = PolicyId::random();
     db::policies::insert(db, id, &checked.values(&input), now_ms()).await.map_err(|e| name_taken(e, &checked.name))?;
+    let created = Activity::by(actor, Action::AdminPolicyCreate).on(TargetKind::Policy, id, Some(&checked.name));
+    activity::record(db, created).await;
     view(&find(db, id.into()).await?)
 }
 
-pub async fn update(db: &Db, id: Uuid, input: PolicyInput) -> ServiceResult<PolicyView> {
+pub async fn update(db: &Db, actor: Uuid, id: Uuid, input: PolicyInput) -> ServiceResult<PolicyView> {
     let previous = find(db, id).await?;
     let checked = validate(&input, Some(&previous))?;
     check_node(db, &checked).await?;
@@ -229,15 +233,19 @@ pub async fn update(db: &Db, id: Uuid, input: PolicyInput) -> ServiceResult<Poli
     db::policies::update(db, previous.id, &checked.values(&input), stamp)
         .await
         .map_err(|e| name_taken(e, &checked.name))?;
+    let updated = Activity::by(actor, Action::AdminPolicyUpdate).on(TargetKind::Policy, id, Some(&checked.name));
+    activity::record(db, updated).await;
     view(&find(db, id).await?)
 }
 
-pub async fn delete(db: &Db, id: Uuid) -> ServiceResult<()> {
+pub async fn delete(db: &Db, actor: Uuid, id: Uuid) -> ServiceResult<()> {
     let policy = find(db, id).await?;
     if db::policies::usage(db, policy.id).await? > 0 {
         return Err(ServiceError::conflict(codes::POLICY_IN_USE, "the policy is linked to groups or stores files"));
     }
     db::policies::delete(db, policy.id).await?;
+    let deleted = Activity::by(actor, Action::AdminPolicyDelete).on(TargetKind::Policy, id, Some(&policy.name));
+    activity::record(db, deleted).await;
     Ok(())
 }
 

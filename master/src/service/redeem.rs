@@ -30,10 +30,12 @@ use crate::auth::revocation;
 use crate::context::Context;
 use crate::db::redeem::{BatchFields, CodeFilter, CodeRow, NewCode, TemporaryGroupRow};
 use crate::db::{self, DbError};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::ids::{GroupId, UserId};
 use crate::domain::time::{Millis, from_rfc3339, now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::service::activity::{self, Activity};
 use crate::service::storage_packs::{self, PackGrant, PackView};
 use crate::service::{Page, PageRequest, bootstrap, sign_in};
 
@@ -401,6 +403,9 @@ pub async fn redeem(ctx: &Context, user: Uuid, code: &str, address: IpAddr) -> S
     if !db::redeem::take_use(&mut tx, row.id, now).await? {
         return Err(ServiceError::conflict(codes::REDEEM_USED_UP, "every use of this code is taken"));
     }
+    // The code's hint and batch name only: never the code.
+    let used = Activity::by(user, Action::Redeem).on(TargetKind::Redeem, row.id, Some(&row.name)).from(address);
+    activity::record_in(&mut tx, used.with("kind", kind_of(&row)).with("hint", &row.hint)).await;
     let duration_ms = row.duration * 1000;
     let answer = match (kind_of(&row), row.pack_size, row.group_id) {
         (CodeKind::StoragePack, Some(size), _) => {

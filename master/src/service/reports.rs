@@ -12,12 +12,14 @@ use uuid::Uuid;
 use crate::context::Context;
 use crate::db::reports::{NewReport, ReportFilter, ReportRow};
 use crate::db::{self};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::ids::UserId;
 use crate::domain::report::{MAX_DESCRIPTION_CHARS, ReportAction, ReportReason, ReportStatus};
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::user::UserStatus;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::service::activity::{self, Activity};
 use crate::service::users::{self, UserUpdate};
 use crate::service::{Page, PageRequest};
 
@@ -169,6 +171,8 @@ pub async fn act(ctx: &Context, admin: Uuid, id: Uuid, action: ReportAction) -> 
     if !db::reports::record_action(ctx.db(), id, action, admin.into(), now_ms()).await? {
         return Err(already_handled());
     }
+    let decided = Activity::by(admin, Action::AdminReportDecision).on(TargetKind::Report, id, Some(&report.share_code));
+    activity::record(ctx.db(), decided.with("action", action).with("object_name", &report.object_name)).await;
     let handled = db::reports::find(ctx.db(), id).await?.ok_or_else(not_found)?;
     Ok(view(&handled))
 }

@@ -17,6 +17,7 @@ use crate::context::Context;
 use crate::db::objects::ListingRow;
 use crate::db::shares::{NewShare as NewShareRow, ShareSettings, ShareWithObject};
 use crate::db::{self, DbError};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::ids::UserId;
 use crate::domain::object::ObjectKind;
 use crate::domain::time::{Millis, from_rfc3339, now_ms, to_rfc3339};
@@ -24,6 +25,7 @@ use crate::domain::user::UserStatus;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Reach, Readable};
+use crate::service::activity::{self, Activity};
 use crate::service::archives::{self, ArchiveTokenView};
 use crate::service::downloads::{self, DownloadTokenView};
 use crate::service::files::{self, CopySource, ObjectView};
@@ -322,6 +324,8 @@ pub async fn create(
             },
         }
     };
+    let created = Activity::by(caller, Action::ShareCreate).on(TargetKind::Share, &code, Some(&code));
+    activity::record(ctx.db(), created.with("object_id", object.id()).with("password", password_hash.is_some())).await;
     owned(ctx, caller, &code).await
 }
 
@@ -373,6 +377,7 @@ pub async fn update(ctx: &Context, caller: Uuid, code: &str, changes: ShareChang
     if !db::shares::update(ctx.db(), row.id, &settings).await? {
         return Err(not_found());
     }
+    activity::record(ctx.db(), Activity::by(caller, Action::ShareUpdate).on(TargetKind::Share, code, Some(code))).await;
     owned(ctx, caller, code).await
 }
 
@@ -382,6 +387,8 @@ pub async fn delete(ctx: &Context, caller: Uuid, code: &str) -> ServiceResult<()
     if !db::shares::delete(ctx.db(), share.share.id).await? {
         return Err(not_found());
     }
+    let deleted = Activity::by(caller, Action::ShareDelete).on(TargetKind::Share, code, Some(code));
+    activity::record(ctx.db(), deleted.with("object_name", &share.object_name)).await;
     Ok(())
 }
 
@@ -448,11 +455,14 @@ pub async fn admin_list(
 }
 
 /// Ends any user's share `code` (`admin_required`).
-pub async fn admin_delete(ctx: &Context, code: &str) -> ServiceResult<()> {
+pub async fn admin_delete(ctx: &Context, actor: Uuid, code: &str) -> ServiceResult<()> {
     let share = db::shares::find_by_code(ctx.db(), code).await?.ok_or_else(not_found)?;
     if !db::shares::delete(ctx.db(), share.share.id).await? {
         return Err(not_found());
     }
+    let deleted = Activity::by(actor, Action::AdminShareDelete).on(TargetKind::Share, code, Some(code));
+    activity::record(ctx.db(), deleted.with("owner_id", share.share.owner_id).with("object_name", &share.object_name))
+        .await;
     Ok(())
 }
 

@@ -15,6 +15,7 @@ use crate::auth::token::{ACCESS_TOKEN_LIFETIME, GroupClaims, JwtPayload, Refresh
 use crate::context::Context;
 use crate::db::users::UserRow;
 use crate::db::{self};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::ids::UserId;
 use crate::domain::settings::AuthMethod;
 use crate::domain::time::{now_ms, to_rfc3339};
@@ -22,6 +23,7 @@ use crate::domain::user::{Email, UserStatus};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::accounts::{self, UserView};
+use crate::service::activity::{self, Activity};
 use crate::service::{site, two_factor};
 
 /// A freshly issued pair of tokens.
@@ -132,7 +134,55 @@ pub struct LoginAttempt<'a> {
 
 /// Unified sign-in: the provider named in the attempt (enabled in `auth_methods`) identifies
 /// the user; the account's status, its second factor and issuing tokens are the same for all.
+/// The sign-in, or its refusal, is recorded in the activity log.
 pub async fn login(ctx: &Context, attempt: LoginAttempt<'_>) -> ServiceResult<LoginView> {
+    let outcome = sign_in(ctx, attempt).await;
+    if let Some(entry) = sign_in_activity(ctx, &attempt, &outcome).await {
+        activity::record(ctx.db(), entry).await;
+    }
+    outcome
+}
+
+/// What the activity log keeps of a sign-in: the account, provider and address; for a refusal
+/// its code and, for a password, the e-mail address tried (its account, if any, as the actor),
+/// never a credential or a token. A request for the second factor is a step, not a refusal.
+async fn sign_in_activity(
+    ctx: &Context,
+    attempt: &LoginAttempt<'_>,
+    outcome: &ServiceResult<LoginView>,
+) -> Option<Activity> {
+    let provider = serde_json::to_value(attempt.provider).unwrap_or_default();
+    match outcome {
+        Ok(view) => Some(
+            Activity::by(view.user.id, Action::SignIn)
+                .on(TargetKind::User, view.user.id, Some(&view.user.email))
+                .from(attempt.address)
+                .with("provider", provider),
+        ),
+        // Refusals for the rate limit are not written: the attempts that reached it were, and a
+        // flood must not turn into as many inserts.
+        Err(error) if matches!(error.kind, ErrorKind::PreconditionRequired | ErrorKind::RateLimited) => None,
+        Err(error) => {
+            let email = (attempt.provider == AuthMethod::EmailPassword)
+                .then(|| Email::parse(attempt.identifier).ok())
+                .flatten();
+            let account = match &email {
+                Some(email) => db::users::find_by_email(ctx.db(), email.as_str()).await.ok().flatten(),
+                None => None,
+            };
+            let actor = account.as_ref().map(|user| user.id.as_uuid());
+            let mut failed = Activity::new(Action::SignInFailed, actor).from(attempt.address);
+            failed = match (actor, &email) {
+                (Some(id), Some(email)) => failed.on(TargetKind::User, id, Some(email.as_str())),
+                (None, Some(email)) => failed.on_name(TargetKind::User, email.as_str()),
+                _ => failed,
+            };
+            Some(failed.with("provider", provider).with("code", error.code.as_ref()))
+        }
+    }
+}
+
+async fn sign_in(ctx: &Context, attempt: LoginAttempt<'_>) -> ServiceResult<LoginView> {
     let config = site::site_config(ctx.db()).await?;
     site::require_enabled_method(&config, attempt.provider)?;
     limit_address(ctx, "login", attempt.address).await?;

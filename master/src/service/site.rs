@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use crate::context::Context;
 use crate::db::{self, Db};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::ids::GroupId;
 use crate::domain::settings::{
     AuthMethod, KNOWN_SETTINGS, SettingKind, SettingsType, known_setting, parse_group_map, validate_setting_value,
@@ -11,6 +12,7 @@ use crate::domain::settings::{
 use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::service::activity::{self, Activity};
 
 /// The public configuration clients need before anyone signs in.
 #[derive(Debug, Clone, PartialEq)]
@@ -160,9 +162,17 @@ pub async fn settings_changed(ctx: &Context) -> ServiceResult<()> {
     Ok(())
 }
 
-/// [`update_settings`], then a new settings version.
-pub async fn save_settings(ctx: &Context, values: &serde_json::Map<String, serde_json::Value>) -> ServiceResult<()> {
+/// [`update_settings`] by administrator `actor` (recorded with the names, never the values),
+/// then a new settings version.
+pub async fn save_settings(
+    ctx: &Context,
+    actor: uuid::Uuid,
+    values: &serde_json::Map<String, serde_json::Value>,
+) -> ServiceResult<()> {
     update_settings(ctx.db(), values).await?;
+    let names: Vec<&str> = values.keys().map(String::as_str).collect();
+    let changed = Activity::by(actor, Action::AdminSettingsUpdate).on(TargetKind::Settings, "site", None);
+    activity::record(ctx.db(), changed.with("names", names)).await;
     settings_changed(ctx).await
 }
 

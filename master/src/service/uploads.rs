@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::context::Context;
 use crate::db::uploads::{ChunkRow, SessionRow};
 use crate::db::{self, DbError};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::ids::{GroupId, NodeId, UploadId, UserId};
 use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::ObjectName;
@@ -23,6 +24,7 @@ use crate::domain::upload::UploadStatus::{self, Aborting, Finishing, Uploading};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Reach};
+use crate::service::activity::{self, Activity};
 use crate::service::files::{self, ObjectView, quota_exceeded};
 use crate::service::ingest::{self, Charge, Hold, Plan, StagedBlob};
 use crate::service::policies;
@@ -525,6 +527,11 @@ async fn record_upload(
         }
     };
     let mut plan = plan.with_step(|_| db::uploads::end_claimed_step(session.id, &claim.token));
+    let uploaded = Activity::by(session.owner_id.as_uuid(), Action::FileUpload).with("size", session.declared_size);
+    // A node's report comes from the node, not from the client.
+    let uploaded = if report.is_some() { uploaded.without_address() } else { uploaded };
+    plan = plan
+        .with_step(|object_id| activity::step(uploaded.on(TargetKind::Object, object_id, Some(&session.file_name))));
     if let Some(report) = report {
         let now = now_ms();
         plan = plan.with_step(|object_id| {

@@ -10,8 +10,9 @@ use crate::auth::password::hash_password;
 use crate::auth::providers::password::EMAIL_PASSWORD;
 use crate::auth::revocation;
 use crate::context::Context;
-use crate::db::users::UserChanges;
+use crate::db::users::{UserChanges, UserRow};
 use crate::db::{self};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::ids::{GroupId, UserId};
 use crate::domain::time::now_ms;
 use crate::domain::user::UserFilter;
@@ -19,6 +20,7 @@ use crate::domain::user::UserStatus;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::accounts::{self, UserView};
+use crate::service::activity::{self, Activity};
 use crate::service::identities::{self, IdentityView};
 use crate::service::storage_packs::{self, PackView};
 use crate::service::{Page, PageRequest};
@@ -148,7 +150,29 @@ pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, update: UserUpdate) ->
         }
         _ => {}
     }
+    activity::record(ctx.db(), update_activity(actor, &current, &update)).await;
     get(ctx, id).await
+}
+
+/// What the activity log keeps of an administrator's change to `user`: a ban as `admin.ban`,
+/// anything else as `admin.user_update` with the names of the fields (never a password).
+fn update_activity(actor: Uuid, user: &UserRow, update: &UserUpdate) -> Activity {
+    let banned = update.status.is_some_and(|status| status != UserStatus::Active) && user.status == UserStatus::Active;
+    let action = if banned { Action::AdminBan } else { Action::AdminUserUpdate };
+    let fields: Vec<&str> = [
+        ("nickname", update.nickname.is_some()),
+        ("group_id", update.group_id.is_some()),
+        ("status", update.status.is_some()),
+        ("password", update.password.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, set)| set.then_some(name))
+    .collect();
+    let mut entry = Activity::by(actor, action).on(TargetKind::User, user.id, Some(&user.email)).with("fields", fields);
+    if let Some(status) = update.status {
+        entry = entry.with("status", status);
+    }
+    entry
 }
 
 pub async fn delete(ctx: &Context, actor: Uuid, id: Uuid) -> ServiceResult<()> {
@@ -159,13 +183,16 @@ pub async fn delete(ctx: &Context, actor: Uuid, id: Uuid) -> ServiceResult<()> {
             "administrators cannot delete themselves",
         ));
     }
-    if db::users::find(ctx.db(), id.into()).await?.is_none() {
-        return Err(not_found());
-    }
+    let Some(user) = db::users::find(ctx.db(), id.into()).await? else { return Err(not_found()) };
     // Refuse the user's tokens first, so nothing slips through while the files go.
     revocation::ban(ctx.store(), id).await?;
     crate::service::files::delete_everything_of(ctx, id).await?;
     db::users::delete(ctx.db(), id.into()).await?;
+    activity::record(
+        ctx.db(),
+        Activity::by(actor, Action::AdminUserDelete).on(TargetKind::User, id, Some(&user.email)),
+    )
+    .await;
     Ok(())
 }
 

@@ -89,6 +89,7 @@ export const journeys = [
           ["/admin/reports", () => page.getByLabel("State")],
           ["/admin/themes", () => page.getByRole("button", { name: "New theme" })],
           ["/admin/viewers", () => page.getByRole("heading", { name: "Built-in viewers" })],
+          ["/admin/activity", () => page.getByRole("button", { name: "Download CSV" })],
           ["/admin/settings", () => page.getByLabel("Site name")],
         ]) {
           await page.goto(base + path);

@@ -89,12 +89,13 @@ pub struct CreateUserRequest {
     ))]
 pub async fn create_user(
     State(state): State<Context>,
-    _admin: AdminRequired,
+    AdminRequired(admin): AdminRequired,
     ApiJson(request): ApiJson<CreateUserRequest>,
 ) -> ServiceResult<(StatusCode, Json<UserView>)> {
     let status = request.status.unwrap_or(UserStatus::Active);
     let user = accounts::create_user(
         state.db(),
+        admin.sub,
         &request.email,
         &request.password,
         request.nickname.as_deref(),
@@ -274,10 +275,10 @@ pub async fn list_groups(State(state): State<Context>, _admin: AdminRequired) ->
     ))]
 pub async fn create_group(
     State(state): State<Context>,
-    _admin: AdminRequired,
+    AdminRequired(admin): AdminRequired,
     ApiJson(request): ApiJson<GroupRequest>,
 ) -> ServiceResult<(StatusCode, Json<GroupView>)> {
-    Ok((StatusCode::CREATED, Json(groups::create(state.db(), request.into()).await?)))
+    Ok((StatusCode::CREATED, Json(groups::create(state.db(), admin.sub, request.into()).await?)))
 }
 
 /// One group.
@@ -311,11 +312,11 @@ pub async fn get_group(
     ))]
 pub async fn update_group(
     State(state): State<Context>,
-    _admin: AdminRequired,
+    AdminRequired(admin): AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<GroupRequest>,
 ) -> ServiceResult<Json<GroupView>> {
-    Ok(Json(groups::update(&state, id, request.into()).await?))
+    Ok(Json(groups::update(&state, admin.sub, id, request.into()).await?))
 }
 
 /// Delete a group; refused while it has members.
@@ -330,10 +331,10 @@ pub async fn update_group(
     ))]
 pub async fn delete_group(
     State(state): State<Context>,
-    _admin: AdminRequired,
+    AdminRequired(admin): AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<StatusCode> {
-    groups::delete(state.db(), id).await?;
+    groups::delete(state.db(), admin.sub, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -381,10 +382,10 @@ pub async fn settings_catalog(
     ))]
 pub async fn update_settings(
     State(state): State<Context>,
-    _admin: AdminRequired,
+    AdminRequired(admin): AdminRequired,
     ApiJson(values): ApiJson<serde_json::Map<String, serde_json::Value>>,
 ) -> ServiceResult<StatusCode> {
-    site::save_settings(&state, &values).await?;
+    site::save_settings(&state, admin.sub, &values).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -460,10 +461,10 @@ pub struct AdminDeleteRequest {
     ))]
 pub async fn delete_files(
     State(state): State<Context>,
-    _admin: AdminRequired,
+    AdminRequired(admin): AdminRequired,
     ApiJson(request): ApiJson<AdminDeleteRequest>,
 ) -> ServiceResult<StatusCode> {
-    files::admin_delete(&state, &request.ids, request.purge).await?;
+    files::admin_delete(&state, admin.sub, &request.ids, request.purge).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -1,5 +1,6 @@
 //! The `/api/v1` routers, one module per area, and the OpenAPI document generated from them.
 
+pub mod activity;
 pub mod admin;
 pub mod archives;
 pub mod avatars;
@@ -141,6 +142,8 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(admin::list_users, admin::create_user))
         .routes(routes!(admin::get_user, admin::update_user, admin::delete_user))
         .routes(routes!(admin::calibrate_user))
+        .routes(routes!(activity::mine))
+        .routes(routes!(activity::admin_list))
         .routes(routes!(admin::list_groups, admin::create_group))
         .routes(routes!(admin::get_group, admin::update_group, admin::delete_group))
         .routes(routes!(admin::get_settings, admin::update_settings))

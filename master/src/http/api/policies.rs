@@ -98,10 +98,10 @@ pub async fn list(State(state): State<Context>, _admin: AdminRequired) -> Servic
     ))]
 pub async fn create(
     State(state): State<Context>,
-    _admin: AdminRequired,
+    AdminRequired(admin): AdminRequired,
     ApiJson(request): ApiJson<PolicyRequest>,
 ) -> ServiceResult<(StatusCode, Json<PolicyView>)> {
-    Ok((StatusCode::CREATED, Json(policies::create(state.db(), request.into()).await?)))
+    Ok((StatusCode::CREATED, Json(policies::create(state.db(), admin.sub, request.into()).await?)))
 }
 
 /// One policy.
@@ -134,11 +134,11 @@ pub async fn get(
     ))]
 pub async fn update(
     State(state): State<Context>,
-    _admin: AdminRequired,
+    AdminRequired(admin): AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<PolicyRequest>,
 ) -> ServiceResult<Json<PolicyView>> {
-    Ok(Json(policies::update(state.db(), id, request.into()).await?))
+    Ok(Json(policies::update(state.db(), admin.sub, id, request.into()).await?))
 }
 
 /// Delete a policy no group, file or upload uses.
@@ -152,10 +152,10 @@ pub async fn update(
     ))]
 pub async fn delete(
     State(state): State<Context>,
-    _admin: AdminRequired,
+    AdminRequired(admin): AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<StatusCode> {
-    policies::delete(state.db(), id).await?;
+    policies::delete(state.db(), admin.sub, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

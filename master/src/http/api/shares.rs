@@ -329,9 +329,9 @@ pub async fn admin_list(
     ))]
 pub async fn admin_delete(
     State(state): State<Context>,
-    _admin: AdminRequired,
+    AdminRequired(admin): AdminRequired,
     ApiPath(code): ApiPath<String>,
 ) -> ServiceResult<StatusCode> {
-    shares::admin_delete(&state, &code).await?;
+    shares::admin_delete(&state, admin.sub, &code).await?;
     Ok(StatusCode::NO_CONTENT)
 }

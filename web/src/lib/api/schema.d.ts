@@ -4,6 +4,27 @@
  */
 
 export interface paths {
+    "/api/v1/admin/activity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Everyone's actions, newest first, with filters. With `Accept: text/csv` the answer is a CSV
+         *     download (`at,actor_id,actor_nickname,action,target_kind,target_id,target_name,address,detail`)
+         *     of up to 10,000 rows from `offset`; narrow the filters or page with `offset` for more.
+         */
+        get: operations["admin_activity_admin_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/file": {
         parameters: {
             query?: never;
@@ -1683,6 +1704,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/user/activity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's own actions, newest first: their sign-ins, uploads, deletions, shares and
+         *     settings changes, and the failed sign-ins that named their e-mail address.
+         */
+        get: operations["user_activity_mine"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/user/authn/options": {
         parameters: {
             query?: never;
@@ -2340,6 +2381,34 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * @description A state-changing action the activity log records, named by a stable dotted word.
+         * @enum {string}
+         */
+        Action: "user.sign_in" | "user.sign_in_failed" | "user.register" | "user.password_change" | "user.settings_update" | "file.upload" | "object.trash" | "object.restore" | "object.delete" | "share.create" | "share.update" | "share.delete" | "redeem.use" | "admin.user_create" | "admin.user_update" | "admin.ban" | "admin.user_delete" | "admin.settings_update" | "admin.group_create" | "admin.group_update" | "admin.group_delete" | "admin.policy_create" | "admin.policy_update" | "admin.policy_delete" | "admin.report_decision" | "admin.share_delete";
+        /** @description One recorded action. */
+        ActivityView: {
+            action: components["schemas"]["Action"];
+            /**
+             * Format: uuid
+             * @description Who did it: `null` for a visitor, a job, or a failed sign-in naming no account.
+             */
+            actor_id?: string | null;
+            /** @description The actor's nickname now (`null` once the account is gone). */
+            actor_nickname?: string | null;
+            /** @description The client's address (behind `trusted_proxies`, the one they forwarded). */
+            address?: string | null;
+            /** @description When it happened (RFC 3339). */
+            at: string;
+            /** @description More about it, by action (see the action list); never a secret. */
+            detail: Record<string, never>;
+            /** Format: uuid */
+            id: string;
+            target_id?: string | null;
+            target_kind?: null | components["schemas"]["TargetKind"];
+            /** @description The target's name when it happened (a file name, a share code, an e-mail address). */
+            target_name?: string | null;
+        };
         /** @description Which objects an administrator deletes, and how. */
         AdminDeleteRequest: {
             ids: string[];
@@ -3091,6 +3160,33 @@ export interface components {
             user_email?: string | null;
             /** Format: uuid */
             user_id: string;
+        };
+        /** @description One page of a list and the total number of matching records. */
+        Page_ActivityView: {
+            /** Format: int64 */
+            count: number;
+            items: {
+                action: components["schemas"]["Action"];
+                /**
+                 * Format: uuid
+                 * @description Who did it: `null` for a visitor, a job, or a failed sign-in naming no account.
+                 */
+                actor_id?: string | null;
+                /** @description The actor's nickname now (`null` once the account is gone). */
+                actor_nickname?: string | null;
+                /** @description The client's address (behind `trusted_proxies`, the one they forwarded). */
+                address?: string | null;
+                /** @description When it happened (RFC 3339). */
+                at: string;
+                /** @description More about it, by action (see the action list); never a secret. */
+                detail: Record<string, never>;
+                /** Format: uuid */
+                id: string;
+                target_id?: string | null;
+                target_kind?: null | components["schemas"]["TargetKind"];
+                /** @description The target's name when it happened (a file name, a share code, an e-mail address). */
+                target_name?: string | null;
+            }[];
         };
         /** @description One page of a list and the total number of matching records. */
         Page_AdminFileView: {
@@ -3913,6 +4009,11 @@ export interface components {
             size: number;
             updated_at: string;
         };
+        /**
+         * @description What kind of record an activity is about.
+         * @enum {string}
+         */
+        TargetKind: "user" | "object" | "share" | "group" | "policy" | "settings" | "report" | "redeem";
         TaskCounts: {
             /** Format: int64 */
             canceled: number;
@@ -4368,6 +4469,84 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    admin_activity_admin_list: {
+        parameters: {
+            query?: {
+                /** @description Only the actions of this user. */
+                user_id?: string;
+                /** @description Only this action (`admin.ban`, `user.sign_in_failed`...). */
+                action?: string;
+                /** @description From this time on (RFC 3339, inclusive). */
+                from?: string;
+                /** @description Before this time (RFC 3339, exclusive). */
+                to?: string;
+                offset?: number;
+                /** @description 1..=1000, default 50 (ignored by the CSV export, which holds up to 10,000 rows). */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of activity */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_ActivityView"];
+                    "text/csv": string;
+                };
+            };
+            /** @description Unreadable query */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unknown action, unreadable time, or paging out of range */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     list_files: {
         parameters: {
             query?: {
@@ -14773,6 +14952,81 @@ export interface operations {
             };
             /** @description The captcha provider could not be reached (`captcha.unavailable`) */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    user_activity_mine: {
+        parameters: {
+            query?: {
+                /** @description Only this action (`user.sign_in`, `share.create`...). */
+                action?: string;
+                /** @description From this time on (RFC 3339, inclusive). */
+                from?: string;
+                /** @description Before this time (RFC 3339, exclusive). */
+                to?: string;
+                offset?: number;
+                /** @description 1..=1000, default 50. */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the caller's activity */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_ActivityView"];
+                };
+            };
+            /** @description Unreadable query */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Account banned or not active, or not allowed */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unknown action, unreadable time, or paging out of range */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
