@@ -1,7 +1,8 @@
 //! The SSRF guard of fetches to addresses users or administrators give (storage nodes'
 //! external downloads, the master's WOPI discovery): which addresses a fetch may reach, a DNS
 //! resolver that drops the others, and the URL check applied to the first URL and to every
-//! redirect. Owns no I/O beyond name resolution; the HTTP clients that use it live with them.
+//! redirect, and one bounded GET through a guarded client. The clients themselves live with their
+//! users.
 //!
 //! Names are checked *after* resolution and the connection goes to the checked address, so a name
 //! that answers a public address to a first lookup and a private one to a second (DNS rebinding)
