@@ -32,7 +32,10 @@ fn parse(args: &[String]) -> Options {
 
 pub async fn run(args: &[String]) {
     let options = parse(args);
-    println!("change events: {} subscribers, {} changes (folders created 8 at a time)", options.subscribers, options.changes);
+    println!(
+        "change events: {} subscribers, {} changes (folders created 8 at a time)",
+        options.subscribers, options.changes
+    );
     println!("| setup | writes/s | all delivered after s | events delivered/s | per subscriber/s |");
     println!("|---|---:|---:|---:|---:|");
     let sqlite = TestApp::spawn(Backend::Sqlite).await.expect("SQLite needs no service");
@@ -97,12 +100,8 @@ async fn write(app: &TestApp, user: &Session, root: &str, count: usize) {
 
 /// Reads the stream until `expected` change events arrived.
 async fn follow(base: &str, token: &str, ready: tokio::sync::mpsc::Sender<()>, expected: usize) {
-    let response = reqwest::Client::new()
-        .get(format!("{base}/api/v1/events"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .expect("subscribe");
+    let response =
+        reqwest::Client::new().get(format!("{base}/api/v1/events")).bearer_auth(token).send().await.expect("subscribe");
     assert_eq!(response.status(), 200);
     let mut body = response.bytes_stream();
     let (mut buffer, mut changes, mut announced) = (String::new(), 0, false);
