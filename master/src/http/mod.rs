@@ -113,6 +113,21 @@ fn log_failure(failure: ServerErrorsFailureClass, latency: Duration, _span: &Spa
     }
 }
 
+/// After a request that may have changed a tree (any method but reads), wakes every master's
+/// change-event hub so subscribers hear of it at once (`service::events`).
+async fn poke_after_writes(
+    axum::extract::State(state): axum::extract::State<Context>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let reads = matches!(request.method().as_str(), "GET" | "HEAD" | "OPTIONS" | "PROPFIND");
+    let response = next.run(request).await;
+    if !reads && response.status().is_success() {
+        state.events().poke();
+    }
+    response
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,19 +145,4 @@ mod tests {
         }
         assert_eq!(failure_level(&ServerErrorsFailureClass::Error("reset".into())), tracing::Level::WARN);
     }
-}
-
-/// After a request that may have changed a tree (any method but reads), wakes every master's
-/// change-event hub so subscribers hear of it at once (`service::events`).
-async fn poke_after_writes(
-    axum::extract::State(state): axum::extract::State<Context>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let reads = matches!(request.method().as_str(), "GET" | "HEAD" | "OPTIONS" | "PROPFIND");
-    let response = next.run(request).await;
-    if !reads && response.status().is_success() {
-        state.events().poke();
-    }
-    response
 }
