@@ -185,9 +185,13 @@ async fn what_is_not_a_small_image_is_refused(app: TestApp) {
         .bearer_auth(&carol.access)
         .body(reqwest::Body::wrap_stream(futures_util::stream::iter(chunks)))
         .send()
-        .await
-        .unwrap();
-    assert_eq!(error_body(response, 413).await["code"], "user.avatar_too_large");
+        .await;
+    // The master answers 413 as soon as the limit is passed and closes the connection while the
+    // client may still be sending: the client then reads the 413, or sees the connection reset.
+    match response {
+        Ok(response) => assert_eq!(error_body(response, 413).await["code"], "user.avatar_too_large"),
+        Err(error) => assert!(error.is_request() || error.is_body(), "{error}"),
+    }
 
     assert_eq!(me(&app, &carol).await["avatar_url"], Value::Null, "nothing refused was stored");
     let anonymous = app.request(Method::PUT, "/user/settings/avatar").body(wide_jpeg()).send().await.unwrap();

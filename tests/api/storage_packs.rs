@@ -156,6 +156,9 @@ async fn a_pack_that_expires_stops_counting_and_the_job_marks_it_once(app: TestA
     app.set_user_group(&admin, json!({"max_storage": 1000})).await;
     let user = app.register("eve@example.com", "eve-password-1").await;
     let root = app.root_id(&user).await;
+    // The second master starts before the pack exists: its jobs' first run (at start) finds
+    // nothing to mark, so the two explicit runs below are the ones that race.
+    let peer = app.spawn_peer().await;
     let ends = now_ms() + 1500;
     let pack = grant(
         &app,
@@ -178,7 +181,6 @@ async fn a_pack_that_expires_stops_counting_and_the_job_marks_it_once(app: TestA
     assert_eq!(my_packs(&app, &user).await[0]["status"], "expired");
 
     // Two masters run the job at once: each pack is marked once; running it again marks none.
-    let peer = app.spawn_peer().await;
     let now = now_ms();
     let (a, b) =
         tokio::join!(storage_packs::mark_expired(app.context(), now), storage_packs::mark_expired(&peer.context, now));
