@@ -15,13 +15,14 @@ use crate::error::{ServiceError, ServiceResult};
 use crate::http::error::ErrorBody;
 use crate::http::extract::ApiQuery;
 use crate::http::guard::StreamAuth;
-use crate::service::events::{self, ChangeEvent};
+use crate::service::events::{self, ChangeEvent, StreamEvent};
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// Resume after this cursor (the `id` of the last event received); without it the stream
     /// starts now. `Last-Event-ID` (sent by browsers when they reconnect) works the same.
+    #[param(minimum = 0)]
     pub since: Option<i64>,
     /// The access token, for clients that cannot send an `Authorization` header (a browser's
     /// `EventSource`).
@@ -37,9 +38,10 @@ pub struct EventsQuery {
 /// `events.cursor_expired`: list the folders again and follow from the `ready` cursor.
 #[utoipa::path(get, path = "/events", tag = "files", security(("bearer" = [])), params(EventsQuery),
     responses(
-        (status = 200, description = "The event stream", content_type = "text/event-stream", body = ChangeEvent),
+        (status = 200, description = "The event stream", content_type = "text/event-stream", body = StreamEvent),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 410, description = "The cursor is older than the events kept", body = ErrorBody),
+        (status = 422, description = "A negative cursor", body = ErrorBody),
     ))]
 pub async fn stream(
     State(state): State<Context>,
@@ -49,6 +51,9 @@ pub async fn stream(
 ) -> ServiceResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
     let since = query.since.or(last_event_id);
+    if since.is_some_and(|since| since < 0) {
+        return Err(ServiceError::validation("since", "a cursor is 0 or more"));
+    }
     let subscription = events::subscribe(&state, caller.claims.sub, since).await?;
     let ready = Event::default().event("ready").json_data(serde_json::json!({"cursor": subscription.cursor}));
     let first = futures_util::stream::iter(ready.ok().map(Ok));

@@ -61,7 +61,9 @@ live 24 hours and chunk sizes are powers of two; download tokens live one hour; 
 error, canceled. Directory listings accept `limit` up to 1000. Storage nodes: an upload session on a policy bound to a node carries `direct {url, credential, expires_at}`; chunks then go to `PUT {url}/{index}` on the node with `Authorization: Bearer {credential}` (the master's chunk endpoint answers 409 `upload.direct_only`), and the node answers the last chunk with `{completed, object}` once the master recorded the file (202 with `completed: true` while the master does not answer; `GET {url}` then carries `result`). Public node-backed policies redirect downloads to a signed node URL valid 15 minutes. External downloads run on a storage node, whose address guard refuses private, loopback, link-local and metadata addresses after DNS and on every redirect unless it is configured to allow them. The storage-node router `POST /api/v1/node/rpc` speaks the signed node protocol (docs/design.md) and is not described here. WebDAV (`/dav`, not described here): HTTP Basic with a WebDAV account as `{email}/{account name}` (our choice of form), successful checks cached 60 seconds; OPTIONS, PROPFIND (Depth 0 and 1; infinity answers 403 `propfind-finite-depth`), PROPPATCH, MKCOL, GET/HEAD with Range and ETag, PUT (streamed; 413 over `max_size`, 507 over quota; partial PUT answers 501), DELETE (to the trash), COPY/MOVE within `/dav`, LOCK/UNLOCK; RFC 4331 quota properties."
     ),
     paths(files::list_path, shares::browse),
-    components(schemas(ErrorBody)),
+    // ChangeEvent is the JSON in the `data` of `GET /events`' change events, which the stream's
+    // schema (the SSE envelope) names only as text.
+    components(schemas(ErrorBody, crate::service::events::ChangeEvent)),
     modifiers(&SecuritySchemes),
     tags(
         (name = "site", description = "Public facts about this instance"),

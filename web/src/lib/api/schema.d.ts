@@ -3969,6 +3969,18 @@ export interface components {
             /** Format: int64 */
             used: number;
         };
+        /**
+         * @description One event of the `GET /events` stream as it travels (Server-Sent Events): `event` is `ready`
+         *     (first; `data` is `{"cursor": n}`, the cursor the stream starts from), `change` (`data` is a
+         *     `ChangeEvent` in JSON, `id` its cursor) or `error` (the stream ends; `data` says why).
+         */
+        StreamEvent: {
+            /** @description JSON text: `{"cursor": n}` for `ready`, a `ChangeEvent` for `change`. */
+            data: string;
+            event: string;
+            /** @description The cursor of a `change` event. */
+            id?: string | null;
+        };
         /** @description A tag as objects show it. */
         TagBrief: {
             color?: string | null;
@@ -9167,7 +9179,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": components["schemas"]["ChangeEvent"];
+                    "text/event-stream": components["schemas"]["StreamEvent"];
                 };
             };
             /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
@@ -9199,6 +9211,15 @@ export interface operations {
             };
             /** @description The cursor is older than the events kept */
             410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A negative cursor */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
