@@ -1,39 +1,7 @@
 // Settings: a theme colour applies live (the computed colour of a themed button changes) and
 // stays after a reload once saved; a WebDAV account shows its password once; an uploaded avatar
 // is shown as a square of at most 256 px (in the profile and the header) until it is removed.
-import { deflateSync } from "node:zlib";
-import { base, shot, expectPath } from "../lib.mjs";
-
-function crc32(bytes) {
-  let crc = ~0;
-  for (const byte of bytes) {
-    crc ^= byte;
-    for (let k = 0; k < 8; k++) crc = crc & 1 ? (crc >>> 1) ^ 0xedb88320 : crc >>> 1;
-  }
-  return ~crc >>> 0;
-}
-
-/** A `width` x `height` RGB PNG, left half teal, right half orange. */
-function png(width, height) {
-  const chunk = (type, data) => {
-    const body = Buffer.concat([Buffer.from(type, "latin1"), data]);
-    const out = Buffer.alloc(body.length + 8);
-    out.writeUInt32BE(data.length, 0);
-    body.copy(out, 4);
-    out.writeUInt32BE(crc32(body), body.length + 4);
-    return out;
-  };
-  const header = Buffer.alloc(13);
-  header.writeUInt32BE(width, 0);
-  header.writeUInt32BE(height, 4);
-  header.set([8, 2, 0, 0, 0], 8);
-  const rows = Buffer.alloc((width * 3 + 1) * height);
-  for (let y = 0; y < height; y++) {
-    for (let x = 0; x < width; x++) rows.set(x < width / 2 ? [13, 148, 136] : [234, 88, 12], y * (width * 3 + 1) + 1 + x * 3);
-  }
-  const signature = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-  return Buffer.concat([signature, chunk("IHDR", header), chunk("IDAT", deflateSync(rows)), chunk("IEND", Buffer.alloc(0))]);
-}
+import { base, shot, expectPath, png } from "../lib.mjs";
 
 const ROSE_600 = "rgb(225, 29, 72)";
 
@@ -83,7 +51,7 @@ export const journeys = [
       await page.goto(base + "/settings");
       const profile = page.getByRole("group", { name: "Avatar" });
       await profile.getByTestId("avatar-initials").waitFor();
-      await page.locator("#settings-avatar-file").setInputFiles({ name: "me.png", mimeType: "image/png", buffer: png(400, 300) });
+      await page.locator("#settings-avatar-file").setInputFiles({ name: "me.png", mimeType: "image/png", buffer: png(400, 300, (x) => (x < 200 ? [13, 148, 136] : [234, 88, 12])) });
       const image = profile.getByTestId("avatar-image");
       await image.waitFor();
       await page.waitForFunction((el) => el.complete && el.naturalWidth > 0, await image.elementHandle());
