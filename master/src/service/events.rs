@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use serde::Serialize;
-use tokio::sync::{Notify, broadcast, watch};
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use tokio::sync::{Notify, broadcast};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
@@ -80,7 +82,7 @@ impl From<&EventRow> for ChangeEvent {
 pub struct EventHub {
     fanout: broadcast::Sender<Arc<EventRow>>,
     /// Every event up to this cursor has been delivered (or skipped as rolled back).
-    delivered: watch::Sender<i64>,
+    delivered: AtomicI64,
     poked: Notify,
     /// Where pokes go to reach the other masters (set once Redis is connected).
     publisher: std::sync::OnceLock<redis::aio::ConnectionManager>,
@@ -91,8 +93,13 @@ impl EventHub {
     /// A hub whose pokes go to the Redis channel `channel` once [`EventHub::publish_to`] is called.
     pub fn new(channel: String) -> Self {
         let (fanout, _) = broadcast::channel(FANOUT_CAPACITY);
-        let (delivered, _) = watch::channel(0);
-        Self { fanout, delivered, poked: Notify::new(), publisher: std::sync::OnceLock::new(), channel }
+        Self {
+            fanout,
+            delivered: AtomicI64::new(0),
+            poked: Notify::new(),
+            publisher: std::sync::OnceLock::new(),
+            channel,
+        }
     }
 
     /// Sends pokes through this Redis connection from now on.
@@ -116,7 +123,7 @@ impl EventHub {
     }
 
     pub fn delivered(&self) -> i64 {
-        *self.delivered.borrow()
+        self.delivered.load(Ordering::Acquire)
     }
 }
 
@@ -157,7 +164,7 @@ async fn read_loop(ctx: Context, shutdown: CancellationToken) {
             }
         }
     };
-    hub.delivered.send_replace(cursor);
+    hub.delivered.store(cursor, Ordering::Release);
     let mut gap_seen: Option<(i64, Instant)> = None;
     loop {
         match db::events::after(ctx.db(), cursor, BATCH).await {
@@ -181,7 +188,7 @@ async fn read_loop(ctx: Context, shutdown: CancellationToken) {
                     // No subscriber is fine: the event is in the table for later.
                     let _ = hub.fanout.send(Arc::new(row));
                 }
-                hub.delivered.send_replace(cursor);
+                hub.delivered.store(cursor, Ordering::Release);
                 if full {
                     continue;
                 }

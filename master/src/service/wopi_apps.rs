@@ -301,17 +301,6 @@ pub fn proof_refused(why: impl Into<String>) -> ServiceError {
     ServiceError::new(ErrorKind::Internal, codes::WOPI_PROOF_INVALID, format!("the WOPI proof was refused: {why}"))
 }
 
-/// The action names the application's discovery lists for extension `ext`, in its order.
-pub fn actions_for(row: &WopiAppRow, ext: &str) -> Vec<String> {
-    let mut names: Vec<String> = Vec::new();
-    for action in stored_discovery(row).unwrap_or_default().actions.into_iter().filter(|a| a.ext == ext) {
-        if !names.contains(&action.name) {
-            names.push(action.name);
-        }
-    }
-    names
-}
-
 /// The origins (`https://office.example.com`) the application's action URLs are on: the web
 /// app's pages post to them and frame them.
 pub fn action_origins(row: &WopiAppRow) -> Vec<String> {
