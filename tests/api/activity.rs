@@ -13,6 +13,7 @@ on_every_backend!(
     the_csv_export_parses_and_has_its_header,
     pruning_removes_rows_older_than_the_retention_setting,
     the_log_commits_and_rolls_back_with_its_action_and_never_fails_it,
+    every_write_path_records_itself_once,
 );
 
 /// The JSON page `path` answers `session`.
@@ -339,4 +340,72 @@ async fn the_log_commits_and_rolls_back_with_its_action_and_never_fails_it(app: 
     sqlx::query("ALTER TABLE activity_away RENAME TO activity").execute(db.writer()).await.unwrap();
     let after = page(&app, &quinn, "/user/activity").await;
     assert!(!actions(&after).contains(&"user.settings_update"), "nothing was written meanwhile");
+}
+
+/// Writes outside upload sessions (REST content, WebDAV) and the tree's own changes (folder,
+/// rename, move, copy) each leave one entry naming their object.
+async fn every_write_path_records_itself_once(app: TestApp) {
+    let (user, dav) = app.dav_user("wanda@example.com", "laptop").await;
+    let root = app.root_id(&user).await;
+    let folder = app.mkdir(&user, &root, "Docs").await;
+    let created = app
+        .client
+        .post(app.api("/file/content"))
+        .query(&[("parent_id", root.as_str()), ("name", "a.txt")])
+        .bearer_auth(&user.access)
+        .body("one")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let file = created.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let patched =
+        app.request(Method::PATCH, &format!("/file/content?id={file}")).bearer_auth(&user.access).body("two").send();
+    assert_eq!(patched.await.unwrap().status(), 200);
+    assert_eq!(dav.put("/b.txt", "dav new").await.status(), 201);
+    assert_eq!(dav.put("/b.txt", "dav over").await.status(), 204);
+    let path = format!("/object/{file}");
+    let renamed = app.call(Method::PATCH, &path, Some(&user.access), Some(json!({"name": "c.txt"})));
+    assert_eq!(renamed.await.status(), 200);
+    let moved =
+        app.call(Method::PATCH, "/object", Some(&user.access), Some(json!({"src_ids": [file], "dst_id": folder})));
+    assert_eq!(moved.await.status(), 204);
+    let copied = app.call(
+        Method::POST,
+        "/object/copies",
+        Some(&user.access),
+        Some(json!({"src_ids": [folder], "dst_id": root})),
+    );
+    assert_eq!(copied.await.status(), 409, "the copy's name is taken in the root");
+    let sub = app.mkdir(&user, &root, "Copies").await;
+    let copied =
+        app.call(Method::POST, "/object/copies", Some(&user.access), Some(json!({"src_ids": [folder], "dst_id": sub})));
+    assert_eq!(copied.await.status(), 201);
+    let dav_move = dav.request("MOVE", "/b.txt").header("destination", format!("{}/Docs/b.txt", dav.base)).send();
+    assert_eq!(dav_move.await.unwrap().status(), 201);
+
+    let log = page(&app, &user, "/user/activity?limit=100").await;
+    let targets = |action: &str| -> Vec<(String, Value)> {
+        entries(&log, action)
+            .into_iter()
+            .map(|entry| (entry["target_name"].as_str().unwrap_or_default().to_owned(), entry["detail"].clone()))
+            .collect()
+    };
+    let folders: Vec<String> = targets("folder.create").into_iter().map(|(name, _)| name).collect();
+    assert_eq!(folders.len(), 2, "{folders:?}");
+    assert!(folders.contains(&"Docs".to_owned()) && folders.contains(&"Copies".to_owned()));
+    let writes = targets("file.write");
+    let replaced = |name: &str, flag: bool| writes.iter().filter(|(n, d)| n == name && d["replaced"] == flag).count();
+    assert_eq!(writes.len(), 4, "{writes:?}");
+    assert_eq!((replaced("a.txt", false), replaced("a.txt", true)), (1, 1), "POST then PATCH: {writes:?}");
+    assert_eq!((replaced("b.txt", false), replaced("b.txt", true)), (1, 1), "WebDAV PUT twice: {writes:?}");
+    let renames = targets("object.rename");
+    assert_eq!(renames.len(), 1, "{renames:?}");
+    assert_eq!((renames[0].0.as_str(), renames[0].1["from"].as_str()), ("c.txt", Some("a.txt")));
+    let moves = targets("object.move");
+    assert_eq!(moves.len(), 2, "the API move and the WebDAV MOVE: {moves:?}");
+    assert!(moves.iter().all(|(_, detail)| detail["to"] == folder.as_str()), "{moves:?}");
+    let copies = targets("object.copy");
+    assert_eq!(copies.len(), 1, "the refused copy left nothing: {copies:?}");
+    assert_eq!((copies[0].0.as_str(), copies[0].1["to"].as_str()), ("Docs", Some(sub.as_str())));
 }

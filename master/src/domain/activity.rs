@@ -26,6 +26,22 @@ pub enum Action {
     /// A chunked upload became a file.
     #[serde(rename = "file.upload")]
     FileUpload,
+    /// A file was written outside an upload session (`PATCH`/`POST /file/content`, WebDAV
+    /// `PUT`, a WOPI save): `detail.replaced` says whether it got new content.
+    #[serde(rename = "file.write")]
+    FileWrite,
+    /// A folder was created.
+    #[serde(rename = "folder.create")]
+    FolderCreate,
+    /// An object was renamed (`detail.from`: the old name).
+    #[serde(rename = "object.rename")]
+    ObjectRename,
+    /// Objects moved to another folder (`detail.count`, `detail.ids`, `detail.to`).
+    #[serde(rename = "object.move")]
+    ObjectMove,
+    /// Objects were copied (`detail.count`, `detail.ids` of the originals, `detail.to`).
+    #[serde(rename = "object.copy")]
+    ObjectCopy,
     /// Objects went to the trash (`detail.count`, `detail.ids`).
     #[serde(rename = "object.trash")]
     ObjectTrash,
@@ -85,6 +101,11 @@ impl Action {
         Action::PasswordChange,
         Action::SettingsUpdate,
         Action::FileUpload,
+        Action::FileWrite,
+        Action::FolderCreate,
+        Action::ObjectRename,
+        Action::ObjectMove,
+        Action::ObjectCopy,
         Action::ObjectTrash,
         Action::ObjectRestore,
         Action::ObjectDelete,
@@ -115,6 +136,11 @@ impl Action {
             Action::PasswordChange => "user.password_change",
             Action::SettingsUpdate => "user.settings_update",
             Action::FileUpload => "file.upload",
+            Action::FileWrite => "file.write",
+            Action::FolderCreate => "folder.create",
+            Action::ObjectRename => "object.rename",
+            Action::ObjectMove => "object.move",
+            Action::ObjectCopy => "object.copy",
             Action::ObjectTrash => "object.trash",
             Action::ObjectRestore => "object.restore",
             Action::ObjectDelete => "object.delete",

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use crate::context::Context;
 use crate::db::objects::{ListingRow, NewObject, ObjectRow};
 use crate::db::{self, Conn, Db, DbError};
-use crate::domain::activity::Action;
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::ids::{ObjectId, UserId};
 use crate::domain::object::ListOrder;
 use crate::domain::object::{ObjectKind, ObjectName, new_id, parse_path};
@@ -201,9 +201,12 @@ pub async fn create_folder(db: &Db, parent: &Writable, name: &str) -> ServiceRes
         physical_file_id: None,
         size: 0,
     };
-    let mut conn = db.writer().acquire().await.map_err(DbError::from)?;
-    db::objects::insert(&mut conn, &folder, now_ms()).await.map_err(on_name_clash)?;
-    drop(conn);
+    let created =
+        Activity::by(parent.owner_id.as_uuid(), Action::FolderCreate).on(TargetKind::Object, id, Some(name.as_str()));
+    let mut tx = db.begin().await?;
+    db::objects::insert(&mut tx, &folder, now_ms()).await.map_err(on_name_clash)?;
+    activity::record_in(&mut tx, created).await;
+    tx.commit().await.map_err(DbError::from)?;
     let row = db::objects::find_by_id(db, id).await?.ok_or_else(not_found)?;
     view_of(db, &row).await
 }
@@ -257,9 +260,14 @@ pub async fn rename(db: &Db, object: &Writable, name: &str) -> ServiceResult<Obj
         return Err(ServiceError::new(ErrorKind::Forbidden, codes::OBJECT_ROOT, "the root folder cannot be renamed"));
     }
     let name = parse_name(name)?;
-    let mut conn = db.writer().acquire().await.map_err(DbError::from)?;
-    db::objects::rename(&mut conn, object.row().id, name.as_str(), now_ms()).await.map_err(on_name_clash)?;
-    drop(conn);
+    let row = object.row();
+    let renamed = Activity::by(row.owner_id.as_uuid(), Action::ObjectRename)
+        .on(TargetKind::Object, row.id, Some(name.as_str()))
+        .with("from", &row.name);
+    let mut tx = db.begin().await?;
+    db::objects::rename(&mut tx, row.id, name.as_str(), now_ms()).await.map_err(on_name_clash)?;
+    activity::record_in(&mut tx, renamed).await;
+    tx.commit().await.map_err(DbError::from)?;
     view_now(db, object.as_readable()).await
 }
 
@@ -301,6 +309,7 @@ pub async fn move_objects(db: &Db, caller: Uuid, src_ids: &[Uuid], dst: Uuid) ->
     let destination = destination_in(&mut tx, caller, dst).await?;
     let ancestors: HashSet<ObjectId> = db::objects::ancestor_ids(&mut tx, destination.id).await?.into_iter().collect();
     let now = now_ms();
+    let mut moved = Vec::with_capacity(sources.len());
     for &id in &sources {
         let row = detachable_in(&mut tx, caller, id).await?;
         if ancestors.contains(&row.id) {
@@ -313,6 +322,10 @@ pub async fn move_objects(db: &Db, caller: Uuid, src_ids: &[Uuid], dst: Uuid) ->
             continue;
         }
         db::objects::set_parent(&mut tx, row.id, destination.id, now).await.map_err(on_name_clash)?;
+        moved.push(row);
+    }
+    if !moved.is_empty() {
+        activity::record_in(&mut tx, relocation(Action::ObjectMove, caller, &moved, &destination)).await;
     }
     tx.commit().await.map_err(DbError::from)?;
     Ok(())
@@ -378,6 +391,7 @@ async fn copy_trees(
     let mut bytes = 0_i64;
     let mut refs: HashMap<String, i64> = HashMap::new();
     let mut new_roots = Vec::new();
+    let mut originals = Vec::with_capacity(sources.len());
     for (id, new_name) in sources {
         let root = match from {
             CopySource::Own => detachable_in(&mut tx, caller, *id).await?,
@@ -423,6 +437,7 @@ async fn copy_trees(
             }
             new_ids.insert(row.id, copy_id);
         }
+        originals.push(root);
     }
     for (blob, count) in &refs {
         db::blobs::add_refs(&mut tx, blob, *count).await?;
@@ -430,6 +445,7 @@ async fn copy_trees(
     if bytes > 0 && !db::users::reserve_storage(&mut tx, owner_id, bytes, capacity).await? {
         return Err(quota_exceeded());
     }
+    activity::record_in(&mut tx, relocation(Action::ObjectCopy, caller, &originals, &destination)).await;
     tx.commit().await.map_err(DbError::from)?;
     let mut views = Vec::new();
     for id in new_roots {
@@ -454,6 +470,9 @@ pub async fn relocate(db: &Db, caller: Uuid, id: Uuid, dst: Uuid, name: &str) ->
         ));
     }
     db::objects::relocate(&mut tx, row.id, destination.id, name.as_str(), now_ms()).await.map_err(on_name_clash)?;
+    let action = if row.parent_id == Some(destination.id) { Action::ObjectRename } else { Action::ObjectMove };
+    let moved = relocation(action, caller, std::slice::from_ref(&row), &destination).with("name", name.as_str());
+    activity::record_in(&mut tx, moved).await;
     tx.commit().await.map_err(DbError::from)?;
     Ok(())
 }
@@ -575,7 +594,7 @@ async fn trash_as(db: &Db, caller: Uuid, ids: &[Uuid], actor: Option<Uuid>) -> S
         db::objects::trash_subtree(&mut tx, row.id, now).await?;
         roots.push(row);
     }
-    activity::record_in(&mut tx, deletion(Action::ObjectTrash, caller, actor, &roots)).await;
+    activity::record_in(&mut tx, acted_on(Action::ObjectTrash, caller, actor, &roots)).await;
     tx.commit().await.map_err(DbError::from)?;
     Ok(())
 }
@@ -607,7 +626,7 @@ pub async fn restore(db: &Db, caller: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
         db::objects::restore_subtree(&mut tx, row.id).await.map_err(on_name_clash)?;
         restored.push(row);
     }
-    activity::record_in(&mut tx, deletion(Action::ObjectRestore, caller, Some(caller), &restored)).await;
+    activity::record_in(&mut tx, acted_on(Action::ObjectRestore, caller, Some(caller), &restored)).await;
     tx.commit().await.map_err(DbError::from)?;
     Ok(())
 }
@@ -628,14 +647,19 @@ pub async fn purge_as(ctx: &Context, caller: Uuid, ids: &[Uuid], actor: Option<U
     }
     // The space goes back to the caller: today every object a caller may delete is the caller's.
     let orphans = delete_trees(&mut tx, caller.into(), &roots).await?;
-    activity::record_in(&mut tx, deletion(Action::ObjectDelete, caller, actor, &roots)).await;
+    activity::record_in(&mut tx, acted_on(Action::ObjectDelete, caller, actor, &roots)).await;
     tx.commit().await.map_err(DbError::from)?;
     release_blobs(ctx, &orphans).await;
     Ok(())
 }
 
 /// The activity of `action` on `owner`'s objects `roots` by `actor`.
-fn deletion(action: Action, owner: Uuid, actor: Option<Uuid>, roots: &[ObjectRow]) -> Activity {
+/// The activity of objects moved or copied by their owner `caller` into `destination`.
+fn relocation(action: Action, caller: Uuid, roots: &[ObjectRow], destination: &ObjectRow) -> Activity {
+    acted_on(action, caller, Some(caller), roots).with("to", destination.id)
+}
+
+fn acted_on(action: Action, owner: Uuid, actor: Option<Uuid>, roots: &[ObjectRow]) -> Activity {
     Activity::new(action, actor).on_objects(owner, roots.iter().map(|row| (row.id.as_uuid(), row.name.as_str())))
 }
 

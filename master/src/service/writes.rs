@@ -14,6 +14,7 @@ use crate::context::Context;
 use crate::db::objects::ObjectRow;
 use crate::db::policies::PolicyRow;
 use crate::db::{self, DbError};
+use crate::domain::activity::{Action, TargetKind};
 use crate::domain::ids::{GroupId, ObjectId, UserId};
 use crate::domain::naming::{self, NamingContext};
 use crate::domain::object::ObjectName;
@@ -21,6 +22,7 @@ use crate::domain::time::{Millis, now_ms};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Reach};
+use crate::service::activity::{self, Activity};
 use crate::service::downloads::expect_file;
 use crate::service::files::{self, ObjectView, quota_exceeded};
 use crate::service::ingest::{self, Charge, Hold, Ingested, Plan, StagedBlob};
@@ -153,12 +155,18 @@ async fn replace_row(
         stream_content(ctx, owner, policy, &row.name, row.size, usage, content_length, body).await?;
     let size = staged.size();
     let charge = Charge { amount: size - usage.freed_by_replacing(row.size) - reserved, capacity: usage.capacity };
-    let plan = Plan::replace(owner.into(), row, charge, usage.keeps_versions);
+    let plan = recorded(Plan::replace(owner.into(), row, charge, usage.keeps_versions), owner, &row.name, true);
     let file = ingest::commit(ctx, staged, plan).await?.ok_or_else(no_bookkeeping)?;
     Ok((size, file.at))
 }
 
-/// A commit without bookkeeping steps cannot be superseded.
+/// `plan` recording its write in the activity log: one insert in the write's own commit.
+fn recorded(plan: Plan, owner: Uuid, name: &str, replaced: bool) -> Plan {
+    let written = Activity::by(owner, Action::FileWrite).with("replaced", replaced);
+    plan.with_step(|id| activity::step(written.on(TargetKind::Object, id, Some(name))))
+}
+
+/// A commit whose steps are all optional (the activity record) cannot be superseded.
 fn no_bookkeeping() -> ServiceError {
     ServiceError::internal(anyhow::anyhow!("a write without bookkeeping was superseded"))
 }
@@ -332,7 +340,12 @@ impl PlannedWrite {
         let growth = size - self.existing.as_ref().map_or(0, |row| self.usage.freed_by_replacing(row.size));
         let charge = Charge { amount: growth, capacity: self.usage.capacity };
         let plan = match &self.existing {
-            Some(row) => Plan::replace(self.owner.into(), row, charge, self.usage.keeps_versions),
+            Some(row) => recorded(
+                Plan::replace(self.owner.into(), row, charge, self.usage.keeps_versions),
+                self.owner,
+                &row.name,
+                true,
+            ),
             None => self.new_file(charge),
         };
         // `None`: the blob went (or the charge does not fit) since the look-up: store the bytes.
@@ -344,7 +357,12 @@ impl PlannedWrite {
 
     /// The plan of the new file this write creates.
     fn new_file(&self, charge: Charge) -> Plan {
-        Plan::new_file(self.owner.into(), self.parent, self.name.as_str(), charge)
+        recorded(
+            Plan::new_file(self.owner.into(), self.parent, self.name.as_str(), charge),
+            self.owner,
+            self.name.as_str(),
+            false,
+        )
     }
 
     /// The entry of the file as `file` left it.

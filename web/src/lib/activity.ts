@@ -7,7 +7,7 @@ export type Action = Schemas["Action"];
 /** Every action, in the order the filters list them. */
 export const ACTIONS: Action[] = [
   "user.sign_in", "user.sign_in_failed", "user.register", "user.password_change", "user.settings_update",
-  "file.upload", "object.trash", "object.restore", "object.delete",
+  "file.upload", "file.write", "folder.create", "object.rename", "object.move", "object.copy", "object.trash", "object.restore", "object.delete",
   "share.create", "share.update", "share.delete", "redeem.use",
   "admin.user_create", "admin.user_update", "admin.ban", "admin.user_delete", "admin.settings_update",
   "admin.group_create", "admin.group_update", "admin.group_delete",

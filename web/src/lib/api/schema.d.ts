@@ -2385,7 +2385,7 @@ export interface components {
          * @description A state-changing action the activity log records, named by a stable dotted word.
          * @enum {string}
          */
-        Action: "user.sign_in" | "user.sign_in_failed" | "user.register" | "user.password_change" | "user.settings_update" | "file.upload" | "object.trash" | "object.restore" | "object.delete" | "share.create" | "share.update" | "share.delete" | "redeem.use" | "admin.user_create" | "admin.user_update" | "admin.ban" | "admin.user_delete" | "admin.settings_update" | "admin.group_create" | "admin.group_update" | "admin.group_delete" | "admin.policy_create" | "admin.policy_update" | "admin.policy_delete" | "admin.report_decision" | "admin.share_delete";
+        Action: "user.sign_in" | "user.sign_in_failed" | "user.register" | "user.password_change" | "user.settings_update" | "file.upload" | "file.write" | "folder.create" | "object.rename" | "object.move" | "object.copy" | "object.trash" | "object.restore" | "object.delete" | "share.create" | "share.update" | "share.delete" | "redeem.use" | "admin.user_create" | "admin.user_update" | "admin.ban" | "admin.user_delete" | "admin.settings_update" | "admin.group_create" | "admin.group_update" | "admin.group_delete" | "admin.policy_create" | "admin.policy_update" | "admin.policy_delete" | "admin.report_decision" | "admin.share_delete";
         /** @description One recorded action. */
         ActivityView: {
             action: components["schemas"]["Action"];
