@@ -13,6 +13,7 @@ use nubo_tests::topology::{S3_CHUNK, Topology};
 use nubo_tests::{Session, TestApp, error_body, login_body};
 use reqwest::{Method, Response};
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 /// Asserts that two responses came from different masters (the balancer alternates).
 fn on_different_masters(cluster: &Topology, first: &Response, second: &Response, what: &str) {
@@ -286,5 +287,242 @@ async fn litmus_passes_through_the_balancer() {
     for master in &cluster.masters {
         let served = log.lines().filter(|line| line.ends_with(&master.addr.to_string())).count();
         assert!(served > 50, "{} answered only {served} requests", master.name);
+    }
+}
+
+/// A request body fed by the test: chunked (no `Content-Length`), cut off by sending an error.
+fn fed_body() -> (mpsc::Sender<Result<Vec<u8>, std::io::Error>>, reqwest::Body) {
+    let (sender, receiver) = mpsc::channel::<Result<Vec<u8>, std::io::Error>>(4);
+    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|piece| (piece, receiver))
+    });
+    (sender, reqwest::Body::wrap_stream(stream))
+}
+
+/// The master the balancer sends the next request to: the other one than the last answer's
+/// (round-robin over two, nothing else in flight).
+async fn next_master(cluster: &Topology) -> usize {
+    let probe = cluster.app.get("/site/ping").await;
+    1 - cluster.answered_by(&probe).expect("a master answered")
+}
+
+/// Sends `request` with a body fed half of `bytes`, kills master `victim` while it receives
+/// it, and answers how the request ended (it must not have succeeded).
+async fn cut_off_by_a_killed_master(
+    cluster: &mut Topology,
+    victim: usize,
+    request: reqwest::RequestBuilder,
+    bytes: &[u8],
+) -> String {
+    let (feed, body) = fed_body();
+    let sent = tokio::spawn(request.body(body).send());
+    feed.send(Ok(bytes[..bytes.len() / 2].to_vec())).await.unwrap();
+    // Let the half reach the master through the balancer (it does not buffer bodies).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.kill_master(victim);
+    let _ = feed.send(Err(std::io::Error::other("the client gives up"))).await;
+    drop(feed);
+    match sent.await.unwrap() {
+        Ok(answer) => {
+            assert!(!answer.status().is_success(), "the request finished although its master was killed");
+            format!("answered {}", answer.status())
+        }
+        Err(err) => format!("failed: {err}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_killed_mid_chunk_and_mid_webdav_put_loses_nothing_the_client_retries() {
+    let Some(mut cluster) = Topology::start().await else { return };
+    let user = cluster.app.register("kim@example.com", "kim-password").await;
+    let root = cluster.app.root_id(&user).await;
+
+    // A chunked upload through the masters (S3 multipart), its second chunk cut off.
+    let bytes = content(2 * S3_CHUNK + 1000, 7);
+    let pieces: Vec<&[u8]> = bytes.chunks(S3_CHUNK).collect();
+    let state = start_upload_on(&cluster.app, &user, &root, "chunked.bin", bytes.len(), &cluster.s3_policy_id).await;
+    let upload = state["id"].as_str().unwrap().to_owned();
+    assert_eq!(cluster.app.put_chunk(&user, &upload, 0, pieces[0].to_vec()).await.status(), 200);
+    let victim = next_master(&cluster).await;
+    let request = cluster.app.request(Method::PUT, &format!("/file/upload/{upload}/1")).bearer_auth(&user.access);
+    let outcome = cut_off_by_a_killed_master(&mut cluster, victim, request, pieces[1]).await;
+    eprintln!("chunk 1 cut off by killing master {victim}: {outcome}");
+    // The client retries the chunk through the balancer, which passes it to the live master.
+    let mut last = None;
+    for (index, piece) in pieces.iter().enumerate().skip(1) {
+        let answer = cluster.app.put_chunk(&user, &upload, index, piece.to_vec()).await;
+        assert_eq!(answer.status(), 200, "chunk {index} after the kill: {}", answer.text().await.unwrap_or_default());
+        assert_eq!(cluster.answered_by(&answer), Some(1 - victim));
+        last = Some(answer);
+    }
+    let chunked = finished_object(last.unwrap(), "the chunked upload").await["id"].as_str().unwrap().to_owned();
+    cluster.start_master(victim).await;
+    assert_eq!(cluster.app.download(&user, &chunked).await, bytes);
+
+    // A WebDAV PUT (to node 0, the group's first policy) cut off the same way, then sent again.
+    let dav = cluster.app.dav_account(&user, "kim@example.com", "laptop", json!({})).await;
+    let document = content(4 * 1024 * 1024, 9);
+    // The restarted master is left out for a second after its failure: wait it out.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let victim = next_master(&cluster).await;
+    let outcome = cut_off_by_a_killed_master(&mut cluster, victim, dav.request("PUT", "/doc.bin"), &document).await;
+    eprintln!("WebDAV PUT cut off by killing master {victim}: {outcome}");
+    let again = dav.put("/doc.bin", document.clone()).await;
+    assert_eq!(again.status(), 201, "the retried PUT creates the file");
+    assert_eq!(cluster.answered_by(&again), Some(1 - victim));
+    cluster.start_master(victim).await;
+    assert_eq!(dav.get("/doc.bin").await.bytes().await.unwrap().as_ref(), document.as_slice());
+
+    // No partial object anywhere; the user is charged exactly the two files.
+    assert_eq!(root_names(&cluster.app, &user).await, ["chunked.bin", "doc.bin"]);
+    let expected = (bytes.len() + document.len()) as i64;
+    let used = nubo_tests::settled(expected, || cluster.app.storage_used(&user)).await;
+    assert_eq!(used, expected, "usage is the sum of the file sizes");
+    let s3_objects = nubo_tests::settled(1, || async { cluster.s3_objects().len() }).await;
+    assert_eq!(s3_objects, 1, "one object on S3, no multipart leftovers: {:?}", cluster.s3_objects());
+    assert_eq!(cluster.nodes[0].blobs().len(), 1, "one blob on node 0");
+}
+
+/// The chunks the node holds of a direct upload (its status answer).
+async fn received_by_node(app: &TestApp, state: &Value) -> Value {
+    let direct = &state["direct"];
+    let status = app.client.get(direct["url"].as_str().unwrap()).bearer_auth(direct["credential"].as_str().unwrap());
+    status.send().await.unwrap().json::<Value>().await.unwrap()["received"].clone()
+}
+
+async fn node_status(app: &TestApp, admin: &Session, id: &str) -> String {
+    let node: Value =
+        app.call(Method::GET, &format!("/admin/node/{id}"), Some(&admin.access), None).await.json().await.unwrap();
+    node["status"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_killed_mid_upload_resumes_and_while_down_only_its_files_are_unavailable() {
+    let Some(mut cluster) = Topology::start().await else { return };
+    let app = &cluster.app;
+    let user = app.register("nia@example.com", "nia-password").await;
+    let root = app.root_id(&user).await;
+    let elsewhere = content(100 * 1024, 1);
+    let state = start_upload_on(app, &user, &root, "elsewhere.bin", elsewhere.len(), &cluster.nodes[1].policy_id).await;
+    let mut last = None;
+    for (index, piece) in elsewhere.chunks(64 * 1024).enumerate() {
+        last = Some(app.put_direct(&state, index, piece.to_vec()).await);
+    }
+    let elsewhere_id = finished_object(last.unwrap(), "upload to node 1").await["id"].as_str().unwrap().to_owned();
+    let before = content(70 * 1024, 4);
+    let state = start_upload_on(app, &user, &root, "before.bin", before.len(), &cluster.nodes[0].policy_id).await;
+    let mut last = None;
+    for (index, piece) in before.chunks(64 * 1024).enumerate() {
+        last = Some(app.put_direct(&state, index, piece.to_vec()).await);
+    }
+    let before_id = finished_object(last.unwrap(), "upload to node 0").await["id"].as_str().unwrap().to_owned();
+    let on_s3 = content(1000, 2);
+    let body =
+        json!({"file_name": "s3.bin", "file_size": on_s3.len(), "parent_id": root, "policy_id": cluster.s3_policy_id});
+    let session: Value =
+        app.call(Method::POST, "/file/upload", Some(&user.access), Some(body)).await.json().await.unwrap();
+    let answer = app.put_chunk(&user, session["id"].as_str().unwrap(), 0, on_s3.clone()).await;
+    let on_s3_id = finished_object(answer, "upload to S3").await["id"].as_str().unwrap().to_owned();
+
+    // A direct upload to node 0, killed in the middle of its second chunk.
+    let bytes = content(4 * 64 * 1024 + 100, 3);
+    let pieces: Vec<Vec<u8>> = bytes.chunks(64 * 1024).map(<[u8]>::to_vec).collect();
+    let state = start_upload_on(app, &user, &root, "survivor.bin", bytes.len(), &cluster.nodes[0].policy_id).await;
+    assert_eq!(app.put_direct(&state, 0, pieces[0].clone()).await.status(), 200);
+    let (feed, body) = fed_body();
+    let url = format!("{}/1", state["direct"]["url"].as_str().unwrap());
+    let credential = state["direct"]["credential"].as_str().unwrap().to_owned();
+    let sent = tokio::spawn(app.client.put(url).bearer_auth(credential).body(body).send());
+    feed.send(Ok(pieces[1][..30_000].to_vec())).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cluster.kill_node(0);
+    drop(feed);
+    let cut = sent.await.unwrap();
+    assert!(cut.as_ref().map_or(true, |answer| !answer.status().is_success()), "the chunk was cut off");
+    let app = &cluster.app;
+    let admin = &cluster.admin.clone();
+    let node_id = cluster.nodes[0].id.clone();
+
+    // While node 0 is down: its files answer 503 with a stable code, the others are served,
+    // new uploads to it are refused the same way, and the masters mark it offline.
+    let status = nubo_tests::settled("offline".to_owned(), || node_status(app, admin, &node_id)).await;
+    assert_eq!(status, "offline");
+    let body = json!({"file_name": "refused.bin", "file_size": 10, "parent_id": root,
+                      "policy_id": cluster.nodes[0].policy_id});
+    let refused = app.call(Method::POST, "/file/upload", Some(&user.access), Some(body)).await;
+    assert_eq!(error_body(refused, 503).await["code"], "node.unavailable");
+    for _ in 0..2 {
+        let url = app.download_url(&user, &before_id).await;
+        let unavailable = app.client.get(url).send().await.unwrap();
+        // The code every download from unreachable storage answers (docs/errors.md).
+        assert_eq!(error_body(unavailable, 503).await["code"], "storage.unavailable", "on either master");
+    }
+    assert_eq!(app.download(&user, &elsewhere_id).await, elsewhere);
+    assert_eq!(app.download(&user, &on_s3_id).await, on_s3);
+
+    // Restarted, the node takes the upload up where it stopped.
+    cluster.start_node(0).await;
+    let app = &cluster.app;
+    let status = nubo_tests::settled("online".to_owned(), || node_status(app, admin, &node_id)).await;
+    assert_eq!(status, "online", "the masters mark it online again");
+    assert_eq!(received_by_node(app, &state).await, json!([0]), "the cut-off chunk was not kept");
+    let mut last = None;
+    for (index, piece) in pieces.iter().enumerate().skip(1) {
+        let answer = app.put_direct(&state, index, piece.clone()).await;
+        assert_eq!(answer.status(), 200, "chunk {index}");
+        last = Some(answer);
+    }
+    let survivor = finished_object(last.unwrap(), "the resumed upload").await["id"].as_str().unwrap().to_owned();
+    assert_eq!(app.download(&user, &survivor).await, bytes);
+    assert_eq!(app.download(&user, &before_id).await, before, "its files are served again");
+    assert_eq!(root_names(app, &user).await, ["before.bin", "elsewhere.bin", "s3.bin", "survivor.bin"]);
+    let sizes = before.len() + elsewhere.len() + on_s3.len() + bytes.len();
+    assert_eq!(app.storage_used(&user).await, sizes as i64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn masters_reconnect_to_a_restarted_redis_without_answering_500() {
+    let Some(mut cluster) = Topology::start().await else { return };
+    let user = cluster.app.register("rex@example.com", "rex-password").await;
+    let me = |cluster: &Topology| {
+        let request = cluster.app.request(Method::GET, "/user/me").bearer_auth(&user.access);
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(me(&cluster).await, 200);
+
+    cluster.redis.kill();
+    // While Redis is down, requests that need it are refused as unavailable, never as 500.
+    let mut while_down = BTreeSet::new();
+    for _ in 0..10 {
+        while_down.insert(me(&cluster).await);
+    }
+    assert!(!while_down.contains(&500), "answers while Redis was down: {while_down:?}");
+    cluster.redis.start();
+    cluster.redis.wait_listening().await;
+
+    // Once the masters have reconnected, both answer again, and keep answering.
+    let mut recovered = false;
+    let mut seen = BTreeSet::new();
+    for _ in 0..300 {
+        let status = me(&cluster).await;
+        seen.insert(status);
+        assert_ne!(status, 500, "a request answered 500 after Redis came back");
+        if status == 200 {
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(recovered, "the masters never reconnected: {seen:?}");
+    let mut masters = BTreeSet::new();
+    for _ in 0..10 {
+        let answer = cluster.app.request(Method::GET, "/user/me").bearer_auth(&user.access).send().await.unwrap();
+        assert_eq!(answer.status(), 200, "every request after the reconnection succeeds");
+        masters.insert(cluster.answered_by(&answer).expect("a master answered"));
+    }
+    assert_eq!(masters.len(), 2, "both masters reconnected");
+    // And shared state works again: a new sign-in through each master.
+    for _ in 0..2 {
+        cluster.app.login("rex@example.com", "rex-password").await;
     }
 }
