@@ -550,53 +550,19 @@ async fn create_policy(app: &TestApp, admin: &Session, policy: Value) -> String 
     response.json::<Value>().await.expect("policy")["id"].as_str().expect("policy id").to_owned()
 }
 
+/// The balancer's configuration, shared with `deploy/cluster.sh`.
+const NGINX_TEMPLATE: &str = include_str!("../../deploy/nginx-cluster.conf.in");
+
 /// nginx as a round-robin balancer without stickiness over `upstreams`, run by the current
-/// user with everything it writes in `dir`. Bodies stream both ways unbuffered and unlimited;
-/// a request is passed to the next master only when the chosen one could not be reached or
-/// timed out before it was sent (nginx never resends a non-idempotent one), and a master that
-/// failed is left out for a second.
+/// user with everything it writes in `dir` (see the template for what each setting is for).
 fn nginx_config(dir: &Path, listen: SocketAddr, upstreams: &[SocketAddr]) -> String {
-    let dir = dir.display();
-    // Run as root, nginx would hand its workers to `nobody`, who cannot write into `dir`.
+    // Run as root, nginx would hand its worker to `nobody`, who cannot write into `dir`.
     let user = if std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0) { "user root;\n" } else { "" };
-    let servers: String =
-        upstreams.iter().map(|addr| format!("        server {addr} max_fails=1 fail_timeout=1s;\n")).collect();
-    format!(
-        "{user}worker_processes 1;
-daemon off;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    log_format upstream '$remote_addr \"$request\" $status $upstream_addr';
-    access_log {dir}/access.log upstream;
-    client_body_temp_path {dir}/client_body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-    upstream masters {{
-{servers}        keepalive 64;
-    }}
-    server {{
-        listen {listen};
-        client_max_body_size 0;
-        location / {{
-            proxy_pass http://masters;
-            proxy_http_version 1.1;
-            proxy_set_header Connection \"\";
-            proxy_set_header Host $http_host;
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            proxy_set_header X-Forwarded-Proto $scheme;
-            proxy_request_buffering off;
-            proxy_buffering off;
-            proxy_next_upstream error timeout;
-            proxy_read_timeout 300s;
-            proxy_send_timeout 300s;
-            add_header X-Nubo-Upstream $upstream_addr always;
-        }}
-    }}
-}}
-"
-    )
+    let servers: Vec<String> =
+        upstreams.iter().map(|addr| format!("        server {addr} max_fails=1 fail_timeout=1s;")).collect();
+    NGINX_TEMPLATE
+        .replace("@USER@", user)
+        .replace("@DIR@", &dir.display().to_string())
+        .replace("@LISTEN@", &listen.to_string())
+        .replace("@UPSTREAMS@", &servers.join("\n"))
 }
