@@ -11,7 +11,8 @@
 //! PostgreSQL (see `summary.rs`); `nubo-bench thumbnails` makes thumbnails of 12-megapixel
 //! JPEGs and reads the master's peak memory while two are made at once (see `thumbnails.rs`);
 //! `nubo-bench events` measures the fan-out of change events to 100 subscribers (see
-//! `events.rs`).
+//! `events.rs`); `nubo-bench cluster` measures requests/s through nginx with one master behind
+//! it and with two (see `cluster.rs`).
 //!
 //! `nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL]` starts a master on
 //! SQLite (in-memory store), signs in, then drives a `jwt_required` endpoint
@@ -34,6 +35,7 @@ use std::time::{Duration, Instant};
 use nubo_tests::{Backend, TestApp};
 
 mod archive;
+mod cluster;
 mod dav;
 mod events;
 mod files;
@@ -205,13 +207,19 @@ async fn bench_auth(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N]";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N] | nubo-bench cluster [--seconds N] [--concurrency C]";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
     };
     if matches!(command.as_str(), "--help" | "-h" | "help") {
         println!("{usage}");
+        return;
+    }
+    if command == "cluster" {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(cluster::run(rest));
         return;
     }
     if command == "dav" {

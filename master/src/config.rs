@@ -87,6 +87,9 @@ pub struct Config {
     /// Seconds a claim on an upload session (finishing or cancelling it) lasts without being
     /// renewed; a dead master's claim is taken over after it.
     pub upload_claim_lease_seconds: u64,
+    /// Seconds between two health checks of the storage nodes (a signed ping to each enabled
+    /// node, recording it online or offline).
+    pub node_check_seconds: u64,
     /// Reverse proxies whose `X-Forwarded-For` is believed (CIDR ranges or addresses; in the
     /// environment, comma-separated). Empty: the TCP peer is the client, whatever it forwards.
     pub trusted_proxies: TrustedProxies,
@@ -170,6 +173,7 @@ impl Default for Config {
             task_lease_seconds: 30,
             task_poll_millis: 1000,
             upload_claim_lease_seconds: 60,
+            node_check_seconds: 60,
             trusted_proxies: TrustedProxies::default(),
         }
     }
@@ -241,6 +245,7 @@ const ENV_KEYS: &[&str] = &[
     "task_lease_seconds",
     "task_poll_millis",
     "upload_claim_lease_seconds",
+    "node_check_seconds",
     "trusted_proxies",
 ];
 

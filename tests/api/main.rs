@@ -39,6 +39,7 @@ mod tags;
 mod tasks;
 mod themes;
 mod thumbnails;
+mod topology;
 mod two_factor;
 mod versions;
 mod web;

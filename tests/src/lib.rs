@@ -11,6 +11,7 @@ pub mod files;
 pub mod mail;
 pub mod oauth;
 pub mod s3;
+pub mod topology;
 pub mod wopi;
 
 use std::time::Duration;

@@ -1,5 +1,6 @@
-//! An S3 server for tests: `s3s-fs` over a temporary directory, in process, on `127.0.0.1:0`
-//! over plain HTTP, checking SigV4 signatures with one access key. Stops when dropped.
+//! An S3 server for tests: `s3s-fs` over a directory on `127.0.0.1` over plain HTTP, checking
+//! SigV4 signatures with one access key; in process ([`S3TestServer`], stops when dropped) or
+//! as the `nubo-s3-server` process ([`serve`]).
 
 use async_trait::async_trait;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -31,32 +32,13 @@ impl S3TestServer {
     pub async fn start() -> Self {
         let dir = tempfile::Builder::new().prefix("nubo-s3-").tempdir().expect("temporary directory");
         let bucket = "nubo-test".to_owned();
-        // s3s-fs keeps a bucket as a directory of its root.
-        std::fs::create_dir(dir.path().join(&bucket)).expect("bucket directory");
         let access_key = format!("AK{}", uuid::Uuid::new_v4().simple());
         let secret_key = format!("SK{}", uuid::Uuid::new_v4().simple());
-        let fs = FileSystem::new(dir.path()).expect("s3s-fs over the temporary directory");
-        let service = {
-            let mut builder = s3s::service::S3ServiceBuilder::new(WithResponseOverrides(fs));
-            builder.set_auth(s3s::auth::SimpleAuth::from_single(access_key.clone(), secret_key.clone()));
-            builder.build()
-        };
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the S3 test server");
         let endpoint = format!("http://{}", listener.local_addr().expect("local address"));
-        let server = tokio::spawn(async move {
-            let http = ConnBuilder::new(TokioExecutor::new());
-            // Aborting this task drops the set, which ends every open connection too.
-            let mut connections = JoinSet::new();
-            loop {
-                let Ok((socket, _)) = listener.accept().await else { continue };
-                let connection = http.serve_connection(TokioIo::new(socket), service.clone()).into_owned();
-                connections.spawn(async move {
-                    let _ = connection.await;
-                });
-                // Reap finished connections so the set does not grow over a long test.
-                while connections.try_join_next().is_some() {}
-            }
-        });
+        let serving =
+            serve(listener, dir.path(), &bucket, &access_key, &secret_key).expect("s3s-fs over the directory");
+        let server = tokio::spawn(serving);
         Self { endpoint, region: "us-east-1".into(), bucket, access_key, secret_key, dir, server }
     }
 
@@ -90,6 +72,40 @@ impl Drop for S3TestServer {
     fn drop(&mut self) {
         self.server.abort();
     }
+}
+
+/// Serves S3 on `listener` over `root` (bucket `bucket` is the directory `root/bucket`, made
+/// when missing), checking SigV4 signatures with the one key pair; the returned future runs
+/// until dropped or aborted, which ends every open connection too. Used in process by
+/// [`S3TestServer`] and as a process of its own by the `nubo-s3-server` binary.
+pub fn serve(
+    listener: TcpListener,
+    root: &std::path::Path,
+    bucket: &str,
+    access_key: &str,
+    secret_key: &str,
+) -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    // s3s-fs keeps a bucket as a directory of its root.
+    std::fs::create_dir_all(root.join(bucket))?;
+    let fs = FileSystem::new(root).map_err(|err| std::io::Error::other(format!("s3s-fs: {err:?}")))?;
+    let service = {
+        let mut builder = s3s::service::S3ServiceBuilder::new(WithResponseOverrides(fs));
+        builder.set_auth(s3s::auth::SimpleAuth::from_single(access_key, secret_key));
+        builder.build()
+    };
+    Ok(async move {
+        let http = ConnBuilder::new(TokioExecutor::new());
+        let mut connections = JoinSet::new();
+        loop {
+            let Ok((socket, _)) = listener.accept().await else { continue };
+            let connection = http.serve_connection(TokioIo::new(socket), service.clone()).into_owned();
+            connections.spawn(async move {
+                let _ = connection.await;
+            });
+            // Reap finished connections so the set does not grow over a long run.
+            while connections.try_join_next().is_some() {}
+        }
+    })
 }
 
 /// s3s-fs with the `response-*` overrides of GetObject that real S3 honours (a presigned

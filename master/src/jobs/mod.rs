@@ -108,7 +108,8 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
     handles.push(every("trash-purge", hourly, |s| {
         Box::pin(async move { Ok(maintenance::purge_expired_trash(&s, now_ms()).await?) })
     }));
-    handles.push(every("node-health-check", Duration::from_secs(60), |s| {
+    let node_check_every = Duration::from_secs(config.node_check_seconds.max(1));
+    handles.push(every("node-health-check", node_check_every, |s| {
         // Status changes are logged by the check itself; a healthy fleet stays quiet.
         Box::pin(async move {
             crate::service::nodes::check_all(s.db()).await?;

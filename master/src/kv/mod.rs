@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub use self::memory::MemoryStore;
-pub use self::redis::RedisStore;
+pub use self::redis::{RedisStore, connection_manager};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

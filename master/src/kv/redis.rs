@@ -24,10 +24,24 @@ fn millis(ttl: Duration) -> u64 {
     (ttl.as_millis() as u64).max(1)
 }
 
+/// A connection manager that fails fast while Redis is away, so a request answers
+/// `store.unavailable` at once instead of waiting out the reconnection: one retry half a second
+/// later, a second to connect, two to answer (no command here blocks). The default retries six
+/// times with delays growing to a minute, during which every request waits; a request that
+/// fails has the manager reconnect, so the first request after Redis is back reconnects.
+pub async fn connection_manager(client: redis::Client) -> redis::RedisResult<ConnectionManager> {
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_number_of_retries(1)
+        .set_max_delay(500)
+        .set_connection_timeout(Duration::from_secs(1))
+        .set_response_timeout(Duration::from_secs(2));
+    ConnectionManager::new_with_config(client, config).await
+}
+
 impl RedisStore {
     pub async fn connect(url: &str, prefix: &str) -> StoreResult<Self> {
         let client = redis::Client::open(url)?;
-        let connection = ConnectionManager::new(client).await?;
+        let connection = connection_manager(client).await?;
         Ok(Self { connection, prefix: prefix.to_owned() })
     }
 

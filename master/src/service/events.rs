@@ -131,7 +131,7 @@ impl EventHub {
 /// polling each other's writes once a second).
 pub async fn connect_publisher(redis_url: Option<&str>) -> Option<redis::aio::ConnectionManager> {
     let client = redis::Client::open(redis_url?).ok()?;
-    match redis::aio::ConnectionManager::new(client).await {
+    match crate::kv::connection_manager(client).await {
         Ok(connection) => Some(connection),
         Err(error) => {
             tracing::warn!(%error, "no Redis connection for change pokes; masters see each other's changes within a second");
