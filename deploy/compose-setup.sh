@@ -8,7 +8,12 @@ api="${NUBO_API:-http://balancer:8080/api/v1}"
 setup="${SETUP_DIR:-/setup}"
 json() { sed -n "s/.*\"$1\":\"\\([^\"]*\\)\".*/\\1/p"; }
 
-until curl -fs "$api/site/health" >/dev/null; do echo "waiting for the masters"; sleep 2; done
+tries=0
+until curl -fs "$api/site/health" >/dev/null; do
+  tries=$((tries + 1))
+  [ "$tries" -lt "${SETUP_WAIT_TRIES:-150}" ] || { echo "no master answers $api/site/health" >&2; exit 1; }
+  echo "waiting for the masters"; sleep 2
+done
 token=$(curl -fs "$api/user/session" -H 'content-type: application/json' \
   -d "{\"provider\":\"email_password\",\"identifier\":\"$NUBO_ADMIN_EMAIL\",\"credential\":\"$NUBO_ADMIN_PASSWORD\"}" \
   | json access_token)

@@ -24,6 +24,7 @@ mod nodes;
 mod not_built;
 mod oauth;
 mod oidc;
+mod packaging;
 mod passkeys;
 mod privileges;
 mod redeem;
