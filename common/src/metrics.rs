@@ -45,8 +45,20 @@ const UPKEEP_EVERY: u64 = 4096;
 /// Methods that keep their own label value; any other becomes `OTHER`, so a client inventing
 /// methods cannot grow the label set.
 const KNOWN_METHODS: &[&str] = &[
-    "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "PROPFIND", "PROPPATCH", "MKCOL", "COPY", "MOVE",
-    "LOCK", "UNLOCK",
+    "GET",
+    "HEAD",
+    "POST",
+    "PUT",
+    "PATCH",
+    "DELETE",
+    "OPTIONS",
+    "PROPFIND",
+    "PROPPATCH",
+    "MKCOL",
+    "COPY",
+    "MOVE",
+    "LOCK",
+    "UNLOCK",
 ];
 
 /// One server's metrics: what its handlers and middleware count, rendered on `GET /metrics`.
@@ -287,7 +299,10 @@ mod tests {
         let text = registry.render();
         assert!(text.contains("# HELP nubo_http_requests_total HTTP requests"), "{text}");
         assert!(text.contains(r#"nubo_http_requests_total{route="/a/{id}",method="GET",status="200"} 2"#), "{text}");
-        assert!(text.contains(r#"nubo_http_request_duration_seconds_bucket{route="/a/{id}",method="GET",le="0.005"} 1"#), "{text}");
+        assert!(
+            text.contains(r#"nubo_http_request_duration_seconds_bucket{route="/a/{id}",method="GET",le="0.005"} 1"#),
+            "{text}"
+        );
     }
 
     #[test]

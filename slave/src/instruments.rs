@@ -56,7 +56,9 @@ pub async fn scrape(State(state): State<Shared>, headers: HeaderMap) -> Result<R
         Access::Missing => {
             return Err(ApiError::new(StatusCode::UNAUTHORIZED, "auth.missing_token", "the metrics token is required"));
         }
-        Access::Wrong => return Err(ApiError::new(StatusCode::UNAUTHORIZED, "auth.invalid_token", "wrong metrics token")),
+        Access::Wrong => {
+            return Err(ApiError::new(StatusCode::UNAUTHORIZED, "auth.invalid_token", "wrong metrics token"));
+        }
     }
     let text = instruments.registry.render();
     Ok(([(header::CONTENT_TYPE, HeaderValue::from_static(TEXT_FORMAT))], text).into_response())
@@ -88,7 +90,9 @@ pub async fn health(State(state): State<Shared>) -> Result<Json<HealthResponse>,
     let outcome = tokio::time::timeout(CHECK_TIMEOUT, state.store.check()).await;
     let ms = started.elapsed().as_millis() as u64;
     let how = match outcome {
-        Ok(Ok(())) => return Ok(Json(HealthResponse { status: "ok", checks: Checks { storage: CheckView { ok: true, ms } } })),
+        Ok(Ok(())) => {
+            return Ok(Json(HealthResponse { status: "ok", checks: Checks { storage: CheckView { ok: true, ms } } }));
+        }
         Ok(Err(error)) => {
             tracing::warn!(%error, "readiness check of the storage failed");
             "failed"

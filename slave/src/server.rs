@@ -19,9 +19,9 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{Any, CorsLayer};
 
 use crate::config::{Config, ConfigError};
+use crate::instruments::{self, Instruments};
 use crate::sessions::SessionStore;
 use crate::state::{NodeState, Shared};
-use crate::instruments::{self, Instruments};
 use crate::{blob, download, error, report, rpc, upload};
 
 /// Longest one call to the master may take.
@@ -79,10 +79,8 @@ impl Node {
             .fallback(error::no_route);
         if let Some(instruments) = &self.state.instruments {
             // A router layer, so the matched route template is known to it.
-            router = router.layer(middleware::from_fn_with_state(
-                instruments.http.clone(),
-                nubo_common::metrics::track_requests,
-            ));
+            router = router
+                .layer(middleware::from_fn_with_state(instruments.http.clone(), nubo_common::metrics::track_requests));
         }
         router
             .layer(middleware::from_fn(error::uniform_errors))

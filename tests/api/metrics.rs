@@ -10,10 +10,7 @@ use nubo_tests::{Backend, TestApp, error_body, on_every_backend};
 use reqwest::Method;
 use serde_json::Value;
 
-on_every_backend!(
-    metrics_are_off_by_default,
-    health_is_ok_when_every_check_passes,
-);
+on_every_backend!(metrics_are_off_by_default, health_is_ok_when_every_check_passes,);
 
 const TOKEN: &str = "scrape-token-0123456789";
 
@@ -100,7 +97,9 @@ async fn requests_are_counted_by_route_template_not_by_path(app: TestApp) {
     assert_eq!(response.status(), 404);
 
     let text = scrape_master(&app).await;
-    let series = |status: u16| format!(r#"nubo_http_requests_total{{route="/api/v1/object/{{id}}",method="GET",status="{status}"}}"#);
+    let series = |status: u16| {
+        format!(r#"nubo_http_requests_total{{route="/api/v1/object/{{id}}",method="GET",status="{status}"}}"#)
+    };
     assert_eq!(sample(&text, &series(200)), Some(2.0), "{text}");
     assert_eq!(sample(&text, &series(404)), Some(1.0), "{text}");
     for id in folders.iter().map(String::as_str).chain([missing.to_string().as_str()]) {
@@ -172,10 +171,12 @@ async fn a_node_counts_its_own_requests_and_bytes(app: TestApp) {
     let text = scrape(&app, &url).await;
     let uploaded = r#"nubo_upload_bytes_total{route="/api/v1/slave/upload/{session_id}/{index}"}"#;
     assert_eq!(sample(&text, uploaded), Some(bytes.len() as f64), "{text}");
-    let chunks = r#"nubo_http_requests_total{route="/api/v1/slave/upload/{session_id}/{index}",method="PUT",status="200"}"#;
+    let chunks =
+        r#"nubo_http_requests_total{route="/api/v1/slave/upload/{session_id}/{index}",method="PUT",status="200"}"#;
     assert_eq!(sample(&text, chunks), Some(2.0), "{text}");
 
-    let health: Value = app.client.get(format!("{}/api/v1/slave/health", node.url)).send().await.unwrap().json().await.unwrap();
+    let health: Value =
+        app.client.get(format!("{}/api/v1/slave/health", node.url)).send().await.unwrap().json().await.unwrap();
     assert_eq!(health["status"], "ok");
     assert_eq!(health["checks"]["storage"]["ok"], true);
 }

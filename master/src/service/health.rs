@@ -48,7 +48,11 @@ impl Health {
             .iter()
             .filter(|(_, check)| !check.ok)
             .map(|(name, check)| {
-                tracing::warn!(check = name, failure = check.failure.as_deref().unwrap_or_default(), "readiness check failed");
+                tracing::warn!(
+                    check = name,
+                    failure = check.failure.as_deref().unwrap_or_default(),
+                    "readiness check failed"
+                );
                 let how = match check.failure.as_deref() {
                     Some(TIMED_OUT) => "timed out",
                     _ => "failed",

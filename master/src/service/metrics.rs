@@ -55,7 +55,8 @@ pub async fn render(ctx: &Context, instruments: &Instruments) -> ServiceResult<S
     for pool in ctx.db().pool_use() {
         now.gauge(DB_POOL_MAX, &[("pool", pool.name)]).set(pool.max);
         now.gauge(DB_POOL_CONNECTIONS, &[("pool", pool.name), ("state", "idle")]).set(pool.idle);
-        now.gauge(DB_POOL_CONNECTIONS, &[("pool", pool.name), ("state", "in_use")]).set(pool.open.saturating_sub(pool.idle));
+        now.gauge(DB_POOL_CONNECTIONS, &[("pool", pool.name), ("state", "in_use")])
+            .set(pool.open.saturating_sub(pool.idle));
     }
     text.push_str(&now.render());
     Ok(text)

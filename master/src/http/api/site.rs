@@ -73,11 +73,7 @@ pub async fn health(State(state): State<Context>) -> ServiceResult<Json<HealthRe
     let view = |check: &health::Check| HealthCheckView { ok: check.ok, ms: check.ms };
     Ok(Json(HealthResponse {
         status: "ok",
-        checks: HealthChecks {
-            database: view(&health.database),
-            kv: view(&health.kv),
-            storage: view(&health.storage),
-        },
+        checks: HealthChecks { database: view(&health.database), kv: view(&health.kv), storage: view(&health.storage) },
     }))
 }
 
