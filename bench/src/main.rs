@@ -20,6 +20,9 @@
 //! keep-alive connections for N seconds each. With `--static-url` it measures that URL (e.g. a
 //! tiny file served by nginx) the same way, as the yardstick.
 //!
+//! `nubo-bench metrics [--seconds N] [--concurrency C]` measures the same way two masters in one
+//! process, one with metrics off and one with them on, in turns.
+//!
 //! `nubo-bench login [--seconds N] [--concurrency C] [--users U]` measures sign-ins per second
 //! with the password alone and with a TOTP code as well (see `login.rs`).
 //!
@@ -205,9 +208,57 @@ async fn bench_auth(options: Options) {
     let _ = server.join();
 }
 
+/// `nubo-bench metrics`: the cost of the metrics middleware. Two masters in one process on
+/// SQLite, one with metrics off and one with a `metrics_token`, take the same cheap requests in
+/// turns (off, on, off, on), so drift in the machine's load falls on both alike.
+async fn bench_metrics(options: Options) {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(async move {
+            let off = TestApp::spawn(Backend::Sqlite).await.expect("SQLite needs no service");
+            let on = TestApp::spawn_configured(Backend::Sqlite, |config| {
+                config.metrics_token = Some(nubo_common::secret::Secret::new("bench-metrics-token"));
+            })
+            .await
+            .expect("SQLite needs no service");
+            let (off_admin, on_admin) = (off.login_admin().await, on.login_admin().await);
+            ready_tx.send([(off.api(""), off_admin.access), (on.api(""), on_admin.access)]).expect("bench waits");
+            let _ = stop_rx.await;
+            drop((off, on));
+        });
+    });
+    let [(off, off_token), (on, on_token)] = ready_rx.recv().expect("servers start");
+    let duration = Duration::from_secs(options.seconds);
+    let mut rows = Vec::new();
+    for round in 1..=2 {
+        for (path, needs_token) in [("/site/ping", false), ("/user/session", true)] {
+            for (state, base, token) in [("off", &off, &off_token), ("on", &on, &on_token)] {
+                let label = format!("GET {path}, metrics {state} (round {round})");
+                let token = needs_token.then_some(token.as_str());
+                rows.push(load(&label, &format!("{base}{path}"), token, options.concurrency, duration).await);
+            }
+        }
+    }
+    print_table(&rows, options.concurrency);
+    let rate = |row: &Figures| row.requests as f64 / row.seconds;
+    for (index, path) in ["/site/ping", "/user/session"].iter().enumerate() {
+        let (mut off_total, mut on_total) = (0.0, 0.0);
+        for round in 0..2 {
+            off_total += rate(&rows[round * 4 + index * 2]);
+            on_total += rate(&rows[round * 4 + index * 2 + 1]);
+        }
+        println!("GET {path}: metrics on / off throughput {:.3}", on_total / off_total);
+    }
+    let _ = stop_tx.send(());
+    let _ = server.join();
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N] | nubo-bench cluster [--seconds N] [--concurrency C]";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench metrics [--seconds N] [--concurrency C] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N] | nubo-bench cluster [--seconds N] [--concurrency C]";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -292,6 +343,7 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     match command.as_str() {
         "auth" => runtime.block_on(bench_auth(options)),
+        "metrics" => runtime.block_on(bench_metrics(options)),
         "migrate" => runtime.block_on(migrate::run()),
         "nodes" => runtime.block_on(nodes::run()),
         other => {

@@ -93,6 +93,11 @@ pub struct Config {
     /// Reverse proxies whose `X-Forwarded-For` is believed (CIDR ranges or addresses; in the
     /// environment, comma-separated). Empty: the TCP peer is the client, whatever it forwards.
     pub trusted_proxies: TrustedProxies,
+    /// The bearer token `GET /metrics` asks for. Unset or empty: no metrics are kept and the
+    /// route answers 404.
+    pub metrics_token: Option<Secret>,
+    /// A file holding the metrics token (used when `metrics_token` is unset).
+    pub metrics_token_file: Option<PathBuf>,
 }
 
 /// The `trusted_proxies` ranges. Read from a TOML list or a comma-separated string (the form an
@@ -175,6 +180,8 @@ impl Default for Config {
             upload_claim_lease_seconds: 60,
             node_check_seconds: 60,
             trusted_proxies: TrustedProxies::default(),
+            metrics_token: None,
+            metrics_token_file: None,
         }
     }
 }
@@ -247,6 +254,8 @@ const ENV_KEYS: &[&str] = &[
     "upload_claim_lease_seconds",
     "node_check_seconds",
     "trusted_proxies",
+    "metrics_token",
+    "metrics_token_file",
 ];
 
 impl Config {
@@ -256,7 +265,13 @@ impl Config {
         let mut config: Config = load_layered(file, ENV_KEYS, cli)?;
         fill_from_file(&mut config.secret, config.secret_file.as_deref())?;
         fill_from_file(&mut config.admin_password, config.admin_password_file.as_deref())?;
+        fill_from_file(&mut config.metrics_token, config.metrics_token_file.as_deref())?;
         Ok(config)
+    }
+
+    /// The token `GET /metrics` asks for; `None` when metrics are off.
+    pub fn metrics_token(&self) -> Option<&Secret> {
+        self.metrics_token.as_ref().filter(|token| !token.is_empty())
     }
 
     /// The signing secret, refused when missing or shorter than [`MIN_SECRET_LEN`].
@@ -394,6 +409,21 @@ mod tests {
             assert!(Config::load(None, &CliOverrides::default()).is_ok());
             jail.set_env("NUBO_TRUSTED_PROXIES", "not-a-range");
             assert!(Config::load(None, &CliOverrides::default()).unwrap_err().to_string().contains("not-a-range"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn metrics_are_off_unless_a_token_is_set() {
+        Jail::expect_with(|jail| {
+            assert!(Config::load(None, &CliOverrides::default()).unwrap().metrics_token().is_none());
+            jail.create_file("metrics-token", "scrape-token\n")?;
+            jail.set_env("NUBO_METRICS_TOKEN_FILE", "metrics-token");
+            let config = Config::load(None, &CliOverrides::default()).unwrap();
+            assert_eq!(config.metrics_token().map(|t| t.expose()), Some("scrape-token"));
+            jail.set_env("NUBO_METRICS_TOKEN", "");
+            let config = Config::load(None, &CliOverrides::default()).unwrap();
+            assert!(config.metrics_token().is_none(), "an empty token given directly wins over the file: off");
             Ok(())
         });
     }

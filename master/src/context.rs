@@ -26,15 +26,25 @@ struct Inner {
     viewers: crate::service::viewers::RegistryCache,
     /// The fan-out of change events to this master's subscribers.
     events: crate::service::events::EventHub,
+    /// Metrics, kept only while a `metrics_token` is configured.
+    instruments: Option<crate::service::metrics::Instruments>,
     /// When this master started (its uptime in the admin summary).
     started: std::time::Instant,
     started_at: crate::domain::time::Millis,
 }
 
 impl Context {
-    /// Fails only when the signing secret is missing or too short.
+    /// Fails only when the signing secret is missing or too short. With metrics on, the store's
+    /// failures are counted.
     pub fn new(config: Config, db: Db, store: SharedStore) -> anyhow::Result<Self> {
         let tokens = TokenKeys::new(config.signing_secret()?);
+        let instruments = config.metrics_token().map(|token| {
+            crate::service::metrics::Instruments::new(token.clone(), crate::http::metrics::classify_transfer)
+        });
+        let store = match &instruments {
+            Some(instruments) => crate::kv::metered::MeteredStore::wrap(store, instruments.registry.clone()),
+            None => store,
+        };
         let storage = StorageRegistry::new(&config.data_dir);
         let events = crate::service::events::EventHub::new(format!("{}events", config.redis_prefix));
         Ok(Self(Arc::new(Inner {
@@ -46,6 +56,7 @@ impl Context {
             source_downloads: Tally::default(),
             viewers: Default::default(),
             events,
+            instruments,
             started: std::time::Instant::now(),
             started_at: crate::domain::time::now_ms(),
         })))
@@ -79,6 +90,11 @@ impl Context {
 
     pub fn events(&self) -> &crate::service::events::EventHub {
         &self.0.events
+    }
+
+    /// The metrics of this master; `None` while metrics are off.
+    pub fn instruments(&self) -> Option<&crate::service::metrics::Instruments> {
+        self.0.instruments.as_ref()
     }
 
     pub fn viewer_cache(&self) -> &crate::service::viewers::RegistryCache {

@@ -18,6 +18,7 @@ codes! {
     ROUTE_METHOD_NOT_ALLOWED = "route.method_not_allowed";
     ROUTE_NOT_IMPLEMENTED = "route.not_implemented";
     WEB_NOT_BUILT = "web.not_built";
+    SITE_UNHEALTHY = "site.unhealthy";
 
     REQUEST_MALFORMED_JSON = "request.malformed_json";
     REQUEST_UNREADABLE_BODY = "request.unreadable_body";

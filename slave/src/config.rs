@@ -50,6 +50,11 @@ pub struct Config {
     pub idle_timeout_seconds: u64,
     /// Connections served at once; more wait in the listen backlog.
     pub max_connections: usize,
+    /// The bearer token `GET /metrics` asks for. Unset or empty: no metrics are kept and the
+    /// route answers 404.
+    pub metrics_token: Option<Secret>,
+    /// A file holding the metrics token (used when `metrics_token` is unset).
+    pub metrics_token_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -71,6 +76,8 @@ impl Default for Config {
             body_timeout_seconds: 60,
             idle_timeout_seconds: 120,
             max_connections: 1024,
+            metrics_token: None,
+            metrics_token_file: None,
         }
     }
 }
@@ -121,6 +128,8 @@ const ENV_KEYS: &[&str] = &[
     "body_timeout_seconds",
     "idle_timeout_seconds",
     "max_connections",
+    "metrics_token",
+    "metrics_token_file",
 ];
 
 impl Config {
@@ -129,7 +138,13 @@ impl Config {
     pub fn load(file: Option<&Path>, cli: &CliOverrides) -> Result<Self, ConfigError> {
         let mut config: Config = load_layered(file, ENV_KEYS, cli)?;
         fill_from_file(&mut config.node_key, config.node_key_file.as_deref())?;
+        fill_from_file(&mut config.metrics_token, config.metrics_token_file.as_deref())?;
         Ok(config)
+    }
+
+    /// The token `GET /metrics` asks for; `None` when metrics are off.
+    pub fn metrics_token(&self) -> Option<&Secret> {
+        self.metrics_token.as_ref().filter(|token| !token.is_empty())
     }
 
     /// The node key, refused when missing or shorter than [`MIN_KEY_LEN`].
@@ -201,6 +216,18 @@ mod tests {
             jail.set_env("NUBO_NODE_KEY", "short");
             let config = Config::load(None, &CliOverrides::default()).unwrap();
             assert!(matches!(config.node_key(), Err(ConfigError::ShortKey(5))));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn metrics_are_off_unless_a_token_is_set() {
+        Jail::expect_with(|jail| {
+            assert!(Config::load(None, &CliOverrides::default()).unwrap().metrics_token().is_none());
+            jail.create_file("metrics-token", "node-scrape-token\n")?;
+            jail.set_env("NUBO_METRICS_TOKEN_FILE", "metrics-token");
+            let config = Config::load(None, &CliOverrides::default()).unwrap();
+            assert_eq!(config.metrics_token().map(|t| t.expose()), Some("node-scrape-token"));
             Ok(())
         });
     }

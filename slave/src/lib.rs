@@ -9,6 +9,7 @@
 //! - [`download`]: `GET`/`HEAD /api/v1/slave/download/{credential}`, blobs streamed to clients.
 //! - [`fetch`]: external downloads, URLs fetched into blobs and reported to the master.
 //! - [`guard`]: the SSRF guard of external downloads (addresses, resolver, redirects).
+//! - [`instruments`]: `GET /metrics` and the readiness check `GET /api/v1/slave/health`.
 //! - [`blob`]: `PUT /api/v1/slave/blob/{credential}`, whole blobs written by the master.
 //! - [`report`]: finished uploads reported to the master until it acknowledges.
 //! - [`state`]: the node's shared state, read by every handler.
@@ -21,6 +22,7 @@ pub mod error;
 pub mod fetch;
 /// The SSRF guard now lives in `nubo_common` (the master fetches WOPI discovery through it too).
 pub use nubo_common::guard;
+pub mod instruments;
 pub mod report;
 pub mod rpc;
 pub mod server;

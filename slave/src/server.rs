@@ -19,6 +19,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{Any, CorsLayer};
 
 use crate::config::{Config, ConfigError};
+use crate::instruments::{self, Instruments};
 use crate::sessions::SessionStore;
 use crate::state::{NodeState, Shared};
 use crate::{blob, download, error, report, rpc, upload};
@@ -46,6 +47,7 @@ impl Node {
             None => None,
         };
         let fetches = crate::fetch::Fetches::new(&config);
+        let instruments = config.metrics_token().map(|token| Instruments::new(token.clone()));
         let state = NodeState {
             node_id,
             key,
@@ -60,18 +62,27 @@ impl Node {
             shutdown: tokio_util::sync::CancellationToken::new(),
             completing: Mutex::new(()),
             fetches,
+            instruments,
         };
         Ok(Self { state: Arc::new(state) })
     }
 
     pub fn router(&self) -> Router {
         let body_timeout = nubo_common::serve::seconds(self.state.config.body_timeout_seconds);
-        Router::new()
+        let mut router = Router::new()
             .route("/api/v1/slave/rpc", post(rpc::handle))
             .merge(Self::browser_uploads())
             .merge(Self::browser_downloads())
             .route("/api/v1/slave/blob/{credential}", put(blob::write))
-            .fallback(error::no_route)
+            .route("/api/v1/slave/health", get(instruments::health))
+            .route("/metrics", get(instruments::scrape))
+            .fallback(error::no_route);
+        if let Some(instruments) = &self.state.instruments {
+            // A router layer, so the matched route template is known to it.
+            router = router
+                .layer(middleware::from_fn_with_state(instruments.http.clone(), nubo_common::metrics::track_requests));
+        }
+        router
             .layer(middleware::from_fn(error::uniform_errors))
             .layer(middleware::from_fn_with_state(body_timeout, error::body_progress))
             .layer(CatchPanicLayer::custom(error::panic_response))

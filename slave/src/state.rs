@@ -35,6 +35,8 @@ pub struct NodeState {
     pub completing: Mutex<()>,
     /// External downloads under way and their guarded HTTP client.
     pub fetches: crate::fetch::Fetches,
+    /// Metrics, kept only while a `metrics_token` is configured.
+    pub instruments: Option<crate::instruments::Instruments>,
 }
 
 pub type Shared = Arc<NodeState>;

@@ -19,6 +19,7 @@ mod events;
 mod files;
 mod ingest;
 mod mail;
+mod metrics;
 mod names;
 mod nodes;
 mod not_built;

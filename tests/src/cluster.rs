@@ -33,6 +33,16 @@ impl TestNode {
     /// Registers a node with the master (as `admin`) and starts it, reporting to the master.
     /// `allow_private` lets its external downloads reach 127.0.0.1 (the test origin).
     pub async fn start(app: &TestApp, admin: &Session, allow_private: bool) -> TestNode {
+        Self::start_configured(app, admin, allow_private, |_| {}).await
+    }
+
+    /// Like [`TestNode::start`], with the node's configuration adjusted by `adjust` first.
+    pub async fn start_configured(
+        app: &TestApp,
+        admin: &Session,
+        allow_private: bool,
+        adjust: impl FnOnce(&mut nubo_slave::config::Config),
+    ) -> TestNode {
         let name = format!("node-{}", uuid::Uuid::new_v4().simple());
         // The node must know the id the master gives it: register first, then start, then
         // tell the master the real address.
@@ -54,6 +64,8 @@ impl TestNode {
             fetch_allow_private_addresses: allow_private,
             ..nubo_slave::config::Config::default()
         };
+        let mut config = config;
+        adjust(&mut config);
         let mut node = TestNode { id, url: format!("http://{addr}"), addr, config, running: None, dir };
         node.serve(listener);
         let update = json!({"name": name, "base_url": node.url, "enabled": true});

@@ -10,6 +10,7 @@ pub mod dav;
 pub mod files;
 pub mod mail;
 pub mod oauth;
+pub mod relay;
 pub mod s3;
 pub mod topology;
 pub mod wopi;

@@ -227,6 +227,13 @@ pub trait BlobStore: Send + Sync + 'static {
 
     /// Checks that the backend works: writes, reads back and deletes a small probe blob.
     async fn check(&self) -> StorageResult<()>;
+
+    /// A cheaper check for readiness probes, asked for every few seconds: by default the full
+    /// [`BlobStore::check`]; S3 asks only whether the bucket answers (one `HEAD`), which costs
+    /// neither writes nor storage requests that are billed by the thousand.
+    async fn reachable(&self) -> StorageResult<()> {
+        self.check().await
+    }
 }
 
 /// Where and how a client uploads chunks directly to the backend.

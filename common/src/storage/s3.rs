@@ -432,6 +432,16 @@ impl BlobStore for S3BlobStore {
     async fn check(&self) -> StorageResult<()> {
         super::check_with_probe(self).await
     }
+
+    async fn reachable(&self) -> StorageResult<()> {
+        match self.client.head_bucket().bucket(&self.bucket).send().await {
+            Ok(_) => Ok(()),
+            Err(err) => Err(match sdk_error("reach the bucket", &self.bucket, err) {
+                StorageError::NotFound(bucket) => StorageError::Failed(format!("the bucket {bucket} does not exist")),
+                other => other,
+            }),
+        }
+    }
 }
 
 /// The body of a `put_stream`, hashed and counted as it is read.

@@ -152,6 +152,15 @@ impl Values for sqlx::any::AnyRow {
     }
 }
 
+/// How busy one connection pool is; `open - idle` connections are in use.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolUse {
+    pub name: &'static str,
+    pub max: u32,
+    pub open: u32,
+    pub idle: u32,
+}
+
 /// The master's database handle; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Db {
@@ -264,6 +273,27 @@ impl Db {
     /// The pool for statements and transactions that write.
     pub fn writer(&self) -> &AnyPool {
         &self.writer
+    }
+
+    /// A trivial statement through the read pool (readiness checks).
+    pub async fn ping(&self) -> Result<(), DbError> {
+        sqlx::query("SELECT 1").execute(&self.reader).await?;
+        Ok(())
+    }
+
+    /// The connections of each pool, open and idle: one pool on PostgreSQL, the readers and the
+    /// single writer on SQLite.
+    pub fn pool_use(&self) -> Vec<PoolUse> {
+        let of = |name: &'static str, pool: &AnyPool| PoolUse {
+            name,
+            max: pool.options().get_max_connections(),
+            open: pool.size(),
+            idle: pool.num_idle() as u32,
+        };
+        match self.backend {
+            Backend::Postgres => vec![of("main", &self.reader)],
+            Backend::Sqlite => vec![of("reader", &self.reader), of("writer", &self.writer)],
+        }
     }
 
     pub async fn close(&self) {

@@ -212,3 +212,8 @@ pub async fn delete(db: &Db, id: &str) -> Result<bool, DbError> {
     let done = sqlx::query("DELETE FROM tasks WHERE id = $1").bind(id).execute(db.writer()).await?;
     Ok(done.rows_affected() > 0)
 }
+
+/// How many tasks there are of each type in each status (`/metrics`).
+pub async fn count_by_type_and_status(db: &Db) -> Result<Vec<(String, String, i64)>, DbError> {
+    Ok(sqlx::query_as("SELECT type, status, COUNT(*) FROM tasks GROUP BY type, status").fetch_all(db.reader()).await?)
+}

@@ -10,6 +10,7 @@ pub mod edge;
 pub mod error;
 pub mod extract;
 pub mod guard;
+pub mod metrics;
 pub mod node_rpc;
 pub mod web;
 
@@ -39,12 +40,20 @@ pub fn router(state: Context) -> Router {
     let span_proxies = proxies.clone();
     // Bodies under /dav are streams the services meter themselves: no JSON body limit there.
     let dav = axum::routing::any(dav::serve).layer(DefaultBodyLimit::disable());
-    api.route(dav::PREFIX, dav.clone())
+    let mut app = api
+        .route(dav::PREFIX, dav.clone())
         .route("/dav/", dav.clone())
         .route("/dav/{*path}", dav)
         // Every other path: the web app (API and WebDAV paths still answer the JSON 404).
-        .fallback_service(axum::routing::any(web::serve).with_state(state.clone()).layer(CompressionLayer::new()))
-        .layer(DefaultBodyLimit::max(max_json_body))
+        .fallback_service(axum::routing::any(web::serve).with_state(state.clone()).layer(CompressionLayer::new()));
+    if let Some(instruments) = state.instruments() {
+        // A router layer, so the matched route template is known to it.
+        app = app.layer(axum::middleware::from_fn_with_state(
+            instruments.http.clone(),
+            nubo_common::metrics::track_requests,
+        ));
+    }
+    app.layer(DefaultBodyLimit::max(max_json_body))
         .layer(Extension(edge::JsonBodyLimit(max_json_body)))
         .layer(Extension(proxies.clone()))
         .layer(axum::middleware::from_fn_with_state(state.clone(), poke_after_writes))

@@ -4,6 +4,7 @@
 //! own map beside it.
 
 mod memory;
+pub mod metered;
 mod redis;
 
 use std::sync::Arc;

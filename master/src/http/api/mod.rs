@@ -92,6 +92,15 @@ impl utoipa::Modify for SecuritySchemes {
         };
         components.add_security_scheme("bearer", bearer("Access token from POST /user/session (1 hour)"));
         components.add_security_scheme("refresh_token", bearer("Refresh token from POST /user/session"));
+        components.add_security_scheme(
+            "metrics_token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("The `metrics_token` of the configuration"))
+                    .build(),
+            ),
+        );
     }
 }
 
@@ -110,6 +119,7 @@ async fn openapi_json(Extension(doc): Extension<OpenApiJson>) -> impl IntoRespon
 pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
     let v1 = OpenApiRouter::new()
         .routes(routes!(site::ping))
+        .routes(routes!(site::health))
         .routes(routes!(site::config))
         .routes(routes!(site::captcha_image))
         .routes(routes!(themes::public_list))
@@ -243,6 +253,8 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .nest("/api/v1", v1)
         // The WOPI host lives outside /api/v1, where WOPI clients expect it.
         .merge(wopi::host_routes())
+        // Prometheus scrapers expect `/metrics` at the root.
+        .merge(OpenApiRouter::new().routes(routes!(crate::http::metrics::scrape)))
         .split_for_parts();
     not_built::document(&mut doc);
     contract::add_common_errors(&mut doc);

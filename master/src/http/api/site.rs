@@ -13,7 +13,7 @@ use crate::domain::settings::AuthMethod;
 use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiQuery, ClientAddress};
-use crate::service::{captcha, sign_in, site};
+use crate::service::{captcha, health, sign_in, site};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PingResponse {
@@ -31,6 +31,50 @@ pub struct PingResponse {
     ))]
 pub async fn ping() -> Json<PingResponse> {
     Json(PingResponse { version: env!("CARGO_PKG_VERSION"), protocol_version: nubo_protocol::PROTOCOL_VERSION })
+}
+
+/// One readiness check.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthCheckView {
+    pub ok: bool,
+    /// How long the check took, in milliseconds.
+    pub ms: u64,
+}
+
+/// Every readiness check.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthChecks {
+    /// A trivial query.
+    pub database: HealthCheckView,
+    /// A write and a read of the key-value store (Redis, or this master's memory).
+    pub kv: HealthCheckView,
+    /// The first storage policy of the group for new users: a probe file in a local root, a
+    /// `HEAD` of an S3 bucket, a call to a storage node.
+    pub storage: HealthCheckView,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthResponse {
+    /// Always `ok` (a failing check answers 503).
+    pub status: &'static str,
+    pub checks: HealthChecks,
+}
+
+/// Readiness, for load balancers: whether this master can serve now (`ping` only says it is
+/// alive). Each check has two seconds. Public: the answer names checks, never their causes.
+#[utoipa::path(get, path = "/site/health", tag = "site",
+    responses(
+        (status = 200, description = "Every check passed", body = HealthResponse),
+        (status = 503, description = "A check failed or timed out (`site.unhealthy`; the message names it)", body = ErrorBody),
+    ))]
+pub async fn health(State(state): State<Context>) -> ServiceResult<Json<HealthResponse>> {
+    let health = health::check(&state).await;
+    health.verdict()?;
+    let view = |check: &health::Check| HealthCheckView { ok: check.ok, ms: check.ms };
+    Ok(Json(HealthResponse {
+        status: "ok",
+        checks: HealthChecks { database: view(&health.database), kv: view(&health.kv), storage: view(&health.storage) },
+    }))
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -1495,6 +1495,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/site/health": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Readiness, for load balancers: whether this master can serve now (`ping` only says it is
+         *     alive). Each check has two seconds. Public: the answer names checks, never their causes.
+         */
+        get: operations["health"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/site/ping": {
         parameters: {
             query?: never;
@@ -2326,6 +2346,26 @@ export interface paths {
         patch: operations["webdav_accounts_update"];
         trace?: never;
     };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The master's metrics. Off unless `metrics_token` is set (404 then, as for any unknown path);
+         *     with it, the token is required as a bearer token.
+         */
+        get: operations["scrape"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/wopi/files/{id}": {
         parameters: {
             query?: never;
@@ -2872,6 +2912,32 @@ export interface components {
              * @description Days a version is kept after it was replaced; 0: no limit by age.
              */
             version_max_days: number;
+        };
+        /** @description One readiness check. */
+        HealthCheckView: {
+            /**
+             * Format: int64
+             * @description How long the check took, in milliseconds.
+             */
+            ms: number;
+            ok: boolean;
+        };
+        /** @description Every readiness check. */
+        HealthChecks: {
+            /** @description A trivial query. */
+            database: components["schemas"]["HealthCheckView"];
+            /** @description A write and a read of the key-value store (Redis, or this master's memory). */
+            kv: components["schemas"]["HealthCheckView"];
+            /**
+             * @description The first storage policy of the group for new users: a probe file in a local root, a
+             *     `HEAD` of an S3 bucket, a call to a storage node.
+             */
+            storage: components["schemas"]["HealthCheckView"];
+        };
+        HealthResponse: {
+            checks: components["schemas"]["HealthChecks"];
+            /** @description Always `ok` (a failing check answers 503). */
+            status: string;
         };
         /** @description One of the caller's ways to sign in, passkeys excepted (`GET /user/settings/authns` lists those). */
         IdentityView: {
@@ -13565,6 +13631,44 @@ export interface operations {
             };
         };
     };
+    health: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every check passed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HealthResponse"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A check failed or timed out (`site.unhealthy`; the message names it) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     ping: {
         parameters: {
             query?: never;
@@ -17998,6 +18102,53 @@ export interface operations {
                 };
             };
             /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    scrape: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every series in the Prometheus text format (docs/metrics.md) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description No token or the wrong one (`auth.missing_token`, `auth.invalid_token`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Metrics are off (`route.not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error */
             500: {
                 headers: {
                     [name: string]: unknown;
