@@ -67,8 +67,10 @@ pub async fn login(input: LoginInput, output: Output) -> CliResult<Value> {
         Err(err) if err.code.as_deref() == Some("auth.two_factor_required") => {
             // Asked only when the password was right and the account has a second factor on.
             if !interactive || input.password_stdin {
-                return Err(CliError::new(ExitKind::AuthNeeded, "this account asks for a two-factor code")
-                    .with_hint("pass --totp CODE (the six digits of your authenticator app, or a recovery code)"));
+                let mut asked =
+                    err.with_hint("pass --totp CODE (the six digits of your authenticator app, or a recovery code)");
+                asked.kind = ExitKind::AuthNeeded;
+                return Err(asked);
             }
             body["two_fa_code"] = json!(prompt_line("Two-factor code: ")?);
             api.json(Method::POST, "/user/session", Some(&body)).await?

@@ -260,7 +260,10 @@ async fn append(
                 }
                 written += piece.len() as u64;
                 progress.advance(bar, piece.len() as u64);
-                testing::bytes_written(piece.len() as u64);
+                if testing::bytes_written(piece.len() as u64) {
+                    let _ = writer.flush().await;
+                    testing::stop_after_bytes();
+                }
             }
             Err(e) => {
                 failure = Some(CliError::network("the server", &e));

@@ -33,13 +33,15 @@ pub struct CliError {
     pub code: Option<String>,
     pub status: Option<u16>,
     pub hint: Option<String>,
+    /// The server's id of the failed request (its logs name it).
+    pub request_id: Option<String>,
 }
 
 pub type CliResult<T> = Result<T, CliError>;
 
 impl CliError {
     pub fn new(kind: ExitKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), code: None, status: None, hint: None }
+        Self { kind, message: message.into(), code: None, status: None, hint: None, request_id: None }
     }
 
     pub fn usage(message: impl Into<String>) -> Self {
@@ -114,9 +116,7 @@ impl CliError {
         error.code = code;
         error.status = Some(status);
         error.hint = hint.map(str::to_owned);
-        if let Some(request_id) = parsed.as_ref().and_then(|b| b["request_id"].as_str()) {
-            error.message.push_str(&format!(" [request {request_id}]"));
-        }
+        error.request_id = parsed.as_ref().and_then(|b| b["request_id"].as_str()).map(str::to_owned);
         error
     }
 
@@ -142,6 +142,7 @@ impl CliError {
             "status": self.status,
             "exit_code": self.exit_code(),
             "hint": self.hint,
+            "request_id": self.request_id,
         }})
     }
 }
@@ -149,10 +150,16 @@ impl CliError {
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "error: {}", self.message)?;
-        match (&self.code, self.status) {
-            (Some(code), Some(status)) => write!(f, " ({code}, HTTP {status})")?,
-            (None, Some(status)) => write!(f, " (HTTP {status})")?,
-            _ => {}
+        let facts: Vec<String> = [
+            self.code.clone(),
+            self.status.map(|status| format!("HTTP {status}")),
+            self.request_id.as_ref().map(|id| format!("request {id}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !facts.is_empty() {
+            write!(f, " ({})", facts.join(", "))?;
         }
         if let Some(hint) = &self.hint {
             write!(f, "\nhint: {hint}")?;

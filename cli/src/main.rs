@@ -66,11 +66,14 @@ enum Command {
         #[arg(required = true)]
         paths: Vec<String>,
     },
-    /// Upload files and folders: `put LOCAL... REMOTE`. Run again after an interrupt to resume.
+    /// Upload files and folders. Run the same command again after an interrupt to resume.
     Put {
-        /// Local files or folders, then the remote destination.
-        #[arg(required = true, num_args = 2.., value_name = "LOCAL... REMOTE")]
-        paths: Vec<String>,
+        /// Local files or folders.
+        #[arg(required = true, value_name = "LOCAL")]
+        sources: Vec<PathBuf>,
+        /// The remote folder (or, for one source, the new remote path).
+        #[arg(value_name = "REMOTE")]
+        destination: String,
         /// Replace the content of remote files of the same name.
         #[arg(long)]
         overwrite: bool,
@@ -78,11 +81,14 @@ enum Command {
         #[arg(long, short = 'P', default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
         parallel: u16,
     },
-    /// Download files and folders: `get REMOTE... LOCAL`. Run again after an interrupt to resume.
+    /// Download files and folders. Run the same command again after an interrupt to resume.
     Get {
-        /// Remote files or folders, then the local destination.
-        #[arg(required = true, num_args = 2.., value_name = "REMOTE... LOCAL")]
-        paths: Vec<String>,
+        /// Remote files or folders.
+        #[arg(required = true, value_name = "REMOTE")]
+        sources: Vec<String>,
+        /// The local folder (or, for one source, the new local path).
+        #[arg(value_name = "LOCAL")]
+        destination: String,
         /// Replace local files that differ.
         #[arg(long)]
         overwrite: bool,
@@ -90,15 +96,19 @@ enum Command {
         #[arg(long, short = 'P', default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
         parallel: u16,
     },
-    /// Move or rename: `mv SOURCE... DESTINATION`.
+    /// Move or rename files and folders.
     Mv {
-        #[arg(required = true, num_args = 2.., value_name = "SOURCE... DESTINATION")]
-        paths: Vec<String>,
+        #[arg(required = true, value_name = "SOURCE")]
+        sources: Vec<String>,
+        /// An existing folder to move into, or (one source) the new path.
+        destination: String,
     },
-    /// Copy: `cp SOURCE... DESTINATION`.
+    /// Copy files and folders.
     Cp {
-        #[arg(required = true, num_args = 2.., value_name = "SOURCE... DESTINATION")]
-        paths: Vec<String>,
+        #[arg(required = true, value_name = "SOURCE")]
+        sources: Vec<String>,
+        /// An existing folder to copy into, or (one source) the path of the copy.
+        destination: String,
     },
     /// Move files and folders to the trash (or delete them for good with --purge).
     Rm {
@@ -148,15 +158,10 @@ enum ShareAction {
     Ls,
     /// End shares by code.
     Rm {
-        #[arg(required = true)]
+        /// Share codes (a code may begin with `-`).
+        #[arg(required = true, allow_hyphen_values = true)]
         codes: Vec<String>,
     },
-}
-
-/// Splits `A... B` into the sources and the destination (clap guarantees two or more).
-fn split_last(mut paths: Vec<String>) -> (Vec<String>, String) {
-    let last = paths.pop().unwrap_or_default();
-    (paths, last)
 }
 
 async fn run(command: Command, output: Output) -> CliResult<Value> {
@@ -168,9 +173,7 @@ async fn run(command: Command, output: Output) -> CliResult<Value> {
         Command::Whoami => commands::whoami(&Api::signed_in()?, output).await,
         Command::Ls { path } => commands::ls(&Api::signed_in()?, &path, output).await,
         Command::Mkdir { parents, paths } => commands::mkdir(&Api::signed_in()?, &paths, parents, output).await,
-        Command::Put { paths, overwrite, parallel } => {
-            let (sources, destination) = split_last(paths);
-            let sources: Vec<PathBuf> = sources.into_iter().map(PathBuf::from).collect();
+        Command::Put { sources, destination, overwrite, parallel } => {
             let options = upload::PutOptions { overwrite, parallel: usize::from(parallel) };
             let api = Api::signed_in()?;
             let results = upload::put(&api, &sources, &destination, &options, output).await?;
@@ -186,8 +189,7 @@ async fn run(command: Command, output: Output) -> CliResult<Value> {
             }
             Ok(Value::Array(results))
         }
-        Command::Get { paths, overwrite, parallel } => {
-            let (sources, destination) = split_last(paths);
+        Command::Get { sources, destination, overwrite, parallel } => {
             let options = download::GetOptions { overwrite, parallel: usize::from(parallel) };
             let api = Api::signed_in()?;
             let target = PathBuf::from(&destination);
@@ -198,14 +200,8 @@ async fn run(command: Command, output: Output) -> CliResult<Value> {
             }
             Ok(Value::Array(results))
         }
-        Command::Mv { paths } => {
-            let (sources, destination) = split_last(paths);
-            commands::mv(&Api::signed_in()?, &sources, &destination, output).await
-        }
-        Command::Cp { paths } => {
-            let (sources, destination) = split_last(paths);
-            commands::cp(&Api::signed_in()?, &sources, &destination, output).await
-        }
+        Command::Mv { sources, destination } => commands::mv(&Api::signed_in()?, &sources, &destination, output).await,
+        Command::Cp { sources, destination } => commands::cp(&Api::signed_in()?, &sources, &destination, output).await,
         Command::Rm { recursive, purge, paths } => {
             commands::rm(&Api::signed_in()?, &paths, recursive, purge, output).await
         }

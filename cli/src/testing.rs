@@ -27,11 +27,14 @@ pub fn chunk_sent() {
     }
 }
 
-/// Counts `n` downloaded bytes written (and flushed) to disk.
-pub fn bytes_written(n: u64) {
+/// Counts `n` downloaded bytes handed to the file; `true` when the process must stop once they
+/// are flushed to disk (then call [`stop_after_bytes`]).
+pub fn bytes_written(n: u64) -> bool {
     static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
     let written = BYTES.fetch_add(n, Ordering::SeqCst) + n;
-    if limit("NUBO_CLI_STOP_AFTER_BYTES", &LIMIT).is_some_and(|limit| written >= limit) {
-        stop(&format!("{written} byte(s)"));
-    }
+    limit("NUBO_CLI_STOP_AFTER_BYTES", &LIMIT).is_some_and(|limit| written >= limit)
+}
+
+pub fn stop_after_bytes() -> ! {
+    stop(&format!("{} byte(s)", BYTES.load(Ordering::SeqCst)))
 }
