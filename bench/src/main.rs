@@ -11,7 +11,8 @@
 //! PostgreSQL (see `summary.rs`); `nubo-bench thumbnails` makes thumbnails of 12-megapixel
 //! JPEGs and reads the master's peak memory while two are made at once (see `thumbnails.rs`);
 //! `nubo-bench events` measures the fan-out of change events to 100 subscribers (see
-//! `events.rs`).
+//! `events.rs`); `nubo-bench cli` times the `nubo` client's `put` against `rclone copy` over
+//! WebDAV, through the master and straight to a node (see `cli.rs`).
 //!
 //! `nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL]` starts a master on
 //! SQLite (in-memory store), signs in, then drives a `jwt_required` endpoint
@@ -34,6 +35,7 @@ use std::time::{Duration, Instant};
 use nubo_tests::{Backend, TestApp};
 
 mod archive;
+mod cli;
 mod dav;
 mod events;
 mod files;
@@ -205,7 +207,7 @@ async fn bench_auth(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N]";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N] | nubo-bench cli [--big-mib N] [--small-files N]";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -260,6 +262,12 @@ fn main() {
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
         runtime.block_on(thumbnails::run(rest));
+        return;
+    }
+    if command == "cli" {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(cli::run(rest));
         return;
     }
     if command == "events" {

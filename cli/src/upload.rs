@@ -372,7 +372,7 @@ impl Put<'_> {
             .map(|index| {
                 let (sent, session, bar) = (&sent, &session, bar);
                 async move {
-                    let answer = self.chunk(&session, &file.local, index, bar).await;
+                    let answer = self.chunk(session, &file.local, index, bar).await;
                     sent.fetch_add(1, Ordering::Relaxed);
                     answer
                 }
