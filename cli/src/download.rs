@@ -124,6 +124,9 @@ async fn download(api: &Api, file: Planned, options: &GetOptions, progress: &Pro
                 .with_hint("pass --overwrite to replace it, or choose another local path"));
         }
     }
+    if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
+        tokio::fs::create_dir_all(parent).await.map_err(local_error("cannot create", parent))?;
+    }
     let mut part_name = target.file_name().unwrap_or_default().to_owned();
     part_name.push(".part");
     let part = target.with_file_name(part_name);

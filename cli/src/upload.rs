@@ -231,7 +231,7 @@ impl Put<'_> {
                     }
                     None => {
                         return Err(err.with_hint(format!(
-                            "{} exists with other content: pass --overwrite to replace it",
+                            "{} exists with other content (or is a folder): pass --overwrite to replace a file's content",
                             remote_path.display()
                         )));
                     }
