@@ -227,3 +227,16 @@ pub async fn read_json<T: DeserializeOwned>(server: &str, response: Response) ->
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_addresses_become_base_urls() {
+        assert_eq!(normalise_server("cloud.example.org/"), "https://cloud.example.org");
+        assert_eq!(normalise_server("http://127.0.0.1:5212/api/v1"), "http://127.0.0.1:5212");
+        assert_eq!(unix_of("1970-01-01T00:01:40Z"), 100);
+        assert_eq!(unix_of("not a time"), 0);
+    }
+}

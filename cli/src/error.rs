@@ -167,3 +167,25 @@ impl fmt::Display for CliError {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_answers_map_to_the_documented_exit_codes() {
+        let body = r#"{"code":"object.name_taken","message":"taken","field":"name","request_id":"r-1"}"#;
+        let taken = CliError::from_answer(409, body);
+        assert_eq!((taken.exit_code(), taken.code.as_deref()), (5, Some("object.name_taken")));
+        assert_eq!(taken.request_id.as_deref(), Some("r-1"));
+        let shown = taken.to_string();
+        assert!(shown.contains("object.name_taken, HTTP 409, request r-1") && shown.contains("\nhint: "), "{shown}");
+        let codes: Vec<i32> = [401, 404, 410, 409, 403, 413, 507, 500, 422]
+            .iter()
+            .map(|&s| CliError::from_answer(s, "").exit_code())
+            .collect();
+        assert_eq!(codes, [3, 4, 4, 5, 7, 7, 7, 1, 1]);
+        assert!(CliError::from_answer(503, "not json").is_transient());
+        assert!(!CliError::from_answer(409, "").is_transient());
+    }
+}

@@ -232,3 +232,28 @@ impl FolderCache {
         Ok(base)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_names_from_the_root() {
+        let path = RemotePath::parse("photos//2026/./a b.jpg");
+        assert_eq!(path.names, ["photos", "2026", "a b.jpg"]);
+        assert_eq!(path.display(), "/photos/2026/a b.jpg");
+        assert!(!path.folder_hint);
+        assert_eq!(path.parent().display(), "/photos/2026");
+        assert_eq!(RemotePath::parse("/a/b/../c/").names, ["a", "c"]);
+        assert!(RemotePath::parse("/a/").folder_hint, "a trailing slash names a folder");
+        assert!(RemotePath::parse("/").is_root() && RemotePath::parse("..").is_root());
+    }
+
+    #[test]
+    fn listing_urls_escape_each_name() {
+        let path = RemotePath::parse("/a b/50%/x?y#z");
+        assert_eq!(path.listing(), "/directory/a%20b/50%25/x%3Fy%23z");
+        assert_eq!(RemotePath::parse("/").listing(), "/directory/");
+        assert_eq!(query_value("a&b=c d+e"), "a%26b%3Dc%20d%2Be");
+    }
+}
