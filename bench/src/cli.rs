@@ -3,7 +3,7 @@
 //! the master's own disk as the default policy (both go through the master) and once with a
 //! `nubo-slave` node's policy as the default (`nubo put` sends the chunks straight to the node;
 //! rclone's WebDAV `PUT`s still go through the master, which streams them on to the node).
-//! Both clients keep 4 transfers in flight (`nubo put -P 4`, rclone's default `--transfers 4`).
+//! Both clients keep 4 transfers in flight (`nubo put -P 4`, rclone's `--transfers 4`; `--parallel N`).
 //! Every upload has content new to the server (no de-duplication) and goes to a fresh folder;
 //! nothing is deleted before the table is printed (deletions slow the file creations that
 //! follow on this machine's ext4, see docs/benchmarks.md). The binaries `nubo`, `nubo-master` and
@@ -27,10 +27,12 @@ const DAV_PASSWORD: &str = "cli-bench-dav-password";
 struct Options {
     big_mib: usize,
     small_files: usize,
+    /// `nubo put -P` and `rclone --transfers`.
+    parallel: usize,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
-    let mut options = Options { big_mib: BIG / MIB, small_files: SMALL_FILES };
+    let mut options = Options { big_mib: BIG / MIB, small_files: SMALL_FILES, parallel: 4 };
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         let mut value =
@@ -38,6 +40,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         match arg.as_str() {
             "--big-mib" => options.big_mib = value()?,
             "--small-files" => options.small_files = value()?,
+            "--parallel" => options.parallel = value()?.max(1),
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -120,11 +123,11 @@ impl Client {
     }
 
     /// `nubo put -P 4 source remote`; answers the time and the per-file report.
-    fn put(&self, source: &Path, remote: &str, bytes: usize) -> (Timing, Vec<Value>) {
+    fn put(&self, source: &Path, remote: &str, bytes: usize, parallel: usize) -> (Timing, Vec<Value>) {
         let started = Instant::now();
         let output = self
             .command()
-            .args(["--json", "put", "-P", "4"])
+            .args(["--json", "put", "-P", &parallel.to_string()])
             .arg(source)
             .arg(remote)
             .stdin(Stdio::null())
@@ -138,7 +141,7 @@ impl Client {
 }
 
 /// `rclone copy source nubo:remote` over WebDAV, configured through its environment.
-fn rclone_copy(dav_url: &str, source: &Path, remote: &str, bytes: usize) -> Timing {
+fn rclone_copy(dav_url: &str, source: &Path, remote: &str, bytes: usize, parallel: usize) -> Timing {
     let obscured =
         Command::new("rclone").args(["obscure", DAV_PASSWORD]).output().expect("rclone (apt-get install rclone)");
     let password = String::from_utf8_lossy(&obscured.stdout).trim().to_owned();
@@ -148,7 +151,7 @@ fn rclone_copy(dav_url: &str, source: &Path, remote: &str, bytes: usize) -> Timi
         .arg("copy")
         .arg(source)
         .arg(format!("nubo:{remote}"))
-        .args(["--transfers", "4", "-q", "--config"])
+        .args(["--transfers", &parallel.to_string(), "-q", "--config"])
         .arg(config.path())
         .env("RCLONE_CONFIG_NUBO_TYPE", "webdav")
         .env("RCLONE_CONFIG_NUBO_URL", dav_url)
@@ -174,7 +177,7 @@ pub async fn run(args: &[String]) {
     let options = match parse(args) {
         Ok(options) => options,
         Err(error) => {
-            eprintln!("{error}\nusage: nubo-bench cli [--big-mib N] [--small-files N]");
+            eprintln!("{error}\nusage: nubo-bench cli [--big-mib N] [--small-files N] [--parallel N]");
             std::process::exit(2);
         }
     };
@@ -222,21 +225,24 @@ pub async fn run(args: &[String]) {
             round += 1;
             renew_all(source, round);
             let remote = format!("/nubo-{round}/");
-            let (nubo, report) = client.put(source, &remote, bytes);
+            let (nubo, report) = client.put(source, &remote, bytes, options.parallel);
             let methods: std::collections::BTreeSet<&str> =
                 report.iter().filter_map(|r| r["method"].as_str()).collect();
             println!("{workload}, {path}: nubo put {:.2} s ({methods:?})", nubo.seconds);
             round += 1;
             renew_all(source, round);
             let remote = format!("rclone-{round}");
-            let rclone = rclone_copy(&dav_url, source, &remote, bytes);
+            let rclone = rclone_copy(&dav_url, source, &remote, bytes, options.parallel);
             println!("{workload}, {path}: rclone copy {:.2} s", rclone.seconds);
             rows.push(Row { workload, path, nubo, rclone });
         }
     }
 
     let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
-    println!("\nnubo put -P 4 against rclone copy --transfers 4 over WebDAV, one master on SQLite ({profile} build)");
+    let parallel = options.parallel;
+    println!(
+        "\nnubo put -P {parallel} against rclone copy --transfers {parallel} over WebDAV, one master on SQLite ({profile} build)"
+    );
     println!(
         "\n| workload | default policy | nubo put s | nubo MiB/s | rclone s | rclone MiB/s | rclone time / nubo time |"
     );

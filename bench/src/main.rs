@@ -207,7 +207,7 @@ async fn bench_auth(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N] | nubo-bench cli [--big-mib N] [--small-files N]";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N] | nubo-bench cli [--big-mib N] [--small-files N] [--parallel N]";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
