@@ -134,6 +134,14 @@ impl Bench {
         value
     }
 
+    /// Signs in again: a change to the administrators' group revokes its members' tokens.
+    pub(crate) async fn sign_in_again(&mut self) {
+        let login =
+            json!({"provider": "email_password", "identifier": "bench@example.com", "credential": "bench-password"});
+        let session = self.json(reqwest::Method::POST, "/user/session", Some(login)).await;
+        self.token = session["access_token"].as_str().expect("signed in").to_owned();
+    }
+
     fn print(&self) {
         println!("\n| workload | figure | server peak RSS | target |");
         println!("|---|---|---:|---|");

@@ -16,7 +16,7 @@ const MIB: usize = 1024 * 1024;
 const GIB: usize = 1024 * MIB;
 const NODE_KEY: &str = "bench-node-key-bench-node-key-0123456789";
 
-struct NodeProcess(Child);
+pub(crate) struct NodeProcess(Child);
 
 impl Drop for NodeProcess {
     fn drop(&mut self) {
@@ -62,8 +62,15 @@ async fn upload_direct(bench: &Bench, name: &str, size: usize, streams: usize, p
     (size as f64 / MIB as f64 / started.elapsed().as_secs_f64(), done)
 }
 
-pub async fn run() {
-    let (bench, _owner) = start_signed_in().await;
+/// A `nubo-slave` process registered with the bench's master and online, and a local policy
+/// on it (8 MiB chunks) added last to the administrators' group.
+pub(crate) struct BenchNode {
+    pub(crate) process: NodeProcess,
+    pub(crate) dir: std::path::PathBuf,
+    pub(crate) policy_id: String,
+}
+
+pub(crate) async fn start_node(bench: &Bench) -> BenchNode {
     let node_dir = bench.server.dir.path().join("node");
     let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
     let node_url = format!("http://127.0.0.1:{port}");
@@ -77,7 +84,7 @@ pub async fn run() {
     let node_id = node["id"].as_str().unwrap().to_owned();
     let binary = std::env::current_exe().expect("own path").with_file_name("nubo-slave");
     let master_url = bench.server.base.trim_end_matches("/api/v1").to_owned();
-    let _node = NodeProcess(
+    let process = NodeProcess(
         Command::new(&binary)
             .env_clear()
             .env("NUBO_LISTEN", format!("127.0.0.1:{port}"))
@@ -115,15 +122,30 @@ pub async fn run() {
             Some(json!({"name": "on node", "type": "local", "chunk_size": 8 * MIB, "node_id": node_id})),
         )
         .await;
-    let node_policy = policy["id"].as_str().unwrap().to_owned();
+    let policy_id = policy["id"].as_str().unwrap().to_owned();
+    let mut policies = admins_group(bench).await["policy_ids"].as_array().unwrap().clone();
+    policies.push(Value::String(policy_id.clone()));
+    set_admin_policies(bench, policies).await;
+    BenchNode { process, dir: node_dir, policy_id }
+}
+
+pub(crate) async fn admins_group(bench: &Bench) -> Value {
     let groups = bench.json(reqwest::Method::GET, "/admin/group", None).await;
-    let admins = groups.as_array().unwrap().iter().find(|g| g["is_admin"] == true).unwrap().clone();
-    let mut policies = admins["policy_ids"].as_array().unwrap().clone();
-    policies.push(Value::String(node_policy.clone()));
+    groups.as_array().unwrap().iter().find(|g| g["is_admin"] == true).unwrap().clone()
+}
+
+/// Gives the administrators' group these policies, in this order (the first is the default).
+pub(crate) async fn set_admin_policies(bench: &Bench, policies: Vec<Value>) {
+    let admins = admins_group(bench).await;
     bench
         .json(reqwest::Method::PUT, &format!("/admin/group/{}", admins["id"].as_str().unwrap()),
             Some(json!({"name": admins["name"], "is_admin": true, "max_storage": 4_i64 << 40, "permissions": admins["permissions"], "policy_ids": policies})))
         .await;
+}
+
+pub async fn run() {
+    let (bench, _owner) = start_signed_in().await;
+    let BenchNode { process: _node, dir: node_dir, policy_id: node_policy } = start_node(&bench).await;
 
     std::fs::create_dir_all(&node_dir).expect("node dir");
     let ceiling = dd_write(&node_dir);

@@ -1,0 +1,40 @@
+//! Interruptions on demand, so tests can check that transfers resume: with
+//! `NUBO_CLI_STOP_AFTER_CHUNKS=N` the process stops right after its N-th chunk (or small file)
+//! was stored, with `NUBO_CLI_STOP_AFTER_BYTES=N` once N downloaded bytes are on disk, as a
+//! killed process would (exit code 6, like a broken connection). Unset, they cost one atomic add.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static CHUNKS: AtomicU64 = AtomicU64::new(0);
+static BYTES: AtomicU64 = AtomicU64::new(0);
+
+fn limit(name: &'static str, cell: &'static OnceLock<Option<u64>>) -> Option<u64> {
+    *cell.get_or_init(|| std::env::var(name).ok().and_then(|v| v.parse().ok()))
+}
+
+fn stop(what: &str) -> ! {
+    eprintln!("stopped on purpose after {what} (test hook)");
+    std::process::exit(crate::error::ExitKind::Network as i32);
+}
+
+/// Counts one stored chunk.
+pub fn chunk_sent() {
+    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
+    let sent = CHUNKS.fetch_add(1, Ordering::SeqCst) + 1;
+    if limit("NUBO_CLI_STOP_AFTER_CHUNKS", &LIMIT).is_some_and(|n| sent >= n) {
+        stop(&format!("{sent} chunk(s)"));
+    }
+}
+
+/// Counts `n` downloaded bytes handed to the file; `true` when the process must stop once they
+/// are flushed to disk (then call [`stop_after_bytes`]).
+pub fn bytes_written(n: u64) -> bool {
+    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
+    let written = BYTES.fetch_add(n, Ordering::SeqCst) + n;
+    limit("NUBO_CLI_STOP_AFTER_BYTES", &LIMIT).is_some_and(|limit| written >= limit)
+}
+
+pub fn stop_after_bytes() -> ! {
+    stop(&format!("{} byte(s)", BYTES.load(Ordering::SeqCst)))
+}
