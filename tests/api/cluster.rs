@@ -187,18 +187,6 @@ async fn deleting_the_last_reference_deletes_the_blob_on_the_node(app: TestApp) 
     assert_eq!(app.storage_used(&user).await, 0);
 }
 
-async fn wait_for_task(app: &TestApp, user: &Session, task: &str) -> Value {
-    for _ in 0..600 {
-        let view: Value =
-            app.call(Method::GET, &format!("/task/{task}"), Some(&user.access), None).await.json().await.unwrap();
-        if ["completed", "error", "canceled"].contains(&view["status"].as_str().unwrap()) {
-            return view;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("task {task} never ended");
-}
-
 async fn files_migrate_onto_a_node_and_back(app: TestApp) {
     let admin = app.login_admin().await;
     let node = TestNode::start(&app, &admin, false).await;
@@ -221,7 +209,7 @@ async fn files_migrate_onto_a_node_and_back(app: TestApp) {
             .await;
         assert_eq!(response.status(), 202);
         let task = response.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
-        let ended = wait_for_task(&app, &user, &task).await;
+        let ended = app.wait_for_task(&user, &task).await;
         assert_eq!(ended["status"], "completed", "{ended}");
         assert_eq!(app.download(&user, &object).await, bytes);
         // The old blob goes once the switch committed.
@@ -241,7 +229,7 @@ async fn external_download(app: &TestApp, user: &Session, url: &str, parent: &st
     assert_eq!(response.status(), 202, "{}", response.text().await.unwrap_or_default());
     let task: Value = response.json().await.unwrap();
     assert_eq!(task["type"], "EXTERNAL_DOWNLOAD");
-    wait_for_task(app, user, task["id"].as_str().unwrap()).await
+    app.wait_for_task(user, task["id"].as_str().unwrap()).await
 }
 
 async fn an_external_download_creates_the_file_only_where_the_node_may_reach_the_url(app: TestApp) {

@@ -192,19 +192,6 @@ async fn locks_bans_and_rate_limits_hold_on_both_masters() {
     assert_eq!(error_body(second, 429).await["code"], "auth.rate_limited");
 }
 
-/// Polls a task until it ends; answers its last view.
-async fn wait_for_task(app: &TestApp, user: &Session, task: &str) -> Value {
-    for _ in 0..1200 {
-        let view: Value =
-            app.call(Method::GET, &format!("/task/{task}"), Some(&user.access), None).await.json().await.unwrap();
-        if ["completed", "error", "canceled"].contains(&view["status"].as_str().unwrap()) {
-            return view;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("task {task} never ended");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_task_runs_once_on_one_of_the_masters() {
     let Some(cluster) = Topology::start().await else { return };
@@ -230,7 +217,7 @@ async fn a_migration_task_runs_once_on_one_of_the_masters() {
     let response = app.call(Method::PATCH, &format!("/object/{folder}/policy"), Some(&user.access), Some(body)).await;
     assert_eq!(response.status(), 202);
     let task = response.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
-    let ended = wait_for_task(app, &user, &task).await;
+    let ended = app.wait_for_task(&user, &task).await;
     assert_eq!(ended["status"], "completed", "{ended}");
     assert_eq!(ended["attempts"], 1, "one master ran it, once: {ended}");
     assert_eq!(ended["progress"]["files_done"], files.len(), "{ended}");
@@ -259,29 +246,7 @@ async fn litmus_passes_through_the_balancer() {
     let Some(cluster) = Topology::start().await else { return };
     let app = &cluster.app;
     let (_session, dav) = app.dav_user("litmus@example.com", "litmus").await;
-    let mkcol = dav.request("MKCOL", "/litmus/").send().await.unwrap();
-    assert_eq!(mkcol.status(), 201);
-    let url = format!("{}/litmus/", dav.base);
-    let (username, password) = (dav.username.clone(), dav.password.clone());
-    // litmus writes `debug.log` and `child.log` into its working directory.
-    let logs = tempfile::tempdir().unwrap();
-    let logs_dir = logs.path().to_owned();
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("litmus")
-            .current_dir(logs_dir)
-            .env("TESTS", "basic copymove props locks http")
-            .args([&url, &username, &password])
-            .output()
-            .expect("litmus runs")
-    })
-    .await
-    .unwrap();
-    let report = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "litmus failed:\n{report}\n{}", String::from_utf8_lossy(&output.stderr));
-    for suite in ["basic", "copymove", "props", "locks", "http"] {
-        assert!(report.contains(&format!("<- summary for `{suite}': of")), "suite {suite} did not run:\n{report}");
-    }
-    assert!(!report.contains("FAIL"), "{report}");
+    nubo_tests::dav::assert_litmus_passes(&dav).await;
     // Both masters took part (the balancer's log names the master of every request).
     let log = std::fs::read_to_string(cluster.app.database.dir.path().join("nginx/access.log")).unwrap();
     for master in &cluster.masters {

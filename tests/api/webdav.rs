@@ -41,29 +41,7 @@ async fn litmus_passes_every_suite(app: TestApp) {
         return;
     }
     let (_session, dav) = app.dav_user("litmus@example.com", "litmus").await;
-    let url = format!("{}/litmus/", dav.base);
-    let mkcol = dav.request("MKCOL", "/litmus/").send().await.unwrap();
-    assert_eq!(mkcol.status(), 201);
-    let (username, password) = (dav.username.clone(), dav.password.clone());
-    // litmus writes `debug.log` and `child.log` into its working directory.
-    let logs = tempfile::tempdir().unwrap();
-    let logs_dir = logs.path().to_owned();
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("litmus")
-            .current_dir(logs_dir)
-            .env("TESTS", "basic copymove props locks http")
-            .args([&url, &username, &password])
-            .output()
-            .expect("litmus runs")
-    })
-    .await
-    .unwrap();
-    let report = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "litmus failed:\n{report}\n{}", String::from_utf8_lossy(&output.stderr));
-    for suite in ["basic", "copymove", "props", "locks", "http"] {
-        assert!(report.contains(&format!("<- summary for `{suite}': of")), "suite {suite} did not run:\n{report}");
-    }
-    assert!(!report.contains("FAIL"), "{report}");
+    nubo_tests::dav::assert_litmus_passes(&dav).await;
 }
 
 /// A request body fed by the test: chunked (no `Content-Length`), ended by dropping the sender

@@ -67,3 +67,31 @@ impl TestApp {
         (session, dav)
     }
 }
+
+/// Runs litmus's suites (basic, copymove, props, locks, http) against the folder `/litmus/` of
+/// `dav` (created here) and asserts that every suite ran and none failed.
+pub async fn assert_litmus_passes(dav: &DavUser) {
+    let mkcol = dav.request("MKCOL", "/litmus/").send().await.expect("MKCOL sent");
+    assert_eq!(mkcol.status(), 201);
+    let url = format!("{}/litmus/", dav.base);
+    let (username, password) = (dav.username.clone(), dav.password.clone());
+    // litmus writes `debug.log` and `child.log` into its working directory.
+    let logs = tempfile::tempdir().expect("temporary directory");
+    let logs_dir = logs.path().to_owned();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("litmus")
+            .current_dir(logs_dir)
+            .env("TESTS", "basic copymove props locks http")
+            .args([&url, &username, &password])
+            .output()
+            .expect("litmus runs")
+    })
+    .await
+    .expect("litmus task");
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "litmus failed:\n{report}\n{}", String::from_utf8_lossy(&output.stderr));
+    for suite in ["basic", "copymove", "props", "locks", "http"] {
+        assert!(report.contains(&format!("<- summary for `{suite}': of")), "suite {suite} did not run:\n{report}");
+    }
+    assert!(!report.contains("FAIL"), "{report}");
+}

@@ -67,6 +67,20 @@ pub fn content(len: usize, seed: u8) -> Vec<u8> {
 
 impl TestApp {
     /// The caller's root folder id.
+    /// Polls the task `task` of `user` until it ends (completed, error or canceled); answers
+    /// its last view.
+    pub async fn wait_for_task(&self, user: &Session, task: &str) -> Value {
+        for _ in 0..1200 {
+            let view: Value =
+                self.call(Method::GET, &format!("/task/{task}"), Some(&user.access), None).await.json().await.unwrap();
+            if ["completed", "error", "canceled"].contains(&view["status"].as_str().unwrap()) {
+                return view;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("task {task} never ended");
+    }
+
     pub async fn root_id(&self, session: &Session) -> String {
         let listing: Value =
             self.call(Method::GET, "/directory", Some(&session.access), None).await.json().await.unwrap();
