@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use nubo_tests::files::content;
+use nubo_tests::mail::{SmtpSink, link_token};
 use nubo_tests::topology::{S3_CHUNK, Topology};
 use nubo_tests::{Session, TestApp, error_body, login_body};
 use reqwest::{Method, Response};
@@ -235,6 +236,30 @@ async fn a_migration_task_runs_once_on_one_of_the_masters() {
     let left = nubo_tests::settled(0, || async { from.blobs().len() }).await;
     assert_eq!(left, 0, "the old blobs were released");
     assert_eq!(app.storage_used(&user).await, files.iter().map(|(_, b)| b.len() as i64).sum::<i64>());
+}
+
+/// A magic link asked for through one master signs in once through the other and is refused
+/// when used again through the first: its single use lives in Redis, which both share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_magic_link_signs_in_once_across_both_masters() {
+    let Some(cluster) = Topology::start().await else { return };
+    let Some(sink) = SmtpSink::start() else { return };
+    let app = &cluster.app;
+    sink.configure(app, &cluster.admin).await;
+    let settings = json!({"auth_methods": ["email_password", "magic_link"], "site_url": "https://drive.example.com/"});
+    let changed = app.call(Method::PATCH, "/admin/settings", Some(&cluster.admin.access), Some(settings)).await;
+    assert_eq!(changed.status(), 204);
+    let mia = app.register("mia@example.com", "mia-password").await;
+    let asked = app.call(Method::POST, "/user/magic_link", None, Some(json!({"email": "mia@example.com"}))).await;
+    assert_eq!(asked.status(), 204);
+    let token = link_token(&sink.wait_for(1).await[0], "/login/magic");
+    let sign_in = json!({"provider": "magic_link", "identifier": token});
+    let first = app.call(Method::POST, "/user/session", None, Some(sign_in.clone())).await;
+    let again = app.call(Method::POST, "/user/session", None, Some(sign_in)).await;
+    on_different_masters(&cluster, &first, &again, "the link used twice");
+    assert_eq!(first.status(), 200);
+    assert_eq!(first.json::<Value>().await.unwrap()["user"]["id"], mia.user_id.as_str());
+    assert_eq!(error_body(again, 409).await["code"], "auth.magic_link_used");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
