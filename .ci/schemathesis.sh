@@ -34,7 +34,9 @@ BASE="http://127.0.0.1:$PORT/api/v1"
 ADMIN_EMAIL="admin@schemathesis.test"
 ADMIN_PASSWORD="$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
 
+# Metrics on (a token nobody sends), so `GET /metrics` answers as documented: 401 without it.
 NUBO_SECRET="$(head -c 48 /dev/urandom | base64)" \
+  NUBO_METRICS_TOKEN="$(head -c 24 /dev/urandom | base64 | tr -d '/+=')" \
   NUBO_DATA_DIR="$DATA" \
   NUBO_LISTEN="127.0.0.1:$PORT" \
   NUBO_ADMIN_EMAIL="$ADMIN_EMAIL" \
