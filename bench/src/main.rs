@@ -160,23 +160,42 @@ fn print_table(rows: &[Figures], concurrency: usize) {
     }
 }
 
-async fn bench_auth(options: Options) {
-    // The server gets its own runtime (two workers, like the machine's two cores) so the load
-    // generator does not starve it of executor time.
+/// Starts servers on a runtime of their own (two workers, like the machine's two cores), so
+/// the load generator does not starve them of executor time. `start` makes them and answers
+/// what the load needs beside what must live as long as they serve; the returned function
+/// stops them.
+fn serve_apart<T, K, F>(start: impl FnOnce() -> F + Send + 'static) -> (T, impl FnOnce())
+where
+    T: Send + 'static,
+    K: 'static,
+    F: std::future::Future<Output = (T, K)>,
+{
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = std::thread::spawn(move || {
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
         runtime.block_on(async move {
-            let app = TestApp::spawn(Backend::Sqlite).await.expect("SQLite needs no service");
-            let admin = app.login_admin().await;
-            ready_tx.send((app.api(""), admin.access)).expect("bench waits");
+            let (ready, serving) = start().await;
+            ready_tx.send(ready).expect("the bench waits");
             let _ = stop_rx.await;
-            drop(app);
+            drop(serving);
         });
     });
-    let (base, token) = ready_rx.recv().expect("server starts");
+    let ready = ready_rx.recv().expect("the servers start");
+    let stop = move || {
+        let _ = stop_tx.send(());
+        let _ = server.join();
+    };
+    (ready, stop)
+}
+
+async fn bench_auth(options: Options) {
+    let ((base, token), stop) = serve_apart(|| async {
+        let app = TestApp::spawn(Backend::Sqlite).await.expect("SQLite needs no service");
+        let admin = app.login_admin().await;
+        ((app.api(""), admin.access), app)
+    });
     let duration = Duration::from_secs(options.seconds);
     let mut rows = Vec::new();
     if let Some(url) = &options.static_url {
@@ -207,33 +226,23 @@ async fn bench_auth(options: Options) {
         let ratio = (rows[0].requests as f64 / rows[0].seconds) / (rows[1].requests as f64 / rows[1].seconds);
         println!("\nstatic / jwt_required throughput ratio: {ratio:.2} (target: at most 2)");
     }
-    let _ = stop_tx.send(());
-    let _ = server.join();
+    stop();
 }
 
 /// `nubo-bench metrics`: the cost of the metrics middleware. Two masters in one process on
 /// SQLite, one with metrics off and one with a `metrics_token`, take the same cheap requests in
 /// turns (off, on, off, on), so drift in the machine's load falls on both alike.
 async fn bench_metrics(options: Options) {
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = std::thread::spawn(move || {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(async move {
-            let off = TestApp::spawn(Backend::Sqlite).await.expect("SQLite needs no service");
-            let on = TestApp::spawn_configured(Backend::Sqlite, |config| {
-                config.metrics_token = Some(nubo_common::secret::Secret::new("bench-metrics-token"));
-            })
-            .await
-            .expect("SQLite needs no service");
-            let (off_admin, on_admin) = (off.login_admin().await, on.login_admin().await);
-            ready_tx.send([(off.api(""), off_admin.access), (on.api(""), on_admin.access)]).expect("bench waits");
-            let _ = stop_rx.await;
-            drop((off, on));
-        });
+    let ([(off, off_token), (on, on_token)], stop) = serve_apart(|| async {
+        let off = TestApp::spawn(Backend::Sqlite).await.expect("SQLite needs no service");
+        let on = TestApp::spawn_configured(Backend::Sqlite, |config| {
+            config.metrics_token = Some(nubo_common::secret::Secret::new("bench-metrics-token"));
+        })
+        .await
+        .expect("SQLite needs no service");
+        let (off_admin, on_admin) = (off.login_admin().await, on.login_admin().await);
+        ([(off.api(""), off_admin.access), (on.api(""), on_admin.access)], (off, on))
     });
-    let [(off, off_token), (on, on_token)] = ready_rx.recv().expect("servers start");
     let duration = Duration::from_secs(options.seconds);
     let mut rows = Vec::new();
     for round in 1..=2 {
@@ -255,8 +264,7 @@ async fn bench_metrics(options: Options) {
         }
         println!("GET {path}: metrics on / off throughput {:.3}", on_total / off_total);
     }
-    let _ = stop_tx.send(());
-    let _ = server.join();
+    stop();
 }
 
 fn main() {
