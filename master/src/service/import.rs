@@ -8,6 +8,7 @@
 //! again. Imported bytes are Nubo's from then on: purging the file deletes them.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use futures_util::StreamExt;
 use nubo_common::hash::StreamHasher;
@@ -130,15 +131,71 @@ async fn folder_in(db: &Db, owner: Uuid, parent: ObjectId, name: &ObjectName) ->
     Err(ServiceError::conflict(codes::OBJECT_NAME_TAKEN, "the folder's name keeps being taken"))
 }
 
-/// One run of an import: what it works with, and what it found so far.
+/// Files read (looked up and hashed) ahead of the one being committed: reading overlaps the
+/// commits, and an object store's latency is paid once per this many files rather than per file.
+const READ_AHEAD: usize = 8;
+
+/// What reading a listed file needs: nothing of the run's state, so several are read at once,
+/// each in a task of its own (a read waiting in a stream that is not polled while a file is
+/// committed would hold its database connection, which the commit may need).
+struct Reader {
+    ctx: Context,
+    policy: PolicyRow,
+    store: Arc<dyn BlobStore>,
+    /// Keys below this are imported, named after the rest of their key.
+    prefix: String,
+}
+
+/// A listed file, read.
+enum Read {
+    /// Imported before and unchanged (not read), or a blob of Nubo's own.
+    Skip,
+    /// Its key cannot name a file of the user's tree.
+    Unnamable,
+    /// New or changed: its content hash and size as read.
+    Content { key: StorageKey, names: Vec<ObjectName>, ledger: Option<ImportedRow>, blake3: String, size: i64 },
+}
+
+impl Reader {
+    /// Looks `listed` up in the ledger, and reads and hashes it when it is new or changed.
+    /// Changes nothing, so a file read ahead of a stop is simply read again by the next run.
+    async fn read(&self, listed: &ListedObject) -> Result<Read, TaskFailure> {
+        let db = self.ctx.db();
+        let (Ok(key), Some(relative)) = (StorageKey::parse(&listed.key), listed.key.strip_prefix(&self.prefix)) else {
+            return Ok(Read::Unnamable);
+        };
+        let Ok(names) = relative.split('/').map(ObjectName::parse).collect::<Result<Vec<_>, _>>() else {
+            return Ok(Read::Unnamable);
+        };
+        let ledger = imports::find(db, self.policy.id, key.as_str()).await?;
+        match &ledger {
+            Some(entry)
+                if entry.size == listed.size as i64
+                    && entry.modified == listed.modified_ms
+                    && entry.etag == listed.etag =>
+            {
+                return Ok(Read::Skip);
+            }
+            None if db::blobs::key_exists(db, self.policy.id, key.as_str()).await? => return Ok(Read::Skip),
+            _ => {}
+        }
+        let mut body = self.store.get(&key, None).await?;
+        let mut hasher = StreamHasher::new();
+        while let Some(piece) = body.next().await {
+            let piece = piece.map_err(|err| TaskFailure::Transient(format!("cannot read {key}: {err}")))?;
+            hasher.update(&piece);
+        }
+        Ok(Read::Content { key, names, ledger, blake3: hasher.finalize(), size: hasher.len() as i64 })
+    }
+}
+
+/// One run of an import: what it records with, and what it did so far.
 struct Job<'a> {
     ctx: &'a Context,
     actor: Uuid,
     user: Uuid,
-    policy: PolicyRow,
-    store: std::sync::Arc<dyn BlobStore>,
-    /// Keys below this are imported, named after the rest of their key.
-    prefix: String,
+    policy: &'a PolicyRow,
+    store: Arc<dyn BlobStore>,
     capacity: i64,
     /// The user's folders by their path below the destination ("" is the destination).
     folders: HashMap<String, ObjectId>,
@@ -155,8 +212,9 @@ enum Outcome {
     QuotaFull,
 }
 
-/// Runs an import to the end, or until the checkpoint says stop. A full quota ends it as
-/// failed, saying how far it got (every file before was recorded whole, none after).
+/// Runs an import to the end, or until the checkpoint says stop (checked between files). A
+/// full quota ends it as failed, saying how far it got (every file before was recorded whole,
+/// none after).
 pub async fn run(
     ctx: &Context,
     actor: Option<Uuid>,
@@ -177,24 +235,35 @@ pub async fn run(
     let source = source_folder(props.path_or_prefix.as_deref().unwrap_or_default())?;
     let store = policies::store(ctx, &policy).await?;
     let (_, capacity, _) = db::users::write_usage(ctx.db(), user.into(), now_ms()).await?;
+    let prefix = source.as_ref().map_or_else(String::new, |key| format!("{key}/"));
+    let reader = Arc::new(Reader { ctx: ctx.clone(), policy: policy.clone(), store: store.clone(), prefix });
     let mut job = Job {
         ctx,
         actor,
         user,
-        policy,
+        policy: &policy,
         store: store.clone(),
-        prefix: source.as_ref().map_or_else(String::new, |key| format!("{key}/")),
         capacity,
         folders: HashMap::from([(String::new(), ObjectId::from(destination))]),
         progress: TaskProgress { import: Some(ImportProgress::default()), ..TaskProgress::default() },
     };
-    let mut listing = store.list_below(source.as_ref());
-    while let Some(listed) = listing.next().await {
+    let mut files = store
+        .list_below(source.as_ref())
+        .map(|listed| {
+            let reader = Arc::clone(&reader);
+            tokio::spawn(async move {
+                let listed = listed?;
+                let read = reader.read(&listed).await?;
+                Ok::<_, TaskFailure>((listed, read))
+            })
+        })
+        .buffered(READ_AHEAD);
+    while let Some(next) = files.next().await {
         control.checkpoint(&job.progress).await?;
-        let listed = listed?;
+        let (listed, read) = next.map_err(|err| TaskFailure::Transient(format!("a read failed: {err}")))??;
         job.count(|p| p.files_seen += 1);
         job.progress.files_total += 1;
-        let outcome = job.import(&listed).await?;
+        let outcome = job.import(&listed, read).await?;
         match outcome {
             Outcome::Imported { duplicate } => job.count(|p| {
                 p.files_imported += 1;
@@ -230,28 +299,17 @@ impl Job<'_> {
         change(self.progress.import.get_or_insert_with(ImportProgress::default));
     }
 
-    /// Imports one listed file: skips it when the ledger says it is unchanged (or it is a blob
-    /// of Nubo's own), else hashes it and commits it as a new file, or as new content of the file
-    /// it became last time.
-    async fn import(&mut self, listed: &ListedObject) -> Result<Outcome, TaskFailure> {
+    /// Records one file as read: a new file at its path below the destination, or new content
+    /// of the file it became last time (if that file still lives).
+    async fn import(&mut self, listed: &ListedObject, read: Read) -> Result<Outcome, TaskFailure> {
         let db = self.ctx.db();
-        let (Ok(key), Some(relative)) = (StorageKey::parse(&listed.key), listed.key.strip_prefix(&self.prefix)) else {
-            return Ok(Outcome::Conflict);
-        };
-        let Ok(names) = relative.split('/').map(ObjectName::parse).collect::<Result<Vec<_>, _>>() else {
-            return Ok(Outcome::Conflict);
+        let (key, names, ledger, blake3, read) = match read {
+            Read::Skip => return Ok(Outcome::Skipped),
+            Read::Unnamable => return Ok(Outcome::Conflict),
+            Read::Content { key, names, ledger, blake3, size } => (key, names, ledger, blake3, size),
         };
         let Some((name, folders)) = names.split_last() else { return Ok(Outcome::Conflict) };
-        let ledger = imports::find(db, self.policy.id, key.as_str()).await?;
-        let size = listed.size as i64;
-        match &ledger {
-            Some(entry) if entry.size == size && entry.modified == listed.modified_ms && entry.etag == listed.etag => {
-                return Ok(Outcome::Skipped);
-            }
-            None if db::blobs::key_exists(db, self.policy.id, key.as_str()).await? => return Ok(Outcome::Skipped),
-            _ => {}
-        }
-        // A file imported before whose source changed gets the new content, if it still lives.
+        self.count(|p| p.bytes_hashed += read as u64);
         let previous = match &ledger {
             Some(entry) => db::objects::find_by_id(db, entry.object_id)
                 .await?
@@ -269,8 +327,6 @@ impl Job<'_> {
         if previous.is_none() && db::objects::child_by_name(db, parent, name.as_str()).await?.is_some() {
             return Ok(Outcome::Conflict);
         }
-        let (blake3, read) = self.hash(&key).await?;
-        self.count(|p| p.bytes_hashed += read as u64);
         let plan = self.plan(previous.as_ref(), (parent, name), key.as_str(), read);
         let record = ImportedRow {
             storage_key: key.as_str().to_owned(),
@@ -340,16 +396,5 @@ impl Job<'_> {
             };
         }
         Ok(folder)
-    }
-
-    /// Reads the object at `key` once, streaming: its blake3 and its size as read.
-    async fn hash(&self, key: &StorageKey) -> Result<(String, i64), TaskFailure> {
-        let mut body = self.store.get(key, None).await?;
-        let mut hasher = StreamHasher::new();
-        while let Some(piece) = body.next().await {
-            let piece = piece.map_err(|err| TaskFailure::Transient(format!("cannot read {key}: {err}")))?;
-            hasher.update(&piece);
-        }
-        Ok((hasher.finalize(), hasher.len() as i64))
     }
 }
