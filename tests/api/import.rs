@@ -21,6 +21,7 @@ on_every_backend_and_storage!(
 on_every_backend!(
     an_import_stops_at_a_full_quota_saying_how_far_it_got,
     an_import_stopped_between_files_resumes_where_it_stopped,
+    files_older_than_their_policy_wait_for_the_import_and_are_not_collected,
     bad_import_requests_are_refused_without_a_task
 );
 
@@ -282,6 +283,24 @@ async fn an_import_stops_at_a_full_quota_saying_how_far_it_got(app: TestApp) {
     assert_eq!(app.storage_used(&user).await, 500);
     assert_eq!(tree_of(&app, &user.user_id).await.len(), 5, "nothing half-recorded");
     assert_eq!(files_below(&dir.join("big")).len(), 10, "sources beyond the quota are left alone");
+}
+
+async fn files_older_than_their_policy_wait_for_the_import_and_are_not_collected(app: TestApp) {
+    use nubo_master::service::maintenance;
+    let admin = app.login_admin().await;
+    let policy = app.use_test_policy(&admin, PolicyKind::Local, 0).await;
+    let user = app.register("olga@example.com", "olga-password").await;
+    let dir = storage_dir(&app, &policy);
+    place(&dir, "old/photo.jpg", b"from before the policy");
+    let year_2020 = std::time::UNIX_EPOCH + Duration::from_secs(1_577_836_800);
+    std::fs::File::options().write(true).open(dir.join("old/photo.jpg")).unwrap().set_modified(year_2020).unwrap();
+    place(&dir, "stray/leftover.bin", b"written since, recorded by nobody");
+    let later = nubo_master::domain::time::now_ms() + 7 * 3_600_000;
+    assert_eq!(maintenance::collect_blobs(app.context(), later, maintenance::BLOB_GRACE).await.unwrap(), 1);
+    assert!(dir.join("old/photo.jpg").exists(), "bytes older than their policy are not orphans");
+    assert!(!dir.join("stray/leftover.bin").exists());
+    let done = import_and_wait(&app, &admin, body(&policy.id, "old", &user, "/old")).await;
+    assert_eq!(counts(&done), (1, 0, 0, 0));
 }
 
 /// Stops the run after `after` files, as a crash or a cancel would.
