@@ -110,10 +110,13 @@ fn counts(task: &Value) -> (u64, u64, u64, u64) {
     (n("files_imported"), n("files_updated"), n("files_skipped"), n("files_conflicting"))
 }
 
+/// id, parent id, name, kind, size and content hash of an object.
+type ObjectFacts = (String, Option<String>, String, String, i64, Option<String>);
+
 /// Every live file of `owner` by its path, with its size and content hash, read from the
 /// database (one query, whatever the number of files).
 async fn tree_of(app: &TestApp, owner: &str) -> HashMap<String, (i64, String)> {
-    let rows: Vec<(String, Option<String>, String, String, i64, Option<String>)> = sqlx::query_as(
+    let rows: Vec<ObjectFacts> = sqlx::query_as(
         "SELECT o.id, o.parent_id, o.name, o.kind, o.size, b.blake3 FROM objects o
          LEFT JOIN physical_files b ON b.id = o.physical_file_id
          WHERE o.owner_id = $1 AND o.trashed_at IS NULL",
@@ -191,12 +194,8 @@ async fn ten_thousand_placed_files_are_imported_in_place_and_a_rerun_imports_onl
     }
     assert_eq!(app.storage_used(&user).await, total as i64);
     // The file's content is the placed object itself.
-    let listing: Value = app
-        .call(Method::GET, "/directory/imported/2026/d07", Some(&user.access), None)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let listing: Value =
+        app.call(Method::GET, "/directory/imported/2026/d07", Some(&user.access), None).await.json().await.unwrap();
     let first = &listing["items"][0];
     let key = format!("archive/d07/{}", first["name"].as_str().unwrap());
     assert_eq!(app.download(&user, first["id"].as_str().unwrap()).await, placed[&key]);

@@ -204,7 +204,9 @@ struct Job<'a> {
 
 /// What became of one listed file.
 enum Outcome {
-    Imported { duplicate: bool },
+    Imported {
+        duplicate: bool,
+    },
     Updated,
     Skipped,
     Conflict,
@@ -354,7 +356,13 @@ impl Job<'_> {
     /// The commit of `size` bytes found at a key: new content for `previous` (the file the key
     /// became last time; the blob row that described the key's old bytes is moved out of the
     /// way first, as they are gone), or a new file `name` in `parent`.
-    fn plan(&self, previous: Option<&ObjectRow>, (parent, name): (ObjectId, &ObjectName), key: &str, size: i64) -> Plan {
+    fn plan(
+        &self,
+        previous: Option<&ObjectRow>,
+        (parent, name): (ObjectId, &ObjectName),
+        key: &str,
+        size: i64,
+    ) -> Plan {
         let written = |replaced: bool| {
             Activity::by(self.actor, Action::FileWrite)
                 .with("replaced", replaced)

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use futures_util::TryStreamExt;
 use nubo_common::secret::Secret;
 use nubo_common::storage::{
-    BlobStore, ByteRange, ByteStream, ChunkReceipt, DirectUpload, ListedBlob, ListingStream, PutOutcome, StagedUpload, StorageError,
-    StorageKey, StorageResult,
+    BlobStore, ByteRange, ByteStream, ChunkReceipt, DirectUpload, ListedBlob, ListingStream, PutOutcome, StagedUpload,
+    StorageError, StorageKey, StorageResult,
 };
 use nubo_protocol::client::{CallError, NODE_RPC_PATH, RpcClient};
 use nubo_protocol::credential::{self, DownloadGrant, UploadGrant, WriteGrant};
