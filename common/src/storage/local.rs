@@ -1181,4 +1181,31 @@ mod tests {
             assert!(store.begin_upload(&key("k"), 10_000, chunk_size).await.is_err(), "{chunk_size}");
         }
     }
+
+    #[tokio::test]
+    async fn a_listing_below_a_folder_skips_staging_probes_and_symbolic_links() {
+        use futures_util::TryStreamExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalBlobStore::new(dir.path().to_path_buf());
+        for (path, bytes) in [
+            ("in/a.txt", "aa"),
+            ("in/deep/b.txt", "bbb"),
+            ("out.txt", "x"),
+            (".staging/s", "s"),
+            (".nubo-check/p", "p"),
+        ] {
+            std::fs::create_dir_all(dir.path().join(path).parent().unwrap()).unwrap();
+            std::fs::write(dir.path().join(path), bytes).unwrap();
+        }
+        std::os::unix::fs::symlink(dir.path().join("out.txt"), dir.path().join("in/link.txt")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("in"), dir.path().join("in/loop")).unwrap();
+        let below: Vec<ListedObject> = store.list_below(Some(&key("in"))).try_collect().await.unwrap();
+        let mut found: Vec<(String, u64)> = below.into_iter().map(|o| (o.key, o.size)).collect();
+        found.sort();
+        assert_eq!(found, [("in/a.txt".to_owned(), 2), ("in/deep/b.txt".to_owned(), 3)]);
+        let all: Vec<ListedObject> = store.list_below(None).try_collect().await.unwrap();
+        assert_eq!(all.len(), 3, "staging and probe areas are not listed: {all:?}");
+        let staging: Vec<ListedObject> = store.list_below(Some(&key(".staging"))).try_collect().await.unwrap();
+        assert!(staging.is_empty());
+    }
 }
