@@ -277,6 +277,7 @@ mod tests {
         "report.pdf",
         "same.txt",
         "secret.txt",
+        "source.path_or_prefix",
         "tar.gz",
     ];
 
