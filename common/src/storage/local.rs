@@ -395,6 +395,14 @@ fn walk(root: &Path, start: Option<&str>, sender: &tokio::sync::mpsc::Sender<Sto
     if top.is_some_and(|top| top == STAGING || top == PROBE_AREA) {
         return;
     }
+    // A start folder reached through a symbolic link could lie outside the root.
+    let mut below = root.to_path_buf();
+    for segment in start.into_iter().flat_map(|start| start.split('/')) {
+        below.push(segment);
+        if std::fs::symlink_metadata(&below).is_ok_and(|meta| meta.file_type().is_symlink()) {
+            return;
+        }
+    }
     let mut pending = vec![first];
     while let Some(dir) = pending.pop() {
         let entries = match std::fs::read_dir(&dir) {
@@ -1207,5 +1215,7 @@ mod tests {
         assert_eq!(all.len(), 3, "staging and probe areas are not listed: {all:?}");
         let staging: Vec<ListedObject> = store.list_below(Some(&key(".staging"))).try_collect().await.unwrap();
         assert!(staging.is_empty());
+        let through_link: Vec<ListedObject> = store.list_below(Some(&key("in/loop"))).try_collect().await.unwrap();
+        assert!(through_link.is_empty(), "a start folder behind a symbolic link is not listed");
     }
 }
