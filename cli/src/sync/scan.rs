@@ -11,7 +11,8 @@ use serde::Deserialize;
 
 use super::state::{Base, Kind};
 use crate::client::Api;
-use crate::error::CliResult;
+use crate::error::{CliResult, ExitKind};
+use crate::remote::RemotePath;
 use crate::upload::hash_file;
 
 /// Temporary names of downloads in flight; never synced.
@@ -194,9 +195,53 @@ struct TreePage {
     next: Option<String>,
 }
 
-/// Everything below the remote folder `folder_id` by relative path, and the change-event cursor
-/// taken before the listing.
-pub async fn list_remote(api: &Api, folder_id: &str) -> CliResult<(i64, BTreeMap<String, Remote>)> {
+/// Everything below the remote folder `folder_id` (at `folder_path`) by relative path, and the
+/// change-event cursor taken before the listing (0 from a server without the tree listing).
+pub async fn list_remote(
+    api: &Api,
+    folder_id: &str,
+    folder_path: &RemotePath,
+) -> CliResult<(i64, BTreeMap<String, Remote>)> {
+    match list_tree(api, folder_id).await {
+        // A server older than the tree listing: folder by folder, each file's hash asked for.
+        Err(err) if err.status == Some(404) || (err.status.is_none() && err.kind == ExitKind::Failed) => {
+            Ok((0, walk_remote(api, folder_path).await?))
+        }
+        other => other,
+    }
+}
+
+async fn walk_remote(api: &Api, folder_path: &RemotePath) -> CliResult<BTreeMap<String, Remote>> {
+    let mut items = BTreeMap::new();
+    let mut pending = vec![(folder_path.clone(), String::new())];
+    while let Some((path, prefix)) = pending.pop() {
+        let Some((_, children)) = crate::remote::list_folder(api, &path).await? else { continue };
+        for child in children {
+            let relative = format!("{prefix}{}", child.name);
+            let blake3 = if child.is_folder() {
+                pending.push((path.join(&child.name), format!("{relative}/")));
+                None
+            } else {
+                let detail: serde_json::Value = api.get(&format!("/object/{}/detail", child.id)).await?;
+                detail["blake3"].as_str().map(str::to_owned)
+            };
+            let remote = Remote {
+                id: child.id.clone(),
+                parent_id: child.rest.get("parent_id").and_then(|v| v.as_str()).map(str::to_owned),
+                kind: Kind::parse(&child.kind),
+                name: child.name.clone(),
+                path: relative.clone(),
+                size: child.size,
+                blake3,
+                updated_at: child.updated_at.clone(),
+            };
+            items.insert(relative, remote);
+        }
+    }
+    Ok(items)
+}
+
+async fn list_tree(api: &Api, folder_id: &str) -> CliResult<(i64, BTreeMap<String, Remote>)> {
     let mut items = BTreeMap::new();
     let mut after: Option<String> = None;
     let mut first_cursor = None;
