@@ -27,6 +27,7 @@ on_every_backend!(
     identical_content_is_sent_once,
     case_only_renames_are_renames_on_both_sides,
     a_name_illegal_here_is_reported_and_left_alone,
+    watching_picks_up_changes_on_both_sides,
 );
 
 /// The binary with its own config and data directories, a local folder `tree/` to sync and
@@ -161,7 +162,7 @@ impl Pair {
         assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "killed by SIGKILL");
     }
 
-    /// Every file and folder below the local folder: path to bytes (`None` for folders), without
+        /// Every file and folder below the local folder: path to bytes (`None` for folders), without
     /// the temporary files of downloads.
     fn local_tree(&self) -> BTreeMap<String, Option<Vec<u8>>> {
         let root = self.local("");
@@ -476,4 +477,39 @@ async fn a_name_illegal_here_is_reported_and_left_alone(app: TestApp) {
     assert!(remote.contains_key("local.txt"));
     assert_eq!(pair.sync().await.code, 8, "it stays reported");
     assert!(Path::new(&pair.local("back\\slash.txt")).symlink_metadata().is_err());
+}
+
+/// Waits (up to 60 s) until `check` holds.
+async fn eventually<F: std::future::Future<Output = bool>>(what: &str, check: impl Fn() -> F) {
+    for _ in 0..600 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("never happened: {what}");
+}
+
+async fn watching_picks_up_changes_on_both_sides(app: TestApp) {
+    let pair = Pair::new(&app, "watch@nubo.test", &app.base_url).await;
+    pair.write("start.txt", b"there from the start");
+    let tree = pair.local("");
+    let args = ["--json", "sync", "--watch", tree.to_str().unwrap(), "/sync"];
+    let mut watching = pair.command(&args, &[]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let has = |path: &'static str| {
+        let (app, session) = (&app, &pair.session);
+        async move { remote_objects(app, session, "/sync").await.contains_key(path) }
+    };
+    eventually("the first run uploads", || has("start.txt")).await;
+
+    pair.write("written-here.txt", b"a local change");
+    eventually("a local change reaches the server", || has("written-here.txt")).await;
+    let folder = sync_folder_id(&app, &pair.session).await;
+    app.upload(&pair.session, &folder, "written-there.txt", b"a remote change").await;
+    eventually("a remote change reaches here", || async { pair.read("written-there.txt").is_some() }).await;
+    assert_eq!(pair.read("written-there.txt").as_deref(), Some(&b"a remote change"[..]));
+    assert!(watching.try_wait().unwrap().is_none(), "it keeps watching");
+    watching.start_kill().unwrap();
+    let _ = watching.wait().await;
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
 }

@@ -79,10 +79,10 @@ pub async fn sync(api: &Api, local: &Path, remote: &str, options: &SyncOptions, 
         output,
         device: device_name(),
     };
-    let report = pair.run_once().await?;
     if options.watch {
         return watch::watch(&pair).await;
     }
+    let report = pair.run_once().await?;
     finish(&report, output)
 }
 

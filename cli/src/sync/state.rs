@@ -45,9 +45,11 @@ pub struct Base {
     pub remote_updated_at: String,
 }
 
-/// The open state file of one pair.
+/// The open state file of one pair, held by this process alone.
 pub struct State {
     connection: Connection,
+    /// Locked while the state is open: two runs of one pair at once would undo each other.
+    _lock: std::fs::File,
 }
 
 fn failed(err: rusqlite::Error) -> CliError {
@@ -85,13 +87,23 @@ impl State {
     /// made on first use.
     pub fn open(key: &str) -> CliResult<State> {
         let dir = state_dir()?;
-        std::fs::create_dir_all(&dir).map_err(|err| CliError::local("cannot create", &dir, err))?;
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(&dir).map_err(|err| CliError::local("cannot create", &dir, err))?;
         let digest = blake3::hash(key.as_bytes()).to_hex();
         let file = dir.join(format!("{}.sqlite", &digest[..32]));
         Self::open_file(&file, key)
     }
 
     pub fn open_file(file: &Path, key: &str) -> CliResult<State> {
+        let lock_path = file.with_extension("lock");
+        let lock = std::fs::File::create(&lock_path).map_err(|err| CliError::local("cannot create", &lock_path, err))?;
+        if lock.try_lock().is_err() {
+            return Err(CliError::conflict("another `nubo sync` of this pair is running")
+                .with_hint("wait for it to finish, or stop it first"));
+        }
         let connection = Connection::open(file).map_err(failed)?;
         // WAL: each agreement is one short commit that survives a killed process.
         connection
@@ -101,7 +113,7 @@ impl State {
         connection
             .execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('pair', ?1)", params![key])
             .map_err(failed)?;
-        Ok(State { connection })
+        Ok(State { connection, _lock: lock })
     }
 
     /// Every agreed path.
@@ -220,5 +232,6 @@ mod tests {
         assert_eq!(state.cursor().unwrap(), None);
         state.set_cursor(42).unwrap();
         assert_eq!(state.cursor().unwrap(), Some(42));
+        assert!(State::open_file(&dir.path().join("s.sqlite"), "pair").is_err(), "one run of a pair at a time");
     }
 }

@@ -1,4 +1,4 @@
-//! `nubo sync --watch`: after the first run, another run whenever something changes, on either
+//! `nubo sync --watch`: a first run, then another whenever something changes, on either
 //! side: local changes come from the file-system watcher (`notify`), remote ones from the
 //! change-event stream (`GET /events?since=<cursor>`, reconnected from the last cursor seen; a
 //! cursor too old, 410, just means the next run's full listing is the truth). Changes are
@@ -41,6 +41,8 @@ pub async fn watch(pair: &Pair<'_>) -> CliResult<Value> {
         .map_err(|e| CliError::new(ExitKind::Failed, format!("cannot watch {}: {e}", pair.root.display())))?;
     let since = pair.state.cursor()?;
     let events = tokio::spawn(follow_events(pair.api.clone(), since, wake.clone()));
+    // The first run, with the watcher already on: a change made during it starts another.
+    let _ = wake.send(());
     let mut attempt = 0;
     let outcome = loop {
         if woken.recv().await.is_none() {
