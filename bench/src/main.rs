@@ -14,7 +14,8 @@
 //! `events.rs`); `nubo-bench cluster` measures requests/s through nginx with one master behind
 //! it and with two (see `cluster.rs`).
 //! `events.rs`); `nubo-bench cli` times the `nubo` client's `put` against `rclone copy` over
-//! WebDAV, through the master and straight to a node (see `cli.rs`).
+//! WebDAV, through the master and straight to a node (see `cli.rs`); `nubo-bench sync` times
+//! `nubo sync` against `rclone bisync` over WebDAV (see `sync.rs`).
 //!
 //! `nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL]` starts a master on
 //! SQLite (in-memory store), signs in, then drives a `jwt_required` endpoint
@@ -51,6 +52,7 @@ mod nodes;
 mod reads;
 mod search;
 mod summary;
+mod sync;
 mod thumbnails;
 
 struct Options {
@@ -269,7 +271,7 @@ async fn bench_metrics(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench metrics [--seconds N] [--concurrency C] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N] | nubo-bench cluster [--seconds N] [--concurrency C] | nubo-bench cli [--big-mib N] [--small-files N] [--parallel N]";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench metrics [--seconds N] [--concurrency C] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N] | nubo-bench cluster [--seconds N] [--concurrency C] | nubo-bench cli [--big-mib N] [--small-files N] [--parallel N] | nubo-bench sync [--small-files N] [--small-kib K] [--big-mib N]";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -336,6 +338,12 @@ fn main() {
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
         runtime.block_on(cli::run(rest));
+        return;
+    }
+    if command == "sync" {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(sync::run(rest));
         return;
     }
     if command == "events" {

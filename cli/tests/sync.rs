@@ -71,7 +71,8 @@ impl Pair {
         let session = app.register(email, PASSWORD).await;
         let pair = Pair { home: tempfile::tempdir().unwrap(), session };
         std::fs::create_dir_all(pair.local("")).unwrap();
-        let login = pair.command(&["login", server, "--email", email, "--password-stdin"], &[]).stdin(Stdio::piped()).spawn();
+        let login =
+            pair.command(&["login", server, "--email", email, "--password-stdin"], &[]).stdin(Stdio::piped()).spawn();
         let mut child = login.unwrap();
         use tokio::io::AsyncWriteExt;
         child.stdin.take().unwrap().write_all(format!("{PASSWORD}\n").as_bytes()).await.unwrap();
@@ -162,7 +163,7 @@ impl Pair {
         assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "killed by SIGKILL");
     }
 
-        /// Every file and folder below the local folder: path to bytes (`None` for folders), without
+    /// Every file and folder below the local folder: path to bytes (`None` for folders), without
     /// the temporary files of downloads.
     fn local_tree(&self) -> BTreeMap<String, Option<Vec<u8>>> {
         let root = self.local("");
@@ -444,12 +445,16 @@ async fn case_only_renames_are_renames_on_both_sides(app: TestApp) {
 
     std::fs::rename(pair.local("readme.txt"), pair.local("README.txt")).unwrap();
     let id = id_of(&before, "Remote.txt");
-    let renamed =
-        app.call(Method::PATCH, &format!("/object/{id}"), Some(&pair.session.access), Some(json!({"name": "remote.txt"}))).await;
+    let renamed = app
+        .call(Method::PATCH, &format!("/object/{id}"), Some(&pair.session.access), Some(json!({"name": "remote.txt"})))
+        .await;
     assert!(renamed.status().is_success());
     let run = pair.sync().await;
     run.converged();
-    assert_eq!((run.count("move_remote"), run.count("move_local"), run.count("upload"), run.count("download")), (1, 1, 0, 0));
+    assert_eq!(
+        (run.count("move_remote"), run.count("move_local"), run.count("upload"), run.count("download")),
+        (1, 1, 0, 0)
+    );
 
     let after = remote_objects(&app, &pair.session, "/sync").await;
     assert_eq!(after.keys().collect::<Vec<_>>(), ["README.txt", "remote.txt"]);

@@ -99,7 +99,8 @@ impl State {
 
     pub fn open_file(file: &Path, key: &str) -> CliResult<State> {
         let lock_path = file.with_extension("lock");
-        let lock = std::fs::File::create(&lock_path).map_err(|err| CliError::local("cannot create", &lock_path, err))?;
+        let lock =
+            std::fs::File::create(&lock_path).map_err(|err| CliError::local("cannot create", &lock_path, err))?;
         if lock.try_lock().is_err() {
             return Err(CliError::conflict("another `nubo sync` of this pair is running")
                 .with_hint("wait for it to finish, or stop it first"));

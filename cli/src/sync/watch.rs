@@ -52,7 +52,8 @@ pub async fn watch(pair: &Pair<'_>) -> CliResult<Value> {
         match pair.run_once().await {
             Ok(report) => {
                 attempt = 0;
-                if !report.done.is_empty() || !report.converged() {
+                // Scripts get a summary after every run (a sign the side is in step again).
+                if pair.output.json || !report.done.is_empty() || !report.converged() {
                     let _ = super::finish(&report, pair.output).map_err(|err| eprintln!("{err}"));
                 }
             }
