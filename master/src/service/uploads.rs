@@ -27,7 +27,7 @@ use crate::service::access::{self, Reach};
 use crate::service::activity::{self, Activity};
 use crate::service::files::{self, ObjectView, quota_exceeded};
 use crate::service::ingest::{self, Charge, Hold, Plan, StagedBlob};
-use crate::service::policies;
+use crate::service::{policies, writes};
 
 /// How long a session may wait for its chunks (the interface leaves it open): a day.
 pub const SESSION_LIFETIME: Duration = Duration::from_secs(24 * 3600);
@@ -83,6 +83,9 @@ pub struct NewUpload {
     pub policy_id: Option<Uuid>,
     /// Replace the content of a file of that name in the folder, when there is one.
     pub overwrite: bool,
+    /// The content's blake3 (hexadecimal), when the client knows it: content the owner already
+    /// holds is not sent again.
+    pub blake3: Option<String>,
 }
 
 fn session_not_found() -> ServiceError {
@@ -177,6 +180,14 @@ pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewU
     if request.file_size > capacity.saturating_sub(used) {
         return Err(quota_exceeded());
     }
+    if let Some(blake3) = request.blake3.as_deref() {
+        let blake3 = parse_blake3(blake3)?;
+        let at = (parent.row().id, &name);
+        let held = (request.file_size, blake3.as_str());
+        if let Some(object) = writes::claim_held_content(ctx, owner, at, replaced.as_ref(), &policy, held).await? {
+            return Ok(made_from_held_content(&policy, object));
+        }
+    }
     let store = policies::store(ctx, &policy).await?;
     let context = NamingContext { user_id: owner, original_name: name.as_str(), now: time::OffsetDateTime::now_utc() };
     let key = StorageKey::parse(&naming::storage_key(&policy.dir_name_rule, &policy.file_name_rule, &context))?;
@@ -234,6 +245,31 @@ pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewU
         return view(&session, Vec::new(), Some(object));
     }
     with_direct(view(&session, Vec::new(), None)?, store.as_ref(), &session)
+}
+
+/// A blake3 as clients send it: 64 hexadecimal digits, kept in lower case.
+fn parse_blake3(raw: &str) -> ServiceResult<String> {
+    match raw.len() == 64 && raw.bytes().all(|b| b.is_ascii_hexdigit()) {
+        true => Ok(raw.to_ascii_lowercase()),
+        false => Err(ServiceError::validation("blake3", "a blake3 hash is 64 hexadecimal digits")),
+    }
+}
+
+/// The answer for a file made at once from content its owner already held: complete, with the
+/// file; its `id` names no session (there is nothing to resume).
+fn made_from_held_content(policy: &db::policies::PolicyRow, object: ObjectView) -> SessionView {
+    SessionView {
+        id: Uuid::new_v4(),
+        file_name: object.name.clone(),
+        file_size: object.size,
+        chunk_size: policy.chunk_size,
+        total_chunks: 0,
+        uploaded: Vec::new(),
+        expires_at: to_rfc3339(now_ms()),
+        policy_id: policy.id.into(),
+        object: Some(object),
+        direct: None,
+    }
 }
 
 /// Adds where to send the chunks when the store takes them directly.
