@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::state::{Base, Kind};
 use crate::client::Api;
-use crate::error::{CliResult, ExitKind};
+use crate::error::CliResult;
 use crate::remote::RemotePath;
 use crate::upload::hash_file;
 
@@ -204,7 +204,7 @@ pub async fn list_remote(
 ) -> CliResult<(i64, BTreeMap<String, Remote>)> {
     match list_tree(api, folder_id).await {
         // A server older than the tree listing: folder by folder, each file's hash asked for.
-        Err(err) if err.status == Some(404) || (err.status.is_none() && err.kind == ExitKind::Failed) => {
+        Err(err) if err.code.as_deref().is_some_and(|code| code.starts_with("route.")) => {
             Ok((0, walk_remote(api, folder_path).await?))
         }
         other => other,
