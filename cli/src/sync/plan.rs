@@ -211,10 +211,15 @@ fn remote_moves(sides: &mut Sides, actions: &mut Vec<Action>) {
     }
 }
 
+/// The entries strictly below `folder`, from a map ordered by path.
+fn below<'m, T>(map: &'m BTreeMap<String, T>, folder: &str) -> impl Iterator<Item = (&'m String, &'m T)> {
+    let prefix = format!("{folder}/");
+    map.range(prefix.clone()..).take_while(move |(path, _)| path.starts_with(&prefix))
+}
+
 /// Local files and folders that moved: a B path gone here (still unchanged on the server)
 /// whose content reappears under a new local path.
 fn local_moves(sides: &mut Sides, actions: &mut Vec<Action>) {
-    let is_new = |sides: &Sides, path: &str| !sides.bases.contains_key(path) && !sides.remotes.contains_key(path);
     let vanished: Vec<(String, Base)> = sides
         .bases
         .iter()
@@ -227,41 +232,55 @@ fn local_moves(sides: &mut Sides, actions: &mut Vec<Action>) {
         })
         .map(|(p, b)| (p.clone(), b.clone()))
         .collect();
-    let mut claimed: BTreeSet<String> = BTreeSet::new();
+    if vanished.is_empty() {
+        return;
+    }
+    // New local paths: files by content, and folders.
+    let mut new_files: HashMap<String, Vec<String>> = HashMap::new();
+    let mut new_folders: Vec<String> = Vec::new();
+    for (path, local) in &sides.locals {
+        if sides.bases.contains_key(path) || sides.remotes.contains_key(path) {
+            continue;
+        }
+        match (&local.kind, &local.blake3) {
+            (Kind::File, Some(hash)) => new_files.entry(hash.clone()).or_default().push(path.clone()),
+            (Kind::Folder, _) => new_folders.push(path.clone()),
+            _ => {}
+        }
+    }
+    let mut claimed: Vec<String> = Vec::new();
     let mut moved: Vec<String> = Vec::new();
     for (from, base) in vanished {
         if moved.iter().any(|m| is_below(&from, m)) {
             continue;
         }
         let name = from.rsplit('/').next().unwrap_or(&from).to_owned();
-        let mut candidates: Vec<String> = sides
-            .locals
-            .iter()
-            .filter(|(path, local)| {
-                local.kind == base.kind
-                    && is_new(sides, path)
-                    && !claimed.iter().any(|c| at_or_below(path, c) || is_below(c, path))
-            })
-            .map(|(p, _)| p.clone())
-            .collect();
+        let free = |path: &String| !claimed.iter().any(|c| at_or_below(path, c) || is_below(c, path));
+        let mut candidates: Vec<&String> = match base.kind {
+            Kind::File => {
+                base.blake3.as_ref().and_then(|h| new_files.get(h)).map_or(Vec::new(), |paths| paths.iter().collect())
+            }
+            Kind::Folder => new_folders.iter().collect(),
+        };
+        candidates.retain(|path| free(path));
         // The same name first (a move to another folder), then any (a rename).
         candidates.sort_by_key(|p| p.rsplit('/').next() != Some(name.as_str()));
         let found = candidates.into_iter().find(|to| match base.kind {
-            Kind::File => sides.locals[to].blake3 == base.blake3,
+            Kind::File => true,
             Kind::Folder => {
-                let mut below = sides.bases.iter().filter(|(p, _)| is_below(p, &from)).peekable();
-                below.peek().is_some()
-                    && below.all(|(p, b)| {
+                let mut agreed_below = below(&sides.bases, &from).peekable();
+                agreed_below.peek().is_some()
+                    && agreed_below.all(|(p, b)| {
                         let moved_path = format!("{to}{}", &p[from.len()..]);
                         sides.locals.get(&moved_path).is_some_and(|l| same_content(l.kind, l.blake3.as_ref(), b))
                     })
             }
         });
-        let Some(to) = found else { continue };
+        let Some(to) = found.cloned() else { continue };
         let id = base.remote_id.clone();
         rekey(&mut sides.bases, &from, &to, |_, _| {});
         rekey_remotes(&mut sides.remotes, &from, &to);
-        claimed.insert(to.clone());
+        claimed.push(to.clone());
         actions.push(Action::MoveRemote { from: from.clone(), to, id });
         moved.push(from);
     }
