@@ -270,6 +270,16 @@ async fn edits_on_both_sides_keep_both_versions(app: TestApp) {
     pair.write("notes.txt", b"edited here");
     let objects = remote_objects(&app, &pair.session, "/sync").await;
     overwrite_remote(&app, &pair.session, &id_of(&objects, "notes.txt"), b"edited there").await;
+    let dry = pair.sync_with(&["--dry-run"], &[]).await;
+    assert_eq!(dry.code, 8, "{dry:?}");
+    let planned: Vec<String> = dry
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "plan")
+        .map(|e| format!("{} {}", e["action"], e["path"]))
+        .collect();
+    assert_eq!(planned, [r#""conflict" "notes.txt""#], "the plan, and nothing done");
+    assert_eq!(pair.read("notes.txt").as_deref(), Some(&b"edited here"[..]));
     let run = pair.sync().await;
     assert_eq!(run.code, 8, "a conflict is not convergence: {run:?}");
     assert_eq!(run.summary()["conflicts"], json!(["notes.txt"]));
@@ -282,6 +292,11 @@ async fn edits_on_both_sides_keep_both_versions(app: TestApp) {
     assert_eq!(local[copies[0]], Some(b"edited here".to_vec()));
     assert_eq!(remote_tree(&app, &pair.session).await, local, "both versions are on both sides");
     pair.sync().await.converged();
+
+    // The whole local folder gone (an unmounted disk) is not a deletion of everything.
+    std::fs::rename(pair.local(""), pair.home.path().join("unmounted")).unwrap();
+    assert_eq!(pair.sync().await.code, 4, "refused");
+    assert!(remote_objects(&app, &pair.session, "/sync").await.contains_key("notes.txt"), "nothing trashed");
 }
 
 async fn a_deletion_meeting_a_change_keeps_the_change_either_way_round(app: TestApp) {

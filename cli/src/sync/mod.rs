@@ -54,6 +54,7 @@ pub async fn sync(api: &Api, local: &Path, remote: &str, options: &SyncOptions, 
     if options.dry_run && options.watch {
         return Err(CliError::usage("--dry-run and --watch do not go together"));
     }
+    let was_there = local.exists();
     std::fs::create_dir_all(local).map_err(|err| CliError::local("cannot create", local, err))?;
     let root = std::fs::canonicalize(local).map_err(|err| CliError::local("cannot resolve", local, err))?;
     let remote_path = RemotePath::parse(remote);
@@ -68,13 +69,21 @@ pub async fn sync(api: &Api, local: &Path, remote: &str, options: &SyncOptions, 
     };
     let credentials = api.credentials().await.ok_or_else(|| CliError::auth_needed("not signed in"))?;
     let key = format!("{}\n{}\n{}\n{}", api.server, credentials.user_id, root.display(), folder.id);
+    let state = state::State::open(&key)?;
+    // A synced folder gone altogether is an unmounted disk or a mistake, not a deletion of
+    // everything in it: refuse rather than empty the server's folder.
+    if !was_there && !state.bases()?.is_empty() {
+        let _ = std::fs::remove_dir(&root);
+        return Err(CliError::not_found(format!("{} is gone, but was synced with {}", local.display(), remote))
+            .with_hint("mount or restore it; to start afresh, sync into a new empty folder"));
+    }
     let pair = Pair {
         api,
         case_insensitive: scan::is_case_insensitive(&root),
         root,
         remote: folder,
         remote_path,
-        state: state::State::open(&key)?,
+        state,
         options,
         output,
         device: device_name(),
