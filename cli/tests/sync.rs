@@ -262,7 +262,8 @@ async fn tick() {
 async fn edits_on_both_sides_keep_both_versions(app: TestApp) {
     let pair = Pair::new(&app, "both@nubo.test", &app.base_url).await;
     pair.write("notes.txt", b"first");
-    pair.write("folder/empty-inside/.keep", b"");
+    pair.write("folder/inside/.keep", b"");
+    std::fs::create_dir_all(pair.local("empty folder")).unwrap();
     pair.sync().await.converged();
     assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree(), "the first run makes both sides alike");
 

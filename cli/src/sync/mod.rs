@@ -138,7 +138,7 @@ impl Pair<'_> {
             .await
             .map_err(|e| CliError::new(ExitKind::Failed, e.to_string()))?
             .map_err(|err| CliError::local("cannot read", &self.root, err))?;
-        scan::hash_changed(&self.root, &mut locals, &bases, self.options.parallel).await;
+        skipped.extend(scan::hash_changed(&self.root, &mut locals, &bases, self.options.parallel).await);
         let (cursor, mut remotes) = scan::list_remote(self.api, &self.remote.id, &self.remote_path).await?;
         skipped.extend(scan::drop_unholdable(&mut remotes, &bases, self.case_insensitive));
         let sides = plan::Sides { locals, remotes, bases };

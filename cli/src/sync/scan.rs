@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::state::{Base, Kind};
 use crate::client::Api;
-use crate::error::CliResult;
+use crate::error::{CliResult, ExitKind};
 use crate::remote::RemotePath;
 use crate::upload::hash_file;
 
@@ -105,7 +105,17 @@ pub fn scan_local(root: &Path) -> std::io::Result<(BTreeMap<String, Local>, Vec<
     let mut skipped = Vec::new();
     let mut pending = vec![(root.to_owned(), String::new())];
     while let Some((dir, prefix)) = pending.pop() {
-        for entry in std::fs::read_dir(&dir)? {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            // A folder below that cannot be read is left alone, with all it holds.
+            Err(err) if !prefix.is_empty() => {
+                let path = prefix.trim_end_matches('/').to_owned();
+                skipped.push(Skipped { path, reason: format!("cannot be read: {err}") });
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
+        for entry in entries {
             let entry = entry?;
             let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
                 let shown = format!("{prefix}{}", entry.file_name().to_string_lossy());
@@ -149,13 +159,14 @@ pub fn unchanged_since(local: &Local, base: &Base) -> bool {
 }
 
 /// Fills `blake3` of every local file: the base's when its size and time say it is unchanged,
-/// else read from the disk (`parallel` at a time). Files that vanish meanwhile drop out.
+/// else read from the disk (`parallel` at a time). Files that vanish meanwhile drop out; files
+/// that cannot be read are answered as skipped (left alone on both sides, never taken as deleted).
 pub async fn hash_changed(
     root: &Path,
     locals: &mut BTreeMap<String, Local>,
     bases: &BTreeMap<String, Base>,
     parallel: usize,
-) {
+) -> Vec<Skipped> {
     let mut to_read = Vec::new();
     for (path, local) in locals.iter_mut() {
         if local.kind != Kind::File {
@@ -166,26 +177,31 @@ pub async fn hash_changed(
             _ => to_read.push(path.clone()),
         }
     }
-    let hashes: Vec<(String, Option<String>)> = stream::iter(to_read)
+    let hashes: Vec<(String, CliResult<String>)> = stream::iter(to_read)
         .map(|path| async move {
-            let hash = hash_file(&root.join(&path)).await.ok();
+            let hash = hash_file(&root.join(&path)).await;
             (path, hash)
         })
         .buffer_unordered(parallel.max(1))
         .collect()
         .await;
+    let mut skipped = Vec::new();
     for (path, hash) in hashes {
         match hash {
-            Some(hash) => {
+            Ok(hash) => {
                 if let Some(local) = locals.get_mut(&path) {
                     local.blake3 = Some(hash);
                 }
             }
-            None => {
+            Err(err) => {
                 locals.remove(&path);
+                if err.kind != ExitKind::NotFound {
+                    skipped.push(Skipped { path, reason: format!("cannot be read: {}", err.message) });
+                }
             }
         }
     }
+    skipped
 }
 
 #[derive(Deserialize)]
