@@ -12,10 +12,9 @@
 //! JPEGs and reads the master's peak memory while two are made at once (see `thumbnails.rs`);
 //! `nubo-bench events` measures the fan-out of change events to 100 subscribers (see
 //! `events.rs`); `nubo-bench cluster` measures requests/s through nginx with one master behind
-//! it and with two (see `cluster.rs`).
-//! `events.rs`); `nubo-bench cli` times the `nubo` client's `put` against `rclone copy` over
-//! WebDAV, through the master and straight to a node (see `cli.rs`); `nubo-bench sync` times
-//! `nubo sync` against `rclone bisync` over WebDAV (see `sync.rs`).
+//! it and with two (see `cluster.rs`); `nubo-bench cli` times the `nubo` client's `put`
+//! against `rclone copy` over WebDAV, through the master and straight to a node (see `cli.rs`);
+//! `nubo-bench sync` times `nubo sync` against `rclone bisync` over WebDAV (see `sync.rs`).
 //!
 //! `nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL]` starts a master on
 //! SQLite (in-memory store), signs in, then drives a `jwt_required` endpoint
@@ -280,83 +279,22 @@ fn main() {
         println!("{usage}");
         return;
     }
-    if command == "cluster" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(cluster::run(rest));
-        return;
-    }
-    if command == "dav" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(dav::run(rest));
-        return;
-    }
-    if command == "files" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(files::run(rest));
-        return;
-    }
-    if command == "login" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(login::run(rest));
-        return;
-    }
-    if command == "archive" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(archive::run(rest));
-        return;
-    }
-    if command == "reads" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(reads::run(rest));
-        return;
-    }
-    if command == "search" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(search::run(rest));
-        return;
-    }
-    if command == "summary" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(summary::run(rest));
-        return;
-    }
-    if command == "thumbnails" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(thumbnails::run(rest));
-        return;
-    }
-    if command == "cli" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(cli::run(rest));
-        return;
-    }
-    if command == "sync" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(sync::run(rest));
-        return;
-    }
-    if command == "events" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(events::run(rest));
-        return;
-    }
-    if command == "s3-copy" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(migrate::copy_files(rest));
-        return;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    match command.as_str() {
+        "cluster" => return runtime.block_on(cluster::run(rest)),
+        "dav" => return runtime.block_on(dav::run(rest)),
+        "files" => return runtime.block_on(files::run(rest)),
+        "login" => return runtime.block_on(login::run(rest)),
+        "archive" => return runtime.block_on(archive::run(rest)),
+        "reads" => return runtime.block_on(reads::run(rest)),
+        "search" => return runtime.block_on(search::run(rest)),
+        "summary" => return runtime.block_on(summary::run(rest)),
+        "thumbnails" => return runtime.block_on(thumbnails::run(rest)),
+        "cli" => return runtime.block_on(cli::run(rest)),
+        "sync" => return runtime.block_on(sync::run(rest)),
+        "events" => return runtime.block_on(events::run(rest)),
+        "s3-copy" => return runtime.block_on(migrate::copy_files(rest)),
+        _ => {}
     }
     let options = match parse_options(rest) {
         Ok(options) => options,
@@ -365,7 +303,6 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     match command.as_str() {
         "auth" => runtime.block_on(bench_auth(options)),
         "metrics" => runtime.block_on(bench_metrics(options)),

@@ -6,16 +6,17 @@
 //! `--json`, which is printed once the server answered; the local file under its name). rclone
 //! has no watcher: its figure is one `rclone bisync` run started right after the write. The
 //! binaries `nubo` and `nubo-master` are taken from next to this one: build them in the same
-//! profile first.
+//! profile first. The client and rclone's set-up are `nubo-bench cli`'s.
 
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::cli::{Client, rclone};
 use crate::files::{fill_chunk, start_signed_in};
 
 const MIB: usize = 1024 * 1024;
@@ -67,80 +68,38 @@ fn write_big(dir: &Path, size: usize, seed: usize) {
     file.flush().expect("flush big file");
 }
 
-/// The `nubo` binary signed in with its own config and data directories.
-struct Client {
-    binary: PathBuf,
-    home: tempfile::TempDir,
+/// One `nubo sync` run; its time.
+fn nubo_sync(client: &Client, local: &Path, remote: &str) -> f64 {
+    let started = Instant::now();
+    let output = client
+        .command()
+        .args(["--json", "sync", "-P", "4"])
+        .arg(local)
+        .arg(remote)
+        .stdin(Stdio::null())
+        .output()
+        .expect("nubo sync");
+    let seconds = started.elapsed().as_secs_f64();
+    assert!(output.status.success(), "nubo sync failed: {}", String::from_utf8_lossy(&output.stdout));
+    seconds
 }
 
-impl Client {
-    fn command(&self) -> Command {
-        let mut command = Command::new(&self.binary);
-        command
-            .env("XDG_CONFIG_HOME", self.home.path().join("config"))
-            .env("XDG_DATA_HOME", self.home.path().join("data"))
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit());
-        command
-    }
-
-    fn login(&self, server: &str) {
-        use std::io::Write;
-        let mut child = self
-            .command()
-            .args(["login", server, "--email", "bench@example.com", "--password-stdin"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e} (build nubo in the same profile)", self.binary.display()));
-        child.stdin.take().unwrap().write_all(b"bench-password\n").expect("password");
-        assert!(child.wait().expect("nubo login").success(), "nubo login");
-    }
-
-    /// One `nubo sync` run; its time.
-    fn sync(&self, local: &Path, remote: &str) -> f64 {
-        let started = Instant::now();
-        let output =
-            self.command().args(["--json", "sync", "-P", "4"]).arg(local).arg(remote).output().expect("nubo sync");
-        let seconds = started.elapsed().as_secs_f64();
-        assert!(output.status.success(), "nubo sync failed: {}", String::from_utf8_lossy(&output.stdout));
-        seconds
-    }
-}
-
-struct Rclone {
+/// `rclone bisync` against the WebDAV account `sync`.
+struct Bisync {
     dav_url: String,
-    password: String,
     config: tempfile::NamedTempFile,
     workdir: tempfile::TempDir,
 }
 
-impl Rclone {
-    fn new(dav_url: String) -> Rclone {
-        let obscured =
-            Command::new("rclone").args(["obscure", DAV_PASSWORD]).output().expect("rclone (apt-get install rclone)");
-        Rclone {
-            dav_url,
-            password: String::from_utf8_lossy(&obscured.stdout).trim().to_owned(),
-            config: tempfile::NamedTempFile::new().expect("empty rclone config"),
-            workdir: tempfile::tempdir().expect("bisync workdir"),
-        }
-    }
-
+impl Bisync {
     fn run(&self, args: &[&str]) -> f64 {
         let started = Instant::now();
-        let status = Command::new("rclone")
-            .args(args)
-            .args(["-q", "--config"])
-            .arg(self.config.path())
-            .env("RCLONE_CONFIG_NUBO_TYPE", "webdav")
-            .env("RCLONE_CONFIG_NUBO_URL", &self.dav_url)
+        let status = rclone(&self.dav_url, ("sync", DAV_PASSWORD), self.config.path())
             // bisync needs modification times: the ownCloud dialect reads them from PROPFIND
             // and sets them with `X-OC-Mtime`.
             .env("RCLONE_CONFIG_NUBO_VENDOR", "owncloud")
-            .env("RCLONE_CONFIG_NUBO_USER", "bench@example.com/sync")
-            .env("RCLONE_CONFIG_NUBO_PASS", &self.password)
-            .stdin(Stdio::null())
+            .args(args)
+            .arg("-q")
             .status()
             .expect("rclone");
         let seconds = started.elapsed().as_secs_f64();
@@ -182,12 +141,13 @@ pub async fn run(args: &[String]) {
         .await;
     assert_eq!(created["name"], "sync");
     let server = bench.server.base.trim_end_matches("/api/v1").to_owned();
-    let client = Client {
-        binary: std::env::current_exe().expect("own path").with_file_name("nubo"),
-        home: tempfile::tempdir().expect("client home"),
-    };
+    let client = Client::new();
     client.login(&server);
-    let rclone = Rclone::new(format!("{server}/dav/"));
+    let rclone = Bisync {
+        dav_url: format!("{server}/dav/"),
+        config: tempfile::NamedTempFile::new().expect("empty rclone config"),
+        workdir: tempfile::tempdir().expect("bisync workdir"),
+    };
     let work = tempfile::Builder::new().prefix("nubo-bench-sync-").tempdir().expect("work dir");
     let (count, size) = (options.small_files, options.small_kib * 1024);
     let small = format!("{count} files of {} KiB", options.small_kib);
@@ -198,7 +158,7 @@ pub async fn run(args: &[String]) {
     let (nubo_small, rclone_small) = (work.path().join("nubo-small"), work.path().join("rclone-small"));
     write_small(&nubo_small, count, size, 1);
     write_small(&rclone_small, count, size, 2);
-    let nubo = client.sync(&nubo_small, "/nubo-small");
+    let nubo = nubo_sync(&client, &nubo_small, "/nubo-small");
     println!("first sync, {small}: nubo {nubo:.2} s");
     rclone.run(&["mkdir", "nubo:rclone-small"]);
     let other = rclone.bisync(&rclone_small, "nubo:rclone-small", true);
@@ -209,7 +169,7 @@ pub async fn run(args: &[String]) {
         let (nubo_big, rclone_big) = (work.path().join("nubo-big"), work.path().join("rclone-big"));
         write_big(&nubo_big, options.big_mib * MIB, 3);
         write_big(&rclone_big, options.big_mib * MIB, 4);
-        let nubo = client.sync(&nubo_big, "/nubo-big");
+        let nubo = nubo_sync(&client, &nubo_big, "/nubo-big");
         println!("first sync, {big}: nubo {nubo:.2} s");
         rclone.run(&["mkdir", "nubo:rclone-big"]);
         let other = rclone.bisync(&rclone_big, "nubo:rclone-big", true);
@@ -223,6 +183,7 @@ pub async fn run(args: &[String]) {
         .args(["--json", "sync", "--watch"])
         .arg(&nubo_small)
         .arg("/nubo-small")
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
         .expect("nubo sync --watch");

@@ -49,6 +49,9 @@ pub struct Planned {
     /// The content's blake3 when known: the server then makes the file at once from content
     /// the user already has, without the bytes being sent again.
     pub blake3: Option<String>,
+    /// With `overwrite`: the content the remote file must still have for the upload to replace
+    /// it (else 409 `object.changed`), so a change made there meanwhile is never overwritten.
+    pub replaces_blake3: Option<String>,
 }
 
 /// What `put` (and `sync`) need while files are in flight.
@@ -122,7 +125,16 @@ fn planned(local: PathBuf, parent: RemotePath, name: String, meta: &std::fs::Met
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_millis() as i64);
-    Planned { local, parent, name, size: meta.len(), modified_ms, overwrite: false, blake3: None }
+    Planned {
+        local,
+        parent,
+        name,
+        size: meta.len(),
+        modified_ms,
+        overwrite: false,
+        blake3: None,
+        replaces_blake3: None,
+    }
 }
 
 /// Adds the files below `dir` (to go below `remote`) and the folders to make.
@@ -225,13 +237,14 @@ impl<'a> Put<'a> {
     }
 
     /// Uploads one file into the remote folder `parent` (which is at `file.parent`): in one
-    /// request when small and its content is not known to the server, else through a session
-    /// (resumable; made at once when `file.blake3` names content the user already has).
+    /// request when small, its content not known to the server and nothing it must replace,
+    /// else through a session (resumable; made at once when `file.blake3` names content the user
+    /// already has; completed only while the replaced file has `file.replaces_blake3`).
     /// Answers the file and how it went (`single`, `session`, `direct`, `known`).
     pub async fn upload_into(&self, file: &Planned, parent: &Object) -> CliResult<(Object, &'static str)> {
         let bar =
             if file.size > self.single_max { self.progress.file(&file.name, file.size) } else { ProgressBar::hidden() };
-        let outcome = if file.size <= self.single_max && file.blake3.is_none() {
+        let outcome = if file.size <= self.single_max && file.blake3.is_none() && file.replaces_blake3.is_none() {
             self.single(file, parent).await
         } else {
             self.session(file, parent, &bar).await
@@ -379,6 +392,9 @@ impl<'a> Put<'a> {
                                      "overwrite": file.overwrite});
                 if let Some(hash) = &file.blake3 {
                     request["blake3"] = json!(hash);
+                }
+                if let Some(hash) = file.replaces_blake3.as_ref().filter(|_| file.overwrite) {
+                    request["replaces_blake3"] = json!(hash);
                 }
                 let session: Session = self.api.json(Method::POST, "/file/upload", Some(&request)).await?;
                 write_private_json(&record, &PutRecord { session_id: session.id.clone() })?;

@@ -1,6 +1,7 @@
 //! What sync clients stand on: a folder's whole tree in pages with paths, sizes and content
 //! hashes and the change-event cursor taken before it; a catch-up on events that knows where it
-//! ends (`ready`'s `head`); and files made at once from content their owner already holds.
+//! ends (`ready`'s `head`); files made at once from content their owner already holds; and
+//! overwrites that name the content they replace, so a change made meanwhile is never lost.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -14,6 +15,7 @@ on_every_backend!(
     a_tree_lists_every_live_descendant_with_its_path_and_hash_in_pages,
     a_catch_up_on_events_ends_at_the_head_the_stream_announces,
     a_file_is_made_from_content_its_owner_holds_without_sending_it,
+    an_overwrite_naming_the_content_it_replaces_never_replaces_a_change,
 );
 
 fn hash(bytes: &[u8]) -> String {
@@ -252,4 +254,50 @@ async fn a_file_is_made_from_content_its_owner_holds_without_sending_it(app: Tes
     // A name taken is still 409 (no overwrite asked).
     let response = by_hash(&user, &root, "second.bin", content.len(), &hash(&content)).await;
     assert_eq!(error_body(response, 409).await["code"], "object.name_taken");
+}
+
+async fn an_overwrite_naming_the_content_it_replaces_never_replaces_a_change(app: TestApp) {
+    let admin = app.login_admin().await;
+    let policy = app.use_test_policy(&admin, nubo_tests::files::PolicyKind::Local, 0).await;
+    app.keep_no_versions(&admin).await;
+    let user = app.register("rex@example.com", "rex-password").await;
+    let root = app.root_id(&user).await;
+    let file = app.upload(&user, &root, "a.txt", b"first").await["id"].as_str().unwrap().to_owned();
+    let overwrite = |replaces: String, size: usize| {
+        let body = json!({"file_name": "a.txt", "file_size": size, "parent_id": root, "overwrite": true,
+            "replaces_blake3": replaces});
+        let (app, access) = (&app, user.access.clone());
+        async move { app.call(Method::POST, "/file/upload", Some(&access), Some(body)).await }
+    };
+
+    // The file as the client saw it: replaced.
+    let response = overwrite(hash(b"first"), 6).await;
+    assert_eq!(response.status(), 201);
+    let id = response.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    assert_eq!(app.put_chunk(&user, &id, 0, b"second".to_vec()).await.status(), 200);
+    assert_eq!(app.download(&user, &file).await, b"second");
+
+    // Changed by someone else while the upload was on its way: refused at completion, the
+    // change kept, nothing left behind.
+    let response = overwrite(hash(b"second"), 5).await;
+    assert_eq!(response.status(), 201);
+    let id = response.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let changed = app.request(Method::PATCH, &format!("/file/content?id={file}")).bearer_auth(&user.access);
+    assert_eq!(changed.body("their change").send().await.unwrap().status(), 200);
+    let refused = app.put_chunk(&user, &id, 0, b"third".to_vec()).await;
+    assert_eq!(error_body(refused, 409).await["code"], "object.changed");
+    assert_eq!(app.download(&user, &file).await, b"their change", "the change made meanwhile survives");
+    assert_eq!(app.storage_used(&user).await, "their change".len() as i64, "no reservation left over");
+    assert_eq!(policy.settled_blobs(&app, 1).await, 1, "the refused bytes are gone (and no version is kept)");
+
+    // Already changed when the session opens, or gone: 409 at once.
+    let response = overwrite(hash(b"second"), 5).await;
+    assert_eq!(error_body(response, 409).await["code"], "object.changed");
+    let body = json!({"file_name": "new.txt", "file_size": 5, "parent_id": root, "overwrite": true,
+        "replaces_blake3": hash(b"second")});
+    let response = app.call(Method::POST, "/file/upload", Some(&user.access), Some(body)).await;
+    assert_eq!(error_body(response, 409).await["code"], "object.changed", "nothing to replace");
+    let body = json!({"file_name": "fresh.txt", "file_size": 5, "parent_id": root, "replaces_blake3": hash(b"x")});
+    let response = app.call(Method::POST, "/file/upload", Some(&user.access), Some(body)).await;
+    assert_eq!(error_body(response, 422).await["field"], "replaces_blake3", "only with overwrite");
 }

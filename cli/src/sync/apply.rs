@@ -207,7 +207,7 @@ impl<'a> Apply<'a> {
             match action {
                 Action::MoveLocal { from, to } => self.move_local(&from, &to)?,
                 Action::MoveRemote { from, to, id } => self.move_remote(&from, &to, &id).await?,
-                Action::Upload { path, local, replace, .. } => uploads.push((path, local, replace)),
+                Action::Upload { path, local, replaces, .. } => uploads.push((path, local, replaces)),
                 Action::Download { path, remote, expect, .. } => downloads.push((path, remote, expect)),
                 Action::TrashRemote { path, id } => trash.push((path, id)),
                 Action::DeleteLocal { path, expect } => deletions.push((path, expect)),
@@ -352,8 +352,9 @@ impl<'a> Apply<'a> {
         Ok(Some(aside))
     }
 
-    /// The transfer queue: uploads and downloads `parallel` at a time; a second upload of the
-    /// same content waits for the first and then goes by hash alone.
+    /// The transfer queue: uploads (with the content they replace, if any) and downloads
+    /// `parallel` at a time; a second upload of the same content waits for the first and then
+    /// goes by hash alone.
     async fn transfer(
         &self,
         uploads: Vec<(String, Local, Option<String>)>,
@@ -388,7 +389,7 @@ impl<'a> Apply<'a> {
                 match job {
                     Job::Up(path, local, replace) => {
                         let put = put.expect("a Put for uploads");
-                        let outcome = self.upload(put, &path, &local, replace.is_some()).await;
+                        let outcome = self.upload(put, &path, &local, replace).await;
                         outcome.or_else(|err| self.failed(&path, err))
                     }
                     Job::Down(path, remote, expect) => {
@@ -410,7 +411,7 @@ impl<'a> Apply<'a> {
         outcome.map(|_| ())
     }
 
-    async fn upload(&self, put: &Put<'_>, path: &str, local: &Local, overwrite: bool) -> CliResult<()> {
+    async fn upload(&self, put: &Put<'_>, path: &str, local: &Local, replaces: Option<String>) -> CliResult<()> {
         let parent = self.remote_folder(parent_of(path)).await?;
         let known = local.blake3.as_ref().filter(|h| self.known_hashes.lock().expect("hashes").contains(*h)).cloned();
         let file = Planned {
@@ -419,14 +420,19 @@ impl<'a> Apply<'a> {
             name: name_of(path).to_owned(),
             size: local.size,
             modified_ms: local.mtime_ns / 1_000_000,
-            overwrite,
+            overwrite: replaces.is_some(),
             blake3: known,
+            replaces_blake3: replaces,
         };
         let (object, method) = match put.upload_into(&file, &parent).await {
             // A server that does not take `blake3` yet: the bytes go up after all.
             Err(err) if err.status == Some(422) && file.blake3.is_some() => {
                 let file = Planned { blake3: None, ..file };
                 put.upload_into(&file, &parent).await?
+            }
+            Err(err) if err.code.as_deref() == Some("object.changed") => {
+                self.skip(path, "changed on the server during this run; the next run keeps both".into());
+                return Ok(());
             }
             other => other?,
         };

@@ -52,11 +52,14 @@ pub enum Action {
         #[serde(skip)]
         remote: Remote,
     },
-    /// Sends the local file; `replace` is the remote file whose content it replaces.
+    /// Sends the local file; `replace` is the remote file whose content (`replaces`, its
+    /// blake3) it replaces.
     Upload {
         path: String,
         size: u64,
         replace: Option<String>,
+        #[serde(skip)]
+        replaces: Option<String>,
         #[serde(skip)]
         local: Local,
     },
@@ -313,12 +316,18 @@ fn decide(path: &str, local: Option<&Local>, remote: Option<&Remote>, base: Opti
         },
         (false, true) => match (local, remote) {
             (Some(l), Some(r)) if l.kind != r.kind => Some(kinds_differ()),
-            (Some(l), Some(r)) if l.kind == Kind::File => {
-                Some(Action::Upload { path, size: l.size, replace: Some(r.id.clone()), local: l.clone() })
-            }
+            (Some(l), Some(r)) if l.kind == Kind::File => Some(Action::Upload {
+                path,
+                size: l.size,
+                replace: Some(r.id.clone()),
+                replaces: r.blake3.clone(),
+                local: l.clone(),
+            }),
             (Some(l), Some(r)) => Some(Action::Agree { path, local: l.clone(), remote: r.clone() }),
             (Some(l), None) if l.kind == Kind::Folder => Some(Action::MakeRemoteFolder { path }),
-            (Some(l), None) => Some(Action::Upload { path, size: l.size, replace: None, local: l.clone() }),
+            (Some(l), None) => {
+                Some(Action::Upload { path, size: l.size, replace: None, replaces: None, local: l.clone() })
+            }
             (None, Some(r)) => Some(Action::TrashRemote { path, id: r.id.clone() }),
             (None, None) => Some(Action::Forget { path }),
         },
@@ -341,7 +350,9 @@ fn decide(path: &str, local: Option<&Local>, remote: Option<&Remote>, base: Opti
             (Some(l), Some(r)) => Some(Action::Conflict { path, local: l.clone(), remote: r.clone() }),
             // Changed here, deleted there: the changed one survives.
             (Some(l), None) if l.kind == Kind::Folder => Some(Action::MakeRemoteFolder { path }),
-            (Some(l), None) => Some(Action::Upload { path, size: l.size, replace: None, local: l.clone() }),
+            (Some(l), None) => {
+                Some(Action::Upload { path, size: l.size, replace: None, replaces: None, local: l.clone() })
+            }
             (None, Some(r)) if r.kind == Kind::Folder => Some(Action::MakeLocalFolder { path, remote: r.clone() }),
             (None, Some(r)) => Some(Action::Download { path, size: r.size, remote: r.clone(), expect: None }),
             (None, None) => Some(Action::Forget { path }),

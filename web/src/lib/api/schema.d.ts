@@ -2711,6 +2711,13 @@ export interface components {
              * @description One of the caller's group's policies; default: the group's first.
              */
             policy_id?: string | null;
+            /**
+             * @description With `overwrite`: the blake3 of the content this upload replaces, for clients that must
+             *     not overwrite a change they have not seen (sync clients). The file must have exactly that
+             *     content when the session opens and again when it completes; otherwise 409
+             *     `object.changed` (and, at completion, the session ends and its bytes are dropped).
+             */
+            replaces_blake3?: string | null;
         };
         CreateUserRequest: {
             email: string;
@@ -10307,7 +10314,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Name taken */
+            /** @description Name taken; or the file no longer has the content `replaces_blake3` names */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10560,7 +10567,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Chunks missing, or already being completed */
+            /** @description Chunks missing, or already being completed; or the replaced file changed (`replaces_blake3`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10659,7 +10666,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Session being completed or cancelled; or the name was taken meanwhile */
+            /** @description Session being completed or cancelled; or the name was taken meanwhile, or the replaced file changed (`replaces_blake3`) */
             409: {
                 headers: {
                     [name: string]: unknown;
