@@ -87,6 +87,9 @@ fn nubo_sync(client: &Client, local: &Path, remote: &str) -> f64 {
 /// `rclone bisync` against the WebDAV account `sync`.
 struct Bisync {
     dav_url: String,
+    /// Obscured once: rclone names bisync's listings after the remote's settings, so every run
+    /// must present the same ones.
+    password: String,
     config: tempfile::NamedTempFile,
     workdir: tempfile::TempDir,
 }
@@ -98,6 +101,7 @@ impl Bisync {
             // bisync needs modification times: the ownCloud dialect reads them from PROPFIND
             // and sets them with `X-OC-Mtime`.
             .env("RCLONE_CONFIG_NUBO_VENDOR", "owncloud")
+            .env("RCLONE_CONFIG_NUBO_PASS", &self.password)
             .args(args)
             .arg("-q")
             .status()
@@ -143,8 +147,10 @@ pub async fn run(args: &[String]) {
     let server = bench.server.base.trim_end_matches("/api/v1").to_owned();
     let client = Client::new();
     client.login(&server);
+    let obscured = std::process::Command::new("rclone").args(["obscure", DAV_PASSWORD]).output().expect("rclone");
     let rclone = Bisync {
         dav_url: format!("{server}/dav/"),
+        password: String::from_utf8_lossy(&obscured.stdout).trim().to_owned(),
         config: tempfile::NamedTempFile::new().expect("empty rclone config"),
         workdir: tempfile::tempdir().expect("bisync workdir"),
     };

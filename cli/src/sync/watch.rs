@@ -19,7 +19,7 @@ use crate::client::Api;
 use crate::error::{CliError, CliResult, ExitKind};
 
 /// Quiet time after the last change before a run starts.
-const DEBOUNCE: Duration = Duration::from_millis(400);
+const DEBOUNCE: Duration = Duration::from_millis(250);
 
 fn is_ours(path: &Path) -> bool {
     path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(PART_PREFIX))
