@@ -28,6 +28,7 @@ on_every_backend!(
     case_only_renames_are_renames_on_both_sides,
     a_name_illegal_here_is_reported_and_left_alone,
     watching_picks_up_changes_on_both_sides,
+    one_way_runs_leave_the_other_direction_for_later,
 );
 
 /// The binary with its own config and data directories, a local folder `tree/` to sync and
@@ -533,4 +534,30 @@ async fn watching_picks_up_changes_on_both_sides(app: TestApp) {
     watching.start_kill().unwrap();
     let _ = watching.wait().await;
     assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+}
+
+async fn one_way_runs_leave_the_other_direction_for_later(app: TestApp) {
+    let pair = Pair::new(&app, "oneway@nubo.test", &app.base_url).await;
+    let folder = sync_folder_id(&app, &pair.session).await;
+    app.upload(&pair.session, &folder, "from-server.txt", b"remote").await;
+    pair.write("from-here.txt", b"local");
+
+    let push = pair.sync_with(&["--push"], &[]).await;
+    push.converged();
+    assert!(pair.read("from-server.txt").is_none(), "--push brings nothing here");
+    assert!(remote_objects(&app, &pair.session, "/sync").await.contains_key("from-here.txt"));
+
+    std::fs::remove_file(pair.local("from-here.txt")).unwrap();
+    let pull = pair.sync_with(&["--pull"], &[]).await;
+    pull.converged();
+    assert_eq!(pair.read("from-server.txt").as_deref(), Some(&b"remote"[..]), "--pull brings it");
+    assert!(
+        remote_objects(&app, &pair.session, "/sync").await.contains_key("from-here.txt"),
+        "--pull deletes nothing there"
+    );
+
+    // Both ways: the local deletion the one-way run left now reaches the server.
+    pair.sync().await.converged();
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+    assert!(!pair.local_tree().contains_key("from-here.txt"));
 }
