@@ -125,7 +125,7 @@ fn finish(report: &apply::Report, output: Output) -> CliResult<Value> {
         problems.push(format!("{} path(s) skipped ({})", report.skipped.len(), shown.join("; ")));
     }
     Err(CliError::new(ExitKind::NotConverged, format!("not everything is in step: {}", problems.join(", "))).with_hint(
-        "conflict copies carry `(conflict DEVICE TIME)` in their names: keep one, delete the other, and run again",
+        "keep one of each conflict pair (the copy has `(conflict DEVICE TIME)` in its name), rename or remove what was skipped, and run again",
     ))
 }
 
