@@ -13,7 +13,8 @@
 //! `nubo-bench events` measures the fan-out of change events to 100 subscribers (see
 //! `events.rs`); `nubo-bench cluster` measures requests/s through nginx with one master behind
 //! it and with two (see `cluster.rs`); `nubo-bench cli` times the `nubo` client's `put`
-//! against `rclone copy` over WebDAV, through the master and straight to a node (see `cli.rs`).
+//! against `rclone copy` over WebDAV, through the master and straight to a node (see `cli.rs`);
+//! `nubo-bench sync` times `nubo sync` against `rclone bisync` over WebDAV (see `sync.rs`).
 //!
 //! `nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL]` starts a master on
 //! SQLite (in-memory store), signs in, then drives a `jwt_required` endpoint
@@ -50,6 +51,7 @@ mod nodes;
 mod reads;
 mod search;
 mod summary;
+mod sync;
 mod thumbnails;
 
 struct Options {
@@ -268,7 +270,7 @@ async fn bench_metrics(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench metrics [--seconds N] [--concurrency C] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N] | nubo-bench cluster [--seconds N] [--concurrency C] | nubo-bench cli [--big-mib N] [--small-files N] [--parallel N]";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench metrics [--seconds N] [--concurrency C] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N] | nubo-bench cluster [--seconds N] [--concurrency C] | nubo-bench cli [--big-mib N] [--small-files N] [--parallel N] | nubo-bench sync [--small-files N] [--small-kib K] [--big-mib N]";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -289,6 +291,7 @@ fn main() {
         "summary" => return runtime.block_on(summary::run(rest)),
         "thumbnails" => return runtime.block_on(thumbnails::run(rest)),
         "cli" => return runtime.block_on(cli::run(rest)),
+        "sync" => return runtime.block_on(sync::run(rest)),
         "events" => return runtime.block_on(events::run(rest)),
         "s3-copy" => return runtime.block_on(migrate::copy_files(rest)),
         _ => {}
