@@ -60,13 +60,13 @@ impl Timing {
 }
 
 /// Makes the content of `path` new to the server for round `round`: its first bytes change.
-fn renew(path: &Path, round: u64) {
+pub(crate) fn renew(path: &Path, round: u64) {
     use std::os::unix::fs::FileExt;
     let file = std::fs::OpenOptions::new().write(true).open(path).expect("open local file");
     file.write_all_at(&round.to_le_bytes(), 0).expect("renew local file");
 }
 
-fn write_big(path: &Path, size: usize) {
+pub(crate) fn write_big(path: &Path, size: usize) {
     use std::io::Write;
     let mut file = std::io::BufWriter::new(std::fs::File::create(path).expect("big file"));
     let mut chunk = vec![0u8; 8 * MIB];
@@ -97,20 +97,32 @@ fn renew_all(source: &Path, round: u64) {
     }
 }
 
-/// The `nubo` binary signed in with its own config directory.
-struct Client {
+/// The `nubo` binary signed in with its own config (and data) directory.
+pub(crate) struct Client {
     binary: PathBuf,
     config: tempfile::TempDir,
 }
 
 impl Client {
-    fn command(&self) -> Command {
+    /// The `nubo` next to this binary, with a fresh config directory.
+    pub(crate) fn new() -> Client {
+        Client {
+            binary: std::env::current_exe().expect("own path").with_file_name("nubo"),
+            config: tempfile::tempdir().expect("config dir"),
+        }
+    }
+
+    pub(crate) fn command(&self) -> Command {
         let mut command = Command::new(&self.binary);
-        command.env("XDG_CONFIG_HOME", self.config.path()).stdin(Stdio::piped()).stderr(Stdio::inherit());
+        command
+            .env("XDG_CONFIG_HOME", self.config.path())
+            .env("XDG_DATA_HOME", self.config.path())
+            .stdin(Stdio::piped())
+            .stderr(Stdio::inherit());
         command
     }
 
-    fn login(&self, server: &str) {
+    pub(crate) fn login(&self, server: &str) {
         use std::io::Write;
         let mut child = self
             .command()
@@ -140,25 +152,34 @@ impl Client {
     }
 }
 
-/// `rclone copy source nubo:remote` over WebDAV, configured through its environment.
-fn rclone_copy(dav_url: &str, source: &Path, remote: &str, bytes: usize, parallel: usize) -> Timing {
+/// `rclone` with the remote `nubo:` set to the WebDAV account `account` of the bench user
+/// (through its environment; `config` is an empty config file that must outlive the command).
+pub(crate) fn rclone(dav_url: &str, account: (&str, &str), config: &Path) -> Command {
     let obscured =
-        Command::new("rclone").args(["obscure", DAV_PASSWORD]).output().expect("rclone (apt-get install rclone)");
+        Command::new("rclone").args(["obscure", account.1]).output().expect("rclone (apt-get install rclone)");
     let password = String::from_utf8_lossy(&obscured.stdout).trim().to_owned();
-    let config = tempfile::NamedTempFile::new().expect("empty rclone config");
-    let started = Instant::now();
-    let status = Command::new("rclone")
-        .arg("copy")
-        .arg(source)
-        .arg(format!("nubo:{remote}"))
-        .args(["--transfers", &parallel.to_string(), "-q", "--config"])
-        .arg(config.path())
+    let mut command = Command::new("rclone");
+    command
+        .arg("--config")
+        .arg(config)
         .env("RCLONE_CONFIG_NUBO_TYPE", "webdav")
         .env("RCLONE_CONFIG_NUBO_URL", dav_url)
         .env("RCLONE_CONFIG_NUBO_VENDOR", "other")
-        .env("RCLONE_CONFIG_NUBO_USER", "bench@example.com/cli")
+        .env("RCLONE_CONFIG_NUBO_USER", format!("bench@example.com/{}", account.0))
         .env("RCLONE_CONFIG_NUBO_PASS", password)
-        .stdin(Stdio::null())
+        .stdin(Stdio::null());
+    command
+}
+
+/// `rclone copy source nubo:remote` over WebDAV.
+fn rclone_copy(dav_url: &str, source: &Path, remote: &str, bytes: usize, parallel: usize) -> Timing {
+    let config = tempfile::NamedTempFile::new().expect("empty rclone config");
+    let started = Instant::now();
+    let status = rclone(dav_url, ("cli", DAV_PASSWORD), config.path())
+        .arg("copy")
+        .arg(source)
+        .arg(format!("nubo:{remote}"))
+        .args(["--transfers", &parallel.to_string(), "-q"])
         .status()
         .expect("rclone copy");
     let seconds = started.elapsed().as_secs_f64();
@@ -192,10 +213,7 @@ pub async fn run(args: &[String]) {
     let BenchNode { process: _node, policy_id: node_policy, .. } = start_node(&bench).await;
     bench.sign_in_again().await;
 
-    let client = Client {
-        binary: std::env::current_exe().expect("own path").with_file_name("nubo"),
-        config: tempfile::tempdir().expect("config dir"),
-    };
+    let client = Client::new();
     client.login(&server);
     let work = tempfile::Builder::new().prefix("nubo-bench-cli-").tempdir().expect("work dir");
     let big = work.path().join("big.bin");

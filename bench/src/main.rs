@@ -12,9 +12,9 @@
 //! JPEGs and reads the master's peak memory while two are made at once (see `thumbnails.rs`);
 //! `nubo-bench events` measures the fan-out of change events to 100 subscribers (see
 //! `events.rs`); `nubo-bench cluster` measures requests/s through nginx with one master behind
-//! it and with two (see `cluster.rs`).
-//! `events.rs`); `nubo-bench cli` times the `nubo` client's `put` against `rclone copy` over
-//! WebDAV, through the master and straight to a node (see `cli.rs`).
+//! it and with two (see `cluster.rs`); `nubo-bench cli` times the `nubo` client's `put`
+//! against `rclone copy` over WebDAV, through the master and straight to a node (see `cli.rs`);
+//! `nubo-bench sync` times `nubo sync` against `rclone bisync` over WebDAV (see `sync.rs`).
 //!
 //! `nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL]` starts a master on
 //! SQLite (in-memory store), signs in, then drives a `jwt_required` endpoint
@@ -52,6 +52,7 @@ mod nodes;
 mod reads;
 mod search;
 mod summary;
+mod sync;
 mod thumbnails;
 
 struct Options {
@@ -270,7 +271,7 @@ async fn bench_metrics(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench metrics [--seconds N] [--concurrency C] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N] | nubo-bench cluster [--seconds N] [--concurrency C] | nubo-bench cli [--big-mib N] [--small-files N] [--parallel N] | nubo-bench import [--files N]";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench metrics [--seconds N] [--concurrency C] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N] | nubo-bench cluster [--seconds N] [--concurrency C] | nubo-bench cli [--big-mib N] [--small-files N] [--parallel N] | nubo-bench sync [--small-files N] [--small-kib K] [--big-mib N] | nubo-bench import [--files N]";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -279,83 +280,23 @@ fn main() {
         println!("{usage}");
         return;
     }
-    if command == "cluster" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(cluster::run(rest));
-        return;
-    }
-    if command == "dav" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(dav::run(rest));
-        return;
-    }
-    if command == "files" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(files::run(rest));
-        return;
-    }
-    if command == "login" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(login::run(rest));
-        return;
-    }
-    if command == "archive" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(archive::run(rest));
-        return;
-    }
-    if command == "reads" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(reads::run(rest));
-        return;
-    }
-    if command == "search" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(search::run(rest));
-        return;
-    }
-    if command == "summary" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(summary::run(rest));
-        return;
-    }
-    if command == "thumbnails" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(thumbnails::run(rest));
-        return;
-    }
-    if command == "import" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(import::run(rest));
-        return;
-    }
-    if command == "cli" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(cli::run(rest));
-        return;
-    }
-    if command == "events" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(events::run(rest));
-        return;
-    }
-    if command == "s3-copy" {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(migrate::copy_files(rest));
-        return;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    match command.as_str() {
+        "cluster" => return runtime.block_on(cluster::run(rest)),
+        "dav" => return runtime.block_on(dav::run(rest)),
+        "files" => return runtime.block_on(files::run(rest)),
+        "login" => return runtime.block_on(login::run(rest)),
+        "archive" => return runtime.block_on(archive::run(rest)),
+        "reads" => return runtime.block_on(reads::run(rest)),
+        "search" => return runtime.block_on(search::run(rest)),
+        "summary" => return runtime.block_on(summary::run(rest)),
+        "thumbnails" => return runtime.block_on(thumbnails::run(rest)),
+        "cli" => return runtime.block_on(cli::run(rest)),
+        "sync" => return runtime.block_on(sync::run(rest)),
+        "import" => return runtime.block_on(import::run(rest)),
+        "events" => return runtime.block_on(events::run(rest)),
+        "s3-copy" => return runtime.block_on(migrate::copy_files(rest)),
+        _ => {}
     }
     let options = match parse_options(rest) {
         Ok(options) => options,
@@ -364,7 +305,6 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     match command.as_str() {
         "auth" => runtime.block_on(bench_auth(options)),
         "metrics" => runtime.block_on(bench_metrics(options)),

@@ -1,7 +1,7 @@
 //! The HTTP side of the client: the server's `/api/v1` with the signed-in session's access
 //! token, refreshed with the refresh token shortly before it expires or when the server says it
 //! has (refresh tokens rotate, and reusing one revokes the session, so refreshes are
-//! serialised); error answers become [`CliError`]s.
+//! serialised, across processes too); error answers become [`CliError`]s.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,6 +114,18 @@ impl Api {
         let mut credentials = session.lock().await;
         if credentials.access_token != stale {
             return Ok(credentials.access_token.clone());
+        }
+        // Another `nubo` process may have traded the same refresh token a moment ago: under the
+        // lock, a stored pair newer than ours is taken instead of refreshing again.
+        let _refreshing = Credentials::lock_for_refresh().await?;
+        if let Some(stored) = Credentials::load()?
+            && stored.server == credentials.server
+            && stored.refresh_token != credentials.refresh_token
+        {
+            *credentials = stored;
+            if credentials.access_token != stale && credentials.access_expires - now_unix() > REFRESH_MARGIN_SECONDS {
+                return Ok(credentials.access_token.clone());
+            }
         }
         if credentials.refresh_expires <= now_unix() {
             return Err(CliError::auth_needed("the session has expired"));

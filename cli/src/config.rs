@@ -1,5 +1,5 @@
 //! The client's files in the user's config directory (`$XDG_CONFIG_HOME/nubo`): the signed-in
-//! session (`credentials.json`, mode 0600) and the resume records of interrupted transfers
+//! session (`credentials.json`, mode 0600, with `credentials.lock` serialising refreshes) and the resume records of interrupted transfers
 //! (`resume/`). Every file is written to a private temporary file and renamed into place, so
 //! none is ever readable by others or seen half-written.
 
@@ -49,6 +49,28 @@ impl Credentials {
 
     pub fn save(&self) -> CliResult<()> {
         write_private_json(&credentials_path()?, self)
+    }
+
+    /// Holds the session for one refresh across every `nubo` process of this user (an exclusive
+    /// lock on `credentials.lock`, released when the answer is dropped): a refresh token used
+    /// twice ends the session on the server, so two processes must never trade the same one.
+    pub async fn lock_for_refresh() -> CliResult<std::fs::File> {
+        let dir = config_dir()?;
+        create_private_dir(&dir)?;
+        let path = dir.join("credentials.lock");
+        let locked = tokio::task::spawn_blocking(move || {
+            let mut options = std::fs::OpenOptions::new();
+            options.create(true).truncate(false).write(true);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt;
+                options.mode(0o600);
+            }
+            let file = options.open(&path).map_err(|err| CliError::local("cannot open", &path, err))?;
+            file.lock().map_err(|err| CliError::local("cannot lock", &path, err))?;
+            Ok(file)
+        });
+        locked.await.map_err(|err| CliError::new(ExitKind::Failed, format!("the session lock failed: {err}")))?
     }
 
     /// Forgets the session; answers whether there was one.

@@ -130,13 +130,25 @@ async fn download(api: &Api, file: Planned, options: &GetOptions, progress: &Pro
     let mut part_name = target.file_name().unwrap_or_default().to_owned();
     part_name.push(".part");
     let part = target.with_file_name(part_name);
-    let absolute = std::path::absolute(&part).unwrap_or_else(|_| part.clone());
+    let resumed_from = fetch_verified(api, &object, &part, progress).await?;
+    tokio::fs::rename(&part, &target).await.map_err(local_error("cannot rename", &part))?;
+    // The remote time on the local file lets a second `get` see it is up to date.
+    let modified = SystemTime::UNIX_EPOCH + Duration::from_secs(remote_time.max(0) as u64);
+    let _ = std::fs::File::options().write(true).open(&target).and_then(|f| f.set_modified(modified));
+    Ok(report("downloaded", resumed_from))
+}
+
+/// Downloads `object` into the temporary file `part` (continuing a part an interrupted run left,
+/// when its record says it holds the same content) and checks it is complete and the server's
+/// content; answers how many bytes were already there. The caller renames `part` into place.
+pub async fn fetch_verified(api: &Api, object: &Object, part: &Path, progress: &Progress) -> CliResult<u64> {
+    let absolute = std::path::absolute(part).unwrap_or_else(|_| part.to_owned());
     let credentials = api.credentials().await;
     let user = credentials.map(|c| c.user_id).unwrap_or_default();
     let record_path =
         resume_record_path("get", &format!("{}\n{user}\n{}\n{}", api.server, object.id, absolute.display()))?;
     let record = read_record::<GetRecord>(&record_path)?.filter(|r| r.size == object.size);
-    let mut offset = match (&record, std::fs::metadata(&part)) {
+    let mut offset = match (&record, std::fs::metadata(part)) {
         (Some(_), Ok(meta)) if meta.len() <= object.size => meta.len(),
         _ => 0,
     };
@@ -146,7 +158,7 @@ async fn download(api: &Api, file: Planned, options: &GetOptions, progress: &Pro
     let mut expected_etag = record.and_then(|r| r.etag);
     let mut attempt = 1;
     let etag = loop {
-        match fetch(api, &object, &part, offset, expected_etag.as_deref(), &record_path, progress, &bar).await {
+        match fetch(api, object, part, offset, expected_etag.as_deref(), &record_path, progress, &bar).await {
             Ok(Fetched::Complete(etag)) => break etag,
             Ok(Fetched::Restart) => {
                 progress.retract(&bar, offset);
@@ -165,16 +177,12 @@ async fn download(api: &Api, file: Planned, options: &GetOptions, progress: &Pro
         }
     };
     bar.finish_and_clear();
-    verify(&part, object.size, etag.as_deref()).await.inspect_err(|_| {
-        let _ = std::fs::remove_file(&part);
+    verify(part, object.size, etag.as_deref()).await.inspect_err(|_| {
+        let _ = std::fs::remove_file(part);
         remove_record(&record_path);
     })?;
-    tokio::fs::rename(&part, &target).await.map_err(local_error("cannot rename", &part))?;
     remove_record(&record_path);
-    // The remote time on the local file lets a second `get` see it is up to date.
-    let modified = SystemTime::UNIX_EPOCH + Duration::from_secs(remote_time.max(0) as u64);
-    let _ = std::fs::File::options().write(true).open(&target).and_then(|f| f.set_modified(modified));
-    Ok(report("downloaded", resumed_from))
+    Ok(resumed_from)
 }
 
 enum Fetched {

@@ -22,6 +22,9 @@ pub enum ExitKind {
     Network = 6,
     /// Refused: not allowed, larger than the policy allows, or over quota.
     Refused = 7,
+    /// `nubo sync` finished but not everything is in step: conflicts were kept (both versions
+    /// are on both sides), or paths were skipped (names one side cannot hold, changes meanwhile).
+    NotConverged = 8,
 }
 
 /// A failed command: its kind, what happened, the server's error code when it answered one,

@@ -8,6 +8,7 @@ mod download;
 mod error;
 mod output;
 mod remote;
+mod sync;
 mod testing;
 mod upload;
 
@@ -126,6 +127,32 @@ enum Command {
         #[command(subcommand)]
         action: ShareAction,
     },
+    /// Keep a local folder and a remote folder in step, both ways (see docs/cli.md).
+    ///
+    /// Exit status: 0 everything in step, 8 conflicts kept or paths skipped, else as other commands.
+    Sync {
+        /// Only send local changes to the server.
+        #[arg(long, conflicts_with = "pull")]
+        push: bool,
+        /// Only bring remote changes here.
+        #[arg(long)]
+        pull: bool,
+        /// Print what a run would do, and do nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Keep going: sync again whenever something changes on either side.
+        #[arg(long)]
+        watch: bool,
+        /// Transfers at once.
+        #[arg(long, short = 'P', default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+        parallel: u16,
+        /// The local folder (made when missing).
+        #[arg(value_name = "LOCAL")]
+        local: PathBuf,
+        /// The remote folder (made when missing).
+        #[arg(value_name = "REMOTE")]
+        remote: String,
+    },
     /// Find files and folders by name.
     Search {
         /// Text the names contain (any case).
@@ -216,6 +243,15 @@ async fn run(command: Command, output: Output) -> CliResult<Value> {
                 ShareAction::Rm { codes } => commands::share_rm(&api, &codes, output).await,
             }
         }
+        Command::Sync { push, pull, dry_run, watch, parallel, local, remote } => {
+            let direction = match (push, pull) {
+                (true, _) => sync::Direction::Push,
+                (_, true) => sync::Direction::Pull,
+                _ => sync::Direction::Both,
+            };
+            let options = sync::SyncOptions { direction, dry_run, watch, parallel: usize::from(parallel) };
+            sync::sync(&Api::signed_in()?, &local, &remote, &options, output).await
+        }
         Command::Search { text, kind, under } => {
             commands::search(&Api::signed_in()?, &text, kind.as_deref(), under.as_deref(), output).await
         }
@@ -232,7 +268,8 @@ fn main() {
         .expect("the async runtime starts");
     match runtime.block_on(run(cli.command, output)) {
         Ok(value) => {
-            if output.json {
+            // `sync` prints its own lines as it goes and answers null.
+            if output.json && !value.is_null() {
                 output.print_json(&value);
             }
         }

@@ -12,11 +12,13 @@ use serde_json::Value;
 pub struct Output {
     pub json: bool,
     pub progress: bool,
+    /// `--quiet`: no progress bars and no line per step.
+    pub quiet: bool,
 }
 
 impl Output {
     pub fn new(json: bool, quiet: bool) -> Output {
-        Output { json, progress: !json && !quiet && std::io::stderr().is_terminal() }
+        Output { json, progress: !json && !quiet && std::io::stderr().is_terminal(), quiet }
     }
 
     pub fn print_json(&self, value: &Value) {

@@ -69,6 +69,13 @@ impl RemotePath {
         RemotePath { names, folder_hint: false }
     }
 
+    /// This folder's path joined with a slash-separated relative path (`a/b.txt`; `` is itself).
+    pub fn join_relative(&self, relative: &str) -> RemotePath {
+        let mut names = self.names.clone();
+        names.extend(relative.split('/').filter(|n| !n.is_empty()).map(str::to_owned));
+        RemotePath { names, folder_hint: false }
+    }
+
     pub fn parent(&self) -> RemotePath {
         let mut names = self.names.clone();
         names.pop();

@@ -1,7 +1,9 @@
 //! Interruptions on demand, so tests can check that transfers resume: with
 //! `NUBO_CLI_STOP_AFTER_CHUNKS=N` the process stops right after its N-th chunk (or small file)
 //! was stored, with `NUBO_CLI_STOP_AFTER_BYTES=N` once N downloaded bytes are on disk, as a
-//! killed process would (exit code 6, like a broken connection). Unset, they cost one atomic add.
+//! killed process would (exit code 6, like a broken connection). With `NUBO_CLI_STOP_MODE=pause`
+//! the thread that reached the limit sleeps for good instead, so a test can `kill -9` the process
+//! at that very point. Unset, they cost one atomic add.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +16,12 @@ fn limit(name: &'static str, cell: &'static OnceLock<Option<u64>>) -> Option<u64
 }
 
 fn stop(what: &str) -> ! {
+    if std::env::var("NUBO_CLI_STOP_MODE").is_ok_and(|mode| mode == "pause") {
+        eprintln!("paused on purpose after {what} (test hook)");
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
     eprintln!("stopped on purpose after {what} (test hook)");
     std::process::exit(crate::error::ExitKind::Network as i32);
 }

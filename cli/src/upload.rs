@@ -37,16 +37,25 @@ pub struct PutOptions {
 }
 
 /// One local file and where it goes.
-struct Planned {
-    local: PathBuf,
-    parent: RemotePath,
-    name: String,
-    size: u64,
-    modified_ms: i64,
+pub struct Planned {
+    pub local: PathBuf,
+    /// The remote folder it goes into, from the user's root.
+    pub parent: RemotePath,
+    pub name: String,
+    pub size: u64,
+    pub modified_ms: i64,
+    /// Replace the content of a remote file of the same name.
+    pub overwrite: bool,
+    /// The content's blake3 when known: the server then makes the file at once from content
+    /// the user already has, without the bytes being sent again.
+    pub blake3: Option<String>,
+    /// With `overwrite`: the content the remote file must still have for the upload to replace
+    /// it (else 409 `object.changed`), so a change made there meanwhile is never overwritten.
+    pub replaces_blake3: Option<String>,
 }
 
-/// What `put` needs while files are in flight.
-struct Put<'a> {
+/// What `put` (and `sync`) need while files are in flight.
+pub struct Put<'a> {
     api: &'a Api,
     options: &'a PutOptions,
     progress: Progress,
@@ -116,7 +125,16 @@ fn planned(local: PathBuf, parent: RemotePath, name: String, meta: &std::fs::Met
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_millis() as i64);
-    Planned { local, parent, name, size: meta.len(), modified_ms }
+    Planned {
+        local,
+        parent,
+        name,
+        size: meta.len(),
+        modified_ms,
+        overwrite: false,
+        blake3: None,
+        replaces_blake3: None,
+    }
 }
 
 /// Adds the files below `dir` (to go below `remote`) and the folders to make.
@@ -159,7 +177,7 @@ pub async fn put(
         Some(object) => object.is_folder(),
         None => sources.len() > 1 || destination.folder_hint,
     };
-    let mut files = Vec::new();
+    let mut files: Vec<Planned> = Vec::new();
     let mut folders = Vec::new();
     if into_folder {
         folders.push(destination.clone());
@@ -183,19 +201,11 @@ pub async fn put(
             return Err(CliError::usage(format!("{} is not a file or a folder", source.display())));
         }
     }
-    let credentials = api.credentials().await.ok_or_else(|| CliError::auth_needed("not signed in"))?;
-    let policies: Vec<Value> = api.get("/user/settings/policies").await?;
-    let chunk = policies.first().and_then(|p| p["chunk_size"].as_u64()).unwrap_or(DEFAULT_CHUNK);
+    for file in &mut files {
+        file.overwrite = options.overwrite;
+    }
     let total: u64 = files.iter().map(|f| f.size).sum();
-    let put = Put {
-        api,
-        options,
-        progress: Progress::new(output, "put", total, files.len()),
-        permits: Arc::new(Semaphore::new(options.parallel.max(1))),
-        folders: FolderCache::default(),
-        single_max: chunk,
-        user_id: credentials.user_id,
-    };
+    let put = Put::new(api, options, Progress::new(output, "put", total, files.len())).await?;
     // Parents before children: the walk lists each folder before what is inside it.
     for folder in &folders {
         put.folders.ensure(api, folder).await?;
@@ -209,7 +219,44 @@ pub async fn put(
     results
 }
 
-impl Put<'_> {
+impl<'a> Put<'a> {
+    /// Transfers with `options.parallel` requests carrying bytes at once, counted on `progress`.
+    pub async fn new(api: &'a Api, options: &'a PutOptions, progress: Progress) -> CliResult<Put<'a>> {
+        let credentials = api.credentials().await.ok_or_else(|| CliError::auth_needed("not signed in"))?;
+        let policies: Vec<Value> = api.get("/user/settings/policies").await?;
+        let chunk = policies.first().and_then(|p| p["chunk_size"].as_u64()).unwrap_or(DEFAULT_CHUNK);
+        Ok(Put {
+            api,
+            options,
+            progress,
+            permits: Arc::new(Semaphore::new(options.parallel.max(1))),
+            folders: FolderCache::default(),
+            single_max: chunk,
+            user_id: credentials.user_id,
+        })
+    }
+
+    /// Uploads one file into the remote folder `parent` (which is at `file.parent`): in one
+    /// request when small, its content not known to the server and nothing it must replace,
+    /// else through a session (resumable; made at once when `file.blake3` names content the user
+    /// already has; completed only while the replaced file has `file.replaces_blake3`).
+    /// Answers the file and how it went (`single`, `session`, `direct`, `known`).
+    pub async fn upload_into(&self, file: &Planned, parent: &Object) -> CliResult<(Object, &'static str)> {
+        let bar =
+            if file.size > self.single_max { self.progress.file(&file.name, file.size) } else { ProgressBar::hidden() };
+        let outcome = if file.size <= self.single_max && file.blake3.is_none() && file.replaces_blake3.is_none() {
+            self.single(file, parent).await
+        } else {
+            self.session(file, parent, &bar).await
+        };
+        bar.finish_and_clear();
+        outcome.map(|(object, how)| {
+            let method =
+                if how.chunks_sent == 0 && how.method != "single" && !how.resumed { "known" } else { how.method };
+            (object, method)
+        })
+    }
+
     async fn file(&self, file: Planned) -> CliResult<Value> {
         let parent = self.folders.ensure(self.api, &file.parent).await?;
         let remote_path = file.parent.join(&file.name);
@@ -223,7 +270,7 @@ impl Put<'_> {
         bar.finish_and_clear();
         let (object, how) = match outcome {
             Ok(done) => done,
-            Err(err) if err.code.as_deref() == Some("object.name_taken") && !self.options.overwrite => {
+            Err(err) if err.code.as_deref() == Some("object.name_taken") && !file.overwrite => {
                 match self.unchanged(&remote_path, &file).await? {
                     Some(object) => {
                         self.progress.total.inc(file.size);
@@ -274,7 +321,7 @@ impl Put<'_> {
         let created = self.send_bytes(Method::POST, &url, &bytes).await;
         let object = match created {
             Ok(object) => object,
-            Err(err) if err.code.as_deref() == Some("object.name_taken") && self.options.overwrite => {
+            Err(err) if err.code.as_deref() == Some("object.name_taken") && file.overwrite => {
                 let existing = remote::require(self.api, &file.parent.join(&file.name)).await?;
                 if existing.is_folder() {
                     return Err(err);
@@ -341,8 +388,14 @@ impl Put<'_> {
         let session = match resumed {
             Some(session) => session,
             None => {
-                let request = json!({"file_name": file.name, "file_size": file.size, "parent_id": parent.id,
-                                     "overwrite": self.options.overwrite});
+                let mut request = json!({"file_name": file.name, "file_size": file.size, "parent_id": parent.id,
+                                     "overwrite": file.overwrite});
+                if let Some(hash) = &file.blake3 {
+                    request["blake3"] = json!(hash);
+                }
+                if let Some(hash) = file.replaces_blake3.as_ref().filter(|_| file.overwrite) {
+                    request["replaces_blake3"] = json!(hash);
+                }
                 let session: Session = self.api.json(Method::POST, "/file/upload", Some(&request)).await?;
                 write_private_json(&record, &PutRecord { session_id: session.id.clone() })?;
                 session

@@ -218,6 +218,18 @@ async fn signs_in_keeps_the_tokens_private_refreshes_them_and_signs_out(app: Tes
     assert_ne!(third["refresh_token"], second["refresh_token"]);
     assert!(third["access_expires"].as_i64().unwrap() > 0);
 
+    // Several processes finding the token expired at once refresh it once between them: a
+    // refresh token traded twice would end the session for all of them.
+    let mut expired = cli.credentials();
+    expired["access_expires"] = json!(0);
+    std::fs::write(cli.credentials_path(), expired.to_string()).unwrap();
+    let runs = futures_util::future::join_all((0..6).map(|_| cli.run(&["--json", "whoami"]))).await;
+    for run in &runs {
+        assert_eq!(run.code, 0, "every process keeps the session: {}", run.stderr);
+    }
+    assert_eq!(cli.run(&["--json", "whoami"]).await.code, 0, "and it lives on");
+    let third = cli.credentials();
+
     let out = cli.run(&["--json", "logout"]).await.json();
     assert_eq!(out["server_session_ended"], true);
     assert!(!cli.credentials_path().exists());

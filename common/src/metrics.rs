@@ -3,6 +3,7 @@
 //! their figures apart), the middleware counting requests by route template, the body wrapper
 //! counting transferred bytes, and the bearer-token check of `GET /metrics`.
 
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,10 +12,11 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderMap, Method, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http_body::{Frame, SizeHint};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
@@ -203,12 +205,23 @@ pub async fn track_requests(State(metrics): State<Arc<HttpMetrics>>, request: Re
     } else {
         (request, None)
     };
-    let response = next.run(request).await;
+    let count = |status: StatusCode| {
+        registry
+            .counter(HTTP_REQUESTS, &[("route", &route), ("method", method_label), ("status", status.as_str())])
+            .increment(1);
+        registry.histogram(HTTP_DURATION, &[("route", &route), ("method", method_label)]).record(started.elapsed());
+    };
+    // A handler that panics becomes a 500 further out (the server's panic layer): it is counted
+    // as one here, then the panic goes on to that layer.
+    let response = match AssertUnwindSafe(next.run(request)).catch_unwind().await {
+        Ok(response) => response,
+        Err(panic) => {
+            count(StatusCode::INTERNAL_SERVER_ERROR);
+            std::panic::resume_unwind(panic);
+        }
+    };
     let status = response.status();
-    registry
-        .counter(HTTP_REQUESTS, &[("route", &route), ("method", method_label), ("status", status.as_str())])
-        .increment(1);
-    registry.histogram(HTTP_DURATION, &[("route", &route), ("method", method_label)]).record(started.elapsed());
+    count(status);
     if metrics.answered.fetch_add(1, Ordering::Relaxed) % UPKEEP_EVERY == UPKEEP_EVERY - 1 {
         registry.upkeep();
     }
@@ -289,6 +302,24 @@ mod tests {
         assert_eq!(check_bearer(&headers("Bearer "), &token), Access::Wrong);
         assert_eq!(check_bearer(&headers("Basic c2NyYXBlOm1l"), &token), Access::Missing);
         assert_eq!(check_bearer(&HeaderMap::new(), &token), Access::Missing);
+    }
+
+    #[tokio::test]
+    async fn a_handler_that_panics_is_counted_as_a_500() {
+        use tower::ServiceExt;
+        async fn boom() -> &'static str {
+            panic!("on purpose")
+        }
+        let registry = Arc::new(Registry::new());
+        let metrics = Arc::new(HttpMetrics::new(registry.clone(), |_, _| None));
+        let app = axum::Router::new()
+            .route("/boom/{id}", axum::routing::get(boom))
+            .layer(axum::middleware::from_fn_with_state(metrics, track_requests));
+        let request = Request::builder().uri("/boom/7").body(Body::empty()).unwrap();
+        let answered = AssertUnwindSafe(app.oneshot(request)).catch_unwind().await;
+        assert!(answered.is_err(), "the panic goes on to the server's panic layer");
+        let text = registry.render();
+        assert!(text.contains(r#"nubo_http_requests_total{route="/boom/{id}",method="GET",status="500"} 1"#), "{text}");
     }
 
     #[test]

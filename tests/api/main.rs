@@ -38,6 +38,7 @@ mod site;
 mod storage;
 mod storage_packs;
 mod summary;
+mod sync_support;
 mod tags;
 mod tasks;
 mod themes;

@@ -1,7 +1,7 @@
 //! SQL of `physical_files`: stored blobs with their content hash and reference count.
 
 use super::{Arg, Conn, Db, DbError, Values};
-use crate::domain::ids::PolicyId;
+use crate::domain::ids::{PolicyId, UserId};
 use crate::domain::time::Millis;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -87,6 +87,26 @@ pub async fn holds_content(db: &Db, policy_id: PolicyId, blake3: &str, size: i64
     let policy_id = policy_id.to_string();
     let args = [Arg::Text(&policy_id), Arg::Text(blake3), Arg::Int(size)];
     Ok(db.read_row(SAME_CONTENT_ID, &args, |row| row.text("id")).await?.is_some())
+}
+
+/// Whether `owner` has a file (in the trash or not) whose content is a live blob of the policy
+/// with this hash and size: proof that the owner holds the bytes, so a new file of theirs may
+/// refer to that content without sending it.
+pub async fn owner_holds_content(
+    db: &Db,
+    owner_id: UserId,
+    policy_id: PolicyId,
+    blake3: &str,
+    size: i64,
+) -> Result<bool, DbError> {
+    let (policy_id, owner_id) = (policy_id.to_string(), owner_id.to_string());
+    let sql = concat!(
+        "SELECT id FROM physical_files b WHERE ",
+        same_content!(),
+        " AND EXISTS (SELECT 1 FROM objects o WHERE o.physical_file_id = b.id AND o.owner_id = $4) LIMIT 1"
+    );
+    let args = [Arg::Text(&policy_id), Arg::Text(blake3), Arg::Int(size), Arg::Text(&owner_id)];
+    Ok(db.read_row(sql, &args, |row| row.text("id")).await?.is_some())
 }
 
 /// The policy's oldest blob with the same content, for de-duplication (the one

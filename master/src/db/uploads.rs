@@ -21,13 +21,16 @@ pub struct SessionRow {
     pub storage_key: String,
     pub driver_state: String,
     pub replace_object_id: Option<ObjectId>,
+    /// The blob of `replace_object_id` the upload may replace, when the client named the content
+    /// it replaces: completion refuses once the file has other content.
+    pub replace_blob_id: Option<String>,
     pub status: UploadStatus,
     pub expires_at: Millis,
     pub created_at: Millis,
 }
 
 const COLUMNS: &str = "id, owner_id, parent_id, file_name, policy_id, node_id, declared_size, chunk_size, total_chunks, storage_key, \
-     driver_state, replace_object_id, status, expires_at, created_at";
+     driver_state, replace_object_id, replace_blob_id, status, expires_at, created_at";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ChunkRow {
@@ -39,7 +42,7 @@ pub struct ChunkRow {
 
 pub async fn insert(conn: &mut Conn, s: &SessionRow) -> Result<(), DbError> {
     sqlx::query(&format!(
-        "INSERT INTO upload_sessions ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+        "INSERT INTO upload_sessions ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
     ))
     .bind(s.id)
     .bind(s.owner_id)
@@ -53,6 +56,7 @@ pub async fn insert(conn: &mut Conn, s: &SessionRow) -> Result<(), DbError> {
     .bind(s.storage_key.as_str())
     .bind(s.driver_state.as_str())
     .bind(s.replace_object_id)
+    .bind(s.replace_blob_id.as_deref())
     .bind(s.status)
     .bind(s.expires_at)
     .bind(s.created_at)

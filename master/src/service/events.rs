@@ -53,12 +53,13 @@ pub struct ChangeEvent {
 }
 
 /// One event of the `GET /events` stream as it travels (Server-Sent Events): `event` is `ready`
-/// (first; `data` is `{"cursor": n}`, the cursor the stream starts from), `change` (`data` is a
+/// (first; `data` is `{"cursor": n, "head": h}`, the cursor the stream starts from and the
+/// newest one delivered when it started), `change` (`data` is a
 /// `ChangeEvent` in JSON, `id` its cursor) or `error` (the stream ends; `data` says why).
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct StreamEvent {
     pub event: String,
-    /// JSON text: `{"cursor": n}` for `ready`, a `ChangeEvent` for `change`.
+    /// JSON text: `{"cursor": n, "head": h}` for `ready`, a `ChangeEvent` for `change`.
     pub data: String,
     /// The cursor of a `change` event.
     pub id: Option<String>,

@@ -254,6 +254,75 @@ pub async fn detail(db: &Db, object: &Readable) -> ServiceResult<ObjectDetail> {
     Ok(ObjectDetail { object: view_of(db, row).await?, total_size, file_count, folder_count, policy, blake3 })
 }
 
+/// One file or folder below a folder, for a client that keeps a copy of the whole tree.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TreeEntry {
+    pub id: Uuid,
+    pub parent_id: Option<Uuid>,
+    pub kind: ObjectKind,
+    pub name: String,
+    /// Slash-separated from the folder listed, without a leading slash: `a/b.txt`.
+    pub path: String,
+    /// Bytes; 0 for folders.
+    pub size: i64,
+    /// blake3 of the content, hexadecimal (files only).
+    pub blake3: Option<String>,
+    pub updated_at: String,
+}
+
+/// One page of a folder's whole tree.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TreePage {
+    /// The change-event cursor taken before this page was read: `GET /events?since=` this value
+    /// shows every change made after the listing (some of them possibly already in it). A client
+    /// follows from the first page's.
+    pub cursor: i64,
+    pub items: Vec<TreeEntry>,
+    /// Pass as `after` for the next page; absent on the last.
+    pub next: Option<String>,
+}
+
+/// Entries of a tree page: at most this many.
+pub const TREE_PAGE_MAX: i64 = 5000;
+
+/// A page of the live descendants of `folder` (by id, above `after`), with their paths below it
+/// and their content hashes.
+pub async fn tree(
+    ctx: &Context,
+    folder: &Readable,
+    after: Option<&str>,
+    limit: Option<i64>,
+) -> ServiceResult<TreePage> {
+    if folder.row().kind != ObjectKind::Folder {
+        return Err(ServiceError::validation("id", "only a folder has a tree"));
+    }
+    let limit = limit.unwrap_or(1000);
+    if !(1..=TREE_PAGE_MAX).contains(&limit) {
+        return Err(ServiceError::validation("limit", format!("limit is 1 to {TREE_PAGE_MAX}")));
+    }
+    let after = match after {
+        Some(token) => Some(Uuid::parse_str(token).map_err(|_| ServiceError::validation("after", "not a page token"))?),
+        None => None,
+    };
+    let cursor = ctx.events().delivered();
+    let rows = db::objects::tree_page(ctx.db(), folder.row().id, after.map(Into::into), limit).await?;
+    let next = (rows.len() as i64 == limit).then(|| rows.last().map(|row| row.id.to_string())).flatten();
+    let items = rows
+        .into_iter()
+        .map(|row| TreeEntry {
+            id: row.id.into(),
+            parent_id: row.parent_id.map(Uuid::from),
+            kind: row.kind,
+            name: row.name,
+            path: row.path,
+            size: row.size,
+            blake3: row.blake3,
+            updated_at: to_rfc3339(row.updated_at),
+        })
+        .collect();
+    Ok(TreePage { cursor, items, next })
+}
+
 /// Renames a live object ([`Reach::Live`]); the root keeps its (empty) name.
 pub async fn rename(db: &Db, object: &Writable, name: &str) -> ServiceResult<ObjectView> {
     if object.row().parent_id.is_none() {

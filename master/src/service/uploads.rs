@@ -13,6 +13,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::context::Context;
+use crate::db::objects::ObjectRow;
 use crate::db::uploads::{ChunkRow, SessionRow};
 use crate::db::{self, DbError};
 use crate::domain::activity::{Action, TargetKind};
@@ -27,7 +28,7 @@ use crate::service::access::{self, Reach};
 use crate::service::activity::{self, Activity};
 use crate::service::files::{self, ObjectView, quota_exceeded};
 use crate::service::ingest::{self, Charge, Hold, Plan, StagedBlob};
-use crate::service::policies;
+use crate::service::{policies, writes};
 
 /// How long a session may wait for its chunks (the interface leaves it open): a day.
 pub const SESSION_LIFETIME: Duration = Duration::from_secs(24 * 3600);
@@ -83,6 +84,12 @@ pub struct NewUpload {
     pub policy_id: Option<Uuid>,
     /// Replace the content of a file of that name in the folder, when there is one.
     pub overwrite: bool,
+    /// The content's blake3 (hexadecimal), when the client knows it: content the owner already
+    /// holds is not sent again.
+    pub blake3: Option<String>,
+    /// With `overwrite`: the blake3 of the content the upload replaces; the file must have it
+    /// when the session opens and still when it completes.
+    pub replaces_blake3: Option<String>,
 }
 
 fn session_not_found() -> ServiceError {
@@ -121,8 +128,9 @@ pub fn check_max_size(max_size: i64, size: i64) -> ServiceResult<()> {
 }
 
 /// Looks again, once the bytes are in, at what admitted the upload when it began: the owner's
-/// group may still use the policy, the file still fits the policy's size limit, and the quota
-/// still covers what the owner uses (this upload's reservation included). An administrator may
+/// group may still use the policy, the file still fits the policy's size limit, the quota
+/// still covers what the owner uses (this upload's reservation included), and a file replaced
+/// on condition (`replaces_blake3`) still has the content named. An administrator may
 /// have changed any of them while the bytes were in flight. `Ok(Some(refusal))` when the upload
 /// may no longer be recorded; `Err` only for a fault while looking.
 async fn refusal_on_completion(
@@ -140,6 +148,12 @@ async fn refusal_on_completion(
     }
     if let Err(refused) = check_max_size(policy.max_size, session.declared_size) {
         return Ok(Some(refused));
+    }
+    if let (Some(target), Some(expected)) = (session.replace_object_id, &session.replace_blob_id) {
+        let current = db::objects::find_owned(db, session.owner_id, target).await?;
+        if current.is_none_or(|row| row.trashed_at.is_some() || row.physical_file_id.as_ref() != Some(expected)) {
+            return Ok(Some(ingest::changed_meanwhile()));
+        }
     }
     let (used, capacity) = db::users::usage_and_capacity(db, session.owner_id, now_ms()).await?;
     Ok((used > capacity).then(quota_exceeded))
@@ -167,6 +181,13 @@ pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewU
             .with_field("file_name"));
         }
     };
+    let replace_blob_id = match request.replaces_blake3.as_deref() {
+        None => None,
+        Some(_) if !request.overwrite => {
+            return Err(ServiceError::validation("replaces_blake3", "replaces_blake3 goes with overwrite"));
+        }
+        Some(expected) => Some(replaced_content(db, replaced.as_ref(), &parse_blake3(expected)?).await?),
+    };
     let wanted_policy = replaced.as_ref().map_or(request.policy_id, |row| row.policy_id.map(Uuid::from));
     let policy = policies::policy_for(db, group_id, wanted_policy).await?;
     check_max_size(policy.max_size, request.file_size)?;
@@ -176,6 +197,14 @@ pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewU
     let (used, capacity) = db::users::usage_and_capacity(db, owner.into(), now_ms()).await?;
     if request.file_size > capacity.saturating_sub(used) {
         return Err(quota_exceeded());
+    }
+    if let Some(blake3) = request.blake3.as_deref() {
+        let blake3 = parse_blake3(blake3)?;
+        let at = (parent.row().id, &name);
+        let held = (request.file_size, blake3.as_str());
+        if let Some(object) = writes::claim_held_content(ctx, owner, at, replaced.as_ref(), &policy, held).await? {
+            return Ok(made_from_held_content(&policy, object));
+        }
     }
     let store = policies::store(ctx, &policy).await?;
     let context = NamingContext { user_id: owner, original_name: name.as_str(), now: time::OffsetDateTime::now_utc() };
@@ -202,6 +231,7 @@ pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewU
         storage_key: key.to_string(),
         driver_state: serde_json::to_string(&upload).map_err(ServiceError::internal)?,
         replace_object_id: replaced.map(|row| row.id),
+        replace_blob_id,
         status: Uploading,
         expires_at: now + SESSION_LIFETIME.as_millis() as i64,
         created_at: now,
@@ -234,6 +264,42 @@ pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewU
         return view(&session, Vec::new(), Some(object));
     }
     with_direct(view(&session, Vec::new(), None)?, store.as_ref(), &session)
+}
+
+/// The blob of `replaced` when its content has the blake3 `expected`; 409 `object.changed` when
+/// it has other content or there is no such file (both changed since the client looked).
+async fn replaced_content(db: &db::Db, replaced: Option<&ObjectRow>, expected: &str) -> ServiceResult<String> {
+    let blob_id = replaced.and_then(|row| row.physical_file_id.clone()).ok_or_else(ingest::changed_meanwhile)?;
+    let blob = db::blobs::find(db, &blob_id).await?;
+    match blob.and_then(|blob| blob.blake3).is_some_and(|blake3| blake3 == expected) {
+        true => Ok(blob_id),
+        false => Err(ingest::changed_meanwhile()),
+    }
+}
+
+/// A blake3 as clients send it: 64 hexadecimal digits, kept in lower case.
+fn parse_blake3(raw: &str) -> ServiceResult<String> {
+    match raw.len() == 64 && raw.bytes().all(|b| b.is_ascii_hexdigit()) {
+        true => Ok(raw.to_ascii_lowercase()),
+        false => Err(ServiceError::validation("blake3", "a blake3 hash is 64 hexadecimal digits")),
+    }
+}
+
+/// The answer for a file made at once from content its owner already held: complete, with the
+/// file; its `id` names no session (there is nothing to resume).
+fn made_from_held_content(policy: &db::policies::PolicyRow, object: ObjectView) -> SessionView {
+    SessionView {
+        id: Uuid::new_v4(),
+        file_name: object.name.clone(),
+        file_size: object.size,
+        chunk_size: policy.chunk_size,
+        total_chunks: 0,
+        uploaded: Vec::new(),
+        expires_at: to_rfc3339(now_ms()),
+        policy_id: policy.id.into(),
+        object: Some(object),
+        direct: None,
+    }
 }
 
 /// Adds where to send the chunks when the store takes them directly.
@@ -519,6 +585,7 @@ async fn record_upload(
             let row = db::objects::find_owned(db, session.owner_id, target)
                 .await?
                 .filter(|row| row.trashed_at.is_none() && !row.is_folder() && row.policy_id == Some(session.policy_id))
+                .filter(|row| session.replace_blob_id.is_none() || row.physical_file_id == session.replace_blob_id)
                 .ok_or_else(ingest::changed_meanwhile)?;
             let (_, _, keeps_versions) = db::users::write_usage(db, session.owner_id, now_ms()).await?;
             // The whole size was reserved; without a version the old content's bytes come back.

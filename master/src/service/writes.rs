@@ -92,6 +92,36 @@ pub async fn create_file(
     files::view_of(db, &row).await
 }
 
+/// Creates the file `name` in the folder `parent`, or gives `replaced` new content, from content
+/// the owner already holds on `policy` (a file of theirs with this `blake3` and `size`): no byte
+/// moves, the quota is charged as for an upload. `None` when the owner holds no such content, it
+/// went meanwhile, or the charge does not fit: the caller then has the bytes sent.
+pub async fn claim_held_content(
+    ctx: &Context,
+    owner: Uuid,
+    (parent, name): (ObjectId, &ObjectName),
+    replaced: Option<&ObjectRow>,
+    policy: &PolicyRow,
+    (size, blake3): (i64, &str),
+) -> ServiceResult<Option<ObjectView>> {
+    let db = ctx.db();
+    if !db::blobs::owner_holds_content(db, owner.into(), policy.id, blake3, size).await? {
+        return Ok(None);
+    }
+    let usage = Usage::of(db, owner).await?;
+    let growth = size - replaced.map_or(0, |row| usage.freed_by_replacing(row.size));
+    let charge = Charge { amount: growth, capacity: usage.capacity };
+    let plan = match replaced {
+        Some(row) => recorded(Plan::replace(owner.into(), row, charge, usage.keeps_versions), owner, &row.name, true),
+        None => recorded(Plan::new_file(owner.into(), parent, name.as_str(), charge), owner, name.as_str(), false),
+    };
+    let Some(file) = ingest::commit_held(ctx, policy.id, (size, blake3), plan).await? else {
+        return Ok(None);
+    };
+    let row = db::objects::find_by_id(db, file.object_id).await?.ok_or_else(files::not_found)?;
+    Ok(Some(files::view_of(db, &row).await?))
+}
+
 /// The policy a file's content is stored under.
 async fn policy_of(db: &db::Db, row: &ObjectRow) -> ServiceResult<PolicyRow> {
     let policy_id = row.policy_id.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("file without policy")))?;

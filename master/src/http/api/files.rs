@@ -14,7 +14,7 @@ use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::http::guard::AuthRequired;
 use crate::service::access::{self, Reach};
-use crate::service::files::{self, DirectoryView, ObjectDetail, ObjectView};
+use crate::service::files::{self, DirectoryView, ObjectDetail, ObjectView, TreePage};
 use crate::service::tasks::{self, TaskView};
 use crate::service::{Page, PageRequest};
 
@@ -183,6 +183,40 @@ pub async fn detail(
 ) -> ServiceResult<Json<ObjectDetail>> {
     let object = access::readable(state.db(), caller.claims.sub, id, Reach::Any).await?;
     Ok(Json(files::detail(state.db(), &object).await?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TreeQuery {
+    /// The `next` of the previous page.
+    pub after: Option<String>,
+    /// Entries per page, 1 to 5000 (default 1000).
+    #[param(minimum = 1, maximum = 5000)]
+    pub limit: Option<i64>,
+}
+
+/// Everything below a folder in pages, for sync clients: every live file and folder with its
+/// path below the folder, size, change time and content hash, ordered by id (pages do not shift
+/// while others change). Each page carries the change-event cursor taken before it was read;
+/// follow `GET /events?since=` the first page's cursor to learn what changed during and after
+/// the listing.
+#[utoipa::path(get, path = "/object/{id}/tree", tag = "files", security(("bearer" = [])),
+    params(("id" = Uuid, Path), TreeQuery),
+    responses(
+        (status = 200, description = "A page of the tree", body = TreePage),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such folder", body = ErrorBody),
+        (status = 422, description = "Not a folder, a bad `after` or `limit`", body = ErrorBody),
+    ))]
+pub async fn tree(
+    State(state): State<Context>,
+    caller: AuthRequired,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiQuery(query): ApiQuery<TreeQuery>,
+) -> ServiceResult<Json<TreePage>> {
+    let folder = access::readable(state.db(), caller.claims.sub, id, Reach::Live).await?;
+    Ok(Json(files::tree(&state, &folder, query.after.as_deref(), query.limit).await?))
 }
 
 /// Objects to move or copy, always a list, and the destination folder.

@@ -172,6 +172,7 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(files::list_root, files::create_folder))
         .routes(routes!(files::get, files::rename))
         .routes(routes!(files::detail))
+        .routes(routes!(files::tree))
         .routes(routes!(thumbnails::thumbnail))
         .routes(routes!(files::move_objects, files::trash))
         .routes(routes!(files::copy_objects))

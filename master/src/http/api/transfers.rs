@@ -41,6 +41,20 @@ pub struct CreateUploadRequest {
     /// that name still answers 409.
     #[serde(default)]
     pub overwrite: bool,
+    /// The content's blake3, 64 hexadecimal digits, when the client knows it. When the caller
+    /// already has a file (in the trash or not) with exactly this content on the target policy,
+    /// the file is made at once from that content: the answer is complete (`object` set,
+    /// `total_chunks` 0, an `id` that names no session) and no byte is sent; the quota is charged
+    /// as for an upload. Otherwise a session opens as without it. Content of other users is never
+    /// matched: a hash is no proof of holding their bytes.
+    #[schema(pattern = "^[0-9a-fA-F]{64}$")]
+    pub blake3: Option<String>,
+    /// With `overwrite`: the blake3 of the content this upload replaces, for clients that must
+    /// not overwrite a change they have not seen (sync clients). The file must have exactly that
+    /// content when the session opens and again when it completes; otherwise 409
+    /// `object.changed` (and, at completion, the session ends and its bytes are dropped).
+    #[schema(pattern = "^[0-9a-fA-F]{64}$")]
+    pub replaces_blake3: Option<String>,
 }
 
 /// Start an upload. Checks the caller may use the policy (403), its `max_size` (413), the name
@@ -48,14 +62,14 @@ pub struct CreateUploadRequest {
 /// created at once (`object` in the answer). Sessions live 24 hours.
 #[utoipa::path(post, path = "/file/upload", tag = "files", security(("bearer" = [])), request_body = CreateUploadRequest,
     responses(
-        (status = 201, description = "Session created", body = SessionView),
+        (status = 201, description = "Session created, or the file made at once from content held (`object` set)", body = SessionView),
         (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Policy not allowed", body = ErrorBody),
         (status = 404, description = "No such folder", body = ErrorBody),
-        (status = 409, description = "Name taken", body = ErrorBody),
+        (status = 409, description = "Name taken; or the file no longer has the content `replaces_blake3` names", body = ErrorBody),
         (status = 413, description = "Larger than the policy's max_size or than its storage can hold", body = ErrorBody),
-        (status = 422, description = "Invalid name or size", body = ErrorBody),
+        (status = 422, description = "Invalid name, size or blake3", body = ErrorBody),
         (status = 507, description = "Quota exceeded (checked before anything is staged)", body = ErrorBody),
     ))]
 pub async fn create_upload(
@@ -69,6 +83,8 @@ pub async fn create_upload(
         parent_id: request.parent_id,
         policy_id: request.policy_id,
         overwrite: request.overwrite,
+        blake3: request.blake3,
+        replaces_blake3: request.replaces_blake3,
     };
     let session = uploads::create(&state, caller.claims.sub, caller.user.group_id(), upload).await?;
     Ok((StatusCode::CREATED, Json(session)))
@@ -101,7 +117,7 @@ pub async fn upload_status(
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "At completion: the group may no longer use the session's policy", body = ErrorBody),
         (status = 404, description = "No such or expired session", body = ErrorBody),
-        (status = 409, description = "Session being completed or cancelled; or the name was taken meanwhile", body = ErrorBody),
+        (status = 409, description = "Session being completed or cancelled; or the name was taken meanwhile, or the replaced file changed (`replaces_blake3`)", body = ErrorBody),
         (status = 413, description = "At completion: the policy's max_size was lowered below the file's size", body = ErrorBody),
         (status = 422, description = "Chunk index out of range", body = ErrorBody),
         (status = 503, description = "Storage unavailable", body = ErrorBody),
@@ -126,7 +142,7 @@ pub async fn put_chunk(
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "The group may no longer use the session's policy", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
-        (status = 409, description = "Chunks missing, or already being completed", body = ErrorBody),
+        (status = 409, description = "Chunks missing, or already being completed; or the replaced file changed (`replaces_blake3`)", body = ErrorBody),
         (status = 413, description = "The policy's max_size was lowered below the file's size", body = ErrorBody),
         (status = 507, description = "The quota shrank below the usage", body = ErrorBody)
     ))]

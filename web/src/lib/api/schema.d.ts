@@ -711,7 +711,9 @@ export interface paths {
          * The caller's tree changes as Server-Sent Events (`text/event-stream`), from any master:
          *     `created`, `modified`, `moved`, `renamed`, `trashed`, `restored`, `deleted`, each an event of
          *     type `change` whose `id` is its cursor and whose data is a `ChangeEvent`. First comes an event
-         *     `ready` with the cursor the stream starts from (`{"cursor": n}`); a comment every 15 s keeps
+         *     `ready` with the cursor the stream starts from and the newest cursor delivered at that moment
+         *     (`{"cursor": n, "head": h}`): a client that only wants to catch up reads `change` events until
+         *     one's cursor reaches `head` (none come when `head` equals `cursor`). A comment every 15 s keeps
          *     the connection open. With `since`, what happened after that cursor is replayed first; events
          *     are kept `events_retention_days` (default 7), and an older cursor answers 410
          *     `events.cursor_expired`: list the folders again and follow from the `ready` cursor.
@@ -1183,6 +1185,29 @@ export interface paths {
          *     (Readers are the object's owner for now; shared files have no thumbnails yet.)
          */
         get: operations["thumbnail"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/object/{id}/tree": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Everything below a folder in pages, for sync clients: every live file and folder with its
+         *     path below the folder, size, change time and content hash, ordered by id (pages do not shift
+         *     while others change). Each page carries the change-event cursor taken before it was read;
+         *     follow `GET /events?since=` the first page's cursor to learn what changed during and after
+         *     the listing.
+         */
+        get: operations["tree"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2682,6 +2707,15 @@ export interface components {
             parent_id: string;
         };
         CreateUploadRequest: {
+            /**
+             * @description The content's blake3, 64 hexadecimal digits, when the client knows it. When the caller
+             *     already has a file (in the trash or not) with exactly this content on the target policy,
+             *     the file is made at once from that content: the answer is complete (`object` set,
+             *     `total_chunks` 0, an `id` that names no session) and no byte is sent; the quota is charged
+             *     as for an upload. Otherwise a session opens as without it. Content of other users is never
+             *     matched: a hash is no proof of holding their bytes.
+             */
+            blake3?: string | null;
             file_name: string;
             /**
              * Format: int64
@@ -2702,6 +2736,13 @@ export interface components {
              * @description One of the caller's group's policies; default: the group's first.
              */
             policy_id?: string | null;
+            /**
+             * @description With `overwrite`: the blake3 of the content this upload replaces, for clients that must
+             *     not overwrite a change they have not seen (sync clients). The file must have exactly that
+             *     content when the session opens and again when it completes; otherwise 409
+             *     `object.changed` (and, at completion, the session ends and its bytes are dropped).
+             */
+            replaces_blake3?: string | null;
         };
         CreateUserRequest: {
             email: string;
@@ -4135,11 +4176,12 @@ export interface components {
         };
         /**
          * @description One event of the `GET /events` stream as it travels (Server-Sent Events): `event` is `ready`
-         *     (first; `data` is `{"cursor": n}`, the cursor the stream starts from), `change` (`data` is a
+         *     (first; `data` is `{"cursor": n, "head": h}`, the cursor the stream starts from and the
+         *     newest one delivered when it started), `change` (`data` is a
          *     `ChangeEvent` in JSON, `id` its cursor) or `error` (the stream ends; `data` says why).
          */
         StreamEvent: {
-            /** @description JSON text: `{"cursor": n}` for `ready`, a `ChangeEvent` for `change`. */
+            /** @description JSON text: `{"cursor": n, "head": h}` for `ready`, a `ChangeEvent` for `change`. */
             data: string;
             event: string;
             /** @description The cursor of a `change` event. */
@@ -4368,6 +4410,38 @@ export interface components {
             /** Format: uuid */
             dst_id: string;
             src_ids: string[];
+        };
+        /** @description One file or folder below a folder, for a client that keeps a copy of the whole tree. */
+        TreeEntry: {
+            /** @description blake3 of the content, hexadecimal (files only). */
+            blake3?: string | null;
+            /** Format: uuid */
+            id: string;
+            kind: components["schemas"]["ObjectKind"];
+            name: string;
+            /** Format: uuid */
+            parent_id?: string | null;
+            /** @description Slash-separated from the folder listed, without a leading slash: `a/b.txt`. */
+            path: string;
+            /**
+             * Format: int64
+             * @description Bytes; 0 for folders.
+             */
+            size: number;
+            updated_at: string;
+        };
+        /** @description One page of a folder's whole tree. */
+        TreePage: {
+            /**
+             * Format: int64
+             * @description The change-event cursor taken before this page was read: `GET /events?since=` this value
+             *     shows every change made after the listing (some of them possibly already in it). A client
+             *     follows from the first page's.
+             */
+            cursor: number;
+            items: components["schemas"]["TreeEntry"][];
+            /** @description Pass as `after` for the next page; absent on the last. */
+            next?: string | null;
         };
         /** @description A code proving the second factor. */
         TwoFactorCode: {
@@ -10416,7 +10490,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Session created */
+            /** @description Session created, or the file made at once from content held (`object` set) */
             201: {
                 headers: {
                     [name: string]: unknown;
@@ -10461,7 +10535,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Name taken */
+            /** @description Name taken; or the file no longer has the content `replaces_blake3` names */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10488,7 +10562,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Invalid name or size */
+            /** @description Invalid name, size or blake3 */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10714,7 +10788,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Chunks missing, or already being completed */
+            /** @description Chunks missing, or already being completed; or the replaced file changed (`replaces_blake3`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10813,7 +10887,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Session being completed or cancelled; or the name was taken meanwhile */
+            /** @description Session being completed or cancelled; or the name was taken meanwhile, or the replaced file changed (`replaces_blake3`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12268,6 +12342,87 @@ export interface operations {
                 };
             };
             /** @description No thumbnail: `thumbnail.size_unsupported`, `thumbnail.not_image`, `thumbnail.too_many_pixels`, `thumbnail.too_large`, `thumbnail.timeout`, `thumbnail.failed` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    tree: {
+        parameters: {
+            query?: {
+                /** @description The `next` of the previous page. */
+                after?: string;
+                /** @description Entries per page, 1 to 5000 (default 1000). */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the tree */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TreePage"];
+                };
+            };
+            /** @description Malformed id */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Account banned or not active, or not allowed */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such folder */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not a folder, a bad `after` or `limit` */
             422: {
                 headers: {
                     [name: string]: unknown;

@@ -1,0 +1,634 @@
+//! Carrying out a plan: moves first, then folders, then the transfer queue (uploads through
+//! resumable sessions, downloads into `.nubo-part-*` files renamed into place once verified),
+//! then deletions (remote ones into the trash). Each finished step writes its agreement to the
+//! state at once. Before a local file is replaced or removed it is checked to still be what the
+//! plan saw; if it changed meanwhile the step is skipped (the next run sees a conflict).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use futures_util::{StreamExt, TryStreamExt, stream};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::plan::Action;
+use super::scan::{Local, PART_PREFIX, Remote, mtime_ns};
+use super::state::{Base, Kind, State};
+use crate::client::Api;
+use crate::error::{CliError, CliResult, ExitKind};
+use crate::output::{Output, Progress};
+use crate::remote::{Object, RemotePath};
+use crate::upload::{Planned, Put, PutOptions};
+
+/// What one run did, for the summary and the exit status.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub done: BTreeMap<&'static str, u64>,
+    /// Paths left out of step (skipped, refused, changed meanwhile), with why.
+    pub skipped: Vec<(String, String)>,
+    /// Conflicts kept (both versions are on both sides).
+    pub conflicts: Vec<String>,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+}
+
+impl Report {
+    pub fn converged(&self) -> bool {
+        self.skipped.is_empty() && self.conflicts.is_empty()
+    }
+}
+
+/// Everything a run needs while it applies its plan.
+pub struct Apply<'a> {
+    pub api: &'a Api,
+    pub root: PathBuf,
+    /// The synced remote folder's path from the user's root.
+    pub remote_root_path: RemotePath,
+    pub state: &'a State,
+    pub output: Output,
+    pub parallel: usize,
+    /// Names the device in conflict copies.
+    pub device: String,
+    /// Remote folders by relative path (`""` is the synced folder).
+    pub folders: Mutex<HashMap<String, Object>>,
+    /// Content hashes the server has in this folder: their uploads go by hash alone.
+    pub known_hashes: Mutex<HashSet<String>>,
+    pub report: Mutex<Report>,
+    /// Paths whose move failed: nothing at or below them is touched in this run.
+    blocked: Mutex<Vec<String>>,
+}
+
+fn parent_of(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(parent, _)| parent)
+}
+
+fn name_of(path: &str) -> &str {
+    path.rsplit_once('/').map_or(path, |(_, name)| name)
+}
+
+fn folder_object(remote: &Remote, path: &RemotePath) -> Object {
+    Object {
+        id: remote.id.clone(),
+        name: remote.name.clone(),
+        kind: "folder".into(),
+        size: 0,
+        path: path.display(),
+        updated_at: remote.updated_at.clone(),
+        rest: serde_json::Map::new(),
+    }
+}
+
+/// Whether an error ends the run (the server or the session is gone) rather than one step.
+fn ends_the_run(err: &CliError) -> bool {
+    err.is_transient() || matches!(err.kind, ExitKind::Network | ExitKind::AuthNeeded)
+}
+
+/// `report (conflict laptop 2026-05-01 123456).txt` for `report.txt`.
+pub fn conflict_name(name: &str, device: &str, now: time::OffsetDateTime) -> String {
+    let stamp = format!(
+        "{:04}-{:02}-{:02} {:02}{:02}{:02}",
+        now.year(),
+        u8::from(now.month()),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second()
+    );
+    match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => format!("{stem} (conflict {device} {stamp}).{ext}"),
+        _ => format!("{name} (conflict {device} {stamp})"),
+    }
+}
+
+impl<'a> Apply<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        api: &'a Api,
+        root: PathBuf,
+        remote_root: Object,
+        remote_root_path: RemotePath,
+        state: &'a State,
+        output: Output,
+        parallel: usize,
+        device: String,
+        remotes: &BTreeMap<String, Remote>,
+    ) -> Apply<'a> {
+        let mut folders = HashMap::new();
+        folders.insert(String::new(), remote_root);
+        for (path, remote) in remotes.iter().filter(|(_, r)| r.kind == Kind::Folder) {
+            folders.insert(path.clone(), folder_object(remote, &remote_root_path.join_relative(path)));
+        }
+        let known_hashes = remotes.values().filter_map(|r| r.blake3.clone()).collect();
+        Apply {
+            api,
+            root,
+            remote_root_path,
+            state,
+            output,
+            parallel,
+            device,
+            folders: Mutex::new(folders),
+            known_hashes: Mutex::new(known_hashes),
+            report: Mutex::new(Report::default()),
+            blocked: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn local(&self, path: &str) -> PathBuf {
+        self.root.join(path)
+    }
+
+    /// One line per step: JSON for scripts, text for people.
+    fn emit(&self, event: &str, path: &str, extra: Value) {
+        if self.output.json {
+            let mut line = json!({"event": event, "path": path});
+            if let (Some(line), Value::Object(extra)) = (line.as_object_mut(), extra) {
+                line.extend(extra);
+            }
+            println!("{line}");
+        } else if !self.output.quiet {
+            println!("{event:>18}  {path}");
+        }
+    }
+
+    fn done(&self, action: &'static str, path: &str, extra: Value) {
+        *self.report.lock().expect("report").done.entry(action).or_default() += 1;
+        self.emit(action, path, extra);
+    }
+
+    fn skip(&self, path: &str, reason: String) {
+        self.emit("skip", path, json!({"reason": reason}));
+        self.report.lock().expect("report").skipped.push((path.to_owned(), reason));
+    }
+
+    /// A step failed: the run ends on a lost server or session, else only the step is skipped.
+    fn failed(&self, path: &str, err: CliError) -> CliResult<()> {
+        if ends_the_run(&err) {
+            return Err(err);
+        }
+        self.skip(path, err.message);
+        Ok(())
+    }
+
+    fn is_blocked(&self, path: &str) -> bool {
+        self.blocked.lock().expect("blocked").iter().any(|b| path == b || path.starts_with(&format!("{b}/")))
+    }
+
+    /// The remote folder at `path`, made (with its missing parents) when the plan has not.
+    async fn remote_folder(&self, path: &str) -> CliResult<Object> {
+        if let Some(folder) = self.folders.lock().expect("folders").get(path).cloned() {
+            return Ok(folder);
+        }
+        let parent = Box::pin(self.remote_folder(parent_of(path))).await?;
+        let folder = match crate::remote::create_folder(self.api, &parent.id, name_of(path)).await {
+            Ok(folder) => folder,
+            Err(err) if err.code.as_deref() == Some("object.name_taken") => {
+                crate::remote::lookup(self.api, &self.remote_root_path.join_relative(path))
+                    .await?
+                    .filter(Object::is_folder)
+                    .ok_or(err)?
+            }
+            Err(err) => return Err(err),
+        };
+        self.folders.lock().expect("folders").insert(path.to_owned(), folder.clone());
+        Ok(folder)
+    }
+
+    /// Carries out `actions`; an error ends the run only when the server or session is lost.
+    pub async fn run(&self, actions: Vec<Action>) -> CliResult<()> {
+        let mut uploads = Vec::new();
+        let mut downloads = Vec::new();
+        let mut trash = Vec::new();
+        let mut deletions = Vec::new();
+        let mut conflicts = Vec::new();
+        let mut rest = Vec::new();
+        for action in actions {
+            match action {
+                Action::MoveLocal { from, to } => self.move_local(&from, &to)?,
+                Action::MoveRemote { from, to, id } => self.move_remote(&from, &to, &id).await?,
+                Action::Upload { path, local, replaces, .. } => uploads.push((path, local, replaces)),
+                Action::Download { path, remote, expect, .. } => downloads.push((path, remote, expect)),
+                Action::TrashRemote { path, id } => trash.push((path, id)),
+                Action::DeleteLocal { path, expect } => deletions.push((path, expect)),
+                Action::Conflict { path, local, remote } => conflicts.push((path, local, remote)),
+                Action::Skip { path, reason } => self.skip(&path, reason),
+                other => rest.push(other),
+            }
+        }
+        for action in rest {
+            if self.is_blocked(action.path()) {
+                continue;
+            }
+            let path = action.path().to_owned();
+            let outcome = self.simple(action).await;
+            if let Err(err) = outcome {
+                self.failed(&path, err)?;
+            }
+        }
+        for (path, local, remote) in conflicts {
+            if self.is_blocked(&path) {
+                continue;
+            }
+            match self.set_conflict_aside(&path, &local) {
+                Ok(Some(aside)) => {
+                    self.report.lock().expect("report").conflicts.push(path.clone());
+                    uploads.push((aside, local, None));
+                    downloads.push((path, remote, None));
+                }
+                Ok(None) => {}
+                Err(err) => self.failed(&path, err)?,
+            }
+        }
+        uploads.retain(|(path, ..)| !self.is_blocked(path));
+        downloads.retain(|(path, ..)| !self.is_blocked(path));
+        self.transfer(uploads, downloads).await?;
+        self.trash(trash).await?;
+        self.delete_local(deletions)?;
+        Ok(())
+    }
+
+    /// Folders, agreements and forgotten paths.
+    async fn simple(&self, action: Action) -> CliResult<()> {
+        match action {
+            Action::MakeRemoteFolder { path } => {
+                let folder = self.remote_folder(&path).await?;
+                self.state.agree(&path, &folder_base(&folder.id, &folder.updated_at))?;
+                self.done("make_remote_folder", &path, json!({"id": folder.id}));
+            }
+            Action::MakeLocalFolder { path, remote } => {
+                let local = self.local(&path);
+                std::fs::create_dir_all(&local).map_err(|err| CliError::local("cannot create", &local, err))?;
+                self.state.agree(&path, &folder_base(&remote.id, &remote.updated_at))?;
+                self.done("make_local_folder", &path, json!({"id": remote.id}));
+            }
+            Action::Agree { path, local, remote } => {
+                self.state.agree(&path, &agreed(&local, &remote))?;
+            }
+            Action::Forget { path } => self.state.forget(&path)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The remote object moved: the local file or folder follows.
+    fn move_local(&self, from: &str, to: &str) -> CliResult<()> {
+        let (source, target) = (self.local(from), self.local(to));
+        let case_only = from.to_lowercase() == to.to_lowercase();
+        let moved = (|| {
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            if case_only {
+                // Through a third name: on a case-insensitive file system the target "exists".
+                let between = source.with_file_name(format!("{PART_PREFIX}rename-{}", std::process::id()));
+                std::fs::rename(&source, &between)?;
+                std::fs::rename(&between, &target)
+            } else if target.symlink_metadata().is_ok() {
+                Err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, "the new path is taken here"))
+            } else {
+                std::fs::rename(&source, &target)
+            }
+        })();
+        match moved {
+            Ok(()) => {
+                self.state.rename(from, to)?;
+                self.done("move_local", to, json!({"from": from}));
+            }
+            Err(err) => {
+                self.blocked.lock().expect("blocked").extend([from.to_owned(), to.to_owned()]);
+                self.skip(to, format!("cannot move {} here: {err}", source.display()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The local file or folder moved: the remote object follows (one request however much a
+    /// folder holds).
+    async fn move_remote(&self, from: &str, to: &str, id: &str) -> CliResult<()> {
+        let outcome = async {
+            if parent_of(from) != parent_of(to) {
+                let parent = self.remote_folder(parent_of(to)).await?;
+                let body = json!({"src_ids": [id], "dst_id": parent.id});
+                self.api.json::<Value>(Method::PATCH, "/object", Some(&body)).await?;
+            }
+            if name_of(from) != name_of(to) {
+                let body = json!({"name": name_of(to)});
+                self.api.json::<Value>(Method::PATCH, &format!("/object/{id}"), Some(&body)).await?;
+            }
+            Ok::<(), CliError>(())
+        }
+        .await;
+        match outcome {
+            Ok(()) => {
+                self.state.rename(from, to)?;
+                self.done("move_remote", to, json!({"from": from, "id": id}));
+                Ok(())
+            }
+            Err(err) => {
+                self.blocked.lock().expect("blocked").extend([from.to_owned(), to.to_owned()]);
+                self.failed(to, err)
+            }
+        }
+    }
+
+    /// Renames the local side of a conflict to its conflict name; answers that name, or `None`
+    /// when the file changed again meanwhile (left for the next run).
+    fn set_conflict_aside(&self, path: &str, local: &Local) -> CliResult<Option<String>> {
+        let source = self.local(path);
+        if !still(&source, Some(local)) {
+            self.skip(path, "changed again while this run looked at it; the next run decides".into());
+            return Ok(None);
+        }
+        let name = conflict_name(name_of(path), &self.device, time::OffsetDateTime::now_utc());
+        let aside = if parent_of(path).is_empty() { name } else { format!("{}/{name}", parent_of(path)) };
+        let target = self.local(&aside);
+        if target.symlink_metadata().is_ok() {
+            self.skip(path, format!("the conflict name {aside} is taken"));
+            return Ok(None);
+        }
+        std::fs::rename(&source, &target).map_err(|err| CliError::local("cannot rename", &source, err))?;
+        self.emit("conflict", path, json!({"kept_as": aside}));
+        Ok(Some(aside))
+    }
+
+    /// The transfer queue: uploads (with the content they replace, if any) and downloads
+    /// `parallel` at a time; a second upload of the same content waits for the first and then
+    /// goes by hash alone.
+    async fn transfer(
+        &self,
+        uploads: Vec<(String, Local, Option<String>)>,
+        downloads: Vec<(String, Remote, Option<Local>)>,
+    ) -> CliResult<()> {
+        let total: u64 =
+            uploads.iter().map(|u| u.1.size).sum::<u64>() + downloads.iter().map(|d| d.1.size).sum::<u64>();
+        let progress = Progress::new(self.output, "sync", total, uploads.len() + downloads.len());
+        let options = PutOptions { overwrite: false, parallel: self.parallel };
+        let put = if uploads.is_empty() { None } else { Some(Put::new(self.api, &options, progress.clone()).await?) };
+        let mut first = Vec::new();
+        let mut later = Vec::new();
+        let mut seen = HashSet::new();
+        for upload in uploads {
+            match &upload.1.blake3 {
+                Some(hash) if !seen.insert(hash.clone()) => later.push(upload),
+                _ => first.push(upload),
+            }
+        }
+        enum Job {
+            Up(String, Local, Option<String>),
+            Down(String, Remote, Option<Local>),
+        }
+        let jobs: Vec<Job> = first
+            .into_iter()
+            .map(|(p, l, r)| Job::Up(p, l, r))
+            .chain(downloads.into_iter().map(|(p, r, e)| Job::Down(p, r, e)))
+            .collect();
+        let run = |job: Job| {
+            let (put, progress) = (put.as_ref(), &progress);
+            async move {
+                match job {
+                    Job::Up(path, local, replace) => {
+                        let put = put.expect("a Put for uploads");
+                        let outcome = self.upload(put, &path, &local, replace).await;
+                        outcome.or_else(|err| self.failed(&path, err))
+                    }
+                    Job::Down(path, remote, expect) => {
+                        let outcome = self.download(progress, &path, &remote, expect.as_ref()).await;
+                        outcome.or_else(|err| self.failed(&path, err))
+                    }
+                }
+            }
+        };
+        let outcome = stream::iter(jobs).map(run).buffer_unordered(self.parallel.max(1)).try_collect::<Vec<()>>().await;
+        let outcome = match outcome {
+            Ok(_) => {
+                let later = later.into_iter().map(|(p, l, r)| Job::Up(p, l, r));
+                stream::iter(later).map(run).buffer_unordered(self.parallel.max(1)).try_collect::<Vec<()>>().await
+            }
+            Err(err) => Err(err),
+        };
+        progress.finish();
+        outcome.map(|_| ())
+    }
+
+    async fn upload(&self, put: &Put<'_>, path: &str, local: &Local, replaces: Option<String>) -> CliResult<()> {
+        let parent = self.remote_folder(parent_of(path)).await?;
+        let known = local.blake3.as_ref().filter(|h| self.known_hashes.lock().expect("hashes").contains(*h)).cloned();
+        let file = Planned {
+            local: self.local(path),
+            parent: self.remote_root_path.join_relative(parent_of(path)),
+            name: name_of(path).to_owned(),
+            size: local.size,
+            modified_ms: local.mtime_ns / 1_000_000,
+            overwrite: replaces.is_some(),
+            blake3: known,
+            replaces_blake3: replaces,
+        };
+        let (object, method) = match put.upload_into(&file, &parent).await {
+            // A server that does not take `blake3` yet: the bytes go up after all.
+            Err(err) if err.status == Some(422) && file.blake3.is_some() => {
+                let file = Planned { blake3: None, ..file };
+                put.upload_into(&file, &parent).await?
+            }
+            Err(err) if err.code.as_deref() == Some("object.changed") => {
+                self.skip(path, "changed on the server during this run; the next run keeps both".into());
+                return Ok(());
+            }
+            other => other?,
+        };
+        if let Some(hash) = &local.blake3 {
+            self.known_hashes.lock().expect("hashes").insert(hash.clone());
+        }
+        let base = Base {
+            kind: Kind::File,
+            blake3: local.blake3.clone(),
+            size: local.size,
+            mtime_ns: local.mtime_ns,
+            remote_id: object.id.clone(),
+            remote_updated_at: object.updated_at.clone(),
+        };
+        self.state.agree(path, &base)?;
+        if method != "known" {
+            self.report.lock().expect("report").bytes_up += local.size;
+        }
+        self.done("upload", path, json!({"id": object.id, "size": local.size, "method": method}));
+        Ok(())
+    }
+
+    async fn download(
+        &self,
+        progress: &Progress,
+        path: &str,
+        remote: &Remote,
+        expect: Option<&Local>,
+    ) -> CliResult<()> {
+        let target = self.local(path);
+        let dir = target.parent().unwrap_or(&self.root).to_owned();
+        std::fs::create_dir_all(&dir).map_err(|err| CliError::local("cannot create", &dir, err))?;
+        let digest = blake3::hash(remote.id.as_bytes()).to_hex();
+        let part = dir.join(format!("{PART_PREFIX}{}", &digest[..24]));
+        let object = Object {
+            id: remote.id.clone(),
+            name: remote.name.clone(),
+            kind: "file".into(),
+            size: remote.size,
+            path: self.remote_root_path.join_relative(path).display(),
+            updated_at: remote.updated_at.clone(),
+            rest: serde_json::Map::new(),
+        };
+        crate::download::fetch_verified(self.api, &object, &part, progress).await?;
+        if let Some(expected) = &remote.blake3 {
+            let got = crate::upload::hash_file(&part).await?;
+            if &got != expected {
+                let _ = std::fs::remove_file(&part);
+                self.skip(path, "the server's content changed during the download; the next run fetches it".into());
+                return Ok(());
+            }
+        }
+        // Checked right before the rename: a local change meanwhile is never overwritten.
+        if !still(&target, expect) {
+            let _ = std::fs::remove_file(&part);
+            self.skip(path, "changed here during the download; the next run keeps both".into());
+            return Ok(());
+        }
+        std::fs::rename(&part, &target).map_err(|err| CliError::local("cannot rename", &part, err))?;
+        let meta = std::fs::metadata(&target).map_err(|err| CliError::local("cannot read", &target, err))?;
+        let base = Base {
+            kind: Kind::File,
+            blake3: remote.blake3.clone(),
+            size: meta.len(),
+            mtime_ns: mtime_ns(&meta),
+            remote_id: remote.id.clone(),
+            remote_updated_at: remote.updated_at.clone(),
+        };
+        self.state.agree(path, &base)?;
+        self.report.lock().expect("report").bytes_down += remote.size;
+        self.done("download", path, json!({"id": remote.id, "size": remote.size}));
+        Ok(())
+    }
+
+    /// Remote deletions go to the trash (restorable), one request for all.
+    async fn trash(&self, trash: Vec<(String, String)>) -> CliResult<()> {
+        let trash: Vec<(String, String)> = trash.into_iter().filter(|(path, _)| !self.is_blocked(path)).collect();
+        if trash.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<&String> = trash.iter().map(|(_, id)| id).collect();
+        let together = self.api.json::<Value>(Method::DELETE, "/object", Some(&json!({"ids": ids}))).await;
+        for (path, id) in &trash {
+            let outcome = match &together {
+                Ok(_) => Ok(Value::Null),
+                // One of them could not go (gone already, say): each on its own.
+                Err(_) => self.api.json::<Value>(Method::DELETE, "/object", Some(&json!({"ids": [id]}))).await,
+            };
+            match outcome {
+                Ok(_) => {
+                    self.state.forget(path)?;
+                    self.done("trash_remote", path, json!({"id": id}));
+                }
+                Err(err) if err.status == Some(404) => self.state.forget(path)?,
+                Err(err) => self.failed(path, err)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Local deletions: files still as the base left them, then folders left empty (deepest first).
+    fn delete_local(&self, deletions: Vec<(String, Local)>) -> CliResult<()> {
+        let (folders, files): (Vec<_>, Vec<_>) = deletions.into_iter().partition(|(_, l)| l.kind == Kind::Folder);
+        for (path, expect) in files {
+            if self.is_blocked(&path) {
+                continue;
+            }
+            let target = self.local(&path);
+            if !still(&target, Some(&expect)) {
+                self.skip(&path, "changed here meanwhile; kept (the next run uploads it)".into());
+                continue;
+            }
+            match std::fs::remove_file(&target) {
+                Ok(()) => {
+                    self.state.forget(&path)?;
+                    self.done("delete_local", &path, json!({}));
+                }
+                Err(err) => self.failed(&path, CliError::local("cannot remove", &target, err))?,
+            }
+        }
+        for (path, _) in folders.into_iter().rev() {
+            if self.is_blocked(&path) {
+                continue;
+            }
+            let target = self.local(&path);
+            match std::fs::remove_dir(&target) {
+                Ok(()) => {
+                    self.state.forget(&path)?;
+                    self.done("delete_local", &path, json!({}));
+                }
+                Err(err) => self.skip(&path, format!("kept: {err} (something new is in it?)")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the temporary files of downloads no longer under way.
+    pub fn remove_stale_parts(&self) {
+        let mut pending = vec![self.root.clone()];
+        while let Some(dir) = pending.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                if name.to_str().is_some_and(|n| n.starts_with(PART_PREFIX)) {
+                    let _ = std::fs::remove_file(entry.path());
+                } else if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    pending.push(entry.path());
+                }
+            }
+        }
+    }
+}
+
+fn folder_base(id: &str, updated_at: &str) -> Base {
+    Base {
+        kind: Kind::Folder,
+        blake3: None,
+        size: 0,
+        mtime_ns: 0,
+        remote_id: id.to_owned(),
+        remote_updated_at: updated_at.to_owned(),
+    }
+}
+
+fn agreed(local: &Local, remote: &Remote) -> Base {
+    Base {
+        kind: local.kind,
+        blake3: remote.blake3.clone(),
+        size: local.size,
+        mtime_ns: local.mtime_ns,
+        remote_id: remote.id.clone(),
+        remote_updated_at: remote.updated_at.clone(),
+    }
+}
+
+/// Whether `path` is still as the plan saw it: absent, or a file of the same size and time.
+fn still(path: &Path, expect: Option<&Local>) -> bool {
+    match (std::fs::symlink_metadata(path), expect) {
+        (Err(err), None) => err.kind() == std::io::ErrorKind::NotFound,
+        (Ok(meta), Some(local)) if local.kind == Kind::File => {
+            meta.is_file() && meta.len() == local.size && mtime_ns(&meta) == local.mtime_ns
+        }
+        (Ok(meta), Some(_)) => meta.is_dir(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conflict_copies_name_the_device_and_the_time_before_the_extension() {
+        let at = time::macros::datetime!(2026-05-01 12:34:56 UTC);
+        assert_eq!(conflict_name("report.txt", "laptop", at), "report (conflict laptop 2026-05-01 123456).txt");
+        assert_eq!(conflict_name("Makefile", "pc", at), "Makefile (conflict pc 2026-05-01 123456)");
+        assert_eq!(conflict_name(".bashrc", "pc", at), ".bashrc (conflict pc 2026-05-01 123456)");
+    }
+}

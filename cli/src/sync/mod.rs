@@ -1,0 +1,193 @@
+//! `nubo sync LOCAL REMOTE`: keeps a local folder and a remote folder in step, both ways (or one
+//! way with `--push`/`--pull`), without ever losing a byte. A run scans both sides, reconciles
+//! them against the last agreed state (`plan`), carries out the plan (`apply`) and exits with a
+//! status saying whether everything converged; `--watch` keeps going (`watch`).
+
+mod apply;
+mod plan;
+mod scan;
+mod state;
+mod watch;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+pub use plan::Direction;
+
+use crate::client::Api;
+use crate::error::{CliError, CliResult, ExitKind};
+use crate::output::Output;
+use crate::remote::{FolderCache, Object, RemotePath};
+
+pub struct SyncOptions {
+    pub direction: Direction,
+    pub dry_run: bool,
+    pub watch: bool,
+    /// Transfers (and hashes) at once.
+    pub parallel: usize,
+}
+
+/// One sync pair, resolved: the local root, the remote folder and the state.
+pub struct Pair<'a> {
+    api: &'a Api,
+    root: PathBuf,
+    remote: Object,
+    remote_path: RemotePath,
+    state: state::State,
+    options: &'a SyncOptions,
+    output: Output,
+    case_insensitive: bool,
+    device: String,
+}
+
+/// The name of this device in conflict copies: `NUBO_DEVICE`, else the host name.
+fn device_name() -> String {
+    let from_env = std::env::var("NUBO_DEVICE").ok();
+    let host = || ["/proc/sys/kernel/hostname", "/etc/hostname"].iter().find_map(|f| std::fs::read_to_string(f).ok());
+    let name = from_env.or_else(host).or_else(|| std::env::var("COMPUTERNAME").ok()).unwrap_or_default();
+    let clean: String = name.trim().chars().filter(|c| !c.is_control() && !matches!(c, '/' | '\\')).collect();
+    if clean.is_empty() { "this device".into() } else { clean }
+}
+
+pub async fn sync(api: &Api, local: &Path, remote: &str, options: &SyncOptions, output: Output) -> CliResult<Value> {
+    if options.dry_run && options.watch {
+        return Err(CliError::usage("--dry-run and --watch do not go together"));
+    }
+    let was_there = local.exists();
+    std::fs::create_dir_all(local).map_err(|err| CliError::local("cannot create", local, err))?;
+    let root = std::fs::canonicalize(local).map_err(|err| CliError::local("cannot resolve", local, err))?;
+    let remote_path = RemotePath::parse(remote);
+    let folder = match crate::remote::lookup(api, &remote_path).await? {
+        Some(folder) if folder.is_folder() => folder,
+        Some(_) => return Err(CliError::conflict(format!("{} is a file, not a folder", remote_path.display()))),
+        None if options.dry_run => {
+            return Err(CliError::not_found(format!("{} does not exist yet", remote_path.display()))
+                .with_hint("a run without --dry-run makes it"));
+        }
+        None => FolderCache::default().ensure(api, &remote_path).await?,
+    };
+    let credentials = api.credentials().await.ok_or_else(|| CliError::auth_needed("not signed in"))?;
+    let key = format!("{}\n{}\n{}\n{}", api.server, credentials.user_id, root.display(), folder.id);
+    let state = state::State::open(&key)?;
+    // A synced folder gone altogether is an unmounted disk or a mistake, not a deletion of
+    // everything in it: refuse rather than empty the server's folder.
+    if !was_there && !state.bases()?.is_empty() {
+        let _ = std::fs::remove_dir(&root);
+        return Err(CliError::not_found(format!("{} is gone, but was synced with {}", local.display(), remote))
+            .with_hint("mount or restore it; to start afresh, sync into a new empty folder"));
+    }
+    let pair = Pair {
+        api,
+        case_insensitive: scan::is_case_insensitive(&root),
+        root,
+        remote: folder,
+        remote_path,
+        state,
+        options,
+        output,
+        device: device_name(),
+    };
+    if options.watch {
+        return watch::watch(&pair).await;
+    }
+    let report = pair.run_once().await?;
+    finish(&report, output)
+}
+
+/// The summary line, and the exit status: 0 when in step, 8 when not.
+fn finish(report: &apply::Report, output: Output) -> CliResult<Value> {
+    let summary = json!({
+        "event": "summary",
+        "converged": report.converged(),
+        "done": report.done,
+        "conflicts": report.conflicts,
+        "skipped": report.skipped.iter().map(|(path, reason)| json!({"path": path, "reason": reason})).collect::<Vec<_>>(),
+        "bytes_up": report.bytes_up,
+        "bytes_down": report.bytes_down,
+    });
+    if output.json {
+        println!("{summary}");
+    } else if !output.quiet {
+        let done: Vec<String> = report.done.iter().map(|(what, n)| format!("{n} {what}")).collect();
+        let done = if done.is_empty() { "nothing to do".to_owned() } else { done.join(", ") };
+        println!("{}: {done}", if report.converged() { "in step" } else { "not in step" });
+    }
+    if report.converged() {
+        return Ok(Value::Null);
+    }
+    let mut problems = Vec::new();
+    if !report.conflicts.is_empty() {
+        problems.push(format!("{} conflict(s) kept on both sides", report.conflicts.len()));
+    }
+    if !report.skipped.is_empty() {
+        let shown: Vec<String> = report.skipped.iter().take(5).map(|(p, why)| format!("{p}: {why}")).collect();
+        problems.push(format!("{} path(s) skipped ({})", report.skipped.len(), shown.join("; ")));
+    }
+    Err(CliError::new(ExitKind::NotConverged, format!("not everything is in step: {}", problems.join(", "))).with_hint(
+        "keep one of each conflict pair (the copy has `(conflict DEVICE TIME)` in its name), rename or remove what was skipped, and run again",
+    ))
+}
+
+impl Pair<'_> {
+    /// One full reconcile: scan, list, plan, apply (or print the plan with `--dry-run`).
+    async fn run_once(&self) -> CliResult<apply::Report> {
+        let bases = self.state.bases()?;
+        let root = self.root.clone();
+        let (mut locals, mut skipped) = tokio::task::spawn_blocking(move || scan::scan_local(&root))
+            .await
+            .map_err(|e| CliError::new(ExitKind::Failed, e.to_string()))?
+            .map_err(|err| CliError::local("cannot read", &self.root, err))?;
+        skipped.extend(scan::hash_changed(&self.root, &mut locals, &bases, self.options.parallel).await);
+        let (cursor, mut remotes) = scan::list_remote(self.api, &self.remote.id, &self.remote_path).await?;
+        skipped.extend(scan::drop_unholdable(&mut remotes, &bases, self.case_insensitive));
+        let sides = plan::Sides { locals, remotes, bases };
+        let (actions, sides) = plan::plan(sides, self.options.direction, &skipped);
+        if self.options.dry_run {
+            return Ok(self.print_plan(&actions));
+        }
+        let apply = apply::Apply::new(
+            self.api,
+            self.root.clone(),
+            self.remote.clone(),
+            self.remote_path.clone(),
+            &self.state,
+            self.output,
+            self.options.parallel,
+            self.device.clone(),
+            &sides.remotes,
+        );
+        apply.run(actions).await?;
+        apply.remove_stale_parts();
+        self.state.set_cursor(cursor)?;
+        Ok(apply.report.into_inner().expect("report"))
+    }
+
+    /// `--dry-run`: the plan, one step a line (JSON with `--json`).
+    fn print_plan(&self, actions: &[plan::Action]) -> apply::Report {
+        let mut report = apply::Report::default();
+        for action in actions {
+            match action {
+                plan::Action::Agree { .. } | plan::Action::Forget { .. } => continue,
+                plan::Action::Skip { path, reason } => report.skipped.push((path.clone(), reason.clone())),
+                plan::Action::Conflict { path, .. } => report.conflicts.push(path.clone()),
+                _ => *report.done.entry(action.name()).or_default() += 1,
+            }
+            if self.output.json {
+                let mut line = serde_json::to_value(action).unwrap_or_default();
+                line["event"] = json!("plan");
+                println!("{line}");
+            } else {
+                let detail = match action {
+                    plan::Action::MoveLocal { from, .. } | plan::Action::MoveRemote { from, .. } => {
+                        format!("  (from {from})")
+                    }
+                    plan::Action::Skip { reason, .. } => format!("  ({reason})"),
+                    _ => String::new(),
+                };
+                println!("{:>18}  {}{detail}", action.name(), action.path());
+            }
+        }
+        report
+    }
+}

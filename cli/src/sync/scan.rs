@@ -1,0 +1,369 @@
+//! Both sides as they are now: the local folder walked (size and modification time of each
+//! file, hashed only when it differs from the base), the remote folder listed in one paged
+//! request (`GET /object/{id}/tree`), and the names one side cannot hold.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::UNIX_EPOCH;
+
+use futures_util::{StreamExt, stream};
+use serde::Deserialize;
+
+use super::state::{Base, Kind};
+use crate::client::Api;
+use crate::error::{CliResult, ExitKind};
+use crate::remote::RemotePath;
+use crate::upload::hash_file;
+
+/// Temporary names of downloads in flight; never synced.
+pub const PART_PREFIX: &str = ".nubo-part-";
+
+/// A local file or folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Local {
+    pub kind: Kind,
+    pub size: u64,
+    pub mtime_ns: i64,
+    /// Filled for files by [`hash_changed`].
+    pub blake3: Option<String>,
+}
+
+/// A remote file or folder.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Remote {
+    pub id: String,
+    pub parent_id: Option<String>,
+    #[serde(deserialize_with = "kind_of")]
+    pub kind: Kind,
+    pub name: String,
+    /// Relative to the synced folder, `a/b.txt`.
+    pub path: String,
+    pub size: u64,
+    pub blake3: Option<String>,
+    pub updated_at: String,
+}
+
+fn kind_of<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Kind, D::Error> {
+    Ok(Kind::parse(&String::deserialize(deserializer)?))
+}
+
+/// A path left alone, and why.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Skipped {
+    pub path: String,
+    pub reason: String,
+}
+
+pub fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
+    meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// Why the local file system cannot hold a remote `name` (we refuse rather than mangle it).
+pub fn local_name_problem(name: &str) -> Option<&'static str> {
+    if name.contains('\\') {
+        return Some("its name contains `\\`, a path separator on some systems");
+    }
+    if name.starts_with(PART_PREFIX) {
+        return Some("its name is kept for downloads in progress");
+    }
+    if name.len() > 255 {
+        return Some("its name is longer than local file names may be");
+    }
+    if cfg!(windows) {
+        let stem = name.split('.').next().unwrap_or_default().to_ascii_uppercase();
+        let reserved = ["CON", "PRN", "AUX", "NUL"].contains(&stem.as_str())
+            || ((stem.starts_with("COM") || stem.starts_with("LPT"))
+                && stem.len() == 4
+                && stem.as_bytes()[3].is_ascii_digit());
+        if reserved || name.ends_with('.') || name.ends_with(' ') || name.contains(['<', '>', ':', '"', '|', '?', '*'])
+        {
+            return Some("its name is reserved or has characters Windows refuses");
+        }
+    }
+    None
+}
+
+/// Why the server cannot hold a local `name` (its rules: 1..=255 bytes, no control characters).
+fn remote_name_problem(name: &str) -> Option<&'static str> {
+    if name.len() > 255 {
+        return Some("its name is longer than 255 bytes");
+    }
+    if name.chars().any(char::is_control) {
+        return Some("its name has control characters");
+    }
+    if name.trim().is_empty() {
+        return Some("its name is only whitespace");
+    }
+    None
+}
+
+/// Every file and folder below `root` by relative path (`a/b.txt`); what cannot be synced
+/// (symbolic links, special files, names that are not UTF-8 or that the server refuses) is
+/// listed as skipped.
+pub fn scan_local(root: &Path) -> std::io::Result<(BTreeMap<String, Local>, Vec<Skipped>)> {
+    let mut found = BTreeMap::new();
+    let mut skipped = Vec::new();
+    let mut pending = vec![(root.to_owned(), String::new())];
+    while let Some((dir, prefix)) = pending.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            // A folder below that cannot be read is left alone, with all it holds.
+            Err(err) if !prefix.is_empty() => {
+                let path = prefix.trim_end_matches('/').to_owned();
+                skipped.push(Skipped { path, reason: format!("cannot be read: {err}") });
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                let shown = format!("{prefix}{}", entry.file_name().to_string_lossy());
+                skipped.push(Skipped { path: shown, reason: "its name is not UTF-8".into() });
+                continue;
+            };
+            if name.starts_with(PART_PREFIX) {
+                continue;
+            }
+            let path = format!("{prefix}{name}");
+            if let Some(reason) = remote_name_problem(&name) {
+                skipped.push(Skipped { path, reason: reason.into() });
+                continue;
+            }
+            let meta = match entry.metadata() {
+                Ok(meta) => meta,
+                // Removed while we looked: it is simply not there.
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(err) => return Err(err),
+            };
+            if meta.is_dir() {
+                found.insert(path.clone(), Local { kind: Kind::Folder, size: 0, mtime_ns: 0, blake3: None });
+                pending.push((entry.path(), format!("{path}/")));
+            } else if meta.is_file() {
+                found.insert(
+                    path,
+                    Local { kind: Kind::File, size: meta.len(), mtime_ns: mtime_ns(&meta), blake3: None },
+                );
+            } else {
+                skipped.push(Skipped { path, reason: "not a regular file or folder (a link?)".into() });
+            }
+        }
+    }
+    Ok((found, skipped))
+}
+
+/// Whether a local file still has the base's content: the same size and modification time.
+pub fn unchanged_since(local: &Local, base: &Base) -> bool {
+    local.kind == base.kind
+        && (local.kind == Kind::Folder || (local.size == base.size && local.mtime_ns == base.mtime_ns))
+}
+
+/// Fills `blake3` of every local file: the base's when its size and time say it is unchanged,
+/// else read from the disk (`parallel` at a time). Files that vanish meanwhile drop out; files
+/// that cannot be read are answered as skipped (left alone on both sides, never taken as deleted).
+pub async fn hash_changed(
+    root: &Path,
+    locals: &mut BTreeMap<String, Local>,
+    bases: &BTreeMap<String, Base>,
+    parallel: usize,
+) -> Vec<Skipped> {
+    let mut to_read = Vec::new();
+    for (path, local) in locals.iter_mut() {
+        if local.kind != Kind::File {
+            continue;
+        }
+        match bases.get(path) {
+            Some(base) if unchanged_since(local, base) => local.blake3 = base.blake3.clone(),
+            _ => to_read.push(path.clone()),
+        }
+    }
+    let hashes: Vec<(String, CliResult<String>)> = stream::iter(to_read)
+        .map(|path| async move {
+            let hash = hash_file(&root.join(&path)).await;
+            (path, hash)
+        })
+        .buffer_unordered(parallel.max(1))
+        .collect()
+        .await;
+    let mut skipped = Vec::new();
+    for (path, hash) in hashes {
+        match hash {
+            Ok(hash) => {
+                if let Some(local) = locals.get_mut(&path) {
+                    local.blake3 = Some(hash);
+                }
+            }
+            Err(err) => {
+                locals.remove(&path);
+                if err.kind != ExitKind::NotFound {
+                    skipped.push(Skipped { path, reason: format!("cannot be read: {}", err.message) });
+                }
+            }
+        }
+    }
+    skipped
+}
+
+#[derive(Deserialize)]
+struct TreePage {
+    cursor: i64,
+    items: Vec<Remote>,
+    next: Option<String>,
+}
+
+/// Everything below the remote folder `folder_id` (at `folder_path`) by relative path, and the
+/// change-event cursor taken before the listing (0 from a server without the tree listing).
+pub async fn list_remote(
+    api: &Api,
+    folder_id: &str,
+    folder_path: &RemotePath,
+) -> CliResult<(i64, BTreeMap<String, Remote>)> {
+    match list_tree(api, folder_id).await {
+        // A server older than the tree listing: folder by folder, each file's hash asked for.
+        Err(err) if err.code.as_deref().is_some_and(|code| code.starts_with("route.")) => {
+            Ok((0, walk_remote(api, folder_path).await?))
+        }
+        other => other,
+    }
+}
+
+async fn walk_remote(api: &Api, folder_path: &RemotePath) -> CliResult<BTreeMap<String, Remote>> {
+    let mut items = BTreeMap::new();
+    let mut pending = vec![(folder_path.clone(), String::new())];
+    while let Some((path, prefix)) = pending.pop() {
+        let Some((_, children)) = crate::remote::list_folder(api, &path).await? else { continue };
+        for child in children {
+            let relative = format!("{prefix}{}", child.name);
+            let blake3 = if child.is_folder() {
+                pending.push((path.join(&child.name), format!("{relative}/")));
+                None
+            } else {
+                let detail: serde_json::Value = api.get(&format!("/object/{}/detail", child.id)).await?;
+                detail["blake3"].as_str().map(str::to_owned)
+            };
+            let remote = Remote {
+                id: child.id.clone(),
+                parent_id: child.rest.get("parent_id").and_then(|v| v.as_str()).map(str::to_owned),
+                kind: Kind::parse(&child.kind),
+                name: child.name.clone(),
+                path: relative.clone(),
+                size: child.size,
+                blake3,
+                updated_at: child.updated_at.clone(),
+            };
+            items.insert(relative, remote);
+        }
+    }
+    Ok(items)
+}
+
+async fn list_tree(api: &Api, folder_id: &str) -> CliResult<(i64, BTreeMap<String, Remote>)> {
+    let mut items = BTreeMap::new();
+    let mut after: Option<String> = None;
+    let mut first_cursor = None;
+    loop {
+        let mut url = format!("/object/{folder_id}/tree?limit=5000");
+        if let Some(token) = &after {
+            url.push_str(&format!("&after={}", crate::remote::query_value(token)));
+        }
+        let page: TreePage = api.get(&url).await?;
+        first_cursor.get_or_insert(page.cursor);
+        for item in page.items {
+            items.insert(item.path.clone(), item);
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    Ok((first_cursor.unwrap_or(0), items))
+}
+
+/// Drops the remote items the local side cannot hold (and what is below them), reported as
+/// skipped: illegal names, and on a case-insensitive file system every name but one of those
+/// differing only in case in one folder (the one already synced, else the first by name).
+pub fn drop_unholdable(
+    remotes: &mut BTreeMap<String, Remote>,
+    bases: &BTreeMap<String, Base>,
+    case_insensitive: bool,
+) -> Vec<Skipped> {
+    let mut skipped = Vec::new();
+    let mut refused: Vec<String> = Vec::new();
+    for (path, remote) in remotes.iter() {
+        if refused.iter().any(|r| path.starts_with(&format!("{r}/"))) {
+            continue;
+        }
+        if let Some(reason) = local_name_problem(&remote.name) {
+            skipped.push(Skipped { path: path.clone(), reason: format!("not synced here: {reason}") });
+            refused.push(path.clone());
+        }
+    }
+    if case_insensitive {
+        let mut by_folded: HashMap<String, Vec<&String>> = HashMap::new();
+        for path in remotes.keys() {
+            by_folded.entry(path.to_lowercase()).or_default().push(path);
+        }
+        for mut same in by_folded.into_values().filter(|same| same.len() > 1) {
+            same.sort_by_key(|path| (!bases.contains_key(*path), (*path).clone()));
+            for path in &same[1..] {
+                skipped.push(Skipped {
+                    path: (*path).clone(),
+                    reason: format!(
+                        "this file system cannot hold it beside {} (the names differ only in case)",
+                        same[0]
+                    ),
+                });
+                refused.push((*path).clone());
+            }
+        }
+    }
+    remotes.retain(|path, _| !refused.iter().any(|r| path == r || path.starts_with(&format!("{r}/"))));
+    skipped
+}
+
+/// Whether the file system of `dir` treats names differing only in case as one.
+pub fn is_case_insensitive(dir: &Path) -> bool {
+    let probe = dir.join(format!("{PART_PREFIX}case-probe-{}", std::process::id()));
+    if std::fs::write(&probe, b"").is_err() {
+        return false;
+    }
+    let upper = dir.join(format!("{}CASE-PROBE-{}", PART_PREFIX.to_uppercase(), std::process::id()));
+    let insensitive = upper.exists();
+    let _ = std::fs::remove_file(&probe);
+    insensitive
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn remote(path: &str) -> Remote {
+        Remote {
+            id: path.into(),
+            parent_id: None,
+            kind: Kind::File,
+            name: path.rsplit('/').next().unwrap().into(),
+            path: path.into(),
+            size: 0,
+            blake3: None,
+            updated_at: String::new(),
+        }
+    }
+
+    #[test]
+    fn names_the_local_side_cannot_hold_are_skipped_with_what_is_below() {
+        assert!(local_name_problem("a\\b").is_some());
+        assert!(local_name_problem(".nubo-part-x").is_some());
+        assert!(local_name_problem("plain name.txt").is_none());
+        let mut remotes: BTreeMap<String, Remote> = ["a\\b", "a\\b/inner.txt", "ok.txt", "Case.txt", "case.txt"]
+            .iter()
+            .map(|p| (p.to_string(), remote(p)))
+            .collect();
+        let skipped = drop_unholdable(&mut remotes, &BTreeMap::new(), false);
+        assert_eq!(skipped.len(), 1);
+        assert_eq!(remotes.len(), 3, "both case variants stay on a case-sensitive file system");
+        let skipped = drop_unholdable(&mut remotes, &BTreeMap::new(), true);
+        assert_eq!(skipped.iter().map(|s| s.path.as_str()).collect::<Vec<_>>(), ["case.txt"]);
+        assert!(remotes.contains_key("Case.txt") && remotes.contains_key("ok.txt"));
+    }
+}

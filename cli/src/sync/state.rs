@@ -1,0 +1,238 @@
+//! The state of one sync pair: a small SQLite file holding, per relative path, the last version
+//! both sides agreed on (the base of the three-way reconcile), and the change-event cursor. Each
+//! agreement is written as soon as it is reached, so a run cut short at any point resumes from
+//! what was really done.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::{CliError, CliResult, ExitKind};
+
+/// A file or a folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    File,
+    Folder,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::File => "file",
+            Kind::Folder => "folder",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Kind {
+        if raw == "folder" { Kind::Folder } else { Kind::File }
+    }
+}
+
+/// The last version of a path both sides agreed on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Base {
+    pub kind: Kind,
+    /// blake3 of a file's content (hex); `None` for folders.
+    pub blake3: Option<String>,
+    pub size: u64,
+    /// The local file's modification time then (ns since the epoch): unchanged size and time
+    /// mean unchanged content, without reading it.
+    pub mtime_ns: i64,
+    pub remote_id: String,
+    pub remote_updated_at: String,
+}
+
+/// The open state file of one pair, held by this process alone.
+pub struct State {
+    connection: Connection,
+    /// Locked while the state is open: two runs of one pair at once would undo each other.
+    _lock: std::fs::File,
+}
+
+fn failed(err: rusqlite::Error) -> CliError {
+    CliError::new(ExitKind::Failed, format!("the sync state database failed: {err}"))
+}
+
+/// `$XDG_DATA_HOME/nubo/sync`, else the platform's data directory (`~/.local/share/nubo/sync`).
+pub fn state_dir() -> CliResult<PathBuf> {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .filter(|value| !value.is_empty())
+        .map(PathBuf::from)
+        .or_else(dirs::data_dir)
+        .ok_or_else(|| CliError::new(ExitKind::Failed, "no data directory: set XDG_DATA_HOME or HOME"))?;
+    Ok(base.join("nubo").join("sync"))
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS base (
+    path TEXT PRIMARY KEY NOT NULL,
+    kind TEXT NOT NULL,
+    blake3 TEXT,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    remote_id TEXT NOT NULL,
+    remote_updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);
+";
+
+/// `path` and everything below it, as a SQL condition on `path` (parameter 1).
+const AT_OR_BELOW: &str = "(path = ?1 OR substr(path, 1, length(?1) + 1) = ?1 || '/')";
+
+impl State {
+    /// The state of the pair named by `key` (server, account, local folder, remote folder id),
+    /// made on first use.
+    pub fn open(key: &str) -> CliResult<State> {
+        let dir = state_dir()?;
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(&dir).map_err(|err| CliError::local("cannot create", &dir, err))?;
+        let digest = blake3::hash(key.as_bytes()).to_hex();
+        let file = dir.join(format!("{}.sqlite", &digest[..32]));
+        Self::open_file(&file, key)
+    }
+
+    pub fn open_file(file: &Path, key: &str) -> CliResult<State> {
+        let lock_path = file.with_extension("lock");
+        let lock =
+            std::fs::File::create(&lock_path).map_err(|err| CliError::local("cannot create", &lock_path, err))?;
+        if lock.try_lock().is_err() {
+            return Err(CliError::conflict("another `nubo sync` of this pair is running")
+                .with_hint("wait for it to finish, or stop it first"));
+        }
+        let connection = Connection::open(file).map_err(failed)?;
+        // WAL: each agreement is one short commit that survives a killed process.
+        connection
+            .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;")
+            .map_err(failed)?;
+        connection.execute_batch(SCHEMA).map_err(failed)?;
+        connection
+            .execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('pair', ?1)", params![key])
+            .map_err(failed)?;
+        Ok(State { connection, _lock: lock })
+    }
+
+    /// Every agreed path.
+    pub fn bases(&self) -> CliResult<BTreeMap<String, Base>> {
+        let mut statement = self
+            .connection
+            .prepare("SELECT path, kind, blake3, size, mtime_ns, remote_id, remote_updated_at FROM base")
+            .map_err(failed)?;
+        let rows = statement
+            .query_map([], |row| {
+                let kind: String = row.get(1)?;
+                Ok((
+                    row.get::<_, String>(0)?,
+                    Base {
+                        kind: Kind::parse(&kind),
+                        blake3: row.get(2)?,
+                        size: row.get::<_, i64>(3)? as u64,
+                        mtime_ns: row.get(4)?,
+                        remote_id: row.get(5)?,
+                        remote_updated_at: row.get(6)?,
+                    },
+                ))
+            })
+            .map_err(failed)?;
+        rows.collect::<Result<BTreeMap<_, _>, _>>().map_err(failed)
+    }
+
+    pub fn agree(&self, path: &str, base: &Base) -> CliResult<()> {
+        self.connection
+            .execute(
+                "INSERT INTO base (path, kind, blake3, size, mtime_ns, remote_id, remote_updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (path) DO UPDATE SET kind = excluded.kind, blake3 = excluded.blake3,
+                   size = excluded.size, mtime_ns = excluded.mtime_ns, remote_id = excluded.remote_id,
+                   remote_updated_at = excluded.remote_updated_at",
+                params![
+                    path,
+                    base.kind.as_str(),
+                    base.blake3,
+                    base.size as i64,
+                    base.mtime_ns,
+                    base.remote_id,
+                    base.remote_updated_at
+                ],
+            )
+            .map_err(failed)?;
+        Ok(())
+    }
+
+    /// Forgets `path` and everything below it (gone on both sides).
+    pub fn forget(&self, path: &str) -> CliResult<()> {
+        self.connection.execute(&format!("DELETE FROM base WHERE {AT_OR_BELOW}"), params![path]).map_err(failed)?;
+        Ok(())
+    }
+
+    /// Moves the agreement of `from` and everything below it to `to` (a move both sides made).
+    pub fn rename(&self, from: &str, to: &str) -> CliResult<()> {
+        let transaction = self.connection.unchecked_transaction().map_err(failed)?;
+        transaction.execute(&format!("DELETE FROM base WHERE {AT_OR_BELOW}"), params![to]).map_err(failed)?;
+        transaction
+            .execute(
+                &format!("UPDATE base SET path = ?2 || substr(path, length(?1) + 1) WHERE {AT_OR_BELOW}"),
+                params![from, to],
+            )
+            .map_err(failed)?;
+        transaction.commit().map_err(failed)
+    }
+
+    pub fn cursor(&self) -> CliResult<Option<i64>> {
+        self.connection
+            .query_row("SELECT value FROM meta WHERE key = 'cursor'", [], |row| row.get::<_, String>(0))
+            .optional()
+            .map(|value| value.and_then(|v| v.parse().ok()))
+            .map_err(failed)
+    }
+
+    pub fn set_cursor(&self, cursor: i64) -> CliResult<()> {
+        self.connection
+            .execute(
+                "INSERT INTO meta (key, value) VALUES ('cursor', ?1) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                params![cursor.to_string()],
+            )
+            .map_err(failed)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base(id: &str) -> Base {
+        Base {
+            kind: Kind::File,
+            blake3: Some("h".into()),
+            size: 1,
+            mtime_ns: 2,
+            remote_id: id.into(),
+            remote_updated_at: "t".into(),
+        }
+    }
+
+    #[test]
+    fn agreements_are_kept_renamed_below_a_folder_and_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = State::open_file(&dir.path().join("s.sqlite"), "pair").unwrap();
+        state.agree("a", &Base { kind: Kind::Folder, blake3: None, ..base("1") }).unwrap();
+        state.agree("a/x.txt", &base("2")).unwrap();
+        state.agree("ab.txt", &base("3")).unwrap();
+        state.rename("a", "b/c").unwrap();
+        let paths: Vec<String> = state.bases().unwrap().into_keys().collect();
+        assert_eq!(paths, ["ab.txt", "b/c", "b/c/x.txt"], "a sibling sharing the prefix stays");
+        assert_eq!(state.bases().unwrap()["b/c/x.txt"], base("2"));
+        state.forget("b/c").unwrap();
+        assert_eq!(state.bases().unwrap().len(), 1);
+        assert_eq!(state.cursor().unwrap(), None);
+        state.set_cursor(42).unwrap();
+        assert_eq!(state.cursor().unwrap(), Some(42));
+        assert!(State::open_file(&dir.path().join("s.sqlite"), "pair").is_err(), "one run of a pair at a time");
+    }
+}

@@ -1,0 +1,118 @@
+//! `nubo sync --watch`: a first run, then another whenever something changes, on either
+//! side: local changes come from the file-system watcher (`notify`), remote ones from the
+//! change-event stream (`GET /events?since=<cursor>`, reconnected from the last cursor seen; a
+//! cursor too old, 410, just means the next run's full listing is the truth). Changes are
+//! debounced: a run starts once nothing new arrived for a moment. Each run is a full
+//! reconcile, so a missed event can delay a change but never lose one.
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use notify::{RecursiveMode, Watcher};
+use serde_json::Value;
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+
+use super::Pair;
+use super::scan::PART_PREFIX;
+use crate::client::Api;
+use crate::error::{CliError, CliResult, ExitKind};
+
+/// Quiet time after the last change before a run starts.
+const DEBOUNCE: Duration = Duration::from_millis(250);
+
+fn is_ours(path: &Path) -> bool {
+    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(PART_PREFIX))
+}
+
+pub async fn watch(pair: &Pair<'_>) -> CliResult<Value> {
+    let (wake, mut woken) = unbounded_channel::<()>();
+    let local_wake = wake.clone();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if let Ok(event) = event
+            && event.paths.iter().any(|p| !is_ours(p))
+        {
+            let _ = local_wake.send(());
+        }
+    })
+    .map_err(|e| CliError::new(ExitKind::Failed, format!("cannot watch {}: {e}", pair.root.display())))?;
+    watcher
+        .watch(&pair.root, RecursiveMode::Recursive)
+        .map_err(|e| CliError::new(ExitKind::Failed, format!("cannot watch {}: {e}", pair.root.display())))?;
+    let since = pair.state.cursor()?;
+    let events = tokio::spawn(follow_events(pair.api.clone(), since, wake.clone()));
+    // The first run, with the watcher already on: a change made during it starts another.
+    let _ = wake.send(());
+    let mut attempt = 0;
+    let outcome = loop {
+        if woken.recv().await.is_none() {
+            break Ok(Value::Null);
+        }
+        while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, woken.recv()).await {}
+        match pair.run_once().await {
+            Ok(report) => {
+                attempt = 0;
+                // Scripts get a summary after every run (a sign the side is in step again).
+                if pair.output.json || !report.done.is_empty() || !report.converged() {
+                    let _ = super::finish(&report, pair.output).map_err(|err| eprintln!("{err}"));
+                }
+            }
+            // The server is away: try again later (local changes stay where they are).
+            Err(err) if err.is_transient() => {
+                attempt = (attempt + 1).min(6);
+                eprintln!("{err}");
+                tokio::time::sleep(crate::client::backoff(attempt)).await;
+                let _ = wake.send(());
+            }
+            Err(err) => break Err(err),
+        }
+    };
+    events.abort();
+    outcome
+}
+
+/// Wakes the loop on every remote change, reconnecting after a lost connection.
+async fn follow_events(api: Api, mut since: Option<i64>, wake: UnboundedSender<()>) {
+    let mut attempt = 0;
+    loop {
+        let url = match since {
+            Some(cursor) => api.url(&format!("/events?since={cursor}")),
+            None => api.url("/events"),
+        };
+        match api.send(|http| http.get(&url)).await {
+            Ok(response) => {
+                attempt = 0;
+                let mut body = response.bytes_stream();
+                let mut buffer = String::new();
+                while let Some(Ok(piece)) = body.next().await {
+                    buffer.push_str(&String::from_utf8_lossy(&piece));
+                    while let Some(end) = buffer.find("\n\n") {
+                        let block: String = buffer.drain(..end + 2).collect();
+                        let mut kind = "message";
+                        let mut id = None;
+                        for line in block.lines() {
+                            if let Some(value) = line.strip_prefix("event:") {
+                                kind = if value.trim() == "change" { "change" } else { "other" };
+                            } else if let Some(value) = line.strip_prefix("id:") {
+                                id = value.trim().parse::<i64>().ok();
+                            }
+                        }
+                        if kind == "change" {
+                            since = id.or(since);
+                            if wake.send(()).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+            // Too old: the next run lists everything anyway; follow from now on.
+            Err(err) if err.status == Some(410) => {
+                since = None;
+                let _ = wake.send(());
+            }
+            Err(_) => attempt += 1,
+        }
+        tokio::time::sleep(crate::client::backoff(attempt.clamp(1, 6))).await;
+    }
+}

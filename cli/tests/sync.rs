@@ -1,0 +1,563 @@
+//! `nubo sync` against a real master, on SQLite and PostgreSQL: the hard cases of two-way
+//! sync, each scripted and checked on both sides: edits on both sides, a deletion meeting a
+//! change, a file made while the server is away, the client killed mid-transfer, a renamed
+//! folder of 1,000 files, identical content, a case-only rename, a name illegal locally.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use nubo_tests::files::{SMALL_CHUNK, content, files_below};
+use nubo_tests::relay::Relay;
+use nubo_tests::{Session, TestApp, on_every_backend};
+use reqwest::Method;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::io::AsyncBufReadExt;
+
+const PASSWORD: &str = "a-long-password";
+
+on_every_backend!(
+    edits_on_both_sides_keep_both_versions,
+    a_deletion_meeting_a_change_keeps_the_change_either_way_round,
+    a_file_made_while_the_server_is_away_is_uploaded_never_deleted,
+    a_client_killed_mid_transfer_leaves_no_partial_file_and_the_next_run_converges,
+    a_renamed_folder_of_a_thousand_files_is_one_move_on_the_server,
+    identical_content_is_sent_once,
+    case_only_renames_are_renames_on_both_sides,
+    a_name_illegal_here_is_reported_and_left_alone,
+    watching_picks_up_changes_on_both_sides,
+    one_way_runs_leave_the_other_direction_for_later,
+);
+
+/// The binary with its own config and data directories, a local folder `tree/` to sync and
+/// the remote folder `/sync` of `session`.
+struct Pair {
+    home: TempDir,
+    session: Session,
+}
+
+#[derive(Debug)]
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    /// The `--json` event lines.
+    fn events(&self) -> Vec<Value> {
+        self.stdout.lines().filter_map(|line| serde_json::from_str(line).ok()).collect()
+    }
+
+    fn count(&self, event: &str) -> usize {
+        self.events().iter().filter(|e| e["event"] == event).count()
+    }
+
+    fn summary(&self) -> Value {
+        self.events().into_iter().find(|e| e["event"] == "summary").unwrap_or_else(|| panic!("no summary: {self:?}"))
+    }
+
+    fn converged(&self) -> &Self {
+        assert_eq!(self.code, 0, "the run converges: {}\n{}", self.stdout, self.stderr);
+        self
+    }
+}
+
+impl Pair {
+    /// Registers `email`, signs the binary in (through `server`, the master's address or a
+    /// relay's) and makes `/sync`.
+    async fn new(app: &TestApp, email: &str, server: &str) -> Pair {
+        let session = app.register(email, PASSWORD).await;
+        let pair = Pair { home: tempfile::tempdir().unwrap(), session };
+        std::fs::create_dir_all(pair.local("")).unwrap();
+        let login =
+            pair.command(&["login", server, "--email", email, "--password-stdin"], &[]).stdin(Stdio::piped()).spawn();
+        let mut child = login.unwrap();
+        use tokio::io::AsyncWriteExt;
+        child.stdin.take().unwrap().write_all(format!("{PASSWORD}\n").as_bytes()).await.unwrap();
+        assert!(child.wait().await.unwrap().success(), "login");
+        let root = app.root_id(&pair.session).await;
+        app.mkdir(&pair.session, &root, "sync").await;
+        pair
+    }
+
+    fn local(&self, relative: &str) -> PathBuf {
+        self.home.path().join("tree").join(relative)
+    }
+
+    fn write(&self, relative: &str, bytes: &[u8]) {
+        let path = self.local(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    fn read(&self, relative: &str) -> Option<Vec<u8>> {
+        std::fs::read(self.local(relative)).ok()
+    }
+
+    fn command(&self, args: &[&str], env: &[(&str, &str)]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_nubo"));
+        command
+            .args(args)
+            .current_dir(self.home.path())
+            .env("XDG_CONFIG_HOME", self.home.path().join("config"))
+            .env("XDG_DATA_HOME", self.home.path().join("data"))
+            .env("NUBO_DEVICE", "testbox")
+            .env_remove("NUBO_CLI_STOP_AFTER_CHUNKS")
+            .env_remove("NUBO_CLI_STOP_AFTER_BYTES")
+            .env_remove("NUBO_CLI_STOP_MODE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        command
+    }
+
+    /// `nubo --json sync tree /sync EXTRA...`.
+    async fn sync_with(&self, extra: &[&str], env: &[(&str, &str)]) -> Run {
+        let tree = self.local("");
+        let mut args = vec!["--json", "sync"];
+        args.extend(extra);
+        args.extend([tree.to_str().unwrap(), "/sync"]);
+        let child = self.command(&args, env).spawn().expect("the nubo binary runs");
+        let output = tokio::time::timeout(Duration::from_secs(300), child.wait_with_output())
+            .await
+            .expect("nubo sync finishes")
+            .unwrap();
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    async fn sync(&self) -> Run {
+        self.sync_with(&["-P", "8"], &[]).await
+    }
+
+    /// Starts `nubo sync` paused by a test hook once `env`'s limit is reached, and kills it
+    /// with SIGKILL there.
+    async fn sync_killed_at(&self, env: &[(&str, &str)]) {
+        let tree = self.local("");
+        let mut env = env.to_vec();
+        env.push(("NUBO_CLI_STOP_MODE", "pause"));
+        let args = ["--json", "sync", "-P", "1", tree.to_str().unwrap(), "/sync"];
+        let mut child = self.command(&args, &env).spawn().unwrap();
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let paused = tokio::time::timeout(Duration::from_secs(120), async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.contains("paused on purpose") {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert_eq!(paused, Ok(true), "the run reached the hook");
+        child.start_kill().unwrap();
+        let status = child.wait().await.unwrap();
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "killed by SIGKILL");
+    }
+
+    /// Every file and folder below the local folder: path to bytes (`None` for folders), without
+    /// the temporary files of downloads.
+    fn local_tree(&self) -> BTreeMap<String, Option<Vec<u8>>> {
+        let root = self.local("");
+        let mut tree = BTreeMap::new();
+        let mut pending = vec![root.clone()];
+        while let Some(dir) = pending.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                let relative = path.strip_prefix(&root).unwrap().display().to_string();
+                if path.is_dir() {
+                    tree.insert(relative, None);
+                    pending.push(path);
+                } else if !relative.contains(".nubo-part-") {
+                    tree.insert(relative, Some(std::fs::read(&path).unwrap()));
+                }
+            }
+        }
+        tree
+    }
+
+    fn part_files(&self) -> Vec<PathBuf> {
+        files_below(&self.local("")).into_iter().filter(|p| p.display().to_string().contains(".nubo-part-")).collect()
+    }
+}
+
+/// The objects below the remote folder `path` by relative path, through the API.
+async fn remote_objects(app: &TestApp, session: &Session, path: &str) -> BTreeMap<String, Value> {
+    let mut found = BTreeMap::new();
+    let mut pending = vec![(path.to_owned(), String::new())];
+    while let Some((folder, prefix)) = pending.pop() {
+        let listing: Value = app
+            .call(Method::GET, &format!("/directory{folder}?limit=1000"), Some(&session.access), None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        for item in listing["items"].as_array().unwrap() {
+            let name = item["name"].as_str().unwrap();
+            let relative = format!("{prefix}{name}");
+            if item["kind"] == "folder" {
+                pending.push((format!("{folder}/{}", name.replace(' ', "%20")), format!("{relative}/")));
+            }
+            found.insert(relative, item.clone());
+        }
+    }
+    found
+}
+
+/// The remote folder's tree like [`Pair::local_tree`].
+async fn remote_tree(app: &TestApp, session: &Session) -> BTreeMap<String, Option<Vec<u8>>> {
+    let mut tree = BTreeMap::new();
+    for (path, object) in remote_objects(app, session, "/sync").await {
+        let bytes = if object["kind"] == "folder" {
+            None
+        } else {
+            Some(app.download(session, object["id"].as_str().unwrap()).await)
+        };
+        tree.insert(path, bytes);
+    }
+    tree
+}
+
+async fn sync_folder_id(app: &TestApp, session: &Session) -> String {
+    let listing: Value =
+        app.call(Method::GET, "/directory/sync?limit=1", Some(&session.access), None).await.json().await.unwrap();
+    listing["folder"]["id"].as_str().unwrap().to_owned()
+}
+
+/// Replaces the content of the remote file `id`.
+async fn overwrite_remote(app: &TestApp, session: &Session, id: &str, bytes: &[u8]) {
+    let response = app
+        .request(Method::PATCH, &format!("/file/content?id={id}"))
+        .bearer_auth(&session.access)
+        .body(bytes.to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "overwrite: {}", response.text().await.unwrap_or_default());
+}
+
+async fn trash_remote(app: &TestApp, session: &Session, id: &str) {
+    let response = app.call(Method::DELETE, "/object", Some(&session.access), Some(json!({"ids": [id]}))).await;
+    assert!(response.status().is_success(), "trash");
+}
+
+fn id_of(objects: &BTreeMap<String, Value>, path: &str) -> String {
+    objects.get(path).unwrap_or_else(|| panic!("{path} is on the server"))["id"].as_str().unwrap().to_owned()
+}
+
+/// Local mtimes have nanoseconds, but a file rewritten within the same tick keeps its time: wait
+/// a little before rewriting a synced file.
+async fn tick() {
+    tokio::time::sleep(Duration::from_millis(20)).await;
+}
+
+async fn edits_on_both_sides_keep_both_versions(app: TestApp) {
+    let pair = Pair::new(&app, "both@nubo.test", &app.base_url).await;
+    pair.write("notes.txt", b"first");
+    pair.write("folder/inside/.keep", b"");
+    std::fs::create_dir_all(pair.local("empty folder")).unwrap();
+    pair.sync().await.converged();
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree(), "the first run makes both sides alike");
+
+    tick().await;
+    pair.write("notes.txt", b"edited here");
+    let objects = remote_objects(&app, &pair.session, "/sync").await;
+    overwrite_remote(&app, &pair.session, &id_of(&objects, "notes.txt"), b"edited there").await;
+    let dry = pair.sync_with(&["--dry-run"], &[]).await;
+    assert_eq!(dry.code, 8, "{dry:?}");
+    let planned: Vec<String> = dry
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "plan")
+        .map(|e| format!("{} {}", e["action"], e["path"]))
+        .collect();
+    assert_eq!(planned, [r#""conflict" "notes.txt""#], "the plan, and nothing done");
+    assert_eq!(pair.read("notes.txt").as_deref(), Some(&b"edited here"[..]));
+    let run = pair.sync().await;
+    assert_eq!(run.code, 8, "a conflict is not convergence: {run:?}");
+    assert_eq!(run.summary()["conflicts"], json!(["notes.txt"]));
+
+    let local = pair.local_tree();
+    assert_eq!(local["notes.txt"], Some(b"edited there".to_vec()), "the remote version is under the name");
+    let copies: Vec<&String> = local.keys().filter(|p| p.starts_with("notes (conflict testbox ")).collect();
+    assert_eq!(copies.len(), 1, "the local version is kept beside it: {local:?}");
+    assert!(copies[0].ends_with(").txt"));
+    assert_eq!(local[copies[0]], Some(b"edited here".to_vec()));
+    assert_eq!(remote_tree(&app, &pair.session).await, local, "both versions are on both sides");
+    pair.sync().await.converged();
+
+    // The whole local folder gone (an unmounted disk) is not a deletion of everything.
+    std::fs::rename(pair.local(""), pair.home.path().join("unmounted")).unwrap();
+    assert_eq!(pair.sync().await.code, 4, "refused");
+    assert!(remote_objects(&app, &pair.session, "/sync").await.contains_key("notes.txt"), "nothing trashed");
+}
+
+async fn a_deletion_meeting_a_change_keeps_the_change_either_way_round(app: TestApp) {
+    let pair = Pair::new(&app, "delete@nubo.test", &app.base_url).await;
+    for name in ["gone-here.txt", "gone-there.txt", "plain-delete.txt", "remote-delete.txt"] {
+        pair.write(name, name.as_bytes());
+    }
+    pair.sync().await.converged();
+    let objects = remote_objects(&app, &pair.session, "/sync").await;
+
+    // Deleted here, changed there; changed here, deleted there; plain deletions both ways.
+    std::fs::remove_file(pair.local("gone-here.txt")).unwrap();
+    overwrite_remote(&app, &pair.session, &id_of(&objects, "gone-here.txt"), b"changed there").await;
+    tick().await;
+    pair.write("gone-there.txt", b"changed here");
+    trash_remote(&app, &pair.session, &id_of(&objects, "gone-there.txt")).await;
+    std::fs::remove_file(pair.local("plain-delete.txt")).unwrap();
+    trash_remote(&app, &pair.session, &id_of(&objects, "remote-delete.txt")).await;
+    pair.sync().await.converged();
+
+    let local = pair.local_tree();
+    assert_eq!(local["gone-here.txt"], Some(b"changed there".to_vec()), "the remote change came back here");
+    assert_eq!(local["gone-there.txt"], Some(b"changed here".to_vec()));
+    assert!(!local.contains_key("plain-delete.txt") && !local.contains_key("remote-delete.txt"));
+    assert_eq!(remote_tree(&app, &pair.session).await, local, "and the local change went back there");
+    let trash: Value = app.call(Method::GET, "/trash", Some(&pair.session.access), None).await.json().await.unwrap();
+    let trashed: Vec<&str> = trash["items"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap()).collect();
+    assert!(trashed.contains(&"plain-delete.txt"), "a remote deletion goes to the trash: {trashed:?}");
+}
+
+/// Relays `addr` (a port a [`Relay`] had) to `target` again, as the network coming back.
+async fn relay_again(addr: std::net::SocketAddr, target: String) -> tokio::task::JoinHandle<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await.expect("the relay's port again");
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let target = target.clone();
+            tokio::spawn(async move {
+                if let Ok(mut service) = tokio::net::TcpStream::connect(&target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut service).await;
+                }
+            });
+        }
+    })
+}
+
+async fn a_file_made_while_the_server_is_away_is_uploaded_never_deleted(app: TestApp) {
+    let target = app.base_url.trim_start_matches("http://").to_owned();
+    let relay = Relay::start(&target).await;
+    let addr = relay.addr;
+    let pair = Pair::new(&app, "offline@nubo.test", &format!("http://{addr}")).await;
+    pair.write("before.txt", b"synced before");
+    pair.sync().await.converged();
+
+    relay.cut().await;
+    pair.write("made-offline.txt", b"written on the train");
+    pair.write("offline-folder/inside.txt", b"also offline");
+    let away = pair.sync().await;
+    assert_eq!(away.code, 6, "no server is a network failure: {away:?}");
+    assert_eq!(pair.read("made-offline.txt").as_deref(), Some(&b"written on the train"[..]), "nothing is touched");
+
+    let back = relay_again(addr, target).await;
+    let run = pair.sync().await;
+    run.converged();
+    assert_eq!(run.count("delete_local"), 0, "nothing is deleted here");
+    let local = pair.local_tree();
+    assert_eq!(local["made-offline.txt"], Some(b"written on the train".to_vec()));
+    assert_eq!(local["offline-folder/inside.txt"], Some(b"also offline".to_vec()));
+    assert_eq!(remote_tree(&app, &pair.session).await, local, "the offline files are uploaded");
+    back.abort();
+}
+
+async fn a_client_killed_mid_transfer_leaves_no_partial_file_and_the_next_run_converges(app: TestApp) {
+    let admin = app.login_admin().await;
+    app.use_small_chunks(&admin, 0).await;
+    let pair = Pair::new(&app, "killed@nubo.test", &app.base_url).await;
+    let up = content(20 * SMALL_CHUNK, 1);
+    pair.write("up.bin", &up);
+
+    // Stopped by the hook after three chunks, then killed with SIGKILL after five more.
+    let stopped = pair.sync_with(&["-P", "1"], &[("NUBO_CLI_STOP_AFTER_CHUNKS", "3")]).await;
+    assert_eq!(stopped.code, 6, "{stopped:?}");
+    assert!(remote_objects(&app, &pair.session, "/sync").await.is_empty(), "a partial upload is never visible");
+    pair.sync_killed_at(&[("NUBO_CLI_STOP_AFTER_CHUNKS", "5")]).await;
+    assert!(remote_objects(&app, &pair.session, "/sync").await.is_empty(), "still not visible after kill -9");
+    assert_eq!(pair.read("up.bin"), Some(up.clone()), "the local file is intact");
+    let resumed = pair.sync().await;
+    resumed.converged();
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+
+    // A download killed with SIGKILL mid-file, and one stopped by the hook.
+    let down = content(20 * SMALL_CHUNK + 7, 2);
+    let folder = sync_folder_id(&app, &pair.session).await;
+    app.upload(&pair.session, &folder, "down.bin", &down).await;
+    pair.sync_killed_at(&[("NUBO_CLI_STOP_AFTER_BYTES", "300000")]).await;
+    assert!(pair.read("down.bin").is_none(), "a partial download is never under its name");
+    assert_eq!(pair.part_files().len(), 1, "it waits under a temporary name");
+    let stopped = pair.sync_with(&["-P", "1"], &[("NUBO_CLI_STOP_AFTER_BYTES", "600000")]).await;
+    assert_eq!(stopped.code, 6, "{stopped:?}");
+    assert!(pair.read("down.bin").is_none());
+    pair.sync().await.converged();
+    assert_eq!(pair.read("down.bin"), Some(down), "the next run completes it");
+    assert!(pair.part_files().is_empty(), "no temporary file is left");
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+}
+
+async fn a_renamed_folder_of_a_thousand_files_is_one_move_on_the_server(app: TestApp) {
+    let pair = Pair::new(&app, "rename@nubo.test", &app.base_url).await;
+    for i in 0..1000 {
+        pair.write(&format!("photos/{i:04}.txt"), format!("photo {i}").as_bytes());
+    }
+    let first = pair.sync().await;
+    first.converged();
+    assert_eq!(first.count("upload"), 1000);
+    let before = remote_objects(&app, &pair.session, "/sync").await;
+
+    std::fs::rename(pair.local("photos"), pair.local("renamed")).unwrap();
+    let run = pair.sync().await;
+    run.converged();
+    assert_eq!((run.count("move_remote"), run.count("upload"), run.count("trash_remote")), (1, 0, 0), "{}", run.stdout);
+    let after = remote_objects(&app, &pair.session, "/sync").await;
+    assert_eq!(after.len(), 1001);
+    assert_eq!(id_of(&after, "renamed"), id_of(&before, "photos"), "the same folder object, renamed");
+    for i in [0, 499, 999] {
+        let name = format!("{i:04}.txt");
+        assert_eq!(id_of(&after, &format!("renamed/{name}")), id_of(&before, &format!("photos/{name}")));
+    }
+    let trash: Value = app.call(Method::GET, "/trash", Some(&pair.session.access), None).await.json().await.unwrap();
+    assert_eq!(trash["count"], 0, "nothing went to the trash");
+}
+
+async fn identical_content_is_sent_once(app: TestApp) {
+    let admin = app.login_admin().await;
+    app.use_small_chunks(&admin, 0).await;
+    let pair = Pair::new(&app, "same@nubo.test", &app.base_url).await;
+    let bytes = content(6 * SMALL_CHUNK + 11, 3);
+    pair.write("a/copy.bin", &bytes);
+    pair.write("b/copy.bin", &bytes);
+    pair.write("b/another name.bin", &bytes);
+    let run = pair.sync().await;
+    run.converged();
+    let methods: Vec<String> = run
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "upload")
+        .map(|e| e["method"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(methods.iter().filter(|m| *m == "known").count(), 2, "two copies went by hash alone: {methods:?}");
+    assert_eq!(run.summary()["bytes_up"], bytes.len(), "the bytes went up once");
+    let size = bytes.len() as u64;
+    let stored = files_below(&app.config.data_dir).into_iter().filter(|p| p.metadata().unwrap().len() == size).count();
+    assert_eq!(stored, 1, "the server stores the content once");
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+}
+
+async fn case_only_renames_are_renames_on_both_sides(app: TestApp) {
+    let pair = Pair::new(&app, "case@nubo.test", &app.base_url).await;
+    pair.write("readme.txt", b"read me");
+    pair.write("Remote.txt", b"renamed there");
+    pair.sync().await.converged();
+    let before = remote_objects(&app, &pair.session, "/sync").await;
+
+    std::fs::rename(pair.local("readme.txt"), pair.local("README.txt")).unwrap();
+    let id = id_of(&before, "Remote.txt");
+    let renamed = app
+        .call(Method::PATCH, &format!("/object/{id}"), Some(&pair.session.access), Some(json!({"name": "remote.txt"})))
+        .await;
+    assert!(renamed.status().is_success());
+    let run = pair.sync().await;
+    run.converged();
+    assert_eq!(
+        (run.count("move_remote"), run.count("move_local"), run.count("upload"), run.count("download")),
+        (1, 1, 0, 0)
+    );
+
+    let after = remote_objects(&app, &pair.session, "/sync").await;
+    assert_eq!(after.keys().collect::<Vec<_>>(), ["README.txt", "remote.txt"]);
+    assert_eq!(id_of(&after, "README.txt"), id_of(&before, "readme.txt"), "renamed, not uploaded again");
+    assert_eq!(pair.local_tree().keys().collect::<Vec<_>>(), ["README.txt", "remote.txt"]);
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+}
+
+async fn a_name_illegal_here_is_reported_and_left_alone(app: TestApp) {
+    let pair = Pair::new(&app, "illegal@nubo.test", &app.base_url).await;
+    let folder = sync_folder_id(&app, &pair.session).await;
+    app.upload(&pair.session, &folder, "back\\slash.txt", b"made on another system").await;
+    app.upload(&pair.session, &folder, "fine.txt", b"fine").await;
+    pair.write("local.txt", b"local");
+
+    let run = pair.sync().await;
+    assert_eq!(run.code, 8, "a skipped name is not convergence: {run:?}");
+    let skipped = &run.summary()["skipped"];
+    assert_eq!(skipped[0]["path"], "back\\slash.txt", "{skipped}");
+    assert!(skipped[0]["reason"].as_str().unwrap().contains('\\'));
+    let local = pair.local_tree();
+    assert_eq!(local.keys().collect::<Vec<_>>(), ["fine.txt", "local.txt"], "nothing mangled, the rest synced");
+    let remote = remote_objects(&app, &pair.session, "/sync").await;
+    assert!(remote.contains_key("back\\slash.txt"), "the remote file is left alone");
+    assert!(remote.contains_key("local.txt"));
+    assert_eq!(pair.sync().await.code, 8, "it stays reported");
+    assert!(Path::new(&pair.local("back\\slash.txt")).symlink_metadata().is_err());
+}
+
+/// Waits (up to 60 s) until `check` holds.
+async fn eventually<F: std::future::Future<Output = bool>>(what: &str, check: impl Fn() -> F) {
+    for _ in 0..600 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("never happened: {what}");
+}
+
+async fn watching_picks_up_changes_on_both_sides(app: TestApp) {
+    let pair = Pair::new(&app, "watch@nubo.test", &app.base_url).await;
+    pair.write("start.txt", b"there from the start");
+    let tree = pair.local("");
+    let args = ["--json", "sync", "--watch", tree.to_str().unwrap(), "/sync"];
+    let mut watching = pair.command(&args, &[]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let has = |path: &'static str| {
+        let (app, session) = (&app, &pair.session);
+        async move { remote_objects(app, session, "/sync").await.contains_key(path) }
+    };
+    eventually("the first run uploads", || has("start.txt")).await;
+
+    pair.write("written-here.txt", b"a local change");
+    eventually("a local change reaches the server", || has("written-here.txt")).await;
+    let folder = sync_folder_id(&app, &pair.session).await;
+    app.upload(&pair.session, &folder, "written-there.txt", b"a remote change").await;
+    eventually("a remote change reaches here", || async { pair.read("written-there.txt").is_some() }).await;
+    assert_eq!(pair.read("written-there.txt").as_deref(), Some(&b"a remote change"[..]));
+    assert!(watching.try_wait().unwrap().is_none(), "it keeps watching");
+    watching.start_kill().unwrap();
+    let _ = watching.wait().await;
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+}
+
+async fn one_way_runs_leave_the_other_direction_for_later(app: TestApp) {
+    let pair = Pair::new(&app, "oneway@nubo.test", &app.base_url).await;
+    let folder = sync_folder_id(&app, &pair.session).await;
+    app.upload(&pair.session, &folder, "from-server.txt", b"remote").await;
+    pair.write("from-here.txt", b"local");
+
+    let push = pair.sync_with(&["--push"], &[]).await;
+    push.converged();
+    assert!(pair.read("from-server.txt").is_none(), "--push brings nothing here");
+    assert!(remote_objects(&app, &pair.session, "/sync").await.contains_key("from-here.txt"));
+
+    std::fs::remove_file(pair.local("from-here.txt")).unwrap();
+    let pull = pair.sync_with(&["--pull"], &[]).await;
+    pull.converged();
+    assert_eq!(pair.read("from-server.txt").as_deref(), Some(&b"remote"[..]), "--pull brings it");
+    assert!(
+        remote_objects(&app, &pair.session, "/sync").await.contains_key("from-here.txt"),
+        "--pull deletes nothing there"
+    );
+
+    // Both ways: the local deletion the one-way run left now reaches the server.
+    pair.sync().await.converged();
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+    assert!(!pair.local_tree().contains_key("from-here.txt"));
+}
