@@ -152,6 +152,8 @@ codes! {
 
     TASK_NOT_FOUND = "task.not_found";
     TASK_FINISHED = "task.finished";
+    IMPORT_SOURCE_UNSUPPORTED = "import.source_unsupported";
+    IMPORT_DESTINATION_IS_FILE = "import.destination_is_file";
 
     THUMBNAIL_SIZE_UNSUPPORTED = "thumbnail.size_unsupported";
     THUMBNAIL_NOT_IMAGE = "thumbnail.not_image";
@@ -275,6 +277,7 @@ mod tests {
         "report.pdf",
         "same.txt",
         "secret.txt",
+        "source.path_or_prefix",
         "tar.gz",
     ];
 

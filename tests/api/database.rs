@@ -201,6 +201,7 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
                 },
                 charge,
                 capacity,
+                first_steps: Vec::new(),
                 steps,
             };
             ingest::commit(db, &commit, 1_000).await

@@ -17,6 +17,7 @@ mod edge;
 mod errors;
 mod events;
 mod files;
+mod import;
 mod ingest;
 mod mail;
 mod metrics;

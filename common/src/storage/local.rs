@@ -19,8 +19,8 @@ use tokio::fs;
 use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
 use super::{
-    BlobStore, ByteRange, ByteStream, ChunkReceipt, ListedBlob, PutOutcome, StagedUpload, StorageError, StorageKey,
-    StorageResult, check_upload_shape,
+    BlobStore, ByteRange, ByteStream, ChunkReceipt, ListedBlob, ListedObject, ListingStream, PROBE_AREA, PutOutcome,
+    StagedUpload, StorageError, StorageKey, StorageResult, check_upload_shape,
 };
 use crate::hash::{ChunkHasher, StreamHasher, hash_hex};
 
@@ -367,8 +367,86 @@ impl BlobStore for LocalBlobStore {
         .map_err(|e| StorageError::Failed(e.to_string()))?
     }
 
+    fn list_below(&self, folder: Option<&StorageKey>) -> ListingStream {
+        let (root, start) = (self.root.clone(), folder.map(|folder| folder.as_str().to_owned()));
+        let (sender, receiver) = tokio::sync::mpsc::channel(LISTING_QUEUE);
+        tokio::task::spawn_blocking(move || walk(&root, start.as_deref(), &sender));
+        Box::pin(futures_util::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|item| (item, receiver))
+        }))
+    }
+
     async fn check(&self) -> StorageResult<()> {
         super::check_with_probe(self).await
+    }
+}
+
+/// Listed objects in flight between the directory walk and its reader: the walk waits for a
+/// slow reader instead of holding the whole listing.
+const LISTING_QUEUE: usize = 256;
+
+/// Walks the directory `start` below `root` (all of it for `None`) depth first and sends each
+/// regular file, until done or the reader goes away. Symbolic links are not followed or listed
+/// (a link could lead outside the root); the staging and probe areas are skipped; names that
+/// are not UTF-8 cannot be keys and are skipped with a warning.
+fn walk(root: &Path, start: Option<&str>, sender: &tokio::sync::mpsc::Sender<StorageResult<ListedObject>>) {
+    let first = start.map_or_else(|| root.to_path_buf(), |start| root.join(start));
+    let top = start.and_then(|start| start.split('/').next());
+    if top.is_some_and(|top| top == STAGING || top == PROBE_AREA) {
+        return;
+    }
+    // A start folder reached through a symbolic link could lie outside the root.
+    let mut below = root.to_path_buf();
+    for segment in start.into_iter().flat_map(|start| start.split('/')) {
+        below.push(segment);
+        if std::fs::symlink_metadata(&below).is_ok_and(|meta| meta.file_type().is_symlink()) {
+            return;
+        }
+    }
+    let mut pending = vec![first];
+    while let Some(dir) = pending.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+            Err(err) => {
+                let _ = sender.blocking_send(Err(io_failure(&format!("list {}", dir.display()), err)));
+                return;
+            }
+        };
+        let mut names: Vec<std::fs::DirEntry> = entries.flatten().collect();
+        names.sort_by_key(std::fs::DirEntry::file_name);
+        for entry in names {
+            let Ok(kind) = entry.file_type() else { continue };
+            let path = entry.path();
+            let own_area = dir == root && (entry.file_name() == STAGING || entry.file_name() == PROBE_AREA);
+            if kind.is_symlink() || own_area {
+                continue;
+            }
+            if kind.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            if !kind.is_file() {
+                continue;
+            }
+            let Some(key) = path.strip_prefix(root).ok().and_then(|relative| {
+                let parts: Option<Vec<&str>> = relative.components().map(|c| c.as_os_str().to_str()).collect();
+                parts.map(|parts| parts.join("/"))
+            }) else {
+                tracing::warn!(path = %path.display(), "a file whose name is not UTF-8 is not listed");
+                continue;
+            };
+            let Ok(meta) = entry.metadata() else { continue };
+            let modified_ms = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis() as i64);
+            let listed = ListedObject { key, size: meta.len(), modified_ms, etag: None };
+            if sender.blocking_send(Ok(listed)).is_err() {
+                return;
+            }
+        }
     }
 }
 
@@ -1110,5 +1188,34 @@ mod tests {
         for chunk_size in [0, 512, 1000, 3072] {
             assert!(store.begin_upload(&key("k"), 10_000, chunk_size).await.is_err(), "{chunk_size}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_listing_below_a_folder_skips_staging_probes_and_symbolic_links() {
+        use futures_util::TryStreamExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalBlobStore::new(dir.path().to_path_buf());
+        for (path, bytes) in [
+            ("in/a.txt", "aa"),
+            ("in/deep/b.txt", "bbb"),
+            ("out.txt", "x"),
+            (".staging/s", "s"),
+            (".nubo-check/p", "p"),
+        ] {
+            std::fs::create_dir_all(dir.path().join(path).parent().unwrap()).unwrap();
+            std::fs::write(dir.path().join(path), bytes).unwrap();
+        }
+        std::os::unix::fs::symlink(dir.path().join("out.txt"), dir.path().join("in/link.txt")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("in"), dir.path().join("in/loop")).unwrap();
+        let below: Vec<ListedObject> = store.list_below(Some(&key("in"))).try_collect().await.unwrap();
+        let mut found: Vec<(String, u64)> = below.into_iter().map(|o| (o.key, o.size)).collect();
+        found.sort();
+        assert_eq!(found, [("in/a.txt".to_owned(), 2), ("in/deep/b.txt".to_owned(), 3)]);
+        let all: Vec<ListedObject> = store.list_below(None).try_collect().await.unwrap();
+        assert_eq!(all.len(), 3, "staging and probe areas are not listed: {all:?}");
+        let staging: Vec<ListedObject> = store.list_below(Some(&key(".staging"))).try_collect().await.unwrap();
+        assert!(staging.is_empty());
+        let through_link: Vec<ListedObject> = store.list_below(Some(&key("in/loop"))).try_collect().await.unwrap();
+        assert!(through_link.is_empty(), "a start folder behind a symbolic link is not listed");
     }
 }

@@ -161,6 +161,30 @@ pub struct ListedBlob {
     pub modified_ms: i64,
 }
 
+/// An object found by [`BlobStore::list_below`]: what an import needs to tell a new or changed
+/// object from one it has seen before without reading it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedObject {
+    pub key: String,
+    pub size: u64,
+    /// Last modification, milliseconds since the Unix epoch.
+    pub modified_ms: i64,
+    /// The backend's entity tag (S3), when it has one.
+    pub etag: Option<String>,
+}
+
+/// Objects as a listing finds them, page by page; an error ends the stream.
+pub type ListingStream = Pin<Box<dyn Stream<Item = StorageResult<ListedObject>> + Send>>;
+
+/// The first key segment of the probe blobs [`check_with_probe`] writes and deletes: a store's
+/// own area, never listed by [`BlobStore::list_below`].
+pub const PROBE_AREA: &str = ".nubo-check";
+
+/// A listing that fails at once (a backend that cannot list).
+pub fn unlisted(why: &str) -> ListingStream {
+    Box::pin(futures_util::stream::iter([Err(StorageError::Failed(why.to_owned()))]))
+}
+
 /// Size and blake3 hash of a blob written in one stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PutOutcome {
@@ -225,6 +249,14 @@ pub trait BlobStore: Send + Sync + 'static {
     /// housekeeping, not for request paths.
     async fn list(&self) -> StorageResult<Vec<ListedBlob>>;
 
+    /// Every completed object below the folder `folder` (the whole store for `None`), with its
+    /// size, modification time and entity tag, streamed as the backend pages it (S3: one
+    /// `ListObjectsV2` page at a time; local disk: a directory walk), so a listing of millions
+    /// holds one page in memory. The store's own areas (staging files, probes) are never
+    /// listed, nor are symbolic links on local disk. Backends that cannot list (storage nodes)
+    /// answer a stream whose only item is an error.
+    fn list_below(&self, folder: Option<&StorageKey>) -> ListingStream;
+
     /// Checks that the backend works: writes, reads back and deletes a small probe blob.
     async fn check(&self) -> StorageResult<()>;
 
@@ -252,7 +284,7 @@ pub async fn check_with_probe(store: &(impl BlobStore + ?Sized)) -> StorageResul
     use futures_util::TryStreamExt;
 
     const PROBE: &[u8] = b"nubo storage check";
-    let key = StorageKey::parse(&format!(".nubo-check/{}", uuid::Uuid::new_v4().simple()))?;
+    let key = StorageKey::parse(&format!("{PROBE_AREA}/{}", uuid::Uuid::new_v4().simple()))?;
     let body: ByteStream = Box::pin(futures_util::stream::iter([Ok(Bytes::from_static(PROBE))]));
     store.put_stream(&key, body, Some(PROBE.len() as u64)).await?;
     let read = async {

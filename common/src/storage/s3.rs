@@ -29,8 +29,8 @@ use http_body::{Body, Frame, SizeHint};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BlobStore, ByteRange, ByteStream, ChunkReceipt, ListedBlob, PutOutcome, StagedUpload, StorageError, StorageKey,
-    StorageResult, check_upload_shape,
+    BlobStore, ByteRange, ByteStream, ChunkReceipt, ListedBlob, ListedObject, ListingStream, PROBE_AREA, PutOutcome,
+    StagedUpload, StorageError, StorageKey, StorageResult, check_upload_shape,
 };
 use crate::hash::{ChunkHasher, StreamHasher};
 use crate::secret::Secret;
@@ -57,6 +57,66 @@ pub struct S3Config {
     pub secret_key: Secret,
     /// Keys are stored as `prefix/key` when set.
     pub prefix: Option<String>,
+}
+
+/// A listing below a key prefix, one `ListObjectsV2` page at a time.
+struct ListingPages {
+    store: S3BlobStore,
+    /// The full object-key prefix listed (the store's prefix included).
+    below: String,
+    continuation: Option<String>,
+    /// The rest of the current page, last object first.
+    page: Vec<ListedObject>,
+    done: bool,
+}
+
+impl ListingPages {
+    /// The next object, fetching the next page when this one is used up; `None` at the end.
+    async fn next(&mut self) -> Option<StorageResult<ListedObject>> {
+        loop {
+            if let Some(object) = self.page.pop() {
+                return Some(Ok(object));
+            }
+            if self.done {
+                return None;
+            }
+            if let Err(err) = self.fetch().await {
+                self.done = true;
+                return Some(Err(err));
+            }
+        }
+    }
+
+    async fn fetch(&mut self) -> StorageResult<()> {
+        let mut request = self.store.client.list_objects_v2().bucket(&self.store.bucket);
+        if !self.below.is_empty() {
+            request = request.prefix(&self.below);
+        }
+        if let Some(token) = &self.continuation {
+            request = request.continuation_token(token);
+        }
+        let page = request.send().await.map_err(|err| sdk_error("list objects", &self.below, err))?;
+        let probes = format!("{PROBE_AREA}/");
+        for object in page.contents().iter().rev() {
+            let Some(key) = object.key().and_then(|k| k.strip_prefix(&self.store.prefix)) else { continue };
+            if key.starts_with(&probes) || key.ends_with('/') {
+                continue;
+            }
+            let modified_ms =
+                object.last_modified().map_or(0, |t| t.secs() * 1000 + i64::from(t.subsec_nanos() / 1_000_000));
+            self.page.push(ListedObject {
+                key: key.to_owned(),
+                size: object.size().unwrap_or(0).max(0) as u64,
+                modified_ms,
+                etag: object.e_tag().map(|tag| tag.trim_matches('"').to_owned()),
+            });
+        }
+        match page.next_continuation_token() {
+            Some(token) if page.is_truncated() == Some(true) => self.continuation = Some(token.to_owned()),
+            _ => self.done = true,
+        }
+        Ok(())
+    }
 }
 
 /// Blob storage in an S3 bucket.
@@ -427,6 +487,18 @@ impl BlobStore for S3BlobStore {
                 _ => return Ok(found),
             }
         }
+    }
+
+    fn list_below(&self, folder: Option<&StorageKey>) -> ListingStream {
+        let below = match folder {
+            Some(folder) => format!("{}{folder}/", self.prefix),
+            None => self.prefix.clone(),
+        };
+        let pages = ListingPages { store: self.clone(), below, continuation: None, page: Vec::new(), done: false };
+        Box::pin(futures_util::stream::unfold(pages, |mut pages| async move {
+            let next = pages.next().await?;
+            Some((next, pages))
+        }))
     }
 
     async fn check(&self) -> StorageResult<()> {

@@ -74,6 +74,9 @@ pub struct FileCommit {
     pub charge: i64,
     /// The owner's capacity: a positive charge must fit below it.
     pub capacity: i64,
+    /// Bookkeeping run first, before the content's blob row is added (see [`Step`]; `required`
+    /// is not consulted, and [`StepArg::KeepsNewBlob`] is not known yet and reads as 0).
+    pub first_steps: Vec<Step>,
     pub steps: Vec<Step>,
 }
 
@@ -174,6 +177,9 @@ fn commit_inline(
             return Ok(Err(Refusal::Changed));
         }
         kept = kept_version(&commit.destination, state.as_ref());
+    }
+    for step in &commit.first_steps {
+        execute(conn, step.sql, &step.args(false))?;
     }
     let same = [Arg::Text(&policy_id), Arg::Text(&content.blake3), Arg::Int(content.size)];
     let older = query_row(conn, super::blobs::SAME_CONTENT_ID, &same, |row| row.text("id"))?;
@@ -281,6 +287,9 @@ async fn commit_statement_by_statement(
             return Ok(Err(Refusal::Changed));
         }
         kept = kept_version(&commit.destination, state.as_ref());
+    }
+    for step in &commit.first_steps {
+        bound(sqlx::query(step.sql), &step.args(false)).execute(&mut *tx).await?;
     }
     if !super::users::charge_storage(&mut tx, commit.owner_id, commit.charge, commit.capacity).await? {
         return Ok(Err(Refusal::QuotaExceeded));

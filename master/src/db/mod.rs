@@ -18,6 +18,7 @@ pub mod columns;
 pub mod events;
 pub mod groups;
 pub mod identities;
+pub mod imports;
 pub mod ingest;
 pub mod inline;
 pub mod node_reports;

@@ -71,7 +71,7 @@ pub async fn find(db: &Db, id: &str) -> Result<Option<TaskRow>, DbError> {
 /// queued waits for a master that can run it, instead of being taken and failing to decode.
 pub async fn claim(db: &Db, worker: &str, now: Millis, lease_until: Millis) -> Result<Option<TaskRow>, DbError> {
     let due = "((status = 'queued' AND run_after <= $3) OR (status = 'running' AND lease_until < $3)) \
-               AND type IN ('POLICY_MIGRATE', 'EXTERNAL_DOWNLOAD', 'THUMBNAIL')";
+               AND type IN ('POLICY_MIGRATE', 'EXTERNAL_DOWNLOAD', 'THUMBNAIL', 'IMPORT')";
     let sql = format!(
         "UPDATE tasks SET status = 'running', lease_owner = $1, lease_until = $2, attempts = attempts + 1, updated_at = $3
          WHERE id = (SELECT id FROM tasks WHERE {due} ORDER BY run_after, created_at LIMIT 1) AND {due}

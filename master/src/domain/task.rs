@@ -50,6 +50,9 @@ pub enum TaskType {
     ExternalDownload,
     /// Make the thumbnail of an image's content (queued by the first request for it; no owner).
     Thumbnail,
+    /// Record files already in a policy's storage as a user's files, without copying bytes
+    /// (`POST /admin/import`; owned by the administrator who started it).
+    Import,
 }
 
 impl TaskType {
@@ -58,6 +61,7 @@ impl TaskType {
             TaskType::PolicyMigrate => "POLICY_MIGRATE",
             TaskType::ExternalDownload => "EXTERNAL_DOWNLOAD",
             TaskType::Thumbnail => "THUMBNAIL",
+            TaskType::Import => "IMPORT",
         }
     }
 
@@ -94,6 +98,19 @@ pub struct TaskProps {
     /// `THUMBNAIL`: the longest side in pixels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub side: Option<u32>,
+    /// `IMPORT`: the policy whose storage is imported from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_policy_id: Option<Uuid>,
+    /// `IMPORT`: the folder of the policy's storage (local: below its root; S3: below its
+    /// prefix) whose files are imported; empty for all of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_or_prefix: Option<String>,
+    /// `IMPORT`: the user the files are recorded for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<Uuid>,
+    /// `IMPORT`: the folder of the user's tree the files appear in, as asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst_path: Option<String>,
 }
 
 /// How far a task got.
@@ -106,6 +123,35 @@ pub struct TaskProgress {
     /// The file the task created (`EXTERNAL_DOWNLOAD`, once completed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_id: Option<Uuid>,
+    /// `IMPORT`: what this run of the import did so far (the result once completed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub import: Option<ImportProgress>,
+}
+
+/// How far a run of an `IMPORT` got. Counts are of this run: a run that resumes after a
+/// restart counts what the earlier one imported as skipped.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ImportProgress {
+    /// Files the listing found.
+    pub files_seen: u64,
+    /// Files recorded as new files.
+    pub files_imported: u64,
+    /// Files imported before whose source changed since: re-hashed, their file's content updated.
+    pub files_updated: u64,
+    /// Files imported before and unchanged (not read again), or that are already the content
+    /// of a file (Nubo's own blobs).
+    pub files_skipped: u64,
+    /// Files not imported because something else has their name at the destination (a
+    /// different file, or a file where a folder is needed), or whose name cannot be a file
+    /// name; see `conflicts`.
+    pub files_conflicting: u64,
+    /// Bytes read to hash them.
+    pub bytes_hashed: u64,
+    /// Files whose content is already held by another file of the policy: recorded as
+    /// referring to that content, their own bytes left alone.
+    pub files_deduplicated: u64,
+    /// The keys of the first conflicting files (at most 20).
+    pub conflicts: Vec<String>,
 }
 
 #[cfg(test)]
@@ -119,7 +165,7 @@ mod tests {
         {
             assert_eq!(TaskStatus::parse(status.as_str()), Some(status));
         }
-        for kind in [TaskType::PolicyMigrate, TaskType::ExternalDownload, TaskType::Thumbnail] {
+        for kind in [TaskType::PolicyMigrate, TaskType::ExternalDownload, TaskType::Thumbnail, TaskType::Import] {
             assert_eq!(TaskType::parse(kind.as_str()), Some(kind));
         }
         assert_eq!(TaskType::PolicyMigrate.as_str(), "POLICY_MIGRATE");

@@ -16,7 +16,7 @@ use crate::db::{self};
 use crate::domain::task::{TaskProgress, TaskStatus, TaskType};
 use crate::domain::time::now_ms;
 use crate::service::migration::{self, Checkpoint, TaskFailure};
-use crate::service::{external, thumbnails};
+use crate::service::{external, import, thumbnails};
 
 /// Timing of the queue.
 #[derive(Debug, Clone, Copy)]
@@ -148,6 +148,7 @@ async fn execute(state: &Context, task: &TaskRow, control: &mut Control) -> Resu
         TaskType::PolicyMigrate => migration::run(state, owner, &task.props, control).await,
         TaskType::ExternalDownload => external::run(state, &task.id, owner, &task.props, control).await,
         TaskType::Thumbnail => thumbnails::run(state, &task.props, task.attempts >= task.max_attempts).await,
+        TaskType::Import => import::run(state, owner, &task.props, control).await,
     }
 }
 

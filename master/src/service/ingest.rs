@@ -33,6 +33,10 @@ pub enum Hold {
     /// A storage node's fetch for task `task_id`: giving up ends the fetch as failed, and the
     /// node, answered that it may not keep the bytes, drops them.
     Fetch { task_id: String },
+    /// Bytes that were in the policy's storage before Nubo knew them (an admin import): nothing
+    /// was held for them, and they are never removed, neither when giving up nor when they
+    /// duplicate content the policy holds already (they stay where they are, unreferenced).
+    Adopted,
 }
 
 /// Bytes stored for a file-to-be that no row refers to yet. Dropped without [`commit`] having
@@ -87,8 +91,9 @@ impl StagedBlob {
     /// The bytes became a file's: a duplicate of content the policy held already is surplus.
     fn settle(&mut self, committed: &Committed) {
         self.settled = true;
-        let node_drops_surplus = matches!(self.hold, Hold::Fetch { .. } | Hold::Session { on_node: true, .. });
-        if committed.duplicate && !node_drops_surplus {
+        let someone_else_drops_surplus =
+            matches!(self.hold, Hold::Fetch { .. } | Hold::Session { on_node: true, .. } | Hold::Adopted);
+        if committed.duplicate && !someone_else_drops_surplus {
             let (store, key) = (self.store.clone(), self.key.clone());
             tokio::spawn(async move {
                 if let Err(error) = store.delete(&key).await {
@@ -138,6 +143,7 @@ async fn undo(ctx: &Context, store: Arc<dyn BlobStore>, key: &StorageKey, hold: 
             }
             false
         }
+        Hold::Adopted => false,
     };
     if remove_bytes && let Err(error) = store.delete(key).await {
         tracing::warn!(%key, %error, "could not remove the bytes of a failed write; the collector will");
@@ -195,6 +201,8 @@ pub struct Plan {
     pub owner_id: UserId,
     pub destination: Destination,
     pub charge: Charge,
+    /// Bookkeeping that must precede the content's blob row (it frees what that row takes).
+    pub first_steps: Vec<Step>,
     pub steps: Vec<Step>,
 }
 
@@ -202,7 +210,7 @@ impl Plan {
     /// A new file `name` in the owner's folder `parent_id`, with a fresh id.
     pub fn new_file(owner_id: UserId, parent_id: ObjectId, name: &str, charge: Charge) -> Self {
         let destination = Destination::NewFile { object_id: new_id().into(), parent_id, name: name.to_owned() };
-        Self { owner_id, destination, charge, steps: Vec::new() }
+        Self { owner_id, destination, charge, first_steps: Vec::new(), steps: Vec::new() }
     }
 
     /// New content for the owner's file `row`, planned against its current blob and size; with
@@ -214,7 +222,14 @@ impl Plan {
             old_size: row.size,
             keep_version,
         };
-        Self { owner_id, destination, charge, steps: Vec::new() }
+        Self { owner_id, destination, charge, first_steps: Vec::new(), steps: Vec::new() }
+    }
+
+    /// Adds a step run before anything else of the commit is written (and so before the
+    /// content's blob row is added), for bookkeeping that makes room for that row.
+    pub fn with_first_step(mut self, step: Step) -> Self {
+        self.first_steps.push(step);
+        self
     }
 
     /// Adds a step of the caller's bookkeeping, made with the file's id.
@@ -225,8 +240,16 @@ impl Plan {
     }
 
     fn commit(self, content: Content) -> FileCommit {
-        let Plan { owner_id, destination, charge, steps } = self;
-        FileCommit { owner_id, destination, content, charge: charge.amount, capacity: charge.capacity, steps }
+        let Plan { owner_id, destination, charge, first_steps, steps } = self;
+        FileCommit {
+            owner_id,
+            destination,
+            content,
+            charge: charge.amount,
+            capacity: charge.capacity,
+            first_steps,
+            steps,
+        }
     }
 }
 

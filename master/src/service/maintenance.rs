@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use nubo_common::storage::StorageKey;
+use nubo_common::storage::{ListedBlob, StorageKey};
 
 use crate::context::Context;
 use crate::db::{self};
@@ -18,8 +18,9 @@ pub const BLOB_GRACE: Duration = Duration::from_secs(6 * 3600);
 
 /// Collects what storage holds for nobody, once older than `grace`: blob rows without
 /// references (interrupted migrations, deletions that failed; bytes first, then the row), and
-/// bytes no row and no open upload knows (a crash between writing and recording). Answers how
-/// many blobs were collected.
+/// bytes no row and no open upload knows (a crash between writing and recording) written since
+/// their policy was created (older bytes are files waiting to be imported). Answers how many
+/// blobs were collected.
 pub async fn collect_blobs(ctx: &Context, now: Millis, grace: Duration) -> ServiceResult<usize> {
     let collected = collect_unreferenced_rows(ctx, now, grace).await?;
     Ok(collected + collect_unknown_bytes(ctx, now, grace).await?)
@@ -36,7 +37,10 @@ async fn collect_unknown_bytes(ctx: &Context, now: Millis, grace: Duration) -> S
         let mut known: std::collections::HashSet<String> =
             db::blobs::keys_of_policy(ctx.db(), policy.id).await?.into_iter().collect();
         known.extend(db::uploads::keys_of_policy(ctx.db(), policy.id).await?);
-        for blob in listed.into_iter().filter(|b| b.modified_ms < cutoff && !known.contains(&b.key)) {
+        // Bytes older than the policy cannot be a write of Nubo's that went unrecorded: they were
+        // there before, waiting to be imported (docs/import.md), and are never collected.
+        let orphan = |b: &ListedBlob| b.modified_ms < cutoff && b.modified_ms >= policy.created_at;
+        for blob in listed.into_iter().filter(|b| orphan(b) && !known.contains(&b.key)) {
             // Check again just before deleting: a row may have appeared since the listing.
             if db::blobs::key_exists(ctx.db(), policy.id, &blob.key).await? {
                 continue;

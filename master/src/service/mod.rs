@@ -17,6 +17,7 @@ pub mod files;
 pub mod groups;
 pub mod health;
 pub mod identities;
+pub mod import;
 pub mod ingest;
 pub mod mail;
 pub mod mail_links;

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use futures_util::TryStreamExt;
 use nubo_common::secret::Secret;
 use nubo_common::storage::{
-    BlobStore, ByteRange, ByteStream, ChunkReceipt, DirectUpload, ListedBlob, PutOutcome, StagedUpload, StorageError,
-    StorageKey, StorageResult,
+    BlobStore, ByteRange, ByteStream, ChunkReceipt, DirectUpload, ListedBlob, ListingStream, PutOutcome, StagedUpload,
+    StorageError, StorageKey, StorageResult,
 };
 use nubo_protocol::client::{CallError, NODE_RPC_PATH, RpcClient};
 use nubo_protocol::credential::{self, DownloadGrant, UploadGrant, WriteGrant};
@@ -222,6 +222,10 @@ impl BlobStore for NodeBlobStore {
     /// policies (a node drops the staged bytes of sessions that end by itself).
     async fn list(&self) -> StorageResult<Vec<ListedBlob>> {
         Err(StorageError::Failed("storage nodes do not list their blobs".into()))
+    }
+
+    fn list_below(&self, _folder: Option<&StorageKey>) -> ListingStream {
+        nubo_common::storage::unlisted("storage nodes do not list their blobs")
     }
 
     async fn check(&self) -> StorageResult<()> {

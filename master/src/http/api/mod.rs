@@ -183,6 +183,7 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(tasks::get, tasks::cancel))
         .routes(routes!(tasks::admin_list))
         .routes(routes!(tasks::admin_get, tasks::admin_cancel))
+        .routes(routes!(tasks::admin_import))
         .routes(routes!(metadata::get, metadata::patch))
         .routes(routes!(events::stream))
         .routes(routes!(versions::list))

@@ -1,17 +1,20 @@
-//! `/task` (the caller's background tasks) and `/admin/task` (everyone's).
+//! `/task` (the caller's background tasks), `/admin/task` (everyone's) and `/admin/import`
+//! (starting an import of existing storage).
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
 use serde::Deserialize;
-use utoipa::IntoParams;
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::context::Context;
 use crate::domain::task::{TaskStatus, TaskType};
 use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
-use crate::http::extract::{ApiPath, ApiQuery};
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::http::guard::{AdminRequired, AuthRequired};
+use crate::service::import::{self, ImportRequest};
 use crate::service::tasks::{self, TaskView};
 use crate::service::{Page, PageRequest};
 
@@ -125,4 +128,58 @@ pub async fn admin_cancel(
     ApiPath(id): ApiPath<Uuid>,
 ) -> ServiceResult<Json<TaskView>> {
     Ok(Json(tasks::cancel(state.db(), None, id).await?))
+}
+
+/// Where the files of an import are.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportSource {
+    /// A local or S3 policy (not one on a storage node).
+    pub policy_id: Uuid,
+    /// The folder to import, relative to the local policy's root or the S3 policy's prefix,
+    /// without `..`; empty (the default) for all of it.
+    #[serde(default)]
+    pub path_or_prefix: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportBody {
+    pub source: ImportSource,
+    /// The user the files are recorded for.
+    pub user_id: Uuid,
+    /// An absolute folder path in the user's tree (`/imported`), made with its parents when
+    /// missing; each file appears at this path plus its path below the source folder.
+    pub dst_path: String,
+}
+
+/// Import files that already sit in a local or S3 policy's storage as a user's files, without
+/// copying bytes: queues an `IMPORT` task (owned by the caller; its progress counts files seen,
+/// imported, updated, skipped, conflicting and bytes hashed). Each file is hashed once (blake3),
+/// de-duplicated against the policy's blobs and charged to the user's quota; files imported
+/// before are skipped unless their size, time or ETag changed. A file with the name of a
+/// different object at the destination is skipped and listed as a conflict. Imported bytes
+/// belong to Nubo from then on (purging the file deletes them).
+#[utoipa::path(post, path = "/admin/import", tag = "admin", security(("bearer" = [])), request_body = ImportBody,
+    responses(
+        (status = 202, description = "Import queued", body = TaskView),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 403, description = "Not an administrator", body = ErrorBody),
+        (status = 404, description = "No such policy or user", body = ErrorBody),
+        (status = 409, description = "A file of the user is where the destination folder should be", body = ErrorBody),
+        (status = 422, description = "A policy on a storage node, a source path with `..` or absolute, or a destination that is not an absolute path", body = ErrorBody),
+    ))]
+pub async fn admin_import(
+    State(state): State<Context>,
+    admin: AdminRequired,
+    ApiJson(body): ApiJson<ImportBody>,
+) -> ServiceResult<(StatusCode, Json<TaskView>)> {
+    let request = ImportRequest {
+        policy_id: body.source.policy_id,
+        path_or_prefix: body.source.path_or_prefix,
+        user_id: body.user_id,
+        dst_path: body.dst_path,
+    };
+    Ok((StatusCode::ACCEPTED, Json(import::start(&state, admin.0.sub, request).await?)))
 }

@@ -83,6 +83,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/admin/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import files that already sit in a local or S3 policy's storage as a user's files, without
+         *     copying bytes: queues an `IMPORT` task (owned by the caller; its progress counts files seen,
+         *     imported, updated, skipped, conflicting and bytes hashed). Each file is hashed once (blake3),
+         *     de-duplicated against the policy's blobs and charged to the user's quota; files imported
+         *     before are skipped unless their size, time or ETag changed. A file with the name of a
+         *     different object at the destination is skipped and listed as a conflict. Imported bytes
+         *     belong to Nubo from then on (purging the file deletes them).
+         */
+        post: operations["admin_import"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/node": {
         parameters: {
             query?: never;
@@ -2995,6 +3020,79 @@ export interface components {
         IdsRequest: {
             ids: string[];
         };
+        ImportBody: {
+            /**
+             * @description An absolute folder path in the user's tree (`/imported`), made with its parents when
+             *     missing; each file appears at this path plus its path below the source folder.
+             */
+            dst_path: string;
+            source: components["schemas"]["ImportSource"];
+            /**
+             * Format: uuid
+             * @description The user the files are recorded for.
+             */
+            user_id: string;
+        };
+        /**
+         * @description How far a run of an `IMPORT` got. Counts are of this run: a run that resumes after a
+         *     restart counts what the earlier one imported as skipped.
+         */
+        ImportProgress: {
+            /**
+             * Format: int64
+             * @description Bytes read to hash them.
+             */
+            bytes_hashed: number;
+            /** @description The keys of the first conflicting files (at most 20). */
+            conflicts: string[];
+            /**
+             * Format: int64
+             * @description Files not imported because something else has their name at the destination (a
+             *     different file, or a file where a folder is needed), or whose name cannot be a file
+             *     name; see `conflicts`.
+             */
+            files_conflicting: number;
+            /**
+             * Format: int64
+             * @description Files whose content is already held by another file of the policy: recorded as
+             *     referring to that content, their own bytes left alone.
+             */
+            files_deduplicated: number;
+            /**
+             * Format: int64
+             * @description Files recorded as new files.
+             */
+            files_imported: number;
+            /**
+             * Format: int64
+             * @description Files the listing found.
+             */
+            files_seen: number;
+            /**
+             * Format: int64
+             * @description Files imported before and unchanged (not read again), or that are already the content
+             *     of a file (Nubo's own blobs).
+             */
+            files_skipped: number;
+            /**
+             * Format: int64
+             * @description Files imported before whose source changed since: re-hashed, their file's content updated.
+             */
+            files_updated: number;
+        };
+        /** @description Where the files of an import are. */
+        ImportSource: {
+            /**
+             * @description The folder to import, relative to the local policy's root or the S3 policy's prefix,
+             *     without `..`; empty (the default) for all of it.
+             */
+            path_or_prefix?: string;
+            /**
+             * Format: uuid
+             * @description A local or S3 policy (not one on a storage node).
+             */
+            policy_id: string;
+        };
         /** @description Where to send the browser to link a provider. */
         LinkStart: {
             /** @description The provider's authorize URL; navigate the browser there (single use, ten minutes). */
@@ -4156,6 +4254,7 @@ export interface components {
             files_done: number;
             /** Format: int64 */
             files_total: number;
+            import?: null | components["schemas"]["ImportProgress"];
             /**
              * Format: uuid
              * @description The file the task created (`EXTERNAL_DOWNLOAD`, once completed).
@@ -4168,6 +4267,8 @@ export interface components {
             blake3?: string | null;
             /** @description `THUMBNAIL`: the blob whose content is drawn (any blob of that content will do). */
             blob_id?: string | null;
+            /** @description `IMPORT`: the folder of the user's tree the files appear in, as asked. */
+            dst_path?: string | null;
             /**
              * Format: uuid
              * @description `EXTERNAL_DOWNLOAD`: the storage node that fetches.
@@ -4184,10 +4285,20 @@ export interface components {
              */
             parent_id?: string | null;
             /**
+             * @description `IMPORT`: the folder of the policy's storage (local: below its root; S3: below its
+             *     prefix) whose files are imported; empty for all of it.
+             */
+            path_or_prefix?: string | null;
+            /**
              * Format: int32
              * @description `THUMBNAIL`: the longest side in pixels.
              */
             side?: number | null;
+            /**
+             * Format: uuid
+             * @description `IMPORT`: the policy whose storage is imported from.
+             */
+            source_policy_id?: string | null;
             /**
              * Format: uuid
              * @description The policy files move to (`POLICY_MIGRATE`) or the fetched file lands in
@@ -4196,6 +4307,11 @@ export interface components {
             target_policy_id?: string | null;
             /** @description `EXTERNAL_DOWNLOAD`: the URL to fetch. */
             url?: string | null;
+            /**
+             * Format: uuid
+             * @description `IMPORT`: the user the files are recorded for.
+             */
+            user_id?: string | null;
         };
         /**
          * @description Where a task is in its life.
@@ -4206,7 +4322,7 @@ export interface components {
          * @description What a task does.
          * @enum {string}
          */
-        TaskType: "POLICY_MIGRATE" | "EXTERNAL_DOWNLOAD" | "THUMBNAIL";
+        TaskType: "POLICY_MIGRATE" | "EXTERNAL_DOWNLOAD" | "THUMBNAIL" | "IMPORT";
         /** @description A task with its status and type as enumerations. */
         TaskView: {
             /** Format: int32 */
@@ -5254,6 +5370,111 @@ export interface operations {
             };
             /** @description The group still has members */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    admin_import: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ImportBody"];
+            };
+        };
+        responses: {
+            /** @description Import queued */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaskView"];
+                };
+            };
+            /** @description Malformed request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an administrator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such policy or user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A file of the user is where the destination folder should be */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than the JSON body limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body without Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A policy on a storage node, a source path with `..` or absolute, or a destination that is not an absolute path */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
