@@ -21,7 +21,7 @@ on_every_backend_and_storage!(
 on_every_backend!(
     an_import_stops_at_a_full_quota_saying_how_far_it_got,
     an_import_stopped_between_files_resumes_where_it_stopped,
-    files_older_than_their_policy_wait_for_the_import_and_are_not_collected,
+    files_waiting_for_an_import_are_not_collected,
     bad_import_requests_are_refused_without_a_task
 );
 
@@ -268,7 +268,7 @@ async fn an_import_stops_at_a_full_quota_saying_how_far_it_got(app: TestApp) {
     assert_eq!(files_below(&dir.join("big")).len(), 10, "sources beyond the quota are left alone");
 }
 
-async fn files_older_than_their_policy_wait_for_the_import_and_are_not_collected(app: TestApp) {
+async fn files_waiting_for_an_import_are_not_collected(app: TestApp) {
     use nubo_master::service::maintenance;
     let admin = app.login_admin().await;
     let policy = app.use_test_policy(&admin, PolicyKind::Local, 0).await;
@@ -284,6 +284,17 @@ async fn files_older_than_their_policy_wait_for_the_import_and_are_not_collected
     assert!(!dir.join("stray/leftover.bin").exists());
     let done = import_and_wait(&app, &admin, body(&policy.id, "old", &user, "/old")).await;
     assert_eq!(counts(&done), (1, 0, 0, 0));
+
+    // A folder an import read is an import area: files added there later, with fresh times,
+    // wait for the next run too; bytes nobody knows elsewhere are still collected.
+    place(&dir, "old/2026/added-later.jpg", b"copied in after the import");
+    place(&dir, "elsewhere/leftover.bin", b"recorded by nobody");
+    let later = nubo_master::domain::time::now_ms() + 7 * 3_600_000;
+    assert_eq!(maintenance::collect_blobs(app.context(), later, maintenance::BLOB_GRACE).await.unwrap(), 1);
+    assert!(dir.join("old/2026/added-later.jpg").exists(), "an import area's new files are not orphans");
+    assert!(!dir.join("elsewhere/leftover.bin").exists());
+    let done = import_and_wait(&app, &admin, body(&policy.id, "old", &user, "/old")).await;
+    assert_eq!(counts(&done), (1, 0, 1, 0), "the next run picks the added file up");
 }
 
 /// Stops the run after `after` files, as a crash or a cancel would.

@@ -1,5 +1,6 @@
 //! SQL of `imported_files`: the ledger of admin imports, one row per object of a policy's
-//! storage recorded as a file, so a later run skips what it already did.
+//! storage recorded as a file, so a later run skips what it already did; and of
+//! `import_sources`, the folders of a policy's storage imports read (import areas).
 
 use super::ingest::{Step, StepArg};
 use super::{Arg, Db, DbError};
@@ -75,4 +76,27 @@ pub fn detach_step(policy_id: PolicyId, key: &str, tombstone: String) -> Step {
         args: vec![StepArg::Text(tombstone), StepArg::Text(policy_id.to_string()), StepArg::Text(key.to_owned())],
         required: false,
     }
+}
+
+/// Remembers `prefix` ('' for all) as an import area of `policy_id`'s storage.
+pub async fn remember_source(db: &Db, policy_id: PolicyId, prefix: &str, now: Millis) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO import_sources (policy_id, prefix, created_at) VALUES ($1, $2, $3)
+         ON CONFLICT (policy_id, prefix) DO NOTHING",
+    )
+    .bind(policy_id)
+    .bind(prefix)
+    .bind(now)
+    .execute(db.writer())
+    .await?;
+    Ok(())
+}
+
+/// The import areas of `policy_id`'s storage (see [`remember_source`]).
+pub async fn sources_of(db: &Db, policy_id: PolicyId) -> Result<Vec<String>, DbError> {
+    let rows: Vec<(String,)> = sqlx::query_as("SELECT prefix FROM import_sources WHERE policy_id = $1")
+        .bind(policy_id)
+        .fetch_all(db.reader())
+        .await?;
+    Ok(rows.into_iter().map(|(prefix,)| prefix).collect())
 }

@@ -80,9 +80,12 @@ pub async fn start(ctx: &Context, admin: Uuid, request: ImportRequest) -> Servic
     for name in &names {
         folder = folder_in(db, request.user_id, folder, name).await?;
     }
+    let prefix = source.as_ref().map_or_else(String::new, |key| key.as_str().to_owned());
+    // From now on the collector takes bytes no file knows in this folder for files waiting.
+    db::imports::remember_source(db, policy.id, &prefix, now_ms()).await?;
     let props = TaskProps {
         source_policy_id: Some(request.policy_id),
-        path_or_prefix: Some(source.as_ref().map_or_else(String::new, |key| key.as_str().to_owned())),
+        path_or_prefix: Some(prefix),
         user_id: Some(request.user_id),
         dst_path: Some(request.dst_path),
         parent_id: Some(folder.into()),

@@ -38,8 +38,15 @@ async fn collect_unknown_bytes(ctx: &Context, now: Millis, grace: Duration) -> S
             db::blobs::keys_of_policy(ctx.db(), policy.id).await?.into_iter().collect();
         known.extend(db::uploads::keys_of_policy(ctx.db(), policy.id).await?);
         // Bytes older than the policy cannot be a write of Nubo's that went unrecorded: they were
-        // there before, waiting to be imported (docs/import.md), and are never collected.
-        let orphan = |b: &ListedBlob| b.modified_ms < cutoff && b.modified_ms >= policy.created_at;
+        // there before, waiting to be imported (docs/import.md), and are never collected; nor
+        // are bytes in a folder an import was asked to read (more files to import later).
+        let areas = db::imports::sources_of(ctx.db(), policy.id).await?;
+        let in_area = |key: &str| {
+            areas
+                .iter()
+                .any(|area| area.is_empty() || key.strip_prefix(area.as_str()).is_some_and(|r| r.starts_with('/')))
+        };
+        let orphan = |b: &ListedBlob| b.modified_ms < cutoff && b.modified_ms >= policy.created_at && !in_area(&b.key);
         for blob in listed.into_iter().filter(|b| orphan(b) && !known.contains(&b.key)) {
             // Check again just before deleting: a row may have appeared since the listing.
             if db::blobs::key_exists(ctx.db(), policy.id, &blob.key).await? {
