@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use nubo_master::domain::task::{TaskProgress, TaskProps};
+use nubo_master::domain::task::TaskProps;
 use nubo_master::service::import;
-use nubo_master::service::migration::{Checkpoint, TaskFailure};
-use nubo_tests::files::{PolicyKind, TestPolicy, files_below};
+use nubo_master::service::migration::TaskFailure;
+use nubo_tests::files::{PolicyKind, StopAfter, TestPolicy, files_below};
 use nubo_tests::{Backend, Session, TestApp, error_body, on_every_backend, on_every_backend_and_storage};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -295,18 +295,6 @@ async fn files_waiting_for_an_import_are_not_collected(app: TestApp) {
     assert!(!dir.join("elsewhere/leftover.bin").exists());
     let done = import_and_wait(&app, &admin, body(&policy.id, "old", &user, "/old")).await;
     assert_eq!(counts(&done), (1, 0, 1, 0), "the next run picks the added file up");
-}
-
-/// Stops the run after `after` files, as a crash or a cancel would.
-struct StopAfter {
-    after: u64,
-}
-
-#[async_trait::async_trait]
-impl Checkpoint for StopAfter {
-    async fn checkpoint(&mut self, progress: &TaskProgress) -> Result<(), TaskFailure> {
-        if progress.files_done >= self.after { Err(TaskFailure::Stopped) } else { Ok(()) }
-    }
 }
 
 async fn an_import_stopped_between_files_resumes_where_it_stopped(app: TestApp) {

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use nubo_master::domain::task::{TaskProgress, TaskProps};
-use nubo_master::service::migration::{self, Checkpoint, TaskFailure};
-use nubo_tests::files::{PolicyKind, TestPolicy, content};
+use nubo_master::domain::task::TaskProps;
+use nubo_master::service::migration::{self, TaskFailure};
+use nubo_tests::files::{PolicyKind, StopAfter, TestPolicy, content};
 use nubo_tests::{Session, TestApp, error_body, on_every_backend};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -178,18 +178,6 @@ async fn two_masters_on_one_database_run_each_task_once(app: TestApp) {
     assert_eq!(blob_count(&app, &s3.id).await, 6);
     assert_eq!(s3.stored_blobs(&app), 6, "no file was copied twice");
     peer.shutdown(Duration::from_secs(10)).await.unwrap();
-}
-
-/// Stops the migration after `after` files, as a crash or a cancel would.
-struct StopAfter {
-    after: u64,
-}
-
-#[async_trait::async_trait]
-impl Checkpoint for StopAfter {
-    async fn checkpoint(&mut self, progress: &TaskProgress) -> Result<(), TaskFailure> {
-        if progress.files_done >= self.after { Err(TaskFailure::Stopped) } else { Ok(()) }
-    }
 }
 
 async fn a_migration_stopped_midway_leaves_everything_readable_and_resumes(app: TestApp) {

@@ -249,3 +249,22 @@ impl TestApp {
         self.config.upload_claim_lease_seconds as i64 * 1000 + 1000
     }
 }
+
+/// A task checkpoint that stops the run once `after` files are done, as a crash or a cancel
+/// would (for driving a migration or an import by hand).
+pub struct StopAfter {
+    pub after: u64,
+}
+
+#[async_trait::async_trait]
+impl nubo_master::service::migration::Checkpoint for StopAfter {
+    async fn checkpoint(
+        &mut self,
+        progress: &nubo_master::domain::task::TaskProgress,
+    ) -> Result<(), nubo_master::service::migration::TaskFailure> {
+        match progress.files_done >= self.after {
+            true => Err(nubo_master::service::migration::TaskFailure::Stopped),
+            false => Ok(()),
+        }
+    }
+}
