@@ -186,12 +186,29 @@ async fn a_catch_up_on_events_ends_at_the_head_the_stream_announces(app: TestApp
     let seen = nubo_tests::settled(vec!["one".to_owned(), "two".to_owned(), "three".to_owned()], names).await;
     assert_eq!(seen, ["one", "two", "three"], "exactly what came after the listing, and the catch-up ended");
 
-    // Caught up already: ready's head is its cursor, and nothing is to be read.
+    // Caught up already: ready's head is its cursor, and nothing is to be read; another user's
+    // changes do not move it.
     let mut stream = EventStream::open(&app, &user, cursor).await;
     let (ready, _) = stream.catch_up().await;
-    let mut again = EventStream::open(&app, &user, ready["head"].as_i64().unwrap()).await;
+    let caught_up = ready["head"].as_i64().unwrap();
+    let other = app.register("cy@example.com", "cy-password").await;
+    let other_root = app.root_id(&other).await;
+    app.mkdir(&other, &other_root, "not a change of cal's").await;
+    app.mkdir(&user, &root, "after the others").await;
+    // Once the hub delivered cal's newest change, the head is that change: the other user's
+    // (made before it) is not in cal's stream.
+    let moved_on = || async {
+        let (ready, changes) = EventStream::open(&app, &user, caught_up).await.catch_up().await;
+        (ready["head"] != ready["cursor"]).then(|| changes.iter().map(|c| c["name"].clone()).collect::<Vec<_>>())
+    };
+    let seen = nubo_tests::settled(Some(vec![json!("after the others")]), moved_on).await;
+    assert_eq!(seen, Some(vec![json!("after the others")]));
+    let mut again = EventStream::open(&app, &user, caught_up).await;
     let (ready, changes) = again.catch_up().await;
-    assert_eq!(ready["head"], ready["cursor"]);
+    let head = ready["head"].as_i64().unwrap();
+    assert_eq!(changes.last().unwrap()["cursor"], head, "the catch-up ends at cal's newest change");
+    let (ready, changes) = EventStream::open(&app, &user, head).await.catch_up().await;
+    assert_eq!(ready["head"], ready["cursor"], "nothing of cal's since");
     assert!(changes.is_empty());
 }
 

@@ -40,6 +40,16 @@ pub async fn of_owner(db: &Db, owner: UserId, (after, upto): (i64, i64), limit: 
     .await?)
 }
 
+/// The cursor of `owner`'s newest event up to `upto` (0 when there is none).
+pub async fn newest_of_owner(db: &Db, owner: UserId, upto: i64) -> Result<i64, DbError> {
+    let (seq,): (Option<i64>,) = sqlx::query_as("SELECT MAX(seq) FROM change_events WHERE owner_id = $1 AND seq <= $2")
+        .bind(owner)
+        .bind(upto)
+        .fetch_one(db.reader())
+        .await?;
+    Ok(seq.unwrap_or(0))
+}
+
 /// The newest event's cursor (0 when there is none).
 pub async fn latest(db: &Db) -> Result<i64, DbError> {
     let (seq,): (Option<i64>,) = sqlx::query_as("SELECT MAX(seq) FROM change_events").fetch_one(db.reader()).await?;

@@ -53,8 +53,8 @@ pub struct ChangeEvent {
 }
 
 /// One event of the `GET /events` stream as it travels (Server-Sent Events): `event` is `ready`
-/// (first; `data` is `{"cursor": n, "head": h}`, the cursor the stream starts from and the
-/// newest one delivered when it started), `change` (`data` is a
+/// (first; `data` is `{"cursor": n, "head": h}`, the cursor the stream starts from and that of
+/// the subscriber's newest change delivered when it started), `change` (`data` is a
 /// `ChangeEvent` in JSON, `id` its cursor) or `error` (the stream ends; `data` says why).
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct StreamEvent {
@@ -267,20 +267,26 @@ pub async fn subscribe(ctx: &Context, owner: Uuid, since: Option<i64>) -> Servic
     let hub = ctx.events();
     // Subscribed before anything is read: nothing delivered meanwhile is missed.
     let live = hub.fanout.subscribe();
+    let floor = db::events::floor(ctx.db()).await?;
     let cursor = match since {
-        Some(since) => {
-            let floor = db::events::floor(ctx.db()).await?;
-            if since < floor {
-                return Err(cursor_expired(floor));
-            }
-            since
-        }
-        None => hub.delivered(),
+        Some(since) if since < floor => return Err(cursor_expired(floor)),
+        Some(since) => since,
+        // Never below the floor: events pruned before the hub delivered them would make the
+        // cursor handed out here one that answers 410 at once.
+        None => hub.delivered().max(floor),
     };
     Ok(Subscription { ctx: ctx.clone(), owner: owner.into(), cursor, live, catching_up: true })
 }
 
 impl Subscription {
+    /// The cursor of the subscriber's newest change delivered so far (at least the cursor the
+    /// subscription starts from): a client that only catches up is done once it has read a
+    /// change with this cursor, and has nothing to read when it equals the start.
+    pub async fn head(&self) -> ServiceResult<i64> {
+        let delivered = self.ctx.events().delivered();
+        Ok(db::events::newest_of_owner(self.ctx.db(), self.owner, delivered).await?.max(self.cursor))
+    }
+
     /// The next events for the subscriber (waiting for them): first what the table holds beyond
     /// the cursor, up to what the hub delivered, then the live ones.
     pub async fn next_batch(&mut self) -> ServiceResult<Vec<ChangeEvent>> {

@@ -32,9 +32,10 @@ pub struct EventsQuery {
 /// The caller's tree changes as Server-Sent Events (`text/event-stream`), from any master:
 /// `created`, `modified`, `moved`, `renamed`, `trashed`, `restored`, `deleted`, each an event of
 /// type `change` whose `id` is its cursor and whose data is a `ChangeEvent`. First comes an event
-/// `ready` with the cursor the stream starts from and the newest cursor delivered at that moment
-/// (`{"cursor": n, "head": h}`): a client that only wants to catch up reads `change` events until
-/// one's cursor reaches `head` (none come when `head` equals `cursor`). A comment every 15 s keeps
+/// `ready` with the cursor the stream starts from and the cursor of the caller's newest change
+/// delivered at that moment (`{"cursor": n, "head": h}`): a client that only wants to catch up
+/// reads `change` events until one's cursor reaches `head`; when `head` equals `cursor` nothing
+/// changed since (a sync client then needs no listing). A comment every 15 s keeps
 /// the connection open. With `since`, what happened after that cursor is replayed first; events
 /// are kept `events_retention_days` (default 7), and an older cursor answers 410
 /// `events.cursor_expired`: list the folders again and follow from the `ready` cursor.
@@ -57,7 +58,7 @@ pub async fn stream(
         return Err(ServiceError::validation("since", "a cursor is 0 or more"));
     }
     let subscription = events::subscribe(&state, caller.claims.sub, since).await?;
-    let head = state.events().delivered().max(subscription.cursor);
+    let head = subscription.head().await?;
     let ready =
         Event::default().event("ready").json_data(serde_json::json!({"cursor": subscription.cursor, "head": head}));
     let first = futures_util::stream::iter(ready.ok().map(Ok));
