@@ -711,9 +711,10 @@ export interface paths {
          * The caller's tree changes as Server-Sent Events (`text/event-stream`), from any master:
          *     `created`, `modified`, `moved`, `renamed`, `trashed`, `restored`, `deleted`, each an event of
          *     type `change` whose `id` is its cursor and whose data is a `ChangeEvent`. First comes an event
-         *     `ready` with the cursor the stream starts from and the newest cursor delivered at that moment
-         *     (`{"cursor": n, "head": h}`): a client that only wants to catch up reads `change` events until
-         *     one's cursor reaches `head` (none come when `head` equals `cursor`). A comment every 15 s keeps
+         *     `ready` with the cursor the stream starts from and the cursor of the caller's newest change
+         *     delivered at that moment (`{"cursor": n, "head": h}`): a client that only wants to catch up
+         *     reads `change` events until one's cursor reaches `head`; when `head` equals `cursor` nothing
+         *     changed since (a sync client then needs no listing). A comment every 15 s keeps
          *     the connection open. With `since`, what happened after that cursor is replayed first; events
          *     are kept `events_retention_days` (default 7), and an older cursor answers 410
          *     `events.cursor_expired`: list the folders again and follow from the `ready` cursor.
@@ -4176,8 +4177,8 @@ export interface components {
         };
         /**
          * @description One event of the `GET /events` stream as it travels (Server-Sent Events): `event` is `ready`
-         *     (first; `data` is `{"cursor": n, "head": h}`, the cursor the stream starts from and the
-         *     newest one delivered when it started), `change` (`data` is a
+         *     (first; `data` is `{"cursor": n, "head": h}`, the cursor the stream starts from and that of
+         *     the subscriber's newest change delivered when it started), `change` (`data` is a
          *     `ChangeEvent` in JSON, `id` its cursor) or `error` (the stream ends; `data` says why).
          */
         StreamEvent: {
