@@ -29,6 +29,7 @@ on_every_backend!(
     a_name_illegal_here_is_reported_and_left_alone,
     watching_picks_up_changes_on_both_sides,
     one_way_runs_leave_the_other_direction_for_later,
+    a_server_unchanged_since_the_last_run_is_not_listed_again,
 );
 
 /// The binary with its own config and data directories, a local folder `tree/` to sync and
@@ -560,4 +561,58 @@ async fn one_way_runs_leave_the_other_direction_for_later(app: TestApp) {
     pair.sync().await.converged();
     assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
     assert!(!pair.local_tree().contains_key("from-here.txt"));
+}
+
+/// Runs `nubo sync` until a run's summary says `listed_remote` is `listed` (the server's change
+/// feed reaches the account a moment after a write); that run, after at most four.
+async fn sync_until_listed_is(pair: &Pair, listed: bool) -> Run {
+    for _ in 0..4 {
+        let run = pair.sync().await;
+        run.converged();
+        if run.summary()["listed_remote"] == listed {
+            return run;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    panic!("no run with listed_remote = {listed}");
+}
+
+async fn a_server_unchanged_since_the_last_run_is_not_listed_again(app: TestApp) {
+    let pair = Pair::new(&app, "quiet@nubo.test", &app.base_url).await;
+    let folder = sync_folder_id(&app, &pair.session).await;
+    pair.write("docs/a.txt", b"one");
+    let b = app.upload(&pair.session, &folder, "b.txt", b"two").await["id"].as_str().unwrap().to_owned();
+    let first = pair.sync().await;
+    first.converged();
+    assert_eq!(first.summary()["listed_remote"], true, "a first run lists the server");
+
+    // Its own uploads are changes on the server: a run lists once more, then the server is
+    // known to be as agreed and is not listed again.
+    sync_until_listed_is(&pair, false).await;
+
+    // A local change alone goes up without a listing.
+    pair.write("docs/a.txt", b"one, edited");
+    let run = pair.sync().await;
+    run.converged();
+    assert_eq!(run.summary()["listed_remote"], false);
+    assert_eq!(run.count("upload"), 1);
+
+    // A change on the server is listed and fetched.
+    overwrite_remote(&app, &pair.session, &b, b"two, edited there").await;
+    let run = sync_until_listed_is(&pair, true).await;
+    assert_eq!(run.count("download"), 1);
+    assert_eq!(pair.read("b.txt").as_deref(), Some(&b"two, edited there"[..]));
+
+    // A one-way run does not leave the server known: a file it did not bring is found by the
+    // next two-way run.
+    sync_until_listed_is(&pair, false).await;
+    app.upload(&pair.session, &folder, "c.txt", b"three").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    pair.sync_with(&["--push"], &[]).await.converged();
+    assert!(pair.read("c.txt").is_none());
+    let run = pair.sync().await;
+    run.converged();
+    assert_eq!(run.summary()["listed_remote"], true, "after a one-way run the server is listed");
+    assert_eq!(pair.read("c.txt").as_deref(), Some(&b"three"[..]));
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
 }

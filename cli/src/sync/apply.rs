@@ -31,6 +31,8 @@ pub struct Report {
     pub conflicts: Vec<String>,
     pub bytes_up: u64,
     pub bytes_down: u64,
+    /// Whether the server side was listed (else nothing had changed there since the last run).
+    pub listed_remote: bool,
 }
 
 impl Report {

@@ -105,6 +105,7 @@ fn finish(report: &apply::Report, output: Output) -> CliResult<Value> {
         "skipped": report.skipped.iter().map(|(path, reason)| json!({"path": path, "reason": reason})).collect::<Vec<_>>(),
         "bytes_up": report.bytes_up,
         "bytes_down": report.bytes_down,
+        "listed_remote": report.listed_remote,
     });
     if output.json {
         println!("{summary}");
@@ -139,7 +140,19 @@ impl Pair<'_> {
             .map_err(|e| CliError::new(ExitKind::Failed, e.to_string()))?
             .map_err(|err| CliError::local("cannot read", &self.root, err))?;
         skipped.extend(scan::hash_changed(&self.root, &mut locals, &bases, self.options.parallel).await);
-        let (cursor, mut remotes) = scan::list_remote(self.api, &self.remote.id, &self.remote_path).await?;
+        // Nothing of the account changed on the server since a run that left both sides in
+        // step: the server side is as agreed, and no listing is needed. Otherwise it is listed.
+        let stored = self.state.cursor()?.filter(|cursor| *cursor > 0);
+        let unchanged = match stored {
+            Some(cursor) if self.state.in_step()? && scan::server_unchanged_since(self.api, cursor).await => {
+                Some(cursor)
+            }
+            _ => None,
+        };
+        let (cursor, mut remotes) = match unchanged {
+            Some(cursor) => (cursor, scan::remote_as_agreed(&bases)),
+            None => scan::list_remote(self.api, &self.remote.id, &self.remote_path).await?,
+        };
         skipped.extend(scan::drop_unholdable(&mut remotes, &bases, self.case_insensitive));
         let sides = plan::Sides { locals, remotes, bases };
         let (actions, sides) = plan::plan(sides, self.options.direction, &skipped);
@@ -157,10 +170,15 @@ impl Pair<'_> {
             self.device.clone(),
             &sides.remotes,
         );
+        // Until this run ends in step, the next one lists the server again.
+        self.state.set_in_step(false)?;
         apply.run(actions).await?;
         apply.remove_stale_parts();
+        let mut report = apply.report.into_inner().expect("report");
+        report.listed_remote = unchanged.is_none();
         self.state.set_cursor(cursor)?;
-        Ok(apply.report.into_inner().expect("report"))
+        self.state.set_in_step(report.converged() && self.options.direction == Direction::Both)?;
+        Ok(report)
     }
 
     /// `--dry-run`: the plan, one step a line (JSON with `--json`).

@@ -213,6 +213,49 @@ struct TreePage {
 
 /// Everything below the remote folder `folder_id` (at `folder_path`) by relative path, and the
 /// change-event cursor taken before the listing (0 from a server without the tree listing).
+/// Whether nothing of the account changed on the server since `cursor`: the change-event
+/// stream's `ready` says so when its `head` (the account's newest change) equals the cursor.
+/// Any doubt (a cursor too old, an older server, a broken stream) answers `false`.
+pub async fn server_unchanged_since(api: &Api, cursor: i64) -> bool {
+    let url = api.url(&format!("/events?since={cursor}"));
+    let Ok(response) = api.send(|http| http.get(&url)).await else { return false };
+    let mut body = response.bytes_stream();
+    let mut buffer = String::new();
+    while let Some(Ok(piece)) = body.next().await {
+        buffer.push_str(&String::from_utf8_lossy(&piece));
+        let Some(end) = buffer.find("\n\n") else { continue };
+        let block = &buffer[..end];
+        if !block.lines().any(|line| line.strip_prefix("event:").is_some_and(|v| v.trim() == "ready")) {
+            return false;
+        }
+        let data: String = block.lines().filter_map(|line| line.strip_prefix("data:")).map(str::trim).collect();
+        let ready: serde_json::Value = serde_json::from_str(&data).unwrap_or_default();
+        return ready["cursor"].as_i64() == Some(cursor) && ready["head"].as_i64() == Some(cursor);
+    }
+    false
+}
+
+/// The remote side as the last agreement left it, for a run whose server side did not change
+/// since (see [`server_unchanged_since`]) after a two-way run that left both sides in step.
+pub fn remote_as_agreed(bases: &BTreeMap<String, Base>) -> BTreeMap<String, Remote> {
+    bases
+        .iter()
+        .map(|(path, base)| {
+            let remote = Remote {
+                id: base.remote_id.clone(),
+                parent_id: None,
+                kind: base.kind,
+                name: path.rsplit('/').next().unwrap_or(path).to_owned(),
+                path: path.clone(),
+                size: if base.kind == Kind::Folder { 0 } else { base.size },
+                blake3: base.blake3.clone(),
+                updated_at: base.remote_updated_at.clone(),
+            };
+            (path.clone(), remote)
+        })
+        .collect()
+}
+
 pub async fn list_remote(
     api: &Api,
     folder_id: &str,

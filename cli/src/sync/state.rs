@@ -191,6 +191,26 @@ impl State {
             .map_err(failed)
     }
 
+    /// Whether the last run that set the cursor was a two-way run that left both sides wholly in
+    /// step: every remote path then has its agreement here.
+    pub fn in_step(&self) -> CliResult<bool> {
+        self.connection
+            .query_row("SELECT value FROM meta WHERE key = 'in_step'", [], |row| row.get::<_, String>(0))
+            .optional()
+            .map(|value| value.as_deref() == Some("1"))
+            .map_err(failed)
+    }
+
+    pub fn set_in_step(&self, in_step: bool) -> CliResult<()> {
+        self.connection
+            .execute(
+                "INSERT INTO meta (key, value) VALUES ('in_step', ?1) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                params![if in_step { "1" } else { "0" }],
+            )
+            .map_err(failed)?;
+        Ok(())
+    }
+
     pub fn set_cursor(&self, cursor: i64) -> CliResult<()> {
         self.connection
             .execute(
