@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::UNIX_EPOCH;
 
+use eventsource_stream::Eventsource;
 use futures_util::{StreamExt, stream};
 use serde::Deserialize;
 
@@ -219,20 +220,9 @@ struct TreePage {
 pub async fn server_unchanged_since(api: &Api, cursor: i64) -> bool {
     let url = api.url(&format!("/events?since={cursor}"));
     let Ok(response) = api.send(|http| http.get(&url)).await else { return false };
-    let mut body = response.bytes_stream();
-    let mut buffer = String::new();
-    while let Some(Ok(piece)) = body.next().await {
-        buffer.push_str(&String::from_utf8_lossy(&piece));
-        let Some(end) = buffer.find("\n\n") else { continue };
-        let block = &buffer[..end];
-        if !block.lines().any(|line| line.strip_prefix("event:").is_some_and(|v| v.trim() == "ready")) {
-            return false;
-        }
-        let data: String = block.lines().filter_map(|line| line.strip_prefix("data:")).map(str::trim).collect();
-        let ready: serde_json::Value = serde_json::from_str(&data).unwrap_or_default();
-        return ready["cursor"].as_i64() == Some(cursor) && ready["head"].as_i64() == Some(cursor);
-    }
-    false
+    let Some(Ok(first)) = response.bytes_stream().eventsource().next().await else { return false };
+    let ready: serde_json::Value = serde_json::from_str(&first.data).unwrap_or_default();
+    first.event == "ready" && ready["cursor"].as_i64() == Some(cursor) && ready["head"].as_i64() == Some(cursor)
 }
 
 /// The remote side as the last agreement left it, for a run whose server side did not change

@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use notify::{RecursiveMode, Watcher};
 use serde_json::Value;
@@ -82,26 +83,12 @@ async fn follow_events(api: Api, mut since: Option<i64>, wake: UnboundedSender<(
         match api.send(|http| http.get(&url)).await {
             Ok(response) => {
                 attempt = 0;
-                let mut body = response.bytes_stream();
-                let mut buffer = String::new();
-                while let Some(Ok(piece)) = body.next().await {
-                    buffer.push_str(&String::from_utf8_lossy(&piece));
-                    while let Some(end) = buffer.find("\n\n") {
-                        let block: String = buffer.drain(..end + 2).collect();
-                        let mut kind = "message";
-                        let mut id = None;
-                        for line in block.lines() {
-                            if let Some(value) = line.strip_prefix("event:") {
-                                kind = if value.trim() == "change" { "change" } else { "other" };
-                            } else if let Some(value) = line.strip_prefix("id:") {
-                                id = value.trim().parse::<i64>().ok();
-                            }
-                        }
-                        if kind == "change" {
-                            since = id.or(since);
-                            if wake.send(()).is_err() {
-                                return;
-                            }
+                let mut events = response.bytes_stream().eventsource();
+                while let Some(Ok(event)) = events.next().await {
+                    if event.event == "change" {
+                        since = event.id.parse().ok().or(since);
+                        if wake.send(()).is_err() {
+                            return;
                         }
                     }
                 }
