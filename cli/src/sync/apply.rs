@@ -12,6 +12,7 @@ use futures_util::{StreamExt, TryStreamExt, stream};
 use reqwest::Method;
 use serde_json::{Value, json};
 
+use super::Pair;
 use super::plan::Action;
 use super::scan::{Local, PART_PREFIX, Remote, mtime_ns};
 use super::state::{Base, Kind, State};
@@ -104,32 +105,23 @@ pub fn conflict_name(name: &str, device: &str, now: time::OffsetDateTime) -> Str
 }
 
 impl<'a> Apply<'a> {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        api: &'a Api,
-        root: PathBuf,
-        remote_root: Object,
-        remote_root_path: RemotePath,
-        state: &'a State,
-        output: Output,
-        parallel: usize,
-        device: String,
-        remotes: &BTreeMap<String, Remote>,
-    ) -> Apply<'a> {
+    /// The application of one run's plan to `pair`, whose server side is `remotes`.
+    pub fn new(pair: &'a Pair<'a>, remotes: &BTreeMap<String, Remote>) -> Apply<'a> {
+        let remote_root_path = pair.remote_path.clone();
         let mut folders = HashMap::new();
-        folders.insert(String::new(), remote_root);
+        folders.insert(String::new(), pair.remote.clone());
         for (path, remote) in remotes.iter().filter(|(_, r)| r.kind == Kind::Folder) {
             folders.insert(path.clone(), folder_object(remote, &remote_root_path.join_relative(path)));
         }
         let known_hashes = remotes.values().filter_map(|r| r.blake3.clone()).collect();
         Apply {
-            api,
-            root,
+            api: pair.api,
+            root: pair.root.clone(),
             remote_root_path,
-            state,
-            output,
-            parallel,
-            device,
+            state: &pair.state,
+            output: pair.output,
+            parallel: pair.options.parallel,
+            device: pair.device.clone(),
             folders: Mutex::new(folders),
             known_hashes: Mutex::new(known_hashes),
             report: Mutex::new(Report::default()),

@@ -159,17 +159,7 @@ impl Pair<'_> {
         if self.options.dry_run {
             return Ok(self.print_plan(&actions));
         }
-        let apply = apply::Apply::new(
-            self.api,
-            self.root.clone(),
-            self.remote.clone(),
-            self.remote_path.clone(),
-            &self.state,
-            self.output,
-            self.options.parallel,
-            self.device.clone(),
-            &sides.remotes,
-        );
+        let apply = apply::Apply::new(self, &sides.remotes);
         // Until this run ends in step, the next one lists the server again.
         self.state.set_in_step(false)?;
         apply.run(actions).await?;
