@@ -4,6 +4,8 @@
 //! a node, resumed uploads and downloads, the tree commands, shares, search, `--json` and the
 //! exit codes scripts rely on. Each test runs the built binary with its own config directory.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -13,6 +15,7 @@ use nubo_tests::files::{SMALL_CHUNK, content, files_below};
 use nubo_tests::{Session, TestApp, on_every_backend};
 use reqwest::Method;
 use serde_json::{Value, json};
+use support::Run;
 use tempfile::TempDir;
 use totp_rs::Totp;
 
@@ -32,29 +35,6 @@ on_every_backend!(
 struct Cli {
     config: TempDir,
     work: TempDir,
-}
-
-/// What one run of the binary did.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    /// Asserts success; the parsed standard output (with `--json`).
-    fn json(&self) -> Value {
-        assert_eq!(self.code, 0, "nubo failed: {}", self.stderr);
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.stdout))
-    }
-
-    /// The JSON error `--json` prints on standard error.
-    fn error(&self) -> Value {
-        let line = self.stderr.lines().rev().find(|l| l.starts_with('{')).unwrap_or_default();
-        serde_json::from_str::<Value>(line).unwrap_or_else(|_| panic!("no JSON error: {}", self.stderr))["error"]
-            .clone()
-    }
 }
 
 impl Cli {
@@ -91,11 +71,7 @@ impl Cli {
             .await
             .expect("nubo finishes within two minutes")
             .unwrap();
-        Run {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        }
+        Run::of(output)
     }
 
     async fn run(&self, args: &[&str]) -> Run {

@@ -3,6 +3,8 @@
 //! change, a file made while the server is away, the client killed mid-transfer, a renamed
 //! folder of 1,000 files, identical content, a case-only rename, a name illegal locally.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -13,6 +15,7 @@ use nubo_tests::relay::Relay;
 use nubo_tests::{Session, TestApp, on_every_backend};
 use reqwest::Method;
 use serde_json::{Value, json};
+use support::Run;
 use tempfile::TempDir;
 use tokio::io::AsyncBufReadExt;
 
@@ -37,33 +40,6 @@ on_every_backend!(
 struct Pair {
     home: TempDir,
     session: Session,
-}
-
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    /// The `--json` event lines.
-    fn events(&self) -> Vec<Value> {
-        self.stdout.lines().filter_map(|line| serde_json::from_str(line).ok()).collect()
-    }
-
-    fn count(&self, event: &str) -> usize {
-        self.events().iter().filter(|e| e["event"] == event).count()
-    }
-
-    fn summary(&self) -> Value {
-        self.events().into_iter().find(|e| e["event"] == "summary").unwrap_or_else(|| panic!("no summary: {self:?}"))
-    }
-
-    fn converged(&self) -> &Self {
-        assert_eq!(self.code, 0, "the run converges: {}\n{}", self.stdout, self.stderr);
-        self
-    }
 }
 
 impl Pair {
@@ -130,11 +106,7 @@ impl Pair {
             .await
             .expect("nubo sync finishes")
             .unwrap();
-        Run {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        }
+        Run::of(output)
     }
 
     async fn sync(&self) -> Run {
