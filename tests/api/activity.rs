@@ -14,6 +14,7 @@ on_every_backend!(
     pruning_removes_rows_older_than_the_retention_setting,
     the_log_commits_and_rolls_back_with_its_action_and_never_fails_it,
     every_write_path_records_itself_once,
+    the_action_filter_answers_only_that_action_in_each_list_and_the_csv,
 );
 
 /// The JSON page `path` answers `session`.
@@ -229,6 +230,52 @@ async fn the_csv_export_parses_and_has_its_header(app: TestApp) {
     let detail: Value = serde_json::from_str(&upload[8]).unwrap();
     assert_eq!(detail["size"], 1);
     assert_eq!(rows[1][3], "file.upload", "newest first");
+}
+
+/// The browser journey's scenario (61-activity) through the API: a user with a mixed log and
+/// refused sign-ins; each list filtered by an action (and the administrator's by the day too)
+/// answers exactly the rows of that action, counted alike, and so does the CSV export.
+async fn the_action_filter_answers_only_that_action_in_each_list_and_the_csv(app: TestApp) {
+    let admin = app.login_admin().await;
+    let vera = app.register("vera@example.com", "vera-password").await;
+    let root = app.root_id(&vera).await;
+    app.upload(&vera, &root, "a.txt", b"a").await;
+    app.login("vera@example.com", "vera-password").await;
+    for _ in 0..2 {
+        failed_sign_in_from(&app, "vera@example.com", "127.0.0.1").await;
+    }
+
+    // Vera's own log, whole and then by each action it holds.
+    let all = page(&app, &vera, "/user/activity?limit=100").await;
+    let mut held: Vec<&str> = actions(&all);
+    held.sort_unstable();
+    held.dedup();
+    assert!(held.len() >= 4 && held.contains(&"user.sign_in_failed"), "a mixed log: {held:?}");
+    for action in &held {
+        let filtered = page(&app, &vera, &format!("/user/activity?action={action}&limit=100")).await;
+        let expected = entries(&all, action).len();
+        assert_eq!(filtered["count"], expected, "{action}: counted as listed");
+        assert_eq!(actions(&filtered), vec![*action; expected], "{action}: nothing else let through");
+    }
+
+    // The administrator's, by action and by the day of the refusals, as JSON and as CSV.
+    let failed = page(&app, &vera, "/user/activity?action=user.sign_in_failed").await;
+    let day = &failed["items"][0]["at"].as_str().unwrap()[..10];
+    let query = format!("action=user.sign_in_failed&from={day}T00:00:00Z&to=2999-01-01T00:00:00Z");
+    let everyone = page(&app, &admin, &format!("/admin/activity?{query}")).await;
+    assert_eq!(actions(&everyone), ["user.sign_in_failed"; 2]);
+    assert_eq!(everyone["count"], 2);
+    let csv = app
+        .request(Method::GET, &format!("/admin/activity?{query}"))
+        .bearer_auth(&admin.access)
+        .header("accept", "text/csv")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(csv.status(), 200);
+    let rows = parse_csv(&csv.text().await.unwrap());
+    let exported: Vec<&str> = rows[1..].iter().map(|row| row[3].as_str()).collect();
+    assert_eq!(exported, ["user.sign_in_failed"; 2]);
 }
 
 /// A small RFC 4180 reader: quoted cells may hold separators, doubled quotes and line breaks.

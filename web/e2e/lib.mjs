@@ -107,3 +107,20 @@ export function png(width, height, pixel) {
   const signature = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
   return Buffer.concat([signature, chunk("IHDR", header), chunk("IDAT", deflateSync(rows)), chunk("IEND", Buffer.alloc(0))]);
 }
+
+/** Runs `act` (which changes a paged list's filter) and waits until the page shows the answer it
+ * asked for: the first answer of `apiPath` whose query matches every pair of `query`, then that
+ * answer's "from–to of count" line under `scope`. Answers the list the server gave, so a journey
+ * asserts what it shows against it instead of racing the list shown before. */
+export async function filteredList(page, scope, apiPath, query, act) {
+  const wanted = (response) => {
+    const url = new URL(response.url());
+    return url.pathname === apiPath && Object.entries(query).every(([k, v]) => url.searchParams.get(k) === v);
+  };
+  const [response] = await Promise.all([page.waitForResponse(wanted, { timeout: TIMEOUT }), act()]);
+  if (!response.ok()) throw new Error(`${apiPath} answered ${response.status()}`);
+  const list = await response.json();
+  const shown = list.count ? `1–${list.items.length} of ${list.count}` : "0–0 of 0";
+  await scope.getByText(shown, { exact: true }).waitFor();
+  return list;
+}

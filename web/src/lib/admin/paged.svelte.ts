@@ -14,6 +14,8 @@ export class Paged<T> {
   offset = $state(0);
   error = $state<string | null>(null);
   readonly #fetchPage: FetchPage<T>;
+  /** Counts the loads begun: only the newest one's answer is shown (an older one may arrive last). */
+  #loads = 0;
   readonly pageSize: number;
 
   constructor(fetchPage: FetchPage<T>, pageSize = 50) {
@@ -21,15 +23,18 @@ export class Paged<T> {
     this.pageSize = pageSize;
   }
 
-  /** Reads the current page again; a failure is kept in `error`. */
+  /** Reads the current page again; a failure is kept in `error`. When a filter changes while an
+   * earlier load is still on its way, the earlier answer is dropped whenever it arrives. */
   async load(): Promise<void> {
+    const load = ++this.#loads;
     this.error = null;
     try {
       const page = await this.#fetchPage(this.offset, this.pageSize);
+      if (load !== this.#loads) return;
       this.items = page.items;
       this.count = page.count;
     } catch (e) {
-      this.error = (e as Error).message;
+      if (load === this.#loads) this.error = (e as Error).message;
     }
   }
 
