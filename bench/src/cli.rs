@@ -6,7 +6,7 @@
 //! Both clients keep 4 transfers in flight (`nubo put -P 4`, rclone's `--transfers 4`; `--parallel N`).
 //! Every upload has content new to the server (no de-duplication) and goes to a fresh folder;
 //! nothing is deleted before the table is printed (deletions slow the file creations that
-//! follow on this machine's ext4, see docs/benchmarks.md). The binaries `nubo`, `nubo-master` and
+//! follow on this machine's ext4, see docs/src/benchmarks.md). The binaries `nubo`, `nubo-master` and
 //! `nubo-slave` are taken from next to this one: build them in the same profile first.
 
 use std::path::{Path, PathBuf};

@@ -28,7 +28,7 @@ const DAV_LOGIN: (&str, &str) = ("bench@example.com/bench", "bench-dav-password"
 /// servers' data folders go only once the table is printed: on this machine's ext4 (no
 /// journal) a file created within minutes of many deletions costs up to 30 times more
 /// (`recently_deleted` skips every inode freed in the last 60 s, or 360 s while its inode table
-/// block is unwritten; measured 12 µs against 117-374 µs per create, see docs/benchmarks.md's
+/// block is unwritten; measured 12 µs against 117-374 µs per create, see docs/src/benchmarks.md's
 /// machine caveats). Deleting as it went, each server ran after the one before it had
 /// deleted ~13,000 files, and davbench's own runs after its previous run's deletions, while
 /// Nubo ran first, and its `DELETE` only moves files to the trash.

@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde_json::{Value, json};
 
-/// The exit codes, documented in docs/cli.md; scripts rely on them, so they never change.
+/// The exit codes, documented in docs/src/cli.md; scripts rely on them, so they never change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitKind {
     /// Any other failure: an error answer of the server not listed below, a local I/O error.

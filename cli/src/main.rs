@@ -1,5 +1,5 @@
 //! `nubo`: the command-line client of a Nubo server. Parses the command line, runs one command
-//! and turns its outcome into output and an exit code (see `error::ExitKind`, docs/cli.md).
+//! and turns its outcome into output and an exit code (see `error::ExitKind`, docs/src/cli.md).
 
 mod client;
 mod commands;
@@ -127,7 +127,7 @@ enum Command {
         #[command(subcommand)]
         action: ShareAction,
     },
-    /// Keep a local folder and a remote folder in step, both ways (see docs/cli.md).
+    /// Keep a local folder and a remote folder in step, both ways (see docs/src/cli.md).
     ///
     /// Exit status: 0 everything in step, 8 conflicts kept or paths skipped, else as other commands.
     Sync {

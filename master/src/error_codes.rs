@@ -1,5 +1,5 @@
 //! Every stable error code the master answers, one constant each, and the list [`ALL`]:
-//! `docs/errors.md` lists exactly these codes, and call sites name the constants (tests below
+//! `docs/src/errors.md` lists exactly these codes, and call sites name the constants (tests below
 //! check both; the second scans `master/src` for `"area.snake_case"` literals). Storage
 //! nodes' own codes are the node's (`slave/src/error.rs`); a response with a status that has
 //! no code of its own reads `http.<status>` (see `http::error`).
@@ -8,7 +8,7 @@
 macro_rules! codes {
     ($($name:ident = $code:literal;)*) => {
         $(#[doc = concat!("`", $code, "`")] pub const $name: &str = $code;)*
-        /// Every code above, in the order `docs/errors.md` lists them.
+        /// Every code above, in the order `docs/src/errors.md` lists them.
         pub const ALL: &[&str] = &[$($code),*];
     };
 }
@@ -289,10 +289,10 @@ mod tests {
         lower(area, |c| c.is_ascii_digit()) && lower(name, |c| c.is_ascii_digit() || c == '_')
     }
 
-    /// The codes in the first column of `docs/errors.md`'s table (several per row allowed).
+    /// The codes in the first column of `docs/src/errors.md`'s table (several per row allowed).
     fn documented() -> Vec<String> {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/errors.md");
-        let text = std::fs::read_to_string(&path).expect("docs/errors.md");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/src/errors.md");
+        let text = std::fs::read_to_string(&path).expect("docs/src/errors.md");
         let mut codes = Vec::new();
         for row in text.lines().filter(|line| line.starts_with("| `")) {
             let first = row.split('|').nth(1).unwrap_or_default();
@@ -356,8 +356,8 @@ mod tests {
         let known: BTreeSet<String> = ALL.iter().map(|c| (*c).to_owned()).collect();
         let undocumented: Vec<_> = known.difference(&documented).collect();
         let unknown: Vec<_> = documented.difference(&known).collect();
-        assert!(undocumented.is_empty(), "codes missing from docs/errors.md: {undocumented:?}");
-        assert!(unknown.is_empty(), "docs/errors.md lists codes the master does not have: {unknown:?}");
+        assert!(undocumented.is_empty(), "codes missing from docs/src/errors.md: {undocumented:?}");
+        assert!(unknown.is_empty(), "docs/src/errors.md lists codes the master does not have: {unknown:?}");
     }
 
     #[test]
@@ -380,7 +380,7 @@ mod tests {
                 }
             }
         }
-        assert!(unknown.is_empty(), "add these codes to error_codes.rs and docs/errors.md: {unknown:?}");
+        assert!(unknown.is_empty(), "add these codes to error_codes.rs and docs/src/errors.md: {unknown:?}");
         assert!(spelled_out.is_empty(), "name the error_codes constant instead: {spelled_out:?}");
     }
 

@@ -175,7 +175,7 @@ async fn connections_over_the_cap_wait_until_one_closes() {
 
 async fn a_garbage_request_line_gets_a_bare_400() {
     // hyper answers a request it cannot parse itself, before the application sees it, and
-    // offers no way to give that answer a body: documented in docs/errors.md.
+    // offers no way to give that answer a body: documented in docs/src/errors.md.
     let app = spawn(|_| {}).await;
     let mut stream = connect(&app).await;
     stream.write_all(b"NOT AN HTTP REQUEST\r\n\r\n").await.unwrap();

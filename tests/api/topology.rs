@@ -444,7 +444,7 @@ async fn a_node_killed_mid_upload_resumes_and_while_down_only_its_files_are_unav
     for _ in 0..2 {
         let url = app.download_url(&user, &before_id).await;
         let unavailable = app.client.get(url).send().await.unwrap();
-        // The code every download from unreachable storage answers (docs/errors.md).
+        // The code every download from unreachable storage answers (docs/src/errors.md).
         assert_eq!(error_body(unavailable, 503).await["code"], "storage.unavailable", "on either master");
     }
     assert_eq!(app.download(&user, &elsewhere_id).await, elsewhere);

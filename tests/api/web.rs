@@ -121,9 +121,9 @@ async fn browser_journeys_pass_in_chromium(app: TestApp) {
     if let Some(sink) = &sink {
         command.env("NUBO_E2E_MAIL_DIR", sink.folder()).env("NUBO_E2E_SMTP_PORT", sink.port.to_string());
     }
-    // `NUBO_UPDATE_SCREENSHOTS=1` renews the screenshots the README shows (one backend takes them).
+    // `NUBO_UPDATE_SCREENSHOTS=1` renews the screenshots of the book and the README (one backend takes them).
     if std::env::var_os("NUBO_UPDATE_SCREENSHOTS").is_some() && app.backend == nubo_tests::Backend::Sqlite {
-        command.arg("--screenshots").arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots"));
+        command.arg("--screenshots").arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/src/screenshots"));
     }
     let output = tokio::task::spawn_blocking(move || command.output()).await.unwrap().expect("node runs");
     drop(node);

@@ -41,7 +41,7 @@ pub fn classify_transfer(method: &Method, route: &str) -> Option<Transfer> {
 /// with it, the token is required as a bearer token.
 #[utoipa::path(get, path = "/metrics", tag = "site", security(("metrics_token" = [])),
     responses(
-        (status = 200, description = "Every series in the Prometheus text format (docs/metrics.md)", content_type = "text/plain", body = String),
+        (status = 200, description = "Every series in the Prometheus text format (docs/src/admin/metrics.md)", content_type = "text/plain", body = String),
         (status = 401, description = "No token or the wrong one (`auth.missing_token`, `auth.invalid_token`)", body = ErrorBody),
         (status = 404, description = "Metrics are off (`route.not_found`)", body = ErrorBody),
         (status = 500, description = "Internal error", body = ErrorBody),

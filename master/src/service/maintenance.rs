@@ -38,7 +38,7 @@ async fn collect_unknown_bytes(ctx: &Context, now: Millis, grace: Duration) -> S
             db::blobs::keys_of_policy(ctx.db(), policy.id).await?.into_iter().collect();
         known.extend(db::uploads::keys_of_policy(ctx.db(), policy.id).await?);
         // Bytes older than the policy cannot be a write of Nubo's that went unrecorded: they were
-        // there before, waiting to be imported (docs/import.md), and are never collected; nor
+        // there before, waiting to be imported (docs/src/admin/import.md), and are never collected; nor
         // are bytes in a folder an import was asked to read (more files to import later).
         let areas = db::imports::sources_of(ctx.db(), policy.id).await?;
         let in_area = |key: &str| {

@@ -58,7 +58,7 @@ fn site_url_unusable(why: &str) -> ServiceError {
 }
 
 /// The relying party the site URL describes. Built per ceremony: a changed site URL applies at
-/// once (and orphans the passkeys registered under the old host, see docs/auth.md).
+/// once (and orphans the passkeys registered under the old host, see docs/src/admin/sign-in.md).
 async fn relying_party(ctx: &Context) -> ServiceResult<Webauthn> {
     let mut settings = site::effective_settings(ctx.db()).await?;
     let site_url = settings.remove("site_url").unwrap_or_default();

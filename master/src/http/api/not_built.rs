@@ -101,7 +101,7 @@ pub const fn row(
     NotBuilt { verb, path, access, area, summary, feature }
 }
 
-/// Paths as the API conventions name them (see docs/design.md, "Not built yet"); a feature that
+/// Paths as the API conventions name them (see docs/src/design/not-built.md); a feature that
 /// lands removes its rows. Empty: every operation the conventions name is built.
 pub const TABLE: &[NotBuilt] = &[];
 

@@ -18498,7 +18498,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Every series in the Prometheus text format (docs/metrics.md) */
+            /** @description Every series in the Prometheus text format (docs/src/admin/metrics.md) */
             200: {
                 headers: {
                     [name: string]: unknown;
