@@ -5,6 +5,8 @@ pub mod auth; // passwords, tokens, revocation, sign-in providers
 pub mod config; // the one typed configuration
 pub mod context; // what every request, job and service call shares
 pub mod db; // pools, migrations, all SQL
+#[cfg(test)]
+mod docs; // the documentation's links resolve
 pub mod domain; // pure types and rules
 pub mod error; // the service layer's error vocabulary
 pub mod error_codes; // every stable error code the master answers
