@@ -75,10 +75,10 @@ fn documents() -> Vec<PathBuf> {
 
 #[test]
 fn link_extraction_keeps_relative_targets_only() {
-    let text = "See [a](one.md#part), [b](../two.md \"title\"), [web](https://x.org/y.md), \
+    let text = "See [a](./one.md#part), [b](../two.md \"title\"), [web](https://x.org/y.md), \
                 [mail](mailto:a@b.c), [here](#top) and `[code](not-a-link.md)`.\n\
                 ```\n[fenced](not-either.md)\n```\n![shot](screenshots/a.png)\n";
-    assert_eq!(relative_links(text), ["one.md", "../two.md", "screenshots/a.png"]);
+    assert_eq!(relative_links(text), ["./one.md", "../two.md", "screenshots/a.png"]);
 }
 
 #[test]
