@@ -87,7 +87,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     jobs.extend(service::events::start(&context, &shutdown));
     let limits = context.config().edge_limits();
     let server = tokio::spawn(nubo_common::serve::serve(listener, router, limits, shutdown.clone().cancelled_owned()));
-    tracing::info!(%addr, version = env!("CARGO_PKG_VERSION"), "nubo-master listening on {addr}");
+    tracing::info!(%addr, version = env!("CARGO_PKG_VERSION"), "nubo-master listening on http://{addr}");
     Ok(Running { addr, context, shutdown, server, jobs })
 }
 

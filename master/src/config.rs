@@ -218,6 +218,23 @@ pub enum ConfigError {
         "NUBO_SECRET is too short ({0} bytes): use at least {MIN_SECRET_LEN} bytes, e.g. `head -c 48 /dev/urandom | base64`."
     )]
     ShortSecret(usize),
+    #[error("cannot create the signing secret {path}: {source}")]
+    CreateSecret {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What [`Config::load_creating_secret`] found or did about the signing secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretFile {
+    /// The secret is given directly (`secret`, `NUBO_SECRET`): no file is involved.
+    Given,
+    /// The file exists and is kept as it is.
+    Kept(PathBuf),
+    /// The file was created with a new random secret, readable by its owner only.
+    Created(PathBuf),
 }
 
 /// The environment keys read; anything else with the `NUBO_` prefix (test switches, the config
@@ -263,10 +280,57 @@ impl Config {
     /// `secret_file`. Does not demand the secret: only `serve` needs it (see [`Config::signing_secret`]).
     pub fn load(file: Option<&Path>, cli: &CliOverrides) -> Result<Self, ConfigError> {
         let mut config: Config = load_layered(file, ENV_KEYS, cli)?;
-        fill_from_file(&mut config.secret, config.secret_file.as_deref())?;
-        fill_from_file(&mut config.admin_password, config.admin_password_file.as_deref())?;
-        fill_from_file(&mut config.metrics_token, config.metrics_token_file.as_deref())?;
+        config.read_secret_files()?;
         Ok(config)
+    }
+
+    /// Like [`Config::load`], but first creates the data directory and, when no secret is given
+    /// directly, a random one in `secret_file` (`<data_dir>/secret` when unset): mode 0600, and
+    /// never overwritten, so a restart keeps every token valid. For `nubo-master init` and
+    /// `serve --init-secret`; a plain `serve` keeps refusing to start without a secret.
+    pub fn load_creating_secret(file: Option<&Path>, cli: &CliOverrides) -> Result<(Self, SecretFile), ConfigError> {
+        let mut config: Config = load_layered(file, ENV_KEYS, cli)?;
+        let outcome = config.create_secret_file()?;
+        config.read_secret_files()?;
+        Ok((config, outcome))
+    }
+
+    fn read_secret_files(&mut self) -> Result<(), ConfigError> {
+        fill_from_file(&mut self.secret, self.secret_file.as_deref())?;
+        fill_from_file(&mut self.admin_password, self.admin_password_file.as_deref())?;
+        fill_from_file(&mut self.metrics_token, self.metrics_token_file.as_deref())?;
+        Ok(())
+    }
+
+    fn create_secret_file(&mut self) -> Result<SecretFile, ConfigError> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+
+        use base64::Engine;
+
+        let failed = |path: &Path| {
+            let path = path.display().to_string();
+            move |source| ConfigError::CreateSecret { path, source }
+        };
+        std::fs::create_dir_all(&self.data_dir).map_err(failed(&self.data_dir))?;
+        if self.secret.is_some() {
+            return Ok(SecretFile::Given);
+        }
+        let path = self.secret_file.get_or_insert_with(|| self.data_dir.join("secret")).clone();
+        // `create_new`: an existing file, however it was made, is the operator's and stays.
+        let created = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path);
+        let mut file = match created {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => return Ok(SecretFile::Kept(path)),
+            Err(err) => return Err(failed(&path)(err)),
+        };
+        let secret = base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 48]>());
+        if let Err(err) = file.write_all(format!("{secret}\n").as_bytes()).and_then(|()| file.sync_all()) {
+            // Not left half written: the next run would keep it and `serve` refuse it.
+            let _ = std::fs::remove_file(&path);
+            return Err(failed(&path)(err));
+        }
+        Ok(SecretFile::Created(path))
     }
 
     /// The token `GET /metrics` asks for; `None` when metrics are off.
@@ -355,6 +419,47 @@ mod tests {
             jail.set_env("NUBO_SECRET_FILE", "secret.txt");
             let config = Config::load(None, &CliOverrides::default()).unwrap();
             assert_eq!(config.signing_secret().unwrap().len(), 40);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn creating_the_secret_writes_an_owner_only_file_once() {
+        use std::os::unix::fs::PermissionsExt;
+        Jail::expect_with(|_jail| {
+            let (config, outcome) = Config::load_creating_secret(None, &CliOverrides::default()).unwrap();
+            let path = PathBuf::from("./data/secret");
+            assert_eq!(outcome, SecretFile::Created(path.clone()));
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "readable by its owner only, got {mode:o}");
+            let secret = config.signing_secret().unwrap().expose().to_owned();
+            assert!(secret.len() >= MIN_SECRET_LEN, "{} bytes", secret.len());
+
+            let (again, outcome) = Config::load_creating_secret(None, &CliOverrides::default()).unwrap();
+            assert_eq!(outcome, SecretFile::Kept(path));
+            assert_eq!(again.signing_secret().unwrap().expose(), secret, "kept, not overwritten");
+
+            let plain = Config::load(None, &CliOverrides::default()).unwrap();
+            assert!(matches!(plain.signing_secret(), Err(ConfigError::MissingSecret)), "a plain load creates nothing");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn creating_the_secret_uses_the_named_file_and_leaves_a_given_secret_alone() {
+        Jail::expect_with(|jail| {
+            jail.set_env("NUBO_SECRET_FILE", "keys/nubo-secret");
+            std::fs::create_dir("keys").unwrap();
+            let (config, outcome) = Config::load_creating_secret(None, &CliOverrides::default()).unwrap();
+            assert_eq!(outcome, SecretFile::Created(PathBuf::from("keys/nubo-secret")));
+            assert!(config.signing_secret().is_ok());
+            assert!(!Path::new("data/secret").exists(), "only the named file is written");
+
+            jail.set_env("NUBO_SECRET", "s".repeat(40));
+            jail.set_env("NUBO_DATA_DIR", "elsewhere");
+            let (_, outcome) = Config::load_creating_secret(None, &CliOverrides::default()).unwrap();
+            assert_eq!(outcome, SecretFile::Given);
+            assert!(Path::new("elsewhere").is_dir() && !Path::new("elsewhere/secret").exists());
             Ok(())
         });
     }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use nubo_common::secret::Secret;
-use nubo_master::config::{CliOverrides, Config, LogFormat};
+use nubo_master::config::{CliOverrides, Config, LogFormat, SecretFile};
 use nubo_master::{app, telemetry};
 
 /// jemalloc instead of the system allocator: WebDAV listings and small writes allocate a lot, and
@@ -50,7 +50,15 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the server (the default).
-    Serve,
+    Serve {
+        /// First do what `init` does: create the data directory and, when no secret is
+        /// configured, a signing secret file readable by its owner only (an existing one is kept).
+        #[arg(long)]
+        init_secret: bool,
+    },
+    /// Create the data directory and, when no secret is configured, a random signing secret in
+    /// the secret file (`<data_dir>/secret` unless named), mode 0600, kept when it exists; then exit.
+    Init,
     /// Apply pending database migrations and exit.
     Migrate,
     /// Print the OpenAPI document of the API (as `GET /api/v1/openapi.json` serves it) and exit.
@@ -100,18 +108,36 @@ fn main() -> ExitCode {
             Err(err) => fail(err),
         };
     }
-    let config = match Config::load(cli.config.as_deref(), &overrides) {
-        Ok(config) => config,
+    let creates_secret = matches!(cli.command, Some(Command::Init | Command::Serve { init_secret: true }));
+    let loaded = if creates_secret {
+        Config::load_creating_secret(cli.config.as_deref(), &overrides).map(|(config, secret)| (config, Some(secret)))
+    } else {
+        Config::load(cli.config.as_deref(), &overrides).map(|config| (config, None))
+    };
+    let (config, secret_file) = match loaded {
+        Ok(loaded) => loaded,
         Err(err) => return fail(err),
     };
     telemetry::init(config.log_format, &config.log_level);
+    if let Some(secret_file) = &secret_file
+        && !matches!(cli.command, Some(Command::Init))
+    {
+        tracing::info!("{}", describe(secret_file));
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => return fail(err),
     };
     let outcome = runtime.block_on(async move {
-        match cli.command.unwrap_or(Command::Serve) {
-            Command::Serve => app::serve(config).await,
+        match cli.command.unwrap_or(Command::Serve { init_secret: false }) {
+            Command::Serve { .. } => app::serve(config).await,
+            Command::Init => {
+                if let Some(secret_file) = &secret_file {
+                    println!("{}", describe(secret_file));
+                }
+                println!("data directory {} is ready", config.data_dir.display());
+                Ok(())
+            }
             Command::Openapi => Ok(()),
             Command::Migrate => {
                 let applied = app::migrate(&config).await?;
@@ -132,6 +158,17 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(err),
+    }
+}
+
+/// One line on what became of the signing secret file.
+fn describe(secret_file: &SecretFile) -> String {
+    match secret_file {
+        SecretFile::Given => "the signing secret is configured directly; no secret file written".to_owned(),
+        SecretFile::Kept(path) => format!("kept the signing secret in {}", path.display()),
+        SecretFile::Created(path) => {
+            format!("created the signing secret in {} (readable by its owner only)", path.display())
+        }
     }
 }
 

@@ -85,16 +85,76 @@ fn create_admin_stores_the_account_and_refuses_a_duplicate() {
     assert!(text(&generated.stdout).contains("generated password (shown once): "));
 }
 
-/// Waits for the "listening on ADDR" log line; answers ADDR and the lines logged until then.
+/// Waits for the "listening on http://ADDR" log line (an address one can open as it is);
+/// answers ADDR and the lines logged until then.
 fn wait_for_address(lines: &mpsc::Receiver<String>) -> (String, Vec<String>) {
     let mut seen = Vec::new();
     loop {
         let line = lines.recv_timeout(Duration::from_secs(30)).expect("server logs its address");
         if let Some(rest) = line.split("listening on ").nth(1) {
-            return (rest.split_whitespace().next().unwrap().to_owned(), seen);
+            let url = rest.split_whitespace().next().unwrap();
+            let address = url.strip_prefix("http://").unwrap_or_else(|| panic!("logged as a URL: {line}"));
+            return (address.to_owned(), seen);
         }
         seen.push(line);
     }
+}
+
+/// Starts `command` with its log piped; answers the child and its log lines.
+fn spawn_logging(command: &mut Command) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut child = command.stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (sender, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = sender.send(line);
+        }
+    });
+    (child, lines)
+}
+
+/// The permission bits of `path`.
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn init_creates_a_secret_only_its_owner_reads_and_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("data/secret");
+    let first = run(nubo(dir.path()).arg("init"));
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    assert!(text(&first.stdout).contains("created the signing secret in ./data/secret"), "{}", text(&first.stdout));
+    assert_eq!(mode(&secret), 0o600, "readable by its owner only");
+    let written = std::fs::read_to_string(&secret).unwrap();
+    assert!(written.trim().len() >= 32, "long enough for serve: {} bytes", written.trim().len());
+
+    let second = run(nubo(dir.path()).arg("init"));
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    assert!(text(&second.stdout).contains("kept the signing secret"), "{}", text(&second.stdout));
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), written, "not overwritten");
+
+    let plain = run(nubo(dir.path()).arg("serve"));
+    assert!(!plain.status.success(), "serve without a configured secret still refuses");
+    assert!(text(&plain.stderr).contains("NUBO_SECRET is not set"), "{}", text(&plain.stderr));
+}
+
+#[tokio::test]
+async fn serve_with_init_secret_starts_in_an_empty_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, lines) =
+        spawn_logging(nubo(dir.path()).env("NUBO_LISTEN", "127.0.0.1:0").args(["serve", "--init-secret"]));
+    let (address, log) = tokio::task::spawn_blocking(move || wait_for_address(&lines)).await.unwrap();
+    assert!(log.iter().any(|l| l.contains("created the signing secret")), "{log:?}");
+    assert_eq!(mode(&dir.path().join("data/secret")), 0o600);
+    let ping = reqwest::get(format!("http://{address}/api/v1/site/ping")).await.unwrap();
+    assert!(ping.status().is_success());
+
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let status = tokio::task::spawn_blocking(move || child.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "graceful exit on SIGTERM, got {status}");
 }
 
 #[tokio::test]
@@ -106,15 +166,7 @@ async fn serve_reads_the_config_file_answers_and_stops_on_sigterm() {
         "listen = \"127.0.0.1:0\"\ndata_dir = \"store\"\nsecret_file = \"secret\"\nadmin_email = \"root@example.com\"\n",
     )
     .unwrap();
-    let mut child =
-        nubo(dir.path()).env("NUBO_CONFIG", "nubo.toml").stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (sender, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = sender.send(line);
-        }
-    });
+    let (mut child, lines) = spawn_logging(nubo(dir.path()).env("NUBO_CONFIG", "nubo.toml"));
     let (address, log) = tokio::task::spawn_blocking(move || wait_for_address(&lines)).await.unwrap();
 
     let ping: serde_json::Value =
