@@ -131,6 +131,7 @@ codes! {
     UPLOAD_NOT_FOUND = "upload.not_found";
     UPLOAD_EXPIRED = "upload.expired";
     UPLOAD_NOT_OPEN = "upload.not_open";
+    UPLOAD_CHUNK_BUSY = "upload.chunk_busy";
     UPLOAD_FINISHING = "upload.finishing";
     UPLOAD_WRONG_LENGTH = "upload.wrong_length";
     UPLOAD_CHUNK_OUT_OF_RANGE = "upload.chunk_out_of_range";

@@ -61,6 +61,7 @@ impl Node {
             reported: tokio::sync::Notify::new(),
             shutdown: tokio_util::sync::CancellationToken::new(),
             completing: Mutex::new(()),
+            writing: Default::default(),
             fetches,
             instruments,
         };

@@ -110,6 +110,12 @@ impl SessionStore {
         write_json(&self.chunks_dir(id).join(format!("{}.json", receipt.index)), receipt, false).await
     }
 
+    /// Forgets the receipt of chunk `index`, before its bytes are sent again: while they
+    /// arrive the chunk counts as missing, so no completion pairs the old receipt with new bytes.
+    pub async fn forget_receipt(&self, id: &str, index: u32) -> io::Result<()> {
+        ignore_missing(fs::remove_file(self.chunks_dir(id).join(format!("{index}.json"))).await)
+    }
+
     /// Every receipt of the session, in index order.
     pub async fn receipts(&self, id: &str) -> io::Result<Vec<ChunkReceipt>> {
         let mut entries = match fs::read_dir(self.chunks_dir(id)).await {

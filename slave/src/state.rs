@@ -33,6 +33,8 @@ pub struct NodeState {
     pub reported: tokio::sync::Notify,
     /// Serialises the completion step, so two last chunks arriving together complete once.
     pub completing: Mutex<()>,
+    /// The chunks (session, index) a request is writing right now: one writer per chunk.
+    pub writing: std::sync::Mutex<std::collections::HashSet<(String, u32)>>,
     /// External downloads under way and their guarded HTTP client.
     pub fetches: crate::fetch::Fetches,
     /// Metrics, kept only while a `metrics_token` is configured.

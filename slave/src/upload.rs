@@ -132,9 +132,14 @@ pub async fn put_chunk(
         };
     }
     record.staged.expect_chunk(index)?;
+    let writing = ChunkWriter::claim(&node, &session_id, index)?;
+    // The old receipt goes before any new byte is written: a receipt only ever describes bytes
+    // written whole by the request that made it.
+    node.sessions.forget_receipt(&session_id, index).await.map_err(ApiError::internal)?;
     let stream: ByteStream = Box::pin(body.into_data_stream().map_err(std::io::Error::other));
     let receipt = node.store.put_chunk(&record.staged, index, stream).await?;
     node.sessions.save_receipt(&session_id, &receipt).await.map_err(ApiError::internal)?;
+    drop(writing);
     let status = status_of(&node, &record).await?;
     if status.received.len() < record.staged.total_chunks() as usize {
         return Ok(Json(status).into_response());
@@ -156,6 +161,34 @@ pub async fn put_chunk(
             let status = status_of(&node, &load_session(&node, &session_id).await?).await?;
             Ok((StatusCode::ACCEPTED, Json(status)).into_response())
         }
+    }
+}
+
+/// A request's hold on one chunk of a session (the node is one process: a set in memory is
+/// enough); a second request for the same chunk meanwhile is refused. Released when dropped.
+struct ChunkWriter {
+    node: Shared,
+    chunk: (String, u32),
+}
+
+impl ChunkWriter {
+    fn claim(node: &Shared, session_id: &str, index: u32) -> Result<Self, ApiError> {
+        let chunk = (session_id.to_owned(), index);
+        let mut writing = node.writing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !writing.insert(chunk.clone()) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "upload.chunk_busy",
+                format!("chunk {index} is being sent by another request; send it again once it ended"),
+            ));
+        }
+        Ok(Self { node: node.clone(), chunk })
+    }
+}
+
+impl Drop for ChunkWriter {
+    fn drop(&mut self) {
+        self.node.writing.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&self.chunk);
     }
 }
 

@@ -198,6 +198,7 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
                     storage_key: stored.then(|| blob.to_owned()),
                     size,
                     blake3: hash.to_owned(),
+                    hashed_whole: false,
                 },
                 charge,
                 capacity,

@@ -28,6 +28,7 @@ mod oauth;
 mod oidc;
 mod packaging;
 mod passkeys;
+mod poisoning;
 mod privileges;
 mod redeem;
 mod reports;

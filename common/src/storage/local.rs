@@ -1,5 +1,6 @@
-//! Blobs as files under one root directory: blob `key` lives at `root/key`, staged uploads at
-//! `root/.staging/<uuid>`. Owns nothing outside its root.
+//! Blobs as files under one root directory: blob `key` lives at `root/key`, a staged upload's
+//! chunks at `root/.staging/<uuid>/c<index>-<uuid>` (one file per copy of a chunk, written by
+//! one request only). Owns nothing outside its root.
 //!
 //! A streamed blob appears at its key only by a hard link from a complete, fsynced staging
 //! file; a body that arrives whole before its first write batch is created at its key directly
@@ -16,7 +17,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::fs;
-use tokio::io::{AsyncSeekExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use super::{
     BlobStore, ByteRange, ByteStream, ChunkReceipt, ListedBlob, ListedObject, ListingStream, PROBE_AREA, PutOutcome,
@@ -88,28 +89,6 @@ impl LocalBlobStore {
         Ok(self.root.join(STAGING).join(handle.simple().to_string()))
     }
 
-    /// Creates a fresh, empty staging file; the guard removes it unless the caller disarms it.
-    async fn new_staging_file(&self) -> StorageResult<(String, fs::File, StagingGuard)> {
-        let dir = self.root.join(STAGING);
-        fs::create_dir_all(&dir).await.map_err(|err| io_failure("create the staging directory", err))?;
-        let handle = uuid::Uuid::new_v4().simple().to_string();
-        let path = dir.join(&handle);
-        let file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .await
-            .map_err(|err| io_failure("create a staging file", err))?;
-        Ok((handle, file, StagingGuard::new(path)))
-    }
-
-    /// Links a complete, synced staging file to `key` (see [`link_into_place`]).
-    async fn publish(&self, staging: &Path, key: &StorageKey) -> StorageResult<()> {
-        let (staging, target) = (staging.to_path_buf(), self.blob_path(key)?);
-        let (key, durable) = (key.clone(), self.durable);
-        run_blocking(move || link_into_place(&staging, &target, &key, durable)).await
-    }
-
     /// Removes the now-empty directories above `path`, up to (not including) the root.
     async fn prune_empty_parents(&self, path: &Path) {
         let mut dir = path.parent();
@@ -135,32 +114,62 @@ impl BlobStore for LocalBlobStore {
     async fn begin_upload(&self, key: &StorageKey, size: u64, chunk_size: u64) -> StorageResult<StagedUpload> {
         check_upload_shape(size, chunk_size)?;
         self.blob_path(key)?;
-        let (handle, file, guard) = self.new_staging_file().await?;
-        // Full length up front, so every chunk can be written at its offset in any order.
-        file.set_len(size).await.map_err(|err| match err.kind() {
-            // EFBIG: beyond the file system's largest file (16 TiB on ext4 with 4 KiB blocks).
-            io::ErrorKind::FileTooLarge | io::ErrorKind::InvalidInput => {
-                StorageError::SizeUnsupported { size, why: "larger than the file system allows".to_owned() }
-            }
-            _ => io_failure("size the staging file", err),
-        })?;
-        guard.disarm();
+        let handle = uuid::Uuid::new_v4().simple().to_string();
+        let dir = self.staging_path(&handle)?;
+        fs::create_dir_all(&dir).await.map_err(|err| io_failure("create a staging directory", err))?;
+        // A sparse file of the full length, removed at once: a size the file system cannot
+        // hold is refused now, before any byte is sent.
+        let probe = dir.join("size-probe");
+        let sized = async {
+            let file = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&probe)
+                .await
+                .map_err(|err| io_failure("create a staging file", err))?;
+            file.set_len(size).await.map_err(|err| match err.kind() {
+                // EFBIG: beyond the file system's largest file (16 TiB on ext4 with 4 KiB blocks).
+                io::ErrorKind::FileTooLarge | io::ErrorKind::InvalidInput => {
+                    StorageError::SizeUnsupported { size, why: "larger than the file system allows".to_owned() }
+                }
+                _ => io_failure("size the staging file", err),
+            })
+        }
+        .await;
+        remove_leftover(&probe);
+        if let Err(err) = sized {
+            let _ = fs::remove_dir_all(&dir).await;
+            return Err(err);
+        }
         Ok(StagedUpload { key: key.to_string(), size, chunk_size, handle })
     }
 
+    /// Writes the chunk into a file of its own, created for this request and named in the
+    /// receipt (`etag`), so the receipt's chaining value is a fact about that file's bytes: no
+    /// other request ever writes it, a failed write removes it, and completion assembles
+    /// exactly the files the receipts name. Earlier copies of the chunk are removed first (the
+    /// caller drops their receipts before sending the chunk again).
     async fn put_chunk(&self, upload: &StagedUpload, index: u32, mut body: ByteStream) -> StorageResult<ChunkReceipt> {
         check_upload_shape(upload.size, upload.chunk_size)?;
         let expected = upload.expect_chunk(index)?;
         let mut hasher = ChunkHasher::new(index, upload.chunk_size, upload.size)
             .map_err(|err| StorageError::Failed(err.to_string()))?;
-        let path = self.staging_path(&upload.handle)?;
-        // A handle of its own: its file position is independent of parallel chunks.
-        let mut file = fs::OpenOptions::new().write(true).open(&path).await.map_err(|err| match err.kind() {
-            io::ErrorKind::NotFound => StorageError::NotFound(format!("staged upload {}", upload.handle)),
-            _ => io_failure("open the staging file", err),
+        let dir = self.staging_path(&upload.handle)?;
+        let gone = || StorageError::NotFound(format!("staged upload {}", upload.handle));
+        remove_chunk_copies(&dir, index).await.map_err(|err| match missing(&err) {
+            true => gone(),
+            false => io_failure("remove an earlier copy of a chunk", err),
         })?;
-        let offset = u64::from(index) * upload.chunk_size;
-        file.seek(SeekFrom::Start(offset)).await.map_err(|err| io_failure("seek in the staging file", err))?;
+        let name = chunk_file_name(index);
+        let path = dir.join(&name);
+        let mut file = fs::OpenOptions::new().write(true).create_new(true).open(&path).await.map_err(|err| {
+            match missing(&err) {
+                true => gone(),
+                false => io_failure("create a chunk file", err),
+            }
+        })?;
+        // Removes the chunk file unless it is complete (also when the request goes away).
+        let guard = StagingGuard::new(path);
         while let Some(piece) = body.next().await {
             let piece = piece.map_err(|err| StorageError::Body(err.to_string()))?;
             let actual = hasher.received() + piece.len() as u64;
@@ -176,44 +185,53 @@ impl BlobStore for LocalBlobStore {
         }
         // tokio writes in the background: flush so the bytes are in the file before answering.
         file.flush().await.map_err(|err| io_failure("write a chunk", err))?;
-        if self.durable {
-            let file = file.into_std().await;
-            run_blocking(move || {
-                start_writeback(&file, offset, expected);
-                Ok(())
-            })
-            .await?;
-        }
+        drop(file);
         let chaining_value = hasher.finalize().map_err(|err| StorageError::Failed(err.to_string()))?;
-        Ok(ChunkReceipt { index, size: expected, etag: None, chaining_value })
+        guard.disarm();
+        Ok(ChunkReceipt { index, size: expected, etag: Some(name), chaining_value })
     }
 
+    /// Copies the chunk files the receipts name, in index order, into a new file and links that
+    /// to the key: the blob is a copy no chunk writer holds open, so a writer still in flight
+    /// (or one arriving late) can never change the published bytes.
     async fn complete_upload(&self, upload: &StagedUpload, chunks: &[ChunkReceipt]) -> StorageResult<()> {
         upload.check_receipts(chunks)?;
         let key = StorageKey::parse(&upload.key)?;
-        let staging = self.staging_path(&upload.handle)?;
-        let file = fs::File::open(&staging).await.map_err(|err| match err.kind() {
-            io::ErrorKind::NotFound => StorageError::NotFound(format!("staged upload {}", upload.handle)),
-            _ => io_failure("open the staging file", err),
-        })?;
-        let len = file.metadata().await.map_err(|err| io_failure("inspect the staging file", err))?.len();
-        if len != upload.size {
-            return Err(StorageError::Failed(format!("staging file has {len} bytes, expected {}", upload.size)));
-        }
-        // One fsync covers the writes of every chunk's handle: they share the inode.
-        if self.durable {
-            file.sync_all().await.map_err(|err| io_failure("sync the staging file", err))?;
-        }
-        drop(file);
-        self.publish(&staging, &key).await
+        let dir = self.staging_path(&upload.handle)?;
+        let target = self.blob_path(&key)?;
+        let mut receipts = chunks.to_vec();
+        receipts.sort_by_key(|receipt| receipt.index);
+        let (handle, durable) = (upload.handle.clone(), self.durable);
+        run_blocking(move || {
+            let assembled = dir.join(format!("assembled-{}", uuid::Uuid::new_v4().simple()));
+            let made = assemble(&dir, &assembled, &receipts, durable).map_err(|err| match err {
+                StorageError::NotFound(_) => StorageError::NotFound(format!("staged upload {handle}")),
+                other => other,
+            });
+            let published = made.and_then(|()| link_into_place(&assembled, &target, &key, durable));
+            if published.is_err() {
+                remove_leftover(&assembled);
+                return published;
+            }
+            if let Err(error) = std::fs::remove_dir_all(&dir) {
+                tracing::warn!(dir = %dir.display(), %error, "could not remove staged chunks; the collector will");
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn abort_upload(&self, upload: &StagedUpload) -> StorageResult<()> {
         let staging = self.staging_path(&upload.handle)?;
-        match fs::remove_file(&staging).await {
+        // A directory of chunk files (a staging file in the layout before chunk files).
+        let removed = match fs::remove_dir_all(&staging).await {
+            Err(err) if err.kind() == io::ErrorKind::NotADirectory => fs::remove_file(&staging).await,
+            other => other,
+        };
+        match removed {
             Ok(()) => Ok(()),
             Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(err) => Err(io_failure("remove the staging file", err)),
+            Err(err) => Err(io_failure("remove the staged upload", err)),
         }
     }
 
@@ -815,6 +833,71 @@ fn write_in_place(
     Ok(PutOutcome { size: bytes.len() as u64, blake3: hash_hex(bytes) })
 }
 
+/// A fresh name for a copy of chunk `index`: `c<index>-<uuid>`.
+fn chunk_file_name(index: u32) -> String {
+    format!("c{index}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Whether `name` is one [`chunk_file_name`] makes for chunk `index` (a receipt from the
+/// caller's records names nothing else, and nothing outside the staging directory).
+fn names_chunk(name: &str, index: u32) -> bool {
+    name.strip_prefix(&format!("c{index}-"))
+        .is_some_and(|rest| rest.len() == 32 && rest.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Removes the files of earlier copies of chunk `index` in the staging directory `dir`.
+async fn remove_chunk_copies(dir: &Path, index: u32) -> io::Result<()> {
+    let mut entries = fs::read_dir(dir).await?;
+    while let Some(entry) = entries.next_entry().await? {
+        if entry.file_name().to_str().is_some_and(|name| names_chunk(name, index)) {
+            match fs::remove_file(entry.path()).await {
+                Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(err),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes the chunk files `receipts` name (sorted by index) one after the other into the new
+/// file `assembled`, checking each has its receipt's length; synced when `durable`. The copy is
+/// the kernel's (`copy_file_range`): the bytes need not pass through this process.
+fn assemble(dir: &Path, assembled: &Path, receipts: &[ChunkReceipt], durable: bool) -> StorageResult<()> {
+    let mut out =
+        std::fs::OpenOptions::new().write(true).create_new(true).open(assembled).map_err(|err| {
+            match missing(&err) {
+                true => StorageError::NotFound(dir.display().to_string()),
+                false => io_failure("create the assembled blob", err),
+            }
+        })?;
+    let mut offset = 0;
+    for receipt in receipts {
+        let name = receipt.etag.as_deref().filter(|name| names_chunk(name, receipt.index)).ok_or_else(|| {
+            StorageError::Failed(format!("the receipt of chunk {} names no chunk file of it", receipt.index))
+        })?;
+        let mut chunk = std::fs::File::open(dir.join(name)).map_err(|err| match missing(&err) {
+            // Sent again since the receipt was read: the new copy has a receipt of its own.
+            true => StorageError::Failed(format!("chunk {} was replaced while the upload completed", receipt.index)),
+            false => io_failure("open a chunk file", err),
+        })?;
+        let copied = io::copy(&mut chunk, &mut out).map_err(|err| io_failure("assemble the blob", err))?;
+        if copied != receipt.size {
+            return Err(StorageError::Failed(format!(
+                "chunk {} has {copied} bytes, its receipt says {}",
+                receipt.index, receipt.size
+            )));
+        }
+        if durable {
+            start_writeback(&out, offset, copied);
+        }
+        offset += copied;
+    }
+    if durable {
+        out.sync_all().map_err(|err| io_failure("sync the assembled blob", err))?;
+    }
+    Ok(())
+}
+
 /// Links a complete (and, when `durable`, synced) staging file to `key`'s path, never replacing
 /// an existing blob, then drops the staging name and, when `durable`, syncs the directory.
 fn link_into_place(staging: &Path, target: &Path, key: &StorageKey, durable: bool) -> StorageResult<()> {
@@ -1011,14 +1094,56 @@ mod tests {
         assert_eq!(staging_entries(&store), 0, "nothing left in staging");
     }
 
+    /// The hash a receipt carries is of the bytes completion publishes: a late writer of a
+    /// chunk (one still in flight when the upload completed) changes nothing of the blob, and a
+    /// failed re-send leaves no copy an older receipt could complete with.
     #[tokio::test]
-    async fn staging_file_has_the_full_size_from_the_start() {
+    async fn completion_publishes_exactly_the_copies_the_receipts_name() {
         let dir = tempfile::tempdir().unwrap();
         let store = store(&dir);
-        let upload = store.begin_upload(&key("a/b"), 10_000, 4096).await.unwrap();
-        let staging = store.staging_path(&upload.handle).unwrap();
-        assert_eq!(std::fs::metadata(staging).unwrap().len(), 10_000);
-        assert!(!store.root().join("a/b").exists());
+        let (data, other) = (content(5000, 1), content(5000, 2));
+        let upload = store.begin_upload(&key("fenced"), 5000, 4096).await.unwrap();
+        let receipts = vec![
+            store.put_chunk(&upload, 0, body(&data[..4096], 100)).await.unwrap(),
+            store.put_chunk(&upload, 1, body(&data[4096..], 100)).await.unwrap(),
+        ];
+        // A writer of chunk 0 that began before completion and ends after it.
+        let (send, receive) = tokio::sync::mpsc::channel::<io::Result<Bytes>>(1);
+        let late_body: ByteStream = Box::pin(futures_util::stream::unfold(receive, |mut receive| async move {
+            receive.recv().await.map(|piece| (piece, receive))
+        }));
+        let late = tokio::spawn({
+            let (store, upload) = (store.clone(), upload.clone());
+            async move { store.put_chunk(&upload, 0, late_body).await }
+        });
+        send.send(Ok(Bytes::copy_from_slice(&other[..1]))).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The late writer removed the copy receipt 0 names: completion refuses, never mixes.
+        assert!(store.complete_upload(&upload, &receipts).await.is_err());
+        send.send(Ok(Bytes::copy_from_slice(&other[1..4096]))).await.unwrap();
+        drop(send);
+        let late_receipt = late.await.unwrap().unwrap();
+        let receipts = vec![late_receipt, receipts[1].clone()];
+        store.complete_upload(&upload, &receipts).await.unwrap();
+        let mut expected = other[..4096].to_vec();
+        expected.extend_from_slice(&data[4096..]);
+        assert_eq!(std::fs::read(store.root().join("fenced")).unwrap(), expected);
+        // A write after completion finds no staged upload and leaves the blob alone.
+        let after = store.put_chunk(&upload, 0, body(&data[..4096], 100)).await;
+        assert!(matches!(after, Err(StorageError::NotFound(_))), "{after:?}");
+        assert_eq!(std::fs::read(store.root().join("fenced")).unwrap(), expected);
+        assert_eq!(staging_entries(&store), 0);
+
+        // A re-send that fails (too short) removes the earlier copy as well.
+        let upload = store.begin_upload(&key("short"), 5000, 4096).await.unwrap();
+        let first = store.put_chunk(&upload, 0, body(&data[..4096], 100)).await.unwrap();
+        let second = store.put_chunk(&upload, 1, body(&data[4096..], 100)).await.unwrap();
+        let short = store.put_chunk(&upload, 0, body(&other[..4095], 100)).await;
+        assert!(matches!(short, Err(StorageError::LengthMismatch { .. })), "{short:?}");
+        assert!(store.complete_upload(&upload, &[first, second]).await.is_err());
+        assert_eq!(store.size(&key("short")).await.unwrap(), None);
+        store.abort_upload(&upload).await.unwrap();
+        assert_eq!(staging_entries(&store), 0);
     }
 
     #[tokio::test]

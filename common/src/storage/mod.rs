@@ -147,7 +147,8 @@ pub(crate) fn check_upload_shape(size: u64, chunk_size: u64) -> StorageResult<()
 pub struct ChunkReceipt {
     pub index: u32,
     pub size: u64,
-    /// The backend's tag for the chunk (S3 part ETag); `None` on local disk.
+    /// The backend's tag for the stored copy of the chunk (S3 part ETag; on local disk the name
+    /// of the chunk's file): completion assembles exactly the copies the receipts name.
     pub etag: Option<String>,
     /// blake3 chaining value of the chunk as a subtree at its offset, hex (see `crate::hash`).
     pub chaining_value: String,
@@ -203,12 +204,14 @@ pub trait BlobStore: Send + Sync + 'static {
     async fn begin_upload(&self, key: &StorageKey, size: u64, chunk_size: u64) -> StorageResult<StagedUpload>;
 
     /// Stores chunk `index`, which must have exactly [`StagedUpload::chunk_len`] bytes, hashing
-    /// it as it streams. Idempotent: sending a chunk again replaces it. Chunks may arrive in any
-    /// order and in parallel.
+    /// it as it streams. Idempotent: sending a chunk again replaces it (the caller forgets the
+    /// earlier receipt first, and sends one chunk index at a time). Chunks may arrive in any
+    /// order and in parallel. The receipt's chaining value is of the bytes its `etag` names.
     async fn put_chunk(&self, upload: &StagedUpload, index: u32, body: ByteStream) -> StorageResult<ChunkReceipt>;
 
-    /// Makes the blob appear at the upload's key from the chunks (all of them, in index order).
-    /// Fails with [`StorageError::AlreadyExists`] rather than replacing an existing blob.
+    /// Makes the blob appear at the upload's key from the chunks (all of them, in index order),
+    /// exactly the stored copies the receipts name; a chunk written after that changes nothing
+    /// of the blob. Fails with [`StorageError::AlreadyExists`] rather than replacing a blob.
     async fn complete_upload(&self, upload: &StagedUpload, chunks: &[ChunkReceipt]) -> StorageResult<()>;
 
     /// Drops a staged upload and its bytes. Idempotent.

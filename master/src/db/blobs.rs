@@ -77,9 +77,22 @@ macro_rules! same_content {
     };
 }
 
-/// The id of the oldest blob of [`same_content!`].
+/// Of [`same_content!`], the blobs content of owner `$4` may be de-duplicated onto: one whose
+/// hash the server computed over its stored bytes whole, or one the owner's own files refer to
+/// (a hash merged from chunk values is taken on trust only from the owner who sent the chunks).
+macro_rules! dedup_target {
+    () => {
+        concat!(
+            same_content!(),
+            " AND (hashed_whole = 1 OR EXISTS (SELECT 1 FROM objects o",
+            " WHERE o.physical_file_id = physical_files.id AND o.owner_id = $4))"
+        )
+    };
+}
+
+/// The id of the oldest blob of [`dedup_target!`].
 pub(super) const SAME_CONTENT_ID: &str =
-    concat!("SELECT id FROM physical_files WHERE ", same_content!(), " ORDER BY created_at, id LIMIT 1");
+    concat!("SELECT id FROM physical_files WHERE ", dedup_target!(), " ORDER BY created_at, id LIMIT 1");
 
 /// Whether the policy holds a live blob with this content: a file of it can refer to that blob
 /// instead of storing the bytes again.
@@ -109,31 +122,38 @@ pub async fn owner_holds_content(
     Ok(db.read_row(sql, &args, |row| row.text("id")).await?.is_some())
 }
 
-/// The policy's oldest blob with the same content, for de-duplication (the one
-/// [`SAME_CONTENT_ID`] names).
+/// The policy's oldest blob with the same content that content of `owner_id` may be
+/// de-duplicated onto (the one [`SAME_CONTENT_ID`] names).
 pub async fn find_same_content(
     conn: &mut Conn,
     policy_id: PolicyId,
-    blake3: &str,
-    size: i64,
+    (blake3, size): (&str, i64),
+    owner_id: UserId,
 ) -> Result<Option<BlobRow>, DbError> {
     Ok(sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM physical_files WHERE {} ORDER BY created_at, id LIMIT 1",
-        same_content!()
+        dedup_target!()
     ))
     .bind(policy_id)
     .bind(blake3)
     .bind(size)
+    .bind(owner_id)
     .fetch_optional(conn)
     .await?)
 }
 
-/// `$1`..`$7`: id, policy, storage key, size, blake3, references, now.
+/// `$1`..`$8`: id, policy, storage key, size, blake3, references, now, hashed whole (1 or 0).
 pub(super) const INSERT: &str =
-    "INSERT INTO physical_files (id, policy_id, storage_key, size, blake3, ref_count, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+    "INSERT INTO physical_files (id, policy_id, storage_key, size, blake3, ref_count, created_at, hashed_whole)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 
+/// Adds the row of a blob whose hash is not known to be of its bytes whole (see [`INSERT`]).
 pub async fn insert(conn: &mut Conn, blob: &BlobRow, now: Millis) -> Result<(), DbError> {
+    insert_hashed(conn, blob, false, now).await
+}
+
+/// Adds the row of a blob; `hashed_whole`: the server computed its hash over the stored bytes.
+pub async fn insert_hashed(conn: &mut Conn, blob: &BlobRow, hashed_whole: bool, now: Millis) -> Result<(), DbError> {
     sqlx::query(INSERT)
         .bind(blob.id.as_str())
         .bind(blob.policy_id)
@@ -142,33 +162,40 @@ pub async fn insert(conn: &mut Conn, blob: &BlobRow, now: Millis) -> Result<(), 
         .bind(blob.blake3.as_deref())
         .bind(blob.ref_count)
         .bind(now)
+        .bind(i64::from(hashed_whole))
         .execute(conn)
         .await?;
     Ok(())
 }
 
-/// Takes one reference to the content of `new` (a blob row with one reference) inside the
-/// caller's transaction: an existing blob of the policy with the same blake3 and size when
-/// there is one (de-duplication; the caller then deletes the new bytes after the commit), else
-/// `new` itself. Answers the blob id and whether it was a duplicate.
-pub async fn reference_content(conn: &mut Conn, new: &BlobRow, now: Millis) -> Result<(String, bool), DbError> {
+/// Takes one reference to the content of `new` (a blob row with one reference) for a file of
+/// `owner_id` inside the caller's transaction: an existing blob of the policy with the same
+/// blake3 and size that the owner's content may refer to when there is one (de-duplication;
+/// the caller then deletes the new bytes after the commit), else `new` itself, added with
+/// `hashed_whole`. Answers the blob id and whether it was a duplicate.
+pub async fn reference_content(
+    conn: &mut Conn,
+    new: &BlobRow,
+    (owner_id, hashed_whole): (UserId, bool),
+    now: Millis,
+) -> Result<(String, bool), DbError> {
     let blake3 = new.blake3.as_deref().unwrap_or_default();
-    if let Some(same) = reference_same_content(conn, new.policy_id, blake3, new.size).await? {
+    if let Some(same) = reference_same_content(conn, new.policy_id, (blake3, new.size), owner_id).await? {
         return Ok((same, true));
     }
-    insert(conn, new, now).await?;
+    insert_hashed(conn, new, hashed_whole, now).await?;
     Ok((new.id.clone(), false))
 }
 
-/// Takes one reference to the policy's blob with this content inside the caller's
-/// transaction, if there is one, and answers its id.
+/// Takes one reference to the policy's blob with this content that content of `owner_id` may
+/// refer to, inside the caller's transaction, if there is one, and answers its id.
 pub async fn reference_same_content(
     conn: &mut Conn,
     policy_id: PolicyId,
-    blake3: &str,
-    size: i64,
+    content: (&str, i64),
+    owner_id: UserId,
 ) -> Result<Option<String>, DbError> {
-    let Some(same) = find_same_content(conn, policy_id, blake3, size).await? else { return Ok(None) };
+    let Some(same) = find_same_content(conn, policy_id, content, owner_id).await? else { return Ok(None) };
     add_refs(conn, &same.id, 1).await?;
     Ok(Some(same.id))
 }

@@ -41,6 +41,9 @@ pub struct Content {
     pub storage_key: Option<String>,
     pub size: i64,
     pub blake3: String,
+    /// The server computed `blake3` over the stored bytes whole (not merged from chunk values):
+    /// only such a blob receives other owners' content by de-duplication.
+    pub hashed_whole: bool,
 }
 
 /// One statement of the caller's bookkeeping, committed with the file. `required`: when it
@@ -181,7 +184,8 @@ fn commit_inline(
     for step in &commit.first_steps {
         execute(conn, step.sql, &step.args(false))?;
     }
-    let same = [Arg::Text(&policy_id), Arg::Text(&content.blake3), Arg::Int(content.size)];
+    let owner_id = commit.owner_id.to_string();
+    let same = [Arg::Text(&policy_id), Arg::Text(&content.blake3), Arg::Int(content.size), Arg::Text(&owner_id)];
     let older = query_row(conn, super::blobs::SAME_CONTENT_ID, &same, |row| row.text("id"))?;
     let referent = match (older, content.storage_key.as_deref()) {
         (Some(id), _) => Referent::Older(id),
@@ -205,6 +209,7 @@ fn commit_inline(
                 Arg::Text(&content.blake3),
                 Arg::Int(1),
                 Arg::Int(now),
+                Arg::Int(i64::from(content.hashed_whole)),
             ];
             execute(conn, super::blobs::INSERT, &args)?;
             content.blob_id.clone()
@@ -296,7 +301,12 @@ async fn commit_statement_by_statement(
     }
     let blob_id = match &content.storage_key {
         None => {
-            let same = super::blobs::reference_same_content(&mut tx, content.policy_id, &content.blake3, content.size);
+            let same = super::blobs::reference_same_content(
+                &mut tx,
+                content.policy_id,
+                (&content.blake3, content.size),
+                commit.owner_id,
+            );
             match same.await? {
                 Some(id) => id,
                 None => return Ok(Err(Refusal::NotReferenced)),
@@ -310,7 +320,7 @@ async fn commit_statement_by_statement(
                 content.size,
                 &content.blake3,
             );
-            super::blobs::reference_content(&mut tx, &blob, now).await?.0
+            super::blobs::reference_content(&mut tx, &blob, (commit.owner_id, content.hashed_whole), now).await?.0
         }
     };
     let old_refs = match &commit.destination {

@@ -92,6 +92,17 @@ pub async fn chunks(db: &Db, session_id: UploadId) -> Result<Vec<ChunkRow>, DbEr
     .await?)
 }
 
+/// Forgets the receipt of chunk `index`, before its bytes are sent again: while they arrive the
+/// chunk counts as missing, so no completion can pair the old receipt with new bytes.
+pub async fn forget_chunk(db: &Db, session_id: UploadId, index: i32) -> Result<(), DbError> {
+    sqlx::query("DELETE FROM upload_chunks WHERE session_id = $1 AND chunk_index = $2")
+        .bind(session_id)
+        .bind(index)
+        .execute(db.writer())
+        .await?;
+    Ok(())
+}
+
 /// Records a received chunk, replacing an earlier copy of the same index.
 pub async fn upsert_chunk(db: &Db, session_id: UploadId, chunk: &ChunkRow, now: Millis) -> Result<(), DbError> {
     sqlx::query(

@@ -309,7 +309,9 @@ pub async fn complete(ctx: &Context, node_id: NodeId, report: &ExternalDownloadC
     let store = policies::store(ctx, &policies::find(ctx.db(), fetch.policy_id.into()).await?).await?;
     let key = StorageKey::parse(&fetch.storage_key)?;
     let hold = Hold::Fetch { task_id: report.task_id.clone() };
-    let staged = StagedBlob::new(ctx, store, key, fetch.policy_id, hold).holding(size, report.blake3.as_str());
+    // The node hashed the fetched bytes whole as it stored them (one stream, `put_stream`).
+    let staged =
+        StagedBlob::new(ctx, store, key, fetch.policy_id, hold).holding(size, report.blake3.as_str()).hashed_whole();
     let (task_id, now) = (report.task_id.as_str(), now_ms());
     let plan = Plan::new_file(owner, folder.row().id, &name, Charge { amount: size, capacity })
         .with_step(|object_id| reports::complete_external_download_step(task_id, object_id, size, now));

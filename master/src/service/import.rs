@@ -342,8 +342,9 @@ impl Job<'_> {
             object_id: plan.destination.object_id(),
         };
         let plan = plan.with_step(|_| imports::record_step(self.policy.id, record, now_ms()));
-        let staged =
-            StagedBlob::new(self.ctx, self.store.clone(), key, self.policy.id, Hold::Adopted).holding(read, &blake3);
+        let staged = StagedBlob::new(self.ctx, self.store.clone(), key, self.policy.id, Hold::Adopted)
+            .holding(read, &blake3)
+            .hashed_whole();
         match ingest::commit(self.ctx, staged, plan).await {
             Ok(Some(_)) if previous.is_some() => Ok(Outcome::Updated),
             Ok(Some(file)) => Ok(Outcome::Imported { duplicate: file.duplicate }),

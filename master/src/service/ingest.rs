@@ -49,6 +49,8 @@ pub struct StagedBlob {
     policy_id: PolicyId,
     size: i64,
     blake3: String,
+    /// Whether `blake3` was computed over the stored bytes whole (see [`Content::hashed_whole`]).
+    hashed_whole: bool,
     hold: Hold,
     /// Set once the bytes are a file's (or another holder's): nothing is undone any more.
     settled: bool,
@@ -58,13 +60,22 @@ impl StagedBlob {
     /// Takes charge of the bytes at `key` of `policy_id`'s `store` (stored, or about to be) and
     /// of what `hold` kept for them.
     pub fn new(ctx: &Context, store: Arc<dyn BlobStore>, key: StorageKey, policy_id: PolicyId, hold: Hold) -> Self {
-        Self { ctx: ctx.clone(), store, key, policy_id, size: 0, blake3: String::new(), hold, settled: false }
+        let (size, blake3, hashed_whole, settled) = (0, String::new(), false, false);
+        Self { ctx: ctx.clone(), store, key, policy_id, size, blake3, hashed_whole, hold, settled }
     }
 
     /// The bytes are complete: `size` of them, with content hash `blake3`.
     pub fn holding(mut self, size: i64, blake3: &str) -> Self {
         self.size = size;
         self.blake3 = blake3.to_owned();
+        self
+    }
+
+    /// The server hashed the bytes whole as they were stored (a streamed write, an import, a
+    /// node's fetch), rather than merging a hash from chunk values: other owners' content may
+    /// then be de-duplicated onto them.
+    pub fn hashed_whole(mut self) -> Self {
+        self.hashed_whole = true;
         self
     }
 
@@ -274,6 +285,7 @@ pub async fn commit(ctx: &Context, mut staged: StagedBlob, plan: Plan) -> Servic
         storage_key: Some(staged.key.as_str().to_owned()),
         size: staged.size,
         blake3: staged.blake3.clone(),
+        hashed_whole: staged.hashed_whole,
     };
     let commit = plan.commit(content);
     let (object_id, size) = (commit.destination.object_id(), commit.content.size);
@@ -302,8 +314,9 @@ pub async fn commit_held(
     (size, blake3): (i64, &str),
     plan: Plan,
 ) -> ServiceResult<Option<Ingested>> {
+    let blake3 = blake3.to_owned();
     let content =
-        Content { blob_id: new_id().to_string(), policy_id, storage_key: None, size, blake3: blake3.to_owned() };
+        Content { blob_id: new_id().to_string(), policy_id, storage_key: None, size, blake3, hashed_whole: false };
     let commit = plan.commit(content);
     let (object_id, size) = (commit.destination.object_id(), commit.content.size);
     let (outcome, at) = run(ctx, commit).await;

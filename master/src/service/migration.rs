@@ -122,7 +122,9 @@ async fn migrate_file(ctx: &Context, file: &ObjectRow, target: &db::policies::Po
     let hash = old.blake3.clone().ok_or_else(|| TaskFailure::Permanent(format!("blob {} has no hash", old.id)))?;
 
     let mut tx = db.begin().await?;
-    if let Some(existing) = db::blobs::find_same_content(&mut tx, target_id, &hash, old.size).await? {
+    if let Some(existing) =
+        db::blobs::find_same_content(&mut tx, target_id, (&hash, old.size), current.owner_id).await?
+    {
         let orphans = switch(&mut tx, &current, &old, &existing.id, target_id).await?;
         tx.commit().await.map_err(DbError::from)?;
         files::release_blobs(ctx, &orphans).await;

@@ -24,6 +24,7 @@ use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::upload::UploadStatus::{self, Aborting, Finishing, Uploading};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::kv::{KvStore, SharedStore};
 use crate::service::access::{self, Reach};
 use crate::service::activity::{self, Activity};
 use crate::service::files::{self, ObjectView, quota_exceeded};
@@ -397,19 +398,100 @@ pub async fn put_chunk(
     }
     let policy = policies::find(ctx.db(), session.policy_id.into()).await?;
     let store = policies::store(ctx, &policy).await?;
-    let receipt = store.put_chunk(&upload, index, body).await?;
-    let chunk = ChunkRow {
-        chunk_index: index as i32,
-        size: receipt.size as i64,
-        etag: receipt.etag,
-        chaining_value: receipt.chaining_value,
-    };
-    db::uploads::upsert_chunk(ctx.db(), session.id, &chunk, now_ms()).await?;
+    let lease = ChunkLease::take(ctx, session.id, index).await?;
+    // The old receipt goes before any new byte is written: a receipt only ever describes bytes
+    // that were written whole by the request that made it.
+    db::uploads::forget_chunk(ctx.db(), session.id, index as i32).await?;
+    let stored = async {
+        let receipt = store.put_chunk(&upload, index, body).await?;
+        let chunk = ChunkRow {
+            chunk_index: index as i32,
+            size: receipt.size as i64,
+            etag: receipt.etag,
+            chaining_value: receipt.chaining_value,
+        };
+        db::uploads::upsert_chunk(ctx.db(), session.id, &chunk, now_ms()).await?;
+        Ok::<(), ServiceError>(())
+    }
+    .await;
+    lease.release().await;
+    if let Err(error) = stored {
+        return Err(explain_failed_chunk(ctx, &session, error).await);
+    }
     let uploaded: Vec<i32> = db::uploads::chunks(ctx.db(), session.id).await?.iter().map(|c| c.chunk_index).collect();
     if uploaded.len() as i32 == session.total_chunks {
         return complete_session(ctx, session).await;
     }
     view(&session, uploaded, None)
+}
+
+/// How long a request holds a chunk it sends ([`ChunkLease`]) unless it ends sooner.
+const CHUNK_LEASE: Duration = Duration::from_secs(15 * 60);
+
+/// One request's hold on one chunk of a session, kept in the key-value store so that every
+/// master agrees: of two requests sending the same chunk at once the second is refused (409
+/// `upload.chunk_busy`). Released when the request ends, also when it is dropped (a client gone
+/// mid-chunk can send it again at once); a holder that died lets it lapse after
+/// [`CHUNK_LEASE`]. A writer slower than that is still harmless: the drivers keep each copy of
+/// a chunk apart and complete from the copies the receipts name.
+struct ChunkLease {
+    store: SharedStore,
+    key: String,
+    holder: String,
+    released: bool,
+}
+
+impl ChunkLease {
+    async fn take(ctx: &Context, session_id: UploadId, index: u32) -> ServiceResult<Self> {
+        let key = format!("upload-chunk:{session_id}:{index}");
+        let holder = Uuid::new_v4().simple().to_string();
+        if !ctx.store().set_if_absent(&key, &holder, CHUNK_LEASE).await? {
+            return Err(ServiceError::conflict(
+                codes::UPLOAD_CHUNK_BUSY,
+                format!("chunk {index} of the upload is being sent by another request; send it again once it ended"),
+            ));
+        }
+        Ok(Self { store: ctx.shared_store(), key, holder, released: false })
+    }
+
+    async fn release(mut self) {
+        self.released = true;
+        release_chunk(&*self.store, &self.key, &self.holder).await;
+    }
+}
+
+impl Drop for ChunkLease {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        let (store, key, holder) =
+            (self.store.clone(), std::mem::take(&mut self.key), std::mem::take(&mut self.holder));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { release_chunk(&*store, &key, &holder).await });
+        }
+    }
+}
+
+/// Gives a chunk's lease back while `holder` still holds it; a failure leaves it to lapse.
+async fn release_chunk(store: &dyn KvStore, key: &str, holder: &str) {
+    if let Err(error) = store.swap_if(key, holder, None).await {
+        tracing::warn!(%key, %error, "could not release a chunk lease; it lapses");
+    }
+}
+
+/// Why a chunk could not be stored: 409 `upload.not_open` when its session was completed or
+/// cancelled while the bytes arrived (the storage or the foreign-key failure that caused is
+/// not the client's news), else `error` itself.
+async fn explain_failed_chunk(ctx: &Context, session: &SessionRow, error: ServiceError) -> ServiceError {
+    match db::uploads::find_owned(ctx.db(), session.owner_id, session.id).await {
+        Ok(Some(current)) if current.status == Uploading => error,
+        Ok(_) => ServiceError::conflict(
+            codes::UPLOAD_NOT_OPEN,
+            "the upload was completed or cancelled while this chunk arrived",
+        ),
+        Err(_) => error,
+    }
 }
 
 /// Explicitly finalises an upload whose chunks have all arrived (also retries a finalisation

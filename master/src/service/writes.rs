@@ -459,7 +459,7 @@ async fn stream_content(
     // committed, also when this request is cancelled while they arrive.
     let staged = StagedBlob::new(ctx, store, key, policy.id, Hold::Reservation { owner_id, bytes: reserved });
     match staged.store().put_stream(staged.key(), body, Some(limit.bytes())).await {
-        Ok(outcome) => Ok((staged.holding(outcome.size as i64, &outcome.blake3), reserved)),
+        Ok(outcome) => Ok((staged.holding(outcome.size as i64, &outcome.blake3).hashed_whole(), reserved)),
         Err(err) => {
             let refusal = match err {
                 StorageError::TooLarge { limit: bytes } => limit.refusal(bytes + 1),
