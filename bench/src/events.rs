@@ -42,9 +42,11 @@ pub async fn run(args: &[String]) {
         "| setup | writes/s | live: all delivered after s | live: events delivered/s | replay of all to all: s | replay: events/s |"
     );
     println!("|---|---:|---:|---:|---:|---:|");
-    let sqlite = TestApp::spawn(Backend::Sqlite).await.expect("SQLite needs no service");
+    // All subscribers are one user's: lift the per-user cap on streams (8 by default).
+    let uncapped = |config: &mut nubo_master::config::Config| config.max_event_streams_per_user = 0;
+    let sqlite = TestApp::spawn_configured(Backend::Sqlite, uncapped).await.expect("SQLite needs no service");
     measure("SQLite, one master", &sqlite, None, &options).await;
-    match TestApp::spawn(Backend::Postgres).await {
+    match TestApp::spawn_configured(Backend::Postgres, uncapped).await {
         Some(postgres) => {
             let peer = postgres.spawn_peer().await;
             let base = format!("http://{}", peer.addr);

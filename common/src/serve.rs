@@ -1,16 +1,19 @@
 //! The HTTP edge the master and the storage nodes listen through: accepts connections up to a
-//! cap and serves each over HTTP/1.1 with a header-read timeout and an idle timeout, and offers
-//! a request body that fails when its client stops sending. Without these, a client that sends
-//! half a request (or half a body) holds a connection, and a handler, for ever.
+//! cap (and up to a smaller cap per client address) and serves each over HTTP/1.1 with a
+//! header-read timeout and an idle timeout, and offers a request body that fails when its client
+//! stops sending. Without these, a client that sends half a request (or half a body) holds a
+//! connection, and a handler, for ever, and one client can hold every connection.
 //!
-//! What it must not do: put any deadline on a whole request. A slow but steady upload or
-//! download is never cut; only silence is.
+//! What it must not do: put a deadline on a transfer. A slow but steady upload or download is
+//! never cut; only silence is. The one total deadline, [`DeadlineBody`], is for the bodies the
+//! application knows to be small (JSON), which a client has no reason to trickle.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::{Pin, pin};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -31,7 +34,7 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 /// Connection-level limits; `None` switches a timeout off.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct EdgeLimits {
     /// Time a client has to send a request's complete headers, counted from the connection's
     /// start or the end of the previous response (so it also closes idle keep-alive connections).
@@ -41,6 +44,82 @@ pub struct EdgeLimits {
     pub idle_timeout: Option<Duration>,
     /// Connections served at once; further clients wait in the listen backlog.
     pub max_connections: usize,
+    /// Connections one peer address may hold at once; a further one is closed on arrival, so
+    /// one client cannot take every connection. 0: no limit.
+    pub max_connections_per_address: usize,
+    /// Peers the per-address cap does not apply to (reverse proxies, whose connections carry
+    /// many clients; the application caps those per forwarded address).
+    pub uncapped_peers: PeerFilter,
+}
+
+/// Which peer addresses a rule leaves out; the default leaves out none.
+#[derive(Clone, Default)]
+pub struct PeerFilter(Option<Arc<dyn Fn(IpAddr) -> bool + Send + Sync>>);
+
+impl PeerFilter {
+    pub fn new(matches: impl Fn(IpAddr) -> bool + Send + Sync + 'static) -> Self {
+        Self(Some(Arc::new(matches)))
+    }
+
+    pub fn matches(&self, address: IpAddr) -> bool {
+        self.0.as_ref().is_some_and(|matches| matches(address))
+    }
+}
+
+impl std::fmt::Debug for PeerFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "PeerFilter(..)" } else { "PeerFilter(none)" })
+    }
+}
+
+/// How many connections (or requests) each client address holds, against a cap.
+#[derive(Debug)]
+pub struct PerAddress {
+    cap: usize,
+    held: Mutex<HashMap<IpAddr, usize>>,
+}
+
+impl PerAddress {
+    /// Counts against `cap` per address; 0 admits everything.
+    pub fn new(cap: usize) -> Arc<Self> {
+        Arc::new(Self { cap, held: Mutex::new(HashMap::new()) })
+    }
+
+    /// A hold for one more of `address`'s, or `None` when it has `cap` already.
+    pub fn admit(self: &Arc<Self>, address: IpAddr) -> Option<AddressHold> {
+        let address = address.to_canonical();
+        if self.cap > 0 {
+            let mut held = self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let count = held.entry(address).or_default();
+            if *count >= self.cap {
+                return None;
+            }
+            *count += 1;
+        }
+        Some(AddressHold { counts: self.clone(), address })
+    }
+}
+
+/// One connection or request of an address, counted until dropped.
+#[derive(Debug)]
+pub struct AddressHold {
+    counts: Arc<PerAddress>,
+    address: IpAddr,
+}
+
+impl Drop for AddressHold {
+    fn drop(&mut self) {
+        if self.counts.cap == 0 {
+            return;
+        }
+        let mut held = self.counts.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(count) = held.get_mut(&self.address) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.address);
+            }
+        }
+    }
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and lets the
@@ -52,6 +131,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let per_address = PerAddress::new(limits.max_connections_per_address);
     let connections = TaskTracker::new();
     let stop = CancellationToken::new();
     let mut shutdown = pin!(shutdown);
@@ -72,11 +152,24 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let hold = match limits.uncapped_peers.matches(remote.ip().to_canonical()) {
+            true => None,
+            false => match per_address.admit(remote.ip()) {
+                Some(hold) => Some(hold),
+                None => {
+                    // Closed unread: answering would mean reading its request first.
+                    tracing::debug!(%remote, "closing a connection over the per-address cap");
+                    drop(stream);
+                    continue;
+                }
+            },
+        };
         let router = router.clone();
         let stop = stop.clone();
+        let limits = limits.clone();
         connections.spawn(async move {
-            serve_connection(stream, remote, router, limits, stop).await;
-            drop(permit);
+            serve_connection(stream, remote, router, &limits, stop).await;
+            drop((hold, permit));
         });
     }
     drop(listener);
@@ -101,7 +194,7 @@ async fn serve_connection(
     stream: TcpStream,
     remote: SocketAddr,
     router: Router,
-    limits: EdgeLimits,
+    limits: &EdgeLimits,
     stop: CancellationToken,
 ) {
     let mut stream = stream;
@@ -313,6 +406,85 @@ impl HttpBody for ProgressBody {
     }
 }
 
+/// The error a [`DeadlineBody`] fails with when its whole body took too long.
+#[derive(Debug, thiserror::Error)]
+#[error("the client took over {0:?} to send the body")]
+pub struct BodyTooSlow(pub Duration);
+
+/// A request body that fails with [`BodyTooSlow`] once `limit` has passed since it was made
+/// and it has not ended, however steadily it trickles: for small bodies (JSON), which a client
+/// sends at once, so that a trickle of one byte at a time cannot hold a connection for long.
+pub struct DeadlineBody {
+    inner: Body,
+    limit: Duration,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    flag: StallFlag,
+}
+
+impl DeadlineBody {
+    /// Wraps `inner`, its clock starting now; answers the body and the flag it sets when late.
+    pub fn new(inner: Body, limit: Duration) -> (Self, StallFlag) {
+        let flag = StallFlag::default();
+        let deadline = Box::pin(tokio::time::sleep(limit));
+        (Self { inner, limit, deadline, flag: flag.clone() }, flag)
+    }
+}
+
+impl HttpBody for DeadlineBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = &mut *self;
+        if this.inner.is_end_stream() {
+            return Pin::new(&mut this.inner).poll_frame(cx);
+        }
+        if this.deadline.as_mut().poll(cx).is_ready() {
+            this.flag.0.store(true, Ordering::Relaxed);
+            return Poll::Ready(Some(Err(axum::Error::new(BodyTooSlow(this.limit)))));
+        }
+        Pin::new(&mut this.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A response body that keeps `guard` (a permit, a count) until the body is sent or dropped,
+/// so a limit on requests also covers the answers they stream.
+pub struct GuardedBody<G> {
+    inner: Body,
+    _guard: G,
+}
+
+impl<G: Send + Unpin + 'static> GuardedBody<G> {
+    pub fn wrap(inner: Body, guard: G) -> Body {
+        Body::new(Self { inner, _guard: guard })
+    }
+}
+
+impl<G: Unpin> HttpBody for GuardedBody<G> {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// `Some(duration)` for a positive number of seconds, `None` (no limit) for zero.
 pub fn seconds(value: u64) -> Option<Duration> {
     (value > 0).then(|| Duration::from_secs(value))
@@ -368,6 +540,45 @@ mod tests {
         let started = Instant::now();
         idle.await;
         assert!(started.elapsed() >= TIMEOUT, "idle only a full timeout after the handler ended");
+    }
+
+    #[tokio::test]
+    async fn a_steady_trickle_past_the_deadline_fails_and_sets_the_flag() {
+        let (sender, inner) = channel_body();
+        tokio::spawn(async move {
+            for _ in 0..8 {
+                tokio::time::sleep(TIMEOUT / 4).await;
+                if sender.send(Ok(Bytes::from_static(b"x"))).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let (body, flag) = DeadlineBody::new(inner, TIMEOUT);
+        let started = Instant::now();
+        let error = body.collect().await.expect_err("cut at the deadline");
+        assert!(error.to_string().contains("to send the body"), "{error}");
+        assert!(started.elapsed() >= TIMEOUT && started.elapsed() < TIMEOUT * 2);
+        assert!(flag.is_set());
+    }
+
+    #[tokio::test]
+    async fn a_body_within_its_deadline_is_read_whole() {
+        let (body, flag) = DeadlineBody::new(Body::from("{\"a\": 1}"), TIMEOUT);
+        assert_eq!(body.collect().await.unwrap().to_bytes().as_ref(), b"{\"a\": 1}");
+        assert!(!flag.is_set());
+    }
+
+    #[test]
+    fn an_address_holds_at_most_its_cap_and_gets_a_place_back_on_drop() {
+        let counts = PerAddress::new(2);
+        let (one, two): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "::ffff:10.0.0.2".parse().unwrap());
+        let first = counts.admit(one).expect("first");
+        let _second = counts.admit(one).expect("second");
+        assert!(counts.admit(one).is_none(), "a third is over the cap");
+        assert!(counts.admit(two).is_some(), "another address counts on its own");
+        drop(first);
+        assert!(counts.admit(one).is_some(), "a place came back");
+        assert!(PerAddress::new(0).admit(one).is_some(), "0: no limit");
     }
 
     #[tokio::test]

@@ -60,6 +60,22 @@ pub struct Config {
     pub idle_timeout_seconds: u64,
     /// Connections served at once; more clients wait in the listen backlog until one closes.
     pub max_connections: usize,
+    /// Connections one client address may hold at once; a further one is closed on arrival.
+    /// Behind `trusted_proxies` (whose connections carry many clients) it is instead the
+    /// requests in flight per forwarded address, beyond which a request answers 429
+    /// `request.too_many_connections`. 0: no limit.
+    pub max_connections_per_address: usize,
+    /// Connections kept for short requests: long ones (event streams, uploads and downloads of
+    /// file bytes, WebDAV) get at most `max_connections` minus this many at once, and a further
+    /// one answers 503 `request.server_busy`, so the site still answers while transfers run.
+    pub reserved_connections: usize,
+    /// Seconds the whole body of a JSON route may take to arrive (on top of the gap limit of
+    /// `body_timeout_seconds`); the request then answers 408 `request.timeout`. Streamed bodies
+    /// (uploads, WebDAV) have no such deadline. 0: no limit.
+    pub json_body_deadline_seconds: u64,
+    /// `GET /events` streams one user may hold open at once, on all masters together (counted
+    /// in the shared store); a further one answers 429 `events.too_many_streams`. 0: no limit.
+    pub max_event_streams_per_user: u32,
     /// Lifetime of refresh tokens, in days.
     pub refresh_token_days: u32,
     /// E-mail of the administrator created on first start (empty database).
@@ -164,6 +180,10 @@ impl Default for Config {
             body_timeout_seconds: 60,
             idle_timeout_seconds: 120,
             max_connections: 1024,
+            max_connections_per_address: 64,
+            reserved_connections: 64,
+            json_body_deadline_seconds: 30,
+            max_event_streams_per_user: 8,
             redis_prefix: "nubo:".to_owned(),
             refresh_token_days: 30,
             admin_email: "admin@nubo.local".to_owned(),
@@ -255,6 +275,10 @@ const ENV_KEYS: &[&str] = &[
     "body_timeout_seconds",
     "idle_timeout_seconds",
     "max_connections",
+    "max_connections_per_address",
+    "reserved_connections",
+    "json_body_deadline_seconds",
+    "max_event_streams_per_user",
     "redis_prefix",
     "refresh_token_days",
     "admin_email",
@@ -355,7 +379,23 @@ impl Config {
             header_read_timeout: seconds(self.header_read_timeout_seconds),
             idle_timeout: seconds(self.idle_timeout_seconds),
             max_connections: self.max_connections,
+            max_connections_per_address: self.max_connections_per_address,
+            // A proxy's connections carry many clients: those are capped per forwarded address
+            // on their requests instead (`http::edge::cap_forwarded_clients`).
+            uncapped_peers: match self.trusted_proxies.0.is_empty() {
+                true => nubo_common::serve::PeerFilter::default(),
+                false => {
+                    let proxies = self.trusted_proxies.clone();
+                    nubo_common::serve::PeerFilter::new(move |peer| proxies.contains(peer))
+                }
+            },
         }
+    }
+
+    /// How many long requests (event streams, file transfers, WebDAV) may run at once: every
+    /// connection but the `reserved_connections` kept for short ones, and at least one.
+    pub fn long_request_slots(&self) -> usize {
+        self.max_connections.saturating_sub(self.reserved_connections).max(1)
     }
 
     /// The database URL in force: the configured one, else a SQLite file in the data directory.

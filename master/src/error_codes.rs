@@ -29,6 +29,8 @@ codes! {
     REQUEST_INVALID_BODY = "request.invalid_body";
     REQUEST_INVALID_FIELD = "request.invalid_field";
     REQUEST_TIMEOUT = "request.timeout";
+    REQUEST_TOO_MANY_CONNECTIONS = "request.too_many_connections";
+    REQUEST_SERVER_BUSY = "request.server_busy";
 
     AUTH_MISSING_TOKEN = "auth.missing_token";
     AUTH_INVALID_TOKEN = "auth.invalid_token";
@@ -250,6 +252,7 @@ codes! {
 
     EVENTS_CURSOR_EXPIRED = "events.cursor_expired";
     EVENTS_UNAVAILABLE = "events.unavailable";
+    EVENTS_TOO_MANY_STREAMS = "events.too_many_streams";
 
     SERVER_INTERNAL = "server.internal";
 }

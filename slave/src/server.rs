@@ -133,6 +133,9 @@ impl Node {
             header_read_timeout: nubo_common::serve::seconds(config.header_read_timeout_seconds),
             idle_timeout: nubo_common::serve::seconds(config.idle_timeout_seconds),
             max_connections: config.max_connections,
+            // No per-address cap on nodes yet (issue 51 M2 covers the master's edge).
+            max_connections_per_address: 0,
+            uncapped_peers: nubo_common::serve::PeerFilter::default(),
         };
         let served = nubo_common::serve::serve(listener, self.router(), limits, shutdown).await;
         self.state.shutdown.cancel();

@@ -102,6 +102,8 @@ async fn a_slow_but_steady_upload_outlasts_every_timeout() {
         c.header_read_timeout_seconds = 1;
         c.body_timeout_seconds = 1;
         c.idle_timeout_seconds = 1;
+        // Streamed bodies have no total deadline (only JSON routes do).
+        c.json_body_deadline_seconds = 1;
     })
     .await;
     let admin = app.login_admin().await;

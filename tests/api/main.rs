@@ -10,6 +10,7 @@ mod auth;
 mod avatars;
 mod captcha;
 mod cluster;
+mod connections;
 mod contract;
 mod crash;
 mod database;

@@ -1,20 +1,27 @@
 //! Request-level limits at the edge of the HTTP front end: a body that stops arriving answers
-//! 408, a JSON route refuses a declared `Content-Length` over its limit before reading a byte,
-//! and request paths are logged without the download tokens they may carry. Connection-level
-//! limits (headers, idleness, the connection cap) live in `nubo_common::serve`.
+//! 408, as does the body of a JSON route that takes too long in all; a JSON route refuses a
+//! declared `Content-Length` over its limit before reading a byte; long requests (streams and
+//! transfers) leave connections free for short ones; clients behind a trusted proxy are capped
+//! per forwarded address; and request paths are logged without the download tokens they may
+//! carry. Connection-level limits (headers, idleness, the connection caps) live in
+//! `nubo_common::serve`.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, Version, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use nubo_common::serve::ProgressBody;
+use nubo_common::serve::{DeadlineBody, GuardedBody, PerAddress, ProgressBody};
+use tokio::sync::Semaphore;
 
+use crate::config::TrustedProxies;
 use crate::error_codes as codes;
 use crate::http::error::error_response;
+use crate::http::extract::client_address;
 
 /// The JSON body limit in force, put on every request so routes that parse JSON can refuse a
 /// declared length early (see [`refuse_declared_oversize`]).
@@ -34,13 +41,101 @@ pub async fn body_progress(State(timeout): State<Option<Duration>>, request: Req
         return response;
     }
     tracing::info!(timeout_seconds = timeout.as_secs(), "request body stalled");
-    let mut answer = error_response(
-        StatusCode::REQUEST_TIMEOUT,
-        codes::REQUEST_TIMEOUT,
-        &format!("the request body stopped arriving for {} seconds", timeout.as_secs()),
-    );
+    timed_out(version, &format!("the request body stopped arriving for {} seconds", timeout.as_secs()))
+}
+
+/// The 408 `request.timeout` answer, closing the connection (the rest of the body is on it).
+fn timed_out(version: Version, message: &str) -> Response {
+    let mut answer = error_response(StatusCode::REQUEST_TIMEOUT, codes::REQUEST_TIMEOUT, message);
     close_after(&mut answer, version);
     answer
+}
+
+/// The total time the body of a JSON route may take (`json_body_deadline_seconds`), put on
+/// every request for [`json_body_deadline`]; `None`: no limit.
+#[derive(Debug, Clone, Copy)]
+pub struct JsonBodyDeadline(pub Option<Duration>);
+
+/// Middleware for routes whose body is JSON: the whole body must have arrived within the
+/// deadline, counted from the request's start, else the request answers 408 `request.timeout`.
+/// A small body has no reason to trickle; without this a client sending a byte just before
+/// every `body_timeout_seconds` holds a connection as long as it likes.
+pub async fn json_body_deadline(request: Request, next: Next) -> Response {
+    let Some(JsonBodyDeadline(Some(limit))) = request.extensions().get::<JsonBodyDeadline>().copied() else {
+        return next.run(request).await;
+    };
+    let version = request.version();
+    let (parts, body) = request.into_parts();
+    let (body, late) = DeadlineBody::new(body, limit);
+    let response = next.run(Request::from_parts(parts, Body::new(body))).await;
+    let status = response.status();
+    if !late.is_set() || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    tracing::info!(deadline_seconds = limit.as_secs(), "JSON request body too slow");
+    timed_out(version, &format!("the request body took over {} seconds to arrive", limit.as_secs()))
+}
+
+/// The places for long requests (`Config::long_request_slots`), put on every request for
+/// [`hold_long_request_slot`].
+#[derive(Debug, Clone)]
+pub struct LongRequestSlots(pub Arc<Semaphore>);
+
+/// Seconds a client refused a place for a long request is asked to wait.
+const BUSY_RETRY_AFTER: u64 = 5;
+
+/// Middleware for routes that hold their connection long (the event stream, transfers of file
+/// bytes, WebDAV): each holds one of the places for long requests until its answer is sent; with
+/// none free it answers 503 `request.server_busy` at once and closes the connection, so the
+/// `reserved_connections` stay for short requests (sign-in, listings, `/site/ping`).
+pub async fn hold_long_request_slot(request: Request, next: Next) -> Response {
+    let Some(LongRequestSlots(slots)) = request.extensions().get::<LongRequestSlots>().cloned() else {
+        return next.run(request).await;
+    };
+    let Ok(slot) = slots.try_acquire_owned() else {
+        tracing::info!("no place for a long request");
+        let mut answer = error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            codes::REQUEST_SERVER_BUSY,
+            "the server is busy with long transfers: try again shortly",
+        );
+        answer.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(BUSY_RETRY_AFTER));
+        close_after(&mut answer, request.version());
+        return answer;
+    };
+    next.run(request).await.map(|body| GuardedBody::wrap(body, slot))
+}
+
+/// The requests in flight per client address behind the trusted proxies.
+#[derive(Debug, Clone)]
+pub struct ForwardedClients {
+    pub proxies: Arc<TrustedProxies>,
+    pub in_flight: Arc<PerAddress>,
+}
+
+/// Middleware: a request that came through a trusted proxy counts against its forwarded
+/// address's `max_connections_per_address` until its answer is sent; over it, 429
+/// `request.too_many_connections`. (The TCP peer is the proxy, whose connections the edge does
+/// not cap per address.)
+pub async fn cap_forwarded_clients(State(clients): State<ForwardedClients>, request: Request, next: Next) -> Response {
+    let Some(peer) = request.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|info| info.0.ip()) else {
+        return next.run(request).await;
+    };
+    if !clients.proxies.contains(peer) {
+        return next.run(request).await;
+    }
+    let client = client_address(peer, request.headers(), &clients.proxies);
+    let Some(hold) = clients.in_flight.admit(client) else {
+        tracing::info!(%client, "too many requests in flight from one forwarded address");
+        let mut answer = error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            codes::REQUEST_TOO_MANY_CONNECTIONS,
+            "too many requests in flight from this address: wait for one to finish",
+        );
+        answer.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(BUSY_RETRY_AFTER));
+        return answer;
+    };
+    next.run(request).await.map(|body| GuardedBody::wrap(body, hold))
 }
 
 /// Middleware for routes whose body is JSON: a declared `Content-Length` above the limit

@@ -36,10 +36,19 @@ pub fn router(state: Context) -> Router {
     let request_id = HeaderName::from_static(error::REQUEST_ID_HEADER);
     let max_json_body = state.config().max_json_body;
     let body_timeout = nubo_common::serve::seconds(state.config().body_timeout_seconds);
+    let json_body_deadline = nubo_common::serve::seconds(state.config().json_body_deadline_seconds);
+    let long_requests = std::sync::Arc::new(tokio::sync::Semaphore::new(state.config().long_request_slots()));
     let proxies = std::sync::Arc::new(state.config().trusted_proxies.clone());
     let span_proxies = proxies.clone();
+    let forwarded_clients = edge::ForwardedClients {
+        proxies: proxies.clone(),
+        in_flight: nubo_common::serve::PerAddress::new(state.config().max_connections_per_address),
+    };
     // Bodies under /dav are streams the services meter themselves: no JSON body limit there.
-    let dav = axum::routing::any(dav::serve).layer(DefaultBodyLimit::disable());
+    // WebDAV requests are transfers: each holds a place for long requests.
+    let dav = axum::routing::any(dav::serve)
+        .layer(DefaultBodyLimit::disable())
+        .layer(axum::middleware::from_fn(edge::hold_long_request_slot));
     let mut app = api
         .route(dav::PREFIX, dav.clone())
         .route("/dav/", dav.clone())
@@ -55,6 +64,8 @@ pub fn router(state: Context) -> Router {
     }
     app.layer(DefaultBodyLimit::max(max_json_body))
         .layer(Extension(edge::JsonBodyLimit(max_json_body)))
+        .layer(Extension(edge::JsonBodyDeadline(json_body_deadline)))
+        .layer(Extension(edge::LongRequestSlots(long_requests)))
         .layer(Extension(proxies.clone()))
         .layer(axum::middleware::from_fn_with_state(state.clone(), poke_after_writes))
         .with_state(state)
@@ -85,6 +96,7 @@ pub fn router(state: Context) -> Router {
                 .layer(PropagateRequestIdLayer::new(request_id))
                 .layer(axum::middleware::from_fn(error::uniform_errors))
                 .layer(axum::middleware::from_fn_with_state(proxies.clone(), extract::with_client_address))
+                .layer(axum::middleware::from_fn_with_state(forwarded_clients, edge::cap_forwarded_clients))
                 .layer(axum::middleware::from_fn_with_state(body_timeout, edge::body_progress))
                 .layer(CatchPanicLayer::custom(error::panic_response)),
         )

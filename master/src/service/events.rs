@@ -4,6 +4,10 @@
 //! configured, in-process otherwise), and a poll every second catches writes of background jobs.
 //! Subscribers replay what they missed from the table, up to the cursor the hub has delivered,
 //! so replay and live delivery meet without a gap or a repeat.
+//!
+//! A subscription also holds one of its user's few places for streams (counted in the KvStore,
+//! so the cap holds on every master) and ends when the token it was opened with expires, is
+//! revoked, or its user is banned: an open stream is not a way around either.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,12 +22,15 @@ use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::auth::revocation;
+use crate::auth::token::JwtPayload;
 use crate::context::Context;
 use crate::db::{self, events::EventRow};
 use crate::domain::ids::UserId;
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
+use crate::kv::SharedStore;
 
 /// Events read per query.
 const BATCH: i64 = 1000;
@@ -34,6 +41,12 @@ const POLL_EVERY: Duration = Duration::from_secs(1);
 const GAP_PATIENCE: Duration = Duration::from_secs(3);
 /// Live events a slow subscriber may fall behind by before it re-reads them from the table.
 const FANOUT_CAPACITY: usize = 4096;
+/// How long a stream's place among its user's streams lasts in the store unless renewed; the
+/// places of a master that died free themselves after it.
+const STREAM_PLACE_LEASE: Duration = Duration::from_secs(60);
+/// How often an open stream looks again at its token's standing (a ban, a revocation) and
+/// renews its place: a banned user's stream ends within this.
+pub const STREAM_RECHECK: Duration = Duration::from_secs(5);
 
 /// One change of a user's tree.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -259,11 +272,66 @@ pub struct Subscription {
     /// Whether events past the cursor are to be read from the table first (at the start, and
     /// after falling behind the live ones).
     catching_up: bool,
+    /// The token the stream was opened with, looked at again every [`STREAM_RECHECK`].
+    claims: JwtPayload,
+    next_check: Instant,
+    /// The place among the user's streams, given back when the subscription is dropped.
+    place: Option<StreamPlace>,
 }
 
-/// Subscribes `owner` from `since` (exclusive; `None`: from now). A cursor older than what is
-/// kept answers 410 `events.cursor_expired`.
-pub async fn subscribe(ctx: &Context, owner: Uuid, since: Option<i64>) -> ServiceResult<Subscription> {
+/// One of a user's `max_event_streams_per_user` places, a key in the store this subscription
+/// holds (`event-stream:{user}:{n}` naming the holder); released on drop, or by its lease.
+struct StreamPlace {
+    store: SharedStore,
+    key: String,
+    holder: String,
+}
+
+impl StreamPlace {
+    /// Takes a free place of `owner`'s `places`, or refuses with 429 `events.too_many_streams`.
+    async fn take(store: SharedStore, owner: Uuid, places: u32) -> ServiceResult<Self> {
+        let holder = Uuid::new_v4().to_string();
+        for place in 0..places {
+            let key = format!("event-stream:{owner}:{place}");
+            if store.set_if_absent(&key, &holder, STREAM_PLACE_LEASE).await? {
+                return Ok(Self { store, key, holder });
+            }
+        }
+        Err(ServiceError::new(
+            ErrorKind::RateLimited,
+            codes::EVENTS_TOO_MANY_STREAMS,
+            format!("at most {places} event streams may be open at once: close one first"),
+        ))
+    }
+
+    /// Extends the lease; a place the store lost (a flushed Redis) is taken again.
+    async fn renew(&self) -> ServiceResult<()> {
+        let renewal = Some((self.holder.as_str(), STREAM_PLACE_LEASE));
+        if self.store.swap_if(&self.key, &self.holder, renewal).await?.is_none() {
+            self.store.set_if_absent(&self.key, &self.holder, STREAM_PLACE_LEASE).await?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for StreamPlace {
+    fn drop(&mut self) {
+        // Outside a runtime (the process is ending) the lease frees the place.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let (store, key, holder) =
+            (self.store.clone(), std::mem::take(&mut self.key), std::mem::take(&mut self.holder));
+        runtime.spawn(async move {
+            if let Err(error) = store.swap_if(&key, &holder, None).await {
+                tracing::debug!(%error, "could not give back an event stream's place; its lease frees it");
+            }
+        });
+    }
+}
+
+/// Subscribes the owner of `claims` from `since` (exclusive; `None`: from now). A cursor older
+/// than what is kept answers 410 `events.cursor_expired`; a user who holds every place for
+/// streams already, 429 `events.too_many_streams`.
+pub async fn subscribe(ctx: &Context, claims: &JwtPayload, since: Option<i64>) -> ServiceResult<Subscription> {
     let hub = ctx.events();
     // Subscribed before anything is read: nothing delivered meanwhile is missed.
     let live = hub.fanout.subscribe();
@@ -275,7 +343,21 @@ pub async fn subscribe(ctx: &Context, owner: Uuid, since: Option<i64>) -> Servic
         // cursor handed out here one that answers 410 at once.
         None => hub.delivered().max(floor),
     };
-    Ok(Subscription { ctx: ctx.clone(), owner: owner.into(), cursor, live, catching_up: true })
+    let places = ctx.config().max_event_streams_per_user;
+    let place = match places {
+        0 => None,
+        places => Some(StreamPlace::take(ctx.shared_store(), claims.sub, places).await?),
+    };
+    Ok(Subscription {
+        ctx: ctx.clone(),
+        owner: claims.sub.into(),
+        cursor,
+        live,
+        catching_up: true,
+        claims: claims.clone(),
+        next_check: Instant::now() + STREAM_RECHECK,
+        place,
+    })
 }
 
 impl Subscription {
@@ -288,9 +370,12 @@ impl Subscription {
     }
 
     /// The next events for the subscriber (waiting for them): first what the table holds beyond
-    /// the cursor, up to what the hub delivered, then the live ones.
+    /// the cursor, up to what the hub delivered, then the live ones. Fails, ending the stream,
+    /// once the token expires (401 `auth.token_expired`), is revoked (401) or its user is banned
+    /// (403).
     pub async fn next_batch(&mut self) -> ServiceResult<Vec<ChangeEvent>> {
         loop {
+            self.check_standing().await?;
             if self.catching_up {
                 let upto = self.ctx.events().delivered();
                 let rows = match upto > self.cursor {
@@ -309,7 +394,12 @@ impl Subscription {
                 }
                 continue;
             }
-            match self.live.recv().await {
+            let due = self.next_check_due();
+            let received = tokio::select! {
+                received = self.live.recv() => received,
+                () = tokio::time::sleep_until(due.into()) => continue,
+            };
+            match received {
                 Ok(row) if row.seq > self.cursor && row.owner_id == self.owner => {
                     self.cursor = row.seq;
                     return Ok(vec![ChangeEvent::from(row.as_ref())]);
@@ -326,6 +416,32 @@ impl Subscription {
                 }
             }
         }
+    }
+}
+
+impl Subscription {
+    /// When the stream must next look at its token: the next recheck, or its expiry if sooner.
+    fn next_check_due(&self) -> Instant {
+        let left = Duration::from_millis(u64::try_from(self.claims.exp * 1000 - now_ms()).unwrap_or(0));
+        self.next_check.min(Instant::now() + left)
+    }
+
+    /// Ends the stream once its token expired, and, every [`STREAM_RECHECK`], when the token
+    /// was revoked or its user banned since (the same check every request passes); renews the
+    /// stream's place meanwhile.
+    async fn check_standing(&mut self) -> ServiceResult<()> {
+        if now_ms() >= self.claims.exp * 1000 {
+            return Err(ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_TOKEN_EXPIRED, "token has expired"));
+        }
+        if Instant::now() < self.next_check {
+            return Ok(());
+        }
+        revocation::check(self.ctx.store(), &self.claims).await?;
+        if let Some(place) = &self.place {
+            place.renew().await?;
+        }
+        self.next_check = Instant::now() + STREAM_RECHECK;
+        Ok(())
     }
 }
 

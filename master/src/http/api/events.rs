@@ -39,12 +39,17 @@ pub struct EventsQuery {
 /// the connection open. With `since`, what happened after that cursor is replayed first; events
 /// are kept `events_retention_days` (default 7), and an older cursor answers 410
 /// `events.cursor_expired`: list the folders again and follow from the `ready` cursor.
+/// A user may hold `max_event_streams_per_user` streams at once (default 8, on all masters
+/// together; 429 `events.too_many_streams` beyond). A stream ends with an `error` event when its
+/// access token expires (`auth.token_expired`: reconnect with a fresh token and `since`), is
+/// revoked, or its user is banned (looked at every 5 s).
 #[utoipa::path(get, path = "/events", tag = "files", security(("bearer" = [])), params(EventsQuery),
     responses(
         (status = 200, description = "The event stream", content_type = "text/event-stream", body = StreamEvent),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 410, description = "The cursor is older than the events kept", body = ErrorBody),
         (status = 422, description = "A negative cursor", body = ErrorBody),
+        (status = 429, description = "The user holds `max_event_streams_per_user` streams already", body = ErrorBody),
     ))]
 pub async fn stream(
     State(state): State<Context>,
@@ -57,7 +62,7 @@ pub async fn stream(
     if since.is_some_and(|since| since < 0) {
         return Err(ServiceError::validation("since", "a cursor is 0 or more"));
     }
-    let subscription = events::subscribe(&state, caller.claims.sub, since).await?;
+    let subscription = events::subscribe(&state, &caller.claims, since).await?;
     let head = subscription.head().await?;
     let ready =
         Event::default().event("ready").json_data(serde_json::json!({"cursor": subscription.cursor, "head": head}));

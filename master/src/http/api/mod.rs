@@ -185,9 +185,9 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(tasks::admin_get, tasks::admin_cancel))
         .routes(routes!(tasks::admin_import))
         .routes(routes!(metadata::get, metadata::patch))
-        .routes(routes!(events::stream))
+        .routes(long_running(routes!(events::stream)))
         .routes(routes!(versions::list))
-        .routes(routes!(versions::download))
+        .routes(long_running(routes!(versions::download)))
         .routes(routes!(versions::restore))
         .routes(routes!(versions::delete))
         .routes(routes!(metadata::list_properties, metadata::create_property))
@@ -195,11 +195,11 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(transfers::create_upload))
         .routes(routes!(transfers::upload_status, transfers::abort_upload))
         .routes(routes!(transfers::complete_upload))
-        .routes(routes!(transfers::create_download, transfers::download))
+        .routes(long_running(routes!(transfers::create_download, transfers::download)))
         .routes(routes!(transfers::create_source, transfers::get_source))
         .routes(routes!(archives::create))
-        .routes(routes!(archives::download))
-        .routes(routes!(transfers::serve_source))
+        .routes(long_running(routes!(archives::download)))
+        .routes(long_running(routes!(transfers::serve_source)))
         // The wildcard path is documented through `ApiDoc` (utoipa-axum cannot register it).
         .route("/directory/{*path}", axum::routing::get(files::list_path))
         .route("/directory/", axum::routing::get(files::list_root))
@@ -209,7 +209,7 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         .routes(routes!(shares::browse_root))
         .route("/share/{code}/children/{*path}", axum::routing::get(shares::browse))
         .route("/share/{code}/children/", axum::routing::get(shares::browse_root))
-        .routes(routes!(shares::download))
+        .routes(long_running(routes!(shares::download)))
         .routes(routes!(shares::save))
         .routes(routes!(shares::archive))
         .routes(routes!(reports::report))
@@ -243,13 +243,15 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         // Every route above reads JSON (or nothing): a declared length over the limit is
         // refused before the body is read.
         .route_layer(axum::middleware::from_fn(crate::http::edge::refuse_declared_oversize))
+        // ... and must arrive whole within `json_body_deadline_seconds`.
+        .route_layer(axum::middleware::from_fn(crate::http::edge::json_body_deadline))
         // Streamed bodies: no size limit here, the services count bytes themselves.
         .merge(
             OpenApiRouter::new()
-                .routes(unlimited_body(routes!(transfers::put_chunk)))
+                .routes(long_running(unlimited_body(routes!(transfers::put_chunk))))
                 // Avatars count their bytes themselves, up to 2 MiB (over the JSON limit).
                 .routes(unlimited_body(routes!(avatars::upload_avatar)))
-                .routes(unlimited_body(routes!(transfers::replace_content, transfers::create_content))),
+                .routes(long_running(unlimited_body(routes!(transfers::replace_content, transfers::create_content)))),
         );
     let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .nest("/api/v1", v1)
@@ -274,6 +276,12 @@ type DocumentedRoute = (
 /// Lifts the JSON body limit from a route whose body is a byte stream the service meters itself.
 fn unlimited_body((schemas, paths, router): DocumentedRoute) -> DocumentedRoute {
     (schemas, paths, router.layer(DefaultBodyLimit::disable()))
+}
+
+/// Marks a route whose requests hold their connection long (a stream, a transfer of file bytes):
+/// each takes one of the places for long requests (`http::edge::hold_long_request_slot`).
+fn long_running((schemas, paths, router): DocumentedRoute) -> DocumentedRoute {
+    (schemas, paths, router.layer(axum::middleware::from_fn(crate::http::edge::hold_long_request_slot)))
 }
 
 /// The generated document (for tooling and tests).

@@ -718,6 +718,10 @@ export interface paths {
          *     the connection open. With `since`, what happened after that cursor is replayed first; events
          *     are kept `events_retention_days` (default 7), and an older cursor answers 410
          *     `events.cursor_expired`: list the folders again and follow from the `ready` cursor.
+         *     A user may hold `max_event_streams_per_user` streams at once (default 8, on all masters
+         *     together; 429 `events.too_many_streams` beyond). A stream ends with an `error` event when its
+         *     access token expires (`auth.token_expired`: reconnect with a fresh token and `since`), is
+         *     revoked, or its user is banned (looked at every 5 s).
          */
         get: operations["stream"];
         put?: never;
@@ -9582,6 +9586,15 @@ export interface operations {
             };
             /** @description A negative cursor */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The user holds `max_event_streams_per_user` streams already */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
