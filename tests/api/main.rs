@@ -41,6 +41,7 @@ mod summary;
 mod sync_support;
 mod tags;
 mod tasks;
+mod text_inputs;
 mod themes;
 mod thumbnails;
 mod topology;
