@@ -46,6 +46,7 @@ mod themes;
 mod thumbnails;
 mod topology;
 mod two_factor;
+mod user_content;
 mod versions;
 mod web;
 mod webdav;
