@@ -91,6 +91,11 @@ impl ServiceError {
         Self::new(ErrorKind::PayloadTooLarge, codes::REQUEST_TOO_LARGE, "request body is too large")
     }
 
+    /// The token's user was deleted: refused at every access level.
+    pub fn user_not_found() -> Self {
+        Self::new(ErrorKind::Unauthorized, codes::AUTH_USER_NOT_FOUND, "the token's user no longer exists")
+    }
+
     /// The user is banned or not active: refused at every access level and at sign-in.
     pub fn user_inactive() -> Self {
         Self::new(ErrorKind::Forbidden, codes::AUTH_USER_INACTIVE, "this account is not active")

@@ -296,3 +296,27 @@ async fn moving_a_user_to_another_group_requires_a_fresh_token(app: TestApp) {
     let fresh: Value = refresh(&app, &user.refresh).await.json().await.unwrap();
     assert_eq!(status_of(&app, "/admin/group", fresh["access_token"].as_str()).await, 200, "new claims grant admin");
 }
+
+on_every_backend!(a_deleted_users_token_answers_401_user_not_found_at_every_level);
+
+/// `docs/errors.md`: the token of a deleted user is 401 `auth.user_not_found` (not the ban's
+/// 403), at every level, also at the levels that never read the database.
+async fn a_deleted_users_token_answers_401_user_not_found_at_every_level(app: TestApp) {
+    let admin = app.login_admin().await;
+    let admins_group: Value =
+        app.call(Method::GET, "/admin/group", Some(&admin.access), None).await.json().await.unwrap();
+    let admins_group = admins_group.as_array().unwrap().iter().find(|g| g["is_admin"] == true).unwrap()["id"].clone();
+    let body = json!({"email": "gone@example.com", "password": "gone-password", "group_id": admins_group});
+    assert_eq!(app.call(Method::POST, "/admin/user", Some(&admin.access), Some(body)).await.status(), 201);
+    let gone = app.login("gone@example.com", "gone-password").await;
+    for (level, path) in GUARDED {
+        assert_eq!(status_of(&app, path, Some(&gone.access)).await, 200, "{level} before deletion");
+    }
+    let deleted = app.call(Method::DELETE, &format!("/admin/user/{}", gone.user_id), Some(&admin.access), None).await;
+    assert_eq!(deleted.status(), 204);
+    for (level, path) in GUARDED {
+        let response = app.call(Method::GET, path, Some(&gone.access), None).await;
+        assert_eq!(response.headers()["www-authenticate"], "Bearer", "{level}");
+        assert_eq!(error_body(response, 401).await["code"], "auth.user_not_found", "{level} after deletion");
+    }
+}

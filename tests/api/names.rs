@@ -1,6 +1,6 @@
 //! Object names that would mislead or break clients (control characters, newlines, the
-//! right-to-left override, only whitespace) are refused on every path that names an object,
-//! and nothing is created.
+//! right-to-left override, only whitespace, a trailing space, a backslash, a noncharacter) are
+//! refused on every path that names an object, and nothing is created.
 
 use nubo_tests::{TestApp, error_body, on_every_backend};
 use reqwest::Method;
@@ -8,7 +8,17 @@ use serde_json::{Value, json};
 
 on_every_backend!(misleading_names_are_refused_on_every_path_that_names_objects);
 
-const BAD_NAMES: &[&str] = &["two\nlines", "tab\there", "nul\0byte", "invoice\u{202E}fdp.exe", " ", "\u{3000}"];
+const BAD_NAMES: &[&str] = &[
+    "two\nlines",
+    "tab\there",
+    "nul\0byte",
+    "invoice\u{202E}fdp.exe",
+    " ",
+    "\u{3000}",
+    "trailing ",
+    "non\u{FFFE}char",
+    "back\\slash",
+];
 
 async fn names_in_root(app: &TestApp, token: &str) -> Vec<String> {
     let listing: Value = app.call(Method::GET, "/directory", Some(token), None).await.json().await.unwrap();

@@ -84,7 +84,8 @@ pub fn local_name_problem(name: &str) -> Option<&'static str> {
     None
 }
 
-/// Why the server cannot hold a local `name` (its rules: 1..=255 bytes, no control characters).
+/// Why the server cannot hold a local `name` (its rules: 1..=255 bytes, no control characters,
+/// no `\`, no trailing space, no Unicode noncharacter).
 fn remote_name_problem(name: &str) -> Option<&'static str> {
     if name.len() > 255 {
         return Some("its name is longer than 255 bytes");
@@ -94,6 +95,15 @@ fn remote_name_problem(name: &str) -> Option<&'static str> {
     }
     if name.trim().is_empty() {
         return Some("its name is only whitespace");
+    }
+    if name.contains('\\') {
+        return Some("its name contains `\\`, a path separator on Windows");
+    }
+    if name.ends_with(' ') {
+        return Some("its name ends with a space");
+    }
+    if name.chars().any(|c| matches!(c, '\u{FDD0}'..='\u{FDEF}') || (c as u32 & 0xFFFE) == 0xFFFE) {
+        return Some("its name has a Unicode noncharacter");
     }
     None
 }
@@ -398,5 +408,15 @@ mod tests {
         let skipped = drop_unholdable(&mut remotes, &BTreeMap::new(), true);
         assert_eq!(skipped.iter().map(|s| s.path.as_str()).collect::<Vec<_>>(), ["case.txt"]);
         assert!(remotes.contains_key("Case.txt") && remotes.contains_key("ok.txt"));
+    }
+
+    #[test]
+    fn local_names_the_server_refuses_are_known_before_they_are_sent() {
+        for refused in ["a\\b", "trailing ", "non\u{FFFE}char", "\u{FDD0}", "tab\t", " "] {
+            assert!(remote_name_problem(refused).is_some(), "{refused:?}");
+        }
+        for kept in [" leading", "dot.", "name.txt", "\u{FFFD}"] {
+            assert!(remote_name_problem(kept).is_none(), "{kept:?}");
+        }
     }
 }

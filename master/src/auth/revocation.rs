@@ -2,7 +2,8 @@
 //! the database, so a ban or a change of privileges bites at once at every guard level and on
 //! every master. Three independent facts, each under its own key, so no later change can erase
 //! an earlier one:
-//! - a user's ban (lifting it leaves the other two as they were);
+//! - a user's ban (lifting it leaves the other two as they were), or the user's deletion, which
+//!   refuses the same tokens under another code (401 `auth.user_not_found`, not 403);
 //! - a user's claims version: when they last moved group;
 //! - a group's claims version: when its name, admin flag, capacity or permissions last changed.
 //!
@@ -54,10 +55,16 @@ impl From<StoreError> for ServiceError {
     }
 }
 
+/// The value of a ban entry that records a deletion rather than a ban.
+const DELETED: &str = "deleted";
+
 /// What the store says about the credentials of one user in one group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Standing {
+    /// Banned or deleted: no token of the user is admitted.
     pub banned: bool,
+    /// The user was deleted (a ban entry saying so).
+    pub deleted: bool,
     /// The oldest user and group claims versions still current (0: no change recorded).
     pub user_version: i64,
     pub group_version: i64,
@@ -75,8 +82,10 @@ pub async fn standing(store: &dyn KvStore, user: Uuid, group: impl Display) -> S
     let keys = [ban_key(user), user_version_key(user), group_version_key(group)];
     let values = store.get_many(&keys).await?;
     let number = |i: usize| values.get(i).and_then(|v| v.as_deref()).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+    let ban = values.first().and_then(|v| v.as_deref());
     Ok(Standing {
-        banned: values.first().is_some_and(Option::is_some),
+        banned: ban.is_some(),
+        deleted: ban == Some(DELETED),
         user_version: number(1),
         group_version: number(2),
     })
@@ -88,7 +97,14 @@ pub async fn ban(store: &dyn KvStore, user: Uuid) -> ServiceResult<()> {
     Ok(())
 }
 
-/// Whether the user is banned right now (for credentials checked without a token: WebDAV).
+/// Refuses every token of a user being deleted at once, as [`ban`] does, but answered as the
+/// deletion it is (401 `auth.user_not_found`, as a guard that reads the database would say).
+pub async fn deleted(store: &dyn KvStore, user: Uuid) -> ServiceResult<()> {
+    store.set(&ban_key(user), DELETED, Some(ENTRY_LIFETIME)).await?;
+    Ok(())
+}
+
+/// Whether the user is banned (or deleted) right now (for credentials checked without a token: WebDAV).
 pub async fn is_banned(store: &dyn KvStore, user: Uuid) -> ServiceResult<bool> {
     Ok(store.get(&ban_key(user)).await?.is_some())
 }
@@ -121,10 +137,13 @@ pub async fn group_claims_changed(store: &dyn KvStore, group: impl Display, vers
     raise_version(store, &group_version_key(group), version).await
 }
 
-/// Checks the token against the store: 403 when its user is banned, 401 when it was issued
-/// before a change of the user's privileges.
+/// Checks the token against the store: 401 when its user was deleted, 403 when banned, 401
+/// when it was issued before a change of the user's privileges.
 pub async fn check(store: &dyn KvStore, claims: &JwtPayload) -> ServiceResult<()> {
     let standing = standing(store, claims.sub, claims.group.id).await?;
+    if standing.deleted {
+        return Err(ServiceError::user_not_found());
+    }
     if standing.banned {
         return Err(ServiceError::user_inactive());
     }

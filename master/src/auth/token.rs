@@ -28,6 +28,9 @@ pub enum TokenType {
     ShareGrant,
     /// A WOPI client's access to one file for one user (see [`WopiClaims`]).
     Wopi,
+    /// A signed URL of one stored blob, where a public local policy redirects downloads (see
+    /// [`BlobClaims`]).
+    Blob,
 }
 
 /// The snapshot of the user's group taken when the token was issued.
@@ -123,6 +126,22 @@ pub struct WopiClaims {
     pub typ: TokenType,
 }
 
+/// Claims of a signed blob URL: blob `sub` served under `name`, until `exp` (minutes away),
+/// to whoever holds it, without the caller's token: the master's own stand-in for a presigned
+/// S3 URL, for public policies on local disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlobClaims {
+    /// The blob (physical file) id.
+    pub sub: String,
+    /// The name the bytes are served under (`Content-Type`, `Content-Disposition`).
+    pub name: String,
+    /// The file's last change (milliseconds), for `Last-Modified`.
+    pub modified: i64,
+    pub iat: i64,
+    pub exp: i64,
+    pub typ: TokenType,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
     #[error("token expired")]
@@ -176,6 +195,11 @@ impl TokenKeys {
     pub fn verify_wopi(&self, token: &str) -> Result<WopiClaims, TokenError> {
         let claims: WopiClaims = self.verify(token)?;
         if claims.typ == TokenType::Wopi { Ok(claims) } else { Err(TokenError::Invalid) }
+    }
+
+    pub fn verify_blob(&self, token: &str) -> Result<BlobClaims, TokenError> {
+        let claims: BlobClaims = self.verify(token)?;
+        if claims.typ == TokenType::Blob { Ok(claims) } else { Err(TokenError::Invalid) }
     }
 
     pub fn verify_share_grant(&self, token: &str) -> Result<ShareGrantClaims, TokenError> {

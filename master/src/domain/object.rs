@@ -41,7 +41,12 @@ impl std::str::FromStr for ObjectKind {
 
 /// A valid object name: 1..=255 bytes of UTF-8, no `/`, not `.` or `..`, not only whitespace,
 /// and no control characters (newlines, NUL, ...) or bidirectional formatting characters (the
-/// right-to-left override and its kin make `exe.pdf` display as `fdp.exe`).
+/// right-to-left override and its kin make `exe.pdf` display as `fdp.exe`). Also refused, so
+/// that every client can hold what the server holds: a trailing space (Windows drops it, so
+/// `a ` and `a` would be one file there), a backslash (a path separator on Windows, where a
+/// synced `a\b` would become `b` in folder `a`; `nubo sync` and desktop WebDAV clients cannot
+/// write it), and Unicode noncharacters (U+FFFE, U+FDD0...: reserved for a program's internal
+/// use, never for interchange). The REST API and WebDAV share this one rule.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ObjectName(String);
 
@@ -61,6 +66,12 @@ impl ObjectName {
         if raw.contains('/') {
             return Err("name may not contain /");
         }
+        if raw.contains('\\') {
+            return Err("name may not contain \\ (a path separator on Windows)");
+        }
+        if raw.chars().any(is_noncharacter) {
+            return Err("name may not contain Unicode noncharacters such as U+FFFE");
+        }
         if raw.chars().any(char::is_control) {
             return Err("name may not contain control characters such as newlines or tabs");
         }
@@ -69,6 +80,9 @@ impl ObjectName {
         }
         if raw.chars().all(char::is_whitespace) {
             return Err("name may not be only whitespace");
+        }
+        if raw.ends_with(' ') {
+            return Err("name may not end with a space");
         }
         Ok(Self(raw.to_owned()))
     }
@@ -84,6 +98,11 @@ impl ObjectName {
             _ => String::new(),
         }
     }
+}
+
+/// The 66 Unicode noncharacters: U+FDD0..=U+FDEF and the last two code points of every plane.
+fn is_noncharacter(c: char) -> bool {
+    matches!(c, '\u{FDD0}'..='\u{FDEF}') || (c as u32 & 0xFFFE) == 0xFFFE
 }
 
 /// Explicit bidirectional embeddings, overrides, isolates and marks (Unicode Bidi_Control).
@@ -157,8 +176,9 @@ mod tests {
             ".hidden",
             "...",
             "名前 with spaces",
-            "a\\b",
-            " leading and trailing ",
+            " leading",
+            "trailing tab is a control, trailing dot is fine.",
+            "\u{FFFD} replacement and \u{FDCF} \u{FDF0} \u{FFFD} neighbours",
             "zero\u{200B}width",
             "emoji 👍🏽",
             "x".repeat(255).as_str(),
@@ -190,6 +210,15 @@ mod tests {
             " ",
             "   ",
             "\u{3000}\u{a0}",
+            "trailing ",
+            " leading and trailing ",
+            "a\\b",
+            "\\",
+            "non\u{FFFE}char",
+            "non\u{FFFF}",
+            "\u{FDD0}",
+            "plane\u{10FFFF}",
+            "plane\u{1FFFE}",
         ] {
             assert!(ObjectName::parse(name).is_err(), "{name:?} accepted");
         }

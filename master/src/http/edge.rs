@@ -2,9 +2,9 @@
 //! 408, as does the body of a JSON route that takes too long in all; a JSON route refuses a
 //! declared `Content-Length` over its limit before reading a byte; long requests (streams and
 //! transfers) leave connections free for short ones; clients behind a trusted proxy are capped
-//! per forwarded address; and request paths are logged without the download tokens they may
-//! carry. Connection-level limits (headers, idleness, the connection caps) live in
-//! `nubo_common::serve`.
+//! per forwarded address; and request paths are logged without the download and archive tokens
+//! or share codes they may carry. Connection-level limits (headers, idleness, the connection
+//! caps) live in `nubo_common::serve`.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -170,20 +170,32 @@ fn close_after(response: &mut Response, version: Version) {
     }
 }
 
-/// Route whose last path segment is a bearer credential (a download token).
-const DOWNLOAD_PREFIX: &str = "/api/v1/file/download/";
+/// Routes whose segment after the prefix is a bearer credential, with the word the log shows
+/// in its place: download, archive and signed blob tokens, and share codes (the API's visitor, owner and
+/// administrator routes, and the web app's share page), each of which lets its holder read.
+const CREDENTIAL_SEGMENTS: &[(&str, &str)] = &[
+    ("/api/v1/file/download/", "token"),
+    ("/api/v1/file/archive/", "token"),
+    ("/api/v1/file/blob/", "token"),
+    ("/api/v1/share/", "code"),
+    ("/api/v1/admin/share/", "code"),
+    ("/share/", "code"),
+];
 
-/// `path` as it may be logged: a download token is replaced by a short hash of it, enough to
-/// match log lines of one token, useless to download with. The `POST` of the same route names a
-/// file id, which is kept.
+/// `path` as it may be logged: a credential segment (see [`CREDENTIAL_SEGMENTS`]) is replaced by
+/// a short hash of it, enough to match log lines of one credential, useless to download with;
+/// the rest of the path is kept. The `POST` of the download route names a file id, which is kept.
 pub fn loggable_path(path: &str) -> Cow<'_, str> {
-    match path.strip_prefix(DOWNLOAD_PREFIX) {
-        Some(token) if !token.is_empty() && uuid::Uuid::try_parse(token).is_err() => {
-            let digest = blake3::hash(token.as_bytes()).to_hex();
-            Cow::Owned(format!("{DOWNLOAD_PREFIX}[token:{}]", &digest.as_str()[..12]))
+    for (prefix, word) in CREDENTIAL_SEGMENTS {
+        let Some(rest) = path.strip_prefix(prefix) else { continue };
+        let (secret, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        if secret.is_empty() || uuid::Uuid::try_parse(secret).is_ok() {
+            return Cow::Borrowed(path);
         }
-        _ => Cow::Borrowed(path),
+        let digest = blake3::hash(secret.as_bytes()).to_hex();
+        return Cow::Owned(format!("{prefix}[{word}:{}]{tail}", &digest.as_str()[..12]));
     }
+    Cow::Borrowed(path)
 }
 
 #[cfg(test)]
@@ -201,10 +213,41 @@ mod tests {
     }
 
     #[test]
+    fn archive_tokens_and_share_codes_never_reach_the_log_whole() {
+        let token = "eyJhbGciOiJIUzI1NiJ9.eyJhcmNoaXZlIjoxfQ.c2lnbmF0dXJl";
+        let logged = loggable_path(&format!("/api/v1/file/archive/{token}")).into_owned();
+        assert!(logged.starts_with("/api/v1/file/archive/[token:"), "{logged}");
+        assert!(!logged.contains("eyJ"), "{logged}");
+        let code = "Kq3xZ8pW";
+        for (path, kept_prefix, kept_tail) in [
+            (format!("/api/v1/share/{code}"), "/api/v1/share/[code:", ""),
+            (format!("/api/v1/share/{code}/children/photos/a.jpg"), "/api/v1/share/[code:", "]/children/photos/a.jpg"),
+            (
+                format!("/api/v1/share/{code}/download/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"),
+                "/api/v1/share/[code:",
+                "]/download/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+            ),
+            (format!("/api/v1/admin/share/{code}"), "/api/v1/admin/share/[code:", ""),
+            (format!("/share/{code}"), "/share/[code:", ""),
+        ] {
+            let logged = loggable_path(&path).into_owned();
+            assert!(!logged.contains(code), "{path} logged as {logged}");
+            assert!(logged.starts_with(kept_prefix) && logged.ends_with(kept_tail), "{path} logged as {logged}");
+        }
+        assert_eq!(
+            loggable_path("/share/a1"),
+            loggable_path("/api/v1/share/a1").replace("/api/v1", ""),
+            "one hash per code"
+        );
+    }
+
+    #[test]
     fn other_paths_and_file_ids_are_logged_as_they_are() {
         let id = "/api/v1/file/download/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
         assert_eq!(loggable_path(id), id);
         assert_eq!(loggable_path("/api/v1/file/source/abc/name.txt"), "/api/v1/file/source/abc/name.txt");
         assert_eq!(loggable_path("/api/v1/file/download/"), "/api/v1/file/download/");
+        assert_eq!(loggable_path("/api/v1/share"), "/api/v1/share", "the list of the caller's shares");
+        assert_eq!(loggable_path("/api/v1/file/archive"), "/api/v1/file/archive");
     }
 }

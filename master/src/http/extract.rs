@@ -1,4 +1,7 @@
-//! Request extractors whose rejections speak the uniform error body instead of axum's plain text.
+//! Request extractors whose rejections speak the uniform error body instead of axum's plain text,
+//! and the one place where text the databases cannot hold is refused: a NUL character in a JSON
+//! string, a query parameter or a path parameter (PostgreSQL's TEXT cannot store one, and no
+//! name, code or filter of Nubo's needs one).
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -31,11 +34,55 @@ where
                 "expected a JSON object",
             ));
         }
+        refuse_nul_in_json(&value, &mut String::new())?;
         // Through `Json::from_bytes` again so the messages name the failing field's path, as
         // axum words them; bodies are small (the JSON body limit), parsing twice is cheap.
         let bytes = serde_json::to_vec(&value).map_err(ServiceError::internal)?;
         Json::<T>::from_bytes(&bytes).map(|Json(value)| Self(value)).map_err(json_rejection)
     }
+}
+
+/// The message of every refusal of a NUL character.
+const NUL_MESSAGE: &str = "text may not contain NUL characters";
+
+/// Refuses (422 `request.invalid_field`, `field` naming where) a NUL in any string or key of
+/// `value`; `at` is the path walked so far (`items[0].name`).
+fn refuse_nul_in_json(value: &serde_json::Value, at: &mut String) -> Result<(), ServiceError> {
+    use serde_json::Value;
+    let refused = |at: &str| Err(ServiceError::validation(if at.is_empty() { "body" } else { at }, NUL_MESSAGE));
+    match value {
+        Value::String(text) if text.contains('\0') => refused(at),
+        Value::Array(items) => items.iter().enumerate().try_for_each(|(index, item)| {
+            let len = at.len();
+            at.push_str(&format!("[{index}]"));
+            refuse_nul_in_json(item, at)?;
+            at.truncate(len);
+            Ok(())
+        }),
+        Value::Object(members) => members.iter().try_for_each(|(key, member)| {
+            let len = at.len();
+            if !at.is_empty() {
+                at.push('.');
+            }
+            at.push_str(key);
+            if key.contains('\0') {
+                return refused(at);
+            }
+            refuse_nul_in_json(member, at)?;
+            at.truncate(len);
+            Ok(())
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The name of the first query parameter whose name or value decodes to text with a NUL (only
+/// `%00` does: a URI cannot carry the raw byte).
+fn query_parameter_with_nul(query: &str) -> Option<String> {
+    query.split('&').find(|pair| pair.contains("%00")).map(|pair| {
+        let name = pair.split('=').next().unwrap_or_default();
+        percent_encoding::percent_decode_str(name).decode_utf8_lossy().into_owned()
+    })
 }
 
 fn json_rejection(rejection: JsonRejection) -> ServiceError {
@@ -69,6 +116,11 @@ where
     type Rejection = ServiceError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        if let Some(name) = parts.uri.query().and_then(query_parameter_with_nul) {
+            return Err(
+                ServiceError::new(ErrorKind::BadRequest, codes::REQUEST_INVALID_QUERY, NUL_MESSAGE).with_field(&name)
+            );
+        }
         match Query::<T>::from_request_parts(parts, state).await {
             Ok(Query(value)) => Ok(Self(value)),
             Err(rejection) => Err(query_rejection(rejection)),
@@ -80,7 +132,8 @@ fn query_rejection(rejection: QueryRejection) -> ServiceError {
     ServiceError::new(ErrorKind::BadRequest, codes::REQUEST_INVALID_QUERY, rejection.body_text())
 }
 
-/// Path parameters; unreadable ones (e.g. a malformed UUID) answer 400 with the uniform body.
+/// Path parameters; unreadable ones (e.g. a malformed UUID, text that is not UTF-8 or holds a
+/// NUL) answer 400 with the uniform body.
 pub struct ApiPath<T>(pub T);
 
 impl<S, T> FromRequestParts<S> for ApiPath<T>
@@ -91,12 +144,24 @@ where
     type Rejection = ServiceError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
-            Ok(axum::extract::Path(value)) => Ok(Self(value)),
+        let value = match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => value,
             Err(rejection) => {
-                Err(ServiceError::new(ErrorKind::BadRequest, codes::REQUEST_INVALID_PATH, rejection.body_text()))
+                return Err(ServiceError::new(
+                    ErrorKind::BadRequest,
+                    codes::REQUEST_INVALID_PATH,
+                    rejection.body_text(),
+                ));
             }
+        };
+        let params = axum::extract::RawPathParams::from_request_parts(parts, state).await;
+        if let Some((name, _)) = params.iter().flat_map(|params| params.iter()).find(|(_, value)| value.contains('\0'))
+        {
+            return Err(
+                ServiceError::new(ErrorKind::BadRequest, codes::REQUEST_INVALID_PATH, NUL_MESSAGE).with_field(name)
+            );
         }
+        Ok(Self(value))
     }
 }
 
@@ -187,6 +252,23 @@ mod tests {
             headers.append("x-forwarded-for", value.parse().unwrap());
         }
         client_address(peer.parse().unwrap(), &headers, &proxies).to_string()
+    }
+
+    #[test]
+    fn a_nul_anywhere_in_a_json_body_is_named_by_its_path() {
+        let refused =
+            |value: serde_json::Value| refuse_nul_in_json(&value, &mut String::new()).err().and_then(|e| e.field);
+        assert_eq!(refused(serde_json::json!({"name": "ok", "tags": ["a", "b\0"]})), Some("tags[1]".to_owned()));
+        assert_eq!(refused(serde_json::json!({"a": {"b\0": 1}})), Some("a.b\0".to_owned()));
+        assert_eq!(refused(serde_json::json!("\0")), Some("body".to_owned()));
+        assert_eq!(refused(serde_json::json!({"name": "a\u{FFFD}b", "n": 1, "list": [{"x": null}]})), None);
+    }
+
+    #[test]
+    fn only_percent_zero_zero_decodes_to_a_nul_in_a_query() {
+        assert_eq!(query_parameter_with_nul("q=a%00b&page=1"), Some("q".to_owned()));
+        assert_eq!(query_parameter_with_nul("page=1&%6E%61me=x%00"), Some("name".to_owned()));
+        assert_eq!(query_parameter_with_nul("q=a%2500b&r=%0A"), None, "an encoded percent sign is text");
     }
 
     #[test]

@@ -13,8 +13,8 @@ use crate::http::error::ErrorBody;
 use crate::service::metrics;
 
 /// The routes whose request or response body is file content, by route template: chunks,
-/// content writes, WebDAV and WOPI writes up; downloads, source links, archives, WebDAV and
-/// WOPI reads down.
+/// content writes, WebDAV and WOPI writes up; downloads, source links, signed blob URLs,
+/// archives, WebDAV and WOPI reads down.
 pub fn classify_transfer(method: &Method, route: &str) -> Option<Transfer> {
     let dav = route == crate::http::dav::PREFIX || route.starts_with("/dav/");
     match *method {
@@ -27,6 +27,7 @@ pub fn classify_transfer(method: &Method, route: &str) -> Option<Transfer> {
                     route,
                     "/api/v1/file/download/{id}"
                         | "/api/v1/file/source/{id}/{name}"
+                        | "/api/v1/file/blob/{token}"
                         | "/api/v1/file/archive/{token}"
                         | "/wopi/files/{id}/contents"
                 ) =>

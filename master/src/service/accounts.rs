@@ -83,9 +83,7 @@ impl ActiveUser {
 
 /// The user behind a token, refused unless `ACTIVE`.
 pub async fn load_active_user(db: &Db, id: Uuid) -> ServiceResult<ActiveUser> {
-    let user = db::users::find(db, id.into()).await?.ok_or_else(|| {
-        ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_USER_NOT_FOUND, "the token's user no longer exists")
-    })?;
+    let user = db::users::find(db, id.into()).await?.ok_or_else(ServiceError::user_not_found)?;
     if user.status != UserStatus::Active {
         return Err(ServiceError::user_inactive());
     }

@@ -1,8 +1,9 @@
 //! Bytes out: single-use download tokens, permanent source links, and opening a file's
-//! content to serve it (a stream from its store, or a redirect to a presigned URL).
+//! content to serve it (a stream from its store, or a redirect to a presigned URL: the store's
+//! own, or for local disk a signed blob URL of the master's).
 
 use crate::auth::token::token_error;
-use crate::auth::token::{DownloadClaims, TokenType};
+use crate::auth::token::{BlobClaims, DownloadClaims, TokenType};
 use crate::context::Context;
 use crate::db::objects::ObjectRow;
 use crate::db::{self};
@@ -159,9 +160,11 @@ async fn open_row(ctx: &Context, row: &ObjectRow, may_redirect: bool) -> Service
     serve_content(ctx, content, may_redirect).await
 }
 
-/// The file's content ready to serve. With `may_redirect`, a public policy hands the bytes
-/// over to the backend when it can serve them itself (S3, a storage node: `presigned_get`
-/// answers a URL; local disk answers none); otherwise, and for a private one, they stream
+/// The file's content ready to serve. With `may_redirect`, a public policy answers a redirect:
+/// to the backend when it can serve the bytes itself (S3, a storage node: `presigned_get`
+/// answers a URL), else (local disk) to a signed blob URL of the master's, which serves them
+/// without the caller's token for [`REDIRECT_LIFETIME`] (the interface: "is_private false:
+/// downloads answer with a redirect"). Otherwise, and for a private policy, they stream
 /// through the master.
 async fn serve_content(
     ctx: &Context,
@@ -172,11 +175,42 @@ async fn serve_content(
     let store = policies::store(ctx, &policy).await?;
     let key = StorageKey::parse(&blob.storage_key)?;
     let redirect = if may_redirect && !policy.is_private {
-        store.presigned_get(&key, REDIRECT_LIFETIME, &name).await?
+        match store.presigned_get(&key, REDIRECT_LIFETIME, &name).await? {
+            Some(url) => Some(url),
+            None => Some(signed_blob_url(ctx, &blob.id, &name, updated_at)),
+        }
     } else {
         None
     };
     Ok(Download { name, size: blob.size as u64, blake3: blob.blake3, updated_at, store, key, redirect })
+}
+
+/// A URL that serves blob `blob_id` as `name` to anyone for [`REDIRECT_LIFETIME`].
+fn signed_blob_url(ctx: &Context, blob_id: &str, name: &str, modified: Millis) -> String {
+    let now = now_ms() / 1000;
+    let claims = BlobClaims {
+        sub: blob_id.to_owned(),
+        name: name.to_owned(),
+        modified,
+        iat: now,
+        exp: now + REDIRECT_LIFETIME.as_secs() as i64,
+        typ: TokenType::Blob,
+    };
+    format!("/api/v1/file/blob/{}", ctx.tokens().sign(&claims))
+}
+
+/// Opens the blob a signed blob URL names, streamed (it is the redirect's target). Reusable
+/// until it expires, as a presigned URL is (a client may resume with `Range`); 404 once the
+/// blob has no file left.
+pub async fn open_signed_blob(ctx: &Context, token: &str) -> ServiceResult<Download> {
+    let claims = ctx.tokens().verify_blob(token).map_err(token_error)?;
+    let gone = || ServiceError::not_found(codes::OBJECT_NOT_FOUND, "the file is gone");
+    let (blob, policy) = db::blobs::find_with_policy(ctx.db(), &claims.sub).await?.ok_or_else(gone)?;
+    if blob.ref_count <= 0 {
+        return Err(gone());
+    }
+    let content = db::objects::FileContentRow { name: claims.name, updated_at: claims.modified, blob, policy };
+    serve_content(ctx, content, false).await
 }
 
 /// The permanent source link of a file.

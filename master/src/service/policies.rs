@@ -33,7 +33,8 @@ pub struct PolicyView {
     pub kind: PolicyType,
     /// Largest file in bytes; 0 means no limit.
     pub max_size: i64,
-    /// true: downloads are streamed by Nubo; false: answered with a redirect where the backend can.
+    /// true: downloads are streamed by Nubo; false: answered with a redirect to a URL valid 15
+    /// minutes (presigned S3, a signed node URL, or for local disk a signed `/api/v1/file/blob/`).
     pub is_private: bool,
     pub chunk_size: i64,
     /// `LocalOptions` or `S3Options`, with `secret_key` blanked and `has_secret_key` added.

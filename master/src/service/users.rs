@@ -185,7 +185,7 @@ pub async fn delete(ctx: &Context, actor: Uuid, id: Uuid) -> ServiceResult<()> {
     }
     let Some(user) = db::users::find(ctx.db(), id.into()).await? else { return Err(not_found()) };
     // Refuse the user's tokens first, so nothing slips through while the files go.
-    revocation::ban(ctx.store(), id).await?;
+    revocation::deleted(ctx.store(), id).await?;
     crate::service::files::delete_everything_of(ctx, id).await?;
     db::users::delete(ctx.db(), id.into()).await?;
     activity::record(

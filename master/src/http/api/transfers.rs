@@ -191,7 +191,11 @@ pub async fn create_download(
 
 /// Download with a token from `POST /file/download/{id}`; the token works once (`HEAD` does not
 /// use it up). Supports one `Range` (206, 416), `ETag`/`If-None-Match`, `Last-Modified`. Files
-/// of a public S3 policy answer 302 to a presigned URL.
+/// of a public policy (`is_private` false) answer 302: to a presigned URL (S3), a signed node
+/// URL (storage nodes) or, on local disk, a signed `/api/v1/file/blob/{token}` of this master,
+/// each valid 15 minutes and used without the caller's token. Files are served with
+/// `X-Content-Type-Options: nosniff` and a sandboxing CSP, and script types (JavaScript,
+/// WebAssembly) as `text/plain; charset=utf-8`, so no page of this origin can run a user's file.
 #[utoipa::path(get, path = "/file/download/{id}", tag = "files",
     params(("id" = String, Path, description = "The download token")),
     responses(
@@ -327,7 +331,9 @@ pub async fn get_source(
 }
 
 /// Public source link: streams the file when its policy is private, otherwise answers 302 to
-/// the storage service where it can (S3); local public policies are streamed too.
+/// a URL valid 15 minutes: the storage service's (S3, a storage node) or, on local disk, a
+/// signed `/api/v1/file/blob/{token}` of this master. Script types are served as
+/// `text/plain; charset=utf-8` with `nosniff`, so the file cannot run as a script of this origin.
 #[utoipa::path(get, path = "/file/source/{id}/{name}", tag = "files", params(("id" = Uuid, Path), ("name" = String, Path)),
     responses(
         (status = 200, description = "The file", content_type = "application/octet-stream"),
@@ -343,6 +349,29 @@ pub async fn serve_source(
     headers: HeaderMap,
 ) -> ServiceResult<Response> {
     let file = downloads::open_source(&state, id, &name).await?;
+    download::serve(file, &method, &headers).await
+}
+
+/// The target of a public local policy's download redirect: the file's bytes for whoever holds
+/// the signed URL, without a bearer token, reusable until it expires (15 minutes after the
+/// redirect). The same headers, `Range` and `ETag` handling as a download.
+#[utoipa::path(get, path = "/file/blob/{token}", tag = "files",
+    params(("token" = String, Path, description = "The signed token a redirect named")),
+    responses(
+        (status = 200, description = "The file", content_type = "application/octet-stream"),
+        (status = 206, description = "The requested range"),
+        (status = 304, description = "Not modified"),
+        (status = 401, description = "Invalid or expired signed URL", body = ErrorBody),
+        (status = 404, description = "The file is gone", body = ErrorBody),
+        (status = 416, description = "Range not satisfiable", body = ErrorBody),
+    ))]
+pub async fn serve_blob(
+    State(state): State<Context>,
+    ApiPath(token): ApiPath<String>,
+    method: Method,
+    headers: HeaderMap,
+) -> ServiceResult<Response> {
+    let file = downloads::open_signed_blob(&state, &token).await?;
     download::serve(file, &method, &headers).await
 }
 

@@ -18,11 +18,26 @@ pub const MAX_LOCK_OWNER: usize = 4 * 1024;
 pub const LOCK_BODY_LIMIT: usize = 16 * 1024;
 
 /// The request path below `/dav`; a path that climbs above `/dav` (`/dav/../x`) or does not
-/// decode is refused with 400 rather than dav-server's 502.
+/// decode is refused with 400 rather than dav-server's 502, and so is one whose decoded bytes
+/// are not UTF-8 (`%FF`, the overlong `%C0%AF`) or hold a NUL: no name can be either.
 pub fn request_path(uri: &Uri) -> Result<DavPath, ServiceError> {
-    DavPath::new(uri.path()).and_then(|mut path| path.set_prefix(PREFIX).map(|()| path)).map_err(|_| {
+    let path = DavPath::new(uri.path()).and_then(|mut path| path.set_prefix(PREFIX).map(|()| path)).map_err(|_| {
         ServiceError::new(ErrorKind::BadRequest, codes::DAV_BAD_REQUEST, "the request path does not lie inside /dav")
-    })
+    })?;
+    refuse_undecodable(&path, "the request path")?;
+    Ok(path)
+}
+
+/// Refuses a decoded path that is not UTF-8 or holds a NUL (`what` names it in the message).
+fn refuse_undecodable(path: &DavPath, what: &str) -> Result<(), ServiceError> {
+    match std::str::from_utf8(path.as_bytes()) {
+        Ok(text) if !text.contains('\0') => Ok(()),
+        _ => Err(ServiceError::new(
+            ErrorKind::BadRequest,
+            codes::DAV_BAD_REQUEST,
+            format!("{what} is not UTF-8 text without NUL characters"),
+        )),
+    }
 }
 
 /// Partial writes would need the old content rewritten in place, which Nubo's writes (whole
@@ -86,6 +101,7 @@ pub fn destination(method: &Method, headers: &HeaderMap) -> Result<Option<DavPat
     }
     let mut path = DavPath::new(uri.path()).map_err(|_| unreadable())?;
     path.set_prefix(PREFIX).map_err(|_| destination_outside())?;
+    refuse_undecodable(&path, "the Destination header")?;
     Ok(Some(path))
 }
 

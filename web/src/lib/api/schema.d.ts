@@ -779,6 +779,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/file/blob/{token}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The target of a public local policy's download redirect: the file's bytes for whoever holds
+         *     the signed URL, without a bearer token, reusable until it expires (15 minutes after the
+         *     redirect). The same headers, `Range` and `ETag` handling as a download.
+         */
+        get: operations["serve_blob"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/file/content": {
         parameters: {
             query?: never;
@@ -820,7 +841,11 @@ export interface paths {
         /**
          * Download with a token from `POST /file/download/{id}`; the token works once (`HEAD` does not
          *     use it up). Supports one `Range` (206, 416), `ETag`/`If-None-Match`, `Last-Modified`. Files
-         *     of a public S3 policy answer 302 to a presigned URL.
+         *     of a public policy (`is_private` false) answer 302: to a presigned URL (S3), a signed node
+         *     URL (storage nodes) or, on local disk, a signed `/api/v1/file/blob/{token}` of this master,
+         *     each valid 15 minutes and used without the caller's token. Files are served with
+         *     `X-Content-Type-Options: nosniff` and a sandboxing CSP, and script types (JavaScript,
+         *     WebAssembly) as `text/plain; charset=utf-8`, so no page of this origin can run a user's file.
          */
         get: operations["file_download_download"];
         put?: never;
@@ -884,7 +909,9 @@ export interface paths {
         };
         /**
          * Public source link: streams the file when its policy is private, otherwise answers 302 to
-         *     the storage service where it can (S3); local public policies are streamed too.
+         *     a URL valid 15 minutes: the storage service's (S3, a storage node) or, on local disk, a
+         *     signed `/api/v1/file/blob/{token}` of this master. Script types are served as
+         *     `text/plain; charset=utf-8` with `nosniff`, so the file cannot run as a script of this origin.
          */
         get: operations["serve_source"];
         put?: never;
@@ -3753,7 +3780,10 @@ export interface components {
             file_name_rule: string;
             /** Format: uuid */
             id: string;
-            /** @description true: downloads are streamed by Nubo; false: answered with a redirect where the backend can. */
+            /**
+             * @description true: downloads are streamed by Nubo; false: answered with a redirect to a URL valid 15
+             *     minutes (presigned S3, a signed node URL, or for local disk a signed `/api/v1/file/blob/`).
+             */
             is_private: boolean;
             /**
              * Format: int64
@@ -9777,6 +9807,88 @@ export interface operations {
             };
             /** @description The share expired or is out of downloads */
             410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    serve_blob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The signed token a redirect named */
+                token: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": unknown;
+                };
+            };
+            /** @description The requested range */
+            206: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not modified */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid or expired signed URL */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The file is gone */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Range not satisfiable */
+            416: {
                 headers: {
                     [name: string]: unknown;
                 };
