@@ -121,6 +121,10 @@ pub struct WopiClaims {
     pub iat: i64,
     pub exp: i64,
     pub typ: TokenType,
+    /// The user's claims version when issued, as access tokens carry it: a token older than the
+    /// user's current one (a password change, a move to another group) is refused.
+    #[serde(default)]
+    pub user_version: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
