@@ -22,6 +22,8 @@ struct Inner {
     tokens: TokenKeys,
     storage: StorageRegistry,
     source_downloads: Tally,
+    /// Password checks waiting on this master, per share, account and address.
+    waiting_checks: crate::auth::password::WaitingChecks,
     /// The viewer registry this master built last, with the settings version it was built at.
     viewers: crate::service::viewers::RegistryCache,
     /// The fan-out of change events to this master's subscribers.
@@ -54,6 +56,7 @@ impl Context {
             tokens,
             storage,
             source_downloads: Tally::default(),
+            waiting_checks: Default::default(),
             viewers: Default::default(),
             events,
             instruments,
@@ -104,6 +107,11 @@ impl Context {
     /// How long this master has run, and since when (milliseconds since the epoch).
     pub fn uptime(&self) -> (std::time::Duration, crate::domain::time::Millis) {
         (self.0.started.elapsed(), self.0.started_at)
+    }
+
+    /// Password checks waiting or running on this master (see [`crate::auth::password::WaitingChecks`]).
+    pub fn waiting_checks(&self) -> &crate::auth::password::WaitingChecks {
+        &self.0.waiting_checks
     }
 
     /// Downloads through source links counted on this master and not yet written down.

@@ -58,6 +58,8 @@ pub struct ServiceError {
     pub code: Cow<'static, str>,
     pub message: Cow<'static, str>,
     pub field: Option<String>,
+    /// Seconds after which asking again can succeed (`Retry-After`), when that is known.
+    pub retry_after: Option<u64>,
     pub source: Option<anyhow::Error>,
 }
 
@@ -65,7 +67,13 @@ pub type ServiceResult<T> = Result<T, ServiceError>;
 
 impl ServiceError {
     pub fn new(kind: ErrorKind, code: impl Into<Cow<'static, str>>, message: impl Into<Cow<'static, str>>) -> Self {
-        Self { kind, code: code.into(), message: message.into(), field: None, source: None }
+        Self { kind, code: code.into(), message: message.into(), field: None, retry_after: None, source: None }
+    }
+
+    /// Tells the caller to ask again after `seconds` (a refusal that passes soon).
+    pub fn with_retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
     }
 
     /// Names the request field the error is about.

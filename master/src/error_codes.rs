@@ -101,6 +101,7 @@ codes! {
     GROUP_NOT_FOUND = "group.not_found";
     GROUP_NAME_TAKEN = "group.name_taken";
     GROUP_HAS_USERS = "group.has_users";
+    GROUP_LAST_ADMINISTRATOR = "group.last_administrator";
 
     THEME_NOT_FOUND = "theme.not_found";
     THEME_NAME_TAKEN = "theme.name_taken";

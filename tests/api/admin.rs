@@ -9,6 +9,7 @@ on_every_backend!(
     user_list_filters_and_pages,
     groups_are_managed_and_a_group_with_users_cannot_be_deleted,
     administrators_cannot_ban_or_delete_themselves,
+    the_last_administrator_cannot_give_up_administration,
     deleted_users_lose_access_at_once,
     first_start_seeds_groups_and_the_configured_administrator,
     administrators_find_and_delete_any_users_files,
@@ -87,11 +88,12 @@ async fn groups_are_managed_and_a_group_with_users_cannot_be_deleted(app: TestAp
         "group.name_taken"
     );
 
-    let unknown_policy = json!({"name": "Family", "max_storage": 1, "policy_ids": [uuid::Uuid::new_v4()]});
+    let unknown_policy =
+        json!({"name": "Family", "is_admin": false, "max_storage": 1, "policy_ids": [uuid::Uuid::new_v4()]});
     let response =
         app.call(Method::PUT, &format!("/admin/group/{id}"), Some(&admin.access), Some(unknown_policy)).await;
     assert_eq!(error_body(response, 422).await["field"], "policy_ids");
-    let negative = json!({"name": "Family", "max_storage": -1});
+    let negative = json!({"name": "Family", "is_admin": false, "max_storage": -1});
     let response = app.call(Method::PUT, &format!("/admin/group/{id}"), Some(&admin.access), Some(negative)).await;
     assert_eq!(error_body(response, 422).await["field"], "max_storage");
 
@@ -140,6 +142,71 @@ async fn deleted_users_lose_access_at_once(app: TestApp) {
     assert_eq!(app.call(Method::GET, "/user/me", Some(&user.access), None).await.status(), 403);
     let response = app.call(Method::GET, &format!("/admin/user/{}", user.user_id), Some(&admin.access), None).await;
     assert_eq!(error_body(response, 404).await["code"], "user.not_found");
+}
+
+/// The ids of the seeded `Administrators` and `Users` groups.
+async fn seeded_groups(app: &TestApp, admin: &nubo_tests::Session) -> (String, String) {
+    let groups: Value = app.call(Method::GET, "/admin/group", Some(&admin.access), None).await.json().await.unwrap();
+    let id = |name: &str| {
+        groups.as_array().unwrap().iter().find(|g| g["name"] == name).unwrap()["id"].as_str().unwrap().to_owned()
+    };
+    (id("Administrators"), id("Users"))
+}
+
+/// Neither moving the last administrator to another group nor taking `is_admin` from their
+/// group (left out of a `PUT`, or false) leaves the site without one; with a second
+/// administrator, either may step down.
+async fn the_last_administrator_cannot_give_up_administration(app: TestApp) {
+    let admin = app.login_admin().await;
+    let (admins, users) = seeded_groups(&app, &admin).await;
+    let me = format!("/admin/user/{}", admin.user_id);
+    let group_path = format!("/admin/group/{admins}");
+    let group: Value = app.call(Method::GET, &group_path, Some(&admin.access), None).await.json().await.unwrap();
+    let replacement = |is_admin: Option<bool>| {
+        let mut body = json!({"name": group["name"], "max_storage": group["max_storage"],
+                              "permissions": group["permissions"], "policy_ids": group["policy_ids"]});
+        if let Some(is_admin) = is_admin {
+            body["is_admin"] = is_admin.into();
+        }
+        body
+    };
+
+    let moved = app.call(Method::PATCH, &me, Some(&admin.access), Some(json!({"group_id": users}))).await;
+    assert_eq!(error_body(moved, 409).await["code"], "group.last_administrator");
+    let left_out = app.call(Method::PUT, &group_path, Some(&admin.access), Some(replacement(None))).await;
+    assert!(
+        left_out.status().is_client_error() && left_out.status() != 409,
+        "is_admin is required: {}",
+        left_out.status()
+    );
+    let unset = app.call(Method::PUT, &group_path, Some(&admin.access), Some(replacement(Some(false)))).await;
+    assert_eq!(error_body(unset, 409).await["code"], "group.last_administrator");
+    let still: Value = app.call(Method::GET, &group_path, Some(&admin.access), None).await.json().await.unwrap();
+    assert_eq!(still["is_admin"], true, "nothing changed");
+    assert_eq!(
+        app.call(Method::GET, &me, Some(&admin.access), None).await.json::<Value>().await.unwrap()["group"]["id"],
+        admins.as_str()
+    );
+    let kept = app.call(Method::PUT, &group_path, Some(&admin.access), Some(replacement(Some(true)))).await;
+    assert_eq!(kept.status(), 200, "a replacement that keeps administration goes through");
+
+    // A second administrator: now the first may step down.
+    let second = app.register("second@example.com", "second-password").await;
+    let promoted = app
+        .call(
+            Method::PATCH,
+            &format!("/admin/user/{}", second.user_id),
+            Some(&admin.access),
+            Some(json!({"group_id": admins})),
+        )
+        .await;
+    assert_eq!(promoted.status(), 200);
+    let moved = app.call(Method::PATCH, &me, Some(&admin.access), Some(json!({"group_id": users}))).await;
+    assert_eq!(moved.status(), 200, "another administrator is left");
+    let second = app.refresh(&second).await;
+    let second_path = format!("/admin/user/{}", second.user_id);
+    let back = app.call(Method::PATCH, &second_path, Some(&second.access), Some(json!({"group_id": users}))).await;
+    assert_eq!(error_body(back, 409).await["code"], "group.last_administrator", "the second is the last one now");
 }
 
 async fn first_start_seeds_groups_and_the_configured_administrator(app: TestApp) {

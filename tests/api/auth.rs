@@ -15,6 +15,7 @@ on_every_backend!(
     a_ban_bites_already_issued_tokens_at_every_level_and_unban_restores,
     wrong_email_and_wrong_password_answer_the_same_401,
     repeated_failures_are_rate_limited,
+    forty_concurrent_wrong_passwords_check_no_more_than_the_accounts_budget,
     refresh_rotates_and_reuse_revokes_the_family,
     sign_out_revokes_the_refresh_token,
     password_change_revokes_refresh_tokens_and_the_old_password,
@@ -145,6 +146,51 @@ async fn repeated_failures_are_rate_limited(app: TestApp) {
     assert_eq!(error_body(response, 429).await["code"], "auth.rate_limited");
     // Other identifiers are unaffected.
     app.login_admin().await;
+}
+
+/// Forty wrong passwords for one account sent at once (on PostgreSQL, every other one to a
+/// second master sharing Redis): argon2 checks no more of them than the account's budget, the
+/// rest are refused (those over the waiting bound with `Retry-After`); other accounts sign in.
+async fn forty_concurrent_wrong_passwords_check_no_more_than_the_accounts_budget(app: TestApp) {
+    app.register("erin@example.com", "erin-password").await;
+    let limit = app.context().config().login_failures_per_identifier as usize;
+    let peer = app.spawn_peer().await;
+    let mut bases = vec![app.base_url.clone()];
+    if app.backend == nubo_tests::Backend::Postgres {
+        bases.push(format!("http://{}", peer.addr));
+    }
+    let guesses = (0..40).map(|n| {
+        let url = format!("{}/api/v1/user/session", bases[n % bases.len()]);
+        app.client.post(url).json(&login_body("erin@example.com", &format!("wrong-password-{n}"))).send()
+    });
+    let answers = futures_util::future::join_all(guesses).await;
+    let (mut checked, mut refused, mut retry_after) = (0, 0, 0);
+    for answer in answers {
+        let answer = answer.unwrap();
+        match answer.status().as_u16() {
+            401 => checked += 1,
+            429 => {
+                refused += 1;
+                retry_after += usize::from(answer.headers().contains_key("retry-after"));
+                assert_eq!(error_body(answer, 429).await["code"], "auth.rate_limited");
+            }
+            other => panic!("a sign-in answered {other}"),
+        }
+    }
+    assert!((1..=limit).contains(&checked), "{checked} wrong passwords were checked against a budget of {limit}");
+    assert_eq!(checked + refused, 40);
+    assert!(retry_after > 0, "the guesses over the waiting bound say when to come back");
+    // The budget holds in sequence too: the rest of it, then even the right password waits.
+    for _ in checked..limit {
+        let response =
+            app.call(Method::POST, "/user/session", None, Some(login_body("erin@example.com", "wrong-again"))).await;
+        assert_eq!(response.status(), 401);
+    }
+    let right =
+        app.call(Method::POST, "/user/session", None, Some(login_body("erin@example.com", "erin-password"))).await;
+    assert_eq!(error_body(right, 429).await["code"], "auth.rate_limited");
+    app.login_admin().await;
+    peer.shutdown(std::time::Duration::from_secs(5)).await.unwrap();
 }
 
 async fn refresh(app: &TestApp, refresh_token: &str) -> reqwest::Response {

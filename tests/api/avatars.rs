@@ -281,3 +281,56 @@ mod trusted_proxies {
         trusted_proxies_give_forwarded_clients_their_own_buckets(Backend::Postgres).await
     }
 }
+
+/// The peak resident memory of this process since the last reset, in bytes.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|line| line.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+/// Starts a new peak: the kernel sets VmHWM back to the current resident size.
+fn reset_peak_rss() {
+    std::fs::write("/proc/self/clear_refs", "5").unwrap();
+}
+
+/// Eight uploads at once of what a decompression bomb within the byte limit looks like (a
+/// 126 KB PNG of 5700x5700), then of the largest square the decode budget admits: each is
+/// refused cleanly or stored, and the process's memory (the master runs in it) grows by less
+/// than 300 MiB for either burst. Run it alone for a clean figure: other tests in the process
+/// count too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_concurrent_worst_case_avatars_stay_within_300_mib() {
+    let Some(app) = TestApp::spawn(Backend::Sqlite).await else { return };
+    let mut users = Vec::new();
+    for n in 0..8 {
+        users.push(app.register(&format!("avatar{n}@example.com"), "avatar-password").await);
+    }
+    let bomb =
+        encoded(DynamicImage::ImageRgb8(ImageBuffer::from_pixel(5700, 5700, Rgb([200, 120, 40]))), ImageFormat::Png);
+    assert!(bomb.len() < 2 * 1024 * 1024, "within the byte limit: {} bytes", bomb.len());
+    let largest = encoded(DynamicImage::new_rgba8(3500, 3500), ImageFormat::Png);
+    const BOUND: u64 = 300 * 1024 * 1024;
+
+    for (name, image) in [("5700x5700 PNG", &bomb), ("3500x3500 RGBA PNG", &largest)] {
+        let before = {
+            reset_peak_rss();
+            peak_rss()
+        };
+        let uploads = users.iter().map(|user| upload(&app, user, image.clone(), "image/png"));
+        let answers = futures_util::future::join_all(uploads).await;
+        let growth = peak_rss().saturating_sub(before);
+        eprintln!("8 concurrent avatars of a {name}: peak RSS grew by {} MiB", growth / (1024 * 1024));
+        for answer in answers {
+            match answer.status().as_u16() {
+                204 | 200 => {}
+                422 => assert_eq!(error_body(answer, 422).await["code"], "user.avatar_too_many_pixels"),
+                other => panic!("an upload of a {name} answered {other}"),
+            }
+        }
+        assert!(growth < BOUND, "8 concurrent avatars of a {name} took {} MiB", growth / (1024 * 1024));
+    }
+    // The largest admitted square was stored, scaled to 256 px.
+    let stored = app.get(&format!("/user/avatar/{}/l", users[0].user_id)).await;
+    assert_eq!(stored.status(), 200);
+}

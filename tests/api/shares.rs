@@ -11,6 +11,7 @@ on_every_backend!(
     a_share_lives_from_creation_to_its_end,
     a_visitor_reaches_nothing_outside_the_share,
     a_password_opens_a_share_through_a_grant_and_wrong_ones_are_limited,
+    forty_concurrent_wrong_passwords_from_one_address_check_no_more_than_five,
     limits_expiry_and_the_owners_state_close_a_share,
     the_group_permission_and_ownership_guard_shares,
     administrators_oversee_every_share,
@@ -233,6 +234,102 @@ async fn a_password_opens_a_share_through_a_grant_and_wrong_ones_are_limited(app
     // Removing the password opens it to everyone.
     app.call(Method::PATCH, &path, Some(&t.owner.access), Some(json!({"password": null}))).await;
     assert_eq!(visit(&app, Method::GET, &format!("/share/{code}/children"), &[]).await.status(), 200);
+}
+
+/// How a burst of guesses was answered: (checked and wrong: 403, refused: 429, refusals that
+/// carried `Retry-After`). Anything else fails the test.
+async fn tally_guesses(answers: Vec<reqwest::Result<reqwest::Response>>, refused_code: &str) -> (usize, usize, usize) {
+    let (mut checked, mut refused, mut retry_after) = (0, 0, 0);
+    for answer in answers {
+        let answer = answer.unwrap();
+        match answer.status().as_u16() {
+            403 | 401 => checked += 1,
+            429 => {
+                refused += 1;
+                retry_after += usize::from(answer.headers().contains_key("retry-after"));
+                assert_eq!(error_body(answer, 429).await["code"], refused_code);
+            }
+            other => panic!("a guess answered {other}: {}", answer.text().await.unwrap_or_default()),
+        }
+    }
+    (checked, refused, retry_after)
+}
+
+/// Forty wrong passwords sent at once from one address (on PostgreSQL, every other one to a
+/// second master sharing Redis): argon2 checks no more of them than the address's budget of
+/// five, the rest are refused (those over the waiting bound with `Retry-After`), and the
+/// budget is used up exactly as five sequential wrong passwords would use it.
+async fn forty_concurrent_wrong_passwords_from_one_address_check_no_more_than_five(app: TestApp) {
+    let t = tree(&app, "owner@example.com").await;
+    let created = share(&app, &t.owner, json!({"object_id": t.album, "password": "open sesame"})).await;
+    let code = created["code"].as_str().unwrap().to_owned();
+    let peer = app.spawn_peer().await;
+    let mut bases = vec![app.base_url.clone()];
+    if app.backend == nubo_tests::Backend::Postgres {
+        bases.push(format!("http://{}", peer.addr));
+    }
+
+    let guesses = (0..40).map(|n| {
+        let url = format!("{}/api/v1/share/{code}", bases[n % bases.len()]);
+        app.client.get(url).header("x-share-password", format!("guess-{n}")).send()
+    });
+    let answers = futures_util::future::join_all(guesses).await;
+    let (checked, refused, retry_after) = tally_guesses(answers, "share.rate_limited").await;
+    assert!((1..=5).contains(&checked), "{checked} wrong passwords were checked against a budget of 5");
+    assert_eq!(checked + refused, 40);
+    assert!(retry_after > 0, "the guesses over the waiting bound say when to come back");
+
+    // Whatever the burst left, the budget holds in sequence: five wrong ones in all, then even
+    // the right one is refused, on every master.
+    for n in checked..5 {
+        let response =
+            visit(&app, Method::GET, &format!("/share/{code}"), &[("x-share-password", &format!("late-{n}"))]).await;
+        assert_eq!(response.status(), 403);
+    }
+    for base in &bases {
+        let limited =
+            app.client.get(format!("{base}/api/v1/share/{code}")).header("x-share-password", "open sesame").send();
+        assert_eq!(error_body(limited.await.unwrap(), 429).await["code"], "share.rate_limited");
+    }
+    peer.shutdown(std::time::Duration::from_secs(5)).await.unwrap();
+}
+
+/// A master behind a trusted proxy at 127.0.0.1, so a test can speak for many addresses.
+async fn behind_a_proxy(backend: nubo_tests::Backend) -> Option<TestApp> {
+    TestApp::spawn_configured(backend, |config| {
+        config.trusted_proxies = serde_json::from_value(json!("127.0.0.1")).unwrap();
+    })
+    .await
+}
+
+/// 120 wrong passwords at once from 120 addresses: each address is within its own budget, but
+/// argon2 checks no more than the share's budget of fifty.
+async fn guesses_from_many_addresses_check_no_more_than_the_shares_budget(backend: nubo_tests::Backend) {
+    let Some(app) = behind_a_proxy(backend).await else { return };
+    let t = tree(&app, "owner@example.com").await;
+    let created = share(&app, &t.owner, json!({"object_id": t.album, "password": "open sesame"})).await;
+    let code = created["code"].as_str().unwrap().to_owned();
+    let guesses = (0..120).map(|n| {
+        app.request(Method::GET, &format!("/share/{code}"))
+            .header("x-forwarded-for", format!("203.0.113.{n}"))
+            .header("x-share-password", format!("guess-{n}"))
+            .send()
+    });
+    let answers = futures_util::future::join_all(guesses).await;
+    let (checked, refused, _) = tally_guesses(answers, "share.rate_limited").await;
+    assert!((1..=50).contains(&checked), "{checked} wrong passwords were checked against the share's budget of 50");
+    assert_eq!(checked + refused, 120);
+}
+
+mod guesses_from_many_addresses_check_no_more_than_the_shares_budget {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        super::guesses_from_many_addresses_check_no_more_than_the_shares_budget(nubo_tests::Backend::Sqlite).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        super::guesses_from_many_addresses_check_no_more_than_the_shares_budget(nubo_tests::Backend::Postgres).await
+    }
 }
 
 async fn limits_expiry_and_the_owners_state_close_a_share(app: TestApp) {

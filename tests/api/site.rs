@@ -66,7 +66,16 @@ async fn openapi_document_is_3_1_and_lists_every_route_with_errors(app: TestApp)
 /// Requests already received when shutdown starts are answered; the server then stops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_lets_in_flight_requests_finish() {
-    let mut app = TestApp::spawn(nubo_tests::Backend::Sqlite).await.unwrap();
+    // Behind a trusted proxy, so the sign-ins below come from twenty addresses: one account or
+    // address has at most two password checks waiting (the rest would be refused, not queued).
+    let mut app = TestApp::spawn_configured(nubo_tests::Backend::Sqlite, |config| {
+        config.trusted_proxies = serde_json::from_value(serde_json::json!("127.0.0.1")).unwrap();
+    })
+    .await
+    .unwrap();
+    for n in 0..20 {
+        app.register(&format!("user{n}@example.com"), "user-password").await;
+    }
     // Twenty connections the server has already accepted (kept alive in the client's pool): a
     // request sent on a connection still waiting to be accepted when shutdown starts was never
     // received, and its connection is reset (a busy machine once lost one that way).
@@ -77,12 +86,13 @@ async fn graceful_shutdown_lets_in_flight_requests_finish() {
     // Sign-ins hash with argon2 (a few at a time), so twenty of them are still running when
     // shutdown begins.
     let in_flight: Vec<_> = (0..20)
-        .map(|_| {
+        .map(|n| {
             let client = app.client.clone();
             let url = app.api("/user/session");
             tokio::spawn(async move {
-                let body = nubo_tests::login_body(nubo_tests::ADMIN_EMAIL, nubo_tests::ADMIN_PASSWORD);
-                client.post(url).json(&body).send().await.map(|r| r.status().as_u16())
+                let body = nubo_tests::login_body(&format!("user{n}@example.com"), "user-password");
+                let from = format!("198.51.100.{n}");
+                client.post(url).header("x-forwarded-for", from).json(&body).send().await.map(|r| r.status().as_u16())
             })
         })
         .collect();

@@ -20,6 +20,7 @@ on_every_backend!(
     put_file_needs_the_lock_unless_the_file_is_empty,
     put_file_goes_through_max_size_and_quota,
     tokens_are_scoped_to_one_file_one_user_and_a_mode,
+    signing_out_everywhere_ends_wopi_tokens,
     put_relative_file_writes_beside_the_file_in_both_modes,
     rename_file_keeps_the_extension_and_respects_the_lock,
     delete_file_moves_an_unlocked_file_to_the_trash,
@@ -265,6 +266,7 @@ async fn tokens_are_scoped_to_one_file_one_user_and_a_mode(app: TestApp) {
         iat: now - 40_000,
         exp: now - 10,
         typ: TokenType::Wopi,
+        user_version: 0,
     };
     let expired = wopi.with_token(&app.context().tokens().sign(&claims));
     assert_eq!(error_body(expired.check_file_info().await, 401).await["code"], "auth.token_expired");
@@ -283,6 +285,35 @@ async fn tokens_are_scoped_to_one_file_one_user_and_a_mode(app: TestApp) {
     assert_eq!(banned.status(), 200);
     assert_eq!(error_body(wopi.check_file_info().await, 401).await["code"], "auth.token_revoked");
     assert_eq!(error_body(wopi.put_file(None, b"x".to_vec()).await, 401).await["code"], "auth.token_revoked");
+}
+
+/// A WOPI token (ten hours) ends with the sessions of its user: a password change, and a
+/// password an administrator sets, sign the user out everywhere, editors included, on every
+/// master; a token issued afterwards works.
+async fn signing_out_everywhere_ends_wopi_tokens(app: TestApp) {
+    let (user, root) = setup(&app, 0).await;
+    let file = create(&app, &user, &root, "notes.docx", b"notes").await;
+    let before = app.wopi(&user, &file, "edit").await;
+    assert_eq!(before.check_file_info().await.status(), 200);
+
+    let change = json!({"old_password": "wanda-password", "new_password": "wanda-new-password"});
+    let changed = app.call(Method::PATCH, "/user/settings/password", Some(&user.access), Some(change)).await;
+    assert_eq!(changed.status(), 204);
+    assert_eq!(error_body(before.check_file_info().await, 401).await["code"], "auth.token_revoked");
+    assert_eq!(error_body(before.put_file(None, b"x".to_vec()).await, 401).await["code"], "auth.token_revoked");
+    let old_access = app.call(Method::GET, "/user/me", Some(&user.access), None).await;
+    assert_eq!(error_body(old_access, 401).await["code"], "auth.token_revoked", "access tokens end with it");
+
+    let user = app.login("wanda@example.com", "wanda-new-password").await;
+    let after = app.wopi(&user, &file, "edit").await;
+    assert_eq!(after.check_file_info().await.status(), 200, "a token issued afterwards works");
+
+    let admin = app.login_admin().await;
+    let path = format!("/admin/user/{}", user.user_id);
+    let reset = app.call(Method::PATCH, &path, Some(&admin.access), Some(json!({"password": "set-by-admin-1"}))).await;
+    assert_eq!(reset.status(), 200);
+    assert_eq!(error_body(after.check_file_info().await, 401).await["code"], "auth.token_revoked");
+    assert_eq!(app.call(Method::GET, "/user/me", Some(&user.access), None).await.status(), 401);
 }
 
 async fn put_relative_file_writes_beside_the_file_in_both_modes(app: TestApp) {

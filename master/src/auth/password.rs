@@ -1,7 +1,9 @@
 //! Password hashing with argon2id. Hashing is CPU-heavy, so it runs on the blocking pool and at
 //! most a few hashes run at once; a burst of logins queues instead of starving the runtime.
+//! [`WaitingChecks`] keeps one share, account or address from filling that queue.
 
-use std::sync::LazyLock;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex, PoisonError};
 
 use argon2::Argon2;
 use argon2::password_hash::rand_core::OsRng;
@@ -11,6 +13,58 @@ use tokio::sync::Semaphore;
 
 /// Concurrent hash computations; each takes ~19 MiB and one core for tens of milliseconds.
 static HASHING_SLOTS: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(4));
+
+/// Password checks one subject (a share, an account, a client address) may have waiting for
+/// or holding a hashing slot on one master at a time.
+pub const WAITING_CHECKS_PER_SUBJECT: usize = 2;
+
+/// The password checks waiting or running on this master, per subject guessed at. Beyond
+/// [`WAITING_CHECKS_PER_SUBJECT`] a check is refused rather than queued, so a burst of guesses
+/// at one share or account (or from one address) waits behind itself and never fills the
+/// hashing slots ahead of everyone else's sign-in. Only this master's slots are at stake, so
+/// the count is this master's (the failure budgets themselves are shared, in the `KvStore`).
+#[derive(Debug, Default)]
+pub struct WaitingChecks(Mutex<HashMap<String, usize>>);
+
+impl WaitingChecks {
+    /// Enters one check for each of `subjects`; `None` (nothing entered) when any of them
+    /// already has its [`WAITING_CHECKS_PER_SUBJECT`]. The check leaves when the answer drops.
+    pub fn enter(&self, subjects: &[String]) -> Option<WaitingCheck<'_>> {
+        let mut waiting = self.lock();
+        if subjects.iter().any(|subject| waiting.get(subject).is_some_and(|n| *n >= WAITING_CHECKS_PER_SUBJECT)) {
+            return None;
+        }
+        for subject in subjects {
+            *waiting.entry(subject.clone()).or_insert(0) += 1;
+        }
+        Some(WaitingCheck { checks: self, subjects: subjects.to_vec() })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A check counted in [`WaitingChecks`] until dropped.
+#[derive(Debug)]
+pub struct WaitingCheck<'a> {
+    checks: &'a WaitingChecks,
+    subjects: Vec<String>,
+}
+
+impl Drop for WaitingCheck<'_> {
+    fn drop(&mut self) {
+        let mut waiting = self.checks.lock();
+        for subject in &self.subjects {
+            if let Some(count) = waiting.get_mut(subject) {
+                *count -= 1;
+                if *count == 0 {
+                    waiting.remove(subject);
+                }
+            }
+        }
+    }
+}
 
 /// Shortest and longest accepted password, in bytes.
 pub const MIN_PASSWORD_LEN: usize = 8;
@@ -77,6 +131,20 @@ pub async fn verify_password(password: &Secret, phc: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subject_has_at_most_its_share_of_waiting_checks() {
+        let checks = WaitingChecks::default();
+        let share = |n: u32| vec![format!("share:{n}"), "addr:10.0.0.1".to_owned()];
+        let first = checks.enter(&share(1)).expect("first");
+        let second = checks.enter(&share(2)).expect("second");
+        assert!(checks.enter(&share(3)).is_none(), "the address has two waiting");
+        assert!(checks.enter(&["share:3".to_owned()]).is_some(), "a refused check entered nothing");
+        drop(first);
+        let third = checks.enter(&share(3)).expect("a slot came free");
+        drop((second, third));
+        assert!(checks.lock().is_empty(), "every check left");
+    }
 
     #[tokio::test]
     async fn a_hash_verifies_its_password_only() {

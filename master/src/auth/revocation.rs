@@ -4,7 +4,7 @@
 //! an earlier one:
 //! - a user's ban (lifting it leaves the other two as they were), or the user's deletion, which
 //!   refuses the same tokens under another code (401 `auth.user_not_found`, not 403);
-//! - a user's claims version: when they last moved group;
+//! - a user's claims version: when they last moved group or were signed out everywhere;
 //! - a group's claims version: when its name, admin flag, capacity or permissions last changed.
 //!
 //! Versions are the change's time in milliseconds, also kept in the database
@@ -23,6 +23,7 @@ use uuid::Uuid;
 
 use crate::auth::token::{ACCESS_TOKEN_LIFETIME, JwtPayload};
 use crate::db::{self, Db};
+use crate::domain::ids::UserId;
 use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
@@ -155,6 +156,16 @@ pub async fn check(store: &dyn KvStore, claims: &JwtPayload) -> ServiceResult<()
         ));
     }
     Ok(())
+}
+
+/// Signs `user` out everywhere (a new password, a reset): every refresh token is revoked and
+/// the user's claims version moves forward, in the database and in the store, so every access
+/// token and WOPI token issued before is refused at once.
+pub async fn end_sessions(db: &Db, store: &dyn KvStore, user: UserId) -> ServiceResult<()> {
+    let now = now_ms();
+    db::refresh_tokens::revoke_user(db, user, now).await?;
+    let version = db::users::raise_claims_version(db, user, now).await?;
+    user_claims_changed(store, user.as_uuid(), version).await
 }
 
 /// Re-creates the entries of bans and privilege changes made within an access-token lifetime,

@@ -124,6 +124,10 @@ pub struct WopiClaims {
     pub iat: i64,
     pub exp: i64,
     pub typ: TokenType,
+    /// The user's claims version when issued, as access tokens carry it: a token older than the
+    /// user's current one (a password change, a move to another group) is refused.
+    #[serde(default)]
+    pub user_version: i64,
 }
 
 /// Claims of a signed blob URL: blob `sub` served under `name`, until `exp` (minutes away),

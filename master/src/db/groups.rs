@@ -120,10 +120,15 @@ pub async fn update(
     claims_version: Option<Millis>,
     now: Millis,
 ) -> Result<bool, DbError> {
+    // Taking the admin flag from a group is refused while no active user outside it is an
+    // administrator: the check and the change are one statement.
     let done = sqlx::query(
         "UPDATE groups SET name = $2, is_admin = $3, max_storage = $4, permissions = $5, trash_retention_days = $6,
          updated_at = $7, claims_changed_at = COALESCE($8, claims_changed_at), version_max_count = $9,
-         version_max_days = $10 WHERE id = $1",
+         version_max_days = $10 WHERE id = $1 AND ($3 = 1 OR groups.is_admin = 0
+           OR NOT EXISTS (SELECT 1 FROM users u WHERE u.group_id = $1 AND u.status = 'ACTIVE')
+           OR EXISTS (SELECT 1 FROM users o JOIN groups og ON og.id = o.group_id
+                      WHERE og.is_admin = 1 AND o.status = 'ACTIVE' AND og.id <> $1))",
     )
     .bind(id)
     .bind(group.name)

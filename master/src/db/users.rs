@@ -30,7 +30,8 @@ pub struct UserRow {
     pub color_neutral: Option<String>,
     pub created_at: Millis,
     pub updated_at: Millis,
-    /// When the user last moved group (0: never); access tokens carry it as `user_version`.
+    /// When the user last moved group or was signed out everywhere (0: never); access and WOPI
+    /// tokens carry it as `user_version`, and those of an older one are refused.
     pub claims_changed_at: Millis,
     /// Where the avatar comes from: `file` (in `user_avatars`), `gravatar`, or none.
     pub avatar: Option<String>,
@@ -120,6 +121,20 @@ pub async fn credential_of(db: &Db, user_id: UserId, provider: &str) -> Result<O
             .fetch_optional(db.reader())
             .await?;
     Ok(row.and_then(|(c,)| c))
+}
+
+/// Moves the user's claims version forward to `now` (strictly past the last one, even within a
+/// millisecond) and answers it: every token carrying an older one is stale.
+pub async fn raise_claims_version(db: &Db, id: UserId, now: Millis) -> Result<Millis, DbError> {
+    let (version,): (Millis,) = sqlx::query_as(
+        "UPDATE users SET claims_changed_at = CASE WHEN claims_changed_at >= $2 THEN claims_changed_at + 1 ELSE $2 END
+         WHERE id = $1 RETURNING claims_changed_at",
+    )
+    .bind(id)
+    .bind(now)
+    .fetch_one(db.writer())
+    .await?;
+    Ok(version)
 }
 
 /// Replaces a user's credential for a provider; answers whether the identity exists.
@@ -278,12 +293,20 @@ pub struct UserChanges<'a> {
     pub claims_version: Option<Millis>,
 }
 
+/// Applies `changes` to user `id`, unless the user is an active administrator whom the change
+/// would make no longer one (another group, another status) while no other active
+/// administrator exists: the check and the change are one statement. Answers whether it
+/// changed a row (false: no such user, or the last administrator).
 pub async fn update(db: &Db, id: UserId, changes: &UserChanges<'_>, now: Millis) -> Result<bool, DbError> {
-    let done = sqlx::query(
+    let done = sqlx::query(&format!(
         "UPDATE users SET nickname = COALESCE($2, nickname), group_id = COALESCE($3, group_id),
          status = COALESCE($4, status), updated_at = $5, claims_changed_at = COALESCE($6, claims_changed_at)
-         WHERE id = $1",
-    )
+         WHERE id = $1 AND (
+           NOT (users.status = 'ACTIVE' AND EXISTS (SELECT 1 FROM groups g WHERE g.id = users.group_id AND g.is_admin = 1))
+           OR (COALESCE($4, users.status) = 'ACTIVE'
+               AND EXISTS (SELECT 1 FROM groups g WHERE g.id = COALESCE($3, users.group_id) AND g.is_admin = 1))
+           OR {OTHER_ACTIVE_ADMIN})"
+    ))
     .bind(id)
     .bind(changes.nickname)
     .bind(changes.group_id)
@@ -294,6 +317,10 @@ pub async fn update(db: &Db, id: UserId, changes: &UserChanges<'_>, now: Millis)
     .await?;
     Ok(done.rows_affected() > 0)
 }
+
+/// An active administrator other than the user `$1` exists (SQL condition).
+pub(crate) const OTHER_ACTIVE_ADMIN: &str = "EXISTS (SELECT 1 FROM users o JOIN groups og ON og.id = o.group_id \
+     WHERE og.is_admin = 1 AND o.status = 'ACTIVE' AND o.id <> $1)";
 
 pub async fn delete(db: &Db, id: UserId) -> Result<bool, DbError> {
     let done = sqlx::query("DELETE FROM users WHERE id = $1").bind(id).execute(db.writer()).await?;

@@ -89,7 +89,11 @@ impl IntoResponse for ServiceError {
             tracing::debug!(code = %self.code, cause = %source, "request refused");
         }
         let unauthorized = self.kind == ErrorKind::Unauthorized;
+        let retry_after = self.retry_after;
         let mut response = render(status, self.code.into_owned(), self.message.into_owned(), self.field);
+        if let Some(seconds) = retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         if unauthorized && !response.headers().contains_key(header::WWW_AUTHENTICATE) {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }

@@ -122,4 +122,37 @@ impl KvStore for MemoryStore {
             count
         }))
     }
+
+    async fn charge(&self, budget: &[(String, u64)], window: Duration) -> StoreResult<bool> {
+        Ok(self.with(|map, now| {
+            let count = |map: &HashMap<String, Entry>, key: &str| {
+                live_value(map, key, now).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+            };
+            if budget.iter().any(|(key, limit)| count(map, key) >= *limit) {
+                return false;
+            }
+            for (key, _) in budget {
+                let expires = match map.get(key.as_str()) {
+                    Some(entry) if entry.live(now) => entry.expires,
+                    _ => Some(now + window),
+                };
+                let value = (count(map, key) + 1).to_string();
+                map.insert(key.clone(), Entry { value, expires });
+            }
+            true
+        }))
+    }
+
+    async fn refund(&self, keys: &[String]) -> StoreResult<()> {
+        self.with(|map, now| {
+            for key in keys {
+                if let Some(entry) = map.get_mut(key.as_str()).filter(|e| e.live(now))
+                    && let Some(count) = entry.value.parse::<u64>().ok().filter(|c| *c > 0)
+                {
+                    entry.value = (count - 1).to_string();
+                }
+            }
+        });
+        Ok(())
+    }
 }

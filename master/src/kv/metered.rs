@@ -69,4 +69,12 @@ impl KvStore for MeteredStore {
     async fn increment(&self, key: &str, window: Duration) -> StoreResult<u64> {
         self.count("increment", self.inner.increment(key, window).await)
     }
+
+    async fn charge(&self, budget: &[(String, u64)], window: Duration) -> StoreResult<bool> {
+        self.count("charge", self.inner.charge(budget, window).await)
+    }
+
+    async fn refund(&self, keys: &[String]) -> StoreResult<()> {
+        self.count("refund", self.inner.refund(keys).await)
+    }
 }

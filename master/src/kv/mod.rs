@@ -49,6 +49,16 @@ pub trait KvStore: Send + Sync + 'static {
     /// Adds one to the counter at `key` and answers the new value; the first increment starts a
     /// window of `window` after which the counter disappears (fixed-window rate limits).
     async fn increment(&self, key: &str, window: Duration) -> StoreResult<u64>;
+    /// Counts one attempt on every counter of `budget` (a key and its limit) when each is still
+    /// below its limit, and answers true; when one is not, counts nothing and answers false.
+    /// Check and count are one step, so concurrent attempts (on every master) never pass a
+    /// limit. The first count of a counter starts its window of `window`, as [`increment`] does.
+    ///
+    /// [`increment`]: KvStore::increment
+    async fn charge(&self, budget: &[(String, u64)], window: Duration) -> StoreResult<bool>;
+    /// Takes one count back from each counter of `keys` (an attempt that turned out right):
+    /// never below zero, never reviving a counter whose window ended, keeping each window.
+    async fn refund(&self, keys: &[String]) -> StoreResult<()>;
 }
 
 /// The store in use, shared by every service.

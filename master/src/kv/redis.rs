@@ -141,4 +141,48 @@ impl KvStore for RedisStore {
         let count: u64 = script.key(self.key(key)).arg(millis(window)).invoke_async(&mut conn).await?;
         Ok(count)
     }
+
+    async fn charge(&self, budget: &[(String, u64)], window: Duration) -> StoreResult<bool> {
+        if budget.is_empty() {
+            return Ok(true);
+        }
+        // Every check before any count, in one script: two masters never both pass a limit.
+        let script = redis::Script::new(
+            "for i, key in ipairs(KEYS) do \
+               if tonumber(redis.call('GET', key) or '0') >= tonumber(ARGV[i + 1]) then return 0 end \
+             end \
+             for _, key in ipairs(KEYS) do \
+               if redis.call('INCR', key) == 1 then redis.call('PEXPIRE', key, ARGV[1]) end \
+             end \
+             return 1",
+        );
+        let mut invocation = script.prepare_invoke();
+        invocation.arg(millis(window));
+        for (key, limit) in budget {
+            invocation.key(self.key(key)).arg(*limit);
+        }
+        let mut conn = self.connection.clone();
+        let charged: u64 = invocation.invoke_async(&mut conn).await?;
+        Ok(charged == 1)
+    }
+
+    async fn refund(&self, keys: &[String]) -> StoreResult<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        // DECR keeps the key's lifetime; a counter whose window ended stays gone.
+        let script = redis::Script::new(
+            "for _, key in ipairs(KEYS) do \
+               if tonumber(redis.call('GET', key) or '0') > 0 then redis.call('DECR', key) end \
+             end \
+             return 0",
+        );
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(self.key(key));
+        }
+        let mut conn = self.connection.clone();
+        invocation.invoke_async::<()>(&mut conn).await?;
+        Ok(())
+    }
 }

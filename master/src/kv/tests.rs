@@ -56,13 +56,30 @@ async fn behaves_as_a_store(store: &dyn KvStore) {
         assert_eq!(store.increment("counter", Duration::from_secs(60)).await.unwrap(), expected);
     }
 
+    let budget = [("by-address".to_owned(), 2), ("by-share".to_owned(), 3)];
+    let keys: Vec<String> = budget.iter().map(|(key, _)| key.clone()).collect();
+    assert!(store.charge(&budget, minute).await.unwrap());
+    assert!(store.charge(&budget, minute).await.unwrap());
+    assert!(!store.charge(&budget, minute).await.unwrap(), "the address has used its two");
+    let counts = store.get_many(&keys).await.unwrap();
+    assert_eq!(counts, vec![Some("2".to_owned()), Some("2".to_owned())], "a refused charge counts nothing");
+    store.refund(&keys).await.unwrap();
+    assert!(store.charge(&budget, minute).await.unwrap(), "a refund gives the attempt back");
+    assert!(!store.charge(&[("by-share".to_owned(), 3)], minute).await.unwrap(), "the share has used its three");
+    store.refund(&["never-counted".to_owned()]).await.unwrap();
+    assert_eq!(store.get("never-counted").await.unwrap(), None, "a refund never makes a counter");
+
     store.set("short", "v", Some(Duration::from_millis(50))).await.unwrap();
+    assert!(store.charge(&[("short-budget".to_owned(), 1)], Duration::from_millis(50)).await.unwrap());
     assert!(store.set_if_absent("short-claim", "v", Duration::from_millis(50)).await.unwrap());
     assert_eq!(store.increment("short-counter", Duration::from_millis(50)).await.unwrap(), 1);
     tokio::time::sleep(Duration::from_millis(120)).await;
     assert_eq!(store.get("short").await.unwrap(), None, "expired value is gone");
     assert!(store.set_if_absent("short-claim", "v", Duration::from_secs(5)).await.unwrap(), "expired claim is free");
     assert_eq!(store.increment("short-counter", Duration::from_secs(5)).await.unwrap(), 1, "window restarted");
+    store.refund(&["short-budget".to_owned()]).await.unwrap();
+    assert_eq!(store.get("short-budget").await.unwrap(), None, "a refund after the window revives nothing");
+    assert!(store.charge(&[("short-budget".to_owned(), 1)], Duration::from_secs(5)).await.unwrap(), "window restarted");
 }
 
 #[tokio::test]
@@ -94,5 +111,25 @@ async fn concurrent_claims_have_exactly_one_winner() {
         let winners =
             futures_util::future::join_all(attempts).await.into_iter().filter(|r| *r.as_ref().unwrap()).count();
         assert_eq!(winners, 1);
+    }
+}
+
+#[tokio::test]
+async fn concurrent_charges_never_pass_a_limit() {
+    let memory: SharedStore = Arc::new(MemoryStore::new());
+    let mut stores = vec![memory];
+    if let Some(redis) = redis_store().await {
+        stores.push(Arc::new(redis));
+    }
+    for store in stores {
+        let attempts = (0..40).map(|_| {
+            let store = store.clone();
+            tokio::spawn(
+                async move { store.charge(&[("guesses".to_owned(), 5)], Duration::from_secs(30)).await.unwrap() },
+            )
+        });
+        let charged =
+            futures_util::future::join_all(attempts).await.into_iter().filter(|r| *r.as_ref().unwrap()).count();
+        assert_eq!(charged, 5);
     }
 }

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::auth::password::{PasswordError, hash_password, verify_password};
 use crate::auth::providers::password::EMAIL_PASSWORD;
+use crate::auth::revocation;
 use crate::context::Context;
 use crate::db::users::{ProfileField, UserRow};
 use crate::db::{self, Db};
@@ -296,8 +297,9 @@ pub async fn update_setting(
 }
 
 /// Changes the caller's password after checking the current one, and signs out every session
-/// (all refresh tokens are revoked).
-pub async fn change_password(db: &Db, user_id: Uuid, old: &Secret, new: &Secret) -> ServiceResult<()> {
+/// (all refresh tokens are revoked; access and WOPI tokens issued before are refused).
+pub async fn change_password(ctx: &Context, user_id: Uuid, old: &Secret, new: &Secret) -> ServiceResult<()> {
+    let db = ctx.db();
     let id = UserId::from(user_id);
     let stored = db::users::credential_of(db, id, EMAIL_PASSWORD).await?.ok_or_else(|| {
         ServiceError::new(ErrorKind::Conflict, codes::USER_NO_PASSWORD, "this account signs in without a password")
@@ -312,7 +314,7 @@ pub async fn change_password(db: &Db, user_id: Uuid, old: &Secret, new: &Secret)
     }
     let hash = hash_password(new).await.map_err(|e| password_error("new_password", e))?;
     db::users::set_credential(db, id, EMAIL_PASSWORD, &hash).await?;
-    db::refresh_tokens::revoke_user(db, id, now_ms()).await?;
+    revocation::end_sessions(db, ctx.store(), id).await?;
     activity::record(db, Activity::by(user_id, Action::PasswordChange).on(TargetKind::User, user_id, None)).await;
     Ok(())
 }

@@ -1,9 +1,11 @@
 //! Avatars: uploading one (read under a byte limit, decoded under pixel and memory limits,
 //! re-encoded as a square PNG of at most 256 px so no metadata of the upload survives), using
 //! the public avatar service instead (its URL template is the `avatar_gravatar_url` setting),
-//! resetting, and what `GET /user/avatar/{id}/{size}` answers.
+//! resetting, and what `GET /user/avatar/{id}/{size}` answers. At most
+//! [`DECODE_SLOTS`] uploads are decoded at once on a master; the others wait their turn.
 
 use std::io::Cursor;
+use std::sync::LazyLock;
 
 use futures_util::StreamExt;
 use image::imageops::FilterType;
@@ -28,8 +30,14 @@ pub const STORED_SIDE: u32 = 256;
 pub const MIN_SIDE: u32 = 16;
 /// Widest and tallest upload decoded: a 2 MiB file may claim far more (a decompression bomb).
 const MAX_DIMENSION: u32 = 8192;
-/// Most memory one decode may take (the decoded pixels and the decoder's buffers).
-const MAX_DECODE_BYTES: u64 = 128 * 1024 * 1024;
+/// Most memory one decode may take (the decoded pixels and the decoder's buffers): a 12
+/// megapixel photo (RGB) fits, a 5700x5700 PNG of 126 KB (a decompression bomb within the byte
+/// and side limits) is refused from its header, before a pixel is decoded.
+const MAX_DECODE_BYTES: u64 = 48 * 1024 * 1024;
+/// Uploads decoded at once: with [`MAX_DECODE_BYTES`] each, a burst of worst-case avatars
+/// takes about 100 MiB at most, however many arrive together.
+const DECODE_SLOTS: usize = 2;
+static DECODING: LazyLock<tokio::sync::Semaphore> = LazyLock::new(|| tokio::sync::Semaphore::new(DECODE_SLOTS));
 /// The source value of the public avatar service.
 pub const SOURCE_GRAVATAR: &str = "gravatar";
 
@@ -136,7 +144,12 @@ pub fn normalize(upload: &[u8]) -> ServiceResult<Vec<u8>> {
     if side == 0 {
         return Err(not_image());
     }
-    let square = image.crop_imm((image.width() - side) / 2, (image.height() - side) / 2, side, side);
+    // A square upload is its own centre square: no copy of its pixels.
+    let square = if image.width() == image.height() {
+        image
+    } else {
+        image.crop_imm((image.width() - side) / 2, (image.height() - side) / 2, side, side)
+    };
     let target = side.min(STORED_SIDE);
     let resized = if side == target { square } else { square.resize_exact(target, target, FilterType::CatmullRom) };
     encode_png(&DynamicImage::ImageRgba8(resized.to_rgba8()))
@@ -170,7 +183,9 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> ServiceResult<T> + S
 
 /// `PUT /user/settings/avatar`: the upload becomes the caller's avatar.
 pub async fn upload(ctx: &Context, user_id: UserId, upload: Vec<u8>) -> ServiceResult<()> {
+    let slot = DECODING.acquire().await.map_err(ServiceError::internal)?;
     let png = blocking(move || normalize(&upload)).await?;
+    drop(slot);
     let etag = format!("\"{}\"", &blake3::hash(&png).to_hex()[..24]);
     if !db::avatars::put_file(ctx.db(), user_id, &png, &etag, now_ms()).await? {
         return Err(ServiceError::new(ErrorKind::NotFound, codes::USER_NOT_FOUND, "the account no longer exists"));

@@ -53,6 +53,14 @@ fn not_found() -> ServiceError {
     ServiceError::not_found(codes::GROUP_NOT_FOUND, "no such group")
 }
 
+/// A change refused because it would leave the site without an active administrator.
+pub fn last_administrator() -> ServiceError {
+    ServiceError::conflict(
+        codes::GROUP_LAST_ADMINISTRATOR,
+        "this would leave no active administrator: make someone else an administrator first",
+    )
+}
+
 async fn view(db: &Db, row: GroupRow, member_count: i64) -> ServiceResult<GroupView> {
     let policy_ids = db::groups::policy_ids(db, row.id).await?.into_iter().map(Uuid::from).collect();
     Ok(GroupView {
@@ -146,7 +154,8 @@ pub async fn create(db: &Db, actor: Uuid, input: GroupInput) -> ServiceResult<Gr
 
 /// Replaces a group's settings. A change to what access tokens snapshot (name, admin flag,
 /// capacity, permissions) makes every member's tokens stale at once, on every master: they
-/// refresh to get the new claims.
+/// refresh to get the new claims. Taking the admin flag from the group of the last active
+/// administrators is refused (409 `group.last_administrator`).
 pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, input: GroupInput) -> ServiceResult<GroupView> {
     let db = ctx.db();
     let (name, policy_ids) = validate(db, &input).await?;
@@ -169,7 +178,8 @@ pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, input: GroupInput) -> 
     // Strictly newer than the last version, even for two changes within one millisecond.
     let version = claims_changed.then(|| now.max(current.claims_changed_at + 1));
     if !db::groups::update(db, key, &values, version, now).await.map_err(|e| name_taken(e, &name))? {
-        return Err(not_found());
+        // The group was found above: what refused the change is the last-administrator rule.
+        return Err(last_administrator());
     }
     if let Some(version) = version {
         revocation::group_claims_changed(ctx.store(), id, version).await?;

@@ -106,7 +106,7 @@ pub async fn request_password_reset(ctx: &Context, email: &str, address: IpAddr)
 }
 
 /// Sets the password of the account the reset token was mailed to and signs out all its
-/// sessions (every refresh token is revoked). The password is checked before the token is
+/// sessions (refresh tokens are revoked; access and WOPI tokens issued before are refused). The password is checked before the token is
 /// spent, so a too short one can be corrected with the same link.
 pub async fn reset_password(ctx: &Context, token: &str, password: &Secret, address: IpAddr) -> ServiceResult<()> {
     sign_in::limit_mail_requests(ctx, address).await?;
@@ -116,7 +116,7 @@ pub async fn reset_password(ctx: &Context, token: &str, password: &Secret, addre
     if !db::users::set_credential(ctx.db(), user_id, EMAIL_PASSWORD, &hash).await? {
         return Err(ServiceError::internal(anyhow::anyhow!("user {user_id} lost its password identity")));
     }
-    db::refresh_tokens::revoke_user(ctx.db(), user_id, now_ms()).await?;
+    revocation::end_sessions(ctx.db(), ctx.store(), user_id).await?;
     Ok(())
 }
 

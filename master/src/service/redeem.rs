@@ -3,7 +3,7 @@
 //! pack or a temporary group. A redemption takes one use in one transaction with the user's
 //! use row and what the code gives, so a code is never used past `uses_per_code`, nor twice by
 //! one user, on either database or across masters. Wrong codes count against a failure budget
-//! per user and per address in the `KvStore` (`sign_in::over_failure_budget`).
+//! per user and per address in the `KvStore` (`sign_in::charge_guess`).
 //!
 //! Temporary groups: the user moves to the code's group and the group they were in is
 //! recorded; a periodic job ([`end_temporary_groups`]) moves them back when the time is up.
@@ -378,7 +378,7 @@ pub async fn redeem(ctx: &Context, user: Uuid, code: &str, address: IpAddr) -> S
         (format!("rate:redeem:user:{user}"), config.redeem_failures_per_user),
         (format!("rate:redeem:addr:{address}"), config.redeem_failures_per_address),
     ];
-    if sign_in::over_failure_budget(ctx, &budget).await? {
+    if !sign_in::charge_guess(ctx, &budget, sign_in::failure_window(ctx)).await? {
         return Err(ServiceError::new(
             ErrorKind::RateLimited,
             codes::REDEEM_RATE_LIMITED,
@@ -392,9 +392,10 @@ pub async fn redeem(ctx: &Context, user: Uuid, code: &str, address: IpAddr) -> S
     };
     let usable = |row: &CodeRow| row.disabled_at.is_none() && row.expires_at.is_none_or(|end| end > now);
     let Some(row) = found.filter(usable) else {
-        sign_in::count_failure(ctx, &budget).await?;
         return Err(invalid_code());
     };
+    // A real code was guessed right: its charge comes back, whatever happens next.
+    sign_in::refund_guess(ctx, &budget).await?;
     let user_id = UserId::from(user);
     let mut tx = ctx.db().begin().await?;
     if !db::redeem::record_use(&mut tx, row.id, user_id, now).await? {

@@ -29,7 +29,7 @@ use crate::service::activity::{self, Activity};
 use crate::service::archives::{self, ArchiveTokenView};
 use crate::service::downloads::{self, DownloadTokenView};
 use crate::service::files::{self, CopySource, ObjectView};
-use crate::service::{Page, PageRequest, groups, site};
+use crate::service::{Page, PageRequest, groups, sign_in, site};
 use nubo_common::secret::Secret;
 
 /// Length of a share code: 12 characters of 64 give 72 random bits.
@@ -493,23 +493,26 @@ async fn unlock(ctx: &Context, share: &ShareWithObject, visitor: &Visitor<'_>) -
     }
     let Some(password) = visitor.password else { return Ok(Unlocked::Locked) };
     let id = share.share.id;
-    let by_address = format!("rate:share:{id}:addr:{}", visitor.address);
-    let by_share = format!("rate:share:{id}");
-    let store = ctx.store();
-    let failures = store.get_many(&[by_address.clone(), by_share.clone()]).await?;
-    let count = |value: &Option<String>| value.as_deref().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    if count(&failures[0]) >= WRONG_PASSWORDS_PER_ADDRESS || count(&failures[1]) >= WRONG_PASSWORDS_PER_SHARE {
-        return Err(ServiceError::new(
+    let limited = || {
+        ServiceError::new(
             ErrorKind::RateLimited,
             codes::SHARE_RATE_LIMITED,
             "too many wrong passwords for this share, try again later",
-        ));
+        )
+    };
+    let subjects = [format!("share:{id}"), format!("addr:{}", visitor.address)];
+    let _waiting = sign_in::wait_for_check(ctx, &subjects, limited)?;
+    let budget = [
+        (format!("rate:share:{id}:addr:{}", visitor.address), WRONG_PASSWORDS_PER_ADDRESS),
+        (format!("rate:share:{id}"), WRONG_PASSWORDS_PER_SHARE),
+    ];
+    if !sign_in::charge_guess(ctx, &budget, WRONG_PASSWORD_WINDOW).await? {
+        return Err(limited());
     }
     if !verify_password(&Secret::new(password), hash).await {
-        store.increment(&by_address, WRONG_PASSWORD_WINDOW).await?;
-        store.increment(&by_share, WRONG_PASSWORD_WINDOW).await?;
         return Err(ServiceError::new(ErrorKind::Forbidden, codes::SHARE_PASSWORD_WRONG, "the password is wrong"));
     }
+    sign_in::refund_guess(ctx, &budget).await?;
     let now = now_ms() / 1000;
     let claims = ShareGrantClaims {
         sub: id,

@@ -96,26 +96,36 @@ pub async fn limit_ceremonies(ctx: &Context, address: IpAddr) -> ServiceResult<(
     limit_address(ctx, "ceremony", address).await
 }
 
-/// Failure counters in the `KvStore`, each key with its budget within
-/// `login_rate_window_seconds`: the one limit of every check that lets someone guess at a
-/// secret (a password per e-mail address, redeem codes per user and per address). Answers
-/// whether any counter has used up its budget.
-pub async fn over_failure_budget(ctx: &Context, budget: &[(String, u64)]) -> ServiceResult<bool> {
-    let keys: Vec<String> = budget.iter().map(|(key, _)| key.clone()).collect();
-    let counts = ctx.store().get_many(&keys).await?;
-    Ok(budget
-        .iter()
-        .zip(counts)
-        .any(|((_, limit), count)| count.as_deref().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) >= *limit))
+/// Failure counters in the `KvStore`, each key with its budget within `window`: the one limit
+/// of every check that lets someone guess at a secret (a password per e-mail address, a share's
+/// password per share and per address, two-factor codes per account, redeem codes per user and
+/// per address). A guess is charged to every counter before it is checked and refunded when it
+/// was right ([`refund_guess`]), so concurrent guesses, on one master or several, never check
+/// more than the budget allows. Answers false, charging nothing, when a counter is used up.
+pub async fn charge_guess(ctx: &Context, budget: &[(String, u64)], window: Duration) -> ServiceResult<bool> {
+    Ok(ctx.store().charge(budget, window).await?)
 }
 
-/// Counts one failure against every counter of `budget` (see [`over_failure_budget`]).
-pub async fn count_failure(ctx: &Context, budget: &[(String, u64)]) -> ServiceResult<()> {
-    let window = Duration::from_secs(ctx.config().login_rate_window_seconds);
-    for (key, _) in budget {
-        ctx.store().increment(key, window).await?;
-    }
-    Ok(())
+/// Gives back the charge of a guess that was right (see [`charge_guess`]).
+pub async fn refund_guess(ctx: &Context, budget: &[(String, u64)]) -> ServiceResult<()> {
+    let keys: Vec<String> = budget.iter().map(|(key, _)| key.clone()).collect();
+    Ok(ctx.store().refund(&keys).await?)
+}
+
+/// The window of the sign-in failure budgets (`login_rate_window_seconds`).
+pub fn failure_window(ctx: &Context) -> Duration {
+    Duration::from_secs(ctx.config().login_rate_window_seconds)
+}
+
+/// Enters a password check for `subjects` (`share:{id}`, `account:{email}`, `addr:{address}`)
+/// on this master, or refuses with `refusal` and `Retry-After` when one of them already has its
+/// checks waiting (see [`WaitingChecks`](crate::auth::password::WaitingChecks)).
+pub fn wait_for_check<'a>(
+    ctx: &'a Context,
+    subjects: &[String],
+    refusal: impl FnOnce() -> ServiceError,
+) -> ServiceResult<crate::auth::password::WaitingCheck<'a>> {
+    ctx.waiting_checks().enter(subjects).ok_or_else(|| refusal().with_retry_after(1))
 }
 
 /// What a person presents to sign in, as the unified login request carries it.
@@ -227,22 +237,25 @@ fn asks_second_factor(provider: AuthMethod) -> bool {
     }
 }
 
-/// The e-mail and password step, with its per-identifier failure budget.
+/// The e-mail and password step, with its per-identifier failure budget and its bound on
+/// waiting checks per account and per address.
 async fn identify_by_password(ctx: &Context, attempt: &LoginAttempt<'_>) -> ServiceResult<UserId> {
     let credential =
         attempt.credential.ok_or_else(|| ServiceError::validation("credential", "password is required"))?;
     let email = Email::parse(attempt.identifier).map_err(|_| invalid_credentials())?;
 
-    let failures_key = format!("rate:login:id:{email}");
-    let budget = [(failures_key.clone(), ctx.config().login_failures_per_identifier)];
-    if over_failure_budget(ctx, &budget).await? {
+    let subjects = [format!("account:{email}"), format!("addr:{}", attempt.address)];
+    let _waiting = wait_for_check(ctx, &subjects, rate_limited)?;
+    let budget = [(format!("rate:login:id:{email}"), ctx.config().login_failures_per_identifier)];
+    if !charge_guess(ctx, &budget, failure_window(ctx)).await? {
         return Err(rate_limited());
     }
     let Some(user_id) = password::identify(ctx.db(), &email, credential).await? else {
-        count_failure(ctx, &budget).await?;
         return Err(invalid_credentials());
     };
-    ctx.store().delete(&failures_key).await?;
+    // The right password gives its own charge back; the wrong ones before it stay counted for
+    // the window, so a sign-in of the owner never hands a guesser a fresh budget.
+    refund_guess(ctx, &budget).await?;
     password::mark_used(ctx.db(), &email).await?;
     Ok(user_id)
 }

@@ -1,7 +1,8 @@
 //! Two-factor sign-in for an account: setting it up (a pending secret waits in the `KvStore`
 //! for ten minutes until a code proves the app has it), enabling it with ten recovery codes,
 //! disabling it, and the check `service::sign_in` runs after a provider identified the user.
-//! Wrong codes count per account against the sign-in failure budget.
+//! Every code is charged per account to the sign-in failure budget before it is checked;
+//! a right one is refunded.
 
 use std::time::Duration;
 
@@ -59,22 +60,23 @@ fn wrong_code() -> ServiceError {
     .with_field("code")
 }
 
-/// Refuses when the account has used up its budget of wrong codes.
-async fn check_budget(ctx: &Context, user_id: UserId) -> ServiceResult<()> {
-    let failures = ctx.store().get(&failures_key(user_id)).await?.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    if failures >= ctx.config().login_failures_per_identifier {
+/// The account's budget of wrong codes.
+fn budget(ctx: &Context, user_id: UserId) -> [(String, u64); 1] {
+    [(failures_key(user_id), ctx.config().login_failures_per_identifier)]
+}
+
+/// Charges a code to the account's budget before it is checked; refuses when it is used up.
+async fn charge(ctx: &Context, user_id: UserId) -> ServiceResult<()> {
+    if !sign_in::charge_guess(ctx, &budget(ctx, user_id), sign_in::failure_window(ctx)).await? {
         return Err(sign_in::rate_limited());
     }
     Ok(())
 }
 
-/// Counts a wrong code (or forgets them all after a right one).
-async fn record(ctx: &Context, user_id: UserId, right: bool) -> ServiceResult<()> {
-    if right {
-        ctx.store().delete(&failures_key(user_id)).await?;
-    } else {
-        let window = Duration::from_secs(ctx.config().login_rate_window_seconds);
-        ctx.store().increment(&failures_key(user_id), window).await?;
+/// Gives the charge back when the code was right; a wrong one stays counted.
+async fn settle(ctx: &Context, user_id: UserId, verdict: Verdict) -> ServiceResult<()> {
+    if verdict == Verdict::Accepted {
+        sign_in::refund_guess(ctx, &budget(ctx, user_id)).await?;
     }
     Ok(())
 }
@@ -113,10 +115,10 @@ pub async fn enable(ctx: &Context, user: &UserRow, code: &str) -> ServiceResult<
             "no two-factor setup is pending (they last ten minutes): start the setup again",
         )
     };
-    check_budget(ctx, user.id).await?;
     let secret = ctx.store().get(&pending_key(user.id)).await?.ok_or_else(no_setup)?;
+    charge(ctx, user.id).await?;
     let verdict = two_factor::accept_code(ctx, user.id, &secret, code).await?;
-    record(ctx, user.id, verdict == Verdict::Accepted).await?;
+    settle(ctx, user.id, verdict).await?;
     if verdict != Verdict::Accepted {
         return Err(wrong_code());
     }
@@ -136,9 +138,9 @@ pub async fn disable(ctx: &Context, user: &UserRow, code: &str) -> ServiceResult
     let Some(secret) = &user.two_factor_key else {
         return Err(ServiceError::conflict(codes::USER_TWO_FACTOR_NOT_ENABLED, "two-factor sign-in is not on"));
     };
-    check_budget(ctx, user.id).await?;
+    charge(ctx, user.id).await?;
     let verdict = prove(ctx, user.id, secret, code).await?;
-    record(ctx, user.id, verdict == Verdict::Accepted).await?;
+    settle(ctx, user.id, verdict).await?;
     if verdict != Verdict::Accepted {
         return Err(wrong_code());
     }
@@ -157,9 +159,9 @@ pub async fn check_sign_in(ctx: &Context, user: &UserRow, code: Option<&str>) ->
             "this account asks for a second factor: send the sign-in again with two_fa_code",
         ));
     };
-    check_budget(ctx, user.id).await?;
+    charge(ctx, user.id).await?;
     let verdict = prove(ctx, user.id, secret, code).await?;
-    record(ctx, user.id, verdict == Verdict::Accepted).await?;
+    settle(ctx, user.id, verdict).await?;
     match verdict {
         Verdict::Accepted => Ok(()),
         Verdict::Wrong => Err(ServiceError::new(

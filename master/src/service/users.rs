@@ -23,7 +23,7 @@ use crate::service::accounts::{self, UserView};
 use crate::service::activity::{self, Activity};
 use crate::service::identities::{self, IdentityView};
 use crate::service::storage_packs::{self, PackView};
-use crate::service::{Page, PageRequest};
+use crate::service::{Page, PageRequest, groups};
 
 fn not_found() -> ServiceError {
     ServiceError::not_found(codes::USER_NOT_FOUND, "no such user")
@@ -130,10 +130,12 @@ pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, update: UserUpdate) ->
     let moved = group_id.is_some_and(|g| g != current.group_id);
     let claims_version = moved.then(|| now.max(current.claims_changed_at + 1));
     let changes = UserChanges { nickname: nickname.as_deref(), group_id, status: update.status, claims_version };
-    db::users::update(ctx.db(), key, &changes, now).await?;
+    if !db::users::update(ctx.db(), key, &changes, now).await? {
+        return Err(groups::last_administrator());
+    }
     if let Some(hash) = password_hash {
         db::users::set_credential(ctx.db(), key, EMAIL_PASSWORD, &hash).await?;
-        db::refresh_tokens::revoke_user(ctx.db(), key, now).await?;
+        revocation::end_sessions(ctx.db(), ctx.store(), key).await?;
     }
     // Each effect has its own entry, so lifting a ban never revives claims a move made stale.
     if let Some(version) = claims_version {

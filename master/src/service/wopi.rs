@@ -16,6 +16,7 @@ use crate::auth::token::{TokenType, WopiClaims, token_error};
 use crate::context::Context;
 use crate::db;
 use crate::db::objects::ObjectRow;
+use crate::db::users::UserRow;
 use crate::domain::ids::ObjectId;
 use crate::domain::object::ObjectName;
 use crate::domain::time::{now_ms, to_rfc3339};
@@ -84,7 +85,8 @@ pub async fn open_session(
         }
         None => None,
     };
-    let (access_token, access_token_ttl) = issue_token(ctx, caller, file.id(), edit, app);
+    let user = accounts::load_active_user(ctx.db(), caller).await?;
+    let (access_token, access_token_ttl) = issue_token(ctx, user.row(), file.id(), edit, app);
     Ok(WopiSession { action_url, access_token, access_token_ttl, wopi_src: src })
 }
 
@@ -94,11 +96,20 @@ pub fn wopi_src(base: &str, file: ObjectId) -> String {
 }
 
 /// A signed token and its expiry in milliseconds since the epoch.
-fn issue_token(ctx: &Context, user: Uuid, file: ObjectId, edit: bool, app: Option<Uuid>) -> (String, i64) {
+fn issue_token(ctx: &Context, user: &UserRow, file: ObjectId, edit: bool, app: Option<Uuid>) -> (String, i64) {
     let now = now_ms() / 1000;
     let exp = now + TOKEN_LIFETIME.as_secs() as i64;
-    let claims =
-        WopiClaims { sub: user, jti: Uuid::new_v4(), obj: file.into(), edit, app, iat: now, exp, typ: TokenType::Wopi };
+    let claims = WopiClaims {
+        sub: user.id.into(),
+        jti: Uuid::new_v4(),
+        obj: file.into(),
+        edit,
+        app,
+        iat: now,
+        exp,
+        typ: TokenType::Wopi,
+        user_version: user.claims_changed_at,
+    };
     (ctx.tokens().sign(&claims), exp * 1000)
 }
 
@@ -144,6 +155,12 @@ pub async fn authorise(ctx: &Context, request: &WopiRequest<'_>, file_id: Uuid) 
     let user = accounts::load_active_user(ctx.db(), claims.sub)
         .await
         .map_err(|_| revoked("the token's user is no longer active"))?;
+    // The user's claims version, as access tokens are checked against it (signed out
+    // everywhere, moved to another group), read from the database: it outlives the store's
+    // entries, and a WOPI token lives ten hours.
+    if claims.user_version < user.row().claims_changed_at {
+        return Err(revoked("the token was issued before its user signed out everywhere"));
+    }
     let file = if claims.edit {
         access::writable(ctx.db(), claims.sub, file_id, Reach::Live).await?.as_readable().clone()
     } else {
@@ -469,7 +486,7 @@ pub async fn put_relative(
             }
         }
     };
-    let (token, _) = issue_token(ctx, owner, written.id.into(), true, access.claims.app);
+    let (token, _) = issue_token(ctx, access.user.row(), written.id.into(), true, access.claims.app);
     let url = format!("{}?access_token={token}", wopi_src(base, written.id.into()));
     Ok(RelativeFile { name: written.name, url })
 }

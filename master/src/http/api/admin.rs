@@ -146,7 +146,7 @@ pub struct UpdateUserRequest {
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such user", body = ErrorBody),
-        (status = 409, description = "Administrators cannot ban themselves", body = ErrorBody),
+        (status = 409, description = "Administrators cannot ban themselves, or no active administrator would be left", body = ErrorBody),
         (status = 422, description = "Invalid field", body = ErrorBody),
     ))]
 pub async fn update_user(
@@ -229,6 +229,36 @@ pub struct GroupRequest {
     pub version_max_days: i32,
 }
 
+/// A group's settings as `PUT` replaces them: those of [`GroupRequest`], with `is_admin`
+/// required (left out, it once defaulted to false and took administration away).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GroupReplacement {
+    #[schema(min_length = 1, max_length = 64)]
+    pub name: String,
+    pub is_admin: bool,
+    /// Bytes; 64-bit.
+    #[schema(minimum = 0)]
+    pub max_storage: i64,
+    #[serde(default)]
+    pub permissions: GroupPermissions,
+    /// Ordered; the first is the default policy of new members.
+    #[serde(default)]
+    pub policy_ids: Vec<Uuid>,
+    /// Days trashed objects are kept (1..=3650, default 30).
+    #[serde(default = "default_retention")]
+    #[schema(minimum = 1, maximum = 3650)]
+    pub trash_retention_days: i32,
+    /// How many earlier contents (versions) each file keeps (0..=1000, default 10; 0 keeps none).
+    #[serde(default = "default_version_count")]
+    #[schema(minimum = 0, maximum = 1000)]
+    pub version_max_count: i32,
+    /// Days a version is kept after it was replaced (0..=36500, default 30; 0: no limit by age).
+    #[serde(default = "default_retention")]
+    #[schema(minimum = 0, maximum = 36500)]
+    pub version_max_days: i32,
+}
+
 fn default_retention() -> i32 {
     30
 }
@@ -239,6 +269,21 @@ fn default_version_count() -> i32 {
 
 impl From<GroupRequest> for GroupInput {
     fn from(r: GroupRequest) -> Self {
+        GroupInput {
+            name: r.name,
+            is_admin: r.is_admin,
+            max_storage: r.max_storage,
+            permissions: r.permissions,
+            policy_ids: r.policy_ids,
+            trash_retention_days: r.trash_retention_days,
+            version_max_count: r.version_max_count,
+            version_max_days: r.version_max_days,
+        }
+    }
+}
+
+impl From<GroupReplacement> for GroupInput {
+    fn from(r: GroupReplacement) -> Self {
         GroupInput {
             name: r.name,
             is_admin: r.is_admin,
@@ -298,23 +343,24 @@ pub async fn get_group(
     Ok(Json(groups::get(state.db(), id).await?))
 }
 
-/// Replace a group's settings.
+/// Replace a group's settings (`is_admin` included: there is no default). Refused when it would
+/// take administration from the last active administrators.
 #[utoipa::path(put, path = "/admin/group/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
-    request_body = GroupRequest,
+    request_body = GroupReplacement,
     responses(
         (status = 200, description = "Updated", body = GroupView),
         (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such group", body = ErrorBody),
-        (status = 409, description = "Name taken", body = ErrorBody),
-        (status = 422, description = "Invalid field or unknown policy", body = ErrorBody),
+        (status = 409, description = "Name taken, or no active administrator would be left", body = ErrorBody),
+        (status = 422, description = "Invalid field (`is_admin` missing) or unknown policy", body = ErrorBody),
     ))]
 pub async fn update_group(
     State(state): State<Context>,
     AdminRequired(admin): AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
-    ApiJson(request): ApiJson<GroupRequest>,
+    ApiJson(request): ApiJson<GroupReplacement>,
 ) -> ServiceResult<Json<GroupView>> {
     Ok(Json(groups::update(&state, admin.sub, id, request.into()).await?))
 }

@@ -280,8 +280,8 @@ pub struct ChangePasswordRequest {
     pub new_password: Secret,
 }
 
-/// Change the caller's password. Every refresh token of the caller is revoked (all devices
-/// must sign in again once their access token expires).
+/// Change the caller's password. Every session of the caller ends: refresh tokens are
+/// revoked, and access and WOPI tokens issued before are refused (all devices sign in again).
 #[utoipa::path(patch, path = "/user/settings/password", tag = "user", security(("bearer" = [])),
     request_body = ChangePasswordRequest,
     responses(
@@ -296,7 +296,7 @@ pub async fn change_password(
     caller: AuthRequired,
     ApiJson(request): ApiJson<ChangePasswordRequest>,
 ) -> ServiceResult<StatusCode> {
-    accounts::change_password(state.db(), caller.claims.sub, &request.old_password, &request.new_password).await?;
+    accounts::change_password(&state, caller.claims.sub, &request.old_password, &request.new_password).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
