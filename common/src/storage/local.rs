@@ -849,11 +849,11 @@ fn names_chunk(name: &str, index: u32) -> bool {
 async fn remove_chunk_copies(dir: &Path, index: u32) -> io::Result<()> {
     let mut entries = fs::read_dir(dir).await?;
     while let Some(entry) = entries.next_entry().await? {
-        if entry.file_name().to_str().is_some_and(|name| names_chunk(name, index)) {
-            match fs::remove_file(entry.path()).await {
-                Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(err),
-                _ => {}
-            }
+        if entry.file_name().to_str().is_some_and(|name| names_chunk(name, index))
+            && let Err(err) = fs::remove_file(entry.path()).await
+            && err.kind() != io::ErrorKind::NotFound
+        {
+            return Err(err);
         }
     }
     Ok(())
