@@ -248,6 +248,7 @@ codes! {
     VERSION_NOT_FOUND = "version.not_found";
 
     EVENTS_CURSOR_EXPIRED = "events.cursor_expired";
+    EVENTS_CURSOR_AHEAD = "events.cursor_ahead";
     EVENTS_UNAVAILABLE = "events.unavailable";
 
     SERVER_INTERNAL = "server.internal";
