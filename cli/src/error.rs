@@ -25,6 +25,10 @@ pub enum ExitKind {
     /// `nubo sync` finished but not everything is in step: conflicts were kept (both versions
     /// are on both sides), or paths were skipped (names one side cannot hold, changes meanwhile).
     NotConverged = 8,
+    /// `nubo sync` refused a run that looks like an accident rather than a wish: the local folder
+    /// is empty or on another file system than last time (an unmounted disk?), or the run would
+    /// delete more than half of what was synced at once. Nothing was changed.
+    Unsafe = 9,
 }
 
 /// A failed command: its kind, what happened, the server's error code when it answered one,

@@ -129,7 +129,8 @@ enum Command {
     },
     /// Keep a local folder and a remote folder in step, both ways (see docs/src/cli.md).
     ///
-    /// Exit status: 0 everything in step, 8 conflicts kept or paths skipped, else as other commands.
+    /// Exit status: 0 everything in step, 8 conflicts kept or paths skipped, 9 refused as unsafe (an
+    /// unmounted disk?), else as other commands.
     Sync {
         /// Only send local changes to the server.
         #[arg(long, conflicts_with = "pull")]
@@ -146,6 +147,10 @@ enum Command {
         /// Transfers at once.
         #[arg(long, short = 'P', default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
         parallel: u16,
+        /// Run even when the local folder is empty or on another disk than last time, or the run
+        /// deletes more than half of what was synced (refused otherwise, exit 9).
+        #[arg(long)]
+        allow_mass_delete: bool,
         /// The local folder (made when missing).
         #[arg(value_name = "LOCAL")]
         local: PathBuf,
@@ -243,13 +248,14 @@ async fn run(command: Command, output: Output) -> CliResult<Value> {
                 ShareAction::Rm { codes } => commands::share_rm(&api, &codes, output).await,
             }
         }
-        Command::Sync { push, pull, dry_run, watch, parallel, local, remote } => {
+        Command::Sync { push, pull, dry_run, watch, parallel, allow_mass_delete, local, remote } => {
             let direction = match (push, pull) {
                 (true, _) => sync::Direction::Push,
                 (_, true) => sync::Direction::Pull,
                 _ => sync::Direction::Both,
             };
-            let options = sync::SyncOptions { direction, dry_run, watch, parallel: usize::from(parallel) };
+            let options =
+                sync::SyncOptions { direction, dry_run, watch, parallel: usize::from(parallel), allow_mass_delete };
             sync::sync(&Api::signed_in()?, &local, &remote, &options, output).await
         }
         Command::Search { text, kind, under } => {

@@ -46,3 +46,14 @@ pub fn bytes_written(n: u64) -> bool {
 pub fn stop_after_bytes() -> ! {
     stop(&format!("{} byte(s)", BYTES.load(Ordering::SeqCst)))
 }
+
+/// `NUBO_CLI_PAUSE_BEFORE_TRASH=FILE`: `nubo sync` waits, before its remote deletions, until
+/// `FILE` exists (saying so on standard error), so a test can let another device act between
+/// a run's plan and its deletions.
+pub async fn pause_before_trash() {
+    let Some(flag) = std::env::var_os("NUBO_CLI_PAUSE_BEFORE_TRASH") else { return };
+    eprintln!("waiting before the remote deletions (test hook)");
+    while !std::path::Path::new(&flag).exists() {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

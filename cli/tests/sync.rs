@@ -33,6 +33,12 @@ on_every_backend!(
     watching_picks_up_changes_on_both_sides,
     one_way_runs_leave_the_other_direction_for_later,
     a_server_unchanged_since_the_last_run_is_not_listed_again,
+    an_unmounted_disk_or_a_mass_deletion_is_refused_not_carried_to_the_server,
+    a_server_restored_from_a_backup_is_merged_as_a_first_run_where_nothing_is_deleted,
+    two_devices_syncing_at_once_never_trash_each_others_changes,
+    a_users_own_part_named_files_are_synced_and_never_deleted,
+    a_folder_deleted_here_keeps_what_this_side_could_not_hold,
+    the_clis_own_configuration_and_state_are_never_synced,
 );
 
 /// The binary with its own config and data directories, a local folder `tree/` to sync and
@@ -46,7 +52,16 @@ impl Pair {
     /// Registers `email`, signs the binary in (through `server`, the master's address or a
     /// relay's) and makes `/sync`.
     async fn new(app: &TestApp, email: &str, server: &str) -> Pair {
-        let session = app.register(email, PASSWORD).await;
+        app.register(email, PASSWORD).await;
+        let pair = Pair::another_device(app, email, server).await;
+        let root = app.root_id(&pair.session).await;
+        app.mkdir(&pair.session, &root, "sync").await;
+        pair
+    }
+
+    /// The binary of another device of the account `email`, signed in, with its own folder.
+    async fn another_device(app: &TestApp, email: &str, server: &str) -> Pair {
+        let session = app.login(email, PASSWORD).await;
         let pair = Pair { home: tempfile::tempdir().unwrap(), session };
         std::fs::create_dir_all(pair.local("")).unwrap();
         let login =
@@ -55,8 +70,6 @@ impl Pair {
         use tokio::io::AsyncWriteExt;
         child.stdin.take().unwrap().write_all(format!("{PASSWORD}\n").as_bytes()).await.unwrap();
         assert!(child.wait().await.unwrap().success(), "login");
-        let root = app.root_id(&pair.session).await;
-        app.mkdir(&pair.session, &root, "sync").await;
         pair
     }
 
@@ -587,4 +600,260 @@ async fn a_server_unchanged_since_the_last_run_is_not_listed_again(app: TestApp)
     assert_eq!(run.summary()["listed_remote"], true, "after a one-way run the server is listed");
     assert_eq!(pair.read("c.txt").as_deref(), Some(&b"three"[..]));
     assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+}
+
+/// A tmpfs mounted at a folder for as long as it lives (the tests run as root).
+struct Mount(PathBuf);
+
+impl Mount {
+    fn tmpfs(at: &Path) -> Mount {
+        let status =
+            std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"]).arg(at).status();
+        assert!(status.unwrap().success(), "mount a tmpfs (as root) at {}", at.display());
+        Mount(at.to_owned())
+    }
+
+    fn unmount(&self) {
+        let status = std::process::Command::new("umount").arg(&self.0).status().unwrap();
+        assert!(status.success(), "umount {}", self.0.display());
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).stderr(Stdio::null()).status();
+    }
+}
+
+async fn trash_count(app: &TestApp, session: &Session) -> u64 {
+    let trash: Value = app.call(Method::GET, "/trash", Some(&session.access), None).await.json().await.unwrap();
+    trash["count"].as_u64().unwrap()
+}
+
+async fn an_unmounted_disk_or_a_mass_deletion_is_refused_not_carried_to_the_server(app: TestApp) {
+    let pair = Pair::new(&app, "unmounted@nubo.test", &app.base_url).await;
+    let disk = Mount::tmpfs(&pair.local(""));
+    for i in 0..40 {
+        pair.write(&format!("photos/{i:02}.txt"), format!("photo {i}").as_bytes());
+    }
+    pair.sync().await.converged();
+    assert_eq!(remote_objects(&app, &pair.session, "/sync").await.len(), 41);
+
+    // The disk unmounted: its mount point is an empty folder on another file system.
+    disk.unmount();
+    let run = pair.sync().await;
+    assert_eq!(run.code, 9, "refused as unsafe: {run:?}");
+    assert!(run.error()["message"].as_str().unwrap().contains("another file system"), "{}", run.stderr);
+    assert_eq!(remote_objects(&app, &pair.session, "/sync").await.len(), 41, "nothing trashed");
+    assert_eq!(trash_count(&app, &pair.session).await, 0);
+    // Something written into the mount point does not make it the synced disk.
+    pair.write("stray.txt", b"written while unmounted");
+    assert_eq!(pair.sync().await.code, 9);
+    std::fs::remove_file(pair.local("stray.txt")).unwrap();
+
+    // Mounted again (a tmpfs is another file system each time: accepted by the override), the
+    // files back as they were: nothing to do but agree.
+    let disk = Mount::tmpfs(&pair.local(""));
+    let run = pair.sync().await;
+    assert_eq!(run.code, 9, "{run:?}");
+    for i in 0..40 {
+        pair.write(&format!("photos/{i:02}.txt"), format!("photo {i}").as_bytes());
+    }
+    let run = pair.sync_with(&["--allow-mass-delete"], &[]).await;
+    run.converged();
+    assert_eq!((run.count("upload"), run.count("trash_remote")), (0, 0), "{}", run.stdout);
+
+    // The folder emptied, or most of it deleted at once: refused; with the override, done.
+    std::fs::remove_dir_all(pair.local("photos")).unwrap();
+    let run = pair.sync().await;
+    assert_eq!(run.code, 9, "an empty folder: {run:?}");
+    assert!(run.error()["message"].as_str().unwrap().contains("empty"), "{}", run.stderr);
+    for i in 0..10 {
+        pair.write(&format!("photos/{i:02}.txt"), format!("photo {i}").as_bytes());
+    }
+    let run = pair.sync().await;
+    assert_eq!(run.code, 9, "30 of 41 deleted at once: {run:?}");
+    assert!(run.error()["message"].as_str().unwrap().contains("would delete 30 of 41"), "{}", run.stderr);
+    assert_eq!(remote_objects(&app, &pair.session, "/sync").await.len(), 41, "nothing trashed");
+    std::fs::remove_file(pair.local("photos/09.txt")).unwrap();
+    let run = pair.sync_with(&["--allow-mass-delete"], &[]).await;
+    run.converged();
+    assert_eq!(run.count("trash_remote"), 31);
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+    // A few deletions are ordinary.
+    for i in 0..3 {
+        std::fs::remove_file(pair.local(&format!("photos/{i:02}.txt"))).unwrap();
+    }
+    pair.sync().await.converged();
+    disk.unmount();
+}
+
+async fn a_server_restored_from_a_backup_is_merged_as_a_first_run_where_nothing_is_deleted(app: TestApp) {
+    let mut app = app;
+    let pair = Pair::new(&app, "restored@nubo.test", &app.base_url).await;
+    pair.write("kept.txt", b"before the backup");
+    pair.write("deleted-after.txt", b"deleted after the backup");
+    pair.sync().await.converged();
+    sync_until_listed_is(&pair, false).await;
+    app.back_up().await;
+
+    // After the backup: a file written here and uploaded, a file deleted here and trashed there.
+    pair.write("written-after.txt", b"its only other copy is in the lost part of the server");
+    std::fs::remove_file(pair.local("deleted-after.txt")).unwrap();
+    let run = pair.sync().await;
+    run.converged();
+    assert_eq!((run.count("upload"), run.count("trash_remote")), (1, 1), "{}", run.stdout);
+    sync_until_listed_is(&pair, false).await;
+
+    // The server restored: its cursor is behind this pair's, and it lacks what was done since.
+    app.restore_backup().await;
+    let run = pair.sync().await;
+    run.converged();
+    assert_eq!(run.summary()["merged_as_first_run"], true, "{}", run.stdout);
+    assert_eq!(run.summary()["listed_remote"], true);
+    assert_eq!((run.count("delete_local"), run.count("trash_remote")), (0, 0), "nothing deleted: {}", run.stdout);
+    let local = pair.local_tree();
+    assert_eq!(local["written-after.txt"], Some(b"its only other copy is in the lost part of the server".to_vec()));
+    assert_eq!(local["deleted-after.txt"], Some(b"deleted after the backup".to_vec()), "the union brings it back");
+    assert_eq!(remote_tree(&app, &pair.session).await, local, "the server has the file again");
+
+    // Once the server's feed passes the old cursor, nothing here is taken as deleted there.
+    let folder = sync_folder_id(&app, &pair.session).await;
+    for i in 0..8 {
+        app.mkdir(&pair.session, &folder, &format!("later {i}")).await;
+    }
+    let run = pair.sync().await;
+    run.converged();
+    assert_eq!(run.summary()["merged_as_first_run"], false, "the new history is trusted again");
+    assert_eq!(run.count("delete_local"), 0);
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+    sync_until_listed_is(&pair, false).await;
+
+    // Another database (another epoch): a local deletion is not carried over, the file comes back.
+    app.sql("UPDATE server_epoch SET epoch = 'another-database'").await;
+    std::fs::remove_file(pair.local("kept.txt")).unwrap();
+    let run = pair.sync().await;
+    run.converged();
+    assert_eq!(run.summary()["merged_as_first_run"], true, "{}", run.stdout);
+    assert_eq!(run.count("trash_remote"), 0);
+    assert_eq!(pair.read("kept.txt").as_deref(), Some(&b"before the backup"[..]));
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+}
+
+async fn two_devices_syncing_at_once_never_trash_each_others_changes(app: TestApp) {
+    let laptop = Pair::new(&app, "devices@nubo.test", &app.base_url).await;
+    let desktop = Pair::another_device(&app, "devices@nubo.test", &app.base_url).await;
+    for i in 0..10 {
+        laptop.write(&format!("project/{i}.txt"), format!("version 1 of {i}").as_bytes());
+    }
+    laptop.write("notes.txt", b"notes, version 1");
+    laptop.sync().await.converged();
+    desktop.sync().await.converged();
+    assert_eq!(desktop.local_tree(), laptop.local_tree());
+
+    // The laptop deletes the project folder and the notes; the desktop edits a file of each, and
+    // syncs while the laptop's run is between its plan and its deletions.
+    std::fs::remove_dir_all(laptop.local("project")).unwrap();
+    std::fs::remove_file(laptop.local("notes.txt")).unwrap();
+    tick().await;
+    desktop.write("project/3.txt", b"version 2 of 3, written on the desktop");
+    desktop.write("notes.txt", b"notes, version 2, written on the desktop");
+    let flag = laptop.home.path().join("go");
+    let tree = laptop.local("");
+    let args = ["--json", "sync", "--allow-mass-delete", tree.to_str().unwrap(), "/sync"];
+    let flag_env = flag.to_str().unwrap();
+    let mut running = laptop.command(&args, &[("NUBO_CLI_PAUSE_BEFORE_TRASH", flag_env)]).spawn().unwrap();
+    let mut stderr = tokio::io::BufReader::new(running.stderr.take().unwrap()).lines();
+    let waiting = tokio::time::timeout(Duration::from_secs(120), async {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            if line.contains("waiting before the remote deletions") {
+                return true;
+            }
+        }
+        false
+    });
+    assert_eq!(waiting.await, Ok(true), "the laptop's run planned its deletions");
+    let run = desktop.sync().await;
+    run.converged();
+    assert_eq!(run.count("upload"), 2, "{}", run.stdout);
+    std::fs::write(&flag, b"").unwrap();
+    let output = tokio::time::timeout(Duration::from_secs(120), running.wait_with_output()).await.unwrap().unwrap();
+    let run = Run::of(output);
+    run.converged();
+    assert!(run.count("replan") >= 2, "the server refused what changed: {}", run.stdout);
+
+    // The desktop's edits survive on the server, the rest of the laptop's deletions went through.
+    let remote = remote_tree(&app, &laptop.session).await;
+    assert_eq!(
+        remote.get("project/3.txt"),
+        Some(&Some(b"version 2 of 3, written on the desktop".to_vec())),
+        "{remote:?}"
+    );
+    assert_eq!(remote.get("notes.txt"), Some(&Some(b"notes, version 2, written on the desktop".to_vec())));
+    assert!(!remote.contains_key("project/0.txt"), "{remote:?}");
+    assert_eq!(laptop.local_tree(), remote, "the laptop has the edits back");
+    desktop.sync().await.converged();
+    assert_eq!(desktop.local_tree(), remote, "and the desktop keeps them");
+}
+
+async fn a_users_own_part_named_files_are_synced_and_never_deleted(app: TestApp) {
+    let pair = Pair::new(&app, "parts@nubo.test", &app.base_url).await;
+    let folder = sync_folder_id(&app, &pair.session).await;
+    pair.write(".nubo-part-mine.txt", b"a user's file, whatever its name");
+    pair.write("docs/.nubo-part-2026", b"another");
+    app.upload(&pair.session, &folder, ".nubo-part-theirs.txt", b"made on another device").await;
+    pair.sync().await.converged();
+    pair.sync().await.converged();
+    assert_eq!(pair.read(".nubo-part-mine.txt").as_deref(), Some(&b"a user's file, whatever its name"[..]));
+    assert_eq!(pair.read("docs/.nubo-part-2026").as_deref(), Some(&b"another"[..]));
+    assert_eq!(pair.read(".nubo-part-theirs.txt").as_deref(), Some(&b"made on another device"[..]));
+    let remote = remote_objects(&app, &pair.session, "/sync").await;
+    assert!(remote.contains_key(".nubo-part-mine.txt") && remote.contains_key("docs/.nubo-part-2026"), "{remote:?}");
+}
+
+async fn a_folder_deleted_here_keeps_what_this_side_could_not_hold(app: TestApp) {
+    let pair = Pair::new(&app, "survivors@nubo.test", &app.base_url).await;
+    let folder = sync_folder_id(&app, &pair.session).await;
+    let inner = app.mkdir(&pair.session, &folder, "shared").await;
+    app.upload(&pair.session, &inner, "back\\slash.txt", b"made on another system").await;
+    app.upload(&pair.session, &inner, "plain.txt", b"plain").await;
+    pair.write("other.txt", b"not an empty folder");
+    assert_eq!(pair.sync().await.code, 8, "the name is skipped here");
+    assert_eq!(pair.read("shared/plain.txt").as_deref(), Some(&b"plain"[..]));
+
+    std::fs::remove_dir_all(pair.local("shared")).unwrap();
+    let run = pair.sync().await;
+    assert_eq!(run.code, 8, "{run:?}");
+    let remote = remote_objects(&app, &pair.session, "/sync").await;
+    assert!(remote.contains_key("shared/back\\slash.txt"), "what this side never held survives: {remote:?}");
+    assert!(!remote.contains_key("shared/plain.txt"), "the rest of the deletion went through");
+    assert!(pair.local("shared").is_dir(), "the folder is made again here, for the survivor");
+}
+
+async fn the_clis_own_configuration_and_state_are_never_synced(app: TestApp) {
+    let pair = Pair::new(&app, "itself@nubo.test", &app.base_url).await;
+    // The folder synced holds the CLI's configuration (`config/nubo`) and state (`data/nubo`).
+    let home = pair.home.path().to_path_buf();
+    let folder = sync_folder_id(&app, &pair.session).await;
+    let config = app.mkdir(&pair.session, &folder, "config").await;
+    let nubo = app.mkdir(&pair.session, &config, "nubo").await;
+    app.upload(&pair.session, &nubo, "credentials.json", b"another device's credentials").await;
+    pair.write("mine.txt", b"mine");
+    let credentials = std::fs::read(home.join("config/nubo/credentials.json")).unwrap();
+    let sync_home = || {
+        let args = ["--json", "sync", "-P", "8", home.to_str().unwrap(), "/sync"];
+        let child = pair.command(&args, &[]).spawn().unwrap();
+        async move { Run::of(child.wait_with_output().await.unwrap()) }
+    };
+    let first = sync_home().await;
+    first.converged();
+    assert_eq!(std::fs::read(home.join("config/nubo/credentials.json")).unwrap(), credentials, "never overwritten");
+    let remote = remote_objects(&app, &pair.session, "/sync").await;
+    assert!(remote.contains_key("tree/mine.txt"), "{remote:?}");
+    assert!(!remote.keys().any(|path| path.starts_with("data/nubo/sync")), "no sync state went up: {remote:?}");
+    assert_eq!(remote["config/nubo/credentials.json"]["size"], "another device's credentials".len(), "left alone");
+    let again = sync_home().await;
+    again.converged();
+    let moved: usize = ["upload", "download", "trash_remote", "delete_local"].iter().map(|e| again.count(e)).sum();
+    assert_eq!(moved, 0, "a second run has nothing to do: {}", again.stdout);
 }

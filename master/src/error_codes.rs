@@ -252,6 +252,7 @@ codes! {
     VERSION_NOT_FOUND = "version.not_found";
 
     EVENTS_CURSOR_EXPIRED = "events.cursor_expired";
+    EVENTS_CURSOR_AHEAD = "events.cursor_ahead";
     EVENTS_UNAVAILABLE = "events.unavailable";
     EVENTS_TOO_MANY_STREAMS = "events.too_many_streams";
 

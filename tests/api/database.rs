@@ -427,3 +427,62 @@ async fn an_inline_write_waits_for_a_busy_database_without_holding_the_thread() 
         .unwrap();
     assert_eq!(value, "written");
 }
+
+nubo_tests::on_every_backend!(concurrent_writers_of_every_kind_never_answer_a_server_error);
+
+/// Four clients moving and renaming files (write transactions that read first) while two write
+/// through WebDAV (SQLite's inline writer) and one changes settings: on SQLite a deferred
+/// transaction met another connection's commit and failed with "database is locked" (517).
+async fn concurrent_writers_of_every_kind_never_answer_a_server_error(app: TestApp) {
+    let (session, dav) = app.dav_user("writers@example.com", "box").await;
+    let admin = app.login_admin().await;
+    let root = app.root_id(&session).await;
+    let (left, right) = (app.mkdir(&session, &root, "left").await, app.mkdir(&session, &root, "right").await);
+    let mut files = Vec::new();
+    for i in 0..4 {
+        files.push(app.upload(&session, &left, &format!("f{i}.txt"), b"x").await["id"].as_str().unwrap().to_owned());
+    }
+    let app = std::sync::Arc::new(app);
+    let dav = std::sync::Arc::new(dav);
+    let mut tasks = Vec::new();
+    for (i, file) in files.into_iter().enumerate() {
+        let (app, token, left, right) = (app.clone(), session.access.clone(), left.clone(), right.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut statuses = Vec::new();
+            for round in 0..60 {
+                let target = if round % 2 == 0 { &right } else { &left };
+                let body = serde_json::json!({"src_ids": [file], "dst_id": target});
+                statuses.push(app.call(Method::PATCH, "/object", Some(&token), Some(body)).await.status().as_u16());
+                let body = serde_json::json!({"name": format!("f{i} round {round}.txt")});
+                let path = format!("/object/{file}");
+                statuses.push(app.call(Method::PATCH, &path, Some(&token), Some(body)).await.status().as_u16());
+            }
+            statuses
+        }));
+    }
+    for writer in 0..2 {
+        let dav = dav.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut statuses = Vec::new();
+            for round in 0..60 {
+                let response = dav.put(&format!("/dav-{writer}-{round}.txt"), format!("written {round}")).await;
+                statuses.push(response.status().as_u16());
+            }
+            statuses
+        }));
+    }
+    let (app_for_settings, token) = (app.clone(), admin.access.clone());
+    tasks.push(tokio::spawn(async move {
+        let mut statuses = Vec::new();
+        for round in 0..60 {
+            let body = serde_json::json!({"site_name": format!("Nubo {round}")});
+            let response = app_for_settings.call(Method::PATCH, "/admin/settings", Some(&token), Some(body)).await;
+            statuses.push(response.status().as_u16());
+        }
+        statuses
+    }));
+    let statuses: Vec<u16> = futures_util::future::join_all(tasks).await.into_iter().flat_map(Result::unwrap).collect();
+    let failed: Vec<&u16> = statuses.iter().filter(|s| **s >= 500).collect();
+    assert!(failed.is_empty(), "{} of {} writes failed: {failed:?}", failed.len(), statuses.len());
+    assert!(statuses.iter().all(|s| (200..300).contains(s)), "every write succeeded: {statuses:?}");
+}

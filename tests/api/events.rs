@@ -1,7 +1,7 @@
 //! Change events (`GET /events`, Server-Sent Events): every kind of change reaches the owner's
 //! subscribers and nobody else's, a subscriber on one master hears writes made through another,
-//! a reconnect with `since` replays exactly what was missed, and a cursor older than the kept
-//! events answers 410.
+//! a reconnect with `since` replays exactly what was missed, a cursor older than the kept
+//! events answers 410, and one beyond the newest (a restored backup) 409.
 
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ on_every_backend!(
     a_subscriber_hears_every_kind_of_change_of_its_own_tree,
     a_subscriber_on_another_master_resumes_with_since_and_misses_nothing,
     a_cursor_older_than_the_kept_events_answers_410,
+    a_cursor_beyond_the_newest_answers_409_and_ready_names_the_epoch,
 );
 
 /// One Server-Sent Event.
@@ -238,4 +239,42 @@ async fn a_cursor_older_than_the_kept_events_answers_410(app: TestApp) {
     assert_eq!(resumed.next(Duration::from_secs(10)).await.event, "ready");
     app.mkdir(&user, &root, "c").await;
     assert_eq!(resumed.changes(1).await.0, pairs(&[("created", "c")]));
+}
+
+async fn a_cursor_beyond_the_newest_answers_409_and_ready_names_the_epoch(app: TestApp) {
+    let user = app.register("ahead@example.com", "ahead-password").await;
+    let root = app.root_id(&user).await;
+    app.mkdir(&user, &root, "a").await;
+    let (newest,): (i64,) =
+        sqlx::query_as("SELECT MAX(seq) FROM change_events").fetch_one(app.context().db().reader()).await.unwrap();
+    assert!(newest > 0);
+
+    // The newest cursor itself is fine: nothing since.
+    let mut stream = Stream::open(&app.base_url, &user, Some(newest)).await;
+    let ready = stream.next(Duration::from_secs(10)).await;
+    assert_eq!(ready.event, "ready");
+    assert_eq!(ready.data["cursor"], newest);
+    let epoch = ready.data["epoch"].as_str().expect("ready names the epoch").to_owned();
+    assert_eq!(epoch.len(), 32, "a random id: {epoch}");
+    drop(stream);
+
+    // One beyond it comes from another history (a restored backup): refused, not "nothing since".
+    for ahead in [newest + 1, newest + 1_000_000] {
+        let response =
+            app.client.get(format!("{}/api/v1/events?since={ahead}", app.base_url)).bearer_auth(&user.access);
+        let body = error_body(response.send().await.unwrap(), 409).await;
+        assert_eq!(body["code"], "events.cursor_ahead", "{body}");
+    }
+
+    // Pruned away, the floor still counts as handed out.
+    events::prune(app.context(), now_ms() + 60_000, Duration::ZERO).await.unwrap();
+    let mut stream = Stream::open(&app.base_url, &user, Some(newest)).await;
+    assert_eq!(stream.next(Duration::from_secs(10)).await.event, "ready");
+    drop(stream);
+
+    // The epoch belongs to the database: the same after a restart.
+    let mut app = app;
+    app.restart().await;
+    let mut stream = Stream::open(&app.base_url, &user, None).await;
+    assert_eq!(stream.next(Duration::from_secs(10)).await.data["epoch"], epoch.as_str());
 }

@@ -1,7 +1,8 @@
 //! What sync clients stand on: a folder's whole tree in pages with paths, sizes and content
 //! hashes and the change-event cursor taken before it; a catch-up on events that knows where it
 //! ends (`ready`'s `head`); files made at once from content their owner already holds; and
-//! overwrites that name the content they replace, so a change made meanwhile is never lost.
+//! overwrites that name the content they replace, and trashes that hold to the plan's view of the
+//! tree, so a change made meanwhile is never lost.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -16,6 +17,7 @@ on_every_backend!(
     a_catch_up_on_events_ends_at_the_head_the_stream_announces,
     a_file_is_made_from_content_its_owner_holds_without_sending_it,
     an_overwrite_naming_the_content_it_replaces_never_replaces_a_change,
+    a_trash_with_a_precondition_trashes_nothing_that_changed_since_the_plan,
 );
 
 fn hash(bytes: &[u8]) -> String {
@@ -317,4 +319,74 @@ async fn an_overwrite_naming_the_content_it_replaces_never_replaces_a_change(app
     let body = json!({"file_name": "fresh.txt", "file_size": 5, "parent_id": root, "replaces_blake3": hash(b"x")});
     let response = app.call(Method::POST, "/file/upload", Some(&user.access), Some(body)).await;
     assert_eq!(error_body(response, 422).await["field"], "replaces_blake3", "only with overwrite");
+}
+
+/// The whole tree below `folder` and its cursor, once the master's hub delivered every change
+/// made so far (a sync client's plan made a moment after its last write).
+async fn planned(app: &TestApp, user: &Session, folder: &str) -> (i64, Vec<Value>) {
+    let newest = || async {
+        let (seq,): (Option<i64>,) =
+            sqlx::query_as("SELECT MAX(seq) FROM change_events").fetch_one(app.context().db().reader()).await.unwrap();
+        seq.unwrap_or(0)
+    };
+    for _ in 0..100 {
+        let (cursor, items) = whole_tree(app, user, folder, 100).await;
+        if cursor == newest().await {
+            return (cursor, items);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the hub never caught up");
+}
+
+async fn a_trash_with_a_precondition_trashes_nothing_that_changed_since_the_plan(app: TestApp) {
+    let user = app.register("pia@example.com", "pia-password").await;
+    let root = app.root_id(&user).await;
+    let docs = app.mkdir(&user, &root, "docs").await;
+    let sub = app.mkdir(&user, &docs, "sub").await;
+    let a = app.upload(&user, &docs, "a.txt", b"alpha").await["id"].as_str().unwrap().to_owned();
+    let b = app.upload(&user, &sub, "b.txt", b"beta").await["id"].as_str().unwrap().to_owned();
+    let solo = app.upload(&user, &root, "solo.txt", b"solo").await["id"].as_str().unwrap().to_owned();
+    // The plan's view: the tree and the cursor taken before it.
+    let (cursor, items) = planned(&app, &user, &root).await;
+    assert_eq!(items.len(), 5);
+    let trash = |body: Value| {
+        let (app, access) = (&app, user.access.clone());
+        async move { app.call(Method::DELETE, "/object", Some(&access), Some(body)).await }
+    };
+    let trashed = || async {
+        let trash: Value = app.call(Method::GET, "/trash", Some(&user.access), None).await.json().await.unwrap();
+        trash["count"].as_i64().unwrap()
+    };
+
+    // A file changed after the plan: neither its content nor the cursor holds; nothing trashed,
+    // not even the other object of the same request.
+    let changed = app.request(Method::PATCH, &format!("/file/content?id={b}")).bearer_auth(&user.access);
+    assert_eq!(changed.body("beta, edited").send().await.unwrap().status(), 200);
+    let refused = trash(json!({"ids": [solo, b], "expect": [{"id": b, "blake3": hash(b"beta")}]})).await;
+    assert_eq!(error_body(refused, 409).await["code"], "object.changed");
+    let refused = trash(json!({"ids": [solo, docs], "unchanged_since": cursor})).await;
+    let body = error_body(refused, 409).await;
+    assert_eq!(body["code"], "object.changed", "a change below the folder: {body}");
+    assert_eq!(trashed().await, 0, "nothing went to the trash");
+
+    // A file added below a folder, or moved into it, counts as a change there too.
+    let (cursor, _) = planned(&app, &user, &root).await;
+    let extra = app.mkdir(&user, &root, "extra").await;
+    let moved =
+        app.call(Method::PATCH, "/object", Some(&user.access), Some(json!({"src_ids": [extra], "dst_id": sub})));
+    assert!(moved.await.status().is_success());
+    let refused = trash(json!({"ids": [docs], "unchanged_since": cursor})).await;
+    assert_eq!(error_body(refused, 409).await["code"], "object.changed");
+
+    // As planned: trashed.
+    let (cursor, _) = planned(&app, &user, &root).await;
+    let body =
+        json!({"ids": [docs, solo], "unchanged_since": cursor, "expect": [{"id": solo, "blake3": hash(b"solo")}]});
+    assert_eq!(trash(body).await.status(), 204);
+    assert_eq!(trashed().await, 2);
+    let (_, left) = whole_tree(&app, &user, &root, 100).await;
+    assert!(left.iter().all(|item| item["id"] != a.as_str() && item["id"] != b.as_str()), "{left:?}");
+    let bad = trash(json!({"ids": [root], "unchanged_since": -1})).await;
+    assert_eq!(error_body(bad, 422).await["field"], "unchanged_since");
 }

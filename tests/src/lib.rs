@@ -94,6 +94,45 @@ impl TestDatabase {
     }
 }
 
+impl TestDatabase {
+    /// Copies the database (closed) to its backup, or with `restore` the backup back over it.
+    async fn copy(&self, restore: bool) {
+        match &self.postgres_name {
+            None => {
+                let live = self.dir.path().join("nubo.db").display().to_string();
+                let backup = self.dir.path().join("backup.db").display().to_string();
+                let (from, to) = if restore { (&backup, &live) } else { (&live, &backup) };
+                // The write-ahead log belongs to the file: copied with it, or removed.
+                for suffix in ["", "-wal"] {
+                    let (source, target) = (format!("{from}{suffix}"), format!("{to}{suffix}"));
+                    match std::path::Path::new(&source).exists() {
+                        true => std::fs::copy(&source, &target).map(|_| ()).expect("copy the SQLite database"),
+                        false => drop(std::fs::remove_file(&target)),
+                    }
+                }
+                let _ = std::fs::remove_file(format!("{to}-shm"));
+            }
+            Some(name) => {
+                let pool = sqlx::postgres::PgPool::connect(&postgres_admin_url()).await.expect("PostgreSQL");
+                let backup = format!("{name}_backup");
+                let statements = if restore {
+                    vec![
+                        format!("DROP DATABASE {name} WITH (FORCE)"),
+                        format!("CREATE DATABASE {name} TEMPLATE {backup}"),
+                        format!("DROP DATABASE {backup}"),
+                    ]
+                } else {
+                    vec![format!("CREATE DATABASE {backup} TEMPLATE {name}")]
+                };
+                for statement in statements {
+                    sqlx::query(&statement).execute(&pool).await.expect(&statement);
+                }
+                pool.close().await;
+            }
+        }
+    }
+}
+
 impl Drop for TestDatabase {
     fn drop(&mut self) {
         let Some(name) = self.postgres_name.take() else { return };
@@ -296,6 +335,28 @@ impl TestApp {
         self.stop().await;
         let running = app::start(self.config.clone()).await.expect("master restarts");
         self.running = Some(running);
+    }
+
+    /// Runs one SQL statement on the server's database (for a test to reach a state no API
+    /// call makes, such as another server epoch).
+    pub async fn sql(&self, statement: &str) {
+        sqlx::query(statement).execute(self.context().db().writer()).await.expect(statement);
+    }
+
+    /// Stops the server, copies its database aside (as an operator's backup would) and starts
+    /// it again; [`TestApp::restore_backup`] brings the copy back.
+    pub async fn back_up(&mut self) {
+        self.stop().await;
+        self.database.copy(false).await;
+        self.running = Some(app::start(self.config.clone()).await.expect("master restarts"));
+    }
+
+    /// Stops the server, replaces its database with the copy [`TestApp::back_up`] made (what was
+    /// done since is gone, the data directory is left as it is) and starts it again.
+    pub async fn restore_backup(&mut self) {
+        self.stop().await;
+        self.database.copy(true).await;
+        self.running = Some(app::start(self.config.clone()).await.expect("master restarts"));
     }
 
     /// Stops the server gracefully (in-flight requests finish) and keeps the database.

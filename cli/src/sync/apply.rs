@@ -34,11 +34,38 @@ pub struct Report {
     pub bytes_down: u64,
     /// Whether the server side was listed (else nothing had changed there since the last run).
     pub listed_remote: bool,
+    /// Remote deletions the server refused because the object changed after the plan was made:
+    /// the run is planned again.
+    pub replan: Vec<String>,
+    /// Whether every agreement was distrusted (the server was restored or replaced) and the
+    /// sides merged as on a first run.
+    pub merged_as_first_run: bool,
 }
 
 impl Report {
     pub fn converged(&self) -> bool {
-        self.skipped.is_empty() && self.conflicts.is_empty()
+        self.skipped.is_empty() && self.conflicts.is_empty() && self.replan.is_empty()
+    }
+
+    /// This run followed by `later`, planned again after it: what both did, and what is left
+    /// after the later one.
+    pub fn then(self, later: Report) -> Report {
+        let mut done = self.done;
+        for (what, n) in later.done {
+            *done.entry(what).or_default() += n;
+        }
+        let mut conflicts = self.conflicts;
+        conflicts.extend(later.conflicts);
+        Report {
+            done,
+            skipped: later.skipped,
+            conflicts,
+            bytes_up: self.bytes_up + later.bytes_up,
+            bytes_down: self.bytes_down + later.bytes_down,
+            listed_remote: self.listed_remote || later.listed_remote,
+            replan: later.replan,
+            merged_as_first_run: self.merged_as_first_run || later.merged_as_first_run,
+        }
     }
 }
 
@@ -60,6 +87,8 @@ pub struct Apply<'a> {
     pub report: Mutex<Report>,
     /// Paths whose move failed: nothing at or below them is touched in this run.
     blocked: Mutex<Vec<String>>,
+    /// The change-event cursor the plan's view of the server dates from (0: unknown).
+    pub planned_at: i64,
 }
 
 fn parent_of(path: &str) -> &str {
@@ -105,8 +134,9 @@ pub fn conflict_name(name: &str, device: &str, now: time::OffsetDateTime) -> Str
 }
 
 impl<'a> Apply<'a> {
-    /// The application of one run's plan to `pair`, whose server side is `remotes`.
-    pub fn new(pair: &'a Pair<'a>, remotes: &BTreeMap<String, Remote>) -> Apply<'a> {
+    /// The application of one run's plan to `pair`, whose server side is `remotes` as of the
+    /// change-event cursor `planned_at`.
+    pub fn new(pair: &'a Pair<'a>, remotes: &BTreeMap<String, Remote>, planned_at: i64) -> Apply<'a> {
         let remote_root_path = pair.remote_path.clone();
         let mut folders = HashMap::new();
         folders.insert(String::new(), pair.remote.clone());
@@ -126,6 +156,7 @@ impl<'a> Apply<'a> {
             known_hashes: Mutex::new(known_hashes),
             report: Mutex::new(Report::default()),
             blocked: Mutex::new(Vec::new()),
+            planned_at,
         }
     }
 
@@ -203,7 +234,7 @@ impl<'a> Apply<'a> {
                 Action::MoveRemote { from, to, id } => self.move_remote(&from, &to, &id).await?,
                 Action::Upload { path, local, replaces, .. } => uploads.push((path, local, replaces)),
                 Action::Download { path, remote, expect, .. } => downloads.push((path, remote, expect)),
-                Action::TrashRemote { path, id } => trash.push((path, id)),
+                Action::TrashRemote { path, id, blake3 } => trash.push((path, id, blake3)),
                 Action::DeleteLocal { path, expect } => deletions.push((path, expect)),
                 Action::Conflict { path, local, remote } => conflicts.push((path, local, remote)),
                 Action::Skip { path, reason } => self.skip(&path, reason),
@@ -501,19 +532,37 @@ impl<'a> Apply<'a> {
         Ok(())
     }
 
-    /// Remote deletions go to the trash (restorable), one request for all.
-    async fn trash(&self, trash: Vec<(String, String)>) -> CliResult<()> {
-        let trash: Vec<(String, String)> = trash.into_iter().filter(|(path, _)| !self.is_blocked(path)).collect();
+    /// Remote deletions go to the trash (restorable), one request for all, each only if the
+    /// server still has it as planned: nothing at or below it changed after the plan's cursor,
+    /// a file still has the planned content. What the server refuses is planned again.
+    async fn trash(&self, trash: Vec<(String, String, Option<String>)>) -> CliResult<()> {
+        let trash: Vec<_> = trash.into_iter().filter(|(path, ..)| !self.is_blocked(path)).collect();
         if trash.is_empty() {
             return Ok(());
         }
-        let ids: Vec<&String> = trash.iter().map(|(_, id)| id).collect();
-        let together = self.api.json::<Value>(Method::DELETE, "/object", Some(&json!({"ids": ids}))).await;
-        for (path, id) in &trash {
+        crate::testing::pause_before_trash().await;
+        let request = |items: &[&(String, String, Option<String>)]| {
+            let mut body = json!({
+                "ids": items.iter().map(|(_, id, _)| id).collect::<Vec<_>>(),
+                "expect": items
+                    .iter()
+                    .filter_map(|(_, id, blake3)| blake3.as_ref().map(|b| json!({"id": id, "blake3": b})))
+                    .collect::<Vec<_>>(),
+            });
+            // 0: a server without the tree listing gave no cursor to hold it to.
+            if self.planned_at > 0 {
+                body["unchanged_since"] = json!(self.planned_at);
+            }
+            body
+        };
+        let all: Vec<&(String, String, Option<String>)> = trash.iter().collect();
+        let together = self.api.json::<Value>(Method::DELETE, "/object", Some(&request(&all))).await;
+        for item in &trash {
+            let (path, id, _) = item;
             let outcome = match &together {
                 Ok(_) => Ok(Value::Null),
-                // One of them could not go (gone already, say): each on its own.
-                Err(_) => self.api.json::<Value>(Method::DELETE, "/object", Some(&json!({"ids": [id]}))).await,
+                // One of them could not go (gone already, changed meanwhile): each on its own.
+                Err(_) => self.api.json::<Value>(Method::DELETE, "/object", Some(&request(&[item]))).await,
             };
             match outcome {
                 Ok(_) => {
@@ -521,6 +570,11 @@ impl<'a> Apply<'a> {
                     self.done("trash_remote", path, json!({"id": id}));
                 }
                 Err(err) if err.status == Some(404) => self.state.forget(path)?,
+                Err(err) if err.code.as_deref() == Some("object.changed") => {
+                    let reason = "changed on the server after this run looked: kept, and planned again";
+                    self.emit("replan", path, json!({"reason": reason}));
+                    self.report.lock().expect("report").replan.push(path.clone());
+                }
                 Err(err) => self.failed(path, err)?,
             }
         }
@@ -563,14 +617,16 @@ impl<'a> Apply<'a> {
         Ok(())
     }
 
-    /// Removes the temporary files of downloads no longer under way.
+    /// Removes the temporary files of downloads no longer under way (exactly the names this CLI
+    /// makes, nothing else), and leaves the CLI's own folders alone.
     pub fn remove_stale_parts(&self) {
         let mut pending = vec![self.root.clone()];
         while let Some(dir) = pending.pop() {
             let Ok(entries) = std::fs::read_dir(&dir) else { continue };
             for entry in entries.flatten() {
                 let name = entry.file_name();
-                if name.to_str().is_some_and(|n| n.starts_with(PART_PREFIX)) {
+                let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+                if is_file && name.to_str().is_some_and(super::scan::is_temporary_name) {
                     let _ = std::fs::remove_file(entry.path());
                 } else if entry.file_type().is_ok_and(|t| t.is_dir()) {
                     pending.push(entry.path());

@@ -4,11 +4,13 @@
 //! status saying whether everything converged; `--watch` keeps going (`watch`).
 
 mod apply;
+mod guard;
 mod plan;
 mod scan;
 mod state;
 mod watch;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -26,6 +28,9 @@ pub struct SyncOptions {
     pub watch: bool,
     /// Transfers (and hashes) at once.
     pub parallel: usize,
+    /// Runs even when the local folder looks unmounted or the plan deletes most of what was
+    /// synced (see `guard`).
+    pub allow_mass_delete: bool,
 }
 
 /// One sync pair, resolved: the local root, the remote folder and the state.
@@ -39,6 +44,8 @@ pub struct Pair<'a> {
     output: Output,
     case_insensitive: bool,
     device: String,
+    /// The CLI's own folders inside the local one, relative (never synced; see `scan::own_folders`).
+    own: Vec<String>,
 }
 
 /// The name of this device in conflict copies: `NUBO_DEVICE`, else the host name.
@@ -80,6 +87,7 @@ pub async fn sync(api: &Api, local: &Path, remote: &str, options: &SyncOptions, 
     let pair = Pair {
         api,
         case_insensitive: scan::is_case_insensitive(&root),
+        own: scan::own_folders(&root),
         root,
         remote: folder,
         remote_path,
@@ -91,7 +99,11 @@ pub async fn sync(api: &Api, local: &Path, remote: &str, options: &SyncOptions, 
     if options.watch {
         return watch::watch(&pair).await;
     }
-    let report = pair.run_once().await?;
+    let mut report = pair.run_once().await?;
+    if !report.replan.is_empty() {
+        // The server refused deletions of what changed after the plan: plan again, from now.
+        report = report.then(pair.run_once().await?);
+    }
     finish(&report, output)
 }
 
@@ -106,6 +118,7 @@ fn finish(report: &apply::Report, output: Output) -> CliResult<Value> {
         "bytes_up": report.bytes_up,
         "bytes_down": report.bytes_down,
         "listed_remote": report.listed_remote,
+        "merged_as_first_run": report.merged_as_first_run,
     });
     if output.json {
         println!("{summary}");
@@ -121,6 +134,9 @@ fn finish(report: &apply::Report, output: Output) -> CliResult<Value> {
     if !report.conflicts.is_empty() {
         problems.push(format!("{} conflict(s) kept on both sides", report.conflicts.len()));
     }
+    if !report.replan.is_empty() {
+        problems.push(format!("{} deletion(s) refused by the server (changed there meanwhile)", report.replan.len()));
+    }
     if !report.skipped.is_empty() {
         let shown: Vec<String> = report.skipped.iter().take(5).map(|(p, why)| format!("{p}: {why}")).collect();
         problems.push(format!("{} path(s) skipped ({})", report.skipped.len(), shown.join("; ")));
@@ -133,19 +149,34 @@ fn finish(report: &apply::Report, output: Output) -> CliResult<Value> {
 impl Pair<'_> {
     /// One full reconcile: scan, list, plan, apply (or print the plan with `--dry-run`).
     async fn run_once(&self) -> CliResult<apply::Report> {
+        guard::check_device(&self.state, &self.root, self.options.allow_mass_delete)?;
         let bases = self.state.bases()?;
         let root = self.root.clone();
         let (mut locals, mut skipped) = tokio::task::spawn_blocking(move || scan::scan_local(&root))
             .await
             .map_err(|e| CliError::new(ExitKind::Failed, e.to_string()))?
             .map_err(|err| CliError::local("cannot read", &self.root, err))?;
+        scan::without_own(&mut locals, &self.own);
         skipped.extend(scan::hash_changed(&self.root, &mut locals, &bases, self.options.parallel).await);
+        let stored = self.state.cursor()?.filter(|cursor| *cursor > 0);
+        let server = scan::server_since(self.api, stored).await;
+        // A server restored from a backup (the cursor is beyond its newest) or another database
+        // (another epoch) knows nothing of what was agreed: every agreement is distrusted and
+        // the sides are merged as on a first run, a union where nothing is deleted.
+        let forgot = match &server {
+            scan::ServerSince::Ahead => stored.is_some(),
+            scan::ServerSince::Ready { epoch: Some(epoch), .. } => {
+                !bases.is_empty() && self.state.server_epoch()?.is_some_and(|known| known != *epoch)
+            }
+            _ => false,
+        };
         // Nothing of the account changed on the server since a run that left both sides in
         // step: the server side is as agreed, and no listing is needed. Otherwise it is listed.
-        let stored = self.state.cursor()?.filter(|cursor| *cursor > 0);
-        let unchanged = match stored {
-            Some(cursor) if self.state.in_step()? && scan::server_unchanged_since(self.api, cursor).await => {
-                Some(cursor)
+        let unchanged = match (stored, &server) {
+            (Some(stored), scan::ServerSince::Ready { cursor, head, .. })
+                if !forgot && *cursor == stored && *head == stored && self.state.in_step()? =>
+            {
+                Some(stored)
             }
             _ => None,
         };
@@ -153,22 +184,51 @@ impl Pair<'_> {
             Some(cursor) => (cursor, scan::remote_as_agreed(&bases)),
             None => scan::list_remote(self.api, &self.remote.id, &self.remote_path).await?,
         };
+        let mut bases = if forgot {
+            self.output_note(
+                "the server does not know what this folder agreed with it (restored from a backup?): \
+                 both sides are merged as on a first run, nothing is deleted",
+            );
+            BTreeMap::new()
+        } else {
+            bases
+        };
+        // The CLI's own files inside the folder are nobody's to sync: neither side is touched.
+        scan::without_own(&mut remotes, &self.own);
+        scan::without_own(&mut bases, &self.own);
         skipped.extend(scan::drop_unholdable(&mut remotes, &bases, self.case_insensitive));
         let sides = plan::Sides { locals, remotes, bases };
         let (actions, sides) = plan::plan(sides, self.options.direction, &skipped);
+        guard::check_plan(&actions, &sides, self.options.allow_mass_delete)?;
         if self.options.dry_run {
             return Ok(self.print_plan(&actions));
         }
-        let apply = apply::Apply::new(self, &sides.remotes);
+        let apply = apply::Apply::new(self, &sides.remotes, cursor);
         // Until this run ends in step, the next one lists the server again.
         self.state.set_in_step(false)?;
+        if forgot {
+            self.state.forget_all()?;
+        }
         apply.run(actions).await?;
         apply.remove_stale_parts();
         let mut report = apply.report.into_inner().expect("report");
         report.listed_remote = unchanged.is_none();
+        report.merged_as_first_run = forgot;
         self.state.set_cursor(cursor)?;
+        if let scan::ServerSince::Ready { epoch: Some(epoch), .. } = &server {
+            self.state.set_server_epoch(epoch)?;
+        }
         self.state.set_in_step(report.converged() && self.options.direction == Direction::Both)?;
         Ok(report)
+    }
+
+    /// A line for people (an event for scripts) about the run as a whole.
+    fn output_note(&self, message: &str) {
+        if self.output.json {
+            println!("{}", json!({"event": "note", "message": message}));
+        } else if !self.output.quiet {
+            eprintln!("{message}");
+        }
     }
 
     /// `--dry-run`: the plan, one step a line (JSON with `--json`).

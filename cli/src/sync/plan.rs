@@ -90,10 +90,13 @@ pub enum Action {
         #[serde(skip)]
         remote: Remote,
     },
-    /// Deleted here, unchanged there: into the server's trash.
+    /// Deleted here, unchanged there: into the server's trash, only if it is still as planned
+    /// (`blake3`, a file's content then; the server checks it).
     TrashRemote {
         path: String,
         id: String,
+        #[serde(skip)]
+        blake3: Option<String>,
     },
     /// Deleted on the server, unchanged here: removed when it still has `expect`.
     DeleteLocal {
@@ -328,7 +331,7 @@ fn decide(path: &str, local: Option<&Local>, remote: Option<&Remote>, base: Opti
             (Some(l), None) => {
                 Some(Action::Upload { path, size: l.size, replace: None, replaces: None, local: l.clone() })
             }
-            (None, Some(r)) => Some(Action::TrashRemote { path, id: r.id.clone() }),
+            (None, Some(r)) => Some(Action::TrashRemote { path, id: r.id.clone(), blake3: r.blake3.clone() }),
             (None, None) => Some(Action::Forget { path }),
         },
         (true, false) => match (local, remote) {
@@ -361,8 +364,10 @@ fn decide(path: &str, local: Option<&Local>, remote: Option<&Remote>, base: Opti
 }
 
 /// A folder is deleted on one side only when everything below it goes too; otherwise it is
-/// made again there (what changed below it survives, and needs it).
-fn keep_folders_with_survivors(sides: &Sides, by_path: &mut BTreeMap<String, Action>) {
+/// made again there (what changed below it survives, and needs it). What was skipped below it
+/// (a remote name this side cannot hold, a local file that cannot be read) survives too: this
+/// side never saw it, so it never chose to delete it.
+fn keep_folders_with_survivors(sides: &Sides, skipped: &[&str], by_path: &mut BTreeMap<String, Action>) {
     let folders: Vec<String> = by_path
         .iter()
         .rev()
@@ -375,7 +380,9 @@ fn keep_folders_with_survivors(sides: &Sides, by_path: &mut BTreeMap<String, Act
         .collect();
     for folder in folders {
         let trashing = matches!(by_path.get(&folder), Some(Action::TrashRemote { .. }));
-        let everything_goes = if trashing {
+        let everything_goes = if skipped.iter().any(|s| is_below(s, &folder)) {
+            false
+        } else if trashing {
             sides
                 .remotes
                 .keys()
@@ -434,7 +441,7 @@ pub fn plan(mut sides: Sides, direction: Direction, skipped: &[Skipped]) -> (Vec
             by_path.insert(path.clone(), action);
         }
     }
-    keep_folders_with_survivors(&sides, &mut by_path);
+    keep_folders_with_survivors(&sides, &skipped_paths, &mut by_path);
     let mut actions = moves;
     for skip in skipped {
         actions.push(Action::Skip { path: skip.path.clone(), reason: skip.reason.clone() });
@@ -630,6 +637,16 @@ mod tests {
             plan_of(s),
             ["trash_remote drop", "make_local_folder keep", "download keep/changed.txt", "trash_remote keep/same.txt"]
         );
+    }
+
+    #[test]
+    fn a_folder_deleted_here_keeps_on_the_server_what_this_side_could_not_hold() {
+        let bases = [("f", base("f", None, 0)), ("f/ok.txt", base("1", Some("aa"), 5))];
+        let s = sides(&[], &[remote("f", "f", None), remote("f/ok.txt", "1", Some("aa"))], &bases);
+        let skipped = [Skipped { path: "f/back\\slash.txt".into(), reason: "not synced here".into() }];
+        let planned: Vec<String> =
+            plan(s, Direction::Both, &skipped).0.iter().map(|a| format!("{} {}", a.name(), a.path())).collect();
+        assert_eq!(planned, ["skip f/back\\slash.txt", "make_local_folder f", "trash_remote f/ok.txt"]);
     }
 
     #[test]

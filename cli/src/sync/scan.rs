@@ -16,8 +16,25 @@ use crate::error::{CliResult, ExitKind};
 use crate::remote::RemotePath;
 use crate::upload::hash_file;
 
-/// Temporary names of downloads in flight; never synced.
+/// The prefix of the temporary names this CLI makes (see [`is_temporary_name`]).
 pub const PART_PREFIX: &str = ".nubo-part-";
+
+/// Whether `name` is exactly one of the temporary names this CLI makes: a download in flight
+/// (`.nubo-part-` and 24 hex digits), a step of a case-only rename (`.nubo-part-rename-PID`) or
+/// the case probe (`.nubo-part-case-probe-PID`, and its upper-case twin). Only these are never
+/// synced and removed when left behind; a user's own `.nubo-part-notes.txt` is an ordinary file.
+pub fn is_temporary_name(name: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if let Some(rest) = name.strip_prefix(PART_PREFIX) {
+        if rest.len() == 24 && rest.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return true;
+        }
+        if let Some(pid) = rest.strip_prefix("rename-").or_else(|| rest.strip_prefix("case-probe-")) {
+            return digits(pid);
+        }
+    }
+    name.strip_prefix(".NUBO-PART-CASE-PROBE-").is_some_and(digits)
+}
 
 /// A local file or folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,7 +81,7 @@ pub fn local_name_problem(name: &str) -> Option<&'static str> {
     if name.contains('\\') {
         return Some("its name contains `\\`, a path separator on some systems");
     }
-    if name.starts_with(PART_PREFIX) {
+    if is_temporary_name(name) {
         return Some("its name is kept for downloads in progress");
     }
     if name.len() > 255 {
@@ -133,7 +150,7 @@ pub fn scan_local(root: &Path) -> std::io::Result<(BTreeMap<String, Local>, Vec<
                 skipped.push(Skipped { path: shown, reason: "its name is not UTF-8".into() });
                 continue;
             };
-            if name.starts_with(PART_PREFIX) {
+            if is_temporary_name(&name) {
                 continue;
             }
             let path = format!("{prefix}{name}");
@@ -161,6 +178,27 @@ pub fn scan_local(root: &Path) -> std::io::Result<(BTreeMap<String, Local>, Vec<
         }
     }
     Ok((found, skipped))
+}
+
+/// The CLI's own configuration and state folders (credentials, resume records, sync states)
+/// when they are inside `root`, as relative paths: never synced either way, wherever they are.
+pub fn own_folders(root: &Path) -> Vec<String> {
+    let mine = [crate::config::config_dir().ok(), super::state::state_dir().ok()];
+    mine.into_iter()
+        .flatten()
+        .filter_map(|dir| std::fs::canonicalize(dir).ok())
+        .filter_map(|dir| {
+            let relative = dir.strip_prefix(root).ok()?.to_str()?.replace(std::path::MAIN_SEPARATOR, "/");
+            (!relative.is_empty()).then_some(relative)
+        })
+        .collect()
+}
+
+/// Drops `own` (see [`own_folders`]) and what is below from a side or the base.
+pub fn without_own<T>(map: &mut BTreeMap<String, T>, own: &[String]) {
+    if !own.is_empty() {
+        map.retain(|path, _| !own.iter().any(|o| path == o || path.starts_with(&format!("{o}/"))));
+    }
 }
 
 /// Whether a local file still has the base's content: the same size and modification time.
@@ -222,21 +260,43 @@ struct TreePage {
     next: Option<String>,
 }
 
-/// Everything below the remote folder `folder_id` (at `folder_path`) by relative path, and the
-/// change-event cursor taken before the listing (0 from a server without the tree listing).
-/// Whether nothing of the account changed on the server since `cursor`: the change-event
-/// stream's `ready` says so when its `head` (the account's newest change) equals the cursor.
-/// Any doubt (a cursor too old, an older server, a broken stream) answers `false`.
-pub async fn server_unchanged_since(api: &Api, cursor: i64) -> bool {
-    let url = api.url(&format!("/events?since={cursor}"));
-    let Ok(response) = api.send(|http| http.get(&url)).await else { return false };
-    let Some(Ok(first)) = response.bytes_stream().eventsource().next().await else { return false };
+/// What the server's change-event stream says about it since the pair's cursor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerSince {
+    /// Its `ready` event: the cursor the stream starts from, the account's newest change, and the
+    /// server's epoch (`None` from a server without one).
+    Ready { cursor: i64, head: i64, epoch: Option<String> },
+    /// The cursor is beyond the newest the server handed out (409 `events.cursor_ahead`): it was
+    /// restored from a backup and knows nothing of what was agreed since.
+    Ahead,
+    /// Nothing to go by (a cursor too old, an older server, a broken stream).
+    Unknown,
+}
+
+/// Asks the change-event stream (`GET /events?since=CURSOR`, or from now without a cursor) for
+/// its `ready` event, and closes it.
+pub async fn server_since(api: &Api, cursor: Option<i64>) -> ServerSince {
+    let url = match cursor {
+        Some(cursor) => api.url(&format!("/events?since={cursor}")),
+        None => api.url("/events"),
+    };
+    let response = match api.send(|http| http.get(&url)).await {
+        Ok(response) => response,
+        Err(err) if err.code.as_deref() == Some("events.cursor_ahead") => return ServerSince::Ahead,
+        Err(_) => return ServerSince::Unknown,
+    };
+    let Some(Ok(first)) = response.bytes_stream().eventsource().next().await else { return ServerSince::Unknown };
     let ready: serde_json::Value = serde_json::from_str(&first.data).unwrap_or_default();
-    first.event == "ready" && ready["cursor"].as_i64() == Some(cursor) && ready["head"].as_i64() == Some(cursor)
+    match (first.event.as_str(), ready["cursor"].as_i64(), ready["head"].as_i64()) {
+        ("ready", Some(cursor), Some(head)) => {
+            ServerSince::Ready { cursor, head, epoch: ready["epoch"].as_str().map(str::to_owned) }
+        }
+        _ => ServerSince::Unknown,
+    }
 }
 
 /// The remote side as the last agreement left it, for a run whose server side did not change
-/// since (see [`server_unchanged_since`]) after a two-way run that left both sides in step.
+/// since (see [`server_since`]) after a two-way run that left both sides in step.
 pub fn remote_as_agreed(bases: &BTreeMap<String, Base>) -> BTreeMap<String, Remote> {
     bases
         .iter()
@@ -256,6 +316,8 @@ pub fn remote_as_agreed(bases: &BTreeMap<String, Base>) -> BTreeMap<String, Remo
         .collect()
 }
 
+/// Everything below the remote folder `folder_id` (at `folder_path`) by relative path, and the
+/// change-event cursor taken before the listing (0 from a server without the tree listing).
 pub async fn list_remote(
     api: &Api,
     folder_id: &str,
@@ -394,9 +456,31 @@ mod tests {
     }
 
     #[test]
+    fn only_the_exact_temporary_names_of_the_cli_are_its_own() {
+        for ours in [
+            ".nubo-part-0123456789abcdef01234567",
+            ".nubo-part-rename-42",
+            ".nubo-part-case-probe-7",
+            ".NUBO-PART-CASE-PROBE-7",
+        ] {
+            assert!(is_temporary_name(ours), "{ours}");
+        }
+        for theirs in [
+            ".nubo-part-notes.txt",
+            ".nubo-part-",
+            ".nubo-part-0123456789ABCDEF01234567",
+            ".nubo-part-rename-x",
+            "a.nubo-part-rename-1",
+        ] {
+            assert!(!is_temporary_name(theirs), "{theirs}");
+        }
+    }
+
+    #[test]
     fn names_the_local_side_cannot_hold_are_skipped_with_what_is_below() {
         assert!(local_name_problem("a\\b").is_some());
-        assert!(local_name_problem(".nubo-part-x").is_some());
+        assert!(local_name_problem(".nubo-part-0123456789abcdef01234567").is_some());
+        assert!(local_name_problem(".nubo-part-x").is_none(), "a user's own name");
         assert!(local_name_problem("plain name.txt").is_none());
         let mut remotes: BTreeMap<String, Remote> = ["a\\b", "a\\b/inner.txt", "ok.txt", "Case.txt", "case.txt"]
             .iter()

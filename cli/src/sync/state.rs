@@ -183,42 +183,63 @@ impl State {
         transaction.commit().map_err(failed)
     }
 
-    pub fn cursor(&self) -> CliResult<Option<i64>> {
+    fn meta(&self, key: &str) -> CliResult<Option<String>> {
         self.connection
-            .query_row("SELECT value FROM meta WHERE key = 'cursor'", [], |row| row.get::<_, String>(0))
+            .query_row("SELECT value FROM meta WHERE key = ?1", params![key], |row| row.get::<_, String>(0))
             .optional()
-            .map(|value| value.and_then(|v| v.parse().ok()))
             .map_err(failed)
+    }
+
+    fn set_meta(&self, key: &str, value: &str) -> CliResult<()> {
+        self.connection
+            .execute(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                params![key, value],
+            )
+            .map_err(failed)?;
+        Ok(())
+    }
+
+    pub fn cursor(&self) -> CliResult<Option<i64>> {
+        Ok(self.meta("cursor")?.and_then(|v| v.parse().ok()))
+    }
+
+    pub fn set_cursor(&self, cursor: i64) -> CliResult<()> {
+        self.set_meta("cursor", &cursor.to_string())
     }
 
     /// Whether the last run that set the cursor was a two-way run that left both sides wholly in
     /// step: every remote path then has its agreement here.
     pub fn in_step(&self) -> CliResult<bool> {
-        self.connection
-            .query_row("SELECT value FROM meta WHERE key = 'in_step'", [], |row| row.get::<_, String>(0))
-            .optional()
-            .map(|value| value.as_deref() == Some("1"))
-            .map_err(failed)
+        Ok(self.meta("in_step")?.as_deref() == Some("1"))
     }
 
     pub fn set_in_step(&self, in_step: bool) -> CliResult<()> {
-        self.connection
-            .execute(
-                "INSERT INTO meta (key, value) VALUES ('in_step', ?1) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                params![if in_step { "1" } else { "0" }],
-            )
-            .map_err(failed)?;
+        self.set_meta("in_step", if in_step { "1" } else { "0" })
+    }
+
+    /// The server's epoch when the agreements were made (see `scan::ServerSince`).
+    pub fn server_epoch(&self) -> CliResult<Option<String>> {
+        self.meta("server_epoch")
+    }
+
+    pub fn set_server_epoch(&self, epoch: &str) -> CliResult<()> {
+        self.set_meta("server_epoch", epoch)
+    }
+
+    /// Forgets every agreement (the server forgot them: see `scan::ServerSince`).
+    pub fn forget_all(&self) -> CliResult<()> {
+        self.connection.execute("DELETE FROM base", []).map_err(failed)?;
         Ok(())
     }
 
-    pub fn set_cursor(&self, cursor: i64) -> CliResult<()> {
-        self.connection
-            .execute(
-                "INSERT INTO meta (key, value) VALUES ('cursor', ?1) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                params![cursor.to_string()],
-            )
-            .map_err(failed)?;
-        Ok(())
+    /// The file system the local folder was on when the agreements were made (see `guard`).
+    pub fn root_device(&self) -> CliResult<Option<String>> {
+        self.meta("root_device")
+    }
+
+    pub fn set_root_device(&self, device: &str) -> CliResult<()> {
+        self.set_meta("root_device", device)
     }
 }
 

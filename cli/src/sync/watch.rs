@@ -15,23 +15,25 @@ use serde_json::Value;
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use super::Pair;
-use super::scan::PART_PREFIX;
+use super::scan::is_temporary_name;
 use crate::client::Api;
 use crate::error::{CliError, CliResult, ExitKind};
 
 /// Quiet time after the last change before a run starts.
 const DEBOUNCE: Duration = Duration::from_millis(250);
 
-fn is_ours(path: &Path) -> bool {
-    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(PART_PREFIX))
+/// Whether a change is this CLI's own: a temporary file, or its configuration and state.
+fn is_ours(path: &Path, own: &[std::path::PathBuf]) -> bool {
+    path.file_name().and_then(|n| n.to_str()).is_some_and(is_temporary_name) || own.iter().any(|o| path.starts_with(o))
 }
 
 pub async fn watch(pair: &Pair<'_>) -> CliResult<Value> {
     let (wake, mut woken) = unbounded_channel::<()>();
     let local_wake = wake.clone();
+    let own: Vec<std::path::PathBuf> = pair.own.iter().map(|relative| pair.root.join(relative)).collect();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event
-            && event.paths.iter().any(|p| !is_ours(p))
+            && event.paths.iter().any(|p| !is_ours(p, &own))
         {
             let _ = local_wake.send(());
         }
@@ -53,6 +55,9 @@ pub async fn watch(pair: &Pair<'_>) -> CliResult<Value> {
         match pair.run_once().await {
             Ok(report) => {
                 attempt = 0;
+                if !report.replan.is_empty() {
+                    let _ = wake.send(());
+                }
                 // Scripts get a summary after every run (a sign the side is in step again).
                 if pair.output.json || !report.done.is_empty() || !report.converged() {
                     let _ = super::finish(&report, pair.output).map_err(|err| eprintln!("{err}"));
@@ -93,8 +98,9 @@ async fn follow_events(api: Api, mut since: Option<i64>, wake: UnboundedSender<(
                     }
                 }
             }
-            // Too old: the next run lists everything anyway; follow from now on.
-            Err(err) if err.status == Some(410) => {
+            // Too old, or beyond the server's newest (a restored server): the next run lists
+            // everything anyway (and distrusts what was agreed); follow from now on.
+            Err(err) if err.status == Some(410) || err.code.as_deref() == Some("events.cursor_ahead") => {
                 since = None;
                 let _ = wake.send(());
             }

@@ -18,7 +18,7 @@ pub struct AvatarRow {
 /// Stores `image` as the user's avatar and makes the upload the source in force; answers
 /// whether the user exists.
 pub async fn put_file(db: &Db, user_id: UserId, image: &[u8], etag: &str, now: Millis) -> Result<bool, DbError> {
-    let mut tx = db.writer().begin().await?;
+    let mut tx = db.begin().await?;
     let done = sqlx::query("UPDATE users SET avatar = $2, updated_at = $3 WHERE id = $1")
         .bind(user_id)
         .bind(SOURCE_FILE)
@@ -46,7 +46,7 @@ pub async fn put_file(db: &Db, user_id: UserId, image: &[u8], etag: &str, now: M
 /// Makes `source` (an outside service, or none) the source in force and drops any uploaded
 /// image; answers whether the user exists.
 pub async fn set_source(db: &Db, user_id: UserId, source: Option<&str>, now: Millis) -> Result<bool, DbError> {
-    let mut tx = db.writer().begin().await?;
+    let mut tx = db.begin().await?;
     let done = sqlx::query("UPDATE users SET avatar = $2, updated_at = $3 WHERE id = $1")
         .bind(user_id)
         .bind(source)

@@ -1,4 +1,5 @@
-//! SQL of `change_events` (written by triggers on `objects`) and `change_event_floor`.
+//! SQL of `change_events` (written by triggers on `objects`), `change_event_floor` and
+//! `server_epoch`.
 
 use super::{Db, DbError};
 use crate::domain::ids::{ObjectId, UserId};
@@ -54,6 +55,24 @@ pub async fn newest_of_owner(db: &Db, owner: UserId, upto: i64) -> Result<i64, D
 pub async fn latest(db: &Db) -> Result<i64, DbError> {
     let (seq,): (Option<i64>,) = sqlx::query_as("SELECT MAX(seq) FROM change_events").fetch_one(db.reader()).await?;
     Ok(seq.unwrap_or(0))
+}
+
+/// The newest cursor this database has handed out: its newest event, or the floor when every
+/// event was pruned. A client's cursor beyond it comes from another history (a restored backup).
+pub async fn newest(db: &Db) -> Result<i64, DbError> {
+    let (seq,): (i64,) = sqlx::query_as(
+        "SELECT MAX(seq) FROM (SELECT MAX(seq) AS seq FROM change_events UNION ALL SELECT seq FROM change_event_floor) AS cursors",
+    )
+    .fetch_one(db.reader())
+    .await?;
+    Ok(seq)
+}
+
+/// The random id made when the database was created (see migration 0024).
+pub async fn epoch(db: &Db) -> Result<String, DbError> {
+    let (epoch,): (String,) =
+        sqlx::query_as("SELECT epoch FROM server_epoch WHERE id = 1").fetch_one(db.reader()).await?;
+    Ok(epoch)
 }
 
 /// Every event up to this cursor was pruned.

@@ -88,7 +88,7 @@ pub async fn member_count(db: &Db, id: GroupId) -> Result<i64, DbError> {
 
 /// Inserts groups in one transaction.
 pub async fn insert_all(db: &Db, groups: &[(GroupId, GroupValues<'_>)], now: Millis) -> Result<(), DbError> {
-    let mut tx = db.writer().begin().await?;
+    let mut tx = db.begin().await?;
     for (id, group) in groups {
         sqlx::query(
             "INSERT INTO groups (id, name, is_admin, max_storage, permissions, trash_retention_days,
@@ -148,7 +148,7 @@ pub async fn update(
 /// Deletes a group that has no members; answers false when it does not exist. A group that
 /// still has members is refused by the foreign key, reported as a constraint error.
 pub async fn delete(db: &Db, id: GroupId) -> Result<bool, DbError> {
-    let mut tx = db.writer().begin().await?;
+    let mut tx = db.begin().await?;
     sqlx::query("DELETE FROM group_policies WHERE group_id = $1").bind(id).execute(&mut *tx).await?;
     let done = sqlx::query("DELETE FROM groups WHERE id = $1").bind(id).execute(&mut *tx).await?;
     tx.commit().await?;
@@ -167,7 +167,7 @@ pub async fn policy_ids(db: &Db, group_id: GroupId) -> Result<Vec<PolicyId>, DbE
 
 /// Replaces the group's ordered policy list.
 pub async fn set_policies(db: &Db, group_id: GroupId, policy_ids: &[PolicyId]) -> Result<(), DbError> {
-    let mut tx = db.writer().begin().await?;
+    let mut tx = db.begin().await?;
     sqlx::query("DELETE FROM group_policies WHERE group_id = $1").bind(group_id).execute(&mut *tx).await?;
     for (position, policy_id) in policy_ids.iter().enumerate() {
         sqlx::query("INSERT INTO group_policies (group_id, policy_id, position) VALUES ($1, $2, $3)")

@@ -86,7 +86,7 @@ pub async fn record_use(db: &Db, provider: &str, identifier: &str, display: &str
 /// Removes `user_id`'s identities at `provider` unless none would be left; answers `None` when
 /// it has none there, `Some(false)` when they are its last ones.
 pub async fn unlink_unless_last(db: &Db, user_id: UserId, provider: &str) -> Result<Option<bool>, DbError> {
-    let mut tx = db.writer().begin().await?;
+    let mut tx = db.begin().await?;
     // Locks the user's row (on PostgreSQL) so two removals cannot both see a second identity.
     sqlx::query("UPDATE users SET updated_at = updated_at WHERE id = $1").bind(user_id).execute(&mut *tx).await?;
     let (here, all): (i64, i64) = sqlx::query_as(

@@ -260,9 +260,16 @@ impl Db {
         }
     }
 
-    /// Starts a write transaction.
+    /// Starts a write transaction. On SQLite it takes the write lock first (`BEGIN IMMEDIATE`,
+    /// waiting up to the busy timeout for it): a deferred transaction that reads before it writes
+    /// fails at once with `SQLITE_BUSY_SNAPSHOT` ("database is locked", 517) when another
+    /// connection (the inline writer, see [`inline`]) committed since its first read, and no
+    /// busy timeout waits that out.
     pub async fn begin(&self) -> Result<Tx, DbError> {
-        Ok(self.writer.begin().await?)
+        Ok(match self.backend {
+            Backend::Sqlite => self.writer.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.writer.begin().await?,
+        })
     }
 
     /// The pool for statements that only read (public for tools and tests; SQL belongs in

@@ -502,6 +502,35 @@ pub async fn trash_subtree(conn: &mut Conn, root_id: ObjectId, now: Millis) -> R
     Ok(())
 }
 
+/// How many change events `root_id` and everything below it (live or trashed) had after the
+/// cursor `since`: 0 when nothing there changed since (a precondition of sync clients' trash).
+pub async fn changes_below_since(conn: &mut Conn, root_id: ObjectId, since: i64) -> Result<i64, DbError> {
+    let (count,): (i64,) = sqlx::query_as(
+        "WITH RECURSIVE tree(id) AS (
+             SELECT id FROM objects WHERE id = $1
+             UNION ALL
+             SELECT o.id FROM objects o JOIN tree t ON o.parent_id = t.id
+         )
+         SELECT COUNT(*) FROM change_events WHERE seq > $2 AND object_id IN (SELECT id FROM tree)",
+    )
+    .bind(root_id)
+    .bind(since)
+    .fetch_one(conn)
+    .await?;
+    Ok(count)
+}
+
+/// The blake3 of a file's content (`None` for a folder or content never hashed).
+pub async fn content_blake3(conn: &mut Conn, id: ObjectId) -> Result<Option<String>, DbError> {
+    let row: Option<(Option<String>,)> = sqlx::query_as(
+        "SELECT b.blake3 FROM objects o JOIN physical_files b ON b.id = o.physical_file_id WHERE o.id = $1",
+    )
+    .bind(id)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.and_then(|(blake3,)| blake3))
+}
+
 /// Takes everything trashed together with `root_id` out of the trash.
 pub async fn restore_subtree(conn: &mut Conn, root_id: ObjectId) -> Result<(), DbError> {
     sqlx::query("UPDATE objects SET trashed_at = NULL, trash_root_id = NULL WHERE trash_root_id = $1")

@@ -54,7 +54,7 @@ pub async fn find_credential(db: &Db, user_id: UserId, credential_id: &str) -> R
 /// Records a new passkey and its sign-in identity, or neither. A credential id registered
 /// before answers a unique violation.
 pub async fn insert(db: &Db, row: &PasskeyRow) -> Result<(), DbError> {
-    let mut tx = db.writer().begin().await?;
+    let mut tx = db.begin().await?;
     sqlx::query(
         "INSERT INTO user_authns (id, user_id, credential_id, name, passkey, created_at)
          VALUES ($1, $2, $3, $4, $5, $6)",
@@ -93,7 +93,7 @@ pub async fn rename(db: &Db, user_id: UserId, id: Uuid, name: &str) -> Result<bo
 
 /// Stores the credential's state after a sign-in (its counter) and when it was used.
 pub async fn record_use(db: &Db, id: Uuid, passkey: &str, now: Millis) -> Result<(), DbError> {
-    let mut tx = db.writer().begin().await?;
+    let mut tx = db.begin().await?;
     let row: Option<(String,)> =
         sqlx::query_as("UPDATE user_authns SET passkey = $2, last_used_at = $3 WHERE id = $1 RETURNING credential_id")
             .bind(id.to_string())
@@ -116,7 +116,7 @@ pub async fn record_use(db: &Db, id: Uuid, passkey: &str, now: Millis) -> Result
 /// Removes a passkey and its identity unless it is the user's last way to sign in; answers
 /// `None` when there is no such passkey, `Some(false)` when it is the last identity.
 pub async fn delete_unless_last(db: &Db, user_id: UserId, id: Uuid) -> Result<Option<bool>, DbError> {
-    let mut tx = db.writer().begin().await?;
+    let mut tx = db.begin().await?;
     // Locks the user's row (on PostgreSQL) so two removals cannot both see a second identity.
     sqlx::query("UPDATE users SET updated_at = updated_at WHERE id = $1").bind(user_id).execute(&mut *tx).await?;
     let row: Option<(String,)> = sqlx::query_as("SELECT credential_id FROM user_authns WHERE user_id = $1 AND id = $2")

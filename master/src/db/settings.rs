@@ -20,7 +20,7 @@ pub async fn all(db: &Db) -> Result<Vec<SettingRow>, DbError> {
 
 /// Inserts or replaces each `(name, type, value)` in one transaction.
 pub async fn upsert_many(db: &Db, rows: &[(&str, &str, String)], now: Millis) -> Result<(), DbError> {
-    let mut tx = db.writer().begin().await?;
+    let mut tx = db.begin().await?;
     for (name, kind, value) in rows {
         sqlx::query(
             "INSERT INTO settings (name, type, value, updated_at) VALUES ($1, $2, $3, $4)

@@ -120,7 +120,7 @@ pub async fn delete(db: &Db, id: &str) -> Result<bool, DbError> {
 
 /// Makes `id` the only default preset; answers false (and changes nothing) when it does not exist.
 pub async fn set_default(db: &Db, id: &str, now: Millis) -> Result<bool, DbError> {
-    let mut tx = db.writer().begin().await?;
+    let mut tx = db.begin().await?;
     sqlx::query("UPDATE theme_presets SET is_default = 0, updated_at = $1 WHERE is_default = 1")
         .bind(now)
         .execute(&mut *tx)

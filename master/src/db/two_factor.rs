@@ -14,7 +14,7 @@ pub async fn enable(
     code_hashes: &[String],
     now: Millis,
 ) -> Result<bool, DbError> {
-    let mut tx = db.writer().begin().await?;
+    let mut tx = db.begin().await?;
     let done =
         sqlx::query("UPDATE users SET two_factor_key = $2, updated_at = $3 WHERE id = $1 AND two_factor_key IS NULL")
             .bind(user_id)
@@ -40,7 +40,7 @@ pub async fn enable(
 
 /// Turns two-factor sign-in off and drops the recovery codes; answers whether it was on.
 pub async fn disable(db: &Db, user_id: UserId, now: Millis) -> Result<bool, DbError> {
-    let mut tx = db.writer().begin().await?;
+    let mut tx = db.begin().await?;
     let done = sqlx::query(
         "UPDATE users SET two_factor_key = NULL, updated_at = $2 WHERE id = $1 AND two_factor_key IS NOT NULL",
     )

@@ -63,7 +63,7 @@ pub async fn insert_with_identity(
     identity: &NewIdentity<'_>,
     now: Millis,
 ) -> Result<(), DbError> {
-    let mut tx = db.writer().begin().await?;
+    let mut tx = db.begin().await?;
     sqlx::query(
         "INSERT INTO users (id, email, nickname, status, group_id, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $6)",

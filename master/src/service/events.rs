@@ -66,13 +66,14 @@ pub struct ChangeEvent {
 }
 
 /// One event of the `GET /events` stream as it travels (Server-Sent Events): `event` is `ready`
-/// (first; `data` is `{"cursor": n, "head": h}`, the cursor the stream starts from and that of
-/// the subscriber's newest change delivered when it started), `change` (`data` is a
+/// (first; `data` is `{"cursor": n, "head": h, "epoch": e}`, the cursor the stream starts from,
+/// that of the subscriber's newest change delivered when it started, and the server's epoch),
+/// `change` (`data` is a
 /// `ChangeEvent` in JSON, `id` its cursor) or `error` (the stream ends; `data` says why).
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct StreamEvent {
     pub event: String,
-    /// JSON text: `{"cursor": n, "head": h}` for `ready`, a `ChangeEvent` for `change`.
+    /// JSON text: `{"cursor": n, "head": h, "epoch": e}` for `ready`, a `ChangeEvent` for `change`.
     pub data: String,
     /// The cursor of a `change` event.
     pub id: Option<String>,
@@ -252,6 +253,17 @@ async fn listen_for_pokes(ctx: Context, url: String, shutdown: CancellationToken
     }
 }
 
+fn cursor_ahead(newest: i64) -> ServiceError {
+    ServiceError::new(
+        ErrorKind::Conflict,
+        codes::EVENTS_CURSOR_AHEAD,
+        format!(
+            "the cursor is beyond the newest one of this server ({newest}): it comes from another history (a restored backup?); \
+             distrust what was agreed, list the folders again, then follow from the latest cursor"
+        ),
+    )
+}
+
 fn cursor_expired(floor: i64) -> ServiceError {
     ServiceError::new(
         ErrorKind::Gone,
@@ -329,8 +341,9 @@ impl Drop for StreamPlace {
 }
 
 /// Subscribes the owner of `claims` from `since` (exclusive; `None`: from now). A cursor older
-/// than what is kept answers 410 `events.cursor_expired`; a user who holds every place for
-/// streams already, 429 `events.too_many_streams`.
+/// than what is kept answers 410 `events.cursor_expired`, one beyond the newest this database
+/// handed out 409 `events.cursor_ahead`; a user who holds every place for streams already, 429
+/// `events.too_many_streams`.
 pub async fn subscribe(ctx: &Context, claims: &JwtPayload, since: Option<i64>) -> ServiceResult<Subscription> {
     let hub = ctx.events();
     // Subscribed before anything is read: nothing delivered meanwhile is missed.
@@ -338,6 +351,15 @@ pub async fn subscribe(ctx: &Context, claims: &JwtPayload, since: Option<i64>) -
     let floor = db::events::floor(ctx.db()).await?;
     let cursor = match since {
         Some(since) if since < floor => return Err(cursor_expired(floor)),
+        Some(since) if since > floor => {
+            // A cursor beyond anything handed out here comes from another history: replaying
+            // "nothing since" would tell the client its agreements still hold.
+            let newest = db::events::newest(ctx.db()).await?;
+            if since > newest {
+                return Err(cursor_ahead(newest));
+            }
+            since
+        }
         Some(since) => since,
         // Never below the floor: events pruned before the hub delivered them would make the
         // cursor handed out here one that answers 410 at once.
@@ -443,6 +465,12 @@ impl Subscription {
         self.next_check = Instant::now() + STREAM_RECHECK;
         Ok(())
     }
+}
+
+/// The server's epoch: a random id made with the database, sent in `ready` so a sync client
+/// notices when its agreements were made with another database.
+pub async fn epoch(ctx: &Context) -> ServiceResult<String> {
+    Ok(db::events::epoch(ctx.db()).await?)
 }
 
 /// Deletes the events older than the retention window (the periodic job).

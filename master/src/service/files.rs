@@ -649,19 +649,65 @@ pub fn quota_exceeded() -> ServiceError {
 /// Puts objects (and what is inside folders) in the trash; they keep counting against the quota
 /// until deleted for good.
 pub async fn trash(db: &Db, caller: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
-    trash_as(db, caller, ids, Some(caller)).await
+    trash_as(db, caller, ids, &TrashPrecondition::default(), Some(caller)).await
+}
+
+/// What must still hold for a trash to go ahead: a sync client deletes from a plan made minutes
+/// earlier, and what changed since must not go with it.
+#[derive(Debug, Default)]
+pub struct TrashPrecondition {
+    /// Nothing at or below any of the objects changed after this change-event cursor.
+    pub unchanged_since: Option<i64>,
+    /// Each named file still has this content (blake3, hex).
+    pub blake3: HashMap<Uuid, String>,
+}
+
+/// [`trash`], only when `precondition` holds for every object; else 409 `object.changed` and
+/// nothing is trashed.
+pub async fn trash_if(db: &Db, caller: Uuid, ids: &[Uuid], precondition: &TrashPrecondition) -> ServiceResult<()> {
+    if precondition.unchanged_since.is_some_and(|since| since < 0) {
+        return Err(ServiceError::validation("unchanged_since", "a cursor is 0 or more"));
+    }
+    trash_as(db, caller, ids, precondition, Some(caller)).await
+}
+
+fn changed_since_planned(id: ObjectId, what: &str) -> ServiceError {
+    ServiceError::new(
+        ErrorKind::Conflict,
+        codes::OBJECT_CHANGED,
+        format!("{id} {what}: nothing was trashed; look again and decide"),
+    )
 }
 
 /// [`trash`] of `caller`'s objects by `actor` (an administrator), as the activity log records it.
-async fn trash_as(db: &Db, caller: Uuid, ids: &[Uuid], actor: Option<Uuid>) -> ServiceResult<()> {
+async fn trash_as(
+    db: &Db,
+    caller: Uuid,
+    ids: &[Uuid],
+    precondition: &TrashPrecondition,
+    actor: Option<Uuid>,
+) -> ServiceResult<()> {
     let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
     let mut tx = db.begin().await?;
     let now = now_ms();
     let mut roots = Vec::with_capacity(ids.len());
+    // Every precondition is checked before anything is trashed (trashing is a change itself).
     for &id in &ids {
         let row = detachable_in(&mut tx, caller, id).await?;
-        db::objects::trash_subtree(&mut tx, row.id, now).await?;
+        if let Some(expected) = precondition.blake3.get(&Uuid::from(id))
+            && db::objects::content_blake3(&mut tx, row.id).await?.as_deref() != Some(expected.as_str())
+        {
+            return Err(changed_since_planned(row.id, "has other content than expected"));
+        }
+        if let Some(since) = precondition.unchanged_since
+            && db::objects::changes_below_since(&mut tx, row.id, since).await? > 0
+        {
+            return Err(changed_since_planned(row.id, &format!("or something below it changed after cursor {since}")));
+        }
         roots.push(row);
+    }
+    for row in &roots {
+        db::objects::trash_subtree(&mut tx, row.id, now).await?;
     }
     activity::record_in(&mut tx, acted_on(Action::ObjectTrash, caller, actor, &roots)).await;
     tx.commit().await.map_err(DbError::from)?;
@@ -793,7 +839,7 @@ pub async fn admin_delete(ctx: &Context, actor: Uuid, ids: &[Uuid], purge: bool)
         by_owner.entry(row.owner_id.into()).or_default().push(id.into());
     }
     for (owner, ids) in by_owner {
-        trash_as(ctx.db(), owner, &ids, Some(actor)).await?;
+        trash_as(ctx.db(), owner, &ids, &TrashPrecondition::default(), Some(actor)).await?;
         if purge {
             purge_as(ctx, owner, &ids, Some(actor)).await?;
         }

@@ -27,7 +27,7 @@ use crate::service::activity::{self, Activity};
 use crate::service::{site, two_factor};
 
 /// A freshly issued pair of tokens.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
 pub struct TokenPair {
     pub access_token: String,
     /// When the access token expires (RFC 3339).
@@ -324,8 +324,37 @@ fn refresh_refused() -> ServiceError {
     )
 }
 
-/// Exchanges a refresh token for a new pair and retires it. Presenting a token that was
-/// already exchanged means it leaked (or a client replays it): the whole family is revoked.
+/// How long a refresh token, once exchanged, answers again with the pair it was exchanged for:
+/// a client whose answer was lost on the way sends it again, which is not a leak.
+pub const REFRESH_GRACE: Duration = Duration::from_secs(60);
+
+fn grace_key(jti: &str) -> String {
+    format!("refresh-grace:{jti}")
+}
+
+/// The pair `jti` was exchanged for, while its grace lasts: for [`REFRESH_GRACE`], and only
+/// until that pair's refresh token is exchanged in turn (then the client has the pair, and the
+/// old token coming back is a replay). Waits a moment for a concurrent exchange of the same
+/// token to record its pair.
+async fn exchanged_for(ctx: &Context, jti: &str) -> ServiceResult<Option<TokenPair>> {
+    for attempt in 0..20 {
+        if let Some(recorded) = ctx.store().get(&grace_key(jti)).await? {
+            let Ok(pair) = serde_json::from_str::<TokenPair>(&recorded) else { return Ok(None) };
+            let Ok(next) = ctx.tokens().verify_refresh(&pair.refresh_token) else { return Ok(None) };
+            let next = db::refresh_tokens::find(ctx.db(), &next.jti.to_string()).await?;
+            let unused = next.is_some_and(|row| row.retired_at.is_none() && row.revoked_at.is_none());
+            return Ok(unused.then_some(pair));
+        }
+        if attempt < 19 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    Ok(None)
+}
+
+/// Exchanges a refresh token for a new pair and retires it. The same token presented again
+/// within [`REFRESH_GRACE`] answers the same pair (the first answer may have been lost); later,
+/// it means the token leaked (or a client replays it): the whole family is revoked.
 pub async fn refresh(ctx: &Context, token: &str) -> ServiceResult<TokenPair> {
     let claims = ctx.tokens().verify_refresh(token).map_err(token_error)?;
     let now = now_ms();
@@ -335,7 +364,12 @@ pub async fn refresh(ctx: &Context, token: &str) -> ServiceResult<TokenPair> {
         return Err(refresh_refused());
     }
     if !db::refresh_tokens::retire(ctx.db(), &id, now).await? {
-        // Retired before (or concurrently): reuse. Revoke the family, refuse.
+        // Exchanged a moment ago (through any master): the same answer again.
+        if let Some(pair) = exchanged_for(ctx, &id).await? {
+            accounts::load_active_user(ctx.db(), claims.sub).await?;
+            return Ok(pair);
+        }
+        // Retired before, beyond the grace: reuse. Revoke the family, refuse.
         let revoked = db::refresh_tokens::revoke_family(ctx.db(), &row.family_id, now).await?;
         tracing::warn!(user = %row.user_id, family = %row.family_id, revoked, "refresh token reused; family revoked");
         return Err(ServiceError::new(
@@ -345,7 +379,10 @@ pub async fn refresh(ctx: &Context, token: &str) -> ServiceResult<TokenPair> {
         ));
     }
     let user = accounts::load_active_user(ctx.db(), claims.sub).await?;
-    issue(ctx, user.row(), claims.fam).await
+    let pair = issue(ctx, user.row(), claims.fam).await?;
+    let recorded = serde_json::to_string(&pair).map_err(ServiceError::internal)?;
+    ctx.store().set(&grace_key(&id), &recorded, Some(REFRESH_GRACE)).await?;
+    Ok(pair)
 }
 
 /// Signs out: revokes the refresh token's whole family. Idempotent.

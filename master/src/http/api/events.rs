@@ -33,12 +33,16 @@ pub struct EventsQuery {
 /// `created`, `modified`, `moved`, `renamed`, `trashed`, `restored`, `deleted`, each an event of
 /// type `change` whose `id` is its cursor and whose data is a `ChangeEvent`. First comes an event
 /// `ready` with the cursor the stream starts from and the cursor of the caller's newest change
-/// delivered at that moment (`{"cursor": n, "head": h}`): a client that only wants to catch up
-/// reads `change` events until one's cursor reaches `head`; when `head` equals `cursor` nothing
-/// changed since (a sync client then needs no listing). A comment every 15 s keeps
-/// the connection open. With `since`, what happened after that cursor is replayed first; events
-/// are kept `events_retention_days` (default 7), and an older cursor answers 410
-/// `events.cursor_expired`: list the folders again and follow from the `ready` cursor.
+/// delivered at that moment, and the server's epoch (`{"cursor": n, "head": h, "epoch": e}`): a
+/// client that only wants to catch up reads `change` events until one's cursor reaches `head`;
+/// when `head` equals `cursor` nothing changed since (a sync client then needs no listing). The
+/// epoch is a random id made with the database: another epoch means another database. A comment
+/// every 15 s keeps the connection open. With `since`, what happened after that cursor is
+/// replayed first; events are kept `events_retention_days` (default 7), and an older cursor
+/// answers 410 `events.cursor_expired`: list the folders again and follow from the `ready`
+/// cursor. A cursor beyond the newest this server handed out (it was restored from a backup)
+/// answers 409 `events.cursor_ahead`: what the client agreed with the server since is unknown
+/// here.
 /// A user may hold `max_event_streams_per_user` streams at once (default 8, on all masters
 /// together; 429 `events.too_many_streams` beyond). A stream ends with an `error` event when its
 /// access token expires (`auth.token_expired`: reconnect with a fresh token and `since`), is
@@ -47,6 +51,7 @@ pub struct EventsQuery {
     responses(
         (status = 200, description = "The event stream", content_type = "text/event-stream", body = StreamEvent),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 409, description = "The cursor is beyond the newest of this server (a restored backup)", body = ErrorBody),
         (status = 410, description = "The cursor is older than the events kept", body = ErrorBody),
         (status = 422, description = "A negative cursor", body = ErrorBody),
         (status = 429, description = "The user holds `max_event_streams_per_user` streams already", body = ErrorBody),
@@ -64,8 +69,10 @@ pub async fn stream(
     }
     let subscription = events::subscribe(&state, &caller.claims, since).await?;
     let head = subscription.head().await?;
-    let ready =
-        Event::default().event("ready").json_data(serde_json::json!({"cursor": subscription.cursor, "head": head}));
+    let epoch = events::epoch(&state).await?;
+    let ready = Event::default()
+        .event("ready")
+        .json_data(serde_json::json!({"cursor": subscription.cursor, "head": head, "epoch": epoch}));
     let first = futures_util::stream::iter(ready.ok().map(Ok));
     let changes = futures_util::stream::unfold(Some(subscription), |subscription| async move {
         let mut subscription = subscription?;

@@ -275,20 +275,50 @@ pub struct IdsRequest {
     pub ids: Vec<Uuid>,
 }
 
-/// Put objects in the trash (folders with their contents).
-#[utoipa::path(delete, path = "/object", tag = "files", security(("bearer" = [])), request_body = IdsRequest,
+/// What a file must still hold to be trashed.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectedContent {
+    pub id: Uuid,
+    /// The file's content hash (hex) the caller saw.
+    pub blake3: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TrashRequest {
+    #[schema(min_items = 1)]
+    pub ids: Vec<Uuid>,
+    /// Only when nothing at or below any of the objects changed after this change-event cursor
+    /// (a folder: nothing added, changed, moved in or renamed below it).
+    #[schema(minimum = 0)]
+    pub unchanged_since: Option<i64>,
+    /// Only when each of these files still has this content.
+    #[serde(default)]
+    pub expect: Vec<ExpectedContent>,
+}
+
+/// Put objects in the trash (folders with their contents). With `unchanged_since` or `expect`,
+/// only when they hold (else 409 `object.changed` and nothing is trashed): sync clients trash
+/// from a plan made earlier, and a change made meanwhile must survive.
+#[utoipa::path(delete, path = "/object", tag = "files", security(("bearer" = [])), request_body = TrashRequest,
     responses(
         (status = 204, description = "In the trash"),
         (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such object", body = ErrorBody),
+        (status = 409, description = "A precondition does not hold: nothing was trashed", body = ErrorBody),
     ))]
 pub async fn trash(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiJson(request): ApiJson<IdsRequest>,
+    ApiJson(request): ApiJson<TrashRequest>,
 ) -> ServiceResult<StatusCode> {
-    files::trash(state.db(), caller.claims.sub, &request.ids).await?;
+    let precondition = files::TrashPrecondition {
+        unchanged_since: request.unchanged_since,
+        blake3: request.expect.into_iter().map(|e| (e.id, e.blake3)).collect(),
+    };
+    files::trash_if(state.db(), caller.claims.sub, &request.ids, &precondition).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
