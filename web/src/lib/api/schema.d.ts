@@ -73,7 +73,10 @@ export interface paths {
         };
         /** One group. */
         get: operations["get_group"];
-        /** Replace a group's settings. */
+        /**
+         * Replace a group's settings (`is_admin` included: there is no default). Refused when it would
+         *     take administration from the last active administrators.
+         */
         put: operations["update_group"];
         post?: never;
         /** Delete a group; refused while it has members. */
@@ -712,12 +715,16 @@ export interface paths {
          *     `created`, `modified`, `moved`, `renamed`, `trashed`, `restored`, `deleted`, each an event of
          *     type `change` whose `id` is its cursor and whose data is a `ChangeEvent`. First comes an event
          *     `ready` with the cursor the stream starts from and the cursor of the caller's newest change
-         *     delivered at that moment (`{"cursor": n, "head": h}`): a client that only wants to catch up
-         *     reads `change` events until one's cursor reaches `head`; when `head` equals `cursor` nothing
-         *     changed since (a sync client then needs no listing). A comment every 15 s keeps
-         *     the connection open. With `since`, what happened after that cursor is replayed first; events
-         *     are kept `events_retention_days` (default 7), and an older cursor answers 410
-         *     `events.cursor_expired`: list the folders again and follow from the `ready` cursor.
+         *     delivered at that moment, and the server's epoch (`{"cursor": n, "head": h, "epoch": e}`): a
+         *     client that only wants to catch up reads `change` events until one's cursor reaches `head`;
+         *     when `head` equals `cursor` nothing changed since (a sync client then needs no listing). The
+         *     epoch is a random id made with the database: another epoch means another database. A comment
+         *     every 15 s keeps the connection open. With `since`, what happened after that cursor is
+         *     replayed first; events are kept `events_retention_days` (default 7), and an older cursor
+         *     answers 410 `events.cursor_expired`: list the folders again and follow from the `ready`
+         *     cursor. A cursor beyond the newest this server handed out (it was restored from a backup)
+         *     answers 409 `events.cursor_ahead`: what the client agreed with the server since is unknown
+         *     here.
          *     A user may hold `max_event_streams_per_user` streams at once (default 8, on all masters
          *     together; 429 `events.too_many_streams` beyond). A stream ends with an `error` event when its
          *     access token expires (`auth.token_expired`: reconnect with a fresh token and `since`), is
@@ -1055,7 +1062,11 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Put objects in the trash (folders with their contents). */
+        /**
+         * Put objects in the trash (folders with their contents). With `unchanged_since` or `expect`,
+         *     only when they hold (else 409 `object.changed` and nothing is trashed): sync clients trash
+         *     from a plan made earlier, and a change made meanwhile must survive.
+         */
         delete: operations["trash"];
         options?: never;
         head?: never;
@@ -2263,8 +2274,8 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change the caller's password. Every refresh token of the caller is revoked (all devices
-         *     must sign in again once their access token expires).
+         * Change the caller's password. Every session of the caller ends: refresh tokens are
+         *     revoked, and access and WOPI tokens issued before are refused (all devices sign in again).
          */
         patch: operations["change_password"];
         trace?: never;
@@ -2842,6 +2853,13 @@ export interface components {
             /** @description The id of this request (also in the `x-request-id` header), for support and logs. */
             request_id: string;
         };
+        /** @description What a file must still hold to be trashed. */
+        ExpectedContent: {
+            /** @description The file's content hash (hex) the caller saw. */
+            blake3: string;
+            /** Format: uuid */
+            id: string;
+        };
         ExternalDownloadRequest: {
             /**
              * Format: uuid
@@ -2951,6 +2969,37 @@ export interface components {
             /** Format: uuid */
             id: string;
             name: string;
+        };
+        /**
+         * @description A group's settings as `PUT` replaces them: those of [`GroupRequest`], with `is_admin`
+         *     required (left out, it once defaulted to false and took administration away).
+         */
+        GroupReplacement: {
+            is_admin: boolean;
+            /**
+             * Format: int64
+             * @description Bytes; 64-bit.
+             */
+            max_storage: number;
+            name: string;
+            permissions?: components["schemas"]["GroupPermissions"];
+            /** @description Ordered; the first is the default policy of new members. */
+            policy_ids?: string[];
+            /**
+             * Format: int32
+             * @description Days trashed objects are kept (1..=3650, default 30).
+             */
+            trash_retention_days?: number;
+            /**
+             * Format: int32
+             * @description How many earlier contents (versions) each file keeps (0..=1000, default 10; 0 keeps none).
+             */
+            version_max_count?: number;
+            /**
+             * Format: int32
+             * @description Days a version is kept after it was replaced (0..=36500, default 30; 0: no limit by age).
+             */
+            version_max_days?: number;
         };
         /** @description A group as written. */
         GroupRequest: {
@@ -4211,12 +4260,13 @@ export interface components {
         };
         /**
          * @description One event of the `GET /events` stream as it travels (Server-Sent Events): `event` is `ready`
-         *     (first; `data` is `{"cursor": n, "head": h}`, the cursor the stream starts from and that of
-         *     the subscriber's newest change delivered when it started), `change` (`data` is a
+         *     (first; `data` is `{"cursor": n, "head": h, "epoch": e}`, the cursor the stream starts from,
+         *     that of the subscriber's newest change delivered when it started, and the server's epoch),
+         *     `change` (`data` is a
          *     `ChangeEvent` in JSON, `id` its cursor) or `error` (the stream ends; `data` says why).
          */
         StreamEvent: {
-            /** @description JSON text: `{"cursor": n, "head": h}` for `ready`, a `ChangeEvent` for `change`. */
+            /** @description JSON text: `{"cursor": n, "head": h, "epoch": e}` for `ready`, a `ChangeEvent` for `change`. */
             data: string;
             event: string;
             /** @description The cursor of a `change` event. */
@@ -4445,6 +4495,17 @@ export interface components {
             /** Format: uuid */
             dst_id: string;
             src_ids: string[];
+        };
+        TrashRequest: {
+            /** @description Only when each of these files still has this content. */
+            expect?: components["schemas"]["ExpectedContent"][];
+            ids: string[];
+            /**
+             * Format: int64
+             * @description Only when nothing at or below any of the objects changed after this change-event cursor
+             *     (a folder: nothing added, changed, moved in or renamed below it).
+             */
+            unchanged_since?: number | null;
         };
         /** @description One file or folder below a folder, for a client that keeps a copy of the whole tree. */
         TreeEntry: {
@@ -5253,7 +5314,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["GroupRequest"];
+                "application/json": components["schemas"]["GroupReplacement"];
             };
         };
         responses: {
@@ -5302,7 +5363,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Name taken */
+            /** @description Name taken, or no active administrator would be left */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5329,7 +5390,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Invalid field or unknown policy */
+            /** @description Invalid field (`is_admin` missing) or unknown policy */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8710,7 +8771,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Administrators cannot ban themselves */
+            /** @description Administrators cannot ban themselves, or no active administrator would be left */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9598,6 +9659,15 @@ export interface operations {
             };
             /** @description Account banned or not active, or not allowed */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The cursor is beyond the newest of this server (a restored backup) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11263,7 +11333,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["IdsRequest"];
+                "application/json": components["schemas"]["TrashRequest"];
             };
         };
         responses: {
@@ -11303,6 +11373,15 @@ export interface operations {
             };
             /** @description No such object */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A precondition does not hold: nothing was trashed */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
