@@ -466,10 +466,18 @@ async fn case_only_renames_are_renames_on_both_sides(app: TestApp) {
     assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
 }
 
+/// A remote file named `name`, a name the server refuses today (a backslash) but may still hold:
+/// stored before the rule, so the test puts it in place under the database.
+async fn stored_before_the_name_rule(app: &TestApp, session: &Session, parent: &str, name: &str, bytes: &[u8]) {
+    let file = app.upload(session, parent, "placeholder-for-an-old-name", bytes).await;
+    let id = file["id"].as_str().unwrap();
+    app.sql(&format!("UPDATE objects SET name = '{name}' WHERE id = '{id}'")).await;
+}
+
 async fn a_name_illegal_here_is_reported_and_left_alone(app: TestApp) {
     let pair = Pair::new(&app, "illegal@nubo.test", &app.base_url).await;
     let folder = sync_folder_id(&app, &pair.session).await;
-    app.upload(&pair.session, &folder, "back\\slash.txt", b"made on another system").await;
+    stored_before_the_name_rule(&app, &pair.session, &folder, "back\\slash.txt", b"made on another system").await;
     app.upload(&pair.session, &folder, "fine.txt", b"fine").await;
     pair.write("local.txt", b"local");
 
@@ -815,7 +823,7 @@ async fn a_folder_deleted_here_keeps_what_this_side_could_not_hold(app: TestApp)
     let pair = Pair::new(&app, "survivors@nubo.test", &app.base_url).await;
     let folder = sync_folder_id(&app, &pair.session).await;
     let inner = app.mkdir(&pair.session, &folder, "shared").await;
-    app.upload(&pair.session, &inner, "back\\slash.txt", b"made on another system").await;
+    stored_before_the_name_rule(&app, &pair.session, &inner, "back\\slash.txt", b"made on another system").await;
     app.upload(&pair.session, &inner, "plain.txt", b"plain").await;
     pair.write("other.txt", b"not an empty folder");
     assert_eq!(pair.sync().await.code, 8, "the name is skipped here");
