@@ -248,7 +248,7 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
 
     // Nothing stored, content the policy holds: the file refers to that blob, and is charged.
     let holds = |hash: &'static str, size: i64| async move {
-        nubo_master::db::blobs::holds_content(db, policy, hash, size).await.unwrap()
+        nubo_master::db::blobs::holds_content(db, policy, owner, hash, size).await.unwrap()
     };
     assert!(holds("hash-1", 60).await);
     assert!(!holds("hash-1", 61).await, "the size is part of the content");

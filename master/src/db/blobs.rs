@@ -94,11 +94,17 @@ macro_rules! dedup_target {
 pub(super) const SAME_CONTENT_ID: &str =
     concat!("SELECT id FROM physical_files WHERE ", dedup_target!(), " ORDER BY created_at, id LIMIT 1");
 
-/// Whether the policy holds a live blob with this content: a file of it can refer to that blob
-/// instead of storing the bytes again.
-pub async fn holds_content(db: &Db, policy_id: PolicyId, blake3: &str, size: i64) -> Result<bool, DbError> {
-    let policy_id = policy_id.to_string();
-    let args = [Arg::Text(&policy_id), Arg::Text(blake3), Arg::Int(size)];
+/// Whether the policy holds a live blob with this content that a file of `owner_id` may refer to
+/// instead of storing the bytes again (the one [`SAME_CONTENT_ID`] names).
+pub async fn holds_content(
+    db: &Db,
+    policy_id: PolicyId,
+    owner_id: UserId,
+    blake3: &str,
+    size: i64,
+) -> Result<bool, DbError> {
+    let (policy_id, owner_id) = (policy_id.to_string(), owner_id.to_string());
+    let args = [Arg::Text(&policy_id), Arg::Text(blake3), Arg::Int(size), Arg::Text(&owner_id)];
     Ok(db.read_row(SAME_CONTENT_ID, &args, |row| row.text("id")).await?.is_some())
 }
 

@@ -364,7 +364,7 @@ impl PlannedWrite {
             return Ok(None);
         }
         let (blake3, size) = (hasher.finalize(), hasher.len() as i64);
-        if !db::blobs::holds_content(ctx.db(), self.policy.id, &blake3, size).await? {
+        if !db::blobs::holds_content(ctx.db(), self.policy.id, self.owner.into(), &blake3, size).await? {
             return Ok(None);
         }
         let growth = size - self.existing.as_ref().map_or(0, |row| self.usage.freed_by_replacing(row.size));
