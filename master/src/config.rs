@@ -180,7 +180,7 @@ impl Default for Config {
             body_timeout_seconds: 60,
             idle_timeout_seconds: 120,
             max_connections: 1024,
-            max_connections_per_address: 64,
+            max_connections_per_address: 256,
             reserved_connections: 64,
             json_body_deadline_seconds: 30,
             max_event_streams_per_user: 8,
