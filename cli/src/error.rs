@@ -132,9 +132,13 @@ impl CliError {
         self
     }
 
-    /// Whether sending the same request again may succeed (a transient failure).
+    /// Whether sending the same request again may succeed (a transient failure). A chunk another
+    /// request is sending (409 `upload.chunk_busy`) is free once that one ends, or within seconds
+    /// when its master died.
     pub fn is_transient(&self) -> bool {
-        self.kind == ExitKind::Network || matches!(self.status, Some(408 | 429 | 500 | 502 | 503 | 504))
+        self.kind == ExitKind::Network
+            || matches!(self.status, Some(408 | 429 | 500 | 502 | 503 | 504))
+            || self.code.as_deref() == Some("upload.chunk_busy")
     }
 
     pub fn exit_code(&self) -> i32 {
@@ -194,5 +198,7 @@ mod tests {
         assert_eq!(codes, [3, 4, 4, 5, 7, 7, 7, 1, 1]);
         assert!(CliError::from_answer(503, "not json").is_transient());
         assert!(!CliError::from_answer(409, "").is_transient());
+        let busy = r#"{"code":"upload.chunk_busy","message":"chunk 1 is being sent","request_id":"r-2"}"#;
+        assert!(CliError::from_answer(409, busy).is_transient());
     }
 }

@@ -338,9 +338,21 @@ async fn a_master_killed_mid_chunk_and_mid_webdav_put_loses_nothing_the_client_r
     let outcome = cut_off_by_a_killed_master(&mut cluster, victim, request, pieces[1]).await;
     eprintln!("chunk 1 cut off by killing master {victim}: {outcome}");
     // The client retries the chunk through the balancer, which passes it to the live master.
+    // The killed master's lease on chunk 1 lapses within seconds: until then the chunk answers
+    // 409 `upload.chunk_busy` with a `Retry-After` the client honours.
     let mut last = None;
     for (index, piece) in pieces.iter().enumerate().skip(1) {
-        let answer = cluster.app.put_chunk(&user, &upload, index, piece.to_vec()).await;
+        let mut answer = cluster.app.put_chunk(&user, &upload, index, piece.to_vec()).await;
+        for _ in 0..3 {
+            if answer.status() != 409 {
+                break;
+            }
+            let wait = answer.headers().get("retry-after").and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+            let wait = wait.expect("a busy chunk says when to send it again");
+            assert!(wait <= 10, "a dead sender's lease lapses within seconds, not {wait} s");
+            tokio::time::sleep(Duration::from_secs(wait)).await;
+            answer = cluster.app.put_chunk(&user, &upload, index, piece.to_vec()).await;
+        }
         assert_eq!(answer.status(), 200, "chunk {index} after the kill: {}", answer.text().await.unwrap_or_default());
         assert_eq!(cluster.answered_by(&answer), Some(1 - victim));
         last = Some(answer);

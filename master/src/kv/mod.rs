@@ -3,6 +3,7 @@
 //! masters agree; otherwise an in-process map for the single-machine setup. No module keeps its
 //! own map beside it.
 
+pub mod lease;
 mod memory;
 pub mod metered;
 mod redis;
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub use self::lease::Lease;
 pub use self::memory::MemoryStore;
 pub use self::redis::{RedisStore, connection_manager};
 

@@ -30,7 +30,7 @@ use crate::domain::ids::UserId;
 use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::kv::SharedStore;
+use crate::kv::{Lease, SharedStore};
 
 /// Events read per query.
 const BATCH: i64 = 1000;
@@ -288,56 +288,24 @@ pub struct Subscription {
     claims: JwtPayload,
     next_check: Instant,
     /// The place among the user's streams, given back when the subscription is dropped.
-    place: Option<StreamPlace>,
+    place: Option<Lease>,
 }
 
-/// One of a user's `max_event_streams_per_user` places, a key in the store this subscription
-/// holds (`event-stream:{user}:{n}` naming the holder); released on drop, or by its lease.
-struct StreamPlace {
-    store: SharedStore,
-    key: String,
-    holder: String,
-}
-
-impl StreamPlace {
-    /// Takes a free place of `owner`'s `places`, or refuses with 429 `events.too_many_streams`.
-    async fn take(store: SharedStore, owner: Uuid, places: u32) -> ServiceResult<Self> {
-        let holder = Uuid::new_v4().to_string();
-        for place in 0..places {
-            let key = format!("event-stream:{owner}:{place}");
-            if store.set_if_absent(&key, &holder, STREAM_PLACE_LEASE).await? {
-                return Ok(Self { store, key, holder });
-            }
+/// Takes a free one of `owner`'s `places` for event streams (a lease on
+/// `event-stream:{user}:{n}`, given back when the subscription is dropped, renewed while it
+/// delivers), or refuses with 429 `events.too_many_streams`.
+async fn take_stream_place(store: SharedStore, owner: Uuid, places: u32) -> ServiceResult<Lease> {
+    for place in 0..places {
+        let key = format!("event-stream:{owner}:{place}");
+        if let Some(lease) = Lease::take(store.clone(), key, STREAM_PLACE_LEASE).await? {
+            return Ok(lease);
         }
-        Err(ServiceError::new(
-            ErrorKind::RateLimited,
-            codes::EVENTS_TOO_MANY_STREAMS,
-            format!("at most {places} event streams may be open at once: close one first"),
-        ))
     }
-
-    /// Extends the lease; a place the store lost (a flushed Redis) is taken again.
-    async fn renew(&self) -> ServiceResult<()> {
-        let renewal = Some((self.holder.as_str(), STREAM_PLACE_LEASE));
-        if self.store.swap_if(&self.key, &self.holder, renewal).await?.is_none() {
-            self.store.set_if_absent(&self.key, &self.holder, STREAM_PLACE_LEASE).await?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for StreamPlace {
-    fn drop(&mut self) {
-        // Outside a runtime (the process is ending) the lease frees the place.
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        let (store, key, holder) =
-            (self.store.clone(), std::mem::take(&mut self.key), std::mem::take(&mut self.holder));
-        runtime.spawn(async move {
-            if let Err(error) = store.swap_if(&key, &holder, None).await {
-                tracing::debug!(%error, "could not give back an event stream's place; its lease frees it");
-            }
-        });
-    }
+    Err(ServiceError::new(
+        ErrorKind::RateLimited,
+        codes::EVENTS_TOO_MANY_STREAMS,
+        format!("at most {places} event streams may be open at once: close one first"),
+    ))
 }
 
 /// Subscribes the owner of `claims` from `since` (exclusive; `None`: from now). A cursor older
@@ -368,7 +336,7 @@ pub async fn subscribe(ctx: &Context, claims: &JwtPayload, since: Option<i64>) -
     let places = ctx.config().max_event_streams_per_user;
     let place = match places {
         0 => None,
-        places => Some(StreamPlace::take(ctx.shared_store(), claims.sub, places).await?),
+        places => Some(take_stream_place(ctx.shared_store(), claims.sub, places).await?),
     };
     Ok(Subscription {
         ctx: ctx.clone(),

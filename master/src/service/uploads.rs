@@ -24,7 +24,7 @@ use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domain::upload::UploadStatus::{self, Aborting, Finishing, Uploading};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::kv::{KvStore, SharedStore};
+use crate::kv::Lease;
 use crate::service::access::{self, Reach};
 use crate::service::activity::{self, Activity};
 use crate::service::files::{self, ObjectView, quota_exceeded};
@@ -398,22 +398,23 @@ pub async fn put_chunk(
     }
     let policy = policies::find(ctx.db(), session.policy_id.into()).await?;
     let store = policies::store(ctx, &policy).await?;
-    let lease = ChunkLease::take(ctx, session.id, index).await?;
+    let lease = take_chunk_lease(ctx, session.id, index).await?;
     // The old receipt goes before any new byte is written: a receipt only ever describes bytes
     // that were written whole by the request that made it.
     db::uploads::forget_chunk(ctx.db(), session.id, index as i32).await?;
-    let stored = async {
-        let receipt = store.put_chunk(&upload, index, body).await?;
-        let chunk = ChunkRow {
-            chunk_index: index as i32,
-            size: receipt.size as i64,
-            etag: receipt.etag,
-            chaining_value: receipt.chaining_value,
-        };
-        db::uploads::upsert_chunk(ctx.db(), session.id, &chunk, now_ms()).await?;
-        Ok::<(), ServiceError>(())
-    }
-    .await;
+    let stored = lease
+        .hold_while(async {
+            let receipt = store.put_chunk(&upload, index, body).await?;
+            let chunk = ChunkRow {
+                chunk_index: index as i32,
+                size: receipt.size as i64,
+                etag: receipt.etag,
+                chaining_value: receipt.chaining_value,
+            };
+            db::uploads::upsert_chunk(ctx.db(), session.id, &chunk, now_ms()).await?;
+            Ok::<(), ServiceError>(())
+        })
+        .await;
     lease.release().await;
     if let Err(error) = stored {
         return Err(explain_failed_chunk(ctx, &session, error).await);
@@ -425,59 +426,25 @@ pub async fn put_chunk(
     view(&session, uploaded, None)
 }
 
-/// How long a request holds a chunk it sends ([`ChunkLease`]) unless it ends sooner.
-const CHUNK_LEASE: Duration = Duration::from_secs(15 * 60);
+/// How long a chunk's lease lasts unless renewed: the request sending the chunk renews it while
+/// it writes, so this bounds only how long a sender that died (a killed master) keeps the chunk
+/// from being sent again.
+const CHUNK_LEASE: Duration = Duration::from_secs(6);
 
-/// One request's hold on one chunk of a session, kept in the key-value store so that every
-/// master agrees: of two requests sending the same chunk at once the second is refused (409
-/// `upload.chunk_busy`). Released when the request ends, also when it is dropped (a client gone
-/// mid-chunk can send it again at once); a holder that died lets it lapse after
-/// [`CHUNK_LEASE`]. A writer slower than that is still harmless: the drivers keep each copy of
-/// a chunk apart and complete from the copies the receipts name.
-struct ChunkLease {
-    store: SharedStore,
-    key: String,
-    holder: String,
-    released: bool,
-}
-
-impl ChunkLease {
-    async fn take(ctx: &Context, session_id: UploadId, index: u32) -> ServiceResult<Self> {
-        let key = format!("upload-chunk:{session_id}:{index}");
-        let holder = Uuid::new_v4().simple().to_string();
-        if !ctx.store().set_if_absent(&key, &holder, CHUNK_LEASE).await? {
-            return Err(ServiceError::conflict(
-                codes::UPLOAD_CHUNK_BUSY,
-                format!("chunk {index} of the upload is being sent by another request; send it again once it ended"),
-            ));
-        }
-        Ok(Self { store: ctx.shared_store(), key, holder, released: false })
-    }
-
-    async fn release(mut self) {
-        self.released = true;
-        release_chunk(&*self.store, &self.key, &self.holder).await;
-    }
-}
-
-impl Drop for ChunkLease {
-    fn drop(&mut self) {
-        if self.released {
-            return;
-        }
-        let (store, key, holder) =
-            (self.store.clone(), std::mem::take(&mut self.key), std::mem::take(&mut self.holder));
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move { release_chunk(&*store, &key, &holder).await });
-        }
-    }
-}
-
-/// Gives a chunk's lease back while `holder` still holds it; a failure leaves it to lapse.
-async fn release_chunk(store: &dyn KvStore, key: &str, holder: &str) {
-    if let Err(error) = store.swap_if(key, holder, None).await {
-        tracing::warn!(%key, %error, "could not release a chunk lease; it lapses");
-    }
+/// Takes the lease on one chunk of a session for the request sending it, so that every master
+/// agrees: of two requests sending the same chunk at once the second is refused (409
+/// `upload.chunk_busy`, with `Retry-After`). Even a writer that kept going after losing its
+/// lease would be harmless: the drivers keep each copy of a chunk apart and complete from the
+/// copies the receipts name.
+async fn take_chunk_lease(ctx: &Context, session_id: UploadId, index: u32) -> ServiceResult<Lease> {
+    let key = format!("upload-chunk:{session_id}:{index}");
+    Lease::take(ctx.shared_store(), key, CHUNK_LEASE).await?.ok_or_else(|| {
+        ServiceError::conflict(
+            codes::UPLOAD_CHUNK_BUSY,
+            format!("chunk {index} of the upload is being sent by another request; send it again once it ended"),
+        )
+        .with_retry_after(CHUNK_LEASE.as_secs())
+    })
 }
 
 /// Why a chunk could not be stored: 409 `upload.not_open` when its session was completed or

@@ -147,7 +147,10 @@ async function putChunk(
       continue;
     }
     if (out.status >= 200 && out.status < 300) return out.body as UploadSession;
-    if ((out.status === 503 || out.status >= 502) && attempt < RETRIES && !signal.aborted) {
+    // A chunk another request is still sending (or one whose master died, for a few seconds)
+    // is free again soon: wait and send it again.
+    const busy = out.status === 409 && (out.body as { code?: string } | null)?.code === "upload.chunk_busy";
+    if ((busy || out.status === 503 || out.status >= 502) && attempt < RETRIES && !signal.aborted) {
       progress(0);
       await new Promise((r) => setTimeout(r, 1000 * 2 ** attempt));
       continue;
