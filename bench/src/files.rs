@@ -75,6 +75,15 @@ impl Server {
         self.child.id()
     }
 
+    /// CPU time the server has used so far (user + system), in seconds.
+    pub(crate) fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        // Fields after the command name (which may hold spaces) start at its closing parenthesis.
+        let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+        let ticks: f64 = [11, 12].iter().filter_map(|&i| fields.get(i)?.parse::<f64>().ok()).sum();
+        ticks / clock_ticks_per_second()
+    }
+
     /// Resets the peak RSS so the next reading covers only what follows.
     pub(crate) fn reset_peak(&self) {
         let _ = std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5");
@@ -93,6 +102,15 @@ impl Server {
     fn database(&self) -> PathBuf {
         self.dir.path().join("data/nubo.db")
     }
+}
+
+/// The unit of `/proc/PID/stat`'s CPU times (`getconf CLK_TCK`, 100 on Linux as a rule).
+fn clock_ticks_per_second() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        let out = Command::new("getconf").arg("CLK_TCK").output().ok();
+        out.and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok()).unwrap_or(100.0)
+    })
 }
 
 /// A chunk's bytes: distinct per index, cheap to make, incompressible enough.
@@ -341,7 +359,12 @@ pub(crate) async fn start_signed_in() -> (Bench, String) {
 /// As [`start_signed_in`], the master started with more environment.
 pub(crate) async fn start_signed_in_with(env: &[(&str, &str)]) -> (Bench, String) {
     let binary = std::env::current_exe().expect("own path").with_file_name("nubo-master");
-    let server = Server::start_with(&binary, env);
+    start_signed_in_at(&binary, env).await
+}
+
+/// As [`start_signed_in_with`], the master being the build at `binary`.
+pub(crate) async fn start_signed_in_at(binary: &Path, env: &[(&str, &str)]) -> (Bench, String) {
+    let server = Server::start_with(binary, env);
     let client = reqwest::Client::builder().pool_max_idle_per_host(16).build().expect("client");
     let login =
         json!({"provider": "email_password", "identifier": "bench@example.com", "credential": "bench-password"});
@@ -538,7 +561,7 @@ const SMALL_DAV_PASSWORD: &str = "bench-small-dav-password";
 
 /// A way to create a small file.
 #[derive(Clone, Copy)]
-enum SmallWay {
+pub(crate) enum SmallWay {
     /// `POST /file/upload`, then its only chunk.
     Session,
     /// `POST /file/content` with the body.
@@ -548,7 +571,7 @@ enum SmallWay {
 }
 
 impl SmallWay {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             SmallWay::Session => "session",
             SmallWay::OneRequest => "one-request",
@@ -556,7 +579,7 @@ impl SmallWay {
         }
     }
 
-    fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             SmallWay::Session => "upload session (2 requests)",
             SmallWay::OneRequest => "POST /file/content (1 request)",
@@ -567,7 +590,7 @@ impl SmallWay {
 
 /// Creates 1000 new 4 KiB files in a new folder `folder` the way `way` does, from 8 clients;
 /// answers files per second. `seed` keeps contents new to the server.
-async fn upload_small_files(bench: &Bench, way: SmallWay, folder: &str, seed: usize) -> f64 {
+pub(crate) async fn upload_small_files(bench: &Bench, way: SmallWay, folder: &str, seed: usize) -> f64 {
     let created =
         bench.json(reqwest::Method::POST, "/directory", Some(json!({"parent_id": bench.root, "name": folder}))).await;
     let parent = created["id"].as_str().unwrap().to_owned();

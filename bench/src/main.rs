@@ -54,6 +54,7 @@ mod search;
 mod summary;
 mod sync;
 mod thumbnails;
+mod uploads;
 
 struct Options {
     seconds: u64,
@@ -271,7 +272,7 @@ async fn bench_metrics(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench metrics [--seconds N] [--concurrency C] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N] | nubo-bench cluster [--seconds N] [--concurrency C] | nubo-bench cli [--big-mib N] [--small-files N] [--parallel N] | nubo-bench sync [--small-files N] [--small-kib K] [--big-mib N] | nubo-bench import [--files N]";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench metrics [--seconds N] [--concurrency C] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench uploads --baseline PATH [--rounds N] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N] | nubo-bench cluster [--seconds N] [--concurrency C] | nubo-bench cli [--big-mib N] [--small-files N] [--parallel N] | nubo-bench sync [--small-files N] [--small-kib K] [--big-mib N] | nubo-bench import [--files N]";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -285,6 +286,7 @@ fn main() {
         "cluster" => return runtime.block_on(cluster::run(rest)),
         "dav" => return runtime.block_on(dav::run(rest)),
         "files" => return runtime.block_on(files::run(rest)),
+        "uploads" => return runtime.block_on(uploads::run(rest)),
         "login" => return runtime.block_on(login::run(rest)),
         "archive" => return runtime.block_on(archive::run(rest)),
         "reads" => return runtime.block_on(reads::run(rest)),

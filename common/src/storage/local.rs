@@ -193,7 +193,8 @@ impl BlobStore for LocalBlobStore {
 
     /// Copies the chunk files the receipts name, in index order, into a new file and links that
     /// to the key: the blob is a copy no chunk writer holds open, so a writer still in flight
-    /// (or one arriving late) can never change the published bytes.
+    /// (or one arriving late) can never change the published bytes. An upload of one chunk
+    /// links the file its receipt names, which no writer holds open either.
     async fn complete_upload(&self, upload: &StagedUpload, chunks: &[ChunkReceipt]) -> StorageResult<()> {
         upload.check_receipts(chunks)?;
         let key = StorageKey::parse(&upload.key)?;
@@ -203,15 +204,29 @@ impl BlobStore for LocalBlobStore {
         receipts.sort_by_key(|receipt| receipt.index);
         let (handle, durable) = (upload.handle.clone(), self.durable);
         run_blocking(move || {
-            let assembled = dir.join(format!("assembled-{}", uuid::Uuid::new_v4().simple()));
-            let made = assemble(&dir, &assembled, &receipts, durable).map_err(|err| match err {
+            let made = match receipts.as_slice() {
+                // One chunk: its file is the blob as it is. Its writer closed it before the
+                // receipt was made and every other copy of the chunk is a file of its own, so
+                // nobody writes to it any more and nothing needs copying.
+                [only] => whole_chunk(&dir, only, durable),
+                _ => {
+                    let assembled = dir.join(format!("assembled-{}", uuid::Uuid::new_v4().simple()));
+                    let made = assemble(&dir, &assembled, &receipts, durable);
+                    if made.is_err() {
+                        remove_leftover(&assembled);
+                    }
+                    made.map(|()| assembled)
+                }
+            };
+            let blob = made.map_err(|err| match err {
                 StorageError::NotFound(_) => StorageError::NotFound(format!("staged upload {handle}")),
                 other => other,
-            });
-            let published = made.and_then(|()| link_into_place(&assembled, &target, &key, durable));
-            if published.is_err() {
-                remove_leftover(&assembled);
-                return published;
+            })?;
+            if let Err(error) = link_into_place(&blob, &target, &key, durable) {
+                if receipts.len() > 1 {
+                    remove_leftover(&blob);
+                }
+                return Err(error);
             }
             if let Err(error) = std::fs::remove_dir_all(&dir) {
                 tracing::warn!(dir = %dir.display(), %error, "could not remove staged chunks; the collector will");
@@ -862,6 +877,37 @@ async fn remove_chunk_copies(dir: &Path, index: u32) -> io::Result<()> {
 /// Writes the chunk files `receipts` name (sorted by index) one after the other into the new
 /// file `assembled`, checking each has its receipt's length; synced when `durable`. The copy is
 /// the kernel's (`copy_file_range`): the bytes need not pass through this process.
+/// The chunk file `receipt` names in the staging directory `dir`.
+fn chunk_path(dir: &Path, receipt: &ChunkReceipt) -> StorageResult<PathBuf> {
+    let name = receipt.etag.as_deref().filter(|name| names_chunk(name, receipt.index)).ok_or_else(|| {
+        StorageError::Failed(format!("the receipt of chunk {} names no chunk file of it", receipt.index))
+    })?;
+    Ok(dir.join(name))
+}
+
+/// An error opening chunk `index`'s file.
+fn chunk_open_failure(index: u32, err: io::Error) -> StorageError {
+    match missing(&err) {
+        // Sent again since the receipt was read: the new copy has a receipt of its own.
+        true => StorageError::Failed(format!("chunk {index} was replaced while the upload completed")),
+        false => io_failure("open a chunk file", err),
+    }
+}
+
+/// The file of an upload's only chunk, checked against its receipt and, when `durable`, synced.
+fn whole_chunk(dir: &Path, receipt: &ChunkReceipt, durable: bool) -> StorageResult<PathBuf> {
+    let path = chunk_path(dir, receipt)?;
+    let file = std::fs::File::open(&path).map_err(|err| chunk_open_failure(receipt.index, err))?;
+    let len = file.metadata().map_err(|err| io_failure("inspect a chunk file", err))?.len();
+    if len != receipt.size {
+        return Err(StorageError::Failed(format!("chunk {} has {len} bytes, its receipt says {}", receipt.index, receipt.size)));
+    }
+    if durable {
+        file.sync_all().map_err(|err| io_failure("sync the chunk file", err))?;
+    }
+    Ok(path)
+}
+
 fn assemble(dir: &Path, assembled: &Path, receipts: &[ChunkReceipt], durable: bool) -> StorageResult<()> {
     let mut out =
         std::fs::OpenOptions::new().write(true).create_new(true).open(assembled).map_err(|err| {
@@ -872,14 +918,8 @@ fn assemble(dir: &Path, assembled: &Path, receipts: &[ChunkReceipt], durable: bo
         })?;
     let mut offset = 0;
     for receipt in receipts {
-        let name = receipt.etag.as_deref().filter(|name| names_chunk(name, receipt.index)).ok_or_else(|| {
-            StorageError::Failed(format!("the receipt of chunk {} names no chunk file of it", receipt.index))
-        })?;
-        let mut chunk = std::fs::File::open(dir.join(name)).map_err(|err| match missing(&err) {
-            // Sent again since the receipt was read: the new copy has a receipt of its own.
-            true => StorageError::Failed(format!("chunk {} was replaced while the upload completed", receipt.index)),
-            false => io_failure("open a chunk file", err),
-        })?;
+        let mut chunk =
+            std::fs::File::open(chunk_path(dir, receipt)?).map_err(|err| chunk_open_failure(receipt.index, err))?;
         let copied = io::copy(&mut chunk, &mut out).map_err(|err| io_failure("assemble the blob", err))?;
         if copied != receipt.size {
             return Err(StorageError::Failed(format!(
