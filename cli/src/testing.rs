@@ -71,3 +71,15 @@ pub async fn pause_in_upload(point: &str) {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// Counts one request of a remote move (a move to another folder, or a rename): with
+/// `NUBO_CLI_STOP_AFTER_MOVE_STEPS=N` the process stops right after the N-th, as one killed
+/// between the two requests of a move into another folder under another name would.
+pub fn move_step_done() {
+    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
+    static STEPS: AtomicU64 = AtomicU64::new(0);
+    let done = STEPS.fetch_add(1, Ordering::SeqCst) + 1;
+    if limit("NUBO_CLI_STOP_AFTER_MOVE_STEPS", &LIMIT).is_some_and(|n| done >= n) {
+        stop(&format!("{done} move step(s)"));
+    }
+}

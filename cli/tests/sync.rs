@@ -40,6 +40,7 @@ on_every_backend!(
     a_folder_deleted_here_keeps_what_this_side_could_not_hold,
     the_clis_own_configuration_and_state_are_never_synced,
     a_file_written_while_it_uploads_is_sent_again_not_kept_as_a_conflict,
+    a_folder_move_cut_off_between_its_requests_is_finished_not_undone,
 );
 
 /// The binary with its own config and data directories, a local folder `tree/` to sync and
@@ -915,4 +916,34 @@ async fn a_file_written_while_it_uploads_is_sent_again_not_kept_as_a_conflict(ap
     let expected = BTreeMap::from([("log.txt".to_owned(), Some(b"line 1\nline 2\nline 3\n".to_vec()))]);
     assert_eq!(pair.local_tree(), expected, "the final bytes, and no conflict copy");
     assert_eq!(remote_tree(&app, &pair.session).await, expected, "on the server too");
+}
+
+async fn a_folder_move_cut_off_between_its_requests_is_finished_not_undone(app: TestApp) {
+    let pair = Pair::new(&app, "halfmove@nubo.test", &app.base_url).await;
+    pair.write("old/photos/1.txt", b"photo 1");
+    pair.write("old/photos/2.txt", b"photo 2");
+    pair.write("new/.keep", b"");
+    pair.sync().await.converged();
+    let before = remote_objects(&app, &pair.session, "/sync").await;
+
+    // Into another folder under another name: two requests, and the run stops after the first.
+    std::fs::rename(pair.local("old/photos"), pair.local("new/pictures")).unwrap();
+    let cut = pair.sync_with(&["-P", "8"], &[("NUBO_CLI_STOP_AFTER_MOVE_STEPS", "1")]).await;
+    assert_eq!(cut.code, 6, "{cut:?}");
+    let half = remote_objects(&app, &pair.session, "/sync").await;
+    assert_eq!(id_of(&half, "new/photos"), id_of(&before, "old/photos"), "moved, not yet renamed: {half:?}");
+
+    let run = pair.sync().await;
+    run.converged();
+    let moved: Vec<usize> = ["move_remote", "upload", "download", "make_local_folder", "trash_remote", "delete_local"]
+        .iter()
+        .map(|event| run.count(event))
+        .collect();
+    assert_eq!(moved, [1, 0, 0, 0, 0, 0], "the move is finished, nothing else: {}", run.stdout);
+    let after = remote_objects(&app, &pair.session, "/sync").await;
+    assert_eq!(id_of(&after, "new/pictures"), id_of(&before, "old/photos"), "the same folder object");
+    assert_eq!(id_of(&after, "new/pictures/1.txt"), id_of(&before, "old/photos/1.txt"));
+    assert!(!after.contains_key("new/photos"), "the old name is not made again: {after:?}");
+    assert!(!pair.local_tree().contains_key("new/photos"), "nor brought back here");
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
 }

@@ -231,7 +231,7 @@ impl<'a> Apply<'a> {
         for action in actions {
             match action {
                 Action::MoveLocal { from, to } => self.move_local(&from, &to)?,
-                Action::MoveRemote { from, to, id } => self.move_remote(&from, &to, &id).await?,
+                Action::MoveRemote { from, to, id, server_at } => self.move_remote(&from, &to, &id, &server_at).await?,
                 Action::Upload { path, local, replaces, .. } => uploads.push((path, local, replaces)),
                 Action::Download { path, remote, expect, .. } => downloads.push((path, remote, expect)),
                 Action::TrashRemote { path, id, blake3 } => trash.push((path, id, blake3)),
@@ -329,17 +329,19 @@ impl<'a> Apply<'a> {
     }
 
     /// The local file or folder moved: the remote object follows (one request however much a
-    /// folder holds).
-    async fn move_remote(&self, from: &str, to: &str, id: &str) -> CliResult<()> {
+    /// folder holds, and a rename), from `server_at`, where the server has it now.
+    async fn move_remote(&self, from: &str, to: &str, id: &str, server_at: &str) -> CliResult<()> {
         let outcome = async {
-            if parent_of(from) != parent_of(to) {
+            if parent_of(server_at) != parent_of(to) {
                 let parent = self.remote_folder(parent_of(to)).await?;
                 let body = json!({"src_ids": [id], "dst_id": parent.id});
                 self.api.json::<Value>(Method::PATCH, "/object", Some(&body)).await?;
+                crate::testing::move_step_done();
             }
-            if name_of(from) != name_of(to) {
+            if name_of(server_at) != name_of(to) {
                 let body = json!({"name": name_of(to)});
                 self.api.json::<Value>(Method::PATCH, &format!("/object/{id}"), Some(&body)).await?;
+                crate::testing::move_step_done();
             }
             Ok::<(), CliError>(())
         }
