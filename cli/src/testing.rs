@@ -57,3 +57,29 @@ pub async fn pause_before_trash() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// `NUBO_CLI_PAUSE_IN_UPLOAD=FLAG`: each upload of `nubo sync` waits, before it reads the file,
+/// until `FLAG.read` exists, and again, once the server holds the bytes, until `FLAG.sent`
+/// exists (saying so on standard error each time), so a test can write to a file while it is
+/// being uploaded at exactly those two points.
+pub async fn pause_in_upload(point: &str) {
+    let Some(flag) = std::env::var_os("NUBO_CLI_PAUSE_IN_UPLOAD") else { return };
+    let mut flag = std::path::PathBuf::from(flag).into_os_string();
+    flag.push(format!(".{point}"));
+    eprintln!("waiting in the upload until {point} (test hook)");
+    while !std::path::Path::new(&flag).exists() {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// Counts one request of a remote move (a move to another folder, or a rename): with
+/// `NUBO_CLI_STOP_AFTER_MOVE_STEPS=N` the process stops right after the N-th, as one killed
+/// between the two requests of a move into another folder under another name would.
+pub fn move_step_done() {
+    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
+    static STEPS: AtomicU64 = AtomicU64::new(0);
+    let done = STEPS.fetch_add(1, Ordering::SeqCst) + 1;
+    if limit("NUBO_CLI_STOP_AFTER_MOVE_STEPS", &LIMIT).is_some_and(|n| done >= n) {
+        stop(&format!("{done} move step(s)"));
+    }
+}

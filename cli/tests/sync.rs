@@ -39,6 +39,8 @@ on_every_backend!(
     a_users_own_part_named_files_are_synced_and_never_deleted,
     a_folder_deleted_here_keeps_what_this_side_could_not_hold,
     the_clis_own_configuration_and_state_are_never_synced,
+    a_file_written_while_it_uploads_is_sent_again_not_kept_as_a_conflict,
+    a_folder_move_cut_off_between_its_requests_is_finished_not_undone,
 );
 
 /// The binary with its own config and data directories, a local folder `tree/` to sync and
@@ -98,6 +100,8 @@ impl Pair {
             .env_remove("NUBO_CLI_STOP_AFTER_CHUNKS")
             .env_remove("NUBO_CLI_STOP_AFTER_BYTES")
             .env_remove("NUBO_CLI_STOP_MODE")
+            .env_remove("NUBO_CLI_PAUSE_IN_UPLOAD")
+            .env_remove("NUBO_CLI_STOP_AFTER_MOVE_STEPS")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -864,4 +868,82 @@ async fn the_clis_own_configuration_and_state_are_never_synced(app: TestApp) {
     again.converged();
     let moved: usize = ["upload", "download", "trash_remote", "delete_local"].iter().map(|e| again.count(e)).sum();
     assert_eq!(moved, 0, "a second run has nothing to do: {}", again.stdout);
+}
+
+/// Reads `lines` (a run's standard error) until one contains `text`; whether one did (within 120 s).
+async fn read_until<R: tokio::io::AsyncBufRead + Unpin>(lines: &mut tokio::io::Lines<R>, text: &str) -> bool {
+    let found = tokio::time::timeout(Duration::from_secs(120), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains(text) {
+                return true;
+            }
+        }
+        false
+    });
+    found.await == Ok(true)
+}
+
+fn append(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    std::fs::OpenOptions::new().append(true).open(path).unwrap().write_all(bytes).unwrap();
+}
+
+async fn a_file_written_while_it_uploads_is_sent_again_not_kept_as_a_conflict(app: TestApp) {
+    let pair = Pair::new(&app, "torn@nubo.test", &app.base_url).await;
+    pair.write("log.txt", b"line 1\n");
+    let flag = pair.home.path().join("upload");
+    let tree = pair.local("");
+    let args = ["--json", "sync", tree.to_str().unwrap(), "/sync"];
+    let mut running = pair.command(&args, &[("NUBO_CLI_PAUSE_IN_UPLOAD", flag.to_str().unwrap())]).spawn().unwrap();
+    let mut stderr = tokio::io::BufReader::new(running.stderr.take().unwrap()).lines();
+
+    // Appended to after the run hashed it and before the upload read it, and again while the
+    // bytes went up: the server gets a version of the file that never was the one hashed.
+    assert!(read_until(&mut stderr, "waiting in the upload until read").await, "the run planned the upload");
+    append(&pair.local("log.txt"), b"line 2\n");
+    std::fs::write(flag.with_extension("read"), b"").unwrap();
+    assert!(read_until(&mut stderr, "waiting in the upload until sent").await, "the bytes went up");
+    append(&pair.local("log.txt"), b"line 3\n");
+    std::fs::write(flag.with_extension("sent"), b"").unwrap();
+    let output = tokio::time::timeout(Duration::from_secs(120), running.wait_with_output()).await.unwrap().unwrap();
+    let torn = Run::of(output);
+    assert_eq!(torn.code, 8, "a file changed while it uploads is not in step: {torn:?}");
+    assert_eq!(torn.summary()["skipped"][0]["path"], "log.txt", "{}", torn.stdout);
+
+    let run = pair.sync().await;
+    run.converged();
+    assert_eq!(run.count("conflict"), 0, "{}", run.stdout);
+    let expected = BTreeMap::from([("log.txt".to_owned(), Some(b"line 1\nline 2\nline 3\n".to_vec()))]);
+    assert_eq!(pair.local_tree(), expected, "the final bytes, and no conflict copy");
+    assert_eq!(remote_tree(&app, &pair.session).await, expected, "on the server too");
+}
+
+async fn a_folder_move_cut_off_between_its_requests_is_finished_not_undone(app: TestApp) {
+    let pair = Pair::new(&app, "halfmove@nubo.test", &app.base_url).await;
+    pair.write("old/photos/1.txt", b"photo 1");
+    pair.write("old/photos/2.txt", b"photo 2");
+    pair.write("new/.keep", b"");
+    pair.sync().await.converged();
+    let before = remote_objects(&app, &pair.session, "/sync").await;
+
+    // Into another folder under another name: two requests, and the run stops after the first.
+    std::fs::rename(pair.local("old/photos"), pair.local("new/pictures")).unwrap();
+    let cut = pair.sync_with(&["-P", "8"], &[("NUBO_CLI_STOP_AFTER_MOVE_STEPS", "1")]).await;
+    assert_eq!(cut.code, 6, "{cut:?}");
+    let half = remote_objects(&app, &pair.session, "/sync").await;
+    assert_eq!(id_of(&half, "new/photos"), id_of(&before, "old/photos"), "moved, not yet renamed: {half:?}");
+
+    let run = pair.sync().await;
+    run.converged();
+    let moved: Vec<usize> = ["move_remote", "upload", "download", "make_local_folder", "trash_remote", "delete_local"]
+        .iter()
+        .map(|event| run.count(event))
+        .collect();
+    assert_eq!(moved, [1, 0, 0, 0, 0, 0], "the move is finished, nothing else: {}", run.stdout);
+    let after = remote_objects(&app, &pair.session, "/sync").await;
+    assert_eq!(id_of(&after, "new/pictures"), id_of(&before, "old/photos"), "the same folder object");
+    assert_eq!(id_of(&after, "new/pictures/1.txt"), id_of(&before, "old/photos/1.txt"));
+    assert!(!after.contains_key("new/photos"), "the old name is not made again: {after:?}");
+    assert!(!pair.local_tree().contains_key("new/photos"), "nor brought back here");
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
 }

@@ -231,7 +231,7 @@ impl<'a> Apply<'a> {
         for action in actions {
             match action {
                 Action::MoveLocal { from, to } => self.move_local(&from, &to)?,
-                Action::MoveRemote { from, to, id } => self.move_remote(&from, &to, &id).await?,
+                Action::MoveRemote { from, to, id, server_at } => self.move_remote(&from, &to, &id, &server_at).await?,
                 Action::Upload { path, local, replaces, .. } => uploads.push((path, local, replaces)),
                 Action::Download { path, remote, expect, .. } => downloads.push((path, remote, expect)),
                 Action::TrashRemote { path, id, blake3 } => trash.push((path, id, blake3)),
@@ -329,17 +329,19 @@ impl<'a> Apply<'a> {
     }
 
     /// The local file or folder moved: the remote object follows (one request however much a
-    /// folder holds).
-    async fn move_remote(&self, from: &str, to: &str, id: &str) -> CliResult<()> {
+    /// folder holds, and a rename), from `server_at`, where the server has it now.
+    async fn move_remote(&self, from: &str, to: &str, id: &str, server_at: &str) -> CliResult<()> {
         let outcome = async {
-            if parent_of(from) != parent_of(to) {
+            if parent_of(server_at) != parent_of(to) {
                 let parent = self.remote_folder(parent_of(to)).await?;
                 let body = json!({"src_ids": [id], "dst_id": parent.id});
                 self.api.json::<Value>(Method::PATCH, "/object", Some(&body)).await?;
+                crate::testing::move_step_done();
             }
-            if name_of(from) != name_of(to) {
+            if name_of(server_at) != name_of(to) {
                 let body = json!({"name": name_of(to)});
                 self.api.json::<Value>(Method::PATCH, &format!("/object/{id}"), Some(&body)).await?;
+                crate::testing::move_step_done();
             }
             Ok::<(), CliError>(())
         }
@@ -449,6 +451,7 @@ impl<'a> Apply<'a> {
             blake3: known,
             replaces_blake3: replaces,
         };
+        crate::testing::pause_in_upload("read").await;
         let (object, method) = match put.upload_into(&file, &parent).await {
             // A server that does not take `blake3` yet: the bytes go up after all.
             Err(err) if err.status == Some(422) && file.blake3.is_some() => {
@@ -461,14 +464,27 @@ impl<'a> Apply<'a> {
             }
             other => other?,
         };
-        if let Some(hash) = &local.blake3 {
+        crate::testing::pause_in_upload("sent").await;
+        // The file may have been written to while it was read: the server then holds bytes
+        // other than those hashed before. The base is what the server really has, so the next
+        // run sends the file again over it instead of taking the two for a conflict.
+        let stored = match method {
+            "known" => None,
+            _ => self.stored_blake3(&object.id).await?,
+        };
+        let in_step = stored.as_ref().is_none_or(|hash| local.blake3.as_ref() == Some(hash))
+            && still(&self.local(path), Some(local));
+        // A server that names no hash (content stored before hashes were kept): as read here.
+        let stored = stored.or_else(|| local.blake3.clone());
+        if let Some(hash) = &stored {
             self.known_hashes.lock().expect("hashes").insert(hash.clone());
         }
         let base = Base {
             kind: Kind::File,
-            blake3: local.blake3.clone(),
+            blake3: stored,
             size: local.size,
-            mtime_ns: local.mtime_ns,
+            // A time no file has: the next run reads the file again rather than trust the base.
+            mtime_ns: if in_step { local.mtime_ns } else { 0 },
             remote_id: object.id.clone(),
             remote_updated_at: object.updated_at.clone(),
         };
@@ -477,7 +493,16 @@ impl<'a> Apply<'a> {
             self.report.lock().expect("report").bytes_up += local.size;
         }
         self.done("upload", path, json!({"id": object.id, "size": local.size, "method": method}));
+        if !in_step {
+            self.skip(path, "changed here while it was uploaded; the next run sends it again".into());
+        }
         Ok(())
+    }
+
+    /// The blake3 of the content the server holds for the file `id`.
+    async fn stored_blake3(&self, id: &str) -> CliResult<Option<String>> {
+        let detail: Value = self.api.get(&format!("/object/{id}/detail")).await?;
+        Ok(detail["blake3"].as_str().map(str::to_owned))
     }
 
     async fn download(

@@ -38,11 +38,14 @@ pub enum Action {
         to: String,
     },
     /// The local file or folder moved: move (and rename) the remote object, one request for a
-    /// whole folder.
+    /// whole folder. `server_at` is where the server has it now: `from`, or the half-way point
+    /// (moved but not renamed, or renamed but not moved) a run cut off mid-move left.
     MoveRemote {
         from: String,
         to: String,
         id: String,
+        #[serde(skip)]
+        server_at: String,
     },
     MakeRemoteFolder {
         path: String,
@@ -223,21 +226,43 @@ fn below<'m, T>(map: &'m BTreeMap<String, T>, folder: &str) -> impl Iterator<Ite
     map.range(prefix.clone()..).take_while(move |(path, _)| path.starts_with(&prefix))
 }
 
+/// Where the server has the object of `base` (agreed at `path`) when it is unchanged: at `path`,
+/// or (found by id) at a path no agreement names, which a half-done move may have left it at.
+fn unchanged_on_server(sides: &Sides, by_id: &HashMap<&str, &Remote>, path: &str, base: &Base) -> Option<String> {
+    let unchanged = |r: &Remote| r.id == base.remote_id && same_content(r.kind, r.blake3.as_ref(), base);
+    if let Some(remote) = sides.remotes.get(path) {
+        return unchanged(remote).then(|| path.to_owned());
+    }
+    let remote = by_id.get(base.remote_id.as_str())?;
+    (unchanged(remote) && !sides.bases.contains_key(&remote.path)).then(|| remote.path.clone())
+}
+
+/// Whether the server's `at` is `from` or one of the two half-way points of a move from `from`
+/// to `to` (moved into the new folder under the old name, or renamed in the old folder).
+fn on_the_way(at: &str, from: &str, to: &str) -> bool {
+    fn split(path: &str) -> (&str, &str) {
+        path.rsplit_once('/').unwrap_or(("", path))
+    }
+    let join = |parent: &str, name: &str| if parent.is_empty() { name.to_owned() } else { format!("{parent}/{name}") };
+    let ((from_parent, from_name), (to_parent, to_name)) = (split(from), split(to));
+    at == from || at == join(to_parent, from_name) || at == join(from_parent, to_name)
+}
+
 /// Local files and folders that moved: a B path gone here (still unchanged on the server)
-/// whose content reappears under a new local path.
+/// whose content reappears under a new local path. A move an earlier run left half-done (the
+/// object already in the new folder, or already renamed) is recognised by the object's id and
+/// finished, never taken as a new object there to bring back here.
 fn local_moves(sides: &mut Sides, actions: &mut Vec<Action>) {
-    let vanished: Vec<(String, Base)> = sides
+    let by_id: HashMap<&str, &Remote> = sides.remotes.values().map(|r| (r.id.as_str(), r)).collect();
+    let vanished: Vec<(String, Base, String)> = sides
         .bases
         .iter()
-        .filter(|(path, base)| {
-            !sides.locals.contains_key(*path)
-                && sides
-                    .remotes
-                    .get(*path)
-                    .is_some_and(|r| r.id == base.remote_id && same_content(r.kind, r.blake3.as_ref(), base))
+        .filter(|(path, _)| !sides.locals.contains_key(*path))
+        .filter_map(|(path, base)| {
+            unchanged_on_server(sides, &by_id, path, base).map(|at| (path.clone(), base.clone(), at))
         })
-        .map(|(p, b)| (p.clone(), b.clone()))
         .collect();
+    drop(by_id);
     if vanished.is_empty() {
         return;
     }
@@ -256,8 +281,8 @@ fn local_moves(sides: &mut Sides, actions: &mut Vec<Action>) {
     }
     let mut claimed: Vec<String> = Vec::new();
     let mut moved: Vec<String> = Vec::new();
-    for (from, base) in vanished {
-        if moved.iter().any(|m| is_below(&from, m)) {
+    for (from, base, server_at) in vanished {
+        if moved.iter().any(|m| is_below(&from, m) || is_below(&server_at, m)) {
             continue;
         }
         let name = from.rsplit('/').next().unwrap_or(&from).to_owned();
@@ -268,7 +293,7 @@ fn local_moves(sides: &mut Sides, actions: &mut Vec<Action>) {
             }
             Kind::Folder => new_folders.iter().collect(),
         };
-        candidates.retain(|path| free(path));
+        candidates.retain(|path| free(path) && on_the_way(&server_at, &from, path));
         // The same name first (a move to another folder), then any (a rename).
         candidates.sort_by_key(|p| p.rsplit('/').next() != Some(name.as_str()));
         let found = candidates.into_iter().find(|to| match base.kind {
@@ -285,9 +310,9 @@ fn local_moves(sides: &mut Sides, actions: &mut Vec<Action>) {
         let Some(to) = found.cloned() else { continue };
         let id = base.remote_id.clone();
         rekey(&mut sides.bases, &from, &to, |_, _| {});
-        rekey_remotes(&mut sides.remotes, &from, &to);
+        rekey_remotes(&mut sides.remotes, &server_at, &to);
         claimed.push(to.clone());
-        actions.push(Action::MoveRemote { from: from.clone(), to, id });
+        actions.push(Action::MoveRemote { from: from.clone(), to, id, server_at });
         moved.push(from);
     }
 }
@@ -581,6 +606,31 @@ mod tests {
     fn new_on_one_side_is_created_on_the_other_never_deleted() {
         let s = sides(&[("offline.txt", file("aa", 5)), ("empty", folder())], &[remote("remote-only", "7", None)], &[]);
         assert_eq!(plan_of(s), ["make_remote_folder empty", "upload offline.txt", "make_local_folder remote-only"]);
+    }
+
+    #[test]
+    fn a_move_left_half_way_is_finished_and_an_unrelated_one_is_not_taken_for_it() {
+        let locals = [("a", folder()), ("b", folder()), ("b/new", folder()), ("b/new/x.txt", file("xx", 1))];
+        let bases = [("a", base("a", None, 0)), ("b", base("b", None, 0)), ("a/old", base("f", None, 0))];
+        let bases = [bases.as_slice(), &[("a/old/x.txt", base("x", Some("xx"), 1))]].concat();
+        // The server has the folder in `b` under its old name: moved, not yet renamed.
+        let half = [remote("a", "a", None), remote("b", "b", None), remote("b/old", "f", None)];
+        let half = [half.as_slice(), &[remote("b/old/x.txt", "x", Some("xx"))]].concat();
+        let (actions, _) = plan(sides(&locals, &half, &bases), Direction::Both, &[]);
+        let moves: Vec<(String, String)> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::MoveRemote { to, server_at, .. } => Some((to.clone(), server_at.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(moves, [("b/new".to_string(), "b/old".to_string())], "{actions:?}");
+        assert_eq!(plan_of(sides(&locals, &half, &bases)).len(), 1, "nothing else: the move alone");
+        // Elsewhere on the server (another device moved it): not a half-way point of this move.
+        let elsewhere = [remote("a", "a", None), remote("b", "b", None), remote("a/other", "f", None)];
+        let elsewhere = [elsewhere.as_slice(), &[remote("a/other/x.txt", "x", Some("xx"))]].concat();
+        let planned = plan_of(sides(&locals, &elsewhere, &bases));
+        assert!(!planned.iter().any(|p| p.starts_with("move_remote")), "{planned:?}");
     }
 
     #[test]
