@@ -77,7 +77,12 @@ pub async fn run(args: &[String]) {
                 // Contents new to each server in every round.
                 let seed = (round * 2 + which) * 10_000 + index * 100_000;
                 let measure = run_workload(masters[which], index, round, seed).await;
-                println!("round {round}, {name}, {}: {:.1}/s, {:.2} s CPU", ["this", "baseline"][which], measure.rate, measure.cpu_seconds);
+                println!(
+                    "round {round}, {name}, {}: {:.1}/s, {:.2} s CPU",
+                    ["this", "baseline"][which],
+                    measure.rate,
+                    measure.cpu_seconds
+                );
                 measures[index][which].push(measure);
             }
         }

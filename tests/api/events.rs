@@ -1,7 +1,8 @@
 //! Change events (`GET /events`, Server-Sent Events): every kind of change reaches the owner's
 //! subscribers and nobody else's, a subscriber on one master hears writes made through another,
 //! a reconnect with `since` replays exactly what was missed, a cursor older than the kept
-//! events answers 410, and one beyond the newest (a restored backup) 409.
+//! events answers 410, one beyond the newest (a restored backup) 409, and on PostgreSQL a
+//! transaction that commits long after a later one still has its events delivered.
 
 use std::time::Duration;
 
@@ -277,4 +278,44 @@ async fn a_cursor_beyond_the_newest_answers_409_and_ready_names_the_epoch(app: T
     app.restart().await;
     let mut stream = Stream::open(&app.base_url, &user, None).await;
     assert_eq!(stream.next(Duration::from_secs(10)).await.data["epoch"], epoch.as_str());
+}
+
+/// On PostgreSQL a cursor is handed out when the event is written, before its transaction
+/// commits: a transaction that commits after a later one (a big copy, a large trash) leaves a
+/// gap the hub must wait out, however long, rather than skip (it once skipped after 3 s, and
+/// live subscribers never heard the change).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_committed_after_a_later_one_reaches_live_subscribers_on_postgres() {
+    let Some(app) = TestApp::spawn(nubo_tests::Backend::Postgres).await else { return };
+    let user = app.register("gus@example.com", "gus-password").await;
+    let root = app.root_id(&user).await;
+    let mut stream = Stream::open(&app.base_url, &user, None).await;
+    let ready = stream.next(Duration::from_secs(10)).await;
+    let start = ready.data["cursor"].as_i64().unwrap();
+
+    // A transaction writes a folder (its event takes the next cursor) and stays open.
+    let mut slow = app.context().db().writer().begin().await.unwrap();
+    let now = now_ms();
+    sqlx::query(
+        "INSERT INTO objects (id, owner_id, parent_id, name, kind, size, created_at, updated_at) VALUES ($1, $2, $3, 'slow', 'folder', 0, $4, $4)",
+    )
+    .bind(uuid::Uuid::new_v4().to_string())
+    .bind(&user.user_id)
+    .bind(&root)
+    .bind(now)
+    .execute(&mut *slow)
+    .await
+    .unwrap();
+    // A later change commits first, and the slow one only well after the hub used to give up.
+    app.mkdir(&user, &root, "quick").await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    slow.commit().await.unwrap();
+
+    let (seen, cursors) = stream.changes(2).await;
+    assert_eq!(seen, pairs(&[("created", "slow"), ("created", "quick")]), "both, in cursor order");
+    assert!(cursors[0] < cursors[1] && cursors[0] > start);
+    // A reader resuming from before both gets them too.
+    let mut resumed = Stream::open(&app.base_url, &user, Some(start)).await;
+    let (replayed, _) = resumed.changes(2).await;
+    assert_eq!(replayed, seen);
 }

@@ -900,7 +900,10 @@ fn whole_chunk(dir: &Path, receipt: &ChunkReceipt, durable: bool) -> StorageResu
     let file = std::fs::File::open(&path).map_err(|err| chunk_open_failure(receipt.index, err))?;
     let len = file.metadata().map_err(|err| io_failure("inspect a chunk file", err))?.len();
     if len != receipt.size {
-        return Err(StorageError::Failed(format!("chunk {} has {len} bytes, its receipt says {}", receipt.index, receipt.size)));
+        return Err(StorageError::Failed(format!(
+            "chunk {} has {len} bytes, its receipt says {}",
+            receipt.index, receipt.size
+        )));
     }
     if durable {
         file.sync_all().map_err(|err| io_failure("sync the chunk file", err))?;

@@ -51,6 +51,28 @@ pub async fn newest_of_owner(db: &Db, owner: UserId, upto: i64) -> Result<i64, D
     Ok(seq.unwrap_or(0))
 }
 
+/// On PostgreSQL, the transactions running now (`pg_current_snapshot()` as text); `None` on
+/// SQLite, whose one writer commits its cursors in order.
+pub async fn running_transactions(db: &Db) -> Result<Option<String>, DbError> {
+    if db.backend() != super::Backend::Postgres {
+        return Ok(None);
+    }
+    let (snapshot,): (String,) = sqlx::query_as("SELECT pg_current_snapshot()::text").fetch_one(db.reader()).await?;
+    Ok(Some(snapshot))
+}
+
+/// Whether every transaction of `snapshot` (from [`running_transactions`]) has ended,
+/// committed or rolled back.
+pub async fn transactions_ended(db: &Db, snapshot: &str) -> Result<bool, DbError> {
+    let (ended,): (bool,) = sqlx::query_as(
+        "SELECT COALESCE(bool_and(pg_xact_status(xid) <> 'in progress'), TRUE) FROM pg_snapshot_xip($1::pg_snapshot) AS xid",
+    )
+    .bind(snapshot)
+    .fetch_one(db.reader())
+    .await?;
+    Ok(ended)
+}
+
 /// The newest event's cursor (0 when there is none).
 pub async fn latest(db: &Db) -> Result<i64, DbError> {
     let (seq,): (Option<i64>,) = sqlx::query_as("SELECT MAX(seq) FROM change_events").fetch_one(db.reader()).await?;

@@ -36,9 +36,14 @@ use crate::kv::{Lease, SharedStore};
 const BATCH: i64 = 1000;
 /// The hub looks at the table at least this often (jobs' writes poke nobody).
 const POLL_EVERY: Duration = Duration::from_secs(1);
-/// A cursor missing from the sequence is a transaction still running (PostgreSQL hands out
-/// cursors before commit) for this long; after that it rolled back and is skipped.
+/// On SQLite, a cursor missing from the sequence is skipped after this long (its one writer
+/// commits cursors in order, so a gap there is a rolled-back write).
 const GAP_PATIENCE: Duration = Duration::from_secs(3);
+/// On PostgreSQL a missing cursor is waited for until every transaction that was running when
+/// it was first missed has ended (one of them holds it, or it rolled back), however long that
+/// takes, up to this bound: a write transaction open longer is a fault elsewhere, and holding
+/// every live delivery behind it would be worse (its events stay in the table for `since`).
+const GAP_LIMIT: Duration = Duration::from_secs(600);
 /// Live events a slow subscriber may fall behind by before it re-reads them from the table.
 const FANOUT_CAPACITY: usize = 4096;
 /// How long a stream's place among its user's streams lasts in the store unless renewed; the
@@ -180,24 +185,23 @@ async fn read_loop(ctx: Context, shutdown: CancellationToken) {
         }
     };
     hub.delivered.store(cursor, Ordering::Release);
-    let mut gap_seen: Option<(i64, Instant)> = None;
+    let mut gap: Option<Gap> = None;
     loop {
+        // Settled before the read, so a transaction that ended by now has its events in it.
+        let settled = match &gap {
+            Some(gap) if gap.at == cursor + 1 => gap.settled(&ctx).await.then_some(gap.at),
+            _ => None,
+        };
         match db::events::after(ctx.db(), cursor, BATCH).await {
             Ok(rows) => {
                 let full = rows.len() as i64 == BATCH;
                 for row in rows {
-                    if row.seq != cursor + 1 {
-                        // A missing cursor: wait for its transaction, or skip it once it is clearly gone.
-                        let first_seen = match gap_seen {
-                            Some((at, since)) if at == cursor + 1 => since,
-                            _ => {
-                                gap_seen = Some((cursor + 1, Instant::now()));
-                                Instant::now()
-                            }
-                        };
-                        if first_seen.elapsed() < GAP_PATIENCE {
-                            break;
+                    if row.seq != cursor + 1 && settled != Some(cursor + 1) {
+                        // A missing cursor: wait until it commits, or is known never to.
+                        if !gap.as_ref().is_some_and(|gap| gap.at == cursor + 1) {
+                            gap = Some(Gap::seen(&ctx, cursor + 1).await);
                         }
+                        break;
                     }
                     cursor = row.seq;
                     // No subscriber is fine: the event is in the table for later.
@@ -211,11 +215,53 @@ async fn read_loop(ctx: Context, shutdown: CancellationToken) {
             Err(error) => tracing::warn!(%error, "cannot read the change events; retrying"),
         }
         let wait =
-            if gap_seen.is_some_and(|(at, _)| at == cursor + 1) { Duration::from_millis(100) } else { POLL_EVERY };
+            if gap.as_ref().is_some_and(|gap| gap.at == cursor + 1) { Duration::from_millis(100) } else { POLL_EVERY };
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = hub.poked.notified() => {}
             _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// A cursor missing from the sequence of events, where the hub waits: PostgreSQL hands out
+/// cursors before commit, so a transaction still running (a big copy, a trash of a large
+/// folder) holds it, unless it rolled back.
+struct Gap {
+    /// The first missing cursor.
+    at: i64,
+    since: Instant,
+    /// On PostgreSQL, the transactions running just after it was first missed: the one holding
+    /// it is among them, or had already ended.
+    running: Option<String>,
+}
+
+impl Gap {
+    async fn seen(ctx: &Context, at: i64) -> Self {
+        let running = db::events::running_transactions(ctx.db()).await.unwrap_or_else(|error| {
+            tracing::warn!(%error, "cannot read the running transactions; a missing cursor is waited for by time");
+            None
+        });
+        Self { at, since: Instant::now(), running }
+    }
+
+    /// Whether the missing cursor can be passed: every transaction that could hold it has ended
+    /// (PostgreSQL), or it has been missing for [`GAP_PATIENCE`] (SQLite).
+    async fn settled(&self, ctx: &Context) -> bool {
+        let Some(running) = &self.running else { return self.since.elapsed() >= GAP_PATIENCE };
+        if self.since.elapsed() >= GAP_LIMIT {
+            tracing::warn!(
+                cursor = self.at,
+                "a transaction has held a change event's cursor for 10 minutes; passing it"
+            );
+            return true;
+        }
+        match db::events::transactions_ended(ctx.db(), running).await {
+            Ok(ended) => ended,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read whether transactions ended; waiting");
+                false
+            }
         }
     }
 }
