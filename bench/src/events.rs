@@ -43,7 +43,7 @@ pub async fn run(args: &[String]) {
     );
     println!("|---|---:|---:|---:|---:|---:|");
     // All subscribers are one user's: lift the per-user cap on streams (8 by default).
-    let uncapped = |config: &mut nubo_master::config::Config| config.max_event_streams_per_user = 0;
+    let uncapped = |config: &mut nubo_model::config::Config| config.max_event_streams_per_user = 0;
     let sqlite = TestApp::spawn_configured(Backend::Sqlite, uncapped).await.expect("SQLite needs no service");
     measure("SQLite, one master", &sqlite, None, &options).await;
     match TestApp::spawn_configured(Backend::Postgres, uncapped).await {

@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use nubo_master::domain::object::search_key;
+use nubo_model::domain::object::search_key;
 use serde_json::Value;
 use sqlx::any::AnyPoolOptions;
 

@@ -126,7 +126,7 @@ async fn seed(pool: &sqlx::AnyPool, url: &str, postgres: bool, options: &Options
         .fetch_one(pool)
         .await
         .expect("a group");
-    let now = nubo_master::domain::time::now_ms();
+    let now = nubo_model::domain::time::now_ms();
     let day = 86_400_000_i64;
     let users = options.users;
     let objects = options.objects;
@@ -216,8 +216,8 @@ async fn seed(pool: &sqlx::AnyPool, url: &str, postgres: bool, options: &Options
     // rest (planner statistics, visibility map); SQLite is left as the master leaves it.
     if postgres {
         let started = Instant::now();
-        let db = nubo_master::db::Db::connect(url, 1).await.expect("connect");
-        let folded = nubo_master::db::summary::fold(&db).await.expect("fold");
+        let db = nubo_model::db::Db::connect(url, 1).await.expect("connect");
+        let folded = nubo_model::db::summary::fold(&db).await.expect("fold");
         eprintln!("postgres: folded {folded} changes in {:.1} s", started.elapsed().as_secs_f64());
         sqlx::query("VACUUM ANALYZE").execute(pool).await.expect("vacuum");
     }

@@ -6,15 +6,15 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use nubo_common::secret::Secret;
+use nubo_model::config::Config;
+use nubo_model::db::Db;
+use nubo_model::kv;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::config::Config;
 use crate::context::Context;
-use crate::db::Db;
-use crate::kv;
 use crate::service;
 
 /// A master serving in the background (used by `serve` and by the test harness).

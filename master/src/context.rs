@@ -4,12 +4,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use nubo_model::config::Config;
+use nubo_model::db::Db;
+use nubo_model::domain::ids::ObjectId;
+use nubo_model::kv::{KvStore, SharedStore};
+use nubo_model::storage::StorageRegistry;
+
 use crate::auth::token::TokenKeys;
-use crate::config::Config;
-use crate::db::Db;
-use crate::domain::ids::ObjectId;
-use crate::kv::{KvStore, SharedStore};
-use crate::storage::StorageRegistry;
 
 /// What every request handler shares; cheap to clone.
 #[derive(Clone)]
@@ -32,7 +33,7 @@ struct Inner {
     instruments: Option<crate::service::metrics::Instruments>,
     /// When this master started (its uptime in the admin summary).
     started: std::time::Instant,
-    started_at: crate::domain::time::Millis,
+    started_at: nubo_model::domain::time::Millis,
 }
 
 impl Context {
@@ -44,7 +45,7 @@ impl Context {
             crate::service::metrics::Instruments::new(token.clone(), crate::http::metrics::classify_transfer)
         });
         let store = match &instruments {
-            Some(instruments) => crate::kv::metered::MeteredStore::wrap(store, instruments.registry.clone()),
+            Some(instruments) => nubo_model::kv::metered::MeteredStore::wrap(store, instruments.registry.clone()),
             None => store,
         };
         let storage = StorageRegistry::new(&config.data_dir);
@@ -61,7 +62,7 @@ impl Context {
             events,
             instruments,
             started: std::time::Instant::now(),
-            started_at: crate::domain::time::now_ms(),
+            started_at: nubo_model::domain::time::now_ms(),
         })))
     }
 
@@ -105,7 +106,7 @@ impl Context {
     }
 
     /// How long this master has run, and since when (milliseconds since the epoch).
-    pub fn uptime(&self) -> (std::time::Duration, crate::domain::time::Millis) {
+    pub fn uptime(&self) -> (std::time::Duration, nubo_model::domain::time::Millis) {
         (self.0.started.elapsed(), self.0.started_at)
     }
 

@@ -5,7 +5,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::db::DbError;
+use nubo_model::db::DbError;
+
 use crate::error_codes as codes;
 
 /// What went wrong, in terms every front end can map to its own status codes.

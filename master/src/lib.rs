@@ -2,17 +2,12 @@
 
 pub mod app; // wiring: serving and the one-shot commands
 pub mod auth; // passwords, tokens, revocation, sign-in providers
-pub mod config; // the one typed configuration
 pub mod context; // what every request, job and service call shares
-pub mod db; // pools, migrations, all SQL
 #[cfg(test)]
 mod docs; // the documentation's links resolve
-pub mod domain; // pure types and rules
 pub mod error; // the service layer's error vocabulary
 pub mod error_codes; // every stable error code the master answers
 pub mod http; // routers, middleware, error rendering, OpenAPI
 pub mod jobs; // periodic background work
-pub mod kv; // shared key-value state: memory or Redis
 pub mod service; // use cases
-pub mod storage; // the blob store of each storage policy
 pub mod telemetry; // logging set-up

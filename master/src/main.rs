@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use nubo_common::secret::Secret;
-use nubo_master::config::{CliOverrides, Config, LogFormat, SecretFile};
 use nubo_master::{app, telemetry};
+use nubo_model::config::{CliOverrides, Config, LogFormat, SecretFile};
 
 /// jemalloc instead of the system allocator: WebDAV listings and small writes allocate a lot, and
 /// it keeps resident memory lower than glibc's per-thread arenas under concurrent requests. Its

@@ -2,7 +2,7 @@
 
 use tracing_subscriber::EnvFilter;
 
-use crate::config::LogFormat;
+use nubo_model::config::LogFormat;
 
 /// Installs the global subscriber; a second call (tests start many servers) is a no-op.
 pub fn init(format: LogFormat, level: &str) {

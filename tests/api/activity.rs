@@ -306,7 +306,7 @@ fn parse_csv(text: &str) -> Vec<Vec<String>> {
 /// Inserts a row `days_ago` days old straight into the table.
 async fn old_row(app: &TestApp, days_ago: i64) -> String {
     let id = uuid::Uuid::new_v4().to_string();
-    let at = nubo_master::domain::time::now_ms() - days_ago * 86_400_000;
+    let at = nubo_model::domain::time::now_ms() - days_ago * 86_400_000;
     sqlx::query("INSERT INTO activity (id, at, action, detail) VALUES ($1, $2, 'user.sign_in', '{}')")
         .bind(&id)
         .bind(at)
@@ -329,7 +329,7 @@ async fn pruning_removes_rows_older_than_the_retention_setting(app: TestApp) {
     let admin = app.login_admin().await;
     let ancient = old_row(&app, 200).await;
     let recent = old_row(&app, 2).await;
-    let prune = || nubo_master::service::activity::prune(app.context(), nubo_master::domain::time::now_ms());
+    let prune = || nubo_master::service::activity::prune(app.context(), nubo_model::domain::time::now_ms());
 
     // The default keeps 90 days.
     assert_eq!(prune().await.unwrap(), 1);

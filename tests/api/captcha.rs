@@ -277,7 +277,7 @@ async fn mailed_link_scenes_ask_for_the_captcha_and_token_sign_ins_do_not(app: T
 
 /// Images are drawn and kept for minutes: an address's budget of them is the sign-in one.
 async fn images_are_rate_limited_per_address(backend: nubo_tests::Backend) {
-    let adjust = |config: &mut nubo_master::config::Config| config.login_attempts_per_address = 3;
+    let adjust = |config: &mut nubo_model::config::Config| config.login_attempts_per_address = 3;
     let Some(app) = TestApp::spawn_configured(backend, adjust).await else { return };
     let admin = app.login_admin().await;
     set(&app, &admin, json!({"captcha_register": "builtin"})).await;

@@ -10,8 +10,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use nubo_master::config::Config;
 use nubo_master::service::events::STREAM_RECHECK;
+use nubo_model::config::Config;
 use nubo_tests::{Backend, Session, TestApp};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -203,7 +203,7 @@ async fn a_stream_ends_when_its_token_expires(backend: Backend) {
     // The same user's token, made to expire in two seconds.
     let tokens = app.context().tokens();
     let mut claims = tokens.verify_access(&user.access).unwrap();
-    claims.exp = nubo_master::domain::time::now_ms() / 1000 + 2;
+    claims.exp = nubo_model::domain::time::now_ms() / 1000 + 2;
     let short = tokens.sign(&claims);
     let mut stream = EventReader::open(&app, &short).await;
     assert_eq!(stream.next(PATIENCE).await.expect("ready").0, "ready");
@@ -257,7 +257,7 @@ async fn behind_a_proxy_requests_in_flight_are_capped_per_forwarded_address(back
         c.max_connections = 8;
         c.reserved_connections = 0;
         c.max_connections_per_address = 2;
-        c.trusted_proxies = nubo_master::config::TrustedProxies(vec!["127.0.0.1/32".parse().unwrap()]);
+        c.trusted_proxies = nubo_model::config::TrustedProxies(vec!["127.0.0.1/32".parse().unwrap()]);
         c.json_body_deadline_seconds = 0;
     })
     .await

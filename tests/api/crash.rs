@@ -21,7 +21,7 @@ fn master_binary() -> std::path::PathBuf {
     binary
 }
 
-fn start_master(config: &nubo_master::config::Config) -> Child {
+fn start_master(config: &nubo_model::config::Config) -> Child {
     let mut command = Command::new(master_binary());
     command
         .env_clear()
@@ -48,7 +48,7 @@ fn start_master(config: &nubo_master::config::Config) -> Child {
 /// a [`TestApp`] talking to it; `None` when the backend is unavailable.
 async fn spawn_master_process(
     backend: Backend,
-    adjust: impl FnOnce(&mut nubo_master::config::Config),
+    adjust: impl FnOnce(&mut nubo_model::config::Config),
 ) -> Option<(TestApp, Child)> {
     let database = TestDatabase::create(backend).await?;
     if backend == Backend::Postgres && !nubo_tests::redis_available().await {
@@ -153,7 +153,7 @@ async fn killed_mid_migration_resumes_after_restart(backend: Backend) {
     // which takes it once its grace period has passed.
     let TestApp { database, config, .. } = app;
     let collector = TestApp::spawn_with(database, config).await;
-    let later = nubo_master::domain::time::now_ms() + 7 * 3_600_000;
+    let later = nubo_model::domain::time::now_ms() + 7 * 3_600_000;
     let collected = nubo_master::service::maintenance::collect_blobs(
         collector.context(),
         later,
@@ -164,7 +164,7 @@ async fn killed_mid_migration_resumes_after_restart(backend: Backend) {
     assert!(collected <= 1, "{collected} leftovers");
     assert_eq!(s3.stored_blobs(&collector), files.len(), "exactly one blob per file on S3");
     let local_left =
-        nubo_master::db::blobs::count_for_policy(collector.context().db(), local_id.parse().unwrap()).await.unwrap();
+        nubo_model::db::blobs::count_for_policy(collector.context().db(), local_id.parse().unwrap()).await.unwrap();
     assert_eq!(local_left, 0, "every old blob released");
 }
 
@@ -180,7 +180,7 @@ async fn a_master_killed_mid_migration_resumes_after_restart_on_postgres() {
 
 /// Sessions of the database at `url` in `finishing` or `aborting`.
 async fn claimed_sessions(url: &str) -> i64 {
-    let db = nubo_master::db::Db::connect(url, 1).await.expect("database");
+    let db = nubo_model::db::Db::connect(url, 1).await.expect("database");
     let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM upload_sessions WHERE status IN ('finishing', 'aborting')")
         .fetch_one(db.reader())
         .await
@@ -308,7 +308,7 @@ async fn killed_during_an_upload_burst_leaves_no_upload_stuck(backend: Backend) 
     let TestApp { database, config, .. } = app;
     let app = TestApp::spawn_with(database, config).await;
     let later =
-        nubo_master::domain::time::now_ms() + nubo_master::service::uploads::SESSION_LIFETIME.as_millis() as i64 + 1;
+        nubo_model::domain::time::now_ms() + nubo_master::service::uploads::SESSION_LIFETIME.as_millis() as i64 + 1;
     nubo_master::service::uploads::reap_expired(app.context(), later).await.unwrap();
     assert_eq!(app.storage_used(&user).await, (BURST_FILES * BURST_FILE) as i64, "charged once per file");
 }

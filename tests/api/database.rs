@@ -1,6 +1,6 @@
 //! Migrations on both backends, and concurrent writes on SQLite.
 
-use nubo_master::db::{Backend as DbBackend, Db};
+use nubo_model::db::{Backend as DbBackend, Db};
 use nubo_tests::{Backend, TestApp, TestDatabase};
 use reqwest::Method;
 use serde_json::Value;
@@ -165,16 +165,16 @@ nubo_tests::on_every_backend!(a_new_file_is_one_transaction_that_charges_shares_
 /// PostgreSQL): the file, its blob reference, the owner's charge and the caller's bookkeeping
 /// land together or not at all.
 async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(app: TestApp) {
-    use nubo_master::db::ingest::{self, Committed, Content, Destination, FileCommit, Refusal, Step, StepArg};
-    use nubo_master::db::objects;
+    use nubo_model::db::ingest::{self, Committed, Content, Destination, FileCommit, Refusal, Step, StepArg};
+    use nubo_model::db::objects;
     let db = app.context().db();
     let admin = app.login_admin().await;
-    let owner: nubo_master::domain::ids::UserId = admin.user_id.parse().unwrap();
+    let owner: nubo_model::domain::ids::UserId = admin.user_id.parse().unwrap();
     let root = nubo_master::service::files::folder_entry(db, owner.as_uuid(), "/").await.unwrap();
-    let root_id = nubo_master::domain::ids::ObjectId::from(root.id);
-    let (policy,): (nubo_master::domain::ids::PolicyId,) =
+    let root_id = nubo_model::domain::ids::ObjectId::from(root.id);
+    let (policy,): (nubo_model::domain::ids::PolicyId,) =
         sqlx::query_as("SELECT id FROM policies ORDER BY id LIMIT 1").fetch_one(db.reader()).await.unwrap();
-    let used = || async { nubo_master::db::users::find(db, owner).await.unwrap().unwrap().storage };
+    let used = || async { nubo_model::db::users::find(db, owner).await.unwrap().unwrap().storage };
     let start = used().await;
     // `stored`: whether the content was stored under the key `blob` (else only the policy's
     // blob of the same content will do). `steps`: the caller's bookkeeping.
@@ -188,7 +188,7 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
             let commit = FileCommit {
                 owner_id: owner,
                 destination: Destination::NewFile {
-                    object_id: nubo_master::domain::ids::ObjectId::random(),
+                    object_id: nubo_model::domain::ids::ObjectId::random(),
                     parent_id: root_id,
                     name: name.to_owned(),
                 },
@@ -214,7 +214,7 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
         |name, blob, hash, size, charge, capacity| commit_as(false, name, blob, hash, (size, charge, capacity), vec![]);
     let stored = |blob: &str, duplicate: bool| Ok(Committed { blob_id: blob.to_owned(), duplicate, released: None });
     let child = |name: &'static str| async move { objects::child_by_name(db, root_id, name).await.unwrap() };
-    let blob = |id: &'static str| async move { nubo_master::db::blobs::find(db, id).await.unwrap() };
+    let blob = |id: &'static str| async move { nubo_model::db::blobs::find(db, id).await.unwrap() };
 
     // A new file with new content: stored, charged, one reference.
     assert_eq!(create("a.txt", "blob-a", "hash-1", 60, 60, start + 100).await.unwrap(), stored("blob-a", false));
@@ -248,7 +248,7 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
 
     // Nothing stored, content the policy holds: the file refers to that blob, and is charged.
     let holds = |hash: &'static str, size: i64| async move {
-        nubo_master::db::blobs::holds_content(db, policy, owner, hash, size).await.unwrap()
+        nubo_model::db::blobs::holds_content(db, policy, owner, hash, size).await.unwrap()
     };
     assert!(holds("hash-1", 60).await);
     assert!(!holds("hash-1", 61).await, "the size is part of the content");
@@ -392,7 +392,7 @@ async fn index_definition(db: &Db, name: &str) -> String {
 async fn an_in_memory_sqlite_database_is_refused() {
     for url in ["sqlite::memory:", "sqlite://nubo.db?mode=memory"] {
         let refused = Db::connect(url, 2).await;
-        assert!(matches!(refused, Err(nubo_master::db::DbError::UnsupportedUrl(_))), "{url}: {refused:?}");
+        assert!(matches!(refused, Err(nubo_model::db::DbError::UnsupportedUrl(_))), "{url}: {refused:?}");
     }
 }
 
@@ -401,7 +401,7 @@ async fn an_in_memory_sqlite_database_is_refused() {
 /// otherwise stall until its busy timeout), and the write commits once the lock is free.
 #[tokio::test]
 async fn an_inline_write_waits_for_a_busy_database_without_holding_the_thread() {
-    use nubo_master::db::{Arg, inline};
+    use nubo_model::db::{Arg, inline};
     let app = TestApp::spawn(Backend::Sqlite).await.unwrap();
     let db = app.context().db().clone();
     let mut holder = db.writer().acquire().await.unwrap();

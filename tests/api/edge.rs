@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use nubo_master::config::Config;
+use nubo_model::config::Config;
 use nubo_tests::{Backend, TestApp};
 use reqwest::Method;
 use serde_json::Value;

@@ -234,7 +234,7 @@ async fn abort_and_reaper_release_the_reservation_and_bytes(app: TestApp, kind: 
     let kept = app.upload(&user, &root, "kept.bin", &content(100, 4)).await;
     assert_eq!(app.storage_used(&user).await, chunk as i64 + 1 + 100);
     let state = app.context();
-    let now = nubo_master::domain::time::now_ms();
+    let now = nubo_model::domain::time::now_ms();
     assert_eq!(nubo_master::service::uploads::reap_expired(state, now).await.unwrap(), 0, "nothing expired yet");
     let later = now + nubo_master::service::uploads::SESSION_LIFETIME.as_millis() as i64 + 1;
     assert_eq!(nubo_master::service::uploads::reap_expired(state, later).await.unwrap(), 1);
@@ -275,7 +275,7 @@ async fn a_quota_shrunk_during_an_upload_refuses_its_completion(app: TestApp) {
 }
 
 async fn blob_count(app: &TestApp, policy: &str) -> i64 {
-    nubo_master::db::blobs::count_for_policy(app.context().db(), policy.parse().unwrap()).await.unwrap()
+    nubo_model::db::blobs::count_for_policy(app.context().db(), policy.parse().unwrap()).await.unwrap()
 }
 
 async fn duplicate_content_is_stored_once_and_deleted_with_its_last_reference(app: TestApp, kind: PolicyKind) {
@@ -764,7 +764,7 @@ async fn calibrate_repairs_storage_drift(app: TestApp) {
     app.upload(&user, &root, "a.bin", &[1; 300]).await;
     app.start_upload(&user, &root, "pending.bin", 700).await;
     let user_id = user.user_id.clone();
-    nubo_master::db::users::set_storage(app.context().db(), user_id.parse().unwrap(), 123_456).await.unwrap();
+    nubo_model::db::users::set_storage(app.context().db(), user_id.parse().unwrap(), 123_456).await.unwrap();
     assert_eq!(app.storage_used(&user).await, 123_456);
     let admin = app.login_admin().await;
     let response = app.call(Method::POST, &format!("/admin/user/{user_id}/calibrate"), Some(&admin.access), None).await;
@@ -856,7 +856,7 @@ async fn active_storage_packs_add_to_the_capacity(app: TestApp) {
     let user = app.register("pete@example.com", "pete-password").await;
     let root = app.root_id(&user).await;
     assert_eq!(app.start_upload(&user, &root, "big.bin", 1500).await.status(), 507);
-    let now = nubo_master::domain::time::now_ms();
+    let now = nubo_model::domain::time::now_ms();
     for (size, from, until) in [
         (1000_i64, now - 1000, now + 3_600_000),
         (5000, now - 7_200_000, now - 3_600_000),
@@ -897,7 +897,7 @@ async fn stage_without_finishing(
     bytes: &[u8],
     complete_blob: bool,
 ) {
-    use nubo_master::db::uploads::{self, ChunkRow};
+    use nubo_model::db::uploads::{self, ChunkRow};
     let db = app.context().db();
     let session = uploads::find_owned(db, user.user_id.parse().unwrap(), id.parse().unwrap())
         .await
@@ -917,7 +917,7 @@ async fn stage_without_finishing(
             etag: receipt.etag.clone(),
             chaining_value: receipt.chaining_value.clone(),
         };
-        uploads::upsert_chunk(db, session.id, &row, nubo_master::domain::time::now_ms()).await.unwrap();
+        uploads::upsert_chunk(db, session.id, &row, nubo_model::domain::time::now_ms()).await.unwrap();
         receipts.push(receipt);
     }
     if complete_blob {
@@ -928,7 +928,7 @@ async fn stage_without_finishing(
 async fn a_finish_left_by_a_dead_master_is_taken_over_once_its_lease_ran_out(app: TestApp, kind: PolicyKind) {
     use nubo_master::service::uploads::recover_stale_claims;
     let (user, root, policy) = setup_storage(&app, kind).await;
-    let now = nubo_master::domain::time::now_ms;
+    let now = nubo_model::domain::time::now_ms;
     let dead = app.stale_claim_age();
 
     // Every chunk is in and another master is finishing: nobody else may finish or cancel.
@@ -1005,7 +1005,7 @@ async fn a_huge_declared_size_is_refused_before_anything_is_staged(app: TestApp)
     assert_eq!(error_body(response, 413).await["code"], "file.too_large");
     assert_eq!(app.storage_used(&user).await, 0, "nothing reserved");
     let reserved =
-        nubo_master::db::uploads::reserved_bytes(app.context().db(), user.user_id.parse().unwrap()).await.unwrap();
+        nubo_model::db::uploads::reserved_bytes(app.context().db(), user.user_id.parse().unwrap()).await.unwrap();
     assert_eq!(reserved, 0, "no session");
     assert!(files_under(&app.config.data_dir.join("small")).is_empty(), "nothing staged");
 }

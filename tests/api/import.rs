@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use nubo_master::domain::task::TaskProps;
 use nubo_master::service::import;
 use nubo_master::service::migration::TaskFailure;
+use nubo_model::domain::task::TaskProps;
 use nubo_tests::files::{PolicyKind, StopAfter, TestPolicy, files_below};
 use nubo_tests::{Backend, Session, TestApp, error_body, on_every_backend, on_every_backend_and_storage};
 use reqwest::Method;
@@ -278,7 +278,7 @@ async fn files_waiting_for_an_import_are_not_collected(app: TestApp) {
     let year_2020 = std::time::UNIX_EPOCH + Duration::from_secs(1_577_836_800);
     std::fs::File::options().write(true).open(dir.join("old/photo.jpg")).unwrap().set_modified(year_2020).unwrap();
     place(&dir, "stray/leftover.bin", b"written since, recorded by nobody");
-    let later = nubo_master::domain::time::now_ms() + 7 * 3_600_000;
+    let later = nubo_model::domain::time::now_ms() + 7 * 3_600_000;
     assert_eq!(maintenance::collect_blobs(app.context(), later, maintenance::BLOB_GRACE).await.unwrap(), 1);
     assert!(dir.join("old/photo.jpg").exists(), "bytes older than their policy are not orphans");
     assert!(!dir.join("stray/leftover.bin").exists());
@@ -289,7 +289,7 @@ async fn files_waiting_for_an_import_are_not_collected(app: TestApp) {
     // wait for the next run too; bytes nobody knows elsewhere are still collected.
     place(&dir, "old/2026/added-later.jpg", b"copied in after the import");
     place(&dir, "elsewhere/leftover.bin", b"recorded by nobody");
-    let later = nubo_master::domain::time::now_ms() + 7 * 3_600_000;
+    let later = nubo_model::domain::time::now_ms() + 7 * 3_600_000;
     assert_eq!(maintenance::collect_blobs(app.context(), later, maintenance::BLOB_GRACE).await.unwrap(), 1);
     assert!(dir.join("old/2026/added-later.jpg").exists(), "an import area's new files are not orphans");
     assert!(!dir.join("elsewhere/leftover.bin").exists());

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use nubo_master::domain::time::now_ms;
 use nubo_master::service::redeem as redeem_service;
+use nubo_model::domain::time::now_ms;
 use nubo_tests::{Backend, Session, TestApp, error_body, on_every_backend};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -247,7 +247,7 @@ async fn a_group_code_moves_the_user_for_a_time_and_the_job_moves_them_back(app:
 
     // A second code of the same group extends the stay; another group's code does not apply.
     let extended: Value = redeem(&app, &user, &group_code(&app, &admin, &premium, 2).await).await.json().await.unwrap();
-    let ends = nubo_master::domain::time::from_rfc3339(extended["group"]["ends_at"].as_str().unwrap()).unwrap();
+    let ends = nubo_model::domain::time::from_rfc3339(extended["group"]["ends_at"].as_str().unwrap()).unwrap();
     assert!(ends >= start + 3 * 86_400_000 && ends < now_ms() + 3 * 86_400_000 + 1000, "1 + 2 days");
     let other = redeem(&app, &user, &group_code(&app, &admin, &gold, 1).await).await;
     assert_eq!(error_body(other, 409).await["code"], "redeem.not_applicable");
@@ -339,7 +339,7 @@ async fn twenty_concurrent_redeems_of_a_five_use_code_count_exactly_five_across_
 
 /// Wrong codes count per user and per address; past either budget every redeem answers 429.
 async fn wrong_codes_are_rate_limited_per_user_and_per_address(backend: Backend) {
-    let adjust = |config: &mut nubo_master::config::Config| {
+    let adjust = |config: &mut nubo_model::config::Config| {
         config.redeem_failures_per_user = 3;
         config.redeem_failures_per_address = 5;
     };

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use nubo_master::domain::task::TaskProps;
 use nubo_master::service::migration::{self, TaskFailure};
+use nubo_model::domain::task::TaskProps;
 use nubo_tests::files::{PolicyKind, StopAfter, TestPolicy, content};
 use nubo_tests::{Session, TestApp, error_body, on_every_backend};
 use reqwest::Method;
@@ -67,7 +67,7 @@ async fn policy_of(app: &TestApp, user: &Session, object: &str) -> String {
 }
 
 async fn blob_count(app: &TestApp, policy: &str) -> i64 {
-    nubo_master::db::blobs::count_for_policy(app.context().db(), policy.parse().unwrap()).await.unwrap()
+    nubo_model::db::blobs::count_for_policy(app.context().db(), policy.parse().unwrap()).await.unwrap()
 }
 
 /// A folder with nested files: (id, bytes) of each file and the folder's id.
@@ -258,7 +258,7 @@ async fn the_collector_and_the_trash_purge_take_what_they_must_and_nothing_else(
     let root = app.root_id(&user).await;
     let kept = app.upload(&user, &root, "kept.bin", &content(1000, 1)).await;
     let old = app.upload(&user, &root, "old.bin", &content(1000, 2)).await;
-    let now = nubo_master::domain::time::now_ms();
+    let now = nubo_model::domain::time::now_ms();
     // Nothing unreferenced: the collector takes nothing.
     assert_eq!(maintenance::collect_blobs(app.context(), now + 1, Duration::ZERO).await.unwrap(), 0);
     assert_eq!(local.stored_blobs(&app), 2);
@@ -276,7 +276,7 @@ async fn the_collector_and_the_trash_purge_take_what_they_must_and_nothing_else(
 
     // A journalled copy that never got its reference (an interrupted migration): collected
     // once older than the grace period, not before.
-    let blob = nubo_master::db::blobs::BlobRow {
+    let blob = nubo_model::db::blobs::BlobRow {
         id: uuid::Uuid::new_v4().to_string(),
         policy_id: local.id.parse().unwrap(),
         storage_key: "stray/leftover.bin".into(),
@@ -289,7 +289,7 @@ async fn the_collector_and_the_trash_purge_take_what_they_must_and_nothing_else(
     std::fs::write(dir.join("leftover.bin"), b"abc").unwrap();
     {
         let mut conn = app.context().db().writer().acquire().await.unwrap();
-        nubo_master::db::blobs::insert(&mut conn, &blob, now).await.unwrap();
+        nubo_model::db::blobs::insert(&mut conn, &blob, now).await.unwrap();
     }
     assert_eq!(
         maintenance::collect_blobs(app.context(), now + 1000, maintenance::BLOB_GRACE).await.unwrap(),

@@ -112,7 +112,7 @@ async fn an_image_gets_a_thumbnail_that_identical_files_share(app: TestApp, kind
     assert_eq!(tasks.len(), 2, "one task per content and side: {tasks:?}");
     assert!(tasks.iter().all(|task| task["status"] == "completed"), "{tasks:?}");
     let hash = blake3::hash(&photo).to_hex().to_string();
-    let rows = nubo_master::db::thumbnails::count_for(app.context().db(), &hash).await.unwrap();
+    let rows = nubo_model::db::thumbnails::count_for(app.context().db(), &hash).await.unwrap();
     assert_eq!(rows, 2, "one stored thumbnail per side for both files");
 }
 
@@ -126,7 +126,7 @@ async fn a_decompression_bomb_is_refused_for_good_and_nothing_is_stored(app: Tes
     let object = app.upload(&user, &root, "bomb.png", &bomb).await;
     let id = object["id"].as_str().unwrap();
     let blobs_before =
-        nubo_master::db::blobs::count_for_policy(app.context().db(), policy.parse().unwrap()).await.unwrap();
+        nubo_model::db::blobs::count_for_policy(app.context().db(), policy.parse().unwrap()).await.unwrap();
 
     let refused = settled_thumbnail(&app, &user, id, 1024).await;
     let body = error_body(refused, 422).await;
@@ -140,10 +140,10 @@ async fn a_decompression_bomb_is_refused_for_good_and_nothing_is_stored(app: Tes
     assert_eq!(tasks[0]["progress"]["bytes_done"], bomb.len(), "only the file itself was read");
 
     let hash = blake3::hash(&bomb).to_hex().to_string();
-    let found = nubo_master::db::thumbnails::find(app.context().db(), &hash, 1024).await.unwrap().unwrap();
+    let found = nubo_model::db::thumbnails::find(app.context().db(), &hash, 1024).await.unwrap().unwrap();
     assert_eq!((found.state.as_str(), found.image.is_none()), ("failed", true), "no image stored");
     let blobs_after =
-        nubo_master::db::blobs::count_for_policy(app.context().db(), policy.parse().unwrap()).await.unwrap();
+        nubo_model::db::blobs::count_for_policy(app.context().db(), policy.parse().unwrap()).await.unwrap();
     assert_eq!(blobs_after, blobs_before, "nothing stored in the policy");
 }
 
@@ -213,13 +213,13 @@ async fn the_sweep_forgets_thumbnails_once_no_file_has_their_content(app: TestAp
     let purged = app.call(Method::DELETE, "/trash", Some(&user.access), Some(ids)).await;
     assert!(purged.status().is_success(), "{}", purged.status());
 
-    let now = nubo_master::domain::time::now_ms();
+    let now = nubo_model::domain::time::now_ms();
     let swept = nubo_master::service::thumbnails::sweep(app.context(), now).await.unwrap();
     assert_eq!(swept, 1, "only the purged file's thumbnail goes");
     let db = app.context().db();
     let (gone_hash, kept_hash) = (blake3::hash(&gone).to_hex().to_string(), blake3::hash(&kept).to_hex().to_string());
-    assert_eq!(nubo_master::db::thumbnails::count_for(db, &gone_hash).await.unwrap(), 0);
-    assert_eq!(nubo_master::db::thumbnails::count_for(db, &kept_hash).await.unwrap(), 1);
+    assert_eq!(nubo_model::db::thumbnails::count_for(db, &gone_hash).await.unwrap(), 0);
+    assert_eq!(nubo_model::db::thumbnails::count_for(db, &kept_hash).await.unwrap(), 1);
     assert_eq!(thumbnail(&app, &user, &kept_id, 256).await.status(), 200, "the kept one is still served");
 }
 

@@ -232,7 +232,7 @@ impl TestApp {
     /// lease `renewed_ms_ago` milliseconds ago (0: alive; more than the lease: dead), as a
     /// master killed while finishing the upload leaves it.
     pub async fn claim_upload_as_other_master(&self, id: &str, renewed_ms_ago: i64) {
-        let claimed_at = nubo_master::domain::time::now_ms() - renewed_ms_ago;
+        let claimed_at = nubo_model::domain::time::now_ms() - renewed_ms_ago;
         sqlx::query(
             "UPDATE upload_sessions SET status = 'finishing', claim_token = 'other-master', claimed_at = $2
              WHERE id = $1",
@@ -260,7 +260,7 @@ pub struct StopAfter {
 impl nubo_master::service::migration::Checkpoint for StopAfter {
     async fn checkpoint(
         &mut self,
-        progress: &nubo_master::domain::task::TaskProgress,
+        progress: &nubo_model::domain::task::TaskProgress,
     ) -> Result<(), nubo_master::service::migration::TaskFailure> {
         match progress.files_done >= self.after {
             true => Err(nubo_master::service::migration::TaskFailure::Stopped),

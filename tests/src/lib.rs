@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use nubo_common::secret::Secret;
 use nubo_master::app::{self, Running};
-use nubo_master::config::Config;
+use nubo_model::config::Config;
 use reqwest::{Method, RequestBuilder, Response};
 use serde_json::Value;
 use tempfile::TempDir;

@@ -244,7 +244,7 @@ impl WopiClient {
     /// A request to the WOPI host, with the proof headers `signing` asks for.
     pub fn request(&self, method: Method, suffix: &str) -> RequestBuilder {
         let url = self.url(suffix);
-        let timestamp = ticks(nubo_master::domain::time::now_ms() - self.signing.age_ms);
+        let timestamp = ticks(nubo_model::domain::time::now_ms() - self.signing.age_ms);
         let signed = if self.signing.tamper { format!("{url}&x=1") } else { url.clone() };
         let mut request = self.client.request(method, url);
         if self.signing.proof.is_some() || self.signing.proof_old.is_some() {

@@ -7,12 +7,12 @@
 use std::time::Duration;
 
 use base64::Engine;
+use nubo_model::domain::ids::UserId;
+use nubo_model::domain::time::now_ms;
+use nubo_model::kv::KvStore;
 
-use crate::domain::ids::UserId;
-use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::kv::KvStore;
 
 /// What a mailed token allows; each purpose has its own key space, lifetime and codes, so a
 /// token mailed for one can never serve another.
@@ -130,8 +130,9 @@ pub async fn redeem(store: &dyn KvStore, purpose: Purpose, token: &str) -> Servi
 
 #[cfg(test)]
 mod tests {
+    use nubo_model::kv::MemoryStore;
+
     use super::*;
-    use crate::kv::MemoryStore;
 
     #[tokio::test]
     async fn a_token_is_redeemed_once_and_only_for_its_purpose() {

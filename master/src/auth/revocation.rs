@@ -19,15 +19,15 @@
 use std::fmt::Display;
 use std::time::Duration;
 
+use nubo_model::db::{self, Db};
+use nubo_model::domain::ids::UserId;
+use nubo_model::domain::time::now_ms;
+use nubo_model::kv::{KvStore, StoreError};
 use uuid::Uuid;
 
 use crate::auth::token::{ACCESS_TOKEN_LIFETIME, JwtPayload};
-use crate::db::{self, Db};
-use crate::domain::ids::UserId;
-use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::kv::{KvStore, StoreError};
 
 /// Longer than any access token lives, with a margin for clock skew between masters.
 const ENTRY_LIFETIME: Duration = Duration::from_secs(ACCESS_TOKEN_LIFETIME.as_secs() + 120);

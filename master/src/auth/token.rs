@@ -7,11 +7,11 @@ use std::time::Duration;
 use jsonwebtoken::errors::ErrorKind as JwtErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, encode};
 use nubo_common::secret::Secret;
+use nubo_model::domain::group::GroupPermissions;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::domain::group::GroupPermissions;
 use crate::error::{ErrorKind, ServiceError};
 use crate::error_codes as codes;
 

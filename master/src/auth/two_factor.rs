@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
+use nubo_model::domain::ids::UserId;
+use nubo_model::domain::time::now_ms;
 use totp_rs::{Algorithm, Builder, Secret, Totp};
 
 use crate::context::Context;
-use crate::domain::ids::UserId;
-use crate::domain::time::now_ms;
 use crate::error::{ServiceError, ServiceResult};
 
 /// How many recovery codes enabling makes.

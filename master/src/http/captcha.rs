@@ -8,10 +8,10 @@ use std::marker::PhantomData;
 use axum::extract::{FromRequest, FromRequestParts, Query, Request};
 use axum::http::header;
 use axum::http::request::Parts;
+use nubo_model::domain::captcha::CaptchaScene;
 use serde::de::DeserializeOwned;
 
 use crate::context::Context;
-use crate::domain::captcha::CaptchaScene;
 use crate::error::ServiceError;
 use crate::http::extract::{ApiJson, ClientAddress};
 use crate::service::captcha;

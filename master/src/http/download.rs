@@ -11,8 +11,8 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_range_header::{EndPosition, RangeUnsatisfiableError, StartPosition};
 use nubo_common::storage::ByteRange;
+use nubo_model::domain::object::attachment_disposition;
 
-use crate::domain::object::attachment_disposition;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::http::content_safety;

@@ -16,9 +16,9 @@ use axum::http::{HeaderValue, StatusCode, Version, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use nubo_common::serve::{DeadlineBody, GuardedBody, PerAddress, ProgressBody};
+use nubo_model::config::TrustedProxies;
 use tokio::sync::Semaphore;
 
-use crate::config::TrustedProxies;
 use crate::error_codes as codes;
 use crate::http::error::error_response;
 use crate::http::extract::client_address;

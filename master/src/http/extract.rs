@@ -7,9 +7,9 @@ use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Query, Request};
 use axum::http::request::Parts;
+use nubo_model::config::TrustedProxies;
 use serde::de::DeserializeOwned;
 
-use crate::config::TrustedProxies;
 use crate::error::{ErrorKind, ServiceError};
 use crate::error_codes as codes;
 

@@ -12,6 +12,7 @@ use axum::body::Bytes;
 use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response as HttpResponse};
+use nubo_model::kv::KvStore;
 use nubo_protocol::key::NodeKey;
 use nubo_protocol::nonce::{NonceStore, NonceStoreError};
 use nubo_protocol::rpc::{ErrorCode, Request, Response, RpcError};
@@ -21,7 +22,6 @@ use nubo_protocol::{Role, unix_now};
 use crate::context::Context;
 use crate::error::{ErrorKind, ServiceError};
 use crate::http::error::{ErrorBody, current_request_id, status_of};
-use crate::kv::KvStore;
 use crate::service::node_calls::{self, Caller, Refusal, protocol_code};
 
 /// How far a node's clock may be from the master's.

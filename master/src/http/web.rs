@@ -9,9 +9,9 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 
 use axum::extract::State;
+use nubo_model::domain::captcha::CaptchaProvider;
 
 use crate::context::Context;
-use crate::domain::captcha::CaptchaProvider;
 use crate::error::{ErrorKind, ServiceError};
 use crate::error_codes as codes;
 use crate::service::{captcha, nodes};

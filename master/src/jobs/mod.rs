@@ -6,11 +6,11 @@ pub mod worker;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use nubo_model::domain::time::now_ms;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
-use crate::domain::time::now_ms;
 use crate::service::{downloads, maintenance, redeem, storage_packs, uploads};
 
 /// How often packs are marked expired and temporary groups ended: a user returns to their
@@ -68,9 +68,9 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
         let state = state.clone();
         spawn_periodic(name, period, shutdown.clone(), move || job(state.clone()))
     };
-    if state.db().backend() == crate::db::Backend::Sqlite {
+    if state.db().backend() == nubo_model::db::Backend::Sqlite {
         let state = state.clone();
-        let watch = std::sync::Arc::new(std::sync::Mutex::new(crate::db::LogWatch::default()));
+        let watch = std::sync::Arc::new(std::sync::Mutex::new(nubo_model::db::LogWatch::default()));
         let checkpoint = move || {
             let (state, watch) = (state.clone(), std::sync::Arc::clone(&watch));
             async move {
@@ -85,7 +85,7 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
         };
         handles.push(spawn_periodic(
             "sqlite-checkpoint",
-            crate::db::SQLITE_CHECKPOINT_EVERY,
+            nubo_model::db::SQLITE_CHECKPOINT_EVERY,
             shutdown.clone(),
             checkpoint,
         ));

@@ -6,15 +6,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use nubo_model::db::tasks::TaskRow;
+use nubo_model::db::{self};
+use nubo_model::domain::task::{TaskProgress, TaskStatus, TaskType};
+use nubo_model::domain::time::now_ms;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::tasks::TaskRow;
-use crate::db::{self};
-use crate::domain::task::{TaskProgress, TaskStatus, TaskType};
-use crate::domain::time::now_ms;
 use crate::service::migration::{self, Checkpoint, TaskFailure};
 use crate::service::{external, import, thumbnails};
 

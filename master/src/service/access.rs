@@ -4,11 +4,11 @@
 //! is answered as if it did not exist (404): a stranger learns nothing about it. This module
 //! reads objects but never changes them.
 
+use nubo_model::db::objects::ObjectRow;
+use nubo_model::db::{self, Conn, Db};
+use nubo_model::domain::ids::ObjectId;
 use uuid::Uuid;
 
-use crate::db::objects::ObjectRow;
-use crate::db::{self, Conn, Db};
-use crate::domain::ids::ObjectId;
 use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::files::PathEntry;
@@ -186,8 +186,9 @@ pub(crate) fn entry_readable(caller: Uuid, entry: &PathEntry) -> ServiceResult<(
 
 #[cfg(test)]
 mod tests {
+    use nubo_model::domain::object::ObjectKind;
+
     use super::*;
-    use crate::domain::object::ObjectKind;
 
     fn row_of(owner: Uuid) -> ObjectRow {
         ObjectRow {

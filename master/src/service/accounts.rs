@@ -2,6 +2,14 @@
 //! caller's theme.
 
 use nubo_common::secret::Secret;
+use nubo_model::db::users::{ProfileField, UserRow};
+use nubo_model::db::{self, Db};
+use nubo_model::domain::activity::{Action, TargetKind};
+use nubo_model::domain::ids::{GroupId, UserId};
+use nubo_model::domain::settings::AuthMethod;
+use nubo_model::domain::theme::{ThemeColors, ThemeSource};
+use nubo_model::domain::time::{now_ms, to_rfc3339};
+use nubo_model::domain::user::{Email, UserStatus};
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -10,14 +18,6 @@ use crate::auth::password::{PasswordError, hash_password, verify_password};
 use crate::auth::providers::password::EMAIL_PASSWORD;
 use crate::auth::revocation;
 use crate::context::Context;
-use crate::db::users::{ProfileField, UserRow};
-use crate::db::{self, Db};
-use crate::domain::activity::{Action, TargetKind};
-use crate::domain::ids::{GroupId, UserId};
-use crate::domain::settings::AuthMethod;
-use crate::domain::theme::{ThemeColors, ThemeSource};
-use crate::domain::time::{now_ms, to_rfc3339};
-use crate::domain::user::{Email, UserStatus};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::activity::{self, Activity};

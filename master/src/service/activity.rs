@@ -12,16 +12,16 @@
 use std::future::Future;
 use std::net::IpAddr;
 
+use nubo_model::db::activity::{ActivityFilter, ActivityRow};
+use nubo_model::db::ingest::Step;
+use nubo_model::db::{self, Conn, Db};
+use nubo_model::domain::activity::{Action, TargetKind};
+use nubo_model::domain::time::{Millis, from_rfc3339, now_ms, to_rfc3339};
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::activity::{ActivityFilter, ActivityRow};
-use crate::db::ingest::Step;
-use crate::db::{self, Conn, Db};
-use crate::domain::activity::{Action, TargetKind};
-use crate::domain::time::{Millis, from_rfc3339, now_ms, to_rfc3339};
 use crate::error::{ServiceError, ServiceResult};
 use crate::service::{Page, PageRequest, site};
 

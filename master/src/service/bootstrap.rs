@@ -1,15 +1,16 @@
 //! What an empty database needs before anyone can use it: the administrators' group, the
 //! default group for registrations, and the first administrator.
 
-use crate::config::Config;
-use crate::db::groups::GroupValues;
-use crate::db::policies::PolicyValues;
-use crate::db::{self, Db};
-use crate::domain::group::{GIB, GroupPermissions};
-use crate::domain::ids::{GroupId, PolicyId};
-use crate::domain::object::search_key;
-use crate::domain::policy::{DEFAULT_CHUNK_SIZE, LocalOptions, PolicyOptions};
-use crate::domain::time::now_ms;
+use nubo_model::config::Config;
+use nubo_model::db::groups::GroupValues;
+use nubo_model::db::policies::PolicyValues;
+use nubo_model::db::{self, Db};
+use nubo_model::domain::group::{GIB, GroupPermissions};
+use nubo_model::domain::ids::{GroupId, PolicyId};
+use nubo_model::domain::object::search_key;
+use nubo_model::domain::policy::{DEFAULT_CHUNK_SIZE, LocalOptions, PolicyOptions};
+use nubo_model::domain::time::now_ms;
+
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::{accounts, policies, site};

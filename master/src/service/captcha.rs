@@ -9,10 +9,10 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use base64::Engine;
+use nubo_model::domain::captcha::{CaptchaProvider, CaptchaScene};
 use serde::Deserialize;
 
 use crate::context::Context;
-use crate::domain::captcha::{CaptchaProvider, CaptchaScene};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::site;

@@ -4,13 +4,19 @@
 //! a change of the group's permissions bite at once: the cached result is only used while the
 //! user's revocation entries (see [`revocation`]) say nothing happened since it was made.
 //!
-//! [`KvStore`]: crate::kv::KvStore
+//! [`KvStore`]: nubo_model::kv::KvStore
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Weak};
 use std::time::Duration;
 
 use nubo_common::secret::Secret;
+use nubo_model::db::webdav_accounts::WebdavAccountRow;
+use nubo_model::db::{self, DbError};
+use nubo_model::domain::ids::GroupId;
+use nubo_model::domain::object::parse_path;
+use nubo_model::domain::time::{now_ms, to_rfc3339};
+use nubo_model::domain::user::{Email, UserStatus};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -19,12 +25,6 @@ use crate::auth::password::{generate_password, hash_password, verify_password};
 use crate::auth::providers::password;
 use crate::auth::revocation;
 use crate::context::Context;
-use crate::db::webdav_accounts::WebdavAccountRow;
-use crate::db::{self, DbError};
-use crate::domain::ids::GroupId;
-use crate::domain::object::parse_path;
-use crate::domain::time::{now_ms, to_rfc3339};
-use crate::domain::user::{Email, UserStatus};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::{accounts, files, groups, sign_in};

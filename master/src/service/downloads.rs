@@ -2,13 +2,14 @@
 //! content to serve it (a stream from its store, or a redirect to a presigned URL: the store's
 //! own, or for local disk a signed blob URL of the master's).
 
+use nubo_model::db::objects::ObjectRow;
+use nubo_model::db::{self};
+use nubo_model::domain::ids::ObjectId;
+use nubo_model::domain::time::{Millis, now_ms, to_rfc3339};
+
 use crate::auth::token::token_error;
 use crate::auth::token::{BlobClaims, DownloadClaims, TokenType};
 use crate::context::Context;
-use crate::db::objects::ObjectRow;
-use crate::db::{self};
-use crate::domain::ids::ObjectId;
-use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Grant, Reach, Readable, Writable};

@@ -16,6 +16,10 @@ use futures_util::StreamExt;
 use serde::Serialize;
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use nubo_model::db::{self, events::EventRow};
+use nubo_model::domain::ids::UserId;
+use nubo_model::domain::time::{Millis, now_ms, to_rfc3339};
+use nubo_model::kv::{Lease, SharedStore};
 use tokio::sync::{Notify, broadcast};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -25,12 +29,8 @@ use uuid::Uuid;
 use crate::auth::revocation;
 use crate::auth::token::JwtPayload;
 use crate::context::Context;
-use crate::db::{self, events::EventRow};
-use crate::domain::ids::UserId;
-use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
-use crate::kv::{Lease, SharedStore};
 
 /// Events read per query.
 const BATCH: i64 = 1000;
@@ -151,7 +151,7 @@ impl EventHub {
 /// polling each other's writes once a second).
 pub async fn connect_publisher(redis_url: Option<&str>) -> Option<redis::aio::ConnectionManager> {
     let client = redis::Client::open(redis_url?).ok()?;
-    match crate::kv::connection_manager(client).await {
+    match nubo_model::kv::connection_manager(client).await {
         Ok(connection) => Some(connection),
         Err(error) => {
             tracing::warn!(%error, "no Redis connection for change pokes; masters see each other's changes within a second");

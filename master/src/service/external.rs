@@ -7,6 +7,15 @@
 use std::time::Duration;
 
 use nubo_common::storage::StorageKey;
+use nubo_model::db;
+use nubo_model::db::node_reports::{self as reports, COMPLETED, ExternalDownloadRow, FAILED, RUNNING};
+use nubo_model::db::policies::PolicyRow;
+use nubo_model::domain::ids::{GroupId, NodeId, ObjectId};
+use nubo_model::domain::naming::{self, NamingContext};
+use nubo_model::domain::object::ObjectName;
+use nubo_model::domain::task::{TaskProgress, TaskProps, TaskType};
+use nubo_model::domain::time::now_ms;
+use nubo_model::storage::node::NodeBlobStore;
 use nubo_protocol::client::CallError;
 use nubo_protocol::methods::{
     ExternalDownloadCancelParams, ExternalDownloadCompleteParams, ExternalDownloadCreateParams,
@@ -16,14 +25,6 @@ use nubo_protocol::rpc::ErrorCode;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db;
-use crate::db::node_reports::{self as reports, COMPLETED, ExternalDownloadRow, FAILED, RUNNING};
-use crate::db::policies::PolicyRow;
-use crate::domain::ids::{GroupId, NodeId, ObjectId};
-use crate::domain::naming::{self, NamingContext};
-use crate::domain::object::ObjectName;
-use crate::domain::task::{TaskProgress, TaskProps, TaskType};
-use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Reach};
@@ -31,7 +32,6 @@ use crate::service::ingest::{self, Charge, Hold, Plan, StagedBlob};
 use crate::service::migration::{Checkpoint, TaskFailure};
 use crate::service::tasks::{self, TaskView};
 use crate::service::{groups, policies};
-use crate::storage::node::NodeBlobStore;
 
 /// Longest URL accepted.
 const MAX_URL_LEN: usize = 2048;

@@ -5,18 +5,18 @@
 
 use std::collections::{HashMap, HashSet};
 
+use nubo_model::db::objects::{ListingRow, NewObject, ObjectRow};
+use nubo_model::db::{self, Conn, Db, DbError};
+use nubo_model::domain::activity::{Action, TargetKind};
+use nubo_model::domain::ids::{ObjectId, UserId};
+use nubo_model::domain::object::ListOrder;
+use nubo_model::domain::object::{ObjectKind, ObjectName, new_id, parse_path};
+use nubo_model::domain::time::{Millis, now_ms, to_rfc3339};
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::objects::{ListingRow, NewObject, ObjectRow};
-use crate::db::{self, Conn, Db, DbError};
-use crate::domain::activity::{Action, TargetKind};
-use crate::domain::ids::{ObjectId, UserId};
-use crate::domain::object::ListOrder;
-use crate::domain::object::{ObjectKind, ObjectName, new_id, parse_path};
-use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Grant, Reach, Readable, Writable};

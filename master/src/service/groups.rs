@@ -1,18 +1,18 @@
 //! Administrators' management of user groups: quota, permissions, the ordered storage-policy
 //! list; a group that still has members cannot be deleted.
 
+use nubo_model::db::groups::{GroupRow, GroupValues};
+use nubo_model::db::{self, Db, DbError};
+use nubo_model::domain::activity::{Action, TargetKind};
+use nubo_model::domain::group::GroupPermissions;
+use nubo_model::domain::ids::{GroupId, PolicyId};
+use nubo_model::domain::time::now_ms;
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::revocation;
 use crate::context::Context;
-use crate::db::groups::{GroupRow, GroupValues};
-use crate::db::{self, Db, DbError};
-use crate::domain::activity::{Action, TargetKind};
-use crate::domain::group::GroupPermissions;
-use crate::domain::ids::{GroupId, PolicyId};
-use crate::domain::time::now_ms;
 use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::activity::{self, Activity};

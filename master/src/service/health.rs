@@ -113,7 +113,7 @@ async fn key_value_store(ctx: &Context) -> Result<(), String> {
 /// a probe file; an S3 bucket must answer a `HEAD`; a storage node must answer.
 async fn default_storage(ctx: &Context) -> Result<(), String> {
     let group = bootstrap::registration_group(ctx.db()).await.map_err(|err| err.to_string())?;
-    let policies = crate::db::policies::of_group(ctx.db(), group).await.map_err(|err| err.to_string())?;
+    let policies = nubo_model::db::policies::of_group(ctx.db(), group).await.map_err(|err| err.to_string())?;
     let Some(policy) = policies.first() else {
         return Err("the group for new users has no storage policy".to_owned());
     };

@@ -3,18 +3,18 @@
 //! OpenID Connect the group its group claim maps to), listing the caller's identities and
 //! unlinking one. The protocol itself is `auth::providers::oauth`'s (and `oidc`'s).
 
+use nubo_model::db::identities::{IdentityRow, NewOAuthIdentity};
+use nubo_model::db::users::NewUser;
+use nubo_model::db::{self, DbError};
+use nubo_model::domain::ids::{GroupId, UserId};
+use nubo_model::domain::time::{now_ms, to_rfc3339};
+use nubo_model::domain::user::{Email, UserStatus};
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::providers::oauth::{self, Flow, OidcSettings, Profile, Provider};
 use crate::context::Context;
-use crate::db::identities::{IdentityRow, NewOAuthIdentity};
-use crate::db::users::NewUser;
-use crate::db::{self, DbError};
-use crate::domain::ids::{GroupId, UserId};
-use crate::domain::time::{now_ms, to_rfc3339};
-use crate::domain::user::{Email, UserStatus};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::users::{self, UserUpdate};

@@ -8,14 +8,14 @@
 use std::sync::Arc;
 
 use nubo_common::storage::{BlobStore, StorageKey};
+use nubo_model::db;
+use nubo_model::db::ingest::{Committed, Content, Destination, FileCommit, Refusal, Step};
+use nubo_model::db::objects::ObjectRow;
+use nubo_model::domain::ids::{ObjectId, PolicyId, UploadId, UserId};
+use nubo_model::domain::object::new_id;
+use nubo_model::domain::time::{Millis, now_ms};
 
 use crate::context::Context;
-use crate::db;
-use crate::db::ingest::{Committed, Content, Destination, FileCommit, Refusal, Step};
-use crate::db::objects::ObjectRow;
-use crate::domain::ids::{ObjectId, PolicyId, UploadId, UserId};
-use crate::domain::object::new_id;
-use crate::domain::time::{Millis, now_ms};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::files;

@@ -10,10 +10,10 @@ use std::time::Duration;
 use lettre::message::{Mailbox, MultiPart};
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+use nubo_model::db::{self, Db};
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::{self, Db};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::site;

@@ -7,17 +7,17 @@
 use std::net::IpAddr;
 
 use nubo_common::secret::Secret;
+use nubo_model::db;
+use nubo_model::db::users::UserRow;
+use nubo_model::domain::settings::AuthMethod;
+use nubo_model::domain::time::now_ms;
+use nubo_model::domain::user::{Email, UserStatus};
 
 use crate::auth::mailed_token::{self, Purpose};
 use crate::auth::password::{check_password_rules, hash_password};
 use crate::auth::providers::password::EMAIL_PASSWORD;
 use crate::auth::revocation;
 use crate::context::Context;
-use crate::db;
-use crate::db::users::UserRow;
-use crate::domain::settings::AuthMethod;
-use crate::domain::time::now_ms;
-use crate::domain::user::{Email, UserStatus};
 use crate::error::{ServiceError, ServiceResult};
 use crate::service::accounts::password_error;
 use crate::service::mail::{self, Language, Mailer, Template};

@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use nubo_common::storage::{ListedBlob, StorageKey};
+use nubo_model::db::{self};
+use nubo_model::domain::time::Millis;
 
 use crate::context::Context;
-use crate::db::{self};
-use crate::domain::time::Millis;
 use crate::error::ServiceResult;
 use crate::service::{files, policies};
 

@@ -3,13 +3,13 @@
 //! free-form pairs, `props` holds values of the owner's custom properties, checked against
 //! their definitions, `dav` holds dead WebDAV properties.
 
+use nubo_model::db::properties::PropertyRow;
+use nubo_model::db::{self, Db, DbError};
+use nubo_model::domain::time::now_ms;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::db::properties::PropertyRow;
-use crate::db::{self, Db, DbError};
-use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Readable, Writable};

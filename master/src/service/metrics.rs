@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use nubo_common::metrics::{Classifier, HttpMetrics, Registry};
 use nubo_common::secret::Secret;
+use nubo_model::db;
 
 use crate::context::Context;
-use crate::db;
 use crate::error::ServiceResult;
 
 /// Tasks in the queue, by type and status.
@@ -49,7 +49,7 @@ pub async fn render(ctx: &Context, instruments: &Instruments) -> ServiceResult<S
         now.gauge(TASKS, &[("type", &kind), ("status", &status)]).set(count as f64);
     }
     for node in db::nodes::list(ctx.db()).await? {
-        let up = if node.status == crate::domain::node::NodeStatus::Online { 1.0 } else { 0.0 };
+        let up = if node.status == nubo_model::domain::node::NodeStatus::Online { 1.0 } else { 0.0 };
         now.gauge(NODE_UP, &[("node", &node.id.to_string()), ("name", &node.name)]).set(up);
     }
     for pool in ctx.db().pool_use() {

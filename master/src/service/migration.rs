@@ -5,16 +5,16 @@
 //! (crash, restart, cancel) can simply run again.
 
 use nubo_common::storage::{BlobStore, StorageKey};
+use nubo_model::db::blobs::BlobRow;
+use nubo_model::db::objects::ObjectRow;
+use nubo_model::db::{self, DbError};
+use nubo_model::domain::ids::PolicyId;
+use nubo_model::domain::naming::{self, NamingContext};
+use nubo_model::domain::task::{TaskProgress, TaskProps};
+use nubo_model::domain::time::now_ms;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::blobs::BlobRow;
-use crate::db::objects::ObjectRow;
-use crate::db::{self, DbError};
-use crate::domain::ids::PolicyId;
-use crate::domain::naming::{self, NamingContext};
-use crate::domain::task::{TaskProgress, TaskProps};
-use crate::domain::time::now_ms;
 use crate::error::ServiceError;
 use crate::service::access::{self, Reach};
 use crate::service::{files, policies};

@@ -3,6 +3,8 @@
 //! of one known node and answers typed results or protocol errors.
 
 use nubo_common::secret::Secret;
+use nubo_model::db;
+use nubo_model::domain::ids::NodeId;
 use nubo_protocol::PROTOCOL_VERSION;
 use nubo_protocol::methods::{
     Ack, Call, ExternalDownloadCompleteResult, ExternalDownloadProgressResult, PingParams, PingResult,
@@ -12,8 +14,6 @@ use nubo_protocol::rpc::{ErrorCode, RpcError, check_protocol_version, encode_out
 use serde_json::Value;
 
 use crate::context::Context;
-use crate::db;
-use crate::domain::ids::NodeId;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::service::{external, uploads};
 

@@ -5,6 +5,11 @@
 use std::time::Duration;
 
 use nubo_common::secret::Secret;
+use nubo_model::db::nodes::NodeRow;
+use nubo_model::db::{self, Db, DbError};
+use nubo_model::domain::ids::NodeId;
+use nubo_model::domain::node::NodeStatus;
+use nubo_model::domain::time::{now_ms, to_rfc3339};
 use nubo_protocol::client::{CallError, NODE_RPC_PATH, RpcClient};
 use nubo_protocol::key::NodeKey;
 use nubo_protocol::methods::{PingParams, PingResult};
@@ -13,11 +18,6 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::db::nodes::NodeRow;
-use crate::db::{self, Db, DbError};
-use crate::domain::ids::NodeId;
-use crate::domain::node::NodeStatus;
-use crate::domain::time::{now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 

@@ -2,17 +2,17 @@
 //! removing them, and the options that begin a passkey sign-in. The ceremonies themselves are
 //! the passkey provider's (`auth::providers::passkey`).
 
+use nubo_model::db::passkeys::PasskeyRow;
+use nubo_model::db::{self, DbError};
+use nubo_model::domain::ids::UserId;
+use nubo_model::domain::settings::AuthMethod;
+use nubo_model::domain::time::{now_ms, to_rfc3339};
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::providers::passkey::{self, Ceremony};
 use crate::context::Context;
-use crate::db::passkeys::PasskeyRow;
-use crate::db::{self, DbError};
-use crate::domain::ids::UserId;
-use crate::domain::settings::AuthMethod;
-use crate::domain::time::{now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::{accounts, site};

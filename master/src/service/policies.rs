@@ -1,21 +1,21 @@
 //! Storage policies: administrators' CRUD with a connection test, the policies a group may use,
 //! and the check that a caller may use a policy.
 
+use nubo_model::db::policies::{PolicyRow, PolicyValues};
+use nubo_model::db::{self, Db, DbError};
+use nubo_model::domain::activity::{Action, TargetKind};
+use nubo_model::domain::ids::GroupId;
+use nubo_model::domain::ids::{NodeId, PolicyId};
+use nubo_model::domain::naming;
+use nubo_model::domain::policy::{
+    DEFAULT_CHUNK_SIZE, LocalOptions, PolicyOptions, PolicyType, S3Options, validate_chunk_size,
+};
+use nubo_model::domain::time::now_ms;
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::policies::{PolicyRow, PolicyValues};
-use crate::db::{self, Db, DbError};
-use crate::domain::activity::{Action, TargetKind};
-use crate::domain::ids::GroupId;
-use crate::domain::ids::{NodeId, PolicyId};
-use crate::domain::naming;
-use crate::domain::policy::{
-    DEFAULT_CHUNK_SIZE, LocalOptions, PolicyOptions, PolicyType, S3Options, validate_chunk_size,
-};
-use crate::domain::time::now_ms;
 use crate::error_codes as codes;
 use crate::service::activity::{self, Activity};
 use std::sync::Arc;

@@ -18,6 +18,11 @@
 
 use std::net::IpAddr;
 
+use nubo_model::db::redeem::{BatchFields, CodeFilter, CodeRow, NewCode, TemporaryGroupRow};
+use nubo_model::db::{self, DbError};
+use nubo_model::domain::activity::{Action, TargetKind};
+use nubo_model::domain::ids::{GroupId, UserId};
+use nubo_model::domain::time::{Millis, from_rfc3339, now_ms, to_rfc3339};
 use rand::Rng;
 use rand::TryRngCore;
 use rand::rngs::OsRng;
@@ -28,11 +33,6 @@ use uuid::Uuid;
 
 use crate::auth::revocation;
 use crate::context::Context;
-use crate::db::redeem::{BatchFields, CodeFilter, CodeRow, NewCode, TemporaryGroupRow};
-use crate::db::{self, DbError};
-use crate::domain::activity::{Action, TargetKind};
-use crate::domain::ids::{GroupId, UserId};
-use crate::domain::time::{Millis, from_rfc3339, now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::activity::{self, Activity};

@@ -5,18 +5,18 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use nubo_model::db::reports::{NewReport, ReportFilter, ReportRow};
+use nubo_model::db::{self};
+use nubo_model::domain::activity::{Action, TargetKind};
+use nubo_model::domain::ids::UserId;
+use nubo_model::domain::report::{MAX_DESCRIPTION_CHARS, ReportAction, ReportReason, ReportStatus};
+use nubo_model::domain::time::{now_ms, to_rfc3339};
+use nubo_model::domain::user::UserStatus;
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::reports::{NewReport, ReportFilter, ReportRow};
-use crate::db::{self};
-use crate::domain::activity::{Action, TargetKind};
-use crate::domain::ids::UserId;
-use crate::domain::report::{MAX_DESCRIPTION_CHARS, ReportAction, ReportReason, ReportStatus};
-use crate::domain::time::{now_ms, to_rfc3339};
-use crate::domain::user::UserStatus;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::activity::{self, Activity};

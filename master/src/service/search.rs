@@ -2,12 +2,12 @@
 //! Unicode's rules, optionally of one kind, carrying one tag, or below one folder; the trash is
 //! never searched.
 
+use nubo_model::db::{self, like_pattern};
+use nubo_model::domain::ids::UserId;
+use nubo_model::domain::object::{ObjectKind, search_key};
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::{self, like_pattern};
-use crate::domain::ids::UserId;
-use crate::domain::object::{ObjectKind, search_key};
 use crate::error::{ServiceError, ServiceResult};
 use crate::service::access::{self, Reach};
 use crate::service::files::{self, ObjectView};

@@ -6,6 +6,14 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use nubo_model::db::objects::ListingRow;
+use nubo_model::db::shares::{NewShare as NewShareRow, ShareSettings, ShareWithObject};
+use nubo_model::db::{self, DbError};
+use nubo_model::domain::activity::{Action, TargetKind};
+use nubo_model::domain::ids::UserId;
+use nubo_model::domain::object::ObjectKind;
+use nubo_model::domain::time::{Millis, from_rfc3339, now_ms, to_rfc3339};
+use nubo_model::domain::user::UserStatus;
 use rand::Rng;
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
@@ -14,14 +22,6 @@ use uuid::Uuid;
 use crate::auth::password::{hash_secret, verify_password};
 use crate::auth::token::{ShareGrantClaims, TokenType, token_error};
 use crate::context::Context;
-use crate::db::objects::ListingRow;
-use crate::db::shares::{NewShare as NewShareRow, ShareSettings, ShareWithObject};
-use crate::db::{self, DbError};
-use crate::domain::activity::{Action, TargetKind};
-use crate::domain::ids::UserId;
-use crate::domain::object::ObjectKind;
-use crate::domain::time::{Millis, from_rfc3339, now_ms, to_rfc3339};
-use crate::domain::user::UserStatus;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Reach, Readable};
@@ -290,7 +290,7 @@ fn view(share: &ShareWithObject, url: String, now: Millis) -> ShareView {
 pub async fn create(
     ctx: &Context,
     caller: Uuid,
-    group_id: crate::domain::ids::GroupId,
+    group_id: nubo_model::domain::ids::GroupId,
     input: NewShare,
 ) -> ServiceResult<ShareView> {
     if !groups::permissions(ctx.db(), group_id).await?.share {
@@ -407,7 +407,7 @@ pub struct SaveShare {
 /// caller's group needs the `share_save` permission.
 pub async fn save(
     ctx: &Context,
-    (caller, group_id): (Uuid, crate::domain::ids::GroupId),
+    (caller, group_id): (Uuid, nubo_model::domain::ids::GroupId),
     code: &str,
     visitor: &Visitor<'_>,
     input: SaveShare,

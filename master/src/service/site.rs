@@ -2,14 +2,15 @@
 
 use std::collections::HashMap;
 
-use crate::context::Context;
-use crate::db::{self, Db};
-use crate::domain::activity::{Action, TargetKind};
-use crate::domain::ids::GroupId;
-use crate::domain::settings::{
+use nubo_model::db::{self, Db};
+use nubo_model::domain::activity::{Action, TargetKind};
+use nubo_model::domain::ids::GroupId;
+use nubo_model::domain::settings::{
     AuthMethod, KNOWN_SETTINGS, SettingKind, SettingsType, known_setting, parse_group_map, validate_setting_value,
 };
-use crate::domain::time::now_ms;
+use nubo_model::domain::time::now_ms;
+
+use crate::context::Context;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::activity::{self, Activity};

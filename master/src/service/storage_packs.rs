@@ -4,15 +4,15 @@
 //! pack ends keeps everything, and writes that add bytes answer 507 (the quota checks of
 //! `writes`, `uploads`, `files::copy_into` and share saving) until usage falls within capacity.
 
+use nubo_model::db::storage_packs::{NewPack, PackFilter, PackRow};
+use nubo_model::db::{self, Conn, DbError};
+use nubo_model::domain::ids::UserId;
+use nubo_model::domain::time::{Millis, from_rfc3339, now_ms, to_rfc3339};
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::storage_packs::{NewPack, PackFilter, PackRow};
-use crate::db::{self, Conn, DbError};
-use crate::domain::ids::UserId;
-use crate::domain::time::{Millis, from_rfc3339, now_ms, to_rfc3339};
 use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::{Page, PageRequest};

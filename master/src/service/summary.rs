@@ -2,12 +2,12 @@
 //! nodes), the last 30 UTC days of registrations and uploads for charts, and this master's
 //! version and uptime. Aggregates come from `db::summary`; this module only shapes them.
 
+use nubo_model::db::{self, summary::DAY_MS};
+use nubo_model::domain::time::{Millis, now_ms, to_rfc3339};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::context::Context;
-use crate::db::{self, summary::DAY_MS};
-use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::error::ServiceResult;
 
 /// Days in the series, today included.

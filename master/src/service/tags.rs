@@ -4,17 +4,17 @@
 
 use std::collections::HashMap;
 
+use nubo_model::db::objects::ObjectRow;
+use nubo_model::db::tags::{TagFields, TagRow};
+use nubo_model::db::{self, Db, DbError};
+use nubo_model::domain::ids::{ObjectId, UserId};
+use nubo_model::domain::object::{ObjectKind, search_key};
+use nubo_model::domain::time::{now_ms, to_rfc3339};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::objects::ObjectRow;
-use crate::db::tags::{TagFields, TagRow};
-use crate::db::{self, Db, DbError};
-use crate::domain::ids::{ObjectId, UserId};
-use crate::domain::object::{ObjectKind, search_key};
-use crate::domain::time::{now_ms, to_rfc3339};
 use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Reach};

@@ -1,16 +1,16 @@
 //! Background tasks as users and administrators see them: creating a policy migration, listing,
 //! reading and cancelling.
 
+use nubo_model::db::tasks::{TaskFilter, TaskRow};
+use nubo_model::db::{self, Db};
+use nubo_model::domain::ids::{GroupId, UserId};
+use nubo_model::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
+use nubo_model::domain::time::{now_ms, to_rfc3339};
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::tasks::{TaskFilter, TaskRow};
-use crate::db::{self, Db};
-use crate::domain::ids::{GroupId, UserId};
-use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
-use crate::domain::time::{now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::Writable;

@@ -1,13 +1,13 @@
 //! Theme presets: administrators' CRUD, the single default preset, and the public list.
 
+use nubo_model::db::themes::ThemeRow;
+use nubo_model::db::{self, Db, DbError};
+use nubo_model::domain::theme::ThemeColors;
+use nubo_model::domain::time::{now_ms, to_rfc3339};
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::db::themes::ThemeRow;
-use crate::db::{self, Db, DbError};
-use crate::domain::theme::ThemeColors;
-use crate::domain::time::{now_ms, to_rfc3339};
 use crate::error::{ServiceError, ServiceResult};
 use crate::error_codes as codes;
 

@@ -7,25 +7,25 @@ use base64::Engine as _;
 use futures_util::TryStreamExt;
 use nubo_common::storage::StorageKey;
 use nubo_common::thumbnail::{self, Refusal, RenderError};
+use nubo_model::db::blobs::BlobRow;
+use nubo_model::db::policies::PolicyRow;
+use nubo_model::db::tasks::TaskRow;
+use nubo_model::db::{self, thumbnails as rows};
+use nubo_model::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
+use nubo_model::domain::time::{Millis, now_ms};
+use nubo_model::storage::node::NodeBlobStore;
 use nubo_protocol::client::CallError;
 use nubo_protocol::methods::ThumbnailRenderParams;
 use nubo_protocol::rpc::ErrorCode;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::blobs::BlobRow;
-use crate::db::policies::PolicyRow;
-use crate::db::tasks::TaskRow;
-use crate::db::{self, thumbnails as rows};
-use crate::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
-use crate::domain::time::{Millis, now_ms};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::Readable;
 use crate::service::avatars::matches_etag;
 use crate::service::migration::TaskFailure;
 use crate::service::{policies, tasks};
-use crate::storage::node::NodeBlobStore;
 
 /// Thumbnails never change for a given URL's ETag; the content behind an object may, so the
 /// web app adds the object's version to the URL (see the API description).

@@ -6,15 +6,15 @@
 
 use std::time::Duration;
 
+use nubo_model::db;
+use nubo_model::db::users::UserRow;
+use nubo_model::domain::ids::UserId;
+use nubo_model::domain::time::now_ms;
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::auth::two_factor::{self, Verdict};
 use crate::context::Context;
-use crate::db;
-use crate::db::users::UserRow;
-use crate::domain::ids::UserId;
-use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::{sign_in, site};

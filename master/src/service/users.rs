@@ -2,6 +2,13 @@
 //! group moves, which take effect on already-issued tokens), delete.
 
 use nubo_common::secret::Secret;
+use nubo_model::db::users::{UserChanges, UserRow};
+use nubo_model::db::{self};
+use nubo_model::domain::activity::{Action, TargetKind};
+use nubo_model::domain::ids::{GroupId, UserId};
+use nubo_model::domain::time::now_ms;
+use nubo_model::domain::user::UserFilter;
+use nubo_model::domain::user::UserStatus;
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -10,13 +17,6 @@ use crate::auth::password::hash_password;
 use crate::auth::providers::password::EMAIL_PASSWORD;
 use crate::auth::revocation;
 use crate::context::Context;
-use crate::db::users::{UserChanges, UserRow};
-use crate::db::{self};
-use crate::domain::activity::{Action, TargetKind};
-use crate::domain::ids::{GroupId, UserId};
-use crate::domain::time::now_ms;
-use crate::domain::user::UserFilter;
-use crate::domain::user::UserStatus;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::accounts::{self, UserView};

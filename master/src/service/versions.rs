@@ -4,13 +4,13 @@
 //! pruning to each group's retention. Versions hold references to their blobs, so identical
 //! contents share one blob, and their bytes count in the owner's used storage.
 
+use nubo_model::db::{self, DbError};
+use nubo_model::domain::time::{Millis, now_ms, to_rfc3339};
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::{self, DbError};
-use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Reach};

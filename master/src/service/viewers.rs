@@ -5,13 +5,13 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
+use nubo_model::db;
+use nubo_model::domain::viewer::{BuiltInViewer, normalise_extension, stored_viewers};
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db;
-use crate::domain::viewer::{BuiltInViewer, normalise_extension, stored_viewers};
 use crate::error::{ServiceError, ServiceResult};
 use crate::service::{site, wopi_apps};
 
@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn disabled_viewers_are_left_out_and_wopi_applications_follow() {
-        let mut builtin = crate::domain::viewer::default_viewers();
+        let mut builtin = nubo_model::domain::viewer::default_viewers();
         builtin.iter_mut().find(|v| v.id == "markdown").unwrap().enabled = false;
         let app = Uuid::new_v4();
         let registry = Registry {

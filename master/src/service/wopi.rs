@@ -1,12 +1,18 @@
 //! The WOPI host: sessions (access tokens scoped to one file, one user, view or edit), the
 //! operations a WOPI client calls on a file (CheckFileInfo, GetFile, PutFile, PutRelativeFile,
-//! RenameFile, DeleteFile) and its locks, kept in the [`KvStore`](crate::kv::KvStore) so every
+//! RenameFile, DeleteFile) and its locks, kept in the [`KvStore`](nubo_model::kv::KvStore) so every
 //! master agrees. Writes go through `service::writes` like every other write. How the answers
 //! look on the wire (headers, status codes) is `http::wopi`'s business.
 
 use std::time::Duration;
 
 use nubo_common::storage::ByteStream;
+use nubo_model::db;
+use nubo_model::db::objects::ObjectRow;
+use nubo_model::db::users::UserRow;
+use nubo_model::domain::ids::ObjectId;
+use nubo_model::domain::object::ObjectName;
+use nubo_model::domain::time::{now_ms, to_rfc3339};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -14,12 +20,6 @@ use uuid::Uuid;
 use crate::auth::revocation;
 use crate::auth::token::{TokenType, WopiClaims, token_error};
 use crate::context::Context;
-use crate::db;
-use crate::db::objects::ObjectRow;
-use crate::db::users::UserRow;
-use crate::domain::ids::ObjectId;
-use crate::domain::object::ObjectName;
-use crate::domain::time::{now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Reach, Readable};
@@ -214,14 +214,14 @@ impl From<ServiceError> for WopiRefusal {
     }
 }
 
-impl From<crate::db::DbError> for WopiRefusal {
-    fn from(err: crate::db::DbError) -> Self {
+impl From<nubo_model::db::DbError> for WopiRefusal {
+    fn from(err: nubo_model::db::DbError) -> Self {
         Self::Service(err.into())
     }
 }
 
-impl From<crate::kv::StoreError> for WopiRefusal {
-    fn from(err: crate::kv::StoreError) -> Self {
+impl From<nubo_model::kv::StoreError> for WopiRefusal {
+    fn from(err: nubo_model::kv::StoreError) -> Self {
         Self::Service(err.into())
     }
 }

@@ -9,6 +9,9 @@ use std::time::Duration;
 
 use base64::Engine;
 use nubo_common::guard::AddressGuard;
+use nubo_model::db::wopi_apps::WopiAppRow;
+use nubo_model::db::{self, Db};
+use nubo_model::domain::time::{Millis, now_ms, to_rfc3339};
 use quick_xml::events::{BytesStart, Event};
 use rsa::pkcs1v15::Pkcs1v15Sign;
 use rsa::{BigUint, RsaPublicKey};
@@ -18,9 +21,6 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::wopi_apps::WopiAppRow;
-use crate::db::{self, Db};
-use crate::domain::time::{Millis, now_ms, to_rfc3339};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 
@@ -401,7 +401,7 @@ fn not_found() -> ServiceError {
     ServiceError::not_found(codes::WOPI_APP_NOT_FOUND, "no such WOPI application")
 }
 
-fn name_taken(err: crate::db::DbError) -> ServiceError {
+fn name_taken(err: nubo_model::db::DbError) -> ServiceError {
     if err.is_unique_violation() {
         ServiceError::conflict(codes::WOPI_APP_NAME_TAKEN, "a WOPI application of that name exists")
     } else {

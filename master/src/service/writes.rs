@@ -6,19 +6,19 @@
 use bytes::Bytes;
 use nubo_common::hash::StreamHasher;
 use nubo_common::storage::{ByteStream, StorageError, StorageKey};
+use nubo_model::db::objects::ObjectRow;
+use nubo_model::db::policies::PolicyRow;
+use nubo_model::db::{self, DbError};
+use nubo_model::domain::activity::{Action, TargetKind};
+use nubo_model::domain::ids::{GroupId, ObjectId, UserId};
+use nubo_model::domain::naming::{self, NamingContext};
+use nubo_model::domain::object::ObjectName;
+use nubo_model::domain::time::{Millis, now_ms};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::objects::ObjectRow;
-use crate::db::policies::PolicyRow;
-use crate::db::{self, DbError};
-use crate::domain::activity::{Action, TargetKind};
-use crate::domain::ids::{GroupId, ObjectId, UserId};
-use crate::domain::naming::{self, NamingContext};
-use crate::domain::object::ObjectName;
-use crate::domain::time::{Millis, now_ms};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::access::{self, Reach};

@@ -1,9 +1,10 @@
 //! The magic-link provider: the token from a mailed sign-in link identifies its user, once.
 //! Mailing the link is `service::mail_links`; the token's storage is `auth::mailed_token`.
 
+use nubo_model::domain::ids::UserId;
+
 use crate::auth::mailed_token::{self, Purpose};
 use crate::context::Context;
-use crate::domain::ids::UserId;
 use crate::error::{ServiceError, ServiceResult};
 
 /// The user the sign-in link was mailed to. The token stays live: [`use_up`] spends it once

@@ -12,6 +12,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use base64::Engine;
+use nubo_model::domain::ids::UserId;
+use nubo_model::domain::settings::AuthMethod;
 use reqwest::Url;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -20,8 +22,6 @@ use uuid::Uuid;
 
 use crate::auth::providers::oidc;
 use crate::context::Context;
-use crate::domain::ids::UserId;
-use crate::domain::settings::AuthMethod;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::site;
@@ -177,7 +177,7 @@ async fn oidc_settings(ctx: &Context) -> ServiceResult<ProviderSettings> {
         return Err(not_configured("the site_url setting is empty"));
     }
     // Stored values were checked when written; a map that no longer parses maps nothing.
-    let group_map = crate::domain::settings::parse_group_map(&group_map).unwrap_or_default();
+    let group_map = nubo_model::domain::settings::parse_group_map(&group_map).unwrap_or_default();
     let discovery = oidc::discover(&issuer, internal).await?;
     // `openid` makes it an OpenID Connect request; the rest is the administrator's choice.
     let mut scope: Vec<&str> = scopes.split_whitespace().collect();

@@ -8,6 +8,11 @@ use std::time::Duration;
 
 use base64::Engine;
 use nubo_common::secret::Secret;
+use nubo_model::db;
+use nubo_model::db::passkeys::PasskeyRow;
+use nubo_model::db::users::UserRow;
+use nubo_model::domain::ids::UserId;
+use nubo_model::domain::time::now_ms;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use webauthn_rs::prelude::{
@@ -16,11 +21,6 @@ use webauthn_rs::prelude::{
 };
 
 use crate::context::Context;
-use crate::db;
-use crate::db::passkeys::PasskeyRow;
-use crate::db::users::UserRow;
-use crate::domain::ids::UserId;
-use crate::domain::time::now_ms;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::service::site;

@@ -2,12 +2,12 @@
 //! address costs the same time as a wrong password.
 
 use nubo_common::secret::Secret;
+use nubo_model::db::{self, Db};
+use nubo_model::domain::ids::UserId;
+use nubo_model::domain::time::now_ms;
+use nubo_model::domain::user::Email;
 
 use crate::auth::password::{generate_password, hash_password, verify_password};
-use crate::db::{self, Db};
-use crate::domain::ids::UserId;
-use crate::domain::time::now_ms;
-use crate::domain::user::Email;
 use crate::error::{ServiceError, ServiceResult};
 
 /// The provider's name in `auth_identities` and in the sign-in request.

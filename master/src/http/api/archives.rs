@@ -7,12 +7,12 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use nubo_model::domain::object::attachment_disposition;
 use serde::Deserialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::domain::object::attachment_disposition;
 use crate::error::ServiceResult;
 use crate::http::content_safety;
 use crate::http::error::ErrorBody;

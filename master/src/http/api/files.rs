@@ -3,12 +3,12 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use nubo_model::domain::object::ListOrder;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::domain::object::ListOrder;
 use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};

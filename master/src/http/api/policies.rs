@@ -3,12 +3,12 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use nubo_model::domain::policy::PolicyType;
 use serde::Deserialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::domain::policy::PolicyType;
 use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath};

@@ -4,13 +4,13 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use nubo_model::db::reports::ReportFilter;
+use nubo_model::domain::report::{ReportAction, ReportReason, ReportStatus};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::db::reports::ReportFilter;
-use crate::domain::report::{ReportAction, ReportReason, ReportStatus};
 use crate::error::ServiceResult;
 use crate::http::captcha::{CaptchaAnswer, CaptchaJson, scene};
 use crate::http::error::ErrorBody;

@@ -2,12 +2,12 @@
 
 use axum::Json;
 use axum::extract::State;
+use nubo_model::domain::object::ObjectKind;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::domain::object::ObjectKind;
 use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::ApiQuery;

@@ -5,13 +5,13 @@
 use axum::Json;
 use axum::extract::{OriginalUri, State};
 use axum::http::StatusCode;
+use nubo_model::db::shares::ShareFilter;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::files::PageQuery;
 use crate::context::Context;
-use crate::db::shares::ShareFilter;
 use crate::error::ServiceResult;
 use crate::http::captcha::ShareVisitor;
 use crate::http::error::ErrorBody;

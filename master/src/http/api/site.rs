@@ -4,12 +4,12 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::State;
+use nubo_model::domain::captcha::{CaptchaProvider, CaptchaScene};
+use nubo_model::domain::settings::AuthMethod;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::context::Context;
-use crate::domain::captcha::{CaptchaProvider, CaptchaScene};
-use crate::domain::settings::AuthMethod;
 use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiQuery, ClientAddress};

@@ -4,12 +4,12 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use nubo_model::domain::task::{TaskStatus, TaskType};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::domain::task::{TaskStatus, TaskType};
 use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};

@@ -3,12 +3,12 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use nubo_model::domain::theme::ThemeColors;
 use serde::Deserialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::context::Context;
-use crate::domain::theme::ThemeColors;
 use crate::error::ServiceResult;
 use crate::http::error::ErrorBody;
 use crate::http::extract::{ApiJson, ApiPath};

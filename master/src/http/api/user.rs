@@ -5,15 +5,15 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use nubo_common::secret::Secret;
+use nubo_model::domain::settings::AuthMethod;
+use nubo_model::domain::theme::ThemeColors;
+use nubo_model::domain::time::to_rfc3339;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::token::GroupClaims;
 use crate::context::Context;
-use crate::domain::settings::AuthMethod;
-use crate::domain::theme::ThemeColors;
-use crate::domain::time::to_rfc3339;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::http::captcha::{CaptchaAnswer, CaptchaJson, scene};

@@ -15,13 +15,13 @@ use dav_server::fs::{
     ReadDirMeta,
 };
 use futures_util::FutureExt;
+use nubo_model::domain::time::Millis;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::file::{ReadFile, WriteFile};
 use super::segments;
 use crate::context::Context;
-use crate::domain::time::Millis;
 use crate::error::{ErrorKind, ServiceError};
 use crate::error_codes as codes;
 use crate::service::access::{self, Reach};

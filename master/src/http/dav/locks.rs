@@ -14,13 +14,13 @@ use std::time::{Duration, SystemTime};
 use dav_server::davpath::DavPath;
 use dav_server::ls::{DavLock, DavLockSystem, LsFuture};
 use futures_util::FutureExt;
+use nubo_model::kv::{KvStore, StoreError};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 use xmltree::{Element, Namespace};
 
 use crate::error::ServiceError;
 use crate::error_codes as codes;
-use crate::kv::{KvStore, StoreError};
 
 /// The longest a lock lives without a refresh; a longer or infinite `Timeout` gets this, and
 /// the answer says so (clients refresh before it ends).

@@ -23,9 +23,9 @@ use futures_util::StreamExt;
 use headers::authorization::Basic;
 use headers::{Authorization, HeaderMapExt};
 use nubo_common::secret::Secret;
+use nubo_model::domain::object::parse_path;
 
 use crate::context::Context;
-use crate::domain::object::parse_path;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::http::content_safety;

@@ -43,7 +43,7 @@ pub struct Config {
     pub secret_file: Option<PathBuf>,
     /// `text` or `json`.
     pub log_format: LogFormat,
-    /// A tracing filter, e.g. `info` or `info,nubo_master=debug`.
+    /// A tracing filter, e.g. `info` or `info,nubo_model=debug`.
     pub log_level: String,
     /// Largest JSON request body in bytes.
     pub max_json_body: usize,
@@ -529,7 +529,7 @@ mod tests {
     #[test]
     fn the_example_config_in_deploy_is_valid() {
         Jail::expect_with(|_jail| {
-            let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nubo.example.toml");
+            let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/nubo.example.toml");
             let mut figment = Figment::from(Serialized::defaults(Config::default()));
             figment = figment.merge(Toml::file_exact(&example));
             let config: Config = figment.extract().map_err(|e| e.to_string())?;

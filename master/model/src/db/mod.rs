@@ -53,8 +53,8 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
 use sqlx::{AnyPool, Executor};
 
-static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
-static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
 
 /// How long a SQLite connection waits for a lock held by another process (e.g. the CLI).
 const SQLITE_BUSY_TIMEOUT_MS: u32 = 10_000;
@@ -518,7 +518,7 @@ pub(crate) fn placeholders(count: usize) -> String {
 
 /// `%text%` with LIKE wildcards in `text` escaped (for `LIKE {} ESCAPE '\'`), so they match
 /// literally.
-pub(crate) fn like_pattern(text: &str) -> String {
+pub fn like_pattern(text: &str) -> String {
     let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
     format!("%{escaped}%")
 }
