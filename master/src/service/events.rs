@@ -198,7 +198,7 @@ async fn read_loop(ctx: Context, shutdown: CancellationToken) {
                 for row in rows {
                     if row.seq != cursor + 1 && settled != Some(cursor + 1) {
                         // A missing cursor: wait until it commits, or is known never to.
-                        if !gap.as_ref().is_some_and(|gap| gap.at == cursor + 1) {
+                        if gap.as_ref().is_none_or(|gap| gap.at != cursor + 1) {
                             gap = Some(Gap::seen(&ctx, cursor + 1).await);
                         }
                         break;
