@@ -5,7 +5,6 @@
 //! file already holding the remote file (same size and time) counts as done.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
 
 use futures_util::{StreamExt, TryStreamExt, stream};
 use reqwest::Method;
@@ -104,7 +103,7 @@ async fn plan_folder(api: &Api, folder: &Object, target: &Path, files: &mut Vec<
 
 fn modified_unix(path: &Path) -> Option<i64> {
     let modified = std::fs::metadata(path).ok()?.modified().ok()?;
-    Some(modified.duration_since(SystemTime::UNIX_EPOCH).ok()?.as_secs() as i64)
+    Some(crate::mtime::unix_nanos(modified).div_euclid(1_000_000_000))
 }
 
 async fn download(api: &Api, file: Planned, options: &GetOptions, progress: &Progress) -> CliResult<Value> {
@@ -133,7 +132,7 @@ async fn download(api: &Api, file: Planned, options: &GetOptions, progress: &Pro
     let resumed_from = fetch_verified(api, &object, &part, progress).await?;
     tokio::fs::rename(&part, &target).await.map_err(local_error("cannot rename", &part))?;
     // The remote time on the local file lets a second `get` see it is up to date.
-    let modified = SystemTime::UNIX_EPOCH + Duration::from_secs(remote_time.max(0) as u64);
+    let modified = crate::mtime::from_unix_nanos(remote_time.saturating_mul(1_000_000_000));
     let _ = std::fs::File::options().write(true).open(&target).and_then(|f| f.set_modified(modified));
     Ok(report("downloaded", resumed_from))
 }

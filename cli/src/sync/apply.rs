@@ -446,7 +446,7 @@ impl<'a> Apply<'a> {
             parent: self.remote_root_path.join_relative(parent_of(path)),
             name: name_of(path).to_owned(),
             size: local.size,
-            modified_ms: local.mtime_ns / 1_000_000,
+            modified_ms: local.mtime_ns.div_euclid(1_000_000),
             overwrite: replaces.is_some(),
             blake3: known,
             replaces_blake3: replaces,
