@@ -106,6 +106,15 @@ fn modified_unix(path: &Path) -> Option<i64> {
     Some(crate::mtime::unix_nanos(modified).div_euclid(1_000_000_000))
 }
 
+/// Whether the local file at `path` holds the remote content (its blake3 is the server's): with
+/// `--overwrite` the user asks for the server's bytes, so a copy damaged behind an unchanged size
+/// and time is not trusted. `false` when the server keeps no blake3 for it.
+async fn holds_remote_content(api: &Api, object: &Object, path: &Path) -> CliResult<bool> {
+    let detail: Value = api.get(&format!("/object/{}/detail", object.id)).await?;
+    let Some(remote_hash) = detail["blake3"].as_str() else { return Ok(false) };
+    Ok(crate::upload::hash_file(path).await? == remote_hash)
+}
+
 async fn download(api: &Api, file: Planned, options: &GetOptions, progress: &Progress) -> CliResult<Value> {
     let Planned { object, target } = file;
     let remote_time = unix_of(&object.updated_at);
@@ -114,7 +123,11 @@ async fn download(api: &Api, file: Planned, options: &GetOptions, progress: &Pro
                "size": object.size, "status": status, "resumed_from": resumed_from})
     };
     if let Ok(meta) = std::fs::metadata(&target) {
-        if meta.is_file() && meta.len() == object.size && modified_unix(&target) == Some(remote_time) {
+        if meta.is_file()
+            && meta.len() == object.size
+            && modified_unix(&target) == Some(remote_time)
+            && (!options.overwrite || holds_remote_content(api, &object, &target).await?)
+        {
             progress.total.inc(object.size);
             return Ok(report("unchanged", 0));
         }
