@@ -5,7 +5,6 @@
 //! file already holding the remote file (same size and time) counts as done.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
 
 use futures_util::{StreamExt, TryStreamExt, stream};
 use reqwest::Method;
@@ -104,7 +103,16 @@ async fn plan_folder(api: &Api, folder: &Object, target: &Path, files: &mut Vec<
 
 fn modified_unix(path: &Path) -> Option<i64> {
     let modified = std::fs::metadata(path).ok()?.modified().ok()?;
-    Some(modified.duration_since(SystemTime::UNIX_EPOCH).ok()?.as_secs() as i64)
+    Some(crate::mtime::unix_nanos(modified).div_euclid(1_000_000_000))
+}
+
+/// Whether the local file at `path` holds the remote content (its blake3 is the server's): with
+/// `--overwrite` the user asks for the server's bytes, so a copy damaged behind an unchanged size
+/// and time is not trusted. `false` when the server keeps no blake3 for it.
+async fn holds_remote_content(api: &Api, object: &Object, path: &Path) -> CliResult<bool> {
+    let detail: Value = api.get(&format!("/object/{}/detail", object.id)).await?;
+    let Some(remote_hash) = detail["blake3"].as_str() else { return Ok(false) };
+    Ok(crate::upload::hash_file(path).await? == remote_hash)
 }
 
 async fn download(api: &Api, file: Planned, options: &GetOptions, progress: &Progress) -> CliResult<Value> {
@@ -115,7 +123,11 @@ async fn download(api: &Api, file: Planned, options: &GetOptions, progress: &Pro
                "size": object.size, "status": status, "resumed_from": resumed_from})
     };
     if let Ok(meta) = std::fs::metadata(&target) {
-        if meta.is_file() && meta.len() == object.size && modified_unix(&target) == Some(remote_time) {
+        if meta.is_file()
+            && meta.len() == object.size
+            && modified_unix(&target) == Some(remote_time)
+            && (!options.overwrite || holds_remote_content(api, &object, &target).await?)
+        {
             progress.total.inc(object.size);
             return Ok(report("unchanged", 0));
         }
@@ -133,7 +145,7 @@ async fn download(api: &Api, file: Planned, options: &GetOptions, progress: &Pro
     let resumed_from = fetch_verified(api, &object, &part, progress).await?;
     tokio::fs::rename(&part, &target).await.map_err(local_error("cannot rename", &part))?;
     // The remote time on the local file lets a second `get` see it is up to date.
-    let modified = SystemTime::UNIX_EPOCH + Duration::from_secs(remote_time.max(0) as u64);
+    let modified = crate::mtime::from_unix_nanos(remote_time.saturating_mul(1_000_000_000));
     let _ = std::fs::File::options().write(true).open(&target).and_then(|f| f.set_modified(modified));
     Ok(report("downloaded", resumed_from))
 }

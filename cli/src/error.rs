@@ -20,7 +20,8 @@ pub enum ExitKind {
     Conflict = 5,
     /// The server could not be reached, or the connection broke.
     Network = 6,
-    /// Refused: not allowed, larger than the policy allows, or over quota.
+    /// Refused: not allowed, larger than the policy allows, or over quota (also a `nubo sync`
+    /// run whose only paths left out of step were refused as over quota).
     Refused = 7,
     /// `nubo sync` finished but not everything is in step: conflicts were kept (both versions
     /// are on both sides), or paths were skipped (names one side cannot hold, changes meanwhile).
@@ -139,6 +140,11 @@ impl CliError {
         self.kind == ExitKind::Network
             || matches!(self.status, Some(408 | 429 | 500 | 502 | 503 | 504))
             || self.code.as_deref() == Some("upload.chunk_busy")
+    }
+
+    /// Whether the server refused for lack of space (507 `storage.quota_exceeded`).
+    pub fn is_over_quota(&self) -> bool {
+        self.status == Some(507) || self.code.as_deref() == Some("storage.quota_exceeded")
     }
 
     pub fn exit_code(&self) -> i32 {

@@ -6,6 +6,7 @@ mod commands;
 mod config;
 mod download;
 mod error;
+mod mtime;
 mod output;
 mod remote;
 mod sync;

@@ -120,11 +120,7 @@ fn file_name_of(path: &Path) -> CliResult<String> {
 }
 
 fn planned(local: PathBuf, parent: RemotePath, name: String, meta: &std::fs::Metadata) -> Planned {
-    let modified_ms = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_millis() as i64);
+    let modified_ms = crate::mtime::of_metadata(meta).div_euclid(1_000_000);
     Planned {
         local,
         parent,

@@ -29,6 +29,7 @@ on_every_backend!(
     puts_straight_to_a_storage_node_and_resumes_there,
     moves_copies_removes_shares_and_searches,
     exit_codes_say_what_went_wrong,
+    get_overwrite_downloads_again_a_damaged_copy_with_the_remote_size_and_time,
 );
 
 /// The binary with a config directory and a working directory of its own.
@@ -251,6 +252,29 @@ async fn signs_in_with_a_second_factor(app: TestApp) {
     let signed_in = cli.run_with(&with_code, &[], Some(&format!("{PASSWORD}\n"))).await.json();
     assert_eq!(signed_in["email"], "second@nubo.test");
     assert_eq!(cli.run(&["--json", "whoami"]).await.json()["two_factor_enabled"], true);
+}
+
+async fn get_overwrite_downloads_again_a_damaged_copy_with_the_remote_size_and_time(app: TestApp) {
+    let (cli, _session) = Cli::signed_in(&app, "damaged@nubo.test").await;
+    let original = content(10_000, 7);
+    cli.write("photo.raw", &original);
+    assert_eq!(cli.run(&["--json", "put", "photo.raw", "/"]).await.code, 0);
+    assert_eq!(cli.run(&["--json", "get", "/photo.raw", "out/"]).await.code, 0);
+    let local = cli.path("out/photo.raw");
+    assert_eq!(std::fs::read(&local).unwrap(), original);
+
+    // Bit rot: one byte flips, the size and the modification time stay.
+    let modified = std::fs::metadata(&local).unwrap().modified().unwrap();
+    let mut damaged = original.clone();
+    damaged[5_000] ^= 0xff;
+    std::fs::write(&local, &damaged).unwrap();
+    std::fs::File::options().write(true).open(&local).unwrap().set_modified(modified).unwrap();
+
+    let got = cli.run(&["--json", "get", "--overwrite", "/photo.raw", "out/"]).await.json();
+    assert_eq!(got[0]["status"], "downloaded", "{got}");
+    assert_eq!(std::fs::read(&local).unwrap(), original, "the server's bytes are back");
+    let again = cli.run(&["--json", "get", "--overwrite", "/photo.raw", "out/"]).await.json();
+    assert_eq!(again[0]["status"], "unchanged", "a sound copy is kept: {again}");
 }
 
 async fn puts_and_gets_multi_chunk_files_and_folder_trees(app: TestApp) {

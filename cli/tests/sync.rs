@@ -41,6 +41,8 @@ on_every_backend!(
     the_clis_own_configuration_and_state_are_never_synced,
     a_file_written_while_it_uploads_is_sent_again_not_kept_as_a_conflict,
     a_folder_move_cut_off_between_its_requests_is_finished_not_undone,
+    a_run_left_out_of_step_only_by_the_quota_exits_with_the_quota_status,
+    an_edit_to_a_file_dated_before_1970_is_seen,
 );
 
 /// The binary with its own config and data directories, a local folder `tree/` to sync and
@@ -476,6 +478,41 @@ async fn stored_before_the_name_rule(app: &TestApp, session: &Session, parent: &
     let file = app.upload(session, parent, "placeholder-for-an-old-name", bytes).await;
     let id = file["id"].as_str().unwrap();
     app.sql(&format!("UPDATE objects SET name = '{name}' WHERE id = '{id}'")).await;
+}
+
+async fn an_edit_to_a_file_dated_before_1970_is_seen(app: TestApp) {
+    let pair = Pair::new(&app, "old@nubo.test", &app.base_url).await;
+    let dated = |relative: &str, seconds_before_1970: u64| {
+        let time = std::time::UNIX_EPOCH - Duration::from_secs(seconds_before_1970);
+        std::fs::File::options().write(true).open(pair.local(relative)).unwrap().set_modified(time).unwrap();
+    };
+    pair.write("scan.tif", b"first scan");
+    dated("scan.tif", 86_400 * 365);
+    pair.sync().await.converged();
+
+    // Same size, another time before 1970: both read as 0 when such times were clamped, so the
+    // edit looked unchanged and was never read.
+    pair.write("scan.tif", b"second one");
+    dated("scan.tif", 86_400 * 300);
+    pair.sync().await.converged();
+
+    assert_eq!(remote_tree(&app, &pair.session).await["scan.tif"].as_deref(), Some(&b"second one"[..]));
+}
+
+async fn a_run_left_out_of_step_only_by_the_quota_exits_with_the_quota_status(app: TestApp) {
+    let pair = Pair::new(&app, "full@nubo.test", &app.base_url).await;
+    let admin = app.login_admin().await;
+    app.set_user_group(&admin, json!({"max_storage": 1_000})).await;
+    pair.write("small.txt", b"fits");
+    pair.write("large.bin", &content(10_000, 3));
+
+    let run = pair.sync().await;
+
+    assert_eq!(run.code, 7, "over quota, not 8: {}", run.stderr);
+    assert_eq!(run.error()["code"], "storage.quota_exceeded");
+    let skipped = run.summary()["skipped"].clone();
+    assert_eq!(skipped.as_array().map(Vec::len), Some(1), "{skipped}");
+    assert_eq!(skipped[0]["path"], "large.bin");
 }
 
 async fn a_name_illegal_here_is_reported_and_left_alone(app: TestApp) {

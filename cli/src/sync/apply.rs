@@ -28,6 +28,9 @@ pub struct Report {
     pub done: BTreeMap<&'static str, u64>,
     /// Paths left out of step (skipped, refused, changed meanwhile), with why.
     pub skipped: Vec<(String, String)>,
+    /// How many of `skipped` the server refused as over quota: a run left out of step by
+    /// nothing else exits with the quota status (7), which tells a script what to do.
+    pub over_quota: usize,
     /// Conflicts kept (both versions are on both sides).
     pub conflicts: Vec<String>,
     pub bytes_up: u64,
@@ -59,6 +62,7 @@ impl Report {
         Report {
             done,
             skipped: later.skipped,
+            over_quota: later.over_quota,
             conflicts,
             bytes_up: self.bytes_up + later.bytes_up,
             bytes_down: self.bytes_down + later.bytes_down,
@@ -191,6 +195,9 @@ impl<'a> Apply<'a> {
     fn failed(&self, path: &str, err: CliError) -> CliResult<()> {
         if ends_the_run(&err) {
             return Err(err);
+        }
+        if err.is_over_quota() {
+            self.report.lock().expect("report").over_quota += 1;
         }
         self.skip(path, err.message);
         Ok(())
@@ -446,7 +453,7 @@ impl<'a> Apply<'a> {
             parent: self.remote_root_path.join_relative(parent_of(path)),
             name: name_of(path).to_owned(),
             size: local.size,
-            modified_ms: local.mtime_ns / 1_000_000,
+            modified_ms: local.mtime_ns.div_euclid(1_000_000),
             overwrite: replaces.is_some(),
             blake3: known,
             replaces_blake3: replaces,

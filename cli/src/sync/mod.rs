@@ -107,7 +107,7 @@ pub async fn sync(api: &Api, local: &Path, remote: &str, options: &SyncOptions, 
     finish(&report, output)
 }
 
-/// The summary line, and the exit status: 0 when in step, 8 when not.
+/// The summary line, and the exit status: 0 when in step, else that of [`not_in_step`].
 fn finish(report: &apply::Report, output: Output) -> CliResult<Value> {
     let summary = json!({
         "event": "summary",
@@ -127,8 +127,26 @@ fn finish(report: &apply::Report, output: Output) -> CliResult<Value> {
         let done = if done.is_empty() { "nothing to do".to_owned() } else { done.join(", ") };
         println!("{}: {done}", if report.converged() { "in step" } else { "not in step" });
     }
+    match not_in_step(report) {
+        None => Ok(Value::Null),
+        Some(err) => Err(err),
+    }
+}
+
+/// Why a run is not in step, as the error it exits with: over quota (7) when the server's lack
+/// of space is all that is left, else not converged (8); `None` when in step.
+fn not_in_step(report: &apply::Report) -> Option<CliError> {
     if report.converged() {
-        return Ok(Value::Null);
+        return None;
+    }
+    if report.conflicts.is_empty() && report.replan.is_empty() && report.over_quota == report.skipped.len() {
+        let mut over_quota = CliError::new(
+            ExitKind::Refused,
+            format!("not everything is in step: {} path(s) refused as over quota", report.over_quota),
+        )
+        .with_hint("over quota: free space (`nubo rm --purge`) or ask an administrator for more, and run again");
+        over_quota.code = Some("storage.quota_exceeded".to_owned());
+        return Some(over_quota);
     }
     let mut problems = Vec::new();
     if !report.conflicts.is_empty() {
@@ -141,7 +159,7 @@ fn finish(report: &apply::Report, output: Output) -> CliResult<Value> {
         let shown: Vec<String> = report.skipped.iter().take(5).map(|(p, why)| format!("{p}: {why}")).collect();
         problems.push(format!("{} path(s) skipped ({})", report.skipped.len(), shown.join("; ")));
     }
-    Err(CliError::new(ExitKind::NotConverged, format!("not everything is in step: {}", problems.join(", "))).with_hint(
+    Some(CliError::new(ExitKind::NotConverged, format!("not everything is in step: {}", problems.join(", "))).with_hint(
         "keep one of each conflict pair (the copy has `(conflict DEVICE TIME)` in its name), rename or remove what was skipped, and run again",
     ))
 }
@@ -257,5 +275,35 @@ impl Pair<'_> {
             }
         }
         report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn skipped(paths: &[&str]) -> Vec<(String, String)> {
+        paths.iter().map(|p| (p.to_string(), "not enough storage space left".to_owned())).collect()
+    }
+
+    #[test]
+    fn a_run_left_out_of_step_only_by_the_quota_exits_with_the_quota_status() {
+        let report = apply::Report { skipped: skipped(&["a.bin", "b.bin"]), over_quota: 2, ..Default::default() };
+        let err = not_in_step(&report).expect("not in step");
+        assert_eq!((err.exit_code(), err.code.as_deref()), (7, Some("storage.quota_exceeded")));
+    }
+
+    #[test]
+    fn quota_mixed_with_other_skips_or_conflicts_exits_not_converged() {
+        let mixed = apply::Report { skipped: skipped(&["a.bin", "bad:name"]), over_quota: 1, ..Default::default() };
+        assert_eq!(not_in_step(&mixed).expect("not in step").exit_code(), 8);
+        let conflict = apply::Report {
+            skipped: skipped(&["a.bin"]),
+            over_quota: 1,
+            conflicts: vec!["c.txt".to_owned()],
+            ..Default::default()
+        };
+        assert_eq!(not_in_step(&conflict).expect("not in step").exit_code(), 8);
+        assert!(not_in_step(&apply::Report::default()).is_none());
     }
 }

@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::time::UNIX_EPOCH;
 
 use eventsource_stream::Eventsource;
 use futures_util::{StreamExt, stream};
@@ -73,7 +72,7 @@ pub struct Skipped {
 }
 
 pub fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
-    meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos() as i64)
+    crate::mtime::of_metadata(meta)
 }
 
 /// Why the local file system cannot hold a remote `name` (we refuse rather than mangle it).
