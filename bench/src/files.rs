@@ -77,12 +77,7 @@ impl Server {
 
     /// CPU time the server has used so far (user + system), in seconds.
     pub(crate) fn cpu_seconds(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
-        // Fields after the command name (which may hold spaces) start at its closing parenthesis.
-        let fields: Vec<&str> =
-            stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
-        let ticks: f64 = [11, 12].iter().filter_map(|&i| fields.get(i)?.parse::<f64>().ok()).sum();
-        ticks / clock_ticks_per_second()
+        crate::nodes::cpu_seconds(self.pid())
     }
 
     /// Resets the peak RSS so the next reading covers only what follows.
@@ -103,15 +98,6 @@ impl Server {
     fn database(&self) -> PathBuf {
         self.dir.path().join("data/nubo.db")
     }
-}
-
-/// The unit of `/proc/PID/stat`'s CPU times (`getconf CLK_TCK`, 100 on Linux as a rule).
-fn clock_ticks_per_second() -> f64 {
-    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    *TICKS.get_or_init(|| {
-        let out = Command::new("getconf").arg("CLK_TCK").output().ok();
-        out.and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok()).unwrap_or(100.0)
-    })
 }
 
 /// A chunk's bytes: distinct per index, cheap to make, incompressible enough.

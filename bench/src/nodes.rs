@@ -26,7 +26,7 @@ impl Drop for NodeProcess {
 }
 
 /// CPU seconds (user + system) a process has used so far.
-fn cpu_seconds(pid: u32) -> f64 {
+pub(crate) fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
     let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);

@@ -110,8 +110,7 @@ fn modified_unix(path: &Path) -> Option<i64> {
 /// `--overwrite` the user asks for the server's bytes, so a copy damaged behind an unchanged size
 /// and time is not trusted. `false` when the server keeps no blake3 for it.
 async fn holds_remote_content(api: &Api, object: &Object, path: &Path) -> CliResult<bool> {
-    let detail: Value = api.get(&format!("/object/{}/detail", object.id)).await?;
-    let Some(remote_hash) = detail["blake3"].as_str() else { return Ok(false) };
+    let Some(remote_hash) = crate::remote::stored_blake3(api, &object.id).await? else { return Ok(false) };
     Ok(crate::upload::hash_file(path).await? == remote_hash)
 }
 

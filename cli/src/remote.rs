@@ -152,6 +152,12 @@ pub async fn list_folder(api: &Api, path: &RemotePath) -> CliResult<Option<(Obje
 }
 
 /// The object at `path`; `None` when nothing is there.
+/// The blake3 of the content the server holds for the file `id` (`None` when it keeps none).
+pub async fn stored_blake3(api: &Api, id: &str) -> CliResult<Option<String>> {
+    let detail: serde_json::Value = api.get(&format!("/object/{id}/detail")).await?;
+    Ok(detail["blake3"].as_str().map(str::to_owned))
+}
+
 pub async fn lookup(api: &Api, path: &RemotePath) -> CliResult<Option<Object>> {
     let url = format!("{}?limit=1", path.listing());
     match api.get::<Listing>(&url).await {

@@ -301,8 +301,7 @@ impl<'a> Put<'a> {
         if object.is_folder() || object.size != file.size {
             return Ok(None);
         }
-        let detail: Value = self.api.get(&format!("/object/{}/detail", object.id)).await?;
-        let Some(remote_hash) = detail["blake3"].as_str() else { return Ok(None) };
+        let Some(remote_hash) = remote::stored_blake3(self.api, &object.id).await? else { return Ok(None) };
         let local_hash = hash_file(&file.local).await?;
         Ok((local_hash == remote_hash).then_some(object))
     }

@@ -477,7 +477,7 @@ impl<'a> Apply<'a> {
         // run sends the file again over it instead of taking the two for a conflict.
         let stored = match method {
             "known" => None,
-            _ => self.stored_blake3(&object.id).await?,
+            _ => crate::remote::stored_blake3(self.api, &object.id).await?,
         };
         let in_step = stored.as_ref().is_none_or(|hash| local.blake3.as_ref() == Some(hash))
             && still(&self.local(path), Some(local));
@@ -504,12 +504,6 @@ impl<'a> Apply<'a> {
             self.skip(path, "changed here while it was uploaded; the next run sends it again".into());
         }
         Ok(())
-    }
-
-    /// The blake3 of the content the server holds for the file `id`.
-    async fn stored_blake3(&self, id: &str) -> CliResult<Option<String>> {
-        let detail: Value = self.api.get(&format!("/object/{id}/detail")).await?;
-        Ok(detail["blake3"].as_str().map(str::to_owned))
     }
 
     async fn download(

@@ -342,8 +342,7 @@ async fn walk_remote(api: &Api, folder_path: &RemotePath) -> CliResult<BTreeMap<
                 pending.push((path.join(&child.name), format!("{relative}/")));
                 None
             } else {
-                let detail: serde_json::Value = api.get(&format!("/object/{}/detail", child.id)).await?;
-                detail["blake3"].as_str().map(str::to_owned)
+                crate::remote::stored_blake3(api, &child.id).await?
             };
             let remote = Remote {
                 id: child.id.clone(),
