@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 on_every_backend!(
     a_tree_lists_every_live_descendant_with_its_path_and_hash_in_pages,
+    a_tree_page_resumes_after_the_last_entry_of_the_page_before_even_when_it_is_gone,
     a_catch_up_on_events_ends_at_the_head_the_stream_announces,
     a_file_is_made_from_content_its_owner_holds_without_sending_it,
     an_overwrite_naming_the_content_it_replaces_never_replaces_a_change,
@@ -88,6 +89,12 @@ async fn a_tree_lists_every_live_descendant_with_its_path_and_hash_in_pages(app:
     .collect();
     assert_eq!(seen, expected, "every live descendant once, in its place, nothing trashed or outside");
     assert_eq!(items.len(), 5, "no entry twice across pages");
+    let order: Vec<&str> = items.iter().map(|item| item["path"].as_str().unwrap()).collect();
+    assert_eq!(
+        order,
+        ["a.txt", "empty", "sub", "sub/b.txt", "sub/same.txt"],
+        "a folder's entries by name, then each subfolder's tree: a folder before what it holds"
+    );
     let sub_entry = items.iter().find(|item| item["path"] == "sub").unwrap();
     assert_eq!(sub_entry["id"], sub.as_str());
     assert_eq!(sub_entry["parent_id"], docs.as_str());
@@ -117,6 +124,49 @@ async fn a_tree_lists_every_live_descendant_with_its_path_and_hash_in_pages(app:
     }
     let everything = whole_tree(&app, &user, &root, 1000).await.1;
     assert_eq!(everything.len(), 8, "from the root: docs, its six entries and `later`, and outside.txt");
+}
+
+async fn a_tree_page_resumes_after_the_last_entry_of_the_page_before_even_when_it_is_gone(app: TestApp) {
+    let user = app.register("rua@example.com", "rua-password").await;
+    let root = app.root_id(&user).await;
+    let top = app.mkdir(&user, &root, "top").await;
+    let a = app.mkdir(&user, &top, "a").await;
+    let b = app.mkdir(&user, &top, "b").await;
+    let one = app.upload(&user, &a, "1.txt", b"one").await["id"].as_str().unwrap().to_owned();
+    app.upload(&user, &a, "2.txt", b"two").await;
+    app.upload(&user, &b, "3.txt", b"three").await;
+    app.upload(&user, &top, "c.txt", b"c").await;
+    let page = |after: Option<String>| {
+        let url = match after {
+            Some(after) => format!("/object/{top}/tree?limit=4&after={after}"),
+            None => format!("/object/{top}/tree?limit=4"),
+        };
+        let (app, user) = (&app, &user);
+        async move {
+            let response = app.call(Method::GET, &url, Some(&user.access), None).await;
+            assert_eq!(response.status(), 200);
+            response.json::<Value>().await.unwrap()
+        }
+    };
+    let paths = |page: &Value| -> Vec<String> {
+        page["items"].as_array().unwrap().iter().map(|item| item["path"].as_str().unwrap().to_owned()).collect()
+    };
+    let first = page(None).await;
+    assert_eq!(paths(&first), ["a", "b", "c.txt", "a/1.txt"]);
+    // The last entry of the page is trashed before the next page is read: the walk goes on
+    // after its name.
+    let trashed = app.call(Method::DELETE, "/object", Some(&user.access), Some(json!({"ids": [one]}))).await;
+    assert!(trashed.status().is_success());
+    let second = page(Some(first["next"].as_str().expect("a next page").to_owned())).await;
+    assert_eq!(paths(&second), ["a/2.txt", "b/3.txt"]);
+    assert!(second["next"].is_null(), "the last page says so");
+    // A folder on the token's path trashed meanwhile: the walk goes on after it.
+    let first = page(None).await;
+    let trashed = app.call(Method::DELETE, "/object", Some(&user.access), Some(json!({"ids": [a]}))).await;
+    assert!(trashed.status().is_success());
+    let second = page(Some(first["next"].as_str().expect("a next page").to_owned())).await;
+    assert_eq!(paths(&first), ["a", "b", "c.txt", "a/2.txt"]);
+    assert_eq!(paths(&second), ["b/3.txt"]);
 }
 
 /// A Server-Sent Events stream of `GET /events?since=`.

@@ -5,6 +5,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use nubo_model::db::objects::{ListingRow, NewObject, ObjectRow};
 use nubo_model::db::{self, Conn, Db, DbError};
 use nubo_model::domain::activity::{Action, TargetKind};
@@ -285,8 +287,9 @@ pub struct TreePage {
 /// Entries of a tree page: at most this many.
 pub const TREE_PAGE_MAX: i64 = 5000;
 
-/// A page of the live descendants of `folder` (by id, above `after`), with their paths below it
-/// and their content hashes.
+/// A page of the live descendants of `folder` with their paths below it and their content
+/// hashes: a folder's entries by name, then each subfolder's tree (a folder before what it holds),
+/// resumed after the entry the page token `after` names.
 pub async fn tree(
     ctx: &Context,
     folder: &Readable,
@@ -301,13 +304,17 @@ pub async fn tree(
         return Err(ServiceError::validation("limit", format!("limit is 1 to {TREE_PAGE_MAX}")));
     }
     let after = match after {
-        Some(token) => Some(Uuid::parse_str(token).map_err(|_| ServiceError::validation("after", "not a page token"))?),
-        None => None,
+        Some(token) => tree_token_path(token).ok_or_else(|| ServiceError::validation("after", "not a page token"))?,
+        None => Vec::new(),
     };
     let cursor = ctx.events().delivered();
-    let rows = db::objects::tree_page(ctx.db(), folder.row().id, after.map(Into::into), limit).await?;
-    let next = (rows.len() as i64 == limit).then(|| rows.last().map(|row| row.id.to_string())).flatten();
-    let items = rows
+    let page = db::tree_pages::page(ctx.db(), folder.row().id, &after, limit).await?;
+    let next = match page.rows.last() {
+        Some(last) if page.more => Some(URL_SAFE_NO_PAD.encode(&last.path)),
+        _ => None,
+    };
+    let items = page
+        .rows
         .into_iter()
         .map(|row| TreeEntry {
             id: row.id.into(),
@@ -321,6 +328,14 @@ pub async fn tree(
         })
         .collect();
     Ok(TreePage { cursor, items, next })
+}
+
+/// The path a tree page token names (the last entry of the page before), by name from the
+/// folder; `None` for anything that is not one.
+fn tree_token_path(token: &str) -> Option<Vec<String>> {
+    let path = String::from_utf8(URL_SAFE_NO_PAD.decode(token).ok()?).ok()?;
+    let names: Vec<String> = path.split('/').map(str::to_owned).collect();
+    names.iter().all(|name| !name.is_empty()).then_some(names)
 }
 
 /// Renames a live object ([`Reach::Live`]); the root keeps its (empty) name.

@@ -38,6 +38,7 @@ pub mod tags;
 pub mod tasks;
 pub mod themes;
 pub mod thumbnails;
+pub mod tree_pages;
 pub mod two_factor;
 pub mod uploads;
 pub mod users;

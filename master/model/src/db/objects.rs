@@ -302,49 +302,6 @@ pub async fn subtree(conn: &mut Conn, id: ObjectId) -> Result<Vec<ObjectRow>, Db
     Ok(rows)
 }
 
-/// One entry of [`tree_page`]: a live descendant of a folder with its path below it and the
-/// content hash of a file.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct TreeRow {
-    pub id: ObjectId,
-    pub parent_id: Option<ObjectId>,
-    pub name: String,
-    pub kind: ObjectKind,
-    pub size: i64,
-    pub updated_at: Millis,
-    /// Slash-separated from the folder, e.g. `a/b.txt`.
-    pub path: String,
-    pub blake3: Option<String>,
-}
-
-/// Up to `limit` live descendants of `folder_id` (not the folder itself) whose id is above
-/// `after`, by id: a whole tree in pages that stay put while other pages are read. Each page
-/// walks the subtree again; the walk stops at trashed objects, whose subtrees are trashed too.
-pub async fn tree_page(
-    db: &Db,
-    folder_id: ObjectId,
-    after: Option<ObjectId>,
-    limit: i64,
-) -> Result<Vec<TreeRow>, DbError> {
-    let rows = sqlx::query_as(
-        "WITH RECURSIVE tree(id, path) AS (
-             SELECT id, name FROM objects WHERE parent_id = $1 AND trashed_at IS NULL
-             UNION ALL
-             SELECT o.id, t.path || '/' || o.name FROM objects o JOIN tree t ON o.parent_id = t.id
-             WHERE o.trashed_at IS NULL
-         )
-         SELECT o.id, o.parent_id, o.name, o.kind, o.size, o.updated_at, t.path, b.blake3
-         FROM tree t JOIN objects o ON o.id = t.id LEFT JOIN physical_files b ON b.id = o.physical_file_id
-         WHERE o.id > $2 ORDER BY o.id LIMIT $3",
-    )
-    .bind(folder_id)
-    .bind(after.map_or_else(String::new, |id| id.to_string()))
-    .bind(limit)
-    .fetch_all(db.reader())
-    .await?;
-    Ok(rows)
-}
-
 /// The columns a folder listing shows (fewer than [`ObjectRow`]: listings are the hottest query
 /// and every column costs per row).
 #[derive(Debug, Clone, sqlx::FromRow)]

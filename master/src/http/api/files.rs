@@ -188,7 +188,7 @@ pub async fn detail(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct TreeQuery {
-    /// The `next` of the previous page.
+    /// The `next` of the previous page (an opaque token).
     pub after: Option<String>,
     /// Entries per page, 1 to 5000 (default 1000).
     #[param(minimum = 1, maximum = 5000)]
@@ -196,8 +196,10 @@ pub struct TreeQuery {
 }
 
 /// Everything below a folder in pages, for sync clients: every live file and folder with its
-/// path below the folder, size, change time and content hash, ordered by id (pages do not shift
-/// while others change). Each page carries the change-event cursor taken before it was read;
+/// path below the folder, size, change time and content hash. The order: a folder's entries by
+/// name, then each subfolder's tree the same way, so a folder comes before what it holds; a page
+/// costs what it returns, and resumes after the path of the last entry of the page before (an
+/// entry trashed or moved meanwhile does not shift the pages after it). Each page carries the change-event cursor taken before it was read;
 /// follow `GET /events?since=` the first page's cursor to learn what changed during and after
 /// the listing.
 #[utoipa::path(get, path = "/object/{id}/tree", tag = "files", security(("bearer" = [])),
