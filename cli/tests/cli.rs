@@ -30,6 +30,7 @@ on_every_backend!(
     moves_copies_removes_shares_and_searches,
     exit_codes_say_what_went_wrong,
     get_overwrite_downloads_again_a_damaged_copy_with_the_remote_size_and_time,
+    names_with_a_backslash_are_reached_by_every_command,
 );
 
 /// The binary with a config directory and a working directory of its own.
@@ -151,6 +152,25 @@ async fn remote_object(app: &TestApp, session: &Session, path: &str) -> Option<V
 async fn remote_bytes(app: &TestApp, session: &Session, path: &str) -> Vec<u8> {
     let object = remote_object(app, session, path).await.unwrap_or_else(|| panic!("{path} is on the server"));
     app.download(session, object["id"].as_str().unwrap()).await
+}
+
+/// The names in the remote folder at `path` (through the API).
+async fn remote_names(app: &TestApp, session: &Session, path: &str) -> Vec<String> {
+    let listing: Value = app
+        .call(Method::GET, &format!("/directory{path}?limit=1000"), Some(&session.access), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    listing["items"].as_array().unwrap().iter().map(|item| item["name"].as_str().unwrap().to_owned()).collect()
+}
+
+/// A file stored under `name` as the server kept names before today's rules refused some of them
+/// (the API would refuse it now, so the name is set in the database).
+async fn stored_under_an_old_name(app: &TestApp, session: &Session, parent: &str, name: &str, bytes: &[u8]) {
+    let file = app.upload(session, parent, "placeholder-for-an-old-name", bytes).await;
+    let id = file["id"].as_str().unwrap();
+    app.sql(&format!("UPDATE objects SET name = '{name}' WHERE id = '{id}'")).await;
 }
 
 async fn signs_in_keeps_the_tokens_private_refreshes_them_and_signs_out(app: TestApp) {
@@ -482,4 +502,37 @@ async fn exit_codes_say_what_went_wrong(app: TestApp) {
     let unreachable =
         cli.run_with(&["login", "http://127.0.0.1:9", "--email", "a@b.c", "--password-stdin"], &[], Some("x\n")).await;
     assert_eq!(unreachable.code, 6, "{}", unreachable.stderr);
+}
+
+async fn names_with_a_backslash_are_reached_by_every_command(app: TestApp) {
+    let (cli, session) = Cli::signed_in(&app, "backslash@nubo.test").await;
+    let root = app.root_id(&session).await;
+    let old = app.mkdir(&session, &root, "old").await;
+    stored_under_an_old_name(&app, &session, &old, "a\\b.txt", b"made on another system").await;
+    let folder = app.mkdir(&session, &old, "placeholder-for-an-old-folder").await;
+    app.sql(&format!("UPDATE objects SET name = 'sub\\dir' WHERE id = '{folder}'")).await;
+    app.upload(&session, &folder, "inner.txt", b"inside").await;
+
+    let listed = cli.run(&["--json", "ls", "/old/a\\b.txt"]).await.json();
+    assert_eq!(listed["items"][0]["name"], "a\\b.txt", "{listed}");
+    let listed = cli.run(&["--json", "ls", "/old/sub\\dir"]).await.json();
+    assert_eq!(listed["folder"]["name"], "sub\\dir", "{listed}");
+    assert_eq!(listed["items"][0]["name"], "inner.txt");
+
+    cli.run(&["--json", "get", "/old/a\\b.txt", "copy.txt"]).await.json();
+    assert_eq!(std::fs::read(cli.path("copy.txt")).unwrap(), b"made on another system");
+    cli.run(&["--json", "get", "/old/sub\\dir/inner.txt", "inner.txt"]).await.json();
+    assert_eq!(std::fs::read(cli.path("inner.txt")).unwrap(), b"inside", "through a folder named so, too");
+
+    cli.run(&["--json", "mkdir", "/copies"]).await.json();
+    let copied = cli.run(&["--json", "cp", "/old/a\\b.txt", "/copies/"]).await.json();
+    assert_eq!(copied[0]["path"], "/copies/a\\b.txt");
+    cli.run(&["--json", "mv", "/copies/a\\b.txt", "/old/sub\\dir/"]).await.json();
+    assert_eq!(remote_names(&app, &session, "/copies").await, Vec::<String>::new());
+    cli.run(&["--json", "mv", "/old/a\\b.txt", "/old/renamed.txt"]).await.json();
+    assert_eq!(remote_bytes(&app, &session, "/old/renamed.txt").await, b"made on another system");
+
+    cli.run(&["--json", "rm", "/old/sub\\dir/a\\b.txt"]).await.json();
+    cli.run(&["--json", "rm", "-r", "/old/sub\\dir"]).await.json();
+    assert_eq!(remote_names(&app, &session, "/old").await, ["renamed.txt"]);
 }
