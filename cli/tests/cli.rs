@@ -30,6 +30,7 @@ on_every_backend!(
     moves_copies_removes_shares_and_searches,
     exit_codes_say_what_went_wrong,
     get_overwrite_downloads_again_a_damaged_copy_with_the_remote_size_and_time,
+    moves_and_copies_into_another_folder_under_a_new_name_whatever_names_are_taken_on_the_way,
     names_with_a_backslash_are_reached_by_every_command,
 );
 
@@ -502,6 +503,44 @@ async fn exit_codes_say_what_went_wrong(app: TestApp) {
     let unreachable =
         cli.run_with(&["login", "http://127.0.0.1:9", "--email", "a@b.c", "--password-stdin"], &[], Some("x\n")).await;
     assert_eq!(unreachable.code, 6, "{}", unreachable.stderr);
+}
+
+async fn moves_and_copies_into_another_folder_under_a_new_name_whatever_names_are_taken_on_the_way(app: TestApp) {
+    let (cli, session) = Cli::signed_in(&app, "rename-into@nubo.test").await;
+    cli.write("a/x.txt", b"moving");
+    cli.write("a/y.txt", b"stays in a");
+    cli.write("b/x.txt", b"already in b");
+    cli.write("c/x.txt", b"copied");
+    cli.run(&["--json", "put", "a", "b", "c", "/"]).await.json();
+
+    // The new name is taken where the file starts, the old one where it goes.
+    let moved = cli.run(&["--json", "mv", "/a/x.txt", "/b/y.txt"]).await.json();
+    assert_eq!(moved[0]["to"], "/b/y.txt");
+    assert_eq!(remote_bytes(&app, &session, "/b/y.txt").await, b"moving");
+    assert_eq!(remote_bytes(&app, &session, "/b/x.txt").await, b"already in b", "the old name there is untouched");
+    assert_eq!(remote_names(&app, &session, "/a").await, ["y.txt"]);
+    assert_eq!(remote_bytes(&app, &session, "/a/y.txt").await, b"stays in a");
+
+    let copied = cli.run(&["--json", "cp", "/c/x.txt", "/b/z.txt"]).await.json();
+    assert_eq!(copied[0]["path"], "/b/z.txt");
+    assert_eq!(remote_bytes(&app, &session, "/b/z.txt").await, b"copied");
+    assert_eq!(remote_bytes(&app, &session, "/b/x.txt").await, b"already in b");
+    assert_eq!(remote_bytes(&app, &session, "/c/x.txt").await, b"copied", "the original stays");
+    let copied = cli.run(&["--json", "cp", "/c/x.txt", "/c/twin.txt"]).await.json();
+    assert_eq!(copied[0]["path"], "/c/twin.txt", "a copy under another name in the same folder too");
+    assert_eq!(remote_bytes(&app, &session, "/c/twin.txt").await, b"copied");
+
+    // A last step the server refuses (a name it no longer takes) undoes the steps before it.
+    let refused = cli.run(&["--json", "mv", "/a/y.txt", "/b/back\\slash.txt"]).await;
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert_eq!(refused.error()["status"], 422);
+    let refused = cli.run(&["--json", "cp", "/c/x.txt", "/b/back\\slash.txt"]).await;
+    assert_eq!(refused.error()["status"], 422, "{}", refused.stderr);
+    assert_eq!(remote_names(&app, &session, "/a").await, ["y.txt"], "the file is back where it was");
+    assert_eq!(remote_names(&app, &session, "/b").await, ["x.txt", "y.txt", "z.txt"], "nothing left on the way");
+    assert_eq!(remote_names(&app, &session, "/c").await, ["twin.txt", "x.txt"]);
+    let trash: Value = app.call(Method::GET, "/trash", Some(&session.access), None).await.json().await.unwrap();
+    assert_eq!(trash["count"], 0, "nothing made on the way waits in the trash: {trash}");
 }
 
 async fn names_with_a_backslash_are_reached_by_every_command(app: TestApp) {
