@@ -575,3 +575,39 @@ async fn names_with_a_backslash_are_reached_by_every_command(app: TestApp) {
     cli.run(&["--json", "rm", "-r", "/old/sub\\dir"]).await.json();
     assert_eq!(remote_names(&app, &session, "/old").await, ["renamed.txt"]);
 }
+
+/// A web server that answers every request with a web page, as a site's front page or a proxy's
+/// error page would where the client expects Nubo's API; answers its address.
+fn serve_a_web_page() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut request = [0u8; 8192];
+            let _ = stream.read(&mut request);
+            let page = "<!doctype html><html><body><h1>Welcome to our site</h1></body></html>";
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    address
+}
+
+#[tokio::test]
+async fn a_web_page_where_the_api_should_answer_is_named_as_such() {
+    let site = serve_a_web_page();
+    let cli = Cli::new();
+
+    let run = cli.run_with(&["--json", "login", &site, "--email", "a@b.c", "--password-stdin"], &[], Some("x\n")).await;
+
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let error = run.error();
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("web page") && message.contains(&site), "says what answered: {message}");
+    assert!(!message.contains("expected"), "no JSON parser's words: {message}");
+    assert!(error["hint"].as_str().unwrap().contains("server address"), "says what to check: {error}");
+}
