@@ -41,7 +41,8 @@ pub fn http_client() -> reqwest::Client {
         .expect("the HTTP client builds")
 }
 
-/// `server` as a base URL: a scheme (https by default), no trailing slash, no `/api/v1`.
+/// `server` as a base URL: a scheme (https by default, never http unless written: see
+/// [`explain_https_failure`]), no trailing slash, no `/api/v1`.
 pub fn normalise_server(server: &str) -> String {
     let trimmed = server.trim().trim_end_matches('/');
     let trimmed = trimmed.strip_suffix("/api/v1").unwrap_or(trimmed);
@@ -258,6 +259,25 @@ pub async fn read_json<T: DeserializeOwned>(server: &str, response: Response) ->
     value.and_then(serde_json::from_value).map_err(|e| {
         CliError::new(ExitKind::Failed, format!("the server's answer is not what this client expects: {e}"))
     })
+}
+
+/// `err`, a failed connection to an https address, said plainly when the same address answers
+/// plain http: the client never switches to an unencrypted connection by itself (a password
+/// would cross the network readable), the user chooses to.
+pub async fn explain_https_failure(api: &Api, err: CliError) -> CliError {
+    let Some(host) = api.server.strip_prefix("https://") else { return err };
+    if err.kind != ExitKind::Network {
+        return err;
+    }
+    // Only the address is asked for: nothing of the user's goes over plain http.
+    let probe = api.http.get(format!("http://{host}/api/v1/")).timeout(Duration::from_secs(5)).send().await;
+    if probe.is_err() {
+        return err;
+    }
+    CliError::new(ExitKind::Network, format!("{host} speaks http, not https")).with_hint(format!(
+        "use http://{host} (`nubo login http://{host}`) if the network between you is trusted: http is not \
+         encrypted; otherwise ask its administrator to turn https on"
+    ))
 }
 
 #[cfg(test)]

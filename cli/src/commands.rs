@@ -75,7 +75,7 @@ pub async fn login(input: LoginInput, output: Output) -> CliResult<Value> {
             body["two_fa_code"] = json!(prompt_line("Two-factor code: ")?);
             api.json(Method::POST, "/user/session", Some(&body)).await?
         }
-        Err(err) => return Err(err),
+        Err(err) => return Err(crate::client::explain_https_failure(&api, err).await),
     };
     let text = |key: &str| answer[key].as_str().unwrap_or_default().to_owned();
     let credentials = Credentials {

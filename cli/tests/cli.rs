@@ -32,6 +32,7 @@ on_every_backend!(
     get_overwrite_downloads_again_a_damaged_copy_with_the_remote_size_and_time,
     moves_and_copies_into_another_folder_under_a_new_name_whatever_names_are_taken_on_the_way,
     names_with_a_backslash_are_reached_by_every_command,
+    a_plain_http_server_typed_without_a_scheme_is_named_as_such,
 );
 
 /// The binary with a config directory and a working directory of its own.
@@ -610,4 +611,20 @@ async fn a_web_page_where_the_api_should_answer_is_named_as_such() {
     assert!(message.contains("web page") && message.contains(&site), "says what answered: {message}");
     assert!(!message.contains("expected"), "no JSON parser's words: {message}");
     assert!(error["hint"].as_str().unwrap().contains("server address"), "says what to check: {error}");
+}
+
+async fn a_plain_http_server_typed_without_a_scheme_is_named_as_such(app: TestApp) {
+    app.register("scheme@nubo.test", PASSWORD).await;
+    let cli = Cli::new();
+    let host = app.base_url.strip_prefix("http://").unwrap();
+
+    let run = cli
+        .run_with(&["--json", "login", host, "--email", "scheme@nubo.test", "--password-stdin"], &[], Some("x\n"))
+        .await;
+
+    assert_eq!(run.code, 6, "{}", run.stderr);
+    let error = run.error();
+    assert!(error["message"].as_str().unwrap().contains("speaks http, not https"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains(&format!("http://{host}")), "{error}");
+    assert!(!cli.credentials_path().exists(), "never signed in over http unasked");
 }
