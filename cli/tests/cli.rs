@@ -33,6 +33,7 @@ on_every_backend!(
     moves_and_copies_into_another_folder_under_a_new_name_whatever_names_are_taken_on_the_way,
     names_with_a_backslash_are_reached_by_every_command,
     a_plain_http_server_typed_without_a_scheme_is_named_as_such,
+    a_transfer_that_started_over_does_not_claim_it_resumed,
 );
 
 /// The binary with a config directory and a working directory of its own.
@@ -627,4 +628,29 @@ async fn a_plain_http_server_typed_without_a_scheme_is_named_as_such(app: TestAp
     assert!(error["message"].as_str().unwrap().contains("speaks http, not https"), "{error}");
     assert!(error["hint"].as_str().unwrap().contains(&format!("http://{host}")), "{error}");
     assert!(!cli.credentials_path().exists(), "never signed in over http unasked");
+}
+
+async fn a_transfer_that_started_over_does_not_claim_it_resumed(app: TestApp) {
+    let admin = app.login_admin().await;
+    app.use_small_chunks(&admin, 0).await;
+    let (cli, _) = Cli::signed_in(&app, "restart@nubo.test").await;
+    cli.write("large.bin", &content(20 * SMALL_CHUNK, 7));
+
+    // The session outlives the interrupt, the chunks it had received do not.
+    let stop = [("NUBO_CLI_STOP_AFTER_CHUNKS", "2")];
+    assert_eq!(cli.run_with(&["put", "-P", "1", "large.bin", "/"], &stop, None).await.code, 6);
+    app.sql("DELETE FROM upload_chunks").await;
+    let put = cli.run(&["--json", "put", "large.bin", "/"]).await.json();
+    assert_eq!((put[0]["chunks_sent"].as_u64(), put[0]["total_chunks"].as_u64()), (Some(20), Some(20)));
+    assert_eq!(put[0]["resumed"], false, "every byte was sent again: {put}");
+
+    // A part whose file changed on the server meanwhile is started over.
+    let stop = [("NUBO_CLI_STOP_AFTER_BYTES", "300000")];
+    assert_eq!(cli.run_with(&["get", "-P", "1", "/large.bin", "copy.bin"], &stop, None).await.code, 6);
+    let changed = content(20 * SMALL_CHUNK, 8);
+    cli.write("large.bin", &changed);
+    cli.run(&["--json", "put", "--overwrite", "large.bin", "/"]).await.json();
+    let get = cli.run(&["--json", "get", "/large.bin", "copy.bin"]).await.json();
+    assert_eq!(std::fs::read(cli.path("copy.bin")).unwrap(), changed);
+    assert_eq!(get[0]["resumed_from"], 0, "every byte was downloaded again: {get}");
 }
