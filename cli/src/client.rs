@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 use crate::config::Credentials;
-use crate::error::{CliError, CliResult};
+use crate::error::{CliError, CliResult, ExitKind};
 
 /// Refresh when the access token has less than this left.
 const REFRESH_MARGIN_SECONDS: i64 = 60;
@@ -41,7 +41,8 @@ pub fn http_client() -> reqwest::Client {
         .expect("the HTTP client builds")
 }
 
-/// `server` as a base URL: a scheme (https by default), no trailing slash, no `/api/v1`.
+/// `server` as a base URL: a scheme (https by default, never http unless written: see
+/// [`explain_https_failure`]), no trailing slash, no `/api/v1`.
 pub fn normalise_server(server: &str) -> String {
     let trimmed = server.trim().trim_end_matches('/');
     let trimmed = trimmed.strip_suffix("/api/v1").unwrap_or(trimmed);
@@ -148,7 +149,7 @@ impl Api {
         }
         let pair: Value = serde_json::from_str(&body).unwrap_or_default();
         let (Some(access), Some(refresh)) = (pair["access_token"].as_str(), pair["refresh_token"].as_str()) else {
-            return Err(CliError::new(crate::error::ExitKind::Failed, "the refresh answer carries no tokens"));
+            return Err(CliError::new(ExitKind::Failed, "the refresh answer carries no tokens"));
         };
         credentials.access_token = access.to_owned();
         credentials.refresh_token = refresh.to_owned();
@@ -224,20 +225,59 @@ pub async fn checked(response: Response) -> CliResult<Response> {
         return Ok(response);
     }
     let status = response.status().as_u16();
+    let site = response.url().origin().ascii_serialization();
+    let html = is_html(&response);
     let body = response.text().await.unwrap_or_default();
-    Err(CliError::from_answer(status, &body))
+    let mut error = CliError::from_answer(status, &body);
+    if html || body.trim_start().starts_with('<') {
+        error.message = format!("{site} answered HTTP {status} with a web page, not with Nubo's API");
+        if matches!(status, 404 | 405) {
+            error.hint = Some(CHECK_THE_ADDRESS.to_owned());
+        }
+    }
+    Err(error)
+}
+
+/// What to check when a web page answers where the API should.
+const CHECK_THE_ADDRESS: &str = "check the server address: it is the Nubo site's own address (`https://cloud.example.org`, \
+     what the browser shows on its sign-in page), and nothing in between (a proxy's error page) must answer for it";
+
+fn is_html(response: &Response) -> bool {
+    let content_type = response.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+    content_type.is_some_and(|value| value.trim_start().to_ascii_lowercase().starts_with("text/html"))
 }
 
 /// The JSON of a successful answer (`null` when it has no body).
 pub async fn read_json<T: DeserializeOwned>(server: &str, response: Response) -> CliResult<T> {
+    let html = is_html(&response);
     let bytes = response.bytes().await.map_err(|e| CliError::network(server, &e))?;
     let value = if bytes.is_empty() { Ok(Value::Null) } else { serde_json::from_slice::<Value>(&bytes) };
+    if value.is_err() && (html || bytes.trim_ascii_start().starts_with(b"<")) {
+        return Err(CliError::new(ExitKind::Failed, format!("{server} answered with a web page, not with Nubo's API"))
+            .with_hint(CHECK_THE_ADDRESS));
+    }
     value.and_then(serde_json::from_value).map_err(|e| {
-        CliError::new(
-            crate::error::ExitKind::Failed,
-            format!("the server's answer is not what this client expects: {e}"),
-        )
+        CliError::new(ExitKind::Failed, format!("the server's answer is not what this client expects: {e}"))
     })
+}
+
+/// `err`, a failed connection to an https address, said plainly when the same address answers
+/// plain http: the client never switches to an unencrypted connection by itself (a password
+/// would cross the network readable), the user chooses to.
+pub async fn explain_https_failure(api: &Api, err: CliError) -> CliError {
+    let Some(host) = api.server.strip_prefix("https://") else { return err };
+    if err.kind != ExitKind::Network {
+        return err;
+    }
+    // Only the address is asked for: nothing of the user's goes over plain http.
+    let probe = api.http.get(format!("http://{host}/api/v1/")).timeout(Duration::from_secs(5)).send().await;
+    if probe.is_err() {
+        return err;
+    }
+    CliError::new(ExitKind::Network, format!("{host} speaks http, not https")).with_hint(format!(
+        "use http://{host} (`nubo login http://{host}`) if the network between you is trusted: http is not \
+         encrypted; otherwise ask its administrator to turn https on"
+    ))
 }
 
 #[cfg(test)]

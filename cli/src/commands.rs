@@ -75,7 +75,7 @@ pub async fn login(input: LoginInput, output: Output) -> CliResult<Value> {
             body["two_fa_code"] = json!(prompt_line("Two-factor code: ")?);
             api.json(Method::POST, "/user/session", Some(&body)).await?
         }
-        Err(err) => return Err(err),
+        Err(err) => return Err(crate::client::explain_https_failure(&api, err).await),
     };
     let text = |key: &str| answer[key].as_str().unwrap_or_default().to_owned();
     let credentials = Credentials {
@@ -221,6 +221,93 @@ async fn rename(api: &Api, id: &str, name: &str) -> CliResult<Object> {
     api.json(Method::PATCH, &format!("/object/{id}"), Some(&json!({"name": name}))).await
 }
 
+async fn move_into(api: &Api, id: &str, folder_id: &str) -> CliResult<()> {
+    api.json::<Value>(Method::PATCH, "/object", Some(&json!({"src_ids": [id], "dst_id": folder_id}))).await.map(drop)
+}
+
+/// Removes objects for good: to the trash, then out of it.
+async fn purge(api: &Api, ids: &[&str]) -> CliResult<()> {
+    let body = json!({"ids": ids});
+    api.json::<Value>(Method::DELETE, "/object", Some(&body)).await?;
+    api.json::<Value>(Method::DELETE, "/trash", Some(&body)).await.map(drop)
+}
+
+/// A name nobody else uses, for an object on its way (`.nubo-transit-` and 16 hex digits).
+fn transit_name(object_id: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let seed = format!("{object_id}\n{}\n{nanos}", std::process::id());
+    format!(".nubo-transit-{}", &blake3::hash(seed.as_bytes()).to_hex()[..16])
+}
+
+/// Moves `object` into the folder `parent` under `name`. The server moves and renames in two
+/// requests, and either order can collide (renamed first, with `name` taken where it is; moved
+/// first, with its old name taken there), so it travels under a transit name: renamed to it
+/// where it is, moved, renamed to `name`. A refused step undoes the ones before it.
+async fn move_renamed(api: &Api, object: &Object, parent: &Object, name: &str) -> CliResult<()> {
+    let transit = transit_name(&object.id);
+    rename(api, &object.id, &transit).await?;
+    if let Err(err) = move_into(api, &object.id, &parent.id).await {
+        let back = rename(api, &object.id, &object.name).await;
+        return Err(undone(err, back, &object.path, &format!("{}/{transit}", parent_path(&object.path))));
+    }
+    if let Err(err) = rename(api, &object.id, name).await {
+        let origin = object.rest.get("parent_id").and_then(Value::as_str).unwrap_or_default();
+        let back = match move_into(api, &object.id, origin).await {
+            Ok(()) => rename(api, &object.id, &object.name).await,
+            Err(failed) => Err(failed),
+        };
+        return Err(undone(err, back, &object.path, &format!("{}/{transit}", parent.path.trim_end_matches('/'))));
+    }
+    Ok(())
+}
+
+/// `err`, and when undoing failed too (`undo`), where the object at `path` waits now.
+fn undone<T>(err: CliError, undo: CliResult<T>, path: &str, waiting: &str) -> CliError {
+    match undo {
+        Ok(_) => err,
+        Err(_) => err.with_hint(format!("{path} could not be put back: it is at {waiting}; move it with `nubo mv`")),
+    }
+}
+
+/// The folder part of a server path (`/a/b.txt` -> `/a`; the root's children -> ``).
+fn parent_path(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(parent, _)| parent)
+}
+
+/// Copies `object` into the folder `parent` (its own one too) under `name`. A copy takes its
+/// original's name, which may be taken in `parent`, so it is made in a fresh staging folder
+/// there, renamed in it and moved out; the staging folder is then removed for good, and with
+/// the copy inside when a step was refused.
+async fn copy_renamed(api: &Api, object: &Object, parent: &Object, name: &str) -> CliResult<Object> {
+    let staging = remote::create_folder(api, &parent.id, &transit_name(&object.id)).await?;
+    let copied = async {
+        let body = json!({"src_ids": [object.id], "dst_id": staging.id});
+        let copies: Vec<Object> = api.json(Method::POST, "/object/copies", Some(&body)).await?;
+        let copy = copies
+            .into_iter()
+            .next()
+            .ok_or_else(|| CliError::new(ExitKind::Failed, "the server answered the copy with no object"))?;
+        let copy = rename(api, &copy.id, name).await?;
+        move_into(api, &copy.id, &parent.id).await?;
+        Ok::<Object, CliError>(copy)
+    }
+    .await;
+    let left = purge(api, &[staging.id.as_str()]).await.is_err();
+    let left_hint = format!("the staging folder {} is left behind: remove it with `nubo rm -r --purge`", staging.path);
+    match copied {
+        Ok(mut copy) => {
+            copy.path = format!("{}/{name}", parent.path.trim_end_matches('/'));
+            copy.rest.insert("parent_id".to_owned(), json!(parent.id));
+            if left {
+                eprintln!("warning: {left_hint}");
+            }
+            Ok(copy)
+        }
+        Err(err) if left => Err(err.with_hint(left_hint)),
+        Err(err) => Err(err),
+    }
+}
+
 fn ids(objects: &[Object]) -> Vec<&str> {
     objects.iter().map(|o| o.id.as_str()).collect()
 }
@@ -238,19 +325,10 @@ pub async fn mv(api: &Api, sources: &[String], destination: &str, output: Output
             let same_folder = object.rest.get("parent_id").and_then(Value::as_str) == Some(parent.id.as_str());
             if same_folder {
                 rename(api, &object.id, &name).await?;
+            } else if name == object.name {
+                move_into(api, &object.id, &parent.id).await?;
             } else {
-                // Renamed where it is first, so the move finds the new name free or says not.
-                let original = object.name.clone();
-                if name != original {
-                    rename(api, &object.id, &name).await?;
-                }
-                let body = json!({"src_ids": [object.id], "dst_id": parent.id});
-                if let Err(err) = api.json::<Value>(Method::PATCH, "/object", Some(&body)).await {
-                    if name != original {
-                        let _ = rename(api, &object.id, &original).await;
-                    }
-                    return Err(err);
-                }
+                move_renamed(api, object, &parent, &name).await?;
             }
             vec![
                 json!({"id": object.id, "from": object.path, "to": format!("{}/{name}", parent.path.trim_end_matches('/'))}),
@@ -274,17 +352,13 @@ pub async fn cp(api: &Api, sources: &[String], destination: &str, output: Output
         }
         Target::Renamed { parent, name } => {
             let object = &objects[0];
-            if object.rest.get("parent_id").and_then(Value::as_str) == Some(parent.id.as_str()) {
-                return Err(CliError::usage("a copy under another name in the same folder is not supported")
-                    .with_hint("copy into another folder, then rename it there with `nubo mv`"));
+            let same_folder = object.rest.get("parent_id").and_then(Value::as_str) == Some(parent.id.as_str());
+            if name == object.name && !same_folder {
+                let body = json!({"src_ids": [object.id], "dst_id": parent.id});
+                api.json(Method::POST, "/object/copies", Some(&body)).await?
+            } else {
+                vec![copy_renamed(api, object, &parent, &name).await?]
             }
-            let body = json!({"src_ids": [object.id], "dst_id": parent.id});
-            let copies: Vec<Object> = api.json(Method::POST, "/object/copies", Some(&body)).await?;
-            let mut renamed = Vec::new();
-            for copy in copies {
-                renamed.push(if copy.name == name { copy } else { rename(api, &copy.id, &name).await? });
-            }
-            renamed
         }
     };
     if !output.json {

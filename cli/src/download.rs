@@ -151,7 +151,8 @@ async fn download(api: &Api, file: Planned, options: &GetOptions, progress: &Pro
 
 /// Downloads `object` into the temporary file `part` (continuing a part an interrupted run left,
 /// when its record says it holds the same content) and checks it is complete and the server's
-/// content; answers how many bytes were already there. The caller renames `part` into place.
+/// content; answers how many bytes were already there and kept (0 after a restart). The caller
+/// renames `part` into place.
 pub async fn fetch_verified(api: &Api, object: &Object, part: &Path, progress: &Progress) -> CliResult<u64> {
     let absolute = std::path::absolute(part).unwrap_or_else(|_| part.to_owned());
     let credentials = api.credentials().await;
@@ -163,7 +164,8 @@ pub async fn fetch_verified(api: &Api, object: &Object, part: &Path, progress: &
         (Some(_), Ok(meta)) if meta.len() <= object.size => meta.len(),
         _ => 0,
     };
-    let resumed_from = offset;
+    // Reported only while what was there is kept: a restart from byte 0 resumed nothing.
+    let mut resumed_from = offset;
     let bar = if object.size > 0 { progress.file(&object.name, object.size) } else { indicatif::ProgressBar::hidden() };
     progress.advance(&bar, offset);
     let mut expected_etag = record.and_then(|r| r.etag);
@@ -174,6 +176,7 @@ pub async fn fetch_verified(api: &Api, object: &Object, part: &Path, progress: &
             Ok(Fetched::Restart) => {
                 progress.retract(&bar, offset);
                 offset = 0;
+                resumed_from = 0;
                 expected_etag = None;
             }
             Err(Interrupted { error, written_to }) if error.is_transient() && attempt < ATTEMPTS => {

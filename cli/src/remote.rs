@@ -1,5 +1,6 @@
-//! The remote tree as the commands see it: slash-separated paths from the user's root, the
-//! objects they name, folder listings page by page, and folders made on the way (`mkdir -p`).
+//! The remote tree as the commands see it: slash-separated paths from the user's root (split on
+//! `/` alone: `\` is a character of a name like any other), the objects they name, folder
+//! listings page by page, and folders made on the way (`mkdir -p`).
 
 use std::collections::HashMap;
 
@@ -12,8 +13,10 @@ use tokio::sync::Mutex;
 use crate::client::Api;
 use crate::error::{CliError, CliResult};
 
-/// Characters escaped in one path segment of a URL.
+/// Characters escaped in one path segment of a URL; `\` too, which URL parsers read as `/` in an
+/// http(s) path.
 const SEGMENT: &AsciiSet = &CONTROLS
+    .add(b'\\')
     .add(b' ')
     .add(b'"')
     .add(b'#')
@@ -135,9 +138,20 @@ async fn listing_page(api: &Api, path: &RemotePath, offset: usize) -> CliResult<
     }
 }
 
+/// Whether the server refused a listing's path itself (422): a name on it breaks the server's
+/// present name rules (a `\` kept from before they refused it, say), so it cannot be named in a
+/// path and is found among its folder's children instead.
+fn path_refused(err: &CliError) -> bool {
+    err.status == Some(422)
+}
+
 /// The folder at `path` with all its children (folders first, by name).
 pub async fn list_folder(api: &Api, path: &RemotePath) -> CliResult<Option<(Object, Vec<Object>)>> {
-    let Some(first) = listing_page(api, path, 0).await? else { return Ok(None) };
+    let first = match listing_page(api, path, 0).await {
+        Err(err) if path_refused(&err) => return list_by_tree(api, path).await,
+        other => other?,
+    };
+    let Some(first) = first else { return Ok(None) };
     let folder = first.folder;
     let count = first.count as usize;
     let mut items = first.items;
@@ -151,22 +165,79 @@ pub async fn list_folder(api: &Api, path: &RemotePath) -> CliResult<Option<(Obje
     Ok(Some((folder, items)))
 }
 
-/// The object at `path`; `None` when nothing is there.
+/// One entry of a folder's tree page (`GET /object/{id}/tree`).
+#[derive(Debug, Deserialize)]
+struct TreeEntry {
+    id: String,
+    parent_id: Option<String>,
+    kind: String,
+    name: String,
+    size: u64,
+    updated_at: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct TreePage {
+    items: Vec<TreeEntry>,
+    next: Option<String>,
+}
+
+/// A folder whose path the server refuses ([`path_refused`]): found by [`lookup`], its children
+/// read from its tree (everything below it, in pages; those directly in it are kept).
+async fn list_by_tree(api: &Api, path: &RemotePath) -> CliResult<Option<(Object, Vec<Object>)>> {
+    let Some(folder) = Box::pin(lookup(api, path)).await? else { return Ok(None) };
+    if !folder.is_folder() {
+        let mut error = CliError::conflict(format!("{} is a file, not a folder", path.display()));
+        error.code = Some("object.not_a_folder".to_owned());
+        return Err(error);
+    }
+    let mut items = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let mut url = format!("/object/{}/tree?limit=5000", folder.id);
+        if let Some(token) = &after {
+            url.push_str(&format!("&after={}", query_value(token)));
+        }
+        let page: TreePage = api.get(&url).await?;
+        for entry in page.items.into_iter().filter(|entry| entry.parent_id.as_deref() == Some(folder.id.as_str())) {
+            let mut rest = serde_json::Map::new();
+            rest.insert("parent_id".to_owned(), json!(folder.id));
+            items.push(Object {
+                path: format!("{}/{}", folder.path.trim_end_matches('/'), entry.name),
+                id: entry.id,
+                name: entry.name,
+                kind: entry.kind,
+                size: entry.size,
+                updated_at: entry.updated_at,
+                rest,
+            });
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    items.sort_by(|a, b| (!a.is_folder(), &a.name).cmp(&(!b.is_folder(), &b.name)));
+    Ok(Some((folder, items)))
+}
+
 /// The blake3 of the content the server holds for the file `id` (`None` when it keeps none).
 pub async fn stored_blake3(api: &Api, id: &str) -> CliResult<Option<String>> {
     let detail: serde_json::Value = api.get(&format!("/object/{id}/detail")).await?;
     Ok(detail["blake3"].as_str().map(str::to_owned))
 }
 
+/// The object at `path`; `None` when nothing is there.
 pub async fn lookup(api: &Api, path: &RemotePath) -> CliResult<Option<Object>> {
     let url = format!("{}?limit=1", path.listing());
     match api.get::<Listing>(&url).await {
         Ok(listing) => Ok(Some(listing.folder)),
         Err(err) if err.status == Some(404) => Ok(None),
-        // A file, or a path through a file: look for the last name in its folder.
-        Err(err) if err.code.as_deref() == Some("object.not_a_folder") && !path.is_root() => {
+        // A file, a path through a file, or a name the server refuses in a path: look for the
+        // last name in its folder.
+        Err(err) if (err.code.as_deref() == Some("object.not_a_folder") || path_refused(&err)) && !path.is_root() => {
             let name = path.name().unwrap_or_default();
-            match list_folder(api, &path.parent()).await {
+            match Box::pin(list_folder(api, &path.parent())).await {
                 Ok(Some((_, items))) => Ok(items.into_iter().find(|item| item.name == name)),
                 Ok(None) => Ok(None),
                 Err(err) if err.code.as_deref() == Some("object.not_a_folder") => Ok(None),
@@ -266,6 +337,9 @@ mod tests {
     fn listing_urls_escape_each_name() {
         let path = RemotePath::parse("/a b/50%/x?y#z");
         assert_eq!(path.listing(), "/directory/a%20b/50%25/x%3Fy%23z");
+        let old = RemotePath::parse("/old\\dir/a\\b.txt");
+        assert_eq!(old.names, ["old\\dir", "a\\b.txt"], "only `/` separates names");
+        assert_eq!(old.listing(), "/directory/old%5Cdir/a%5Cb.txt");
         assert_eq!(RemotePath::parse("/").listing(), "/directory/");
         assert_eq!(query_value("a&b=c d+e"), "a%26b%3Dc%20d%2Be");
     }

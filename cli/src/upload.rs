@@ -414,6 +414,8 @@ impl<'a> Put<'a> {
         };
         let missing: Vec<u32> = (0..session.total_chunks).filter(|i| !received.contains(i)).collect();
         let already: u64 = received.iter().map(|&i| chunk_len(&session, i)).sum();
+        // A session that kept no byte is a fresh start, whatever record named it.
+        let was_resumed = was_resumed && already > 0;
         self.progress.advance(bar, already);
         let sent = AtomicU64::new(0);
         let completed: Vec<Option<Object>> = stream::iter(missing.iter().copied())

@@ -30,6 +30,10 @@ on_every_backend!(
     moves_copies_removes_shares_and_searches,
     exit_codes_say_what_went_wrong,
     get_overwrite_downloads_again_a_damaged_copy_with_the_remote_size_and_time,
+    moves_and_copies_into_another_folder_under_a_new_name_whatever_names_are_taken_on_the_way,
+    names_with_a_backslash_are_reached_by_every_command,
+    a_plain_http_server_typed_without_a_scheme_is_named_as_such,
+    a_transfer_that_started_over_does_not_claim_it_resumed,
 );
 
 /// The binary with a config directory and a working directory of its own.
@@ -151,6 +155,25 @@ async fn remote_object(app: &TestApp, session: &Session, path: &str) -> Option<V
 async fn remote_bytes(app: &TestApp, session: &Session, path: &str) -> Vec<u8> {
     let object = remote_object(app, session, path).await.unwrap_or_else(|| panic!("{path} is on the server"));
     app.download(session, object["id"].as_str().unwrap()).await
+}
+
+/// The names in the remote folder at `path` (through the API).
+async fn remote_names(app: &TestApp, session: &Session, path: &str) -> Vec<String> {
+    let listing: Value = app
+        .call(Method::GET, &format!("/directory{path}?limit=1000"), Some(&session.access), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    listing["items"].as_array().unwrap().iter().map(|item| item["name"].as_str().unwrap().to_owned()).collect()
+}
+
+/// A file stored under `name` as the server kept names before today's rules refused some of them
+/// (the API would refuse it now, so the name is set in the database).
+async fn stored_under_an_old_name(app: &TestApp, session: &Session, parent: &str, name: &str, bytes: &[u8]) {
+    let file = app.upload(session, parent, "placeholder-for-an-old-name", bytes).await;
+    let id = file["id"].as_str().unwrap();
+    app.sql(&format!("UPDATE objects SET name = '{name}' WHERE id = '{id}'")).await;
 }
 
 async fn signs_in_keeps_the_tokens_private_refreshes_them_and_signs_out(app: TestApp) {
@@ -482,4 +505,152 @@ async fn exit_codes_say_what_went_wrong(app: TestApp) {
     let unreachable =
         cli.run_with(&["login", "http://127.0.0.1:9", "--email", "a@b.c", "--password-stdin"], &[], Some("x\n")).await;
     assert_eq!(unreachable.code, 6, "{}", unreachable.stderr);
+}
+
+async fn moves_and_copies_into_another_folder_under_a_new_name_whatever_names_are_taken_on_the_way(app: TestApp) {
+    let (cli, session) = Cli::signed_in(&app, "rename-into@nubo.test").await;
+    cli.write("a/x.txt", b"moving");
+    cli.write("a/y.txt", b"stays in a");
+    cli.write("b/x.txt", b"already in b");
+    cli.write("c/x.txt", b"copied");
+    cli.run(&["--json", "put", "a", "b", "c", "/"]).await.json();
+
+    // The new name is taken where the file starts, the old one where it goes.
+    let moved = cli.run(&["--json", "mv", "/a/x.txt", "/b/y.txt"]).await.json();
+    assert_eq!(moved[0]["to"], "/b/y.txt");
+    assert_eq!(remote_bytes(&app, &session, "/b/y.txt").await, b"moving");
+    assert_eq!(remote_bytes(&app, &session, "/b/x.txt").await, b"already in b", "the old name there is untouched");
+    assert_eq!(remote_names(&app, &session, "/a").await, ["y.txt"]);
+    assert_eq!(remote_bytes(&app, &session, "/a/y.txt").await, b"stays in a");
+
+    let copied = cli.run(&["--json", "cp", "/c/x.txt", "/b/z.txt"]).await.json();
+    assert_eq!(copied[0]["path"], "/b/z.txt");
+    assert_eq!(remote_bytes(&app, &session, "/b/z.txt").await, b"copied");
+    assert_eq!(remote_bytes(&app, &session, "/b/x.txt").await, b"already in b");
+    assert_eq!(remote_bytes(&app, &session, "/c/x.txt").await, b"copied", "the original stays");
+    let copied = cli.run(&["--json", "cp", "/c/x.txt", "/c/twin.txt"]).await.json();
+    assert_eq!(copied[0]["path"], "/c/twin.txt", "a copy under another name in the same folder too");
+    assert_eq!(remote_bytes(&app, &session, "/c/twin.txt").await, b"copied");
+
+    // A last step the server refuses (a name it no longer takes) undoes the steps before it.
+    let refused = cli.run(&["--json", "mv", "/a/y.txt", "/b/back\\slash.txt"]).await;
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert_eq!(refused.error()["status"], 422);
+    let refused = cli.run(&["--json", "cp", "/c/x.txt", "/b/back\\slash.txt"]).await;
+    assert_eq!(refused.error()["status"], 422, "{}", refused.stderr);
+    assert_eq!(remote_names(&app, &session, "/a").await, ["y.txt"], "the file is back where it was");
+    assert_eq!(remote_names(&app, &session, "/b").await, ["x.txt", "y.txt", "z.txt"], "nothing left on the way");
+    assert_eq!(remote_names(&app, &session, "/c").await, ["twin.txt", "x.txt"]);
+    let trash: Value = app.call(Method::GET, "/trash", Some(&session.access), None).await.json().await.unwrap();
+    assert_eq!(trash["count"], 0, "nothing made on the way waits in the trash: {trash}");
+}
+
+async fn names_with_a_backslash_are_reached_by_every_command(app: TestApp) {
+    let (cli, session) = Cli::signed_in(&app, "backslash@nubo.test").await;
+    let root = app.root_id(&session).await;
+    let old = app.mkdir(&session, &root, "old").await;
+    stored_under_an_old_name(&app, &session, &old, "a\\b.txt", b"made on another system").await;
+    let folder = app.mkdir(&session, &old, "placeholder-for-an-old-folder").await;
+    app.sql(&format!("UPDATE objects SET name = 'sub\\dir' WHERE id = '{folder}'")).await;
+    app.upload(&session, &folder, "inner.txt", b"inside").await;
+
+    let listed = cli.run(&["--json", "ls", "/old/a\\b.txt"]).await.json();
+    assert_eq!(listed["items"][0]["name"], "a\\b.txt", "{listed}");
+    let listed = cli.run(&["--json", "ls", "/old/sub\\dir"]).await.json();
+    assert_eq!(listed["folder"]["name"], "sub\\dir", "{listed}");
+    assert_eq!(listed["items"][0]["name"], "inner.txt");
+
+    cli.run(&["--json", "get", "/old/a\\b.txt", "copy.txt"]).await.json();
+    assert_eq!(std::fs::read(cli.path("copy.txt")).unwrap(), b"made on another system");
+    cli.run(&["--json", "get", "/old/sub\\dir/inner.txt", "inner.txt"]).await.json();
+    assert_eq!(std::fs::read(cli.path("inner.txt")).unwrap(), b"inside", "through a folder named so, too");
+
+    cli.run(&["--json", "mkdir", "/copies"]).await.json();
+    let copied = cli.run(&["--json", "cp", "/old/a\\b.txt", "/copies/"]).await.json();
+    assert_eq!(copied[0]["path"], "/copies/a\\b.txt");
+    cli.run(&["--json", "mv", "/copies/a\\b.txt", "/old/sub\\dir/"]).await.json();
+    assert_eq!(remote_names(&app, &session, "/copies").await, Vec::<String>::new());
+    cli.run(&["--json", "mv", "/old/a\\b.txt", "/old/renamed.txt"]).await.json();
+    assert_eq!(remote_bytes(&app, &session, "/old/renamed.txt").await, b"made on another system");
+
+    cli.run(&["--json", "rm", "/old/sub\\dir/a\\b.txt"]).await.json();
+    cli.run(&["--json", "rm", "-r", "/old/sub\\dir"]).await.json();
+    assert_eq!(remote_names(&app, &session, "/old").await, ["renamed.txt"]);
+}
+
+/// A web server that answers every request with a web page, as a site's front page or a proxy's
+/// error page would where the client expects Nubo's API; answers its address.
+fn serve_a_web_page() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut request = [0u8; 8192];
+            let _ = stream.read(&mut request);
+            let page = "<!doctype html><html><body><h1>Welcome to our site</h1></body></html>";
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    address
+}
+
+#[tokio::test]
+async fn a_web_page_where_the_api_should_answer_is_named_as_such() {
+    let site = serve_a_web_page();
+    let cli = Cli::new();
+
+    let run = cli.run_with(&["--json", "login", &site, "--email", "a@b.c", "--password-stdin"], &[], Some("x\n")).await;
+
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let error = run.error();
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("web page") && message.contains(&site), "says what answered: {message}");
+    assert!(!message.contains("expected"), "no JSON parser's words: {message}");
+    assert!(error["hint"].as_str().unwrap().contains("server address"), "says what to check: {error}");
+}
+
+async fn a_plain_http_server_typed_without_a_scheme_is_named_as_such(app: TestApp) {
+    app.register("scheme@nubo.test", PASSWORD).await;
+    let cli = Cli::new();
+    let host = app.base_url.strip_prefix("http://").unwrap();
+
+    let run = cli
+        .run_with(&["--json", "login", host, "--email", "scheme@nubo.test", "--password-stdin"], &[], Some("x\n"))
+        .await;
+
+    assert_eq!(run.code, 6, "{}", run.stderr);
+    let error = run.error();
+    assert!(error["message"].as_str().unwrap().contains("speaks http, not https"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains(&format!("http://{host}")), "{error}");
+    assert!(!cli.credentials_path().exists(), "never signed in over http unasked");
+}
+
+async fn a_transfer_that_started_over_does_not_claim_it_resumed(app: TestApp) {
+    let admin = app.login_admin().await;
+    app.use_small_chunks(&admin, 0).await;
+    let (cli, _) = Cli::signed_in(&app, "restart@nubo.test").await;
+    cli.write("large.bin", &content(20 * SMALL_CHUNK, 7));
+
+    // The session outlives the interrupt, the chunks it had received do not.
+    let stop = [("NUBO_CLI_STOP_AFTER_CHUNKS", "2")];
+    assert_eq!(cli.run_with(&["put", "-P", "1", "large.bin", "/"], &stop, None).await.code, 6);
+    app.sql("DELETE FROM upload_chunks").await;
+    let put = cli.run(&["--json", "put", "large.bin", "/"]).await.json();
+    assert_eq!((put[0]["chunks_sent"].as_u64(), put[0]["total_chunks"].as_u64()), (Some(20), Some(20)));
+    assert_eq!(put[0]["resumed"], false, "every byte was sent again: {put}");
+
+    // A part whose file changed on the server meanwhile is started over.
+    let stop = [("NUBO_CLI_STOP_AFTER_BYTES", "300000")];
+    assert_eq!(cli.run_with(&["get", "-P", "1", "/large.bin", "copy.bin"], &stop, None).await.code, 6);
+    let changed = content(20 * SMALL_CHUNK, 8);
+    cli.write("large.bin", &changed);
+    cli.run(&["--json", "put", "--overwrite", "large.bin", "/"]).await.json();
+    let get = cli.run(&["--json", "get", "/large.bin", "copy.bin"]).await.json();
+    assert_eq!(std::fs::read(cli.path("copy.bin")).unwrap(), changed);
+    assert_eq!(get[0]["resumed_from"], 0, "every byte was downloaded again: {get}");
 }
