@@ -183,7 +183,7 @@ struct TreePage {
 }
 
 /// A folder whose path the server refuses ([`path_refused`]): found by [`lookup`], its children
-/// read from its tree (everything below it, in pages; those directly in it are kept).
+/// read from the first pages of its tree (which lists a folder's own entries first).
 async fn list_by_tree(api: &Api, path: &RemotePath) -> CliResult<Option<(Object, Vec<Object>)>> {
     let Some(folder) = Box::pin(lookup(api, path)).await? else { return Ok(None) };
     if !folder.is_folder() {
@@ -199,7 +199,14 @@ async fn list_by_tree(api: &Api, path: &RemotePath) -> CliResult<Option<(Object,
             url.push_str(&format!("&after={}", query_value(token)));
         }
         let page: TreePage = api.get(&url).await?;
-        for entry in page.items.into_iter().filter(|entry| entry.parent_id.as_deref() == Some(folder.id.as_str())) {
+        // A tree lists a folder's own entries before anything below them: the first deeper
+        // entry ends the children.
+        let mut deeper = false;
+        for entry in page.items {
+            if entry.parent_id.as_deref() != Some(folder.id.as_str()) {
+                deeper = true;
+                break;
+            }
             let mut rest = serde_json::Map::new();
             rest.insert("parent_id".to_owned(), json!(folder.id));
             items.push(Object {
@@ -213,8 +220,8 @@ async fn list_by_tree(api: &Api, path: &RemotePath) -> CliResult<Option<(Object,
             });
         }
         match page.next {
-            Some(next) => after = Some(next),
-            None => break,
+            Some(next) if !deeper => after = Some(next),
+            _ => break,
         }
     }
     items.sort_by(|a, b| (!a.is_folder(), &a.name).cmp(&(!b.is_folder(), &b.name)));
