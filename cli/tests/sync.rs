@@ -43,6 +43,7 @@ on_every_backend!(
     a_folder_move_cut_off_between_its_requests_is_finished_not_undone,
     a_run_left_out_of_step_only_by_the_quota_exits_with_the_quota_status,
     an_edit_to_a_file_dated_before_1970_is_seen,
+    an_upload_whose_answer_was_lost_is_recognised_by_its_content,
 );
 
 /// The binary with its own config and data directories, a local folder `tree/` to sync and
@@ -104,6 +105,7 @@ impl Pair {
             .env_remove("NUBO_CLI_STOP_MODE")
             .env_remove("NUBO_CLI_PAUSE_IN_UPLOAD")
             .env_remove("NUBO_CLI_STOP_AFTER_MOVE_STEPS")
+            .env_remove("NUBO_CLI_LOSE_ANSWER_OF_UPLOAD")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -497,6 +499,23 @@ async fn an_edit_to_a_file_dated_before_1970_is_seen(app: TestApp) {
     pair.sync().await.converged();
 
     assert_eq!(remote_tree(&app, &pair.session).await["scan.tif"].as_deref(), Some(&b"second one"[..]));
+}
+
+async fn an_upload_whose_answer_was_lost_is_recognised_by_its_content(app: TestApp) {
+    let pair = Pair::new(&app, "lost@nubo.test", &app.base_url).await;
+    pair.write("note.txt", b"stored by the server, its answer lost on the way");
+
+    // The server stores the file, the answer never arrives, the retry finds the name taken.
+    let run = pair.sync_with(&["-P", "1"], &[("NUBO_CLI_LOSE_ANSWER_OF_UPLOAD", "1")]).await;
+
+    assert!(run.stderr.contains("lost the answer to upload request 1"), "the answer was lost: {}", run.stderr);
+    run.converged();
+    assert_eq!(run.count("upload"), 1, "{}", run.stdout);
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+    let next = pair.sync().await;
+    next.converged();
+    let moved: usize = ["upload", "download", "conflict", "trash_remote"].iter().map(|e| next.count(e)).sum();
+    assert_eq!(moved, 0, "the base was recorded: nothing left to do: {}", next.stdout);
 }
 
 async fn a_run_left_out_of_step_only_by_the_quota_exits_with_the_quota_status(app: TestApp) {

@@ -469,6 +469,13 @@ impl<'a> Apply<'a> {
                 self.skip(path, "changed on the server during this run; the next run keeps both".into());
                 return Ok(());
             }
+            // A retry after a lost answer finds the file the first attempt stored.
+            Err(err) if err.code.as_deref() == Some("object.name_taken") && file.replaces_blake3.is_none() => {
+                match self.stored_already(path, local).await? {
+                    Some(object) => (object, "found"),
+                    None => return Err(err),
+                }
+            }
             other => other?,
         };
         crate::testing::pause_in_upload("sent").await;
@@ -476,7 +483,7 @@ impl<'a> Apply<'a> {
         // other than those hashed before. The base is what the server really has, so the next
         // run sends the file again over it instead of taking the two for a conflict.
         let stored = match method {
-            "known" => None,
+            "known" | "found" => None,
             _ => crate::remote::stored_blake3(self.api, &object.id).await?,
         };
         let in_step = stored.as_ref().is_none_or(|hash| local.blake3.as_ref() == Some(hash))
@@ -504,6 +511,18 @@ impl<'a> Apply<'a> {
             self.skip(path, "changed here while it was uploaded; the next run sends it again".into());
         }
         Ok(())
+    }
+
+    /// The remote file at `path` when it already holds `local`'s content (its blake3): an
+    /// earlier attempt of this upload that the server stored though its answer never arrived.
+    async fn stored_already(&self, path: &str, local: &Local) -> CliResult<Option<Object>> {
+        let Some(hash) = &local.blake3 else { return Ok(None) };
+        let at = self.remote_root_path.join_relative(path);
+        let Some(object) = crate::remote::lookup(self.api, &at).await?.filter(|o| !o.is_folder()) else {
+            return Ok(None);
+        };
+        let stored = crate::remote::stored_blake3(self.api, &object.id).await?;
+        Ok((stored.as_ref() == Some(hash)).then_some(object))
     }
 
     async fn download(
