@@ -44,6 +44,7 @@ on_every_backend!(
     a_run_left_out_of_step_only_by_the_quota_exits_with_the_quota_status,
     an_edit_to_a_file_dated_before_1970_is_seen,
     an_upload_whose_answer_was_lost_is_recognised_by_its_content,
+    a_file_replaced_by_a_folder_on_one_side_is_replaced_on_the_other,
 );
 
 /// The binary with its own config and data directories, a local folder `tree/` to sync and
@@ -516,6 +517,49 @@ async fn an_upload_whose_answer_was_lost_is_recognised_by_its_content(app: TestA
     next.converged();
     let moved: usize = ["upload", "download", "conflict", "trash_remote"].iter().map(|e| next.count(e)).sum();
     assert_eq!(moved, 0, "the base was recorded: nothing left to do: {}", next.stdout);
+}
+
+/// The names in the account's trash.
+async fn trashed_names(app: &TestApp, session: &Session) -> Vec<String> {
+    let trash: Value = app.call(Method::GET, "/trash", Some(&session.access), None).await.json().await.unwrap();
+    trash["items"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap().to_owned()).collect()
+}
+
+async fn a_file_replaced_by_a_folder_on_one_side_is_replaced_on_the_other(app: TestApp) {
+    let pair = Pair::new(&app, "kinds@nubo.test", &app.base_url).await;
+    pair.write("here.txt", b"a file, then a folder here");
+    pair.write("there.txt", b"a file, then a folder there");
+    pair.sync().await.converged();
+    let objects = remote_objects(&app, &pair.session, "/sync").await;
+
+    // Here: the file deleted and a folder of files made in its place; there, the same.
+    std::fs::remove_file(pair.local("here.txt")).unwrap();
+    pair.write("here.txt/inside.txt", b"in the new folder here");
+    pair.write("here.txt/deeper/more.txt", b"deeper");
+    trash_remote(&app, &pair.session, &id_of(&objects, "there.txt")).await;
+    let folder = sync_folder_id(&app, &pair.session).await;
+    let there = app.mkdir(&pair.session, &folder, "there.txt").await;
+    app.upload(&pair.session, &there, "inside.txt", b"in the new folder there").await;
+    let run = pair.sync().await;
+
+    run.converged();
+    let local = pair.local_tree();
+    assert_eq!(local["here.txt/deeper/more.txt"], Some(b"deeper".to_vec()));
+    assert_eq!(local["there.txt"], None, "the local file gave way to the server's folder: {local:?}");
+    assert_eq!(local["there.txt/inside.txt"], Some(b"in the new folder there".to_vec()));
+    assert_eq!(remote_tree(&app, &pair.session).await, local, "the server's file gave way to the folder");
+    assert!(trashed_names(&app, &pair.session).await.contains(&"here.txt".to_owned()), "into the trash");
+
+    // And back: the folder replaced by a file here goes to the trash there, whole.
+    std::fs::remove_dir_all(pair.local("here.txt")).unwrap();
+    pair.write("here.txt", b"a file again");
+    let run = pair.sync().await;
+    run.converged();
+    assert_eq!(remote_tree(&app, &pair.session).await["here.txt"], Some(b"a file again".to_vec()));
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+    let again = pair.sync().await;
+    again.converged();
+    assert_eq!(again.count("skip") + again.count("upload") + again.count("download"), 0, "{}", again.stdout);
 }
 
 async fn a_run_left_out_of_step_only_by_the_quota_exits_with_the_quota_status(app: TestApp) {

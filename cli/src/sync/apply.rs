@@ -239,6 +239,25 @@ impl<'a> Apply<'a> {
             match action {
                 Action::MoveLocal { from, to } => self.move_local(&from, &to)?,
                 Action::MoveRemote { from, to, id, server_at } => self.move_remote(&from, &to, &id, &server_at).await?,
+                // Before anything else: what is made in place of the replaced one needs its path.
+                Action::ReplaceRemote { path, id, blake3, local } => {
+                    if self.is_blocked(&path) || !self.replace_remote(&path, &id, blake3).await? {
+                        continue;
+                    }
+                    match local.kind {
+                        Kind::Folder => rest.push(Action::MakeRemoteFolder { path }),
+                        Kind::File => uploads.push((path, local, None)),
+                    }
+                }
+                Action::ReplaceLocal { path, expect, below, remote } => {
+                    if self.is_blocked(&path) || !self.replace_local(&path, &expect, &below)? {
+                        continue;
+                    }
+                    match remote.kind {
+                        Kind::Folder => rest.push(Action::MakeLocalFolder { path, remote }),
+                        Kind::File => downloads.push((path, remote, None)),
+                    }
+                }
                 Action::Upload { path, local, replaces, .. } => uploads.push((path, local, replaces)),
                 Action::Download { path, remote, expect, .. } => downloads.push((path, remote, expect)),
                 Action::TrashRemote { path, id, blake3 } => trash.push((path, id, blake3)),
@@ -362,6 +381,70 @@ impl<'a> Apply<'a> {
             Err(err) => {
                 self.blocked.lock().expect("blocked").extend([from.to_owned(), to.to_owned()]);
                 self.failed(to, err)
+            }
+        }
+    }
+
+    /// The first half of a replacement on the server: the object at `path` into the trash, only
+    /// if still as planned (as [`Self::trash`] does). Whether the path is free now.
+    async fn replace_remote(&self, path: &str, id: &str, blake3: Option<String>) -> CliResult<bool> {
+        let item = (path.to_owned(), id.to_owned(), blake3);
+        let outcome = self.api.json::<Value>(Method::DELETE, "/object", Some(&self.trash_request(&[&item]))).await;
+        match outcome {
+            Ok(_) => {
+                self.state.forget(path)?;
+                self.done("trash_remote", path, json!({"id": id}));
+            }
+            Err(err) if err.status == Some(404) => self.state.forget(path)?,
+            Err(err) => {
+                // Nothing is made in its place (nor below it) in this run.
+                self.blocked.lock().expect("blocked").push(path.to_owned());
+                if err.code.as_deref() == Some("object.changed") {
+                    let reason = "changed on the server after this run looked: kept, and planned again";
+                    self.emit("replan", path, json!({"reason": reason}));
+                    self.report.lock().expect("report").replan.push(path.to_owned());
+                    return Ok(false);
+                }
+                self.failed(path, err)?;
+                return Ok(false);
+            }
+        }
+        let below = format!("{path}/");
+        self.folders.lock().expect("folders").retain(|known, _| known != path && !known.starts_with(&below));
+        Ok(true)
+    }
+
+    /// The first half of a replacement here: the local file or folder at `path` (a folder with
+    /// `below`, deepest first) removed, only while all of it is still as the plan saw it.
+    /// Whether the path is free now.
+    fn replace_local(&self, path: &str, expect: &Local, below: &[(String, Local)]) -> CliResult<bool> {
+        let target = self.local(path);
+        let unchanged =
+            still(&target, Some(expect)) && below.iter().all(|(inner, local)| still(&self.local(inner), Some(local)));
+        let removed = if unchanged {
+            let remove = |at: &Path, kind: Kind| match kind {
+                Kind::Folder => std::fs::remove_dir(at),
+                Kind::File => std::fs::remove_file(at),
+            };
+            // In path order a folder comes before what it holds: backwards, it comes after.
+            below
+                .iter()
+                .rev()
+                .try_for_each(|(inner, local)| remove(&self.local(inner), local.kind))
+                .and_then(|()| remove(&target, expect.kind))
+        } else {
+            Err(std::io::Error::other("changed here meanwhile"))
+        };
+        match removed {
+            Ok(()) => {
+                self.state.forget(path)?;
+                self.done("delete_local", path, json!({}));
+                Ok(true)
+            }
+            Err(err) => {
+                self.blocked.lock().expect("blocked").push(path.to_owned());
+                self.skip(path, format!("kept: {err}; the next run keeps both"));
+                Ok(false)
             }
         }
     }
@@ -586,28 +669,14 @@ impl<'a> Apply<'a> {
             return Ok(());
         }
         crate::testing::pause_before_trash().await;
-        let request = |items: &[&(String, String, Option<String>)]| {
-            let mut body = json!({
-                "ids": items.iter().map(|(_, id, _)| id).collect::<Vec<_>>(),
-                "expect": items
-                    .iter()
-                    .filter_map(|(_, id, blake3)| blake3.as_ref().map(|b| json!({"id": id, "blake3": b})))
-                    .collect::<Vec<_>>(),
-            });
-            // 0: a server without the tree listing gave no cursor to hold it to.
-            if self.planned_at > 0 {
-                body["unchanged_since"] = json!(self.planned_at);
-            }
-            body
-        };
         let all: Vec<&(String, String, Option<String>)> = trash.iter().collect();
-        let together = self.api.json::<Value>(Method::DELETE, "/object", Some(&request(&all))).await;
+        let together = self.api.json::<Value>(Method::DELETE, "/object", Some(&self.trash_request(&all))).await;
         for item in &trash {
             let (path, id, _) = item;
             let outcome = match &together {
                 Ok(_) => Ok(Value::Null),
                 // One of them could not go (gone already, changed meanwhile): each on its own.
-                Err(_) => self.api.json::<Value>(Method::DELETE, "/object", Some(&request(&[item]))).await,
+                Err(_) => self.api.json::<Value>(Method::DELETE, "/object", Some(&self.trash_request(&[item]))).await,
             };
             match outcome {
                 Ok(_) => {
@@ -624,6 +693,23 @@ impl<'a> Apply<'a> {
             }
         }
         Ok(())
+    }
+
+    /// The body of `DELETE /object` for `items` (path, id, a file's blake3): each only if nothing
+    /// at or below it changed since the plan's cursor and a file still has that content.
+    fn trash_request(&self, items: &[&(String, String, Option<String>)]) -> Value {
+        let mut body = json!({
+            "ids": items.iter().map(|(_, id, _)| id).collect::<Vec<_>>(),
+            "expect": items
+                .iter()
+                .filter_map(|(_, id, blake3)| blake3.as_ref().map(|b| json!({"id": id, "blake3": b})))
+                .collect::<Vec<_>>(),
+        });
+        // 0: a server without the tree listing gave no cursor to hold it to.
+        if self.planned_at > 0 {
+            body["unchanged_since"] = json!(self.planned_at);
+        }
+        body
     }
 
     /// Local deletions: files still as the base left them, then folders left empty (deepest first).
