@@ -45,6 +45,7 @@ on_every_backend!(
     an_edit_to_a_file_dated_before_1970_is_seen,
     an_upload_whose_answer_was_lost_is_recognised_by_its_content,
     a_file_replaced_by_a_folder_on_one_side_is_replaced_on_the_other,
+    a_remote_folder_renamed_on_the_server_is_named_not_made_again_and_a_moved_local_folder_deletes_nothing,
 );
 
 /// The binary with its own config and data directories, a local folder `tree/` to sync and
@@ -560,6 +561,71 @@ async fn a_file_replaced_by_a_folder_on_one_side_is_replaced_on_the_other(app: T
     let again = pair.sync().await;
     again.converged();
     assert_eq!(again.count("skip") + again.count("upload") + again.count("download"), 0, "{}", again.stdout);
+}
+
+/// `nubo --json sync LOCAL REMOTE` of `pair`'s binary.
+async fn sync_between(pair: &Pair, local: &Path, remote: &str) -> Run {
+    let args = ["--json", "sync", local.to_str().unwrap(), remote];
+    Run::of(pair.command(&args, &[]).spawn().unwrap().wait_with_output().await.unwrap())
+}
+
+async fn a_remote_folder_renamed_on_the_server_is_named_not_made_again_and_a_moved_local_folder_deletes_nothing(
+    app: TestApp,
+) {
+    let pair = Pair::new(&app, "rootmoved@nubo.test", &app.base_url).await;
+    pair.write("kept.txt", b"synced before the rename");
+    pair.write("deleted-before-the-move.txt", b"deleted here after the rename");
+    pair.sync().await.converged();
+    let folder = sync_folder_id(&app, &pair.session).await;
+    let renamed = app
+        .call(Method::PATCH, &format!("/object/{folder}"), Some(&pair.session.access), Some(json!({"name": "moved"})))
+        .await;
+    assert!(renamed.status().is_success());
+
+    // The old path: no new folder there, nothing uploaded again, but where it went.
+    let run = pair.sync().await;
+    assert_eq!(run.code, 4, "{run:?}");
+    let error = run.error();
+    assert_eq!(error["code"], "sync.remote_moved", "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("/moved"), "the hint names the new path: {error}");
+    let top = app.call(Method::GET, "/directory/?limit=100", Some(&pair.session.access), None).await;
+    let top: Value = top.json().await.unwrap();
+    let names: Vec<&str> = top["items"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["moved"], "no folder made at the old path");
+    // Another folder made at the old path meanwhile is not taken for it either.
+    let other = app.mkdir(&pair.session, &app.root_id(&pair.session).await, "sync").await;
+    let run = pair.sync().await;
+    assert_eq!((run.code, run.error()["code"].as_str()), (5, Some("sync.remote_moved")), "{run:?}");
+    assert!(remote_objects(&app, &pair.session, "/sync").await.is_empty(), "nothing uploaded into it");
+    trash_remote(&app, &pair.session, &other).await;
+
+    // Following the hint: the same pair, nothing to move.
+    let tree = pair.local("");
+    let run = sync_between(&pair, &tree, "/moved").await;
+    run.converged();
+    assert_eq!(run.count("upload") + run.count("download"), 0, "{}", run.stdout);
+
+    // The local folder moved (after a deletion not yet synced): a first run from the new path,
+    // a union where nothing is deleted on either side; the deleted file comes back.
+    std::fs::remove_file(pair.local("deleted-before-the-move.txt")).unwrap();
+    let moved_here = pair.home.path().join("moved-tree");
+    std::fs::rename(&tree, &moved_here).unwrap();
+    assert_eq!(sync_between(&pair, &tree, "/moved").await.code, 4, "the old local path is gone, not emptied");
+    let run = sync_between(&pair, &moved_here, "/moved").await;
+    run.converged();
+    assert_eq!((run.count("trash_remote"), run.count("delete_local")), (0, 0), "{}", run.stdout);
+    let notes: Vec<Value> = run.events().into_iter().filter(|e| e["event"] == "note").collect();
+    let old_place = pair.home.path().join("tree").display().to_string();
+    assert!(
+        notes.iter().any(|n| n["message"].as_str().unwrap().contains(&old_place)),
+        "the run says it merged as a first run, and where the folder was synced from: {notes:?}"
+    );
+    assert_eq!(
+        std::fs::read(moved_here.join("deleted-before-the-move.txt")).unwrap(),
+        b"deleted here after the rename",
+        "brought back, never trashed"
+    );
+    assert_eq!(remote_objects(&app, &pair.session, "/moved").await.len(), 2);
 }
 
 async fn a_run_left_out_of_step_only_by_the_quota_exits_with_the_quota_status(app: TestApp) {
