@@ -46,6 +46,7 @@ on_every_backend!(
     an_upload_whose_answer_was_lost_is_recognised_by_its_content,
     a_file_replaced_by_a_folder_on_one_side_is_replaced_on_the_other,
     a_remote_folder_renamed_on_the_server_is_named_not_made_again_and_a_moved_local_folder_deletes_nothing,
+    a_file_and_a_folder_both_changed_at_one_path_are_both_kept_as_a_conflict,
 );
 
 /// The binary with its own config and data directories, a local folder `tree/` to sync and
@@ -561,6 +562,40 @@ async fn a_file_replaced_by_a_folder_on_one_side_is_replaced_on_the_other(app: T
     let again = pair.sync().await;
     again.converged();
     assert_eq!(again.count("skip") + again.count("upload") + again.count("download"), 0, "{}", again.stdout);
+}
+
+async fn a_file_and_a_folder_both_changed_at_one_path_are_both_kept_as_a_conflict(app: TestApp) {
+    let pair = Pair::new(&app, "bothkinds@nubo.test", &app.base_url).await;
+    pair.write("both.txt", b"agreed");
+    pair.write("dir/a.txt", b"agreed in a folder");
+    pair.sync().await.converged();
+    let objects = remote_objects(&app, &pair.session, "/sync").await;
+    let folder = sync_folder_id(&app, &pair.session).await;
+
+    // A file edited here and replaced by a folder there; a folder added to here and replaced by
+    // a file there.
+    tick().await;
+    pair.write("both.txt", b"edited here");
+    trash_remote(&app, &pair.session, &id_of(&objects, "both.txt")).await;
+    let there = app.mkdir(&pair.session, &folder, "both.txt").await;
+    app.upload(&pair.session, &there, "inside.txt", b"made there").await;
+    pair.write("dir/new.txt", b"new here");
+    trash_remote(&app, &pair.session, &id_of(&objects, "dir")).await;
+    app.upload(&pair.session, &folder, "dir", b"a file there").await;
+    let run = pair.sync().await;
+
+    assert_eq!(run.code, 8, "{run:?}");
+    assert_eq!(run.summary()["conflicts"], json!(["both.txt", "dir"]));
+    let local = pair.local_tree();
+    assert_eq!(local["both.txt/inside.txt"], Some(b"made there".to_vec()), "the server's under the name: {local:?}");
+    assert_eq!(local["dir"], Some(b"a file there".to_vec()));
+    let aside = |prefix: &str| local.keys().find(|p| p.starts_with(prefix)).cloned().expect("set aside");
+    assert_eq!(local[&aside("both (conflict testbox ")], Some(b"edited here".to_vec()), "this side's beside it");
+    let dir_aside = aside("dir (conflict testbox ");
+    assert_eq!(local[&format!("{dir_aside}/a.txt")], Some(b"agreed in a folder".to_vec()));
+    assert_eq!(local[&format!("{dir_aside}/new.txt")], Some(b"new here".to_vec()));
+    assert_eq!(remote_tree(&app, &pair.session).await, local, "both versions are on both sides");
+    pair.sync().await.converged();
 }
 
 /// `nubo --json sync LOCAL REMOTE` of `pair`'s binary.

@@ -262,7 +262,9 @@ impl<'a> Apply<'a> {
                 Action::Download { path, remote, expect, .. } => downloads.push((path, remote, expect)),
                 Action::TrashRemote { path, id, blake3 } => trash.push((path, id, blake3)),
                 Action::DeleteLocal { path, expect } => deletions.push((path, expect)),
-                Action::Conflict { path, local, remote } => conflicts.push((path, local, remote)),
+                Action::Conflict { path, local, remote, local_below, remote_below } => {
+                    conflicts.push((path, local, remote, local_below, remote_below));
+                }
                 Action::Skip { path, reason } => self.skip(&path, reason),
                 other => rest.push(other),
             }
@@ -277,15 +279,17 @@ impl<'a> Apply<'a> {
                 self.failed(&path, err)?;
             }
         }
-        for (path, local, remote) in conflicts {
+        for (path, local, remote, local_below, remote_below) in conflicts {
             if self.is_blocked(&path) {
                 continue;
             }
             match self.set_conflict_aside(&path, &local) {
                 Ok(Some(aside)) => {
                     self.report.lock().expect("report").conflicts.push(path.clone());
-                    uploads.push((aside, local, None));
-                    downloads.push((path, remote, None));
+                    let sides = Conflicted { path: &path, aside: &aside, local, remote, local_below, remote_below };
+                    if let Err(err) = self.keep_both(sides, &mut uploads, &mut downloads).await {
+                        self.failed(&path, err)?;
+                    }
                 }
                 Ok(None) => {}
                 Err(err) => self.failed(&path, err)?,
@@ -447,6 +451,42 @@ impl<'a> Apply<'a> {
                 Ok(false)
             }
         }
+    }
+
+    /// Queues both sides of a conflict whose local side is set aside: the local one (a folder
+    /// with all it holds) to be uploaded under its conflict name, the remote one (likewise) to be
+    /// brought to the path. What was agreed at the path belongs to neither now.
+    async fn keep_both(
+        &self,
+        sides: Conflicted<'_>,
+        uploads: &mut Vec<(String, Local, Option<String>)>,
+        downloads: &mut Vec<(String, Remote, Option<Local>)>,
+    ) -> CliResult<()> {
+        let Conflicted { path, aside, local, remote, local_below, remote_below } = sides;
+        self.state.forget(path)?;
+        for (inner, local) in std::iter::once((path.to_owned(), local)).chain(local_below) {
+            let moved = format!("{aside}{}", &inner[path.len()..]);
+            match local.kind {
+                Kind::File => uploads.push((moved, local, None)),
+                Kind::Folder => {
+                    let folder = self.remote_folder(&moved).await?;
+                    self.state.agree(&moved, &folder_base(&folder.id, &folder.updated_at))?;
+                    self.done("make_remote_folder", &moved, json!({"id": folder.id}));
+                }
+            }
+        }
+        for remote in std::iter::once(remote).chain(remote_below) {
+            match remote.kind {
+                Kind::File => downloads.push((remote.path.clone(), remote, None)),
+                Kind::Folder => {
+                    let here = self.local(&remote.path);
+                    std::fs::create_dir_all(&here).map_err(|err| CliError::local("cannot create", &here, err))?;
+                    self.state.agree(&remote.path, &folder_base(&remote.id, &remote.updated_at))?;
+                    self.done("make_local_folder", &remote.path, json!({"id": remote.id}));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Renames the local side of a conflict to its conflict name; answers that name, or `None`
@@ -765,6 +805,16 @@ impl<'a> Apply<'a> {
             }
         }
     }
+}
+
+/// A conflict whose local side was set aside at `aside` (see [`Apply::keep_both`]).
+struct Conflicted<'p> {
+    path: &'p str,
+    aside: &'p str,
+    local: Local,
+    remote: Remote,
+    local_below: Vec<(String, Local)>,
+    remote_below: Vec<Remote>,
 }
 
 fn folder_base(id: &str, updated_at: &str) -> Base {

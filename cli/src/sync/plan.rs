@@ -94,6 +94,12 @@ pub enum Action {
         local: Local,
         #[serde(skip)]
         remote: Remote,
+        /// A file on one side and a folder on the other: what is below the local folder (set
+        /// aside with it, and uploaded there) or below the remote one (brought here).
+        #[serde(skip)]
+        local_below: Vec<(String, Local)>,
+        #[serde(skip)]
+        remote_below: Vec<Remote>,
     },
     /// Deleted here, unchanged there: into the server's trash, only if it is still as planned
     /// (`blake3`, a file's content then; the server checks it).
@@ -359,8 +365,6 @@ fn decide(path: &str, local: Option<&Local>, remote: Option<&Remote>, base: Opti
         (None, None) => true,
         _ => false,
     };
-    let kinds_differ =
-        || Action::Skip { path: path.clone(), reason: "a file on one side, a folder on the other".into() };
     match (local_same, remote_same) {
         (true, true) => match (local, remote, base) {
             // Unchanged; the base is refreshed when the remote object or the local time moved on.
@@ -404,11 +408,10 @@ fn decide(path: &str, local: Option<&Local>, remote: Option<&Remote>, base: Opti
             (None, None) => Some(Action::Forget { path }),
         },
         (false, false) => match (local, remote) {
-            (Some(l), Some(r)) if l.kind != r.kind => Some(kinds_differ()),
-            (Some(l), Some(r)) if l.kind == Kind::Folder || l.blake3 == r.blake3 => {
+            (Some(l), Some(r)) if l.kind == r.kind && (l.kind == Kind::Folder || l.blake3 == r.blake3) => {
                 Some(Action::Agree { path, local: l.clone(), remote: r.clone() })
             }
-            (Some(l), Some(r)) => Some(Action::Conflict { path, local: l.clone(), remote: r.clone() }),
+            (Some(l), Some(r)) => Some(conflict(path, l, r)),
             // Changed here, deleted there: the changed one survives.
             (Some(l), None) if l.kind == Kind::Folder => Some(Action::MakeRemoteFolder { path }),
             (Some(l), None) => {
@@ -421,9 +424,38 @@ fn decide(path: &str, local: Option<&Local>, remote: Option<&Remote>, base: Opti
     }
 }
 
+/// Both changed differently: both kept (see [`Action::Conflict`]).
+fn conflict(path: String, local: &Local, remote: &Remote) -> Action {
+    Action::Conflict {
+        path,
+        local: local.clone(),
+        remote: remote.clone(),
+        local_below: Vec::new(),
+        remote_below: Vec::new(),
+    }
+}
+
+/// A file on one side and a folder on the other, both changed: a conflict of the whole folder.
+/// The local side is set aside with all it holds and the remote one brought here with all it
+/// holds, so nothing below is decided (nor deleted) on its own.
+fn whole_kind_conflicts(sides: &Sides, by_path: &mut BTreeMap<String, Action>) {
+    let paths: Vec<String> = by_path
+        .iter()
+        .filter(|(_, action)| matches!(action, Action::Conflict { local, remote, .. } if local.kind != remote.kind))
+        .map(|(path, _)| path.clone())
+        .collect();
+    for path in paths {
+        by_path.retain(|inner, _| !is_below(inner, &path));
+        if let Some(Action::Conflict { local_below, remote_below, .. }) = by_path.get_mut(&path) {
+            *local_below = below(&sides.locals, &path).map(|(p, l)| (p.clone(), l.clone())).collect();
+            *remote_below = below(&sides.remotes, &path).map(|(_, r)| r.clone()).collect();
+        }
+    }
+}
+
 /// A folder gives way to a file only when everything below it goes too (as agreed, nothing new
 /// or skipped in it): then it goes whole, the deletions below are part of the replacement.
-/// Otherwise both changed, and both are kept: the path is skipped, with all below it.
+/// Otherwise both changed: a conflict, both kept (see [`whole_kind_conflicts`]).
 fn replace_whole_folders(sides: &Sides, skipped: &[&str], by_path: &mut BTreeMap<String, Action>) {
     let folders: Vec<String> = by_path
         .iter()
@@ -461,9 +493,8 @@ fn replace_whole_folders(sides: &Sides, skipped: &[&str], by_path: &mut BTreeMap
             Some(Action::ReplaceLocal { below, .. }) if everything_goes => *below = removed,
             Some(_) if everything_goes => {}
             _ => {
-                let reason =
-                    "a file on one side, a folder changed below it on the other: both kept; rename one and run again";
-                by_path.insert(folder.clone(), Action::Skip { path: folder, reason: reason.into() });
+                let both = conflict(folder.clone(), &sides.locals[&folder], &sides.remotes[&folder]);
+                by_path.insert(folder, both);
             }
         }
     }
@@ -548,6 +579,7 @@ pub fn plan(mut sides: Sides, direction: Direction, skipped: &[Skipped]) -> (Vec
         }
     }
     replace_whole_folders(&sides, &skipped_paths, &mut by_path);
+    whole_kind_conflicts(&sides, &mut by_path);
     keep_folders_with_survivors(&sides, &skipped_paths, &mut by_path);
     let mut actions = moves;
     for skip in skipped {
@@ -815,7 +847,10 @@ mod tests {
         assert_eq!(plan_of(sides(&locals, &remotes, &bases)), ["replace_remote d"], "one trash request for all");
         // Something below changed on the server: both changed, nothing below is touched.
         let changed = [&remotes[..3], &[remote("d/sub/same.txt", "2", Some("cc"))]].concat();
-        assert_eq!(plan_of(sides(&locals, &changed, &bases)), ["skip d"]);
+        assert_eq!(plan_of(sides(&locals, &changed, &bases)), ["conflict d"]);
+        let (actions, _) = plan(sides(&locals, &changed, &bases), Direction::Both, &[]);
+        let Some(Action::Conflict { remote_below, .. }) = actions.first() else { panic!("{actions:?}") };
+        assert_eq!(remote_below.len(), 3, "the server's folder is brought here whole");
 
         // Here, the mirror: the local folder goes with what it holds, each as agreed.
         let locals = [("d", folder()), ("d/same.txt", file("aa", 5)), ("d/sub", folder())];
@@ -825,7 +860,7 @@ mod tests {
         let below: Vec<&str> = below.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!((actions.len(), below), (1, vec!["d/same.txt", "d/sub", "d/sub/same.txt"]));
         let added = [&locals[..], &[("d/new.txt", file("nn", 1))]].concat();
-        assert_eq!(plan_of(sides(&added, &[remote("d", "9", Some("zz"))], &bases)), ["skip d"], "a new file in it");
+        assert_eq!(plan_of(sides(&added, &[remote("d", "9", Some("zz"))], &bases)), ["conflict d"], "a new file in it");
     }
 
     #[test]
