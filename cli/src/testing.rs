@@ -3,7 +3,9 @@
 //! was stored, with `NUBO_CLI_STOP_AFTER_BYTES=N` once N downloaded bytes are on disk, as a
 //! killed process would (exit code 6, like a broken connection). With `NUBO_CLI_STOP_MODE=pause`
 //! the thread that reached the limit sleeps for good instead, so a test can `kill -9` the process
-//! at that very point. Unset, they cost one atomic add.
+//! at that very point. With `NUBO_CLI_LOSE_ANSWER_OF_UPLOAD=N` the answer to the N-th small-file
+//! upload request is thrown away once the server stored the file, as a broken connection would
+//! lose it. Unset, they cost one atomic add.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -82,4 +84,18 @@ pub fn move_step_done() {
     if limit("NUBO_CLI_STOP_AFTER_MOVE_STEPS", &LIMIT).is_some_and(|n| done >= n) {
         stop(&format!("{done} move step(s)"));
     }
+}
+
+/// Counts one answer to a small-file upload request (the file is stored): `true` when it is the
+/// one `NUBO_CLI_LOSE_ANSWER_OF_UPLOAD=N` names, which the caller then drops as if the
+/// connection broke before it arrived.
+pub fn lose_upload_answer() -> bool {
+    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
+    static ANSWERS: AtomicU64 = AtomicU64::new(0);
+    let answered = ANSWERS.fetch_add(1, Ordering::SeqCst) + 1;
+    let lost = limit("NUBO_CLI_LOSE_ANSWER_OF_UPLOAD", &LIMIT) == Some(answered);
+    if lost {
+        eprintln!("lost the answer to upload request {answered} on purpose (test hook)");
+    }
+    lost
 }

@@ -346,6 +346,13 @@ impl<'a> Put<'a> {
                 })
                 .await;
             match sent {
+                // The file is stored, but this answer never reaches us: a retry, as after a
+                // broken connection.
+                Ok(response) if testing::lose_upload_answer() && attempt < ATTEMPTS => {
+                    drop(response);
+                    tokio::time::sleep(backoff(attempt)).await;
+                    attempt += 1;
+                }
                 Ok(response) => return read_json(&self.api.server, response).await,
                 Err(err) if err.is_transient() && attempt < ATTEMPTS => {
                     tokio::time::sleep(backoff(attempt)).await;

@@ -43,6 +43,10 @@ on_every_backend!(
     a_folder_move_cut_off_between_its_requests_is_finished_not_undone,
     a_run_left_out_of_step_only_by_the_quota_exits_with_the_quota_status,
     an_edit_to_a_file_dated_before_1970_is_seen,
+    an_upload_whose_answer_was_lost_is_recognised_by_its_content,
+    a_file_replaced_by_a_folder_on_one_side_is_replaced_on_the_other,
+    a_remote_folder_renamed_on_the_server_is_named_not_made_again_and_a_moved_local_folder_deletes_nothing,
+    a_file_and_a_folder_both_changed_at_one_path_are_both_kept_as_a_conflict,
 );
 
 /// The binary with its own config and data directories, a local folder `tree/` to sync and
@@ -104,6 +108,7 @@ impl Pair {
             .env_remove("NUBO_CLI_STOP_MODE")
             .env_remove("NUBO_CLI_PAUSE_IN_UPLOAD")
             .env_remove("NUBO_CLI_STOP_AFTER_MOVE_STEPS")
+            .env_remove("NUBO_CLI_LOSE_ANSWER_OF_UPLOAD")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -497,6 +502,165 @@ async fn an_edit_to_a_file_dated_before_1970_is_seen(app: TestApp) {
     pair.sync().await.converged();
 
     assert_eq!(remote_tree(&app, &pair.session).await["scan.tif"].as_deref(), Some(&b"second one"[..]));
+}
+
+async fn an_upload_whose_answer_was_lost_is_recognised_by_its_content(app: TestApp) {
+    let pair = Pair::new(&app, "lost@nubo.test", &app.base_url).await;
+    pair.write("note.txt", b"stored by the server, its answer lost on the way");
+
+    // The server stores the file, the answer never arrives, the retry finds the name taken.
+    let run = pair.sync_with(&["-P", "1"], &[("NUBO_CLI_LOSE_ANSWER_OF_UPLOAD", "1")]).await;
+
+    assert!(run.stderr.contains("lost the answer to upload request 1"), "the answer was lost: {}", run.stderr);
+    run.converged();
+    assert_eq!(run.count("upload"), 1, "{}", run.stdout);
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+    let next = pair.sync().await;
+    next.converged();
+    let moved: usize = ["upload", "download", "conflict", "trash_remote"].iter().map(|e| next.count(e)).sum();
+    assert_eq!(moved, 0, "the base was recorded: nothing left to do: {}", next.stdout);
+}
+
+/// The names in the account's trash.
+async fn trashed_names(app: &TestApp, session: &Session) -> Vec<String> {
+    let trash: Value = app.call(Method::GET, "/trash", Some(&session.access), None).await.json().await.unwrap();
+    trash["items"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap().to_owned()).collect()
+}
+
+async fn a_file_replaced_by_a_folder_on_one_side_is_replaced_on_the_other(app: TestApp) {
+    let pair = Pair::new(&app, "kinds@nubo.test", &app.base_url).await;
+    pair.write("here.txt", b"a file, then a folder here");
+    pair.write("there.txt", b"a file, then a folder there");
+    pair.sync().await.converged();
+    let objects = remote_objects(&app, &pair.session, "/sync").await;
+
+    // Here: the file deleted and a folder of files made in its place; there, the same.
+    std::fs::remove_file(pair.local("here.txt")).unwrap();
+    pair.write("here.txt/inside.txt", b"in the new folder here");
+    pair.write("here.txt/deeper/more.txt", b"deeper");
+    trash_remote(&app, &pair.session, &id_of(&objects, "there.txt")).await;
+    let folder = sync_folder_id(&app, &pair.session).await;
+    let there = app.mkdir(&pair.session, &folder, "there.txt").await;
+    app.upload(&pair.session, &there, "inside.txt", b"in the new folder there").await;
+    let run = pair.sync().await;
+
+    run.converged();
+    let local = pair.local_tree();
+    assert_eq!(local["here.txt/deeper/more.txt"], Some(b"deeper".to_vec()));
+    assert_eq!(local["there.txt"], None, "the local file gave way to the server's folder: {local:?}");
+    assert_eq!(local["there.txt/inside.txt"], Some(b"in the new folder there".to_vec()));
+    assert_eq!(remote_tree(&app, &pair.session).await, local, "the server's file gave way to the folder");
+    assert!(trashed_names(&app, &pair.session).await.contains(&"here.txt".to_owned()), "into the trash");
+
+    // And back: the folder replaced by a file here goes to the trash there, whole.
+    std::fs::remove_dir_all(pair.local("here.txt")).unwrap();
+    pair.write("here.txt", b"a file again");
+    let run = pair.sync().await;
+    run.converged();
+    assert_eq!(remote_tree(&app, &pair.session).await["here.txt"], Some(b"a file again".to_vec()));
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+    let again = pair.sync().await;
+    again.converged();
+    assert_eq!(again.count("skip") + again.count("upload") + again.count("download"), 0, "{}", again.stdout);
+}
+
+async fn a_file_and_a_folder_both_changed_at_one_path_are_both_kept_as_a_conflict(app: TestApp) {
+    let pair = Pair::new(&app, "bothkinds@nubo.test", &app.base_url).await;
+    pair.write("both.txt", b"agreed");
+    pair.write("dir/a.txt", b"agreed in a folder");
+    pair.sync().await.converged();
+    let objects = remote_objects(&app, &pair.session, "/sync").await;
+    let folder = sync_folder_id(&app, &pair.session).await;
+
+    // A file edited here and replaced by a folder there; a folder added to here and replaced by
+    // a file there.
+    tick().await;
+    pair.write("both.txt", b"edited here");
+    trash_remote(&app, &pair.session, &id_of(&objects, "both.txt")).await;
+    let there = app.mkdir(&pair.session, &folder, "both.txt").await;
+    app.upload(&pair.session, &there, "inside.txt", b"made there").await;
+    pair.write("dir/new.txt", b"new here");
+    trash_remote(&app, &pair.session, &id_of(&objects, "dir")).await;
+    app.upload(&pair.session, &folder, "dir", b"a file there").await;
+    let run = pair.sync().await;
+
+    assert_eq!(run.code, 8, "{run:?}");
+    assert_eq!(run.summary()["conflicts"], json!(["both.txt", "dir"]));
+    let local = pair.local_tree();
+    assert_eq!(local["both.txt/inside.txt"], Some(b"made there".to_vec()), "the server's under the name: {local:?}");
+    assert_eq!(local["dir"], Some(b"a file there".to_vec()));
+    let aside = |prefix: &str| local.keys().find(|p| p.starts_with(prefix)).cloned().expect("set aside");
+    assert_eq!(local[&aside("both (conflict testbox ")], Some(b"edited here".to_vec()), "this side's beside it");
+    let dir_aside = aside("dir (conflict testbox ");
+    assert_eq!(local[&format!("{dir_aside}/a.txt")], Some(b"agreed in a folder".to_vec()));
+    assert_eq!(local[&format!("{dir_aside}/new.txt")], Some(b"new here".to_vec()));
+    assert_eq!(remote_tree(&app, &pair.session).await, local, "both versions are on both sides");
+    pair.sync().await.converged();
+}
+
+/// `nubo --json sync LOCAL REMOTE` of `pair`'s binary.
+async fn sync_between(pair: &Pair, local: &Path, remote: &str) -> Run {
+    let args = ["--json", "sync", local.to_str().unwrap(), remote];
+    Run::of(pair.command(&args, &[]).spawn().unwrap().wait_with_output().await.unwrap())
+}
+
+async fn a_remote_folder_renamed_on_the_server_is_named_not_made_again_and_a_moved_local_folder_deletes_nothing(
+    app: TestApp,
+) {
+    let pair = Pair::new(&app, "rootmoved@nubo.test", &app.base_url).await;
+    pair.write("kept.txt", b"synced before the rename");
+    pair.write("deleted-before-the-move.txt", b"deleted here after the rename");
+    pair.sync().await.converged();
+    let folder = sync_folder_id(&app, &pair.session).await;
+    let renamed = app
+        .call(Method::PATCH, &format!("/object/{folder}"), Some(&pair.session.access), Some(json!({"name": "moved"})))
+        .await;
+    assert!(renamed.status().is_success());
+
+    // The old path: no new folder there, nothing uploaded again, but where it went.
+    let run = pair.sync().await;
+    assert_eq!(run.code, 4, "{run:?}");
+    let error = run.error();
+    assert_eq!(error["code"], "sync.remote_moved", "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("/moved"), "the hint names the new path: {error}");
+    let top = app.call(Method::GET, "/directory/?limit=100", Some(&pair.session.access), None).await;
+    let top: Value = top.json().await.unwrap();
+    let names: Vec<&str> = top["items"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["moved"], "no folder made at the old path");
+    // Another folder made at the old path meanwhile is not taken for it either.
+    let other = app.mkdir(&pair.session, &app.root_id(&pair.session).await, "sync").await;
+    let run = pair.sync().await;
+    assert_eq!((run.code, run.error()["code"].as_str()), (5, Some("sync.remote_moved")), "{run:?}");
+    assert!(remote_objects(&app, &pair.session, "/sync").await.is_empty(), "nothing uploaded into it");
+    trash_remote(&app, &pair.session, &other).await;
+
+    // Following the hint: the same pair, nothing to move.
+    let tree = pair.local("");
+    let run = sync_between(&pair, &tree, "/moved").await;
+    run.converged();
+    assert_eq!(run.count("upload") + run.count("download"), 0, "{}", run.stdout);
+
+    // The local folder moved (after a deletion not yet synced): a first run from the new path,
+    // a union where nothing is deleted on either side; the deleted file comes back.
+    std::fs::remove_file(pair.local("deleted-before-the-move.txt")).unwrap();
+    let moved_here = pair.home.path().join("moved-tree");
+    std::fs::rename(&tree, &moved_here).unwrap();
+    assert_eq!(sync_between(&pair, &tree, "/moved").await.code, 4, "the old local path is gone, not emptied");
+    let run = sync_between(&pair, &moved_here, "/moved").await;
+    run.converged();
+    assert_eq!((run.count("trash_remote"), run.count("delete_local")), (0, 0), "{}", run.stdout);
+    let notes: Vec<Value> = run.events().into_iter().filter(|e| e["event"] == "note").collect();
+    let old_place = pair.home.path().join("tree").display().to_string();
+    assert!(
+        notes.iter().any(|n| n["message"].as_str().unwrap().contains(&old_place)),
+        "the run says it merged as a first run, and where the folder was synced from: {notes:?}"
+    );
+    assert_eq!(
+        std::fs::read(moved_here.join("deleted-before-the-move.txt")).unwrap(),
+        b"deleted here after the rename",
+        "brought back, never trashed"
+    );
+    assert_eq!(remote_objects(&app, &pair.session, "/moved").await.len(), 2);
 }
 
 async fn a_run_left_out_of_step_only_by_the_quota_exits_with_the_quota_status(app: TestApp) {

@@ -239,11 +239,32 @@ impl<'a> Apply<'a> {
             match action {
                 Action::MoveLocal { from, to } => self.move_local(&from, &to)?,
                 Action::MoveRemote { from, to, id, server_at } => self.move_remote(&from, &to, &id, &server_at).await?,
+                // Before anything else: what is made in place of the replaced one needs its path.
+                Action::ReplaceRemote { path, id, blake3, local } => {
+                    if self.is_blocked(&path) || !self.replace_remote(&path, &id, blake3).await? {
+                        continue;
+                    }
+                    match local.kind {
+                        Kind::Folder => rest.push(Action::MakeRemoteFolder { path }),
+                        Kind::File => uploads.push((path, local, None)),
+                    }
+                }
+                Action::ReplaceLocal { path, expect, below, remote } => {
+                    if self.is_blocked(&path) || !self.replace_local(&path, &expect, &below)? {
+                        continue;
+                    }
+                    match remote.kind {
+                        Kind::Folder => rest.push(Action::MakeLocalFolder { path, remote }),
+                        Kind::File => downloads.push((path, remote, None)),
+                    }
+                }
                 Action::Upload { path, local, replaces, .. } => uploads.push((path, local, replaces)),
                 Action::Download { path, remote, expect, .. } => downloads.push((path, remote, expect)),
                 Action::TrashRemote { path, id, blake3 } => trash.push((path, id, blake3)),
                 Action::DeleteLocal { path, expect } => deletions.push((path, expect)),
-                Action::Conflict { path, local, remote } => conflicts.push((path, local, remote)),
+                Action::Conflict { path, local, remote, local_below, remote_below } => {
+                    conflicts.push((path, local, remote, local_below, remote_below));
+                }
                 Action::Skip { path, reason } => self.skip(&path, reason),
                 other => rest.push(other),
             }
@@ -258,15 +279,17 @@ impl<'a> Apply<'a> {
                 self.failed(&path, err)?;
             }
         }
-        for (path, local, remote) in conflicts {
+        for (path, local, remote, local_below, remote_below) in conflicts {
             if self.is_blocked(&path) {
                 continue;
             }
             match self.set_conflict_aside(&path, &local) {
                 Ok(Some(aside)) => {
                     self.report.lock().expect("report").conflicts.push(path.clone());
-                    uploads.push((aside, local, None));
-                    downloads.push((path, remote, None));
+                    let sides = Conflicted { path: &path, aside: &aside, local, remote, local_below, remote_below };
+                    if let Err(err) = self.keep_both(sides, &mut uploads, &mut downloads).await {
+                        self.failed(&path, err)?;
+                    }
                 }
                 Ok(None) => {}
                 Err(err) => self.failed(&path, err)?,
@@ -364,6 +387,106 @@ impl<'a> Apply<'a> {
                 self.failed(to, err)
             }
         }
+    }
+
+    /// The first half of a replacement on the server: the object at `path` into the trash, only
+    /// if still as planned (as [`Self::trash`] does). Whether the path is free now.
+    async fn replace_remote(&self, path: &str, id: &str, blake3: Option<String>) -> CliResult<bool> {
+        let item = (path.to_owned(), id.to_owned(), blake3);
+        let outcome = self.api.json::<Value>(Method::DELETE, "/object", Some(&self.trash_request(&[&item]))).await;
+        match outcome {
+            Ok(_) => {
+                self.state.forget(path)?;
+                self.done("trash_remote", path, json!({"id": id}));
+            }
+            Err(err) if err.status == Some(404) => self.state.forget(path)?,
+            Err(err) => {
+                // Nothing is made in its place (nor below it) in this run.
+                self.blocked.lock().expect("blocked").push(path.to_owned());
+                if err.code.as_deref() == Some("object.changed") {
+                    let reason = "changed on the server after this run looked: kept, and planned again";
+                    self.emit("replan", path, json!({"reason": reason}));
+                    self.report.lock().expect("report").replan.push(path.to_owned());
+                    return Ok(false);
+                }
+                self.failed(path, err)?;
+                return Ok(false);
+            }
+        }
+        let below = format!("{path}/");
+        self.folders.lock().expect("folders").retain(|known, _| known != path && !known.starts_with(&below));
+        Ok(true)
+    }
+
+    /// The first half of a replacement here: the local file or folder at `path` (a folder with
+    /// `below`, deepest first) removed, only while all of it is still as the plan saw it.
+    /// Whether the path is free now.
+    fn replace_local(&self, path: &str, expect: &Local, below: &[(String, Local)]) -> CliResult<bool> {
+        let target = self.local(path);
+        let unchanged =
+            still(&target, Some(expect)) && below.iter().all(|(inner, local)| still(&self.local(inner), Some(local)));
+        let removed = if unchanged {
+            let remove = |at: &Path, kind: Kind| match kind {
+                Kind::Folder => std::fs::remove_dir(at),
+                Kind::File => std::fs::remove_file(at),
+            };
+            // In path order a folder comes before what it holds: backwards, it comes after.
+            below
+                .iter()
+                .rev()
+                .try_for_each(|(inner, local)| remove(&self.local(inner), local.kind))
+                .and_then(|()| remove(&target, expect.kind))
+        } else {
+            Err(std::io::Error::other("changed here meanwhile"))
+        };
+        match removed {
+            Ok(()) => {
+                self.state.forget(path)?;
+                self.done("delete_local", path, json!({}));
+                Ok(true)
+            }
+            Err(err) => {
+                self.blocked.lock().expect("blocked").push(path.to_owned());
+                self.skip(path, format!("kept: {err}; the next run keeps both"));
+                Ok(false)
+            }
+        }
+    }
+
+    /// Queues both sides of a conflict whose local side is set aside: the local one (a folder
+    /// with all it holds) to be uploaded under its conflict name, the remote one (likewise) to be
+    /// brought to the path. What was agreed at the path belongs to neither now.
+    async fn keep_both(
+        &self,
+        sides: Conflicted<'_>,
+        uploads: &mut Vec<(String, Local, Option<String>)>,
+        downloads: &mut Vec<(String, Remote, Option<Local>)>,
+    ) -> CliResult<()> {
+        let Conflicted { path, aside, local, remote, local_below, remote_below } = sides;
+        self.state.forget(path)?;
+        for (inner, local) in std::iter::once((path.to_owned(), local)).chain(local_below) {
+            let moved = format!("{aside}{}", &inner[path.len()..]);
+            match local.kind {
+                Kind::File => uploads.push((moved, local, None)),
+                Kind::Folder => {
+                    let folder = self.remote_folder(&moved).await?;
+                    self.state.agree(&moved, &folder_base(&folder.id, &folder.updated_at))?;
+                    self.done("make_remote_folder", &moved, json!({"id": folder.id}));
+                }
+            }
+        }
+        for remote in std::iter::once(remote).chain(remote_below) {
+            match remote.kind {
+                Kind::File => downloads.push((remote.path.clone(), remote, None)),
+                Kind::Folder => {
+                    let here = self.local(&remote.path);
+                    std::fs::create_dir_all(&here).map_err(|err| CliError::local("cannot create", &here, err))?;
+                    self.state.agree(&remote.path, &folder_base(&remote.id, &remote.updated_at))?;
+                    self.done("make_local_folder", &remote.path, json!({"id": remote.id}));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Renames the local side of a conflict to its conflict name; answers that name, or `None`
@@ -469,6 +592,13 @@ impl<'a> Apply<'a> {
                 self.skip(path, "changed on the server during this run; the next run keeps both".into());
                 return Ok(());
             }
+            // A retry after a lost answer finds the file the first attempt stored.
+            Err(err) if err.code.as_deref() == Some("object.name_taken") && file.replaces_blake3.is_none() => {
+                match self.stored_already(path, local).await? {
+                    Some(object) => (object, "found"),
+                    None => return Err(err),
+                }
+            }
             other => other?,
         };
         crate::testing::pause_in_upload("sent").await;
@@ -476,7 +606,7 @@ impl<'a> Apply<'a> {
         // other than those hashed before. The base is what the server really has, so the next
         // run sends the file again over it instead of taking the two for a conflict.
         let stored = match method {
-            "known" => None,
+            "known" | "found" => None,
             _ => crate::remote::stored_blake3(self.api, &object.id).await?,
         };
         let in_step = stored.as_ref().is_none_or(|hash| local.blake3.as_ref() == Some(hash))
@@ -504,6 +634,18 @@ impl<'a> Apply<'a> {
             self.skip(path, "changed here while it was uploaded; the next run sends it again".into());
         }
         Ok(())
+    }
+
+    /// The remote file at `path` when it already holds `local`'s content (its blake3): an
+    /// earlier attempt of this upload that the server stored though its answer never arrived.
+    async fn stored_already(&self, path: &str, local: &Local) -> CliResult<Option<Object>> {
+        let Some(hash) = &local.blake3 else { return Ok(None) };
+        let at = self.remote_root_path.join_relative(path);
+        let Some(object) = crate::remote::lookup(self.api, &at).await?.filter(|o| !o.is_folder()) else {
+            return Ok(None);
+        };
+        let stored = crate::remote::stored_blake3(self.api, &object.id).await?;
+        Ok((stored.as_ref() == Some(hash)).then_some(object))
     }
 
     async fn download(
@@ -567,28 +709,14 @@ impl<'a> Apply<'a> {
             return Ok(());
         }
         crate::testing::pause_before_trash().await;
-        let request = |items: &[&(String, String, Option<String>)]| {
-            let mut body = json!({
-                "ids": items.iter().map(|(_, id, _)| id).collect::<Vec<_>>(),
-                "expect": items
-                    .iter()
-                    .filter_map(|(_, id, blake3)| blake3.as_ref().map(|b| json!({"id": id, "blake3": b})))
-                    .collect::<Vec<_>>(),
-            });
-            // 0: a server without the tree listing gave no cursor to hold it to.
-            if self.planned_at > 0 {
-                body["unchanged_since"] = json!(self.planned_at);
-            }
-            body
-        };
         let all: Vec<&(String, String, Option<String>)> = trash.iter().collect();
-        let together = self.api.json::<Value>(Method::DELETE, "/object", Some(&request(&all))).await;
+        let together = self.api.json::<Value>(Method::DELETE, "/object", Some(&self.trash_request(&all))).await;
         for item in &trash {
             let (path, id, _) = item;
             let outcome = match &together {
                 Ok(_) => Ok(Value::Null),
                 // One of them could not go (gone already, changed meanwhile): each on its own.
-                Err(_) => self.api.json::<Value>(Method::DELETE, "/object", Some(&request(&[item]))).await,
+                Err(_) => self.api.json::<Value>(Method::DELETE, "/object", Some(&self.trash_request(&[item]))).await,
             };
             match outcome {
                 Ok(_) => {
@@ -605,6 +733,23 @@ impl<'a> Apply<'a> {
             }
         }
         Ok(())
+    }
+
+    /// The body of `DELETE /object` for `items` (path, id, a file's blake3): each only if nothing
+    /// at or below it changed since the plan's cursor and a file still has that content.
+    fn trash_request(&self, items: &[&(String, String, Option<String>)]) -> Value {
+        let mut body = json!({
+            "ids": items.iter().map(|(_, id, _)| id).collect::<Vec<_>>(),
+            "expect": items
+                .iter()
+                .filter_map(|(_, id, blake3)| blake3.as_ref().map(|b| json!({"id": id, "blake3": b})))
+                .collect::<Vec<_>>(),
+        });
+        // 0: a server without the tree listing gave no cursor to hold it to.
+        if self.planned_at > 0 {
+            body["unchanged_since"] = json!(self.planned_at);
+        }
+        body
     }
 
     /// Local deletions: files still as the base left them, then folders left empty (deepest first).
@@ -660,6 +805,16 @@ impl<'a> Apply<'a> {
             }
         }
     }
+}
+
+/// A conflict whose local side was set aside at `aside` (see [`Apply::keep_both`]).
+struct Conflicted<'p> {
+    path: &'p str,
+    aside: &'p str,
+    local: Local,
+    remote: Remote,
+    local_below: Vec<(String, Local)>,
+    remote_below: Vec<Remote>,
 }
 
 fn folder_base(id: &str, updated_at: &str) -> Base {

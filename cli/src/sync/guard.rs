@@ -62,12 +62,13 @@ pub fn check_plan(actions: &[Action], sides: &Sides, allow: bool) -> CliResult<(
     for action in actions {
         match action {
             // A folder goes with everything below it.
-            Action::TrashRemote { path, .. } => {
+            Action::TrashRemote { path, .. } | Action::ReplaceRemote { path, .. } => {
                 let below = format!("{path}/");
                 remote_deletions +=
                     1 + sides.remotes.range(below.clone()..).take_while(|(p, _)| p.starts_with(&below)).count();
             }
             Action::DeleteLocal { .. } => local_deletions += 1,
+            Action::ReplaceLocal { below, .. } => local_deletions += 1 + below.len(),
             _ => {}
         }
     }

@@ -65,7 +65,16 @@ pub async fn sync(api: &Api, local: &Path, remote: &str, options: &SyncOptions, 
     std::fs::create_dir_all(local).map_err(|err| CliError::local("cannot create", local, err))?;
     let root = std::fs::canonicalize(local).map_err(|err| CliError::local("cannot resolve", local, err))?;
     let remote_path = RemotePath::parse(remote);
-    let folder = match crate::remote::lookup(api, &remote_path).await? {
+    let credentials = api.credentials().await.ok_or_else(|| CliError::auth_needed("not signed in"))?;
+    let found = crate::remote::lookup(api, &remote_path).await?;
+    let pairs: Vec<state::KnownPair> = state::known_pairs()
+        .into_iter()
+        .filter(|pair| pair.server == api.server && pair.user_id == credentials.user_id && pair.has_bases)
+        .collect();
+    let root_shown = root.display().to_string();
+    let synced_here: Vec<&state::KnownPair> = pairs.iter().filter(|pair| pair.root == root_shown).collect();
+    check_not_moved_away(api, &synced_here, local, &remote_path, found.as_ref()).await?;
+    let folder = match found {
         Some(folder) if folder.is_folder() => folder,
         Some(_) => return Err(CliError::conflict(format!("{} is a file, not a folder", remote_path.display()))),
         None if options.dry_run => {
@@ -74,15 +83,30 @@ pub async fn sync(api: &Api, local: &Path, remote: &str, options: &SyncOptions, 
         }
         None => FolderCache::default().ensure(api, &remote_path).await?,
     };
-    let credentials = api.credentials().await.ok_or_else(|| CliError::auth_needed("not signed in"))?;
-    let key = format!("{}\n{}\n{}\n{}", api.server, credentials.user_id, root.display(), folder.id);
+    let key = state::pair_key(&api.server, &credentials.user_id, &root_shown, &folder.id);
     let state = state::State::open(&key)?;
+    state.set_remote_path(&remote_path.display())?;
     // A synced folder gone altogether is an unmounted disk or a mistake, not a deletion of
     // everything in it: refuse rather than empty the server's folder.
     if !was_there && !state.bases()?.is_empty() {
         let _ = std::fs::remove_dir(&root);
         return Err(CliError::not_found(format!("{} is gone, but was synced with {}", local.display(), remote))
             .with_hint("mount or restore it; to start afresh, sync into a new empty folder"));
+    }
+    // A local folder that moved has no agreements at its new path: nothing here says what was
+    // deleted since, so nothing is deleted (a first run's union), and the run says why.
+    if state.bases()?.is_empty()
+        && let Some(before) = pairs.iter().find(|pair| pair.folder_id == folder.id && pair.root != root_shown)
+    {
+        note(
+            output,
+            &format!(
+                "{root_shown} was never synced with {} before ({} was): this first run merges both sides, a union \
+                 where nothing is deleted; what was deleted on either side since the last run there comes back",
+                remote_path.display(),
+                before.root,
+            ),
+        );
     }
     let pair = Pair {
         api,
@@ -105,6 +129,67 @@ pub async fn sync(api: &Api, local: &Path, remote: &str, options: &SyncOptions, 
         report = report.then(pair.run_once().await?);
     }
     finish(&report, output)
+}
+
+/// Refuses to go on when a pair of this local folder (`synced_here`) knew its remote folder at
+/// `remote_path` and that folder is now live elsewhere on the server (renamed or moved): going
+/// on would make a new folder at the old path (or merge into another one there) and upload
+/// everything again.
+async fn check_not_moved_away(
+    api: &Api,
+    synced_here: &[&state::KnownPair],
+    local: &Path,
+    remote_path: &RemotePath,
+    found: Option<&Object>,
+) -> CliResult<()> {
+    let found_id = found.map(|object| object.id.as_str());
+    if synced_here.iter().any(|pair| Some(pair.folder_id.as_str()) == found_id) {
+        return Ok(());
+    }
+    let shown = remote_path.display();
+    for pair in synced_here.iter().filter(|pair| pair.remote_path.as_deref() == Some(shown.as_str())) {
+        let Some(now) = live_folder_path(api, &pair.folder_id).await? else { continue };
+        let follow = format!("sync with its new path: `nubo sync {} {now}`", local.display());
+        let mut moved = match found {
+            None => CliError::new(
+                ExitKind::NotFound,
+                format!("{shown} is gone: the folder {} was synced with is now at {now}", local.display()),
+            )
+            .with_hint(format!("it was renamed or moved on the server; {follow}, or move it back to {shown}")),
+            Some(_) => CliError::new(
+                ExitKind::Conflict,
+                format!("{shown} is not the folder {} was synced with: that one is now at {now}", local.display()),
+            )
+            .with_hint(format!("{follow}; once that has run, {shown} can be synced with it as a new pair")),
+        };
+        moved.code = Some("sync.remote_moved".to_owned());
+        return Err(moved);
+    }
+    Ok(())
+}
+
+/// Where the folder `id` is now when it is live (neither in the trash nor below a trashed folder).
+async fn live_folder_path(api: &Api, id: &str) -> CliResult<Option<String>> {
+    let object: Object = match api.get(&format!("/object/{id}")).await {
+        Ok(object) => object,
+        Err(err) if err.kind == ExitKind::NotFound => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    if !object.is_folder() || object.rest.get("trashed_at").is_some_and(|at| !at.is_null()) {
+        return Ok(None);
+    }
+    let at = RemotePath::parse(&object.path);
+    let live = crate::remote::lookup(api, &at).await?.is_some_and(|there| there.id == object.id);
+    Ok(live.then(|| at.display()))
+}
+
+/// A line for people (an event for scripts) about the run as a whole.
+fn note(output: Output, message: &str) {
+    if output.json {
+        println!("{}", json!({"event": "note", "message": message}));
+    } else if !output.quiet {
+        eprintln!("{message}");
+    }
 }
 
 /// The summary line, and the exit status: 0 when in step, else that of [`not_in_step`].
@@ -203,7 +288,8 @@ impl Pair<'_> {
             None => scan::list_remote(self.api, &self.remote.id, &self.remote_path).await?,
         };
         let mut bases = if forgot {
-            self.output_note(
+            note(
+                self.output,
                 "the server does not know what this folder agreed with it (restored from a backup?): \
                  both sides are merged as on a first run, nothing is deleted",
             );
@@ -238,15 +324,6 @@ impl Pair<'_> {
         }
         self.state.set_in_step(report.converged() && self.options.direction == Direction::Both)?;
         Ok(report)
-    }
-
-    /// A line for people (an event for scripts) about the run as a whole.
-    fn output_note(&self, message: &str) {
-        if self.output.json {
-            println!("{}", json!({"event": "note", "message": message}));
-        } else if !self.output.quiet {
-            eprintln!("{message}");
-        }
     }
 
     /// `--dry-run`: the plan, one step a line (JSON with `--json`).

@@ -6,7 +6,9 @@
 //! The rules: a side whose path still matches B is unchanged; the changed side wins; both
 //! changed to the same content agree; both changed differently is a conflict (both kept).
 //! A deletion propagates only when the other side still has exactly B; against a change, the
-//! changed one survives. A path with no B is new and is never deleted. Moves are found first
+//! changed one survives. A path with no B is new and is never deleted. A file replaced by a
+//! folder (or the other way round) on one side is a deletion and a creation, carried over on
+//! the same terms: only onto the agreed version, a folder only whole. Moves are found first
 //! (remote ones by object id, local ones by a vanished B path whose content reappears under a
 //! new path; a whole folder by all of its B entries reappearing below a new folder), so that a
 //! renamed folder is one request, not a transfer of everything in it.
@@ -92,6 +94,12 @@ pub enum Action {
         local: Local,
         #[serde(skip)]
         remote: Remote,
+        /// A file on one side and a folder on the other: what is below the local folder (set
+        /// aside with it, and uploaded there) or below the remote one (brought here).
+        #[serde(skip)]
+        local_below: Vec<(String, Local)>,
+        #[serde(skip)]
+        remote_below: Vec<Remote>,
     },
     /// Deleted here, unchanged there: into the server's trash, only if it is still as planned
     /// (`blake3`, a file's content then; the server checks it).
@@ -100,6 +108,29 @@ pub enum Action {
         id: String,
         #[serde(skip)]
         blake3: Option<String>,
+    },
+    /// A folder here where the server still has the agreed file (or a file here where it has
+    /// the agreed folder, with everything below it as agreed): the server's goes to the trash,
+    /// only if still as planned (as `TrashRemote`), then the local one is made there.
+    ReplaceRemote {
+        path: String,
+        id: String,
+        #[serde(skip)]
+        blake3: Option<String>,
+        #[serde(skip)]
+        local: Local,
+    },
+    /// The mirror of `ReplaceRemote`: the server replaced the agreed file or folder by the other
+    /// kind. The local one (with `below`, each as agreed) is removed if it still has `expect`,
+    /// then the server's is made here.
+    ReplaceLocal {
+        path: String,
+        #[serde(skip)]
+        expect: Local,
+        #[serde(skip)]
+        below: Vec<(String, Local)>,
+        #[serde(skip)]
+        remote: Remote,
     },
     /// Deleted on the server, unchanged here: removed when it still has `expect`.
     DeleteLocal {
@@ -128,6 +159,8 @@ impl Action {
             | Action::Agree { path, .. }
             | Action::Conflict { path, .. }
             | Action::TrashRemote { path, .. }
+            | Action::ReplaceRemote { path, .. }
+            | Action::ReplaceLocal { path, .. }
             | Action::DeleteLocal { path, .. }
             | Action::Forget { path }
             | Action::Skip { path, .. } => path,
@@ -146,6 +179,8 @@ impl Action {
             Action::Agree { .. } => "agree",
             Action::Conflict { .. } => "conflict",
             Action::TrashRemote { .. } => "trash_remote",
+            Action::ReplaceRemote { .. } => "replace_remote",
+            Action::ReplaceLocal { .. } => "replace_local",
             Action::DeleteLocal { .. } => "delete_local",
             Action::Forget { .. } => "forget",
             Action::Skip { .. } => "skip",
@@ -330,8 +365,6 @@ fn decide(path: &str, local: Option<&Local>, remote: Option<&Remote>, base: Opti
         (None, None) => true,
         _ => false,
     };
-    let kinds_differ =
-        || Action::Skip { path: path.clone(), reason: "a file on one side, a folder on the other".into() };
     match (local_same, remote_same) {
         (true, true) => match (local, remote, base) {
             // Unchanged; the base is refreshed when the remote object or the local time moved on.
@@ -343,7 +376,9 @@ fn decide(path: &str, local: Option<&Local>, remote: Option<&Remote>, base: Opti
             _ => None,
         },
         (false, true) => match (local, remote) {
-            (Some(l), Some(r)) if l.kind != r.kind => Some(kinds_differ()),
+            (Some(l), Some(r)) if l.kind != r.kind => {
+                Some(Action::ReplaceRemote { path, id: r.id.clone(), blake3: r.blake3.clone(), local: l.clone() })
+            }
             (Some(l), Some(r)) if l.kind == Kind::File => Some(Action::Upload {
                 path,
                 size: l.size,
@@ -360,7 +395,9 @@ fn decide(path: &str, local: Option<&Local>, remote: Option<&Remote>, base: Opti
             (None, None) => Some(Action::Forget { path }),
         },
         (true, false) => match (local, remote) {
-            (Some(l), Some(r)) if l.kind != r.kind => Some(kinds_differ()),
+            (Some(l), Some(r)) if l.kind != r.kind => {
+                Some(Action::ReplaceLocal { path, expect: l.clone(), below: Vec::new(), remote: r.clone() })
+            }
             (Some(l), Some(r)) if r.kind == Kind::File => {
                 Some(Action::Download { path, size: r.size, remote: r.clone(), expect: Some(l.clone()) })
             }
@@ -371,11 +408,10 @@ fn decide(path: &str, local: Option<&Local>, remote: Option<&Remote>, base: Opti
             (None, None) => Some(Action::Forget { path }),
         },
         (false, false) => match (local, remote) {
-            (Some(l), Some(r)) if l.kind != r.kind => Some(kinds_differ()),
-            (Some(l), Some(r)) if l.kind == Kind::Folder || l.blake3 == r.blake3 => {
+            (Some(l), Some(r)) if l.kind == r.kind && (l.kind == Kind::Folder || l.blake3 == r.blake3) => {
                 Some(Action::Agree { path, local: l.clone(), remote: r.clone() })
             }
-            (Some(l), Some(r)) => Some(Action::Conflict { path, local: l.clone(), remote: r.clone() }),
+            (Some(l), Some(r)) => Some(conflict(path, l, r)),
             // Changed here, deleted there: the changed one survives.
             (Some(l), None) if l.kind == Kind::Folder => Some(Action::MakeRemoteFolder { path }),
             (Some(l), None) => {
@@ -385,6 +421,82 @@ fn decide(path: &str, local: Option<&Local>, remote: Option<&Remote>, base: Opti
             (None, Some(r)) => Some(Action::Download { path, size: r.size, remote: r.clone(), expect: None }),
             (None, None) => Some(Action::Forget { path }),
         },
+    }
+}
+
+/// Both changed differently: both kept (see [`Action::Conflict`]).
+fn conflict(path: String, local: &Local, remote: &Remote) -> Action {
+    Action::Conflict {
+        path,
+        local: local.clone(),
+        remote: remote.clone(),
+        local_below: Vec::new(),
+        remote_below: Vec::new(),
+    }
+}
+
+/// A file on one side and a folder on the other, both changed: a conflict of the whole folder.
+/// The local side is set aside with all it holds and the remote one brought here with all it
+/// holds, so nothing below is decided (nor deleted) on its own.
+fn whole_kind_conflicts(sides: &Sides, by_path: &mut BTreeMap<String, Action>) {
+    let paths: Vec<String> = by_path
+        .iter()
+        .filter(|(_, action)| matches!(action, Action::Conflict { local, remote, .. } if local.kind != remote.kind))
+        .map(|(path, _)| path.clone())
+        .collect();
+    for path in paths {
+        by_path.retain(|inner, _| !is_below(inner, &path));
+        if let Some(Action::Conflict { local_below, remote_below, .. }) = by_path.get_mut(&path) {
+            *local_below = below(&sides.locals, &path).map(|(p, l)| (p.clone(), l.clone())).collect();
+            *remote_below = below(&sides.remotes, &path).map(|(_, r)| r.clone()).collect();
+        }
+    }
+}
+
+/// A folder gives way to a file only when everything below it goes too (as agreed, nothing new
+/// or skipped in it): then it goes whole, the deletions below are part of the replacement.
+/// Otherwise both changed: a conflict, both kept (see [`whole_kind_conflicts`]).
+fn replace_whole_folders(sides: &Sides, skipped: &[&str], by_path: &mut BTreeMap<String, Action>) {
+    let folders: Vec<String> = by_path
+        .iter()
+        .filter(|(_, action)| match action {
+            Action::ReplaceRemote { local, .. } => local.kind == Kind::File,
+            Action::ReplaceLocal { expect, .. } => expect.kind == Kind::Folder,
+            _ => false,
+        })
+        .map(|(path, _)| path.clone())
+        .collect();
+    for folder in folders {
+        let remote_side = matches!(by_path.get(&folder), Some(Action::ReplaceRemote { .. }));
+        let inside: Vec<String> = if remote_side {
+            below(&sides.remotes, &folder).map(|(p, _)| p.clone()).collect()
+        } else {
+            below(&sides.locals, &folder).map(|(p, _)| p.clone()).collect()
+        };
+        let goes = |path: &String| match by_path.get(path) {
+            Some(Action::TrashRemote { .. }) => remote_side,
+            Some(Action::DeleteLocal { .. }) => !remote_side,
+            _ => false,
+        };
+        let everything_goes = !skipped.iter().any(|s| is_below(s, &folder)) && inside.iter().all(goes);
+        let mut removed = Vec::new();
+        by_path.retain(|path, action| {
+            if !is_below(path, &folder) {
+                return true;
+            }
+            if let Action::DeleteLocal { expect, .. } = action {
+                removed.push((path.clone(), expect.clone()));
+            }
+            false
+        });
+        match by_path.get_mut(&folder) {
+            Some(Action::ReplaceLocal { below, .. }) if everything_goes => *below = removed,
+            Some(_) if everything_goes => {}
+            _ => {
+                let both = conflict(folder.clone(), &sides.locals[&folder], &sides.remotes[&folder]);
+                by_path.insert(folder, both);
+            }
+        }
     }
 }
 
@@ -466,6 +578,8 @@ pub fn plan(mut sides: Sides, direction: Direction, skipped: &[Skipped]) -> (Vec
             by_path.insert(path.clone(), action);
         }
     }
+    replace_whole_folders(&sides, &skipped_paths, &mut by_path);
+    whole_kind_conflicts(&sides, &mut by_path);
     keep_folders_with_survivors(&sides, &skipped_paths, &mut by_path);
     let mut actions = moves;
     for skip in skipped {
@@ -481,6 +595,7 @@ pub fn plan(mut sides: Sides, direction: Direction, skipped: &[Skipped]) -> (Vec
                 Action::MoveLocal { .. }
                 | Action::MakeLocalFolder { .. }
                 | Action::Download { .. }
+                | Action::ReplaceLocal { .. }
                 | Action::DeleteLocal { .. },
             )
             | (
@@ -488,6 +603,7 @@ pub fn plan(mut sides: Sides, direction: Direction, skipped: &[Skipped]) -> (Vec
                 Action::MoveRemote { .. }
                 | Action::MakeRemoteFolder { .. }
                 | Action::Upload { .. }
+                | Action::ReplaceRemote { .. }
                 | Action::TrashRemote { .. },
             ) => continue,
             (_, action) => action,
@@ -697,6 +813,54 @@ mod tests {
         let planned: Vec<String> =
             plan(s, Direction::Both, &skipped).0.iter().map(|a| format!("{} {}", a.name(), a.path())).collect();
         assert_eq!(planned, ["skip f/back\\slash.txt", "make_local_folder f", "trash_remote f/ok.txt"]);
+    }
+
+    #[test]
+    fn a_file_replaced_by_a_folder_on_one_side_replaces_the_unchanged_one_on_the_other() {
+        let bases = [("here", base("1", Some("aa"), 5)), ("there", base("2", Some("bb"), 5))];
+        let s = sides(
+            &[("here", folder()), ("here/x.txt", file("xx", 1)), ("there", file("bb", 5))],
+            &[remote("here", "1", Some("aa")), remote("there", "9", None), remote("there/y.txt", "8", Some("yy"))],
+            &bases,
+        );
+        assert_eq!(
+            plan_of(s),
+            ["replace_remote here", "upload here/x.txt", "replace_local there", "download there/y.txt"]
+        );
+    }
+
+    #[test]
+    fn a_folder_gives_way_to_a_file_whole_or_not_at_all() {
+        let bases = [
+            ("d", base("d", None, 0)),
+            ("d/same.txt", base("1", Some("aa"), 5)),
+            ("d/sub", base("s", None, 0)),
+            ("d/sub/same.txt", base("2", Some("bb"), 5)),
+        ];
+        let locals = [("d", file("new", 9))];
+        let remotes = [
+            remote("d", "d", None),
+            remote("d/same.txt", "1", Some("aa")),
+            remote("d/sub", "s", None),
+            remote("d/sub/same.txt", "2", Some("bb")),
+        ];
+        assert_eq!(plan_of(sides(&locals, &remotes, &bases)), ["replace_remote d"], "one trash request for all");
+        // Something below changed on the server: both changed, nothing below is touched.
+        let changed = [&remotes[..3], &[remote("d/sub/same.txt", "2", Some("cc"))]].concat();
+        assert_eq!(plan_of(sides(&locals, &changed, &bases)), ["conflict d"]);
+        let (actions, _) = plan(sides(&locals, &changed, &bases), Direction::Both, &[]);
+        let Some(Action::Conflict { remote_below, .. }) = actions.first() else { panic!("{actions:?}") };
+        assert_eq!(remote_below.len(), 3, "the server's folder is brought here whole");
+
+        // Here, the mirror: the local folder goes with what it holds, each as agreed.
+        let locals = [("d", folder()), ("d/same.txt", file("aa", 5)), ("d/sub", folder())];
+        let locals = [&locals[..], &[("d/sub/same.txt", file("bb", 5))]].concat();
+        let (actions, _) = plan(sides(&locals, &[remote("d", "9", Some("zz"))], &bases), Direction::Both, &[]);
+        let Some(Action::ReplaceLocal { below, .. }) = actions.first() else { panic!("{actions:?}") };
+        let below: Vec<&str> = below.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!((actions.len(), below), (1, vec!["d/same.txt", "d/sub", "d/sub/same.txt"]));
+        let added = [&locals[..], &[("d/new.txt", file("nn", 1))]].concat();
+        assert_eq!(plan_of(sides(&added, &[remote("d", "9", Some("zz"))], &bases)), ["conflict d"], "a new file in it");
     }
 
     #[test]

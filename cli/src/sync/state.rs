@@ -45,6 +45,63 @@ pub struct Base {
     pub remote_updated_at: String,
 }
 
+/// What a pair's state says of itself, read without taking its lock (see [`known_pairs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownPair {
+    pub server: String,
+    pub user_id: String,
+    pub root: String,
+    pub folder_id: String,
+    /// Where its remote folder was when it last ran (`None` from states older than this record).
+    pub remote_path: Option<String>,
+    /// Whether anything was ever agreed.
+    pub has_bases: bool,
+}
+
+/// The key naming a pair's state (see [`State::open`]).
+pub fn pair_key(server: &str, user_id: &str, root: &str, folder_id: &str) -> String {
+    format!("{server}\n{user_id}\n{root}\n{folder_id}")
+}
+
+/// Every pair with a state on this machine, read-only (a pair running now is read as it is).
+/// States that cannot be read are left out: this is advice for messages, never a plan's input.
+pub fn known_pairs() -> Vec<KnownPair> {
+    let Ok(entries) =
+        state_dir().and_then(|dir| std::fs::read_dir(&dir).map_err(|err| CliError::local("cannot read", &dir, err)))
+    else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "sqlite"))
+        .filter_map(|path| read_known(&path).ok().flatten())
+        .collect()
+}
+
+fn read_known(file: &Path) -> rusqlite::Result<Option<KnownPair>> {
+    let connection = Connection::open_with_flags(file, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let meta = |key: &str| {
+        connection
+            .query_row("SELECT value FROM meta WHERE key = ?1", params![key], |row| row.get::<_, String>(0))
+            .optional()
+    };
+    let Some(key) = meta("pair")? else { return Ok(None) };
+    // The root sits between the account and the folder id and may itself hold a line break.
+    let mut head = key.splitn(3, '\n');
+    let (Some(server), Some(user_id), Some(rest)) = (head.next(), head.next(), head.next()) else { return Ok(None) };
+    let Some((root, folder_id)) = rest.rsplit_once('\n') else { return Ok(None) };
+    let has_bases = connection.query_row("SELECT EXISTS (SELECT 1 FROM base)", [], |row| row.get::<_, bool>(0))?;
+    Ok(Some(KnownPair {
+        server: server.to_owned(),
+        user_id: user_id.to_owned(),
+        root: root.to_owned(),
+        folder_id: folder_id.to_owned(),
+        remote_path: meta("remote_path")?,
+        has_bases,
+    }))
+}
+
 /// The open state file of one pair, held by this process alone.
 pub struct State {
     connection: Connection,
@@ -233,6 +290,11 @@ impl State {
         Ok(())
     }
 
+    /// Where the remote folder was when the pair last ran (its path from the user's root).
+    pub fn set_remote_path(&self, path: &str) -> CliResult<()> {
+        self.set_meta("remote_path", path)
+    }
+
     /// The file system the local folder was on when the agreements were made (see `guard`).
     pub fn root_device(&self) -> CliResult<Option<String>> {
         self.meta("root_device")
@@ -275,5 +337,20 @@ mod tests {
         state.set_cursor(42).unwrap();
         assert_eq!(state.cursor().unwrap(), Some(42));
         assert!(State::open_file(&dir.path().join("s.sqlite"), "pair").is_err(), "one run of a pair at a time");
+    }
+
+    #[test]
+    fn a_state_tells_its_pair_without_being_locked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.sqlite");
+        let key = pair_key("http://nubo", "u-1", "/home/me/odd\nname", "f-1");
+        let state = State::open_file(&file, &key).unwrap();
+        let known = read_known(&file).unwrap().unwrap();
+        assert_eq!((known.root.as_str(), known.folder_id.as_str()), ("/home/me/odd\nname", "f-1"));
+        assert_eq!((known.remote_path, known.has_bases), (None, false));
+        state.set_remote_path("/sync").unwrap();
+        state.agree("a", &base("1")).unwrap();
+        let known = read_known(&file).unwrap().unwrap();
+        assert_eq!((known.remote_path.as_deref(), known.has_bases), (Some("/sync"), true), "read while held");
     }
 }
