@@ -53,6 +53,7 @@ mod reads;
 mod search;
 mod summary;
 mod sync;
+mod sync_growth;
 mod thumbnails;
 mod uploads;
 
@@ -272,7 +273,7 @@ async fn bench_metrics(options: Options) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench metrics [--seconds N] [--concurrency C] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench uploads --baseline PATH [--rounds N] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N] | nubo-bench cluster [--seconds N] [--concurrency C] | nubo-bench cli [--big-mib N] [--small-files N] [--parallel N] | nubo-bench sync [--small-files N] [--small-kib K] [--big-mib N] | nubo-bench import [--files N]";
+    let usage = "usage: nubo-bench auth [--seconds N] [--concurrency C] [--static-url URL] | nubo-bench metrics [--seconds N] [--concurrency C] | nubo-bench login [--seconds N] [--concurrency C] [--users U] | nubo-bench files [--small ROUNDS] | nubo-bench uploads --baseline PATH [--rounds N] | nubo-bench migrate | nubo-bench nodes | nubo-bench reads [--requests N] [--rounds R] [--concurrency C] | nubo-bench dav [--runs N] [--peers a,b] | nubo-bench search [--objects N] [--rounds R] | nubo-bench archive [--size-mib N] [--files F] [--keep PATH] | nubo-bench summary [--objects N] [--users U] [--rounds R] | nubo-bench thumbnails [--images N] | nubo-bench events [--subscribers S] [--changes N] | nubo-bench cluster [--seconds N] [--concurrency C] | nubo-bench cli [--big-mib N] [--small-files N] [--parallel N] | nubo-bench sync [--small-files N] [--small-kib K] [--big-mib N] | nubo-bench sync-growth [--sizes 1000,10000,50000,200000] [--kib K] [--peer-first-max N] | nubo-bench import [--files N]";
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -295,6 +296,7 @@ fn main() {
         "thumbnails" => return runtime.block_on(thumbnails::run(rest)),
         "cli" => return runtime.block_on(cli::run(rest)),
         "sync" => return runtime.block_on(sync::run(rest)),
+        "sync-growth" => return runtime.block_on(sync_growth::run(rest)),
         "import" => return runtime.block_on(import::run(rest)),
         "events" => return runtime.block_on(events::run(rest)),
         "s3-copy" => return runtime.block_on(migrate::copy_files(rest)),

@@ -20,7 +20,7 @@ use crate::cli::{Client, rclone};
 use crate::files::{fill_chunk, start_signed_in};
 
 const MIB: usize = 1024 * 1024;
-const DAV_PASSWORD: &str = "sync-bench-dav-password";
+pub(crate) const DAV_PASSWORD: &str = "sync-bench-dav-password";
 
 struct Options {
     small_files: usize,
@@ -45,7 +45,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
 }
 
 /// `count` files of `size` bytes in folders of 500, content made distinct by `seed`.
-fn write_small(dir: &Path, count: usize, size: usize, seed: usize) {
+pub(crate) fn write_small(dir: &Path, count: usize, size: usize, seed: usize) {
     let mut buffer = vec![0u8; size];
     for index in 0..count {
         let folder = dir.join(format!("folder-{:03}", index / 500));
@@ -85,7 +85,7 @@ fn nubo_sync(client: &Client, local: &Path, remote: &str) -> f64 {
 }
 
 /// `rclone bisync` against the WebDAV account `sync`.
-struct Bisync {
+pub(crate) struct Bisync {
     dav_url: String,
     /// Obscured once: rclone names bisync's listings after the remote's settings, so every run
     /// must present the same ones.
@@ -95,30 +95,52 @@ struct Bisync {
 }
 
 impl Bisync {
-    fn run(&self, args: &[&str]) -> f64 {
+    /// For the master at `server` (its address without `/api/v1`).
+    pub(crate) fn new(server: &str) -> Bisync {
+        let obscured = std::process::Command::new("rclone").args(["obscure", DAV_PASSWORD]).output().expect("rclone");
+        Bisync {
+            dav_url: format!("{server}/dav/"),
+            password: String::from_utf8_lossy(&obscured.stdout).trim().to_owned(),
+            config: tempfile::NamedTempFile::new().expect("empty rclone config"),
+            workdir: tempfile::tempdir().expect("bisync workdir"),
+        }
+    }
+
+    /// `rclone ARGS -q` against the account, not started.
+    pub(crate) fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut command = rclone(&self.dav_url, ("sync", DAV_PASSWORD), self.config.path());
+        // bisync needs modification times: the ownCloud dialect reads them from PROPFIND
+        // and sets them with `X-OC-Mtime`.
+        command.env("RCLONE_CONFIG_NUBO_VENDOR", "owncloud").env("RCLONE_CONFIG_NUBO_PASS", &self.password);
+        command.args(args).arg("-q");
+        command
+    }
+
+    pub(crate) fn run(&self, args: &[&str]) -> f64 {
         let started = Instant::now();
-        let status = rclone(&self.dav_url, ("sync", DAV_PASSWORD), self.config.path())
-            // bisync needs modification times: the ownCloud dialect reads them from PROPFIND
-            // and sets them with `X-OC-Mtime`.
-            .env("RCLONE_CONFIG_NUBO_VENDOR", "owncloud")
-            .env("RCLONE_CONFIG_NUBO_PASS", &self.password)
-            .args(args)
-            .arg("-q")
-            .status()
-            .expect("rclone");
+        let status = self.command(args).status().expect("rclone");
         let seconds = started.elapsed().as_secs_f64();
         assert!(status.success(), "rclone {args:?} failed");
         seconds
     }
 
-    /// `rclone bisync local nubo:remote` (`--resync` the first time); its time.
-    fn bisync(&self, local: &Path, remote: &str, first: bool) -> f64 {
+    /// `rclone bisync local nubo:remote` (`--resync` the first time), not started.
+    pub(crate) fn bisync_command(&self, local: &Path, remote: &str, first: bool) -> std::process::Command {
         let workdir = self.workdir.path().to_str().unwrap().to_owned();
         let mut args = vec!["bisync", local.to_str().unwrap(), remote, "--workdir", &workdir, "--transfers", "4"];
         if first {
             args.push("--resync");
         }
-        self.run(&args)
+        self.command(&args)
+    }
+
+    /// `rclone bisync local nubo:remote` (`--resync` the first time); its time.
+    fn bisync(&self, local: &Path, remote: &str, first: bool) -> f64 {
+        let started = Instant::now();
+        let status = self.bisync_command(local, remote, first).status().expect("rclone");
+        let seconds = started.elapsed().as_secs_f64();
+        assert!(status.success(), "rclone bisync {} {remote} failed", local.display());
+        seconds
     }
 }
 
@@ -147,13 +169,7 @@ pub async fn run(args: &[String]) {
     let server = bench.server.base.trim_end_matches("/api/v1").to_owned();
     let client = Client::new();
     client.login(&server);
-    let obscured = std::process::Command::new("rclone").args(["obscure", DAV_PASSWORD]).output().expect("rclone");
-    let rclone = Bisync {
-        dav_url: format!("{server}/dav/"),
-        password: String::from_utf8_lossy(&obscured.stdout).trim().to_owned(),
-        config: tempfile::NamedTempFile::new().expect("empty rclone config"),
-        workdir: tempfile::tempdir().expect("bisync workdir"),
-    };
+    let rclone = Bisync::new(&server);
     let work = tempfile::Builder::new().prefix("nubo-bench-sync-").tempdir().expect("work dir");
     let (count, size) = (options.small_files, options.small_kib * 1024);
     let small = format!("{count} files of {} KiB", options.small_kib);

@@ -31,6 +31,7 @@ on_every_backend!(
     case_only_renames_are_renames_on_both_sides,
     a_name_illegal_here_is_reported_and_left_alone,
     watching_picks_up_changes_on_both_sides,
+    a_watched_steady_state_looks_only_at_what_the_watcher_saw_change,
     one_way_runs_leave_the_other_direction_for_later,
     a_server_unchanged_since_the_last_run_is_not_listed_again,
     an_unmounted_disk_or_a_mass_deletion_is_refused_not_carried_to_the_server,
@@ -733,6 +734,65 @@ async fn watching_picks_up_changes_on_both_sides(app: TestApp) {
     watching.start_kill().unwrap();
     let _ = watching.wait().await;
     assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
+}
+
+/// The next `summary` line of a watching `nubo --json sync --watch`.
+async fn next_summary<R: tokio::io::AsyncBufRead + Unpin>(lines: &mut tokio::io::Lines<R>) -> Value {
+    let next = tokio::time::timeout(Duration::from_secs(120), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Ok(event) = serde_json::from_str::<Value>(&line)
+                && event["event"] == "summary"
+            {
+                return Some(event);
+            }
+        }
+        None
+    });
+    next.await.ok().flatten().expect("a summary")
+}
+
+async fn a_watched_steady_state_looks_only_at_what_the_watcher_saw_change(app: TestApp) {
+    let pair = Pair::new(&app, "journal@nubo.test", &app.base_url).await;
+    for index in 0..30 {
+        pair.write(&format!("keep/{index:02}.txt"), b"left alone");
+    }
+    pair.write("edit.txt", b"before");
+    pair.write("gone.txt", b"deleted here");
+    pair.write("old/x.txt", b"in a folder renamed here");
+    let tree = pair.local("");
+    let args = ["--json", "sync", "--watch", tree.to_str().unwrap(), "/sync"];
+    let mut watching = pair.command(&args, &[]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut lines = tokio::io::BufReader::new(watching.stdout.take().unwrap()).lines();
+    let first = next_summary(&mut lines).await;
+    assert_eq!((first["converged"].clone(), first["local_scan"].clone()), (json!(true), json!("full")), "{first}");
+
+    // Changes of every kind here: an edit, a deletion, a folder renamed, a folder made with a
+    // folder and a file in it.
+    tick().await;
+    pair.write("edit.txt", b"after, and longer");
+    std::fs::remove_file(pair.local("gone.txt")).unwrap();
+    std::fs::rename(pair.local("old"), pair.local("new")).unwrap();
+    pair.write("made/deep/c.txt", b"made here");
+    let mut scans = Vec::new();
+    loop {
+        let summary = next_summary(&mut lines).await;
+        scans.push(summary["local_scan"].clone());
+        if summary["converged"] == true && remote_tree(&app, &pair.session).await == pair.local_tree() {
+            break;
+        }
+        assert!(scans.len() < 20, "the watched runs converge: {scans:?}");
+    }
+    let local = pair.local_tree();
+    assert_eq!(local["edit.txt"], Some(b"after, and longer".to_vec()));
+    assert!(!local.contains_key("gone.txt") && !local.contains_key("old/x.txt"));
+    assert_eq!(remote_tree(&app, &pair.session).await, local, "every change reached the server");
+    // Every watched run after the first looked at the journal's few paths, never the 35 files.
+    for scan in &scans {
+        let looked_at = scan["journal"].as_u64().unwrap_or_else(|| panic!("a journal run, not {scan}"));
+        assert!(looked_at < 15, "only the changed paths: {scans:?}");
+    }
+    watching.start_kill().unwrap();
+    let _ = watching.wait().await;
 }
 
 async fn one_way_runs_leave_the_other_direction_for_later(app: TestApp) {

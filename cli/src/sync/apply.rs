@@ -37,6 +37,9 @@ pub struct Report {
     pub bytes_down: u64,
     /// Whether the server side was listed (else nothing had changed there since the last run).
     pub listed_remote: bool,
+    /// How the local side was found: `"full"` (walked) or `{"journal": N}` (the N paths the
+    /// watcher saw change, looked at again).
+    pub local_scan: serde_json::Value,
     /// Remote deletions the server refused because the object changed after the plan was made:
     /// the run is planned again.
     pub replan: Vec<String>,
@@ -67,6 +70,7 @@ impl Report {
             bytes_up: self.bytes_up + later.bytes_up,
             bytes_down: self.bytes_down + later.bytes_down,
             listed_remote: self.listed_remote || later.listed_remote,
+            local_scan: self.local_scan,
             replan: later.replan,
             merged_as_first_run: self.merged_as_first_run || later.merged_as_first_run,
         }

@@ -33,6 +33,14 @@ pub struct SyncOptions {
     pub allow_mass_delete: bool,
 }
 
+/// How a run finds the local side.
+enum LocalScan {
+    /// Every file and folder walked and looked at.
+    Full,
+    /// The paths (relative) the file-system watcher saw change since the run before.
+    Journal(std::collections::BTreeSet<String>),
+}
+
 /// One sync pair, resolved: the local root, the remote folder and the state.
 pub struct Pair<'a> {
     api: &'a Api,
@@ -203,6 +211,7 @@ fn finish(report: &apply::Report, output: Output) -> CliResult<Value> {
         "bytes_up": report.bytes_up,
         "bytes_down": report.bytes_down,
         "listed_remote": report.listed_remote,
+        "local_scan": report.local_scan,
         "merged_as_first_run": report.merged_as_first_run,
     });
     if output.json {
@@ -252,13 +261,36 @@ fn not_in_step(report: &apply::Report) -> Option<CliError> {
 impl Pair<'_> {
     /// One full reconcile: scan, list, plan, apply (or print the plan with `--dry-run`).
     async fn run_once(&self) -> CliResult<apply::Report> {
+        self.run_scanning(LocalScan::Full).await
+    }
+
+    /// One reconcile, the local side found by `scan`: a walk of the whole folder, or (after a
+    /// run that ended in step) the agreed state with the paths the watcher saw change looked at
+    /// again.
+    async fn run_scanning(&self, scan: LocalScan) -> CliResult<apply::Report> {
         guard::check_device(&self.state, &self.root, self.options.allow_mass_delete)?;
         let bases = self.state.bases()?;
         let root = self.root.clone();
-        let (mut locals, mut skipped) = tokio::task::spawn_blocking(move || scan::scan_local(&root))
-            .await
-            .map_err(|e| CliError::new(ExitKind::Failed, e.to_string()))?
-            .map_err(|err| CliError::local("cannot read", &self.root, err))?;
+        let scan = match scan {
+            LocalScan::Journal(changed) if self.state.in_step()? => LocalScan::Journal(changed),
+            _ => LocalScan::Full,
+        };
+        let local_scan = match &scan {
+            LocalScan::Full => json!("full"),
+            LocalScan::Journal(changed) => json!({"journal": changed.len()}),
+        };
+        let agreed = bases.clone();
+        let (mut locals, mut skipped) = tokio::task::spawn_blocking(move || match scan {
+            LocalScan::Full => scan::scan_local(&root),
+            LocalScan::Journal(changed) => {
+                let mut locals = scan::local_as_agreed(&agreed);
+                let skipped = scan::rescan(&root, &mut locals, &changed)?;
+                Ok((locals, skipped))
+            }
+        })
+        .await
+        .map_err(|e| CliError::new(ExitKind::Failed, e.to_string()))?
+        .map_err(|err| CliError::local("cannot read", &self.root, err))?;
         scan::without_own(&mut locals, &self.own);
         skipped.extend(scan::hash_changed(&self.root, &mut locals, &bases, self.options.parallel).await);
         let stored = self.state.cursor()?.filter(|cursor| *cursor > 0);
@@ -317,6 +349,7 @@ impl Pair<'_> {
         apply.remove_stale_parts();
         let mut report = apply.report.into_inner().expect("report");
         report.listed_remote = unchanged.is_none();
+        report.local_scan = local_scan;
         report.merged_as_first_run = forgot;
         self.state.set_cursor(cursor)?;
         if let scan::ServerSince::Ready { epoch: Some(epoch), .. } = &server {

@@ -130,11 +130,22 @@ fn remote_name_problem(name: &str) -> Option<&'static str> {
 pub fn scan_local(root: &Path) -> std::io::Result<(BTreeMap<String, Local>, Vec<Skipped>)> {
     let mut found = BTreeMap::new();
     let mut skipped = Vec::new();
-    let mut pending = vec![(root.to_owned(), String::new())];
+    walk_below(root, String::new(), &mut found, &mut skipped)?;
+    Ok((found, skipped))
+}
+
+/// Adds everything below `dir` (at `prefix`, empty or ending in `/`) to `found`.
+fn walk_below(
+    dir: &Path,
+    prefix: String,
+    found: &mut BTreeMap<String, Local>,
+    skipped: &mut Vec<Skipped>,
+) -> std::io::Result<()> {
+    let mut pending = vec![(dir.to_owned(), prefix)];
     while let Some((dir, prefix)) = pending.pop() {
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
-            // A folder below that cannot be read is left alone, with all it holds.
+            // A folder below the root that cannot be read is left alone, with all it holds.
             Err(err) if !prefix.is_empty() => {
                 let path = prefix.trim_end_matches('/').to_owned();
                 skipped.push(Skipped { path, reason: format!("cannot be read: {err}") });
@@ -149,34 +160,114 @@ pub fn scan_local(root: &Path) -> std::io::Result<(BTreeMap<String, Local>, Vec<
                 skipped.push(Skipped { path: shown, reason: "its name is not UTF-8".into() });
                 continue;
             };
-            if is_temporary_name(&name) {
-                continue;
-            }
             let path = format!("{prefix}{name}");
-            if let Some(reason) = remote_name_problem(&name) {
-                skipped.push(Skipped { path, reason: reason.into() });
-                continue;
-            }
             let meta = match entry.metadata() {
                 Ok(meta) => meta,
                 // Removed while we looked: it is simply not there.
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(err) => return Err(err),
             };
-            if meta.is_dir() {
-                found.insert(path.clone(), Local { kind: Kind::Folder, size: 0, mtime_ns: 0, blake3: None });
-                pending.push((entry.path(), format!("{path}/")));
-            } else if meta.is_file() {
-                found.insert(
-                    path,
-                    Local { kind: Kind::File, size: meta.len(), mtime_ns: mtime_ns(&meta), blake3: None },
-                );
-            } else {
-                skipped.push(Skipped { path, reason: "not a regular file or folder (a link?)".into() });
+            if let Some(folder) = found_entry(path, &name, &meta, found, skipped) {
+                pending.push((entry.path(), format!("{folder}/")));
             }
         }
     }
-    Ok((found, skipped))
+    Ok(())
+}
+
+/// Records the entry `name` at `path` (its metadata, links not followed) in `found`, or as
+/// skipped; the path when it is a folder to walk.
+fn found_entry(
+    path: String,
+    name: &str,
+    meta: &std::fs::Metadata,
+    found: &mut BTreeMap<String, Local>,
+    skipped: &mut Vec<Skipped>,
+) -> Option<String> {
+    if is_temporary_name(name) {
+        return None;
+    }
+    if let Some(reason) = remote_name_problem(name) {
+        skipped.push(Skipped { path, reason: reason.into() });
+        return None;
+    }
+    if meta.is_dir() {
+        found.insert(path.clone(), Local { kind: Kind::Folder, size: 0, mtime_ns: 0, blake3: None });
+        Some(path)
+    } else if meta.is_file() {
+        found.insert(path, Local { kind: Kind::File, size: meta.len(), mtime_ns: mtime_ns(meta), blake3: None });
+        None
+    } else {
+        skipped.push(Skipped { path, reason: "not a regular file or folder (a link?)".into() });
+        None
+    }
+}
+
+/// The local side as the last agreement left it: what a watched run starts from when the run
+/// before it ended in step, before it looks again at what the watcher saw change ([`rescan`]).
+pub fn local_as_agreed(bases: &BTreeMap<String, Base>) -> BTreeMap<String, Local> {
+    bases
+        .iter()
+        .map(|(path, base)| {
+            let local = match base.kind {
+                Kind::Folder => Local { kind: Kind::Folder, size: 0, mtime_ns: 0, blake3: None },
+                Kind::File => Local { kind: Kind::File, size: base.size, mtime_ns: base.mtime_ns, blake3: None },
+            };
+            (path.clone(), local)
+        })
+        .collect()
+}
+
+/// Looks again at the `changed` paths (relative, from the watcher's journal) and what is below
+/// them, and puts what is there now in `locals` in place of what was. A path whose folder is
+/// not known yet is looked at from the highest such folder, so a folder made (or moved in)
+/// with its contents is walked whole.
+pub fn rescan(
+    root: &Path,
+    locals: &mut BTreeMap<String, Local>,
+    changed: &std::collections::BTreeSet<String>,
+) -> std::io::Result<Vec<Skipped>> {
+    let mut targets = std::collections::BTreeSet::new();
+    for path in changed.iter().filter(|path| !path.is_empty()) {
+        let mut target = path.as_str();
+        for (at, _) in path.match_indices('/') {
+            let ancestor = &path[..at];
+            if locals.get(ancestor).is_none_or(|local| local.kind != Kind::Folder) {
+                target = ancestor;
+                break;
+            }
+        }
+        targets.insert(target.to_owned());
+    }
+    // A target below another is looked at with it.
+    let below_another = |target: &String| target.match_indices('/').any(|(at, _)| targets.contains(&target[..at]));
+    let targets: Vec<String> = targets.iter().filter(|target| !below_another(target)).cloned().collect();
+    for target in &targets {
+        locals.remove(target);
+        let prefix = format!("{target}/");
+        let below: Vec<String> = locals
+            .range(prefix.clone()..)
+            .take_while(|(path, _)| path.starts_with(&prefix))
+            .map(|(path, _)| path.clone())
+            .collect();
+        for path in below {
+            locals.remove(&path);
+        }
+    }
+    let mut skipped = Vec::new();
+    for target in targets {
+        let name = target.rsplit('/').next().unwrap_or(&target).to_owned();
+        let full = root.join(&target);
+        let meta = match std::fs::symlink_metadata(&full) {
+            Ok(meta) => meta,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(err) => return Err(err),
+        };
+        if let Some(folder) = found_entry(target, &name, &meta, locals, &mut skipped) {
+            walk_below(&full, format!("{folder}/"), locals, &mut skipped)?;
+        }
+    }
+    Ok(skipped)
 }
 
 /// The CLI's own configuration and state folders (credentials, resume records, sync states)

@@ -2,11 +2,17 @@
 //! side: local changes come from the file-system watcher (`notify`), remote ones from the
 //! change-event stream (`GET /events?since=<cursor>`, reconnected from the last cursor seen; a
 //! cursor too old, 410, just means the next run's full listing is the truth). Changes are
-//! debounced: a run starts once nothing new arrived for a moment. Each run is a full
-//! reconcile, so a missed event can delay a change but never lose one.
+//! debounced: a run starts once nothing new arrived for a moment. The watcher's journal (the
+//! paths it saw change) is the local change list: after a run that ended in step, the next one
+//! starts from the agreed state and looks again only at those paths, so a steady state does not
+//! walk the tree. The first run, a run after one that did not end in step, a journal the watcher
+//! could not keep (its queue overflowed, a name that is not UTF-8) and one run every
+//! [`FULL_CHECK`] walk everything.
 
+use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
@@ -14,27 +20,73 @@ use notify::{RecursiveMode, Watcher};
 use serde_json::Value;
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
-use super::Pair;
 use super::scan::is_temporary_name;
+use super::{LocalScan, Pair};
 use crate::client::Api;
 use crate::error::{CliError, CliResult, ExitKind};
 
 /// Quiet time after the last change before a run starts.
 const DEBOUNCE: Duration = Duration::from_millis(250);
 
+/// How often a watched run walks the whole folder even when the journal is whole: a change
+/// the watcher never reported (a file system that does not report everything, a lost event)
+/// is found within this time.
+const FULL_CHECK: Duration = Duration::from_secs(600);
+
+/// The local paths the watcher saw change since the last run took them.
+#[derive(Default)]
+struct Journal {
+    changed: BTreeSet<String>,
+    /// The journal cannot be trusted to be whole: the next run walks everything.
+    incomplete: bool,
+}
+
+impl Journal {
+    fn record(&mut self, root: &Path, event: &notify::Event) {
+        if event.need_rescan() {
+            self.incomplete = true;
+        }
+        for path in &event.paths {
+            let relative = path.strip_prefix(root).ok().and_then(Path::to_str);
+            match relative {
+                Some(relative) => {
+                    self.changed.insert(relative.replace(std::path::MAIN_SEPARATOR, "/"));
+                }
+                None => self.incomplete = true,
+            }
+        }
+    }
+}
+
 /// Whether a change is this CLI's own: a temporary file, or its configuration and state.
 fn is_ours(path: &Path, own: &[std::path::PathBuf]) -> bool {
     path.file_name().and_then(|n| n.to_str()).is_some_and(is_temporary_name) || own.iter().any(|o| path.starts_with(o))
+}
+
+fn is_only_a_read(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    matches!(kind, notify::EventKind::Access(access) if *access != AccessKind::Close(AccessMode::Write))
 }
 
 pub async fn watch(pair: &Pair<'_>) -> CliResult<Value> {
     let (wake, mut woken) = unbounded_channel::<()>();
     let local_wake = wake.clone();
     let own: Vec<std::path::PathBuf> = pair.own.iter().map(|relative| pair.root.join(relative)).collect();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if let Ok(event) = event
-            && event.paths.iter().any(|p| !is_ours(p, &own))
-        {
+    let journal = Arc::new(Mutex::new(Journal::default()));
+    let (recorder, root) = (journal.clone(), pair.root.clone());
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
+        // Reading a file changes nothing (and this CLI reads every file it hashes).
+        Ok(event) if is_only_a_read(&event.kind) => {}
+        Ok(mut event) => {
+            event.paths.retain(|p| !is_ours(p, &own));
+            if !event.paths.is_empty() || event.need_rescan() {
+                recorder.lock().expect("journal").record(&root, &event);
+                let _ = local_wake.send(());
+            }
+        }
+        // The watcher lost track (its queue overflowed, say): only a walk knows now.
+        Err(_) => {
+            recorder.lock().expect("journal").incomplete = true;
             let _ = local_wake.send(());
         }
     })
@@ -47,14 +99,25 @@ pub async fn watch(pair: &Pair<'_>) -> CliResult<Value> {
     // The first run, with the watcher already on: a change made during it starts another.
     let _ = wake.send(());
     let mut attempt = 0;
+    // No walk yet: the first run walks.
+    let mut walked: Option<Instant> = None;
     let outcome = loop {
         if woken.recv().await.is_none() {
             break Ok(Value::Null);
         }
         while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, woken.recv()).await {}
-        match pair.run_once().await {
+        let taken = std::mem::take(&mut *journal.lock().expect("journal"));
+        let scan = match walked {
+            Some(at) if !taken.incomplete && at.elapsed() < FULL_CHECK => LocalScan::Journal(taken.changed),
+            _ => LocalScan::Full,
+        };
+        let walks = matches!(scan, LocalScan::Full);
+        match pair.run_scanning(scan).await {
             Ok(report) => {
                 attempt = 0;
+                if walks {
+                    walked = Some(Instant::now());
+                }
                 if !report.replan.is_empty() {
                     let _ = wake.send(());
                 }
@@ -65,6 +128,8 @@ pub async fn watch(pair: &Pair<'_>) -> CliResult<Value> {
             }
             // The server is away: try again later (local changes stay where they are).
             Err(err) if err.is_transient() => {
+                // What the failed run took from the journal is looked at again by a walk.
+                journal.lock().expect("journal").incomplete = true;
                 attempt = (attempt + 1).min(6);
                 eprintln!("{err}");
                 tokio::time::sleep(crate::client::backoff(attempt)).await;
