@@ -1,7 +1,7 @@
 //! The signed-in session: the access and refresh tokens (kept in localStorage so a reload stays
 //! signed in), refresh-token rotation (ahead of expiry, or once after a 401), and sign-out.
 //! It talks to the token endpoints with plain fetch so it never depends on the API wrapper.
-import type { components } from "./api/schema";
+import type { components } from "./api/generated/schema";
 import { jwtClaims } from "./jwt";
 
 type TokenPair = components["schemas"]["TokenPair"];

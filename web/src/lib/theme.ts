@@ -2,7 +2,7 @@
 //! CSSOM (allowed by the CSP, unlike style attributes). Each role gets a light-mode and a
 //! dark-mode shade; app.css picks one with prefers-color-scheme. A role whose colour is missing
 //! or unknown falls back to the site's default preset, then to the built-in default.
-import type { components } from "./api/schema";
+import type { components } from "./api/generated/schema";
 
 export type ThemeColors = components["schemas"]["ThemeColors"];
 export type ThemePreset = components["schemas"]["ThemePresetView"];

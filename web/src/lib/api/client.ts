@@ -1,8 +1,8 @@
 //! The one way the app talks to the API: a typed openapi-fetch client (paths and bodies from
-//! schema.d.ts, generated from the OpenAPI document) plus `api()`, which adds the access token,
+//! generated/schema.d.ts, generated from the OpenAPI document) plus `api()`, which adds the access token,
 //! refreshes it once on 401 and turns the uniform error body into a thrown `ApiError`.
 import createClient, { type Middleware } from "openapi-fetch";
-import type { components, paths } from "./schema";
+import type { components, paths } from "./generated/schema";
 import { session } from "../session.svelte";
 
 export type Schemas = components["schemas"];

@@ -3,7 +3,7 @@
 //! which the `api()` wrapper would take for an ended session and sign a user out. The grant a
 //! correct password earns is kept per share in sessionStorage (it lives an hour on the server).
 import createClient from "openapi-fetch";
-import type { paths } from "../api/schema";
+import type { paths } from "../api/generated/schema";
 import { ApiError, toApiError } from "../api/client";
 import { t } from "../i18n/index.svelte";
 
