@@ -1245,8 +1245,10 @@ export interface paths {
         };
         /**
          * Everything below a folder in pages, for sync clients: every live file and folder with its
-         *     path below the folder, size, change time and content hash, ordered by id (pages do not shift
-         *     while others change). Each page carries the change-event cursor taken before it was read;
+         *     path below the folder, size, change time and content hash. The order: a folder's entries by
+         *     name, then each subfolder's tree the same way, so a folder comes before what it holds; a page
+         *     costs what it returns, and resumes after the path of the last entry of the page before (an
+         *     entry trashed or moved meanwhile does not shift the pages after it). Each page carries the change-event cursor taken before it was read;
          *     follow `GET /events?since=` the first page's cursor to learn what changed during and after
          *     the listing.
          */
@@ -12569,7 +12571,7 @@ export interface operations {
     tree: {
         parameters: {
             query?: {
-                /** @description The `next` of the previous page. */
+                /** @description The `next` of the previous page (an opaque token). */
                 after?: string;
                 /** @description Entries per page, 1 to 5000 (default 1000). */
                 limit?: number;
