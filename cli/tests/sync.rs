@@ -27,6 +27,7 @@ on_every_backend!(
     a_file_made_while_the_server_is_away_is_uploaded_never_deleted,
     a_client_killed_mid_transfer_leaves_no_partial_file_and_the_next_run_converges,
     a_renamed_folder_of_a_thousand_files_is_one_move_on_the_server,
+    a_move_into_a_folder_holding_the_old_name_under_a_new_name_is_one_move,
     identical_content_is_sent_once,
     case_only_renames_are_renames_on_both_sides,
     a_name_illegal_here_is_reported_and_left_alone,
@@ -425,6 +426,23 @@ async fn a_renamed_folder_of_a_thousand_files_is_one_move_on_the_server(app: Tes
     }
     let trash: Value = app.call(Method::GET, "/trash", Some(&pair.session.access), None).await.json().await.unwrap();
     assert_eq!(trash["count"], 0, "nothing went to the trash");
+}
+
+async fn a_move_into_a_folder_holding_the_old_name_under_a_new_name_is_one_move(app: TestApp) {
+    let pair = Pair::new(&app, "moveinto@nubo.test", &app.base_url).await;
+    pair.write("a/x.txt", b"moved and renamed");
+    pair.write("b/x.txt", b"another file of that name, left alone");
+    pair.sync().await.converged();
+    let before = remote_objects(&app, &pair.session, "/sync").await;
+
+    std::fs::rename(pair.local("a/x.txt"), pair.local("b/y.txt")).unwrap();
+    let run = pair.sync().await;
+    run.converged();
+    assert_eq!((run.count("move_remote"), run.count("upload"), run.count("trash_remote")), (1, 0, 0), "{}", run.stdout);
+    let after = remote_objects(&app, &pair.session, "/sync").await;
+    assert_eq!(id_of(&after, "b/y.txt"), id_of(&before, "a/x.txt"), "the same object, moved and renamed");
+    assert_eq!(id_of(&after, "b/x.txt"), id_of(&before, "b/x.txt"));
+    assert_eq!(remote_tree(&app, &pair.session).await, pair.local_tree());
 }
 
 async fn identical_content_is_sent_once(app: TestApp) {

@@ -365,17 +365,32 @@ impl<'a> Apply<'a> {
     /// The local file or folder moved: the remote object follows (one request however much a
     /// folder holds, and a rename), from `server_at`, where the server has it now.
     async fn move_remote(&self, from: &str, to: &str, id: &str, server_at: &str) -> CliResult<()> {
+        let rename = || async {
+            let body = json!({"name": name_of(to)});
+            self.api.json::<Value>(Method::PATCH, &format!("/object/{id}"), Some(&body)).await?;
+            crate::testing::move_step_done();
+            Ok::<(), CliError>(())
+        };
         let outcome = async {
+            let mut renamed = name_of(server_at) == name_of(to);
             if parent_of(server_at) != parent_of(to) {
                 let parent = self.remote_folder(parent_of(to)).await?;
                 let body = json!({"src_ids": [id], "dst_id": parent.id});
-                self.api.json::<Value>(Method::PATCH, "/object", Some(&body)).await?;
+                match self.api.json::<Value>(Method::PATCH, "/object", Some(&body)).await {
+                    Ok(_) => {}
+                    // The old name is taken where it goes: renamed where it is first, then moved
+                    // (a run cut off between the two finds it by id, see `server_at`).
+                    Err(err) if !renamed && err.code.as_deref() == Some("object.name_taken") => {
+                        rename().await?;
+                        renamed = true;
+                        self.api.json::<Value>(Method::PATCH, "/object", Some(&body)).await?;
+                    }
+                    Err(err) => return Err(err),
+                }
                 crate::testing::move_step_done();
             }
-            if name_of(server_at) != name_of(to) {
-                let body = json!({"name": name_of(to)});
-                self.api.json::<Value>(Method::PATCH, &format!("/object/{id}"), Some(&body)).await?;
-                crate::testing::move_step_done();
+            if !renamed {
+                rename().await?;
             }
             Ok::<(), CliError>(())
         }
