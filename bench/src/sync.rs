@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::cli::{Client, rclone};
-use crate::files::{fill_chunk, start_signed_in};
+use crate::files::{Bench, fill_chunk, start_signed_in};
 
 const MIB: usize = 1024 * 1024;
 pub(crate) const DAV_PASSWORD: &str = "sync-bench-dav-password";
@@ -153,14 +153,9 @@ fn until(started: Instant, what: &str, check: impl Fn() -> bool) -> f64 {
     started.elapsed().as_secs_f64()
 }
 
-pub async fn run(args: &[String]) {
-    let options = match parse(args) {
-        Ok(options) => options,
-        Err(error) => {
-            eprintln!("{error}\nusage: nubo-bench sync [--small-files N] [--small-kib K] [--big-mib N]");
-            std::process::exit(2);
-        }
-    };
+/// A master with the bench user signed in, the `nubo` client signed in to it, and rclone set up
+/// against its WebDAV account `sync`.
+pub(crate) async fn start_both() -> (Bench, Client, Bisync) {
     let (bench, _owner) = start_signed_in().await;
     let created = bench
         .json(reqwest::Method::POST, "/webdav/accounts", Some(json!({"name": "sync", "password": DAV_PASSWORD})))
@@ -170,6 +165,18 @@ pub async fn run(args: &[String]) {
     let client = Client::new();
     client.login(&server);
     let rclone = Bisync::new(&server);
+    (bench, client, rclone)
+}
+
+pub async fn run(args: &[String]) {
+    let options = match parse(args) {
+        Ok(options) => options,
+        Err(error) => {
+            eprintln!("{error}\nusage: nubo-bench sync [--small-files N] [--small-kib K] [--big-mib N]");
+            std::process::exit(2);
+        }
+    };
+    let (bench, client, rclone) = start_both().await;
     let work = tempfile::Builder::new().prefix("nubo-bench-sync-").tempdir().expect("work dir");
     let (count, size) = (options.small_files, options.small_kib * 1024);
     let small = format!("{count} files of {} KiB", options.small_kib);

@@ -12,11 +12,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use crate::cli::Client;
-use crate::files::{Bench, start_signed_in};
-use crate::sync::{Bisync, DAV_PASSWORD, write_small};
+use crate::files::Bench;
+use crate::sync::{start_both, write_small};
 
 struct Options {
     sizes: Vec<usize>,
@@ -105,15 +103,7 @@ pub async fn run(args: &[String]) {
             std::process::exit(2);
         }
     };
-    let (bench, _owner) = start_signed_in().await;
-    let created = bench
-        .json(reqwest::Method::POST, "/webdav/accounts", Some(json!({"name": "sync", "password": DAV_PASSWORD})))
-        .await;
-    assert_eq!(created["name"], "sync");
-    let server = bench.server.base.trim_end_matches("/api/v1").to_owned();
-    let client = Client::new();
-    client.login(&server);
-    let rclone = Bisync::new(&server);
+    let (bench, client, rclone) = start_both().await;
     let work = tempfile::Builder::new().prefix("nubo-bench-sync-growth-").tempdir().expect("work dir");
     let mut rows = Vec::new();
     for (round, &count) in options.sizes.iter().enumerate() {
