@@ -5,8 +5,8 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use nubo_common::config::load_layered;
-use nubo_common::secret::{Secret, fill_from_file};
+use nubo_common::config::{Layered, LoadError, given};
+use nubo_common::secret::Secret;
 use nubo_protocol::key::{MIN_KEY_LEN, NodeKey};
 use nubo_protocol::signing::valid_node_id;
 use serde::{Deserialize, Serialize};
@@ -93,10 +93,9 @@ pub struct CliOverrides {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("invalid configuration: {0}")]
-    Invalid(#[from] Box<figment::Error>),
+    /// The file or environment did not make a valid configuration, or a secret file is unreadable.
     #[error(transparent)]
-    SecretFile(#[from] nubo_common::secret::SecretFileError),
+    Load(#[from] LoadError),
     #[error(
         "NUBO_NODE_KEY is not set: the node needs the key it shares with the master, at least {MIN_KEY_LEN} bytes \
          (set NUBO_NODE_KEY, NUBO_NODE_KEY_FILE or `node_key` in the config file)."
@@ -110,49 +109,53 @@ pub enum ConfigError {
     InvalidNodeId(String),
 }
 
-/// The environment keys read; other `NUBO_` variables (the config path itself) are not settings.
-const ENV_KEYS: &[&str] = &[
-    "listen",
-    "data_dir",
-    "master_url",
-    "node_id",
-    "node_key",
-    "node_key_file",
-    "max_skew_seconds",
-    "report_wait_seconds",
-    "report_retry_max_seconds",
-    "fetch_allow_private_addresses",
-    "fetch_timeout_seconds",
-    "log_level",
-    "header_read_timeout_seconds",
-    "body_timeout_seconds",
-    "idle_timeout_seconds",
-    "max_connections",
-    "metrics_token",
-    "metrics_token_file",
-];
+impl Layered for Config {
+    /// Every setting; other `NUBO_` variables (the config path itself) are not settings.
+    const ENV_KEYS: &'static [&'static str] = &[
+        "listen",
+        "data_dir",
+        "master_url",
+        "node_id",
+        "node_key",
+        "node_key_file",
+        "max_skew_seconds",
+        "report_wait_seconds",
+        "report_retry_max_seconds",
+        "fetch_allow_private_addresses",
+        "fetch_timeout_seconds",
+        "log_level",
+        "header_read_timeout_seconds",
+        "body_timeout_seconds",
+        "idle_timeout_seconds",
+        "max_connections",
+        "metrics_token",
+        "metrics_token_file",
+    ];
+
+    fn secret_files(&mut self) -> Vec<(&mut Option<Secret>, Option<&Path>)> {
+        vec![
+            (&mut self.node_key, self.node_key_file.as_deref()),
+            (&mut self.metrics_token, self.metrics_token_file.as_deref()),
+        ]
+    }
+}
 
 impl Config {
     /// Layers defaults, the TOML file (if any), `NUBO_*` variables and CLI flags, then resolves
     /// `node_key_file`. Does not demand the key: see [`Config::node_key`].
     pub fn load(file: Option<&Path>, cli: &CliOverrides) -> Result<Self, ConfigError> {
-        let mut config: Config = load_layered(file, ENV_KEYS, cli)?;
-        fill_from_file(&mut config.node_key, config.node_key_file.as_deref())?;
-        fill_from_file(&mut config.metrics_token, config.metrics_token_file.as_deref())?;
-        Ok(config)
+        Ok(nubo_common::config::load(file, cli)?)
     }
 
     /// The token `GET /metrics` asks for; `None` when metrics are off.
     pub fn metrics_token(&self) -> Option<&Secret> {
-        self.metrics_token.as_ref().filter(|token| !token.is_empty())
+        given(&self.metrics_token)
     }
 
     /// The node key, refused when missing or shorter than [`MIN_KEY_LEN`].
     pub fn node_key(&self) -> Result<NodeKey, ConfigError> {
-        match &self.node_key {
-            Some(secret) if !secret.is_empty() => NodeKey::new(secret).map_err(|weak| ConfigError::ShortKey(weak.0)),
-            _ => Err(ConfigError::MissingKey),
-        }
+        let secret = given(&self.node_key).ok_or(ConfigError::MissingKey)?;
+        NodeKey::new(secret).map_err(|weak| ConfigError::ShortKey(weak.0))
     }
 
     /// The node id, refused when missing or not a valid id.

@@ -8,11 +8,10 @@
 //! call, so `put_stream` always finishes: either nothing is stored, or the blob is complete and
 //! this module decides whether to keep it.
 
-use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::io;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -28,12 +27,9 @@ use reqwest::header::{CONTENT_DISPOSITION, CONTENT_TYPE, HeaderMap};
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
-use crate::guard::{AddressGuard, Refusal};
+use crate::guard::Refusal;
 use crate::state::Shared;
 
-/// Longest wait for a TCP (and TLS) connection to the remote.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the master hears how far a fetch got.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// First wait before resending a completion or failure report the master did not answer.
@@ -41,54 +37,7 @@ const FIRST_REPORT_RETRY: Duration = Duration::from_secs(1);
 /// Longest file name passed on to the master (bytes); longer suggestions are cut.
 const MAX_FILE_NAME: usize = 255;
 
-/// The node's running fetches by task id, and the HTTP client they share.
-pub struct Fetches {
-    guard: AddressGuard,
-    /// `Err` holds why the client could not be built; fetches are then refused as unavailable.
-    http: Result<reqwest::Client, String>,
-    running: Mutex<HashMap<String, CancellationToken>>,
-}
-
-impl Fetches {
-    /// Builds the guarded client from the node's configuration. Touches no network.
-    pub fn new(config: &Config) -> Self {
-        let guard = AddressGuard { allow_private: config.fetch_allow_private_addresses };
-        let http = reqwest::Client::builder()
-            .dns_resolver(Arc::new(guard.resolver()))
-            .redirect(guard.redirect_policy())
-            .connect_timeout(CONNECT_TIMEOUT)
-            // A proxy would resolve and connect on the node's behalf, out of the guard's reach.
-            .no_proxy()
-            .user_agent(concat!("nubo-slave/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|error| error.to_string());
-        Self { guard, http, running: Mutex::new(HashMap::new()) }
-    }
-
-    /// Whether a fetch with this task id is under way.
-    pub fn is_running(&self, task_id: &str) -> bool {
-        self.running().contains_key(task_id)
-    }
-
-    fn running(&self) -> MutexGuard<'_, HashMap<String, CancellationToken>> {
-        // The map stays consistent whatever panicked while holding it: no insert is half done.
-        self.running.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The new fetch's cancel token, or `None` when one with this id already runs. Stopping the
-    /// node cancels it too (the stream ends, nothing is left, nothing is reported).
-    fn register(&self, task_id: &str, shutdown: &CancellationToken) -> Option<CancellationToken> {
-        let mut running = self.running();
-        if running.contains_key(task_id) {
-            return None;
-        }
-        let token = shutdown.child_token();
-        running.insert(task_id.to_owned(), token.clone());
-        Some(token)
-    }
-}
-
-/// Removes a fetch from [`Fetches`] when its task ends, however it ends (even by a panic).
+/// Removes a fetch from [`crate::state::Fetches`] when its task ends, however it ends (even by a panic).
 struct Registration {
     node: Shared,
     task_id: String,

@@ -1,16 +1,14 @@
 //! The node's instruments: `GET /metrics` in the Prometheus text format (behind the
 //! `metrics_token`; requests by route template, bytes moved, uploads in progress) and the
-//! readiness check `GET /api/v1/slave/health`.
+//! readiness check `GET /api/v1/slave/health`. What it counts is `state::Instruments`.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use nubo_common::metrics::{Access, HttpMetrics, Registry, TEXT_FORMAT, Transfer, check_bearer};
-use nubo_common::secret::Secret;
+use nubo_common::metrics::{Access, TEXT_FORMAT, Transfer, check_bearer};
 use nubo_common::storage::BlobStore;
 use serde::Serialize;
 
@@ -19,21 +17,6 @@ use crate::state::Shared;
 
 /// Longest the storage check may take; a disk slower than this counts as down.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// What a node counts while metrics are on, and the token that guards reading it.
-pub struct Instruments {
-    pub registry: Arc<Registry>,
-    pub http: Arc<HttpMetrics>,
-    token: Secret,
-}
-
-impl Instruments {
-    pub fn new(token: Secret) -> Self {
-        let registry = Arc::new(Registry::new());
-        let http = Arc::new(HttpMetrics::new(registry.clone(), classify_transfer));
-        Self { registry, http, token }
-    }
-}
 
 /// The node's routes whose bodies are file bytes: chunks and whole blobs up, downloads down.
 pub fn classify_transfer(method: &Method, route: &str) -> Option<Transfer> {

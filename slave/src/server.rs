@@ -19,9 +19,9 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{Any, CorsLayer};
 
 use crate::config::{Config, ConfigError};
-use crate::instruments::{self, Instruments};
+use crate::instruments;
 use crate::sessions::SessionStore;
-use crate::state::{NodeState, Shared};
+use crate::state::{Fetches, Instruments, NodeState, Shared};
 use crate::{blob, download, error, report, rpc, upload};
 
 /// Longest one call to the master may take.
@@ -46,8 +46,9 @@ impl Node {
             ),
             None => None,
         };
-        let fetches = crate::fetch::Fetches::new(&config);
-        let instruments = config.metrics_token().map(|token| Instruments::new(token.clone()));
+        let fetches = Fetches::new(&config);
+        let instruments =
+            config.metrics_token().map(|token| Instruments::new(token.clone(), instruments::classify_transfer));
         let state = NodeState {
             node_id,
             key,

@@ -1,6 +1,6 @@
-//! Operations the interface names but Nubo does not build yet answer 501 from one table
-//! (`http/api/not_built.rs`). The table is empty now: the document lists no such operation, and
-//! every operation that stood in it answers as the feature it names.
+//! Operations the interface names but Nubo does not build yet would answer 501
+//! `route.not_implemented` under the tag `not-built`. None is left: the document lists no such
+//! operation, and every operation that once stood in for one answers as the feature it names.
 
 use nubo_tests::{TestApp, error_body, on_every_backend};
 use reqwest::Method;

@@ -5,8 +5,8 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use nubo_common::config::load_layered;
-use nubo_common::secret::{Secret, fill_from_file};
+use nubo_common::config::{Layered, LoadError, given, load_layered, read_secret_files};
+use nubo_common::secret::Secret;
 use serde::{Deserialize, Serialize};
 
 /// Shortest signing secret accepted, in bytes: HS256 wants a key at least as long as its output.
@@ -225,10 +225,9 @@ pub struct CliOverrides {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("invalid configuration: {0}")]
-    Invalid(#[from] Box<figment::Error>),
+    /// The file or environment did not make a valid configuration, or a secret file is unreadable.
     #[error(transparent)]
-    SecretFile(#[from] nubo_common::secret::SecretFileError),
+    Load(#[from] LoadError),
     #[error(
         "NUBO_SECRET is not set: the master needs a JWT signing secret of at least {MIN_SECRET_LEN} bytes. \
          Generate one with `head -c 48 /dev/urandom | base64` and set NUBO_SECRET, NUBO_SECRET_FILE or `secret` in the config file."
@@ -257,55 +256,63 @@ pub enum SecretFile {
     Created(PathBuf),
 }
 
-/// The environment keys read; anything else with the `NUBO_` prefix (test switches, the config
-/// path itself) is not configuration.
-const ENV_KEYS: &[&str] = &[
-    "listen",
-    "data_dir",
-    "database_url",
-    "database_max_connections",
-    "redis_url",
-    "secret",
-    "secret_file",
-    "log_format",
-    "log_level",
-    "max_json_body",
-    "shutdown_grace_seconds",
-    "header_read_timeout_seconds",
-    "body_timeout_seconds",
-    "idle_timeout_seconds",
-    "max_connections",
-    "max_connections_per_address",
-    "reserved_connections",
-    "json_body_deadline_seconds",
-    "max_event_streams_per_user",
-    "redis_prefix",
-    "refresh_token_days",
-    "admin_email",
-    "admin_password",
-    "admin_password_file",
-    "login_failures_per_identifier",
-    "login_attempts_per_address",
-    "login_rate_window_seconds",
-    "redeem_failures_per_user",
-    "redeem_failures_per_address",
-    "task_workers",
-    "task_lease_seconds",
-    "task_poll_millis",
-    "upload_claim_lease_seconds",
-    "node_check_seconds",
-    "trusted_proxies",
-    "metrics_token",
-    "metrics_token_file",
-];
+impl Layered for Config {
+    /// Every setting; anything else with the `NUBO_` prefix (test switches, the config path
+    /// itself) is not configuration.
+    const ENV_KEYS: &'static [&'static str] = &[
+        "listen",
+        "data_dir",
+        "database_url",
+        "database_max_connections",
+        "redis_url",
+        "secret",
+        "secret_file",
+        "log_format",
+        "log_level",
+        "max_json_body",
+        "shutdown_grace_seconds",
+        "header_read_timeout_seconds",
+        "body_timeout_seconds",
+        "idle_timeout_seconds",
+        "max_connections",
+        "max_connections_per_address",
+        "reserved_connections",
+        "json_body_deadline_seconds",
+        "max_event_streams_per_user",
+        "redis_prefix",
+        "refresh_token_days",
+        "admin_email",
+        "admin_password",
+        "admin_password_file",
+        "login_failures_per_identifier",
+        "login_attempts_per_address",
+        "login_rate_window_seconds",
+        "redeem_failures_per_user",
+        "redeem_failures_per_address",
+        "task_workers",
+        "task_lease_seconds",
+        "task_poll_millis",
+        "upload_claim_lease_seconds",
+        "node_check_seconds",
+        "trusted_proxies",
+        "metrics_token",
+        "metrics_token_file",
+    ];
+
+    fn secret_files(&mut self) -> Vec<(&mut Option<Secret>, Option<&Path>)> {
+        vec![
+            (&mut self.secret, self.secret_file.as_deref()),
+            (&mut self.admin_password, self.admin_password_file.as_deref()),
+            (&mut self.metrics_token, self.metrics_token_file.as_deref()),
+        ]
+    }
+}
 
 impl Config {
     /// Layers defaults, the TOML file (if any), `NUBO_*` variables and CLI flags, then resolves
     /// `secret_file`. Does not demand the secret: only `serve` needs it (see [`Config::signing_secret`]).
     pub fn load(file: Option<&Path>, cli: &CliOverrides) -> Result<Self, ConfigError> {
-        let mut config: Config = load_layered(file, ENV_KEYS, cli)?;
-        config.read_secret_files()?;
-        Ok(config)
+        Ok(nubo_common::config::load(file, cli)?)
     }
 
     /// Like [`Config::load`], but first creates the data directory and, when no secret is given
@@ -313,17 +320,10 @@ impl Config {
     /// never overwritten, so a restart keeps every token valid. For `nubo-master init` and
     /// `serve --init-secret`; a plain `serve` keeps refusing to start without a secret.
     pub fn load_creating_secret(file: Option<&Path>, cli: &CliOverrides) -> Result<(Self, SecretFile), ConfigError> {
-        let mut config: Config = load_layered(file, ENV_KEYS, cli)?;
+        let mut config: Config = load_layered(file, cli)?;
         let outcome = config.create_secret_file()?;
-        config.read_secret_files()?;
+        read_secret_files(&mut config)?;
         Ok((config, outcome))
-    }
-
-    fn read_secret_files(&mut self) -> Result<(), ConfigError> {
-        fill_from_file(&mut self.secret, self.secret_file.as_deref())?;
-        fill_from_file(&mut self.admin_password, self.admin_password_file.as_deref())?;
-        fill_from_file(&mut self.metrics_token, self.metrics_token_file.as_deref())?;
-        Ok(())
     }
 
     fn create_secret_file(&mut self) -> Result<SecretFile, ConfigError> {
@@ -359,14 +359,13 @@ impl Config {
 
     /// The token `GET /metrics` asks for; `None` when metrics are off.
     pub fn metrics_token(&self) -> Option<&Secret> {
-        self.metrics_token.as_ref().filter(|token| !token.is_empty())
+        given(&self.metrics_token)
     }
 
     /// The signing secret, refused when missing or shorter than [`MIN_SECRET_LEN`].
     pub fn signing_secret(&self) -> Result<&Secret, ConfigError> {
-        match &self.secret {
+        match given(&self.secret) {
             None => Err(ConfigError::MissingSecret),
-            Some(secret) if secret.is_empty() => Err(ConfigError::MissingSecret),
             Some(secret) if secret.len() < MIN_SECRET_LEN => Err(ConfigError::ShortSecret(secret.len())),
             Some(secret) => Ok(secret),
         }

@@ -162,3 +162,22 @@ pub fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Respons
         .to_owned();
     ServiceError::internal(anyhow::anyhow!("handler panicked: {detail}")).into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vocabulary keeps 501 `route.not_implemented` for an operation named before it is
+    /// built (none is today): it answers with the uniform body like every other refusal.
+    #[tokio::test]
+    async fn a_route_named_before_it_is_built_answers_501_with_the_uniform_body() {
+        let refusal =
+            ServiceError::new(ErrorKind::NotImplemented, codes::ROUTE_NOT_IMPLEMENTED, "not built yet: shares");
+        let response = refusal.into_response();
+        assert_eq!(response.status(), StatusCode::NOT_IMPLEMENTED);
+        let body = axum::body::to_bytes(response.into_body(), 64 * 1024).await.unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["code"], codes::ROUTE_NOT_IMPLEMENTED);
+        assert_eq!(body["message"], "not built yet: shares");
+    }
+}

@@ -3,6 +3,7 @@
 
 mod fetch;
 mod helpers;
+mod layers;
 mod rpc;
 mod startup;
 mod transfer;

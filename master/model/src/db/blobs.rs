@@ -174,47 +174,9 @@ pub async fn insert_hashed(conn: &mut Conn, blob: &BlobRow, hashed_whole: bool, 
     Ok(())
 }
 
-/// Takes one reference to the content of `new` (a blob row with one reference) for a file of
-/// `owner_id` inside the caller's transaction: an existing blob of the policy with the same
-/// blake3 and size that the owner's content may refer to when there is one (de-duplication;
-/// the caller then deletes the new bytes after the commit), else `new` itself, added with
-/// `hashed_whole`. Answers the blob id and whether it was a duplicate.
-pub async fn reference_content(
-    conn: &mut Conn,
-    new: &BlobRow,
-    (owner_id, hashed_whole): (UserId, bool),
-    now: Millis,
-) -> Result<(String, bool), DbError> {
-    let blake3 = new.blake3.as_deref().unwrap_or_default();
-    if let Some(same) = reference_same_content(conn, new.policy_id, (blake3, new.size), owner_id).await? {
-        return Ok((same, true));
-    }
-    insert_hashed(conn, new, hashed_whole, now).await?;
-    Ok((new.id.clone(), false))
-}
-
-/// Takes one reference to the policy's blob with this content that content of `owner_id` may
-/// refer to, inside the caller's transaction, if there is one, and answers its id.
-pub async fn reference_same_content(
-    conn: &mut Conn,
-    policy_id: PolicyId,
-    content: (&str, i64),
-    owner_id: UserId,
-) -> Result<Option<String>, DbError> {
-    let Some(same) = find_same_content(conn, policy_id, content, owner_id).await? else { return Ok(None) };
-    add_refs(conn, &same.id, 1).await?;
-    Ok(Some(same.id))
-}
-
 /// `$1` the blob, `$2` what its reference count changes by; answers the new count.
 pub(super) const ADD_REFS: &str =
     "UPDATE physical_files SET ref_count = ref_count + $2 WHERE id = $1 RETURNING ref_count";
-
-/// [`add_refs`] inside a SQLite write transaction on the calling thread ([`super::inline`]);
-/// `None` when there is no such blob.
-pub(super) fn add_refs_inline(conn: &rusqlite::Connection, id: &str, by: i64) -> Result<Option<i64>, DbError> {
-    super::inline::query_row(conn, ADD_REFS, &[Arg::Text(id), Arg::Int(by)], |row| row.int("ref_count"))
-}
 
 /// Adds `by` (which may be negative) to the reference count and answers the new count.
 pub async fn add_refs(conn: &mut Conn, id: &str, by: i64) -> Result<i64, DbError> {

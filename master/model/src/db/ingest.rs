@@ -1,11 +1,12 @@
 //! The one transaction in which content becomes a file: the owner is charged, the content takes
 //! a reference to the policy's blob of the same content (or its new blob is added), the file row
 //! is inserted or pointed at the new content, and the caller's bookkeeping (an upload session
-//! ended, a node's report or a fetch settled) is recorded, all or nothing. On SQLite it runs on
-//! the calling thread ([`super::inline`]), on PostgreSQL statement by statement.
+//! ended, a node's report or a fetch settled) is recorded, all or nothing. One sequence of
+//! steps ([`sequence`]) runs on either executor: on SQLite on the calling thread
+//! ([`super::inline`]), on PostgreSQL statement by statement.
 
-use super::objects::{INSERT, NewObject, SET_CONTENT, set_content};
-use super::{Arg, Db, DbError, bound};
+use super::objects::{INSERT, SET_CONTENT};
+use super::{Arg, Conn, Db, DbError, Values, bound};
 use crate::domain::ids::{ObjectId, PolicyId, UserId};
 use crate::domain::object::{ObjectKind, search_key};
 use crate::domain::time::Millis;
@@ -107,12 +108,19 @@ pub enum Refusal {
     Superseded,
 }
 
-/// Runs `commit` in one transaction.
+/// Runs `commit` in one transaction: [`sequence`] on either executor, committed when it goes
+/// ahead and rolled back when it refuses.
 pub async fn commit(db: &Db, commit: &FileCommit, now: Millis) -> Result<Result<Committed, Refusal>, DbError> {
-    match db.inline() {
-        Some(inline) => inline.write_or_refuse(|conn| commit_inline(conn, commit, now)).await,
-        None => commit_statement_by_statement(db, commit, now).await,
+    if let Some(inline) = db.inline() {
+        return inline.write_or_refuse(|conn| at_once(sequence(&mut Inline(conn), commit, now))).await;
     }
+    let mut tx = db.begin().await?;
+    let outcome = sequence(&mut Statements(&mut tx), commit, now).await?;
+    if outcome.is_ok() {
+        tx.commit().await?;
+    }
+    // A refusal drops (rolls back) the transaction.
+    Ok(outcome)
 }
 
 /// The replaced file's blob, size and content time, read inside the transaction (`$1` the
@@ -152,7 +160,77 @@ impl Step {
     }
 }
 
-/// The blob new content is to refer to (SQLite: found before anything is written).
+/// What [`sequence`] needs of a transaction: run a statement, read a row. SQLite's runs on the
+/// calling thread inside `BEGIN IMMEDIATE` ([`super::inline`]), PostgreSQL's over the pool's
+/// connection; each is the other's twin, statement for statement.
+trait Executor {
+    /// Appended to the read of the replaced file's row: PostgreSQL locks that row until the
+    /// commit; SQLite's `BEGIN IMMEDIATE` already holds the whole database.
+    const LOCK_ROW: &'static str;
+
+    /// Runs a statement; answers how many rows it changed.
+    async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64, DbError>;
+
+    /// Runs `sql` and decodes its first row, if any.
+    async fn query_row<T>(
+        &mut self,
+        sql: &str,
+        args: &[Arg<'_>],
+        decode: impl FnOnce(&dyn Values) -> Result<T, DbError>,
+    ) -> Result<Option<T>, DbError>;
+}
+
+/// SQLite, on the calling thread: its futures are ready when first polled ([`at_once`]).
+struct Inline<'c>(&'c rusqlite::Connection);
+
+impl Executor for Inline<'_> {
+    const LOCK_ROW: &'static str = "";
+
+    async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64, DbError> {
+        Ok(super::inline::execute(self.0, sql, args)? as u64)
+    }
+
+    async fn query_row<T>(
+        &mut self,
+        sql: &str,
+        args: &[Arg<'_>],
+        decode: impl FnOnce(&dyn Values) -> Result<T, DbError>,
+    ) -> Result<Option<T>, DbError> {
+        super::inline::query_row(self.0, sql, args, decode)
+    }
+}
+
+/// PostgreSQL, one statement at a time in the caller's transaction.
+struct Statements<'t>(&'t mut Conn);
+
+impl Executor for Statements<'_> {
+    const LOCK_ROW: &'static str = " FOR UPDATE";
+
+    async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64, DbError> {
+        Ok(bound(sqlx::query(sql), args).execute(&mut *self.0).await?.rows_affected())
+    }
+
+    async fn query_row<T>(
+        &mut self,
+        sql: &str,
+        args: &[Arg<'_>],
+        decode: impl FnOnce(&dyn Values) -> Result<T, DbError>,
+    ) -> Result<Option<T>, DbError> {
+        let row = bound(sqlx::query(sql), args).fetch_optional(&mut *self.0).await?;
+        row.map(|row| decode(&row)).transpose()
+    }
+}
+
+/// Runs a future that never waits (the [`Inline`] executor's) to its end on this thread.
+fn at_once<F: Future>(work: F) -> F::Output {
+    let mut work = std::pin::pin!(work);
+    match work.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+        std::task::Poll::Ready(output) => output,
+        std::task::Poll::Pending => unreachable!("inline statements run to their end when called"),
+    }
+}
+
+/// The blob new content is to refer to, found before anything of the content is written.
 enum Referent<'a> {
     /// The policy's oldest live blob of the same content (its id): the new bytes are not needed.
     Older(String),
@@ -160,44 +238,50 @@ enum Referent<'a> {
     Stored(&'a str),
 }
 
-/// SQLite, inside `BEGIN IMMEDIATE`: what it reads stays true until it commits; a refusal rolls
-/// back whatever was written before it.
-fn commit_inline(
-    conn: &rusqlite::Connection,
+/// The ingest transaction, step by step, on either executor: what it reads stays true until it
+/// commits (SQLite's write lock, PostgreSQL's row lock on the replaced file); a refusal leaves
+/// the caller to roll back whatever was written before it.
+async fn sequence<E: Executor>(
+    tx: &mut E,
     commit: &FileCommit,
     now: Millis,
 ) -> Result<Result<Committed, Refusal>, DbError> {
-    use super::inline::{execute, query_row};
     let content = &commit.content;
     // The ids as the text they are stored as, for the statements' arguments.
     let (object_id, policy_id) = (commit.destination.object_id().to_string(), content.policy_id.to_string());
+    let owner_id = commit.owner_id.to_string();
     let mut kept = None;
     if let Destination::Replace { .. } = &commit.destination {
-        let state = query_row(conn, REPLACED_STATE, &[Arg::Text(&object_id)], |row| {
-            Ok((row.opt_text("physical_file_id")?, row.int("size")?, row.int("updated_at")?))
-        })?;
+        let read = format!("{REPLACED_STATE}{}", E::LOCK_ROW);
+        let state = tx
+            .query_row(&read, &[Arg::Text(&object_id)], |row| {
+                Ok((row.opt_text("physical_file_id")?, row.int("size")?, row.int("updated_at")?))
+            })
+            .await?;
         if !still_planned(&commit.destination, state.as_ref()) {
             return Ok(Err(Refusal::Changed));
         }
         kept = kept_version(&commit.destination, state.as_ref());
     }
     for step in &commit.first_steps {
-        execute(conn, step.sql, &step.args(false))?;
+        tx.execute(step.sql, &step.args(false)).await?;
     }
-    let owner_id = commit.owner_id.to_string();
     let same = [Arg::Text(&policy_id), Arg::Text(&content.blake3), Arg::Int(content.size), Arg::Text(&owner_id)];
-    let older = query_row(conn, super::blobs::SAME_CONTENT_ID, &same, |row| row.text("id"))?;
+    let older = tx.query_row(super::blobs::SAME_CONTENT_ID, &same, |row| row.text("id")).await?;
     let referent = match (older, content.storage_key.as_deref()) {
         (Some(id), _) => Referent::Older(id),
         (None, Some(key)) => Referent::Stored(key),
         (None, None) => return Ok(Err(Refusal::NotReferenced)),
     };
-    if !super::users::charge_storage_inline(conn, commit.owner_id, commit.charge, commit.capacity)? {
+    if let Some((sql, args, must_change)) = super::users::charge_statement(&owner_id, commit.charge, commit.capacity)
+        && tx.execute(sql, &args).await? == 0
+        && must_change
+    {
         return Ok(Err(Refusal::QuotaExceeded));
     }
     let blob_id = match referent {
         Referent::Older(id) => {
-            super::blobs::add_refs_inline(conn, &id, 1)?;
+            tx.query_row(super::blobs::ADD_REFS, &[Arg::Text(&id), Arg::Int(1)], |row| row.int("ref_count")).await?;
             id
         }
         Referent::Stored(key) => {
@@ -211,13 +295,13 @@ fn commit_inline(
                 Arg::Int(now),
                 Arg::Int(i64::from(content.hashed_whole)),
             ];
-            execute(conn, super::blobs::INSERT, &args)?;
+            tx.execute(super::blobs::INSERT, &args).await?;
             content.blob_id.clone()
         }
     };
     let old_refs = match &commit.destination {
         Destination::NewFile { parent_id, name, .. } => {
-            let (owner_id, parent_id) = (commit.owner_id.to_string(), parent_id.to_string());
+            let parent_id = parent_id.to_string();
             let name_key = search_key(name);
             let args = [
                 Arg::Text(&object_id),
@@ -231,12 +315,12 @@ fn commit_inline(
                 Arg::Int(now),
                 Arg::Text(&name_key),
             ];
-            execute(conn, INSERT, &args)?;
+            tx.execute(INSERT, &args).await?;
             None
         }
         Destination::Replace { old_blob_id, .. } => {
             let args = [Arg::Text(&object_id), Arg::Text(&blob_id), Arg::Int(content.size), Arg::Int(now)];
-            execute(conn, SET_CONTENT, &args)?;
+            tx.execute(SET_CONTENT, &args).await?;
             match (kept, old_blob_id.as_deref()) {
                 (Some((old, size, written)), _) => {
                     let id = crate::domain::object::new_id().to_string();
@@ -248,17 +332,20 @@ fn commit_inline(
                         Arg::Int(written),
                         Arg::Int(now),
                     ];
-                    execute(conn, super::versions::INSERT, &args)?;
+                    tx.execute(super::versions::INSERT, &args).await?;
                     None
                 }
-                (None, Some(old)) => super::blobs::add_refs_inline(conn, old, -1)?,
+                (None, Some(old)) => {
+                    let args = [Arg::Text(old), Arg::Int(-1)];
+                    tx.query_row(super::blobs::ADD_REFS, &args, |row| row.int("ref_count")).await?
+                }
                 (None, None) => None,
             }
         }
     };
     let keeps_new_blob = blob_id == content.blob_id;
     for step in &commit.steps {
-        if execute(conn, step.sql, &step.args(keeps_new_blob))? == 0 && step.required {
+        if tx.execute(step.sql, &step.args(keeps_new_blob)).await? == 0 && step.required {
             return Ok(Err(Refusal::Superseded));
         }
     }
@@ -273,91 +360,4 @@ fn committed(commit: &FileCommit, blob_id: String, old_refs: Option<i64>) -> Com
         _ => None,
     };
     Committed { duplicate: blob_id != commit.content.blob_id, blob_id, released }
-}
-
-/// PostgreSQL: the same steps, one statement each, in a transaction that locks the replaced
-/// file's row before deciding; a refusal drops (rolls back) the transaction.
-async fn commit_statement_by_statement(
-    db: &Db,
-    commit: &FileCommit,
-    now: Millis,
-) -> Result<Result<Committed, Refusal>, DbError> {
-    let content = &commit.content;
-    let mut tx = db.begin().await?;
-    let mut kept = None;
-    if let Destination::Replace { object_id, .. } = &commit.destination {
-        let state: Option<(Option<String>, i64, Millis)> =
-            sqlx::query_as(&format!("{REPLACED_STATE} FOR UPDATE")).bind(*object_id).fetch_optional(&mut *tx).await?;
-        if !still_planned(&commit.destination, state.as_ref()) {
-            return Ok(Err(Refusal::Changed));
-        }
-        kept = kept_version(&commit.destination, state.as_ref());
-    }
-    for step in &commit.first_steps {
-        bound(sqlx::query(step.sql), &step.args(false)).execute(&mut *tx).await?;
-    }
-    if !super::users::charge_storage(&mut tx, commit.owner_id, commit.charge, commit.capacity).await? {
-        return Ok(Err(Refusal::QuotaExceeded));
-    }
-    let blob_id = match &content.storage_key {
-        None => {
-            let same = super::blobs::reference_same_content(
-                &mut tx,
-                content.policy_id,
-                (&content.blake3, content.size),
-                commit.owner_id,
-            );
-            match same.await? {
-                Some(id) => id,
-                None => return Ok(Err(Refusal::NotReferenced)),
-            }
-        }
-        Some(key) => {
-            let blob = super::blobs::BlobRow::new_content(
-                &content.blob_id,
-                content.policy_id,
-                key,
-                content.size,
-                &content.blake3,
-            );
-            super::blobs::reference_content(&mut tx, &blob, (commit.owner_id, content.hashed_whole), now).await?.0
-        }
-    };
-    let old_refs = match &commit.destination {
-        Destination::NewFile { object_id, parent_id, name } => {
-            let object = NewObject {
-                id: *object_id,
-                owner_id: commit.owner_id,
-                parent_id: Some(*parent_id),
-                name,
-                kind: ObjectKind::File,
-                policy_id: Some(content.policy_id),
-                physical_file_id: Some(&blob_id),
-                size: content.size,
-            };
-            super::objects::insert(&mut tx, &object, now).await?;
-            None
-        }
-        Destination::Replace { object_id, old_blob_id, .. } => {
-            set_content(&mut tx, *object_id, &blob_id, content.size, now).await?;
-            match (kept, old_blob_id.as_deref()) {
-                (Some((old, size, written)), _) => {
-                    super::versions::insert(&mut tx, *object_id, &old, size, written, now).await?;
-                    None
-                }
-                (None, Some(old)) => Some(super::blobs::add_refs(&mut tx, old, -1).await?),
-                (None, None) => None,
-            }
-        }
-    };
-    let keeps_new_blob = blob_id == content.blob_id;
-    for step in &commit.steps {
-        let args = step.args(keeps_new_blob);
-        let done = bound(sqlx::query(step.sql), &args).execute(&mut *tx).await?;
-        if done.rows_affected() == 0 && step.required {
-            return Ok(Err(Refusal::Superseded));
-        }
-    }
-    tx.commit().await?;
-    Ok(Ok(committed(commit, blob_id, old_refs)))
 }

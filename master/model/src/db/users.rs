@@ -448,20 +448,14 @@ pub async fn charge_storage(conn: &mut Conn, user_id: UserId, bytes: i64, capaci
     }
 }
 
-/// [`charge_storage`] inside a SQLite write transaction on the calling thread
-/// ([`super::inline`]).
-pub(super) fn charge_storage_inline(
-    conn: &rusqlite::Connection,
-    user_id: UserId,
-    bytes: i64,
-    capacity: i64,
-) -> Result<bool, DbError> {
-    let inline = super::inline::execute;
-    let user_id = &user_id.to_string();
+/// The statement [`charge_storage`] runs for `user_id` (as stored, text), for a caller that
+/// runs it itself (the ingest sequence), and whether it must change a row: a reservation
+/// that would pass the capacity changes none. `None`: a charge of 0 changes nothing.
+pub(super) fn charge_statement(user_id: &str, bytes: i64, capacity: i64) -> Option<(&'static str, Vec<Arg<'_>>, bool)> {
     match bytes {
-        1.. => Ok(inline(conn, RESERVE_STORAGE, &[Arg::Text(user_id), Arg::Int(bytes), Arg::Int(capacity)])? > 0),
-        ..0 => inline(conn, RELEASE_STORAGE, &[Arg::Text(user_id), Arg::Int(-bytes)]).map(|_| true),
-        0 => Ok(true),
+        1.. => Some((RESERVE_STORAGE, vec![Arg::Text(user_id), Arg::Int(bytes), Arg::Int(capacity)], true)),
+        ..0 => Some((RELEASE_STORAGE, vec![Arg::Text(user_id), Arg::Int(-bytes)], false)),
+        0 => None,
     }
 }
 

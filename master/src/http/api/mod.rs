@@ -10,7 +10,6 @@ pub mod files;
 pub mod mail;
 pub mod metadata;
 pub mod nodes;
-pub mod not_built;
 pub mod oauth;
 pub mod passkeys;
 pub mod policies;
@@ -242,7 +241,6 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         // docs/src/design/nodes.md), not this document's conventions, so it is not an OpenAPI operation.
         .route("/node/rpc", axum::routing::post(crate::http::node_rpc::handle))
         .routes(routes!(openapi_json))
-        .merge(not_built::api_routes())
         // Every route above reads JSON (or nothing): a declared length over the limit is
         // refused before the body is read.
         .route_layer(axum::middleware::from_fn(crate::http::edge::refuse_declared_oversize))
@@ -263,11 +261,26 @@ pub fn routes() -> (axum::Router<Context>, utoipa::openapi::OpenApi) {
         // Prometheus scrapers expect `/metrics` at the root.
         .merge(OpenApiRouter::new().routes(routes!(crate::http::metrics::scrape)))
         .split_for_parts();
-    not_built::document(&mut doc);
+    add_tags(&mut doc);
     contract::add_common_errors(&mut doc);
     contract::unique_operation_ids(&mut doc);
     let json = OpenApiJson(Arc::new(doc.to_json().unwrap_or_default()));
-    (router.merge(not_built::absolute_routes()).layer(Extension(json)), doc)
+    (router.layer(Extension(json)), doc)
+}
+
+/// The document's tags that no operation's `#[utoipa::path]` declares. `not-built` is kept for
+/// an operation named before it is built, which answers 501 `route.not_implemented`.
+fn add_tags(doc: &mut utoipa::openapi::OpenApi) {
+    let tags = doc.tags.get_or_insert_with(Vec::new);
+    for (name, description) in [
+        ("shares", "Shares of files and folders by code"),
+        ("tags", "The caller's tags"),
+        ("not-built", "Operations of the interface that are not built yet: each answers 501 `route.not_implemented`"),
+    ] {
+        if !tags.iter().any(|tag| tag.name == name) {
+            tags.push(utoipa::openapi::tag::TagBuilder::new().name(name).description(Some(description)).build());
+        }
+    }
 }
 
 type DocumentedRoute = (
