@@ -20,10 +20,13 @@ struct Options {
     sizes: Vec<usize>,
     kib: usize,
     peer_first_max: usize,
+    /// Above this many files rclone is not run at all.
+    peer_max: usize,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
-    let mut options = Options { sizes: vec![1_000, 10_000, 50_000, 200_000], kib: 1, peer_first_max: 10_000 };
+    let mut options =
+        Options { sizes: vec![1_000, 10_000, 50_000, 200_000], kib: 1, peer_first_max: 10_000, peer_max: usize::MAX };
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         let value = iter.next().ok_or_else(|| format!("{arg} needs a value"))?;
@@ -32,6 +35,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--sizes" => options.sizes = value.split(',').map(number).collect::<Result<_, _>>()?,
             "--kib" => options.kib = number(value)?.max(1),
             "--peer-first-max" => options.peer_first_max = number(value)?,
+            "--peer-max" => options.peer_max = number(value)?,
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -99,7 +103,9 @@ pub async fn run(args: &[String]) {
     let options = match parse(args) {
         Ok(options) => options,
         Err(error) => {
-            eprintln!("{error}\nusage: nubo-bench sync-growth [--sizes 1000,10000,...] [--kib K] [--peer-first-max N]");
+            eprintln!(
+                "{error}\nusage: nubo-bench sync-growth [--sizes 1000,10000,...] [--kib K] [--peer-first-max N] [--peer-max N]"
+            );
             std::process::exit(2);
         }
     };
@@ -110,7 +116,6 @@ pub async fn run(args: &[String]) {
         let (mine, theirs) = (work.path().join(format!("nubo-{count}")), work.path().join(format!("rclone-{count}")));
         let (remote_mine, remote_theirs) = (format!("/nubo-{count}"), format!("rclone-{count}"));
         write_small(&mine, count, options.kib * 1024, 2 * round + 1);
-        write_small(&theirs, count, options.kib * 1024, 2 * round + 2);
 
         let first = measured(&bench, nubo_sync(&client, &mine, &remote_mine), "nubo first sync");
         println!("{count} files: nubo first sync {}", Cost::cell(Some(first)));
@@ -121,6 +126,13 @@ pub async fn run(args: &[String]) {
         assert!(mine.join("changed-there.txt").exists(), "the listing run brought the server's change");
         println!("{count} files: nubo run with a full listing {}", Cost::cell(Some(listed)));
 
+        if count > options.peer_max {
+            rows.push((count, [(Some(first), None), (Some(unchanged), None), (Some(listed), None)]));
+            let _ = std::fs::remove_dir_all(&mine);
+            let _ = std::fs::remove_dir_all(&theirs);
+            continue;
+        }
+        write_small(&theirs, count, options.kib * 1024, 2 * round + 2);
         rclone.run(&["mkdir", &format!("nubo:{remote_theirs}")]);
         let remote = format!("nubo:{remote_theirs}");
         let peer_first = if count <= options.peer_first_max {
