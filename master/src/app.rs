@@ -14,8 +14,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::context::Context;
-use crate::service;
+use nubo_service as service;
+use nubo_service::context::Context;
 
 /// A master serving in the background (used by `serve` and by the test harness).
 pub struct Running {
@@ -44,7 +44,7 @@ impl Running {
                 tracing::warn!("a background job did not stop in time");
             }
         }
-        if let Err(error) = crate::service::downloads::flush_source_downloads(&self.context).await {
+        if let Err(error) = nubo_service::downloads::flush_source_downloads(&self.context).await {
             tracing::warn!(%error, "could not write down the last source-link download counts");
         }
         self.context.db().close().await;
@@ -76,14 +76,14 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let store =
         kv::connect(config.redis_url.as_deref(), &config.redis_prefix).await.context("cannot connect to Redis")?;
     service::bootstrap::seed_first_admin(&db, &config).await.context("cannot create the first administrator")?;
-    crate::auth::revocation::restore(&db, store.as_ref()).await.context("cannot restore token revocations")?;
-    let context = Context::new(config, db, store)?;
+    nubo_service::auth::revocation::restore(&db, store.as_ref()).await.context("cannot restore token revocations")?;
+    let context = Context::new(config, db, store, nubo_http::metrics::classify_transfer)?;
     if let Some(publisher) = service::events::connect_publisher(context.config().redis_url.as_deref()).await {
         context.events().publish_to(publisher);
     }
-    let router = crate::http::router(context.clone());
+    let router = nubo_http::router(context.clone());
     let shutdown = CancellationToken::new();
-    let mut jobs = crate::jobs::start(&context, &shutdown);
+    let mut jobs = nubo_service::jobs::start(&context, &shutdown);
     jobs.extend(service::events::start(&context, &shutdown));
     let limits = context.config().edge_limits();
     let server = tokio::spawn(nubo_common::serve::serve(listener, router, limits, shutdown.clone().cancelled_owned()));
@@ -135,7 +135,7 @@ pub async fn create_admin(
     let db = open_database(config).await?;
     let (password, generated) = match password {
         Some(p) => (p, false),
-        None => (crate::auth::password::generate_password(), true),
+        None => (nubo_service::auth::password::generate_password(), true),
     };
     let result = service::accounts::create_admin(&db, email, &password).await;
     db.close().await;

@@ -100,7 +100,7 @@ fn main() -> ExitCode {
     };
     if matches!(cli.command, Some(Command::Openapi)) {
         // Needs no configuration: the web app's API client is generated from this in CI.
-        return match nubo_master::http::api::openapi().to_pretty_json() {
+        return match nubo_http::api::openapi().to_pretty_json() {
             Ok(document) => {
                 println!("{document}");
                 ExitCode::SUCCESS

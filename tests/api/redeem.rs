@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use nubo_master::service::redeem as redeem_service;
 use nubo_model::domain::time::now_ms;
+use nubo_service::redeem as redeem_service;
 use nubo_tests::{Backend, Session, TestApp, error_body, on_every_backend};
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -4,8 +4,8 @@
 //! blobs with identical contents, survive the trash, go with a purge, and are pruned to each
 //! group's retention.
 
-use nubo_master::service::versions;
 use nubo_model::domain::time::now_ms;
+use nubo_service::versions;
 use nubo_tests::{Session, TestApp, error_body, on_every_backend};
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -3,8 +3,8 @@
 //! REST rules: 409 with the current lock in `X-WOPI-Lock`), PutRelativeFile, RenameFile, and
 //! locks shared by two masters.
 
-use nubo_master::auth::token::{TokenType, WopiClaims};
 use nubo_model::domain::time::now_ms;
+use nubo_service::auth::token::{TokenType, WopiClaims};
 use nubo_tests::wopi::{
     DiscoveryServer, ONLYOFFICE_DISCOVERY, Signing, TestKey, WopiClient, lock_header, sign, test_key, ticks,
 };

@@ -250,7 +250,7 @@ impl TestApp {
     }
 
     /// The server's context (database handle, configuration).
-    pub fn context(&self) -> &nubo_master::context::Context {
+    pub fn context(&self) -> &nubo_service::context::Context {
         &self.running.as_ref().expect("server is running").context
     }
 

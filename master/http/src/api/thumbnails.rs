@@ -1,0 +1,99 @@
+//! `GET /object/{id}/thumbnail`: image thumbnails (made in the background, cached for good).
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use crate::error::ApiResult;
+use crate::error::ErrorBody;
+use crate::extract::{ApiPath, ApiQuery};
+use crate::guard::AuthRequired;
+use nubo_service::access::{self, Reach};
+use nubo_service::context::Context;
+use nubo_service::error::ServiceError;
+use nubo_service::thumbnails::{self, ThumbnailAnswer};
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ThumbnailQuery {
+    /// Longest side in pixels: 256 (grid tiles) or 1024 (previews).
+    #[param(default = 256)]
+    #[serde(default = "default_size")]
+    pub size: u32,
+    /// Ignored by the server: clients put the object's `updated_at` here, so a file whose
+    /// content was replaced gets a new URL (thumbnails are cached for a year).
+    pub v: Option<String>,
+}
+
+fn default_size() -> u32 {
+    256
+}
+
+/// The answer while a thumbnail is being made.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ThumbnailPending {
+    /// Always `pending`.
+    pub status: &'static str,
+    /// Seconds to wait before asking again (also in `Retry-After`).
+    pub retry_after: u64,
+}
+
+/// The JPEG thumbnail of an image file the caller may read (PNG, JPEG, GIF's first frame,
+/// WebP), fitting a square of `size` px (smaller images keep their size; transparency is laid
+/// over white). The first request for a content queues a `THUMBNAIL` task and answers 202 with
+/// `Retry-After`; ask again then. Files with the same content share one thumbnail, so it is
+/// often ready at once. A ready thumbnail answers with a strong `ETag` (304 when
+/// `If-None-Match` names it) and `Cache-Control: private, max-age=31536000, immutable`; put the
+/// object's `updated_at` in `v` so replaced content is a new URL. A file that cannot have one
+/// answers 422 with the reason, every time (it is recorded, not retried): decoding is bounded
+/// to 100 megapixels, 512 MiB and 8 s, so a decompression bomb costs nothing more. On a policy
+/// bound to a storage node, the node makes it and only the thumbnail crosses to the master.
+/// (Readers are the object's owner for now; shared files have no thumbnails yet.)
+#[utoipa::path(get, path = "/object/{id}/thumbnail", tag = "files", security(("bearer" = [])),
+    params(("id" = Uuid, Path), ThumbnailQuery),
+    responses(
+        (status = 200, description = "The thumbnail", content_type = "image/jpeg", body = Vec<u8>,
+            headers(("ETag" = String), ("Cache-Control" = String))),
+        (status = 202, description = "Being made: ask again after `Retry-After` seconds", body = ThumbnailPending,
+            headers(("Retry-After" = u64))),
+        (status = 304, description = "The copy named by `If-None-Match` is current"),
+        (status = 400, description = "Malformed id or size", body = ErrorBody),
+        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
+        (status = 404, description = "No such object", body = ErrorBody),
+        (status = 422, description = "No thumbnail: `thumbnail.size_unsupported`, `thumbnail.not_image`, \
+            `thumbnail.too_many_pixels`, `thumbnail.too_large`, `thumbnail.timeout`, `thumbnail.failed`",
+            body = ErrorBody),
+    ))]
+pub async fn thumbnail(
+    State(state): State<Context>,
+    caller: AuthRequired,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiQuery(query): ApiQuery<ThumbnailQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let side = thumbnails::parse_side(query.size)?;
+    let file = access::readable(state.db(), caller.claims.sub, id, Reach::Any).await?;
+    let if_none_match = headers.get(header::IF_NONE_MATCH).and_then(|value| value.to_str().ok());
+    let cache = (header::CACHE_CONTROL, HeaderValue::from_static(thumbnails::CACHE_CONTROL));
+    Ok(match thumbnails::serve(&state, &file, side, if_none_match).await? {
+        ThumbnailAnswer::Image { jpeg, etag } => {
+            let etag = HeaderValue::try_from(etag).map_err(ServiceError::internal)?;
+            let jpeg_type = (header::CONTENT_TYPE, HeaderValue::from_static(nubo_common::thumbnail::CONTENT_TYPE));
+            ([jpeg_type, cache, (header::ETAG, etag)], jpeg).into_response()
+        }
+        ThumbnailAnswer::NotModified { etag } => {
+            let etag = HeaderValue::try_from(etag).map_err(ServiceError::internal)?;
+            (StatusCode::NOT_MODIFIED, [cache, (header::ETAG, etag)]).into_response()
+        }
+        ThumbnailAnswer::Pending { retry_after } => {
+            let retry = (header::RETRY_AFTER, HeaderValue::from(retry_after));
+            let no_store = (header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            (StatusCode::ACCEPTED, [retry, no_store], Json(ThumbnailPending { status: "pending", retry_after }))
+                .into_response()
+        }
+    })
+}

@@ -1,0 +1,156 @@
+//! The master's [`Context`]: what every request, job and service call shares (configuration,
+//! database, key-value store, token keys, blob stores); cheap to clone.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use nubo_common::metrics::Classifier;
+use nubo_model::config::Config;
+use nubo_model::db::Db;
+use nubo_model::domain::ids::ObjectId;
+use nubo_model::kv::{KvStore, SharedStore};
+use nubo_model::storage::StorageRegistry;
+
+use crate::auth::token::TokenKeys;
+
+/// What every request handler shares; cheap to clone.
+#[derive(Clone)]
+pub struct Context(Arc<Inner>);
+
+struct Inner {
+    config: Config,
+    db: Db,
+    store: SharedStore,
+    tokens: TokenKeys,
+    storage: StorageRegistry,
+    source_downloads: Tally,
+    /// Password checks waiting on this master, per share, account and address.
+    waiting_checks: crate::auth::password::WaitingChecks,
+    /// The viewer registry this master built last, with the settings version it was built at.
+    viewers: crate::viewers::RegistryCache,
+    /// The fan-out of change events to this master's subscribers.
+    events: crate::events::EventHub,
+    /// Metrics, kept only while a `metrics_token` is configured.
+    instruments: Option<crate::metrics::Instruments>,
+    /// When this master started (its uptime in the admin summary).
+    started: std::time::Instant,
+    started_at: nubo_model::domain::time::Millis,
+}
+
+impl Context {
+    /// Fails only when the signing secret is missing or too short. With metrics on, the store's
+    /// failures are counted, and `classify` (the front end's: it knows the routes) names the
+    /// requests whose bodies are file bytes.
+    pub fn new(config: Config, db: Db, store: SharedStore, classify: Classifier) -> anyhow::Result<Self> {
+        let tokens = TokenKeys::new(config.signing_secret()?);
+        let instruments = config.metrics_token().map(|token| crate::metrics::Instruments::new(token.clone(), classify));
+        let store = match &instruments {
+            Some(instruments) => nubo_model::kv::metered::MeteredStore::wrap(store, instruments.registry.clone()),
+            None => store,
+        };
+        let storage = StorageRegistry::new(&config.data_dir);
+        let events = crate::events::EventHub::new(format!("{}events", config.redis_prefix));
+        Ok(Self(Arc::new(Inner {
+            config,
+            db,
+            store,
+            tokens,
+            storage,
+            source_downloads: Tally::default(),
+            waiting_checks: Default::default(),
+            viewers: Default::default(),
+            events,
+            instruments,
+            started: std::time::Instant::now(),
+            started_at: nubo_model::domain::time::now_ms(),
+        })))
+    }
+
+    pub fn store(&self) -> &dyn KvStore {
+        self.0.store.as_ref()
+    }
+
+    /// The store as an owned handle, for what outlives a borrow (WebDAV lock systems).
+    pub fn shared_store(&self) -> SharedStore {
+        self.0.store.clone()
+    }
+
+    pub fn tokens(&self) -> &TokenKeys {
+        &self.0.tokens
+    }
+
+    /// The blob store of each storage policy.
+    pub fn storage(&self) -> &StorageRegistry {
+        &self.0.storage
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.0.config
+    }
+
+    pub fn db(&self) -> &Db {
+        &self.0.db
+    }
+
+    pub fn events(&self) -> &crate::events::EventHub {
+        &self.0.events
+    }
+
+    /// The metrics of this master; `None` while metrics are off.
+    pub fn instruments(&self) -> Option<&crate::metrics::Instruments> {
+        self.0.instruments.as_ref()
+    }
+
+    pub fn viewer_cache(&self) -> &crate::viewers::RegistryCache {
+        &self.0.viewers
+    }
+
+    /// How long this master has run, and since when (milliseconds since the epoch).
+    pub fn uptime(&self) -> (std::time::Duration, nubo_model::domain::time::Millis) {
+        (self.0.started.elapsed(), self.0.started_at)
+    }
+
+    /// Password checks waiting or running on this master (see [`crate::auth::password::WaitingChecks`]).
+    pub fn waiting_checks(&self) -> &crate::auth::password::WaitingChecks {
+        &self.0.waiting_checks
+    }
+
+    /// Downloads through source links counted on this master and not yet written down.
+    pub fn source_downloads(&self) -> &Tally {
+        &self.0.source_downloads
+    }
+}
+
+/// Counts per object kept in memory and written to the database in batches, so a hot read
+/// does not cost a write each time. A master that dies loses what it had not written (at most
+/// one flush interval's worth); counts are added, so several masters never overwrite each other.
+#[derive(Debug, Default)]
+pub struct Tally(Mutex<HashMap<ObjectId, i64>>);
+
+impl Tally {
+    pub fn add(&self, id: ObjectId) {
+        *self.lock().entry(id).or_insert(0) += 1;
+    }
+
+    /// What was counted for `id` and not yet taken.
+    pub fn pending(&self, id: ObjectId) -> i64 {
+        self.lock().get(&id).copied().unwrap_or(0)
+    }
+
+    /// Everything counted so far, which the caller writes down (or gives back with
+    /// [`Tally::restore`] when it cannot).
+    pub fn take(&self) -> HashMap<ObjectId, i64> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    pub fn restore(&self, counts: HashMap<ObjectId, i64>) {
+        let mut tally = self.lock();
+        for (id, count) in counts {
+            *tally.entry(id).or_insert(0) += count;
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectId, i64>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}

@@ -1,0 +1,150 @@
+//! The master's floor rules, read from the manifests and the sources: each floor depends only on
+//! the floors below it (model ← service ← http ← master), the model and the services name no web
+//! framework, and no floor's source names a crate above it (cargo already refuses a circle
+//! between crates; this keeps the direction, and a doc link or a path in a string from
+//! pretending otherwise). The slave's own rule is `slave/tests/node/layers.rs`.
+
+use std::path::{Path, PathBuf};
+
+/// The floors from the bottom up: package name, crate path, folder under `master/`.
+const FLOORS: &[(&str, &str, &str)] = &[
+    ("nubo-model", "nubo_model", "model"),
+    ("nubo-service", "nubo_service", "service"),
+    ("nubo-http", "nubo_http", "http"),
+    ("nubo-master", "nubo_master", "."),
+];
+
+/// Web-framework crates that belong to the http floor and above.
+const WEB_FRAMEWORKS: &[&str] = &["axum", "axum-extra", "tower", "tower-http", "hyper", "dav-server", "utoipa-axum"];
+
+/// How many floors from the bottom may depend on a web framework: none below http.
+const FLOORS_WITHOUT_WEB: usize = 2;
+
+fn master_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The crate names declared in the dependency tables of `Cargo.toml` (`[dependencies]`,
+/// `[dev-dependencies]`, `[build-dependencies]` and their `target.*` forms).
+fn declared_dependencies(manifest: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut in_dependencies = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_dependencies = line.trim_matches(['[', ']']).ends_with("dependencies");
+            continue;
+        }
+        if !in_dependencies || line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let key = line.split(['=', '.']).next().unwrap_or_default().trim().trim_matches('"');
+        // `foo = { package = "bar" }` is crate `bar` under another name.
+        let package = line.split("package").nth(1).and_then(|rest| rest.split('"').nth(1));
+        names.push(package.unwrap_or(key).to_owned());
+    }
+    names
+}
+
+fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("source directory") {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, found);
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            found.push(path);
+        }
+    }
+}
+
+fn manifest_of(folder: &str) -> Vec<String> {
+    let path = master_dir().join(folder).join("Cargo.toml");
+    declared_dependencies(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+}
+
+/// What a floor's manifest declares against the rules: a floor above it, or (low floors) a web
+/// framework.
+fn manifest_breaks(floor: usize, declared: &[String]) -> Vec<String> {
+    let mut breaks = Vec::new();
+    for (above, _, _) in &FLOORS[floor + 1..] {
+        if declared.iter().any(|name| name == above) {
+            breaks.push(format!("depends on {above}, a floor above"));
+        }
+    }
+    if floor < FLOORS_WITHOUT_WEB {
+        for web in declared.iter().filter(|name| WEB_FRAMEWORKS.contains(&name.as_str())) {
+            breaks.push(format!("depends on the web framework {web}"));
+        }
+    }
+    breaks
+}
+
+/// What a floor's source text names against the rules: a crate above it, or (low floors) a web
+/// framework's paths.
+fn source_breaks(floor: usize, text: &str) -> Vec<String> {
+    // A path, not a bare word: `nubo_http_requests_total` is a metric's name.
+    let mut named: Vec<String> = FLOORS[floor + 1..]
+        .iter()
+        .map(|(_, path, _)| format!("{path}::"))
+        .filter(|path| text.contains(path.as_str()))
+        .collect();
+    if floor < FLOORS_WITHOUT_WEB {
+        for web in WEB_FRAMEWORKS {
+            let path = format!("{}::", web.replace('-', "_"));
+            if text.contains(&path) {
+                named.push(path);
+            }
+        }
+    }
+    named
+}
+
+#[test]
+fn each_floor_depends_only_on_the_floors_below_and_the_low_floors_on_no_web_framework() {
+    let mut breaks = Vec::new();
+    for (floor, (package, _, folder)) in FLOORS.iter().enumerate() {
+        let declared = manifest_of(folder);
+        assert!(declared.iter().any(|name| name == "nubo-common"), "{package}: the scan read its dependency tables");
+        if floor > 0 {
+            let below = FLOORS[floor - 1].0;
+            assert!(declared.iter().any(|name| name == below), "{package} is expected to stand on {below}");
+        }
+        breaks.extend(manifest_breaks(floor, &declared).into_iter().map(|why| format!("{package} {why}")));
+    }
+    assert!(breaks.is_empty(), "floor rules broken in the manifests: {breaks:?}");
+}
+
+#[test]
+fn no_source_file_names_a_floor_above_its_own() {
+    let mut breaks = Vec::new();
+    for (floor, (_, _, folder)) in FLOORS.iter().enumerate() {
+        let src = master_dir().join(folder).join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        assert!(!files.is_empty(), "{}: the scan found the source tree", src.display());
+        for file in files {
+            let text = std::fs::read_to_string(&file).expect("source file");
+            for named in source_breaks(floor, &text) {
+                breaks.push(format!("{}: {named}", file.strip_prefix(master_dir()).unwrap_or(&file).display()));
+            }
+        }
+    }
+    assert!(breaks.is_empty(), "a floor names what stands above it (move the code down, or pass it in): {breaks:?}");
+}
+
+#[test]
+fn the_rules_see_an_upward_dependency_and_an_upward_path() {
+    let service = 1;
+    assert_eq!(manifest_breaks(service, &["nubo-model".into(), "nubo-http".into(), "axum".into()]).len(), 2);
+    assert!(manifest_breaks(2, &["nubo-service".into(), "axum".into()]).is_empty(), "http may use axum");
+    assert_eq!(source_breaks(0, "use nubo_service::files;"), ["nubo_service::"]);
+    assert!(source_breaks(service, "const M: &str = \"nubo_http_requests_total\";").is_empty());
+    assert_eq!(source_breaks(service, "fn f(b: axum::body::Body) {}"), ["axum::"]);
+    assert!(source_breaks(service, "use nubo_model::db;").is_empty());
+}
+
+#[test]
+fn the_manifest_scan_reads_keys_and_renamed_packages() {
+    let manifest = "[package]\nname = \"x\"\n[dependencies]\naxum.workspace = true\nweb = { package = \"tower-http\" }\n\
+                    # hyper = \"1\"\n[target.'cfg(unix)'.dev-dependencies]\n\"dav-server\" = \"0.11\"\n[lints]\nhyper = 1\n";
+    assert_eq!(declared_dependencies(manifest), ["axum", "tower-http", "dav-server"]);
+}
