@@ -77,7 +77,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         kv::connect(config.redis_url.as_deref(), &config.redis_prefix).await.context("cannot connect to Redis")?;
     service::bootstrap::seed_first_admin(&db, &config).await.context("cannot create the first administrator")?;
     nubo_service::auth::revocation::restore(&db, store.as_ref()).await.context("cannot restore token revocations")?;
-    let context = Context::new(config, db, store, nubo_http::metrics::classify_transfer)?;
+    let context = Context::new(config, db, store, nubo_http::links::FRONT_END)?;
     if let Some(publisher) = service::events::connect_publisher(context.config().redis_url.as_deref()).await {
         context.events().publish_to(publisher);
     }

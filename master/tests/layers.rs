@@ -2,7 +2,9 @@
 //! the floors below it (model ← service ← http ← master), the model and the services name no web
 //! framework, and no floor's source names a crate above it (cargo already refuses a circle
 //! between crates; this keeps the direction, and a doc link or a path in a string from
-//! pretending otherwise). The slave's own rule is `slave/tests/node/layers.rs`.
+//! pretending otherwise). The services build no URL of the front end (no `/api/v1` in their
+//! code), and the front ends name no `db` module of the model. The slave's own rule is
+//! `slave/tests/node/layers.rs`.
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +21,14 @@ const WEB_FRAMEWORKS: &[&str] = &["axum", "axum-extra", "tower", "tower-http", "
 
 /// How many floors from the bottom may depend on a web framework: none below http.
 const FLOORS_WITHOUT_WEB: usize = 2;
+
+/// The floor of the use cases, which builds no URL of the front end (the model's node driver
+/// signs the storage node's own URLs, which are the node protocol's).
+const SERVICE: usize = 1;
+
+/// The floors that reach the database only through the services: the http floor and the binary's
+/// wiring aside (it connects and migrates it).
+const FRONT_END: usize = 2;
 
 fn master_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -87,6 +97,12 @@ fn source_breaks(floor: usize, text: &str) -> Vec<String> {
         .map(|(_, path, _)| format!("{path}::"))
         .filter(|path| text.contains(path.as_str()))
         .collect();
+    if floor == SERVICE && code_of(text).contains("/api/v1") {
+        named.push("/api/v1 (a route: the front end builds its URLs, see `Context::links`)".to_owned());
+    }
+    if floor == FRONT_END && text.contains("nubo_model::db") {
+        named.push("nubo_model::db (the services own the queries; re-export what a handler builds)".to_owned());
+    }
     if floor < FLOORS_WITHOUT_WEB {
         for web in WEB_FRAMEWORKS {
             let path = format!("{}::", web.replace('-', "_"));
@@ -96,6 +112,11 @@ fn source_breaks(floor: usize, text: &str) -> Vec<String> {
         }
     }
     named
+}
+
+/// The source without its comment lines (doc comments may name a route they describe).
+fn code_of(text: &str) -> String {
+    text.lines().filter(|line| !line.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
 }
 
 #[test]
@@ -140,6 +161,10 @@ fn the_rules_see_an_upward_dependency_and_an_upward_path() {
     assert!(source_breaks(service, "const M: &str = \"nubo_http_requests_total\";").is_empty());
     assert_eq!(source_breaks(service, "fn f(b: axum::body::Body) {}"), ["axum::"]);
     assert!(source_breaks(service, "use nubo_model::db;").is_empty());
+    assert_eq!(source_breaks(service, "let url = format!(\"/api/v1/file/{id}\");").len(), 1);
+    assert!(source_breaks(service, "/// served at `/api/v1/share/{code}`").is_empty(), "a doc comment may name it");
+    assert!(source_breaks(2, "let url = format!(\"/api/v1/file/{id}\");").is_empty(), "http knows the routes");
+    assert_eq!(source_breaks(2, "use nubo_model::db::shares::ShareFilter;").len(), 1);
 }
 
 #[test]

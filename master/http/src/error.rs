@@ -94,12 +94,6 @@ impl From<ServiceError> for ApiError {
     }
 }
 
-impl From<nubo_model::db::DbError> for ApiError {
-    fn from(error: nubo_model::db::DbError) -> Self {
-        Self(error.into())
-    }
-}
-
 impl From<nubo_common::storage::StorageError> for ApiError {
     fn from(error: nubo_common::storage::StorageError) -> Self {
         Self(error.into())

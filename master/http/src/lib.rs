@@ -10,6 +10,7 @@ pub mod edge;
 pub mod error;
 pub mod extract;
 pub mod guard;
+pub mod links;
 pub mod metrics;
 pub mod node_rpc;
 pub mod web;

@@ -51,8 +51,8 @@ pub struct UserView {
 }
 
 /// Builds the API view of a user row (one extra lookup for the group name).
-pub async fn user_view(db: &Db, user: &UserRow) -> ServiceResult<UserView> {
-    let group = db::groups::find(db, user.group_id).await?;
+pub async fn user_view(ctx: &Context, user: &UserRow) -> ServiceResult<UserView> {
+    let group = db::groups::find(ctx.db(), user.group_id).await?;
     Ok(UserView {
         id: user.id.into(),
         email: user.email.clone(),
@@ -63,7 +63,7 @@ pub async fn user_view(db: &Db, user: &UserRow) -> ServiceResult<UserView> {
         language: user.language.clone(),
         timezone: user.timezone,
         two_factor_enabled: user.two_factor_key.is_some(),
-        avatar_url: crate::avatars::avatar_url(user),
+        avatar_url: crate::avatars::avatar_url(ctx, user),
         created_at: to_rfc3339(user.created_at),
     })
 }
@@ -157,7 +157,7 @@ pub async fn create_admin(db: &Db, email: &str, password: &Secret) -> ServiceRes
 
 /// Creates a user in a given group (administrators' API; `actor` is the administrator).
 pub async fn create_user(
-    db: &Db,
+    ctx: &Context,
     actor: Uuid,
     email: &str,
     password: &Secret,
@@ -165,6 +165,7 @@ pub async fn create_user(
     group_id: Uuid,
     status: UserStatus,
 ) -> ServiceResult<UserView> {
+    let db = ctx.db();
     let email = Email::parse(email).map_err(|why| ServiceError::validation("email", why))?;
     let nickname = nickname.map(parse_nickname).transpose()?.unwrap_or_else(|| nickname_from(&email));
     let group_id = GroupId::from(group_id);
@@ -175,7 +176,7 @@ pub async fn create_user(
     activity::record(db, Activity::by(actor, Action::AdminUserCreate).on(TargetKind::User, id, Some(email.as_str())))
         .await;
     let row = db::users::find(db, id).await?.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("user vanished")))?;
-    user_view(db, &row).await
+    user_view(ctx, &row).await
 }
 
 /// Self-service registration with e-mail and password, into the registrations group. With
@@ -219,7 +220,7 @@ pub async fn register(
     if verify {
         mail_links::send_verification(ctx, &row).await?;
     }
-    user_view(ctx.db(), &row).await
+    user_view(ctx, &row).await
 }
 
 /// A user-editable setting addressed by `PATCH /user/settings/{option}`.

@@ -123,11 +123,7 @@ pub(crate) async fn issue(ctx: &Context, chosen: &[Readable]) -> ServiceResult<A
     let text = serde_json::to_string(&ticket).map_err(ServiceError::internal)?;
     let token = new_token();
     ctx.store().set(&keys(&token).0, &text, Some(ARCHIVE_TOKEN_LIFETIME)).await?;
-    Ok(ArchiveTokenView {
-        url: format!("/api/v1/file/archive/{token}"),
-        access_token: token,
-        expires: to_rfc3339(expires),
-    })
+    Ok(ArchiveTokenView { url: (ctx.links().archive)(&token), access_token: token, expires: to_rfc3339(expires) })
 }
 
 /// 32 bytes from the thread's CSPRNG (ChaCha, seeded by the operating system), URL-safe.

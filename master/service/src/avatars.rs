@@ -96,8 +96,8 @@ pub fn parse_size(size: &str) -> Option<u32> {
 
 /// Where a user's avatar is served, with a version so a changed avatar is a new URL; `None`
 /// when the user has none (clients show initials).
-pub fn avatar_url(user: &UserRow) -> Option<String> {
-    user.avatar.as_ref().map(|_| format!("/api/v1/user/avatar/{}/l?v={}", user.id, user.updated_at))
+pub fn avatar_url(ctx: &Context, user: &UserRow) -> Option<String> {
+    user.avatar.as_ref().map(|_| (ctx.links().avatar)(user.id, user.updated_at))
 }
 
 /// Reads an upload of at most [`MAX_UPLOAD`] bytes: a larger declared length is refused before

@@ -7,11 +7,37 @@ use std::sync::{Arc, Mutex};
 use nubo_common::metrics::Classifier;
 use nubo_model::config::Config;
 use nubo_model::db::Db;
-use nubo_model::domain::ids::ObjectId;
+use nubo_model::domain::ids::{ObjectId, UserId};
+use nubo_model::domain::time::Millis;
 use nubo_model::kv::{KvStore, SharedStore};
 use nubo_model::storage::StorageRegistry;
 
 use crate::auth::token::TokenKeys;
+
+/// What the front end tells the services about itself: the service floor knows no route.
+#[derive(Clone, Copy)]
+pub struct FrontEnd {
+    /// Names the requests whose bodies are file bytes, by route template (for the metrics).
+    pub classify: Classifier,
+    pub links: Links,
+}
+
+/// Where the front end serves what a service hands out by URL, relative to the site.
+#[derive(Clone, Copy)]
+pub struct Links {
+    /// A single-use download, by its token.
+    pub download: fn(token: &str) -> String,
+    /// A signed, reusable blob URL (the target of a download's redirect), by its token.
+    pub blob: fn(token: &str) -> String,
+    /// A file's permanent source link, by its id and (not yet encoded) name.
+    pub source: fn(object: ObjectId, name: &str) -> String,
+    /// A single-use archive, by its token.
+    pub archive: fn(token: &str) -> String,
+    /// A user's avatar at its largest size, with a version that changes with the avatar.
+    pub avatar: fn(user: UserId, version: Millis) -> String,
+    /// Where a sign-in provider sends its answer back, by the provider's name.
+    pub sign_in_callback: fn(provider: &str) -> String,
+}
 
 /// What every request handler shares; cheap to clone.
 #[derive(Clone)]
@@ -32,6 +58,8 @@ struct Inner {
     events: crate::events::EventHub,
     /// Metrics, kept only while a `metrics_token` is configured.
     instruments: Option<crate::metrics::Instruments>,
+    /// Where the front end serves what a service hands out by URL.
+    links: Links,
     /// When this master started (its uptime in the admin summary).
     started: std::time::Instant,
     started_at: nubo_model::domain::time::Millis,
@@ -39,11 +67,13 @@ struct Inner {
 
 impl Context {
     /// Fails only when the signing secret is missing or too short. With metrics on, the store's
-    /// failures are counted, and `classify` (the front end's: it knows the routes) names the
+    /// failures are counted. The front end says what only it knows: which of its routes carry
+    /// file bytes, and where it serves what a service names by URL.
     /// requests whose bodies are file bytes.
-    pub fn new(config: Config, db: Db, store: SharedStore, classify: Classifier) -> anyhow::Result<Self> {
+    pub fn new(config: Config, db: Db, store: SharedStore, front_end: FrontEnd) -> anyhow::Result<Self> {
         let tokens = TokenKeys::new(config.signing_secret()?);
-        let instruments = config.metrics_token().map(|token| crate::metrics::Instruments::new(token.clone(), classify));
+        let instruments =
+            config.metrics_token().map(|token| crate::metrics::Instruments::new(token.clone(), front_end.classify));
         let store = match &instruments {
             Some(instruments) => nubo_model::kv::metered::MeteredStore::wrap(store, instruments.registry.clone()),
             None => store,
@@ -61,6 +91,7 @@ impl Context {
             viewers: Default::default(),
             events,
             instruments,
+            links: front_end.links,
             started: std::time::Instant::now(),
             started_at: nubo_model::domain::time::now_ms(),
         })))
@@ -97,6 +128,11 @@ impl Context {
     }
 
     /// The metrics of this master; `None` while metrics are off.
+    /// The URLs of the front end (relative to the site) for what a service hands out.
+    pub fn links(&self) -> &Links {
+        &self.0.links
+    }
+
     pub fn instruments(&self) -> Option<&crate::metrics::Instruments> {
         self.0.instruments.as_ref()
     }

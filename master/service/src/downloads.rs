@@ -92,11 +92,7 @@ fn download_token(ctx: &Context, file: &Readable, ver: Option<String>) -> Servic
         typ: TokenType::Download,
     };
     let token = ctx.tokens().sign(&claims);
-    Ok(DownloadTokenView {
-        url: format!("/api/v1/file/download/{token}"),
-        access_token: token,
-        expires: to_rfc3339(exp * 1000),
-    })
+    Ok(DownloadTokenView { url: (ctx.links().download)(&token), access_token: token, expires: to_rfc3339(exp * 1000) })
 }
 
 /// Opens the file a download token names. With `consume`, the token is spent: a second use
@@ -196,7 +192,7 @@ fn signed_blob_url(ctx: &Context, blob_id: &str, name: &str, modified: Millis) -
         exp: now + REDIRECT_LIFETIME.as_secs() as i64,
         typ: TokenType::Blob,
     };
-    format!("/api/v1/file/blob/{}", ctx.tokens().sign(&claims))
+    (ctx.links().blob)(&ctx.tokens().sign(&claims))
 }
 
 /// Opens the blob a signed blob URL names, streamed (it is the redirect's target). Reusable
@@ -221,11 +217,6 @@ pub struct SourceLinkView {
     pub downloads: i64,
 }
 
-fn source_url(object_id: ObjectId, name: &str) -> String {
-    let name = percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC);
-    format!("/api/v1/file/source/{object_id}/{name}")
-}
-
 /// Creates the source link of a live file ([`Reach::Live`]), or answers the existing one.
 pub async fn create_source_link(ctx: &Context, file: &Writable) -> ServiceResult<SourceLinkView> {
     expect_file(file.row())?;
@@ -240,7 +231,7 @@ pub async fn source_link(ctx: &Context, file: &Readable) -> ServiceResult<Source
         .await?
         .ok_or_else(|| ServiceError::not_found(codes::SOURCE_NOT_FOUND, "the file has no source link"))?;
     let downloads = downloads + ctx.source_downloads().pending(row.id);
-    Ok(SourceLinkView { url: source_url(row.id, &row.name), downloads })
+    Ok(SourceLinkView { url: (ctx.links().source)(row.id, &row.name), downloads })
 }
 
 /// Opens a file through its public source link: the link is the grant, and anyone holding the

@@ -3,6 +3,8 @@
 //! decided in [`access`]: functions on one object take its handle, and those working inside a
 //! transaction resolve their objects there through it.
 
+/// The administrators' file list query, as the front end builds it.
+pub use nubo_model::db::objects::FileFilter;
 use std::collections::{HashMap, HashSet};
 
 use base64::Engine;

@@ -5,7 +5,9 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use nubo_model::db::reports::{NewReport, ReportFilter, ReportRow};
+/// The administrators' report list query, as the front end builds it.
+pub use nubo_model::db::reports::ReportFilter;
+use nubo_model::db::reports::{NewReport, ReportRow};
 use nubo_model::db::{self};
 use nubo_model::domain::activity::{Action, TargetKind};
 use nubo_model::domain::ids::UserId;

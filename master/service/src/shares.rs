@@ -3,6 +3,8 @@
 //! browsing a shared folder, download and archive tokens), with the counters, the limits and
 //! the password grant. A visitor reaches objects only through `access::readable_in_share`.
 
+/// A share list query, as the front end builds it.
+pub use nubo_model::db::shares::ShareFilter;
 use std::net::IpAddr;
 use std::time::Duration;
 

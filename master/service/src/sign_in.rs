@@ -222,7 +222,7 @@ async fn sign_in(ctx: &Context, attempt: LoginAttempt<'_>) -> ServiceResult<Logi
         AuthMethod::EmailPassword | AuthMethod::Passkey => {}
     }
     let tokens = issue(ctx, &user, Uuid::new_v4()).await?;
-    Ok(LoginView { tokens, user: accounts::user_view(ctx.db(), &user).await? })
+    Ok(LoginView { tokens, user: accounts::user_view(ctx, &user).await? })
 }
 
 /// Whether a sign-in through `provider` is one factor, so an account with two-factor sign-in

@@ -33,14 +33,14 @@ pub async fn list(ctx: &Context, filter: &UserFilter, page: PageRequest) -> Serv
     let (count, rows) = db::users::list(ctx.db(), filter, page.offset, page.limit).await?;
     let mut items = Vec::with_capacity(rows.len());
     for row in &rows {
-        items.push(accounts::user_view(ctx.db(), row).await?);
+        items.push(accounts::user_view(ctx, row).await?);
     }
     Ok(Page { count, items })
 }
 
 pub async fn get(ctx: &Context, id: Uuid) -> ServiceResult<UserView> {
     let row = db::users::find(ctx.db(), id.into()).await?.ok_or_else(not_found)?;
-    accounts::user_view(ctx.db(), &row).await
+    accounts::user_view(ctx, &row).await
 }
 
 /// A user as administrators inspect them: the profile, storage, ways to sign in and what they
@@ -80,7 +80,7 @@ pub async fn detail(ctx: &Context, id: Uuid) -> ServiceResult<UserDetail> {
     let db = ctx.db();
     let key = UserId::from(id);
     let row = db::users::find(db, key).await?.ok_or_else(not_found)?;
-    let user = accounts::user_view(db, &row).await?;
+    let user = accounts::user_view(ctx, &row).await?;
     let (used, capacity) = db::users::usage_and_capacity(db, key, now_ms()).await?;
     let identities = identities::list(ctx, id).await?;
     let passkeys = db::passkeys::list_of(db, key).await?.len() as i64;

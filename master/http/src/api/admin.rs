@@ -4,10 +4,10 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use nubo_common::secret::Secret;
-use nubo_model::db::objects::FileFilter;
 use nubo_model::domain::group::GroupPermissions;
 use nubo_model::domain::user::UserFilter;
 use nubo_model::domain::user::UserStatus;
+use nubo_service::files::FileFilter;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -94,7 +94,7 @@ pub async fn create_user(
 ) -> ApiResult<(StatusCode, Json<UserView>)> {
     let status = request.status.unwrap_or(UserStatus::Active);
     let user = accounts::create_user(
-        state.db(),
+        &state,
         admin.sub,
         &request.email,
         &request.password,

@@ -4,8 +4,8 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use nubo_model::db::reports::ReportFilter;
 use nubo_model::domain::report::{ReportAction, ReportReason, ReportStatus};
+use nubo_service::reports::ReportFilter;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;

@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::extract::{OriginalUri, State};
 use axum::http::StatusCode;
-use nubo_model::db::shares::ShareFilter;
+use nubo_service::shares::ShareFilter;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;

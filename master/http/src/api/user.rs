@@ -255,7 +255,7 @@ pub struct StorageView {
         (status = 403, description = "Account not active", body = ErrorBody),
     ))]
 pub async fn me(State(state): State<Context>, caller: AuthRequired) -> ApiResult<Json<UserView>> {
-    Ok(Json(accounts::user_view(state.db(), caller.user.row()).await?))
+    Ok(Json(accounts::user_view(&state, caller.user.row()).await?))
 }
 
 /// The caller's settings and effective theme.

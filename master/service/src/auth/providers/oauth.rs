@@ -144,7 +144,7 @@ pub async fn settings(ctx: &Context, provider: Provider) -> ServiceResult<Provid
     if !site_url.starts_with("http") {
         return Err(not_configured("the site_url setting is empty"));
     }
-    let redirect_uri = format!("{}/api/v1/user/oauth/{}/callback", site_url.trim_end_matches('/'), provider.name());
+    let redirect_uri = format!("{}{}", site_url.trim_end_matches('/'), (ctx.links().sign_in_callback)(provider.name()));
     Ok(ProviderSettings {
         provider,
         client_id,
@@ -184,7 +184,8 @@ async fn oidc_settings(ctx: &Context) -> ServiceResult<ProviderSettings> {
     if !scope.contains(&"openid") {
         scope.insert(0, "openid");
     }
-    let redirect_uri = format!("{}/api/v1/user/oauth/oidc/callback", site_url.trim_end_matches('/'));
+    let redirect_uri =
+        format!("{}{}", site_url.trim_end_matches('/'), (ctx.links().sign_in_callback)(Provider::Oidc.name()));
     Ok(ProviderSettings {
         provider: Provider::Oidc,
         client_id,
