@@ -94,12 +94,6 @@ impl From<ServiceError> for ApiError {
     }
 }
 
-impl From<nubo_common::storage::StorageError> for ApiError {
-    fn from(error: nubo_common::storage::StorageError) -> Self {
-        Self(error.into())
-    }
-}
-
 /// Renders a bare [`ServiceError`] as [`ApiError`] does, where a front end answers with a
 /// [`Response`] of its own making (WebDAV, WOPI, middleware).
 pub trait ErrorResponse {
@@ -112,9 +106,9 @@ impl ErrorResponse for ServiceError {
     }
 }
 
-impl std::fmt::Display for ApiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
+impl From<nubo_common::storage::StorageError> for ApiError {
+    fn from(error: nubo_common::storage::StorageError) -> Self {
+        Self(error.into())
     }
 }
 
