@@ -1,0 +1,2 @@
+//! Empty: a build script makes cargo count the build dependencies of the manifest.
+fn main() {}
