@@ -14,7 +14,6 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use nubo_service as service;
 use nubo_service::context::Context;
 
 /// A master serving in the background (used by `serve` and by the test harness).
@@ -44,7 +43,7 @@ impl Running {
                 tracing::warn!("a background job did not stop in time");
             }
         }
-        if let Err(error) = nubo_service::downloads::flush_source_downloads(&self.context).await {
+        if let Err(error) = nubo_service::content::downloads::flush_source_downloads(&self.context).await {
             tracing::warn!(%error, "could not write down the last source-link download counts");
         }
         self.context.db().close().await;
@@ -58,8 +57,10 @@ pub async fn open_database(config: &Config) -> anyhow::Result<Db> {
         .await
         .context("cannot open the database")?;
     db.migrate().await.context("cannot migrate the database")?;
-    service::bootstrap::seed(&db).await.context("cannot seed the database")?;
-    let filled = service::bootstrap::fill_search_keys(&db).await.context("cannot write the objects' search keys")?;
+    nubo_service::identity::bootstrap::seed(&db).await.context("cannot seed the database")?;
+    let filled = nubo_service::identity::bootstrap::fill_search_keys(&db)
+        .await
+        .context("cannot write the objects' search keys")?;
     if filled > 0 {
         tracing::info!(filled, "wrote the search keys of objects from before search");
     }
@@ -75,16 +76,21 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let addr = listener.local_addr()?;
     let store =
         kv::connect(config.redis_url.as_deref(), &config.redis_prefix).await.context("cannot connect to Redis")?;
-    service::bootstrap::seed_first_admin(&db, &config).await.context("cannot create the first administrator")?;
-    nubo_service::auth::revocation::restore(&db, store.as_ref()).await.context("cannot restore token revocations")?;
+    nubo_service::identity::bootstrap::seed_first_admin(&db, &config)
+        .await
+        .context("cannot create the first administrator")?;
+    nubo_service::credentials::revocation::restore(&db, store.as_ref())
+        .await
+        .context("cannot restore token revocations")?;
     let context = Context::new(config, db, store, nubo_http::links::FRONT_END)?;
-    if let Some(publisher) = service::events::connect_publisher(context.config().redis_url.as_deref()).await {
+    if let Some(publisher) = nubo_service::context::hub::connect_publisher(context.config().redis_url.as_deref()).await
+    {
         context.events().publish_to(publisher);
     }
     let router = nubo_http::router(context.clone());
     let shutdown = CancellationToken::new();
     let mut jobs = nubo_service::jobs::start(&context, &shutdown);
-    jobs.extend(service::events::start(&context, &shutdown));
+    jobs.extend(nubo_service::tree::events::start(&context, &shutdown));
     let limits = context.config().edge_limits();
     let server = tokio::spawn(nubo_common::serve::serve(listener, router, limits, shutdown.clone().cancelled_owned()));
     tracing::info!(%addr, version = env!("CARGO_PKG_VERSION"), "nubo-master listening on http://{addr}");
@@ -135,9 +141,9 @@ pub async fn create_admin(
     let db = open_database(config).await?;
     let (password, generated) = match password {
         Some(p) => (p, false),
-        None => (nubo_service::auth::password::generate_password(), true),
+        None => (nubo_service::credentials::password::generate_password(), true),
     };
-    let result = service::accounts::create_admin(&db, email, &password).await;
+    let result = nubo_service::identity::accounts::create_admin(&db, email, &password).await;
     db.close().await;
     let id = result.map_err(|e| anyhow::anyhow!("{}", e.message))?;
     Ok((id, generated.then_some(password)))

@@ -3,8 +3,9 @@
 //! framework, and no floor's source names a crate above it (cargo already refuses a circle
 //! between crates; this keeps the direction, and a doc link or a path in a string from
 //! pretending otherwise). The services build no URL of the front end (no `/api/v1` in their
-//! code), and the front ends name no `db` module of the model. The slave's own rule is
-//! `slave/tests/node/layers.rs`.
+//! code), and the front ends name no `db` module of the model and no pool (`.db()`): they hand
+//! the services the `Context`. Inside the services, each folder imports only the folders below
+//! it ([`SERVICE_FOLDERS`]). The slave's own rule is `slave/tests/node/layers.rs`.
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +30,26 @@ const SERVICE: usize = 1;
 /// The floors that reach the database only through the services: the http floor and the binary's
 /// wiring aside (it connects and migrates it).
 const FRONT_END: usize = 2;
+
+/// The service crate's folders from the bottom up (as `master/service/src/lib.rs` lists them): a
+/// file imports (`crate::...`) only its own folder, the folders before it and the crate root's
+/// files (`error`, `error_codes`, `lib`).
+const SERVICE_FOLDERS: &[&str] = &[
+    "credentials",
+    "context",
+    "audit",
+    "settings",
+    "storage",
+    "tree",
+    "identity",
+    "capacity",
+    "tasks",
+    "sharing",
+    "content",
+    "office",
+    "ops",
+    "jobs",
+];
 
 fn master_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -103,6 +124,9 @@ fn source_breaks(floor: usize, text: &str) -> Vec<String> {
     if floor == FRONT_END && text.contains("nubo_model::db") {
         named.push("nubo_model::db (the services own the queries; re-export what a handler builds)".to_owned());
     }
+    if floor == FRONT_END && code_of(text).contains(".db()") {
+        named.push(".db() (a pool: hand the service the Context)".to_owned());
+    }
     if floor < FLOORS_WITHOUT_WEB {
         for web in WEB_FRAMEWORKS {
             let path = format!("{}::", web.replace('-', "_"));
@@ -112,6 +136,65 @@ fn source_breaks(floor: usize, text: &str) -> Vec<String> {
         }
     }
     named
+}
+
+/// The first names of the `crate::` paths in `code` (each item's of a `crate::{a, b::c}` group).
+fn crate_paths(code: &str) -> Vec<String> {
+    let ident = |text: &str| text.trim_start().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+    let mut names = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        let preceded_by_word = rest[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_');
+        rest = &rest[at + "crate::".len()..];
+        if preceded_by_word {
+            continue; // another crate's path (`nubo_crate::`)
+        }
+        let Some(group) = rest.strip_prefix('{') else {
+            names.push(ident(rest));
+            continue;
+        };
+        // The group's items at its top level, up to its closing brace.
+        let (mut depth, mut item) = (0, 0);
+        for (i, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    names.push(ident(&group[item..i]));
+                    rest = &group[i..];
+                    break;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    names.push(ident(&group[item..i]));
+                    item = i + 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    names.retain(|name: &String| !name.is_empty());
+    names
+}
+
+/// The folder a service file belongs to (`None` for the crate root's files).
+fn service_folder(relative: &Path) -> Option<String> {
+    let mut parts = relative.components();
+    let first = parts.next()?.as_os_str().to_string_lossy().into_owned();
+    parts.next().map(|_| first)
+}
+
+/// What a service file at `relative` (to `src/`) imports against the folder order.
+fn folder_breaks(relative: &Path, text: &str) -> Vec<String> {
+    let rank = |folder: &str| SERVICE_FOLDERS.iter().position(|f| *f == folder);
+    let own = service_folder(relative).map(|folder| {
+        rank(&folder).unwrap_or_else(|| panic!("{}: folder {folder} is not in SERVICE_FOLDERS", relative.display()))
+    });
+    crate_paths(&code_of(text))
+        .into_iter()
+        .filter_map(|name| rank(&name).map(|r| (name, r)))
+        .filter(|&(_, r)| own.is_none_or(|own| r > own))
+        .map(|(name, _)| format!("imports {name}, a folder above its own"))
+        .collect()
 }
 
 /// The source without its comment lines (doc comments may name a route they describe).
@@ -153,11 +236,51 @@ fn no_source_file_names_a_floor_above_its_own() {
 }
 
 #[test]
+fn each_service_folder_imports_only_the_folders_below_it() {
+    let src = master_dir().join("service/src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("lib.rs");
+    let code = code_of(&lib);
+    let mut declared: Vec<&str> = code
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("pub mod "))
+        .map(|rest| rest.split(';').next().unwrap_or(rest).trim())
+        .filter(|name| src.join(name).is_dir())
+        .collect();
+    let mut ranked = SERVICE_FOLDERS.to_vec();
+    declared.sort();
+    ranked.sort();
+    assert_eq!(declared, ranked, "every folder lib.rs declares has its place in SERVICE_FOLDERS");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut breaks = Vec::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).expect("under src");
+        let text = std::fs::read_to_string(file).expect("source file");
+        breaks.extend(folder_breaks(relative, &text).into_iter().map(|why| format!("{}: {why}", relative.display())));
+    }
+    assert!(files.len() > 40, "the scan found the service files ({})", files.len());
+    assert!(breaks.is_empty(), "a service folder imports one above it (move the code down, or pass it in): {breaks:?}");
+}
+
+#[test]
+fn the_folder_rule_sees_an_upward_import_in_any_form() {
+    let tree = Path::new("tree/files.rs");
+    assert!(folder_breaks(tree, "use crate::storage::policies;\nuse crate::{Page, audit::activity};").is_empty());
+    assert_eq!(folder_breaks(tree, "use crate::content::ingest;").len(), 1);
+    assert_eq!(folder_breaks(tree, "use crate::{Page, sharing::shares::{self, Share}};").len(), 1);
+    assert_eq!(folder_breaks(tree, "let x = crate::ops::summary::get(ctx);").len(), 1);
+    assert!(folder_breaks(tree, "/// see [`crate::content::ingest`]").is_empty(), "a doc link is not an import");
+    assert_eq!(folder_breaks(Path::new("error.rs"), "use crate::tree::files;").len(), 1, "the root stands below all");
+    assert!(folder_breaks(Path::new("jobs/mod.rs"), "use crate::{content::uploads, ops::health};").is_empty());
+    assert_eq!(crate_paths("use crate::{a::{b, c}, d, e::f};"), ["a", "d", "e"]);
+}
+
+#[test]
 fn the_rules_see_an_upward_dependency_and_an_upward_path() {
     let service = 1;
     assert_eq!(manifest_breaks(service, &["nubo-model".into(), "nubo-http".into(), "axum".into()]).len(), 2);
     assert!(manifest_breaks(2, &["nubo-service".into(), "axum".into()]).is_empty(), "http may use axum");
-    assert_eq!(source_breaks(0, "use nubo_service::files;"), ["nubo_service::"]);
+    assert_eq!(source_breaks(0, "use nubo_service::tree::files;"), ["nubo_service::"]);
     assert!(source_breaks(service, "const M: &str = \"nubo_http_requests_total\";").is_empty());
     assert_eq!(source_breaks(service, "fn f(b: axum::body::Body) {}"), ["axum::"]);
     assert!(source_breaks(service, "use nubo_model::db;").is_empty());
@@ -165,6 +288,7 @@ fn the_rules_see_an_upward_dependency_and_an_upward_path() {
     assert!(source_breaks(service, "/// served at `/api/v1/share/{code}`").is_empty(), "a doc comment may name it");
     assert!(source_breaks(2, "let url = format!(\"/api/v1/file/{id}\");").is_empty(), "http knows the routes");
     assert_eq!(source_breaks(2, "use nubo_model::db::shares::ShareFilter;").len(), 1);
+    assert_eq!(source_breaks(2, "files::get(state.db(), id).await?").len(), 1, "a handler passes no pool");
 }
 
 #[test]

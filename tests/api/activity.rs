@@ -329,7 +329,7 @@ async fn pruning_removes_rows_older_than_the_retention_setting(app: TestApp) {
     let admin = app.login_admin().await;
     let ancient = old_row(&app, 200).await;
     let recent = old_row(&app, 2).await;
-    let prune = || nubo_service::activity::prune(app.context(), nubo_model::domain::time::now_ms());
+    let prune = || nubo_service::jobs::prune_activity(app.context(), nubo_model::domain::time::now_ms());
 
     // The default keeps 90 days.
     assert_eq!(prune().await.unwrap(), 1);

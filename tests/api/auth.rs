@@ -1,6 +1,6 @@
 //! Registration, sign-in, the three guard levels, bans, refresh rotation and sign-out.
 
-use nubo_service::auth::token::{JwtPayload, TokenType};
+use nubo_service::credentials::token::{JwtPayload, TokenType};
 use nubo_tests::{Session, TestApp, error_body, login_body, on_every_backend};
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use nubo_model::config::Config;
-use nubo_service::events::STREAM_RECHECK;
+use nubo_service::tree::events::STREAM_RECHECK;
 use nubo_tests::{Backend, Session, TestApp};
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -154,10 +154,13 @@ async fn killed_mid_migration_resumes_after_restart(backend: Backend) {
     let TestApp { database, config, .. } = app;
     let collector = TestApp::spawn_with(database, config).await;
     let later = nubo_model::domain::time::now_ms() + 7 * 3_600_000;
-    let collected =
-        nubo_service::maintenance::collect_blobs(collector.context(), later, nubo_service::maintenance::BLOB_GRACE)
-            .await
-            .unwrap();
+    let collected = nubo_service::ops::maintenance::collect_blobs(
+        collector.context(),
+        later,
+        nubo_service::ops::maintenance::BLOB_GRACE,
+    )
+    .await
+    .unwrap();
     assert!(collected <= 1, "{collected} leftovers");
     assert_eq!(s3.stored_blobs(&collector), files.len(), "exactly one blob per file on S3");
     let local_left =
@@ -304,8 +307,9 @@ async fn killed_during_an_upload_burst_leaves_no_upload_stuck(backend: Backend) 
     let app = Arc::into_inner(app).expect("the burst is over");
     let TestApp { database, config, .. } = app;
     let app = TestApp::spawn_with(database, config).await;
-    let later = nubo_model::domain::time::now_ms() + nubo_service::uploads::SESSION_LIFETIME.as_millis() as i64 + 1;
-    nubo_service::uploads::reap_expired(app.context(), later).await.unwrap();
+    let later =
+        nubo_model::domain::time::now_ms() + nubo_service::content::uploads::SESSION_LIFETIME.as_millis() as i64 + 1;
+    nubo_service::content::uploads::reap_expired(app.context(), later).await.unwrap();
     assert_eq!(app.storage_used(&user).await, (BURST_FILES * BURST_FILE) as i64, "charged once per file");
 }
 

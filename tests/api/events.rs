@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use nubo_model::domain::time::now_ms;
-use nubo_service::events;
+use nubo_service::tree::events;
 use nubo_tests::{Session, TestApp, error_body, on_every_backend};
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -235,9 +235,9 @@ async fn abort_and_reaper_release_the_reservation_and_bytes(app: TestApp, kind: 
     assert_eq!(app.storage_used(&user).await, chunk as i64 + 1 + 100);
     let state = app.context();
     let now = nubo_model::domain::time::now_ms();
-    assert_eq!(nubo_service::uploads::reap_expired(state, now).await.unwrap(), 0, "nothing expired yet");
-    let later = now + nubo_service::uploads::SESSION_LIFETIME.as_millis() as i64 + 1;
-    assert_eq!(nubo_service::uploads::reap_expired(state, later).await.unwrap(), 1);
+    assert_eq!(nubo_service::content::uploads::reap_expired(state, now).await.unwrap(), 0, "nothing expired yet");
+    let later = now + nubo_service::content::uploads::SESSION_LIFETIME.as_millis() as i64 + 1;
+    assert_eq!(nubo_service::content::uploads::reap_expired(state, later).await.unwrap(), 1);
     assert_eq!(app.storage_used(&user).await, 100, "only the finished file counts");
     let gone = app
         .call(Method::GET, &format!("/file/upload/{}", abandoned["id"].as_str().unwrap()), Some(&user.access), None)
@@ -569,7 +569,7 @@ async fn source_links_serve_private_files_publicly(app: TestApp, kind: PolicyKin
         app.call(Method::GET, &format!("/file/source/{id}"), Some(&user.access), None).await.json().await.unwrap();
     assert_eq!(read["downloads"], 2, "counted in memory, shown at once");
     // The counts are written down in batches: once written they are not counted twice.
-    let written = nubo_service::downloads::flush_source_downloads(app.context()).await.unwrap();
+    let written = nubo_service::content::downloads::flush_source_downloads(app.context()).await.unwrap();
     assert_eq!(written, 1);
     let (stored,): (i64,) = sqlx::query_as("SELECT downloads FROM source_links WHERE object_id = $1")
         .bind(id)
@@ -904,8 +904,8 @@ async fn stage_without_finishing(
         .unwrap()
         .expect("the session");
     let staged: nubo_common::storage::StagedUpload = serde_json::from_str(&session.driver_state).unwrap();
-    let policy = nubo_service::policies::find(db, session.policy_id.into()).await.unwrap();
-    let store = nubo_service::policies::store(app.context(), &policy).await.unwrap();
+    let policy = nubo_service::storage::policies::find(app.context(), session.policy_id.into()).await.unwrap();
+    let store = nubo_service::storage::policies::store(app.context(), &policy).await.unwrap();
     let mut receipts = Vec::new();
     for (index, piece) in bytes.chunks(session.chunk_size as usize).enumerate() {
         let body: nubo_common::storage::ByteStream =
@@ -926,7 +926,7 @@ async fn stage_without_finishing(
 }
 
 async fn a_finish_left_by_a_dead_master_is_taken_over_once_its_lease_ran_out(app: TestApp, kind: PolicyKind) {
-    use nubo_service::uploads::recover_stale_claims;
+    use nubo_service::content::uploads::recover_stale_claims;
     let (user, root, policy) = setup_storage(&app, kind).await;
     let now = nubo_model::domain::time::now_ms;
     let dead = app.stale_claim_age();

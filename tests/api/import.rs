@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nubo_model::domain::task::TaskProps;
-use nubo_service::import;
-use nubo_service::migration::TaskFailure;
+use nubo_service::content::import;
+use nubo_service::tasks::run::TaskFailure;
 use nubo_tests::files::{PolicyKind, StopAfter, TestPolicy, files_below};
 use nubo_tests::{Backend, Session, TestApp, error_body, on_every_backend, on_every_backend_and_storage};
 use reqwest::Method;
@@ -269,7 +269,7 @@ async fn an_import_stops_at_a_full_quota_saying_how_far_it_got(app: TestApp) {
 }
 
 async fn files_waiting_for_an_import_are_not_collected(app: TestApp) {
-    use nubo_service::maintenance;
+    use nubo_service::ops::maintenance;
     let admin = app.login_admin().await;
     let policy = app.use_test_policy(&admin, PolicyKind::Local, 0).await;
     let user = app.register("olga@example.com", "olga-password").await;

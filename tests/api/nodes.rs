@@ -65,7 +65,7 @@ async fn a_registered_node_answers_a_signed_ping(app: TestApp) {
     assert!(free <= total, "free {free} of {total}");
 
     // The periodic health check reaches it too (and counts it online).
-    assert_eq!(nubo_service::nodes::check_all(app.context().db()).await.unwrap(), 1);
+    assert_eq!(nubo_service::storage::nodes::check_all(app.context()).await.unwrap(), 1);
 
     // A node that storage policies do not use can be removed.
     let response = app.call(Method::DELETE, &format!("/admin/node/{id}"), Some(&admin.access), None).await;

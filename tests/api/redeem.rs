@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use nubo_model::domain::time::now_ms;
-use nubo_service::redeem as redeem_service;
+use nubo_service::capacity::redeem as redeem_service;
 use nubo_tests::{Backend, Session, TestApp, error_body, on_every_backend};
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -31,7 +31,7 @@ async fn site_config_reflects_stored_settings(app: TestApp) {
     let mut values = serde_json::Map::new();
     values.insert("tos_url".into(), "https://example.com/tos".into());
     values.insert("auth_methods".into(), serde_json::json!(["email_password", "passkey"]));
-    nubo_service::site::update_settings(app.context().db(), &values).await.unwrap();
+    nubo_service::settings::site::update_settings(app.context().db(), &values).await.unwrap();
     let body: Value = app.get("/site/config").await.json().await.unwrap();
     assert_eq!(body["tos_url"], "https://example.com/tos");
     assert_eq!(body["auth_methods"], serde_json::json!(["email_password", "passkey"]));

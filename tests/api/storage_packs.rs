@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use nubo_model::domain::time::{now_ms, to_rfc3339};
-use nubo_service::storage_packs;
+use nubo_service::capacity::storage_packs;
 use nubo_tests::files::content;
 use nubo_tests::{Session, TestApp, error_body, on_every_backend};
 use reqwest::Method;

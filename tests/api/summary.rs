@@ -120,7 +120,7 @@ async fn summary_figures_equal_what_the_test_created(app: TestApp) {
     assert_eq!(today["upload_bytes"], logical);
 
     // Folding PostgreSQL's appended changes (the periodic job) changes no figure.
-    nubo_service::summary::fold(app.context()).await.unwrap();
+    nubo_service::ops::summary::fold(app.context()).await.unwrap();
     let folded = summary(&app, &admin).await;
     for part in ["users", "objects", "storage", "shares", "tasks", "nodes", "daily"] {
         assert_eq!(folded[part], figures[part], "{part} after folding");
@@ -147,7 +147,7 @@ async fn summary_figures_equal_what_the_test_created(app: TestApp) {
     assert_eq!(after["objects"]["folders"], 2);
     assert_eq!(after["storage"]["logical_bytes"], same.len());
     assert_eq!(after["shares"], 1);
-    nubo_service::summary::fold(app.context()).await.unwrap();
+    nubo_service::ops::summary::fold(app.context()).await.unwrap();
     let folded = summary(&app, &admin).await;
     assert_eq!(folded["objects"], after["objects"]);
     assert_eq!(folded["storage"], after["storage"]);

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use nubo_model::domain::task::TaskProps;
-use nubo_service::migration::{self, TaskFailure};
+use nubo_service::content::migration;
+use nubo_service::tasks::run::TaskFailure;
 use nubo_tests::files::{PolicyKind, StopAfter, TestPolicy, content};
 use nubo_tests::{Session, TestApp, error_body, on_every_backend};
 use reqwest::Method;
@@ -251,7 +252,7 @@ async fn a_queued_task_cancels_at_once_on_postgres() {
 }
 
 async fn the_collector_and_the_trash_purge_take_what_they_must_and_nothing_else(app: TestApp) {
-    use nubo_service::maintenance;
+    use nubo_service::ops::maintenance;
     let admin = app.login_admin().await;
     let local = app.use_test_policy(&admin, PolicyKind::Local, 0).await;
     let user = app.register("tara@example.com", "tara-password").await;

@@ -214,7 +214,7 @@ async fn the_sweep_forgets_thumbnails_once_no_file_has_their_content(app: TestAp
     assert!(purged.status().is_success(), "{}", purged.status());
 
     let now = nubo_model::domain::time::now_ms();
-    let swept = nubo_service::thumbnails::sweep(app.context(), now).await.unwrap();
+    let swept = nubo_service::content::thumbnails::sweep(app.context(), now).await.unwrap();
     assert_eq!(swept, 1, "only the purged file's thumbnail goes");
     let db = app.context().db();
     let (gone_hash, kept_hash) = (blake3::hash(&gone).to_hex().to_string(), blake3::hash(&kept).to_hex().to_string());

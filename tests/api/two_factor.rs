@@ -216,7 +216,7 @@ async fn a_recovery_code_disables_two_factor_sign_in(app: TestApp) {
 }
 
 async fn a_magic_link_waits_for_the_code_and_is_used_once(app: TestApp) {
-    use nubo_service::auth::mailed_token::{Purpose, issue};
+    use nubo_service::identity::mailed_token::{Purpose, issue};
     let admin = app.login_admin().await;
     let settings = json!({"auth_methods": ["email_password", "magic_link"]});
     assert_eq!(app.call(Method::PATCH, "/admin/settings", Some(&admin.access), Some(settings)).await.status(), 204);

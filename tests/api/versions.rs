@@ -5,7 +5,7 @@
 //! group's retention.
 
 use nubo_model::domain::time::now_ms;
-use nubo_service::versions;
+use nubo_service::content::versions;
 use nubo_tests::{Session, TestApp, error_body, on_every_backend};
 use reqwest::Method;
 use serde_json::{Value, json};

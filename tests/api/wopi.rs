@@ -4,7 +4,7 @@
 //! locks shared by two masters.
 
 use nubo_model::domain::time::now_ms;
-use nubo_service::auth::token::{TokenType, WopiClaims};
+use nubo_service::credentials::token::{TokenType, WopiClaims};
 use nubo_tests::wopi::{
     DiscoveryServer, ONLYOFFICE_DISCOVERY, Signing, TestKey, WopiClient, lock_header, sign, test_key, ticks,
 };

@@ -257,13 +257,13 @@ pub struct StopAfter {
 }
 
 #[async_trait::async_trait]
-impl nubo_service::migration::Checkpoint for StopAfter {
+impl nubo_service::tasks::run::Checkpoint for StopAfter {
     async fn checkpoint(
         &mut self,
         progress: &nubo_model::domain::task::TaskProgress,
-    ) -> Result<(), nubo_service::migration::TaskFailure> {
+    ) -> Result<(), nubo_service::tasks::run::TaskFailure> {
         match progress.files_done >= self.after {
-            true => Err(nubo_service::migration::TaskFailure::Stopped),
+            true => Err(nubo_service::tasks::run::TaskFailure::Stopped),
             false => Ok(()),
         }
     }

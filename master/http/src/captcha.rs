@@ -1,7 +1,7 @@
 //! The one gate of every captcha-protected route: [`CaptchaJson`] reads a JSON body and checks
 //! its `captcha` field for the route's scene before the handler runs; [`ShareVisitor`] checks
 //! the `X-Captcha` header whenever a share password comes. A protected route cannot take its
-//! input any other way, so no scene is forgotten. Checks are `service::captcha::verify`.
+//! input any other way, so no scene is forgotten. Checks are `service::identity::captcha::verify`.
 
 use std::marker::PhantomData;
 
@@ -13,9 +13,9 @@ use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ClientAddress};
-use nubo_service::captcha;
 use nubo_service::context::Context;
-use nubo_service::shares::Visitor;
+use nubo_service::identity::captcha;
+use nubo_service::sharing::shares::Visitor;
 
 /// A scene as a type, so a route names its scene in its signature.
 pub trait Scene: Send + Sync + 'static {

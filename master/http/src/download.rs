@@ -16,7 +16,7 @@ use nubo_model::domain::object::attachment_disposition;
 use crate::content_safety;
 use crate::error::ApiResult;
 use crate::error::ErrorResponse;
-use nubo_service::downloads::Download;
+use nubo_service::content::downloads::Download;
 use nubo_service::error::{ErrorKind, ServiceError};
 use nubo_service::error_codes as codes;
 

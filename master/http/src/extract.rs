@@ -216,7 +216,7 @@ pub fn client_address(
     client
 }
 
-/// Middleware: handles the request inside [`nubo_service::activity::with_address`], so the
+/// Middleware: handles the request inside [`nubo_service::audit::activity::with_address`], so the
 /// actions it records carry the client's address as [`ClientAddress`] reads it.
 pub async fn with_client_address(
     axum::extract::State(proxies): axum::extract::State<std::sync::Arc<TrustedProxies>>,
@@ -227,7 +227,7 @@ pub async fn with_client_address(
     match peer {
         Some(peer) => {
             let address = client_address(peer, request.headers(), &proxies);
-            nubo_service::activity::with_address(address, next.run(request)).await
+            nubo_service::audit::activity::with_address(address, next.run(request)).await
         }
         None => next.run(request).await,
     }

@@ -11,12 +11,12 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 
 use crate::error::ApiError;
-use nubo_service::accounts::{self, ActiveUser};
-use nubo_service::auth::revocation;
-use nubo_service::auth::token::{JwtPayload, token_error};
 use nubo_service::context::Context;
+use nubo_service::credentials::revocation;
+use nubo_service::credentials::token::{JwtPayload, token_error};
 use nubo_service::error::{ErrorKind, ServiceError, ServiceResult};
 use nubo_service::error_codes as codes;
+use nubo_service::identity::accounts::{self, ActiveUser};
 
 /// The bearer token of the request, if it carries one.
 pub fn bearer_token(parts: &Parts) -> ServiceResult<&str> {
@@ -82,7 +82,7 @@ impl FromRequestParts<Context> for AuthRequired {
 
     async fn from_request_parts(parts: &mut Parts, state: &Context) -> Result<Self, Self::Rejection> {
         let JwtRequired(claims) = JwtRequired::from_request_parts(parts, state).await?;
-        let user = accounts::load_active_user(state.db(), claims.sub).await?;
+        let user = accounts::load_active_user(state, claims.sub).await?;
         Ok(Self { claims, user })
     }
 }
@@ -109,7 +109,7 @@ impl FromRequestParts<Context> for StreamAuth {
             })?;
         let claims = state.tokens().verify_access(&token).map_err(token_error)?;
         revocation::check(state.store(), &claims).await?;
-        let user = accounts::load_active_user(state.db(), claims.sub).await?;
+        let user = accounts::load_active_user(state, claims.sub).await?;
         Ok(Self(AuthRequired { claims, user }))
     }
 }

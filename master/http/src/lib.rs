@@ -136,7 +136,7 @@ fn log_failure(failure: ServerErrorsFailureClass, latency: Duration, _span: &Spa
 }
 
 /// After a request that may have changed a tree (any method but reads), wakes every master's
-/// change-event hub so subscribers hear of it at once (`service::events`).
+/// change-event hub so subscribers hear of it at once (`service::tree::events`).
 async fn poke_after_writes(
     axum::extract::State(state): axum::extract::State<Context>,
     request: axum::extract::Request,

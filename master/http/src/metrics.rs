@@ -11,7 +11,7 @@ use crate::error::ErrorBody;
 use nubo_service::context::Context;
 use nubo_service::error::{ErrorKind, ServiceError};
 use nubo_service::error_codes as codes;
-use nubo_service::metrics;
+use nubo_service::ops::metrics;
 
 /// The routes whose request or response body is file content, by route template: chunks,
 /// content writes, WebDAV and WOPI writes up; downloads, source links, signed blob URLs,

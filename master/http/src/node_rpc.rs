@@ -20,9 +20,9 @@ use nubo_protocol::signing::{RequestParts, SignatureHeaders, Verifier, VerifyErr
 use nubo_protocol::{Role, unix_now};
 
 use crate::error::{ErrorBody, current_request_id, status_of};
+use nubo_service::content::node_calls::{self, Caller, Refusal, protocol_code};
 use nubo_service::context::Context;
 use nubo_service::error::{ErrorKind, ServiceError};
-use nubo_service::node_calls::{self, Caller, Refusal, protocol_code};
 
 /// How far a node's clock may be from the master's.
 const MAX_SKEW: Duration = Duration::from_secs(60);

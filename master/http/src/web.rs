@@ -15,7 +15,7 @@ use crate::error::ErrorResponse;
 use nubo_service::context::Context;
 use nubo_service::error::{ErrorKind, ServiceError};
 use nubo_service::error_codes as codes;
-use nubo_service::{captcha, nodes};
+use nubo_service::{identity::captcha, storage::nodes};
 
 #[derive(rust_embed::Embed)]
 #[folder = "$OUT_DIR/web"]
@@ -104,15 +104,18 @@ pub async fn serve(State(ctx): State<Context>, method: Method, uri: Uri, request
     match WebApp::get("index.html") {
         Some(index) => {
             // A node the database cannot list right now is only a direct upload refused later.
-            let origins = nodes::upload_origins(ctx.db()).await.unwrap_or_default();
+            let origins = nodes::upload_origins(&ctx).await.unwrap_or_default();
             // Likewise a captcha widget that does not load: its form answers 422 and says why;
             // and avatars of the public avatar service, which are redirects to it.
             let sources = PageSources {
                 nodes: origins,
                 captchas: captcha::page_providers(&ctx).await.unwrap_or_default(),
-                avatar_service: nubo_service::avatars::service_origin(ctx.db()).await.ok().flatten(),
+                avatar_service: nubo_service::identity::avatars::service_origin(&ctx).await.ok().flatten(),
                 // Without the registry, "open with" a WOPI application shows a blocked frame.
-                wopi: nubo_service::viewers::registry(&ctx).await.map(|r| r.wopi_origins.clone()).unwrap_or_default(),
+                wopi: nubo_service::office::viewers::registry(&ctx)
+                    .await
+                    .map(|r| r.wopi_origins.clone())
+                    .unwrap_or_default(),
             };
             respond(&method, &request, "index.html", index, "no-cache", page_csp(&sources))
         }

@@ -1,61 +1,29 @@
-//! Use cases of the master, one file per area, and the [`Context`](context::Context) they share.
+//! Use cases of the master, in folders by what they serve, and the [`Context`](context::Context)
+//! they share.
 //! Service functions know nothing about HTTP (cargo keeps every web framework out of this crate):
 //! they take typed inputs and answer typed results or a [`ServiceError`], which each front end
 //! (the JSON API, WebDAV, WOPI) renders in its own dialect.
 
-pub mod auth; // passwords, tokens, revocation, sign-in providers
-pub mod context; // what every request, job and service call shares
+// The folders, lowest first: credentials, context, audit, settings, storage, tree, identity,
+// capacity, tasks, sharing, content, office, ops, jobs. Each imports only the crate root's
+// modules and the folders before it (master/tests/layers.rs holds them to that order).
 pub mod error; // the service layer's error vocabulary
 pub mod error_codes; // every stable error code the master answers
-pub mod jobs; // periodic background work
 
-pub mod access;
-pub mod accounts;
-pub mod activity;
-pub mod archives;
-pub mod avatars;
-pub mod bootstrap;
-pub mod captcha;
-pub mod dav_accounts;
-pub mod downloads;
-pub mod events;
-pub mod external;
-pub mod files;
-pub mod groups;
-pub mod health;
-pub mod identities;
-pub mod import;
-pub mod ingest;
-pub mod mail;
-pub mod mail_links;
-pub mod maintenance;
-pub mod metadata;
-pub mod metrics;
-pub mod migration;
-pub mod node_calls;
-pub mod nodes;
-pub mod passkeys;
-pub mod policies;
-pub mod redeem;
-pub mod reports;
-pub mod search;
-pub mod shares;
-pub mod sign_in;
-pub mod site;
-pub mod storage_packs;
-pub mod summary;
-pub mod tags;
+pub mod audit;
+pub mod capacity;
+pub mod content;
+pub mod context;
+pub mod credentials;
+pub mod identity;
+pub mod jobs;
+pub mod office;
+pub mod ops;
+pub mod settings;
+pub mod sharing;
+pub mod storage;
 pub mod tasks;
-pub mod themes;
-pub mod thumbnails;
-pub mod two_factor;
-pub mod uploads;
-pub mod users;
-pub mod versions;
-pub mod viewers;
-pub mod wopi;
-pub mod wopi_apps;
-pub mod writes;
+pub mod tree;
 
 use crate::error::{ServiceError, ServiceResult};
 

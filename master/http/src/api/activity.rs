@@ -1,5 +1,5 @@
 //! The activity log: the caller's own actions (`GET /user/activity`) and everyone's for
-//! administrators (`GET /admin/activity`, also as CSV). Thin handlers over `service::activity`.
+//! administrators (`GET /admin/activity`, also as CSV). Thin handlers over `service::audit::activity`.
 
 use axum::Json;
 use axum::extract::State;
@@ -13,7 +13,7 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::ApiQuery;
 use crate::guard::{AdminRequired, JwtRequired};
-use nubo_service::activity::{self, ActivityQuery, ActivityView};
+use nubo_service::audit::activity::{self, ActivityQuery, ActivityView};
 use nubo_service::context::Context;
 use nubo_service::{Page, PageRequest};
 
@@ -39,7 +39,6 @@ pub struct OwnActivityQuery {
     responses(
         (status = 200, description = "One page of the caller's activity", body = Page<ActivityView>),
         (status = 400, description = "Unreadable query", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 422, description = "Unknown action, unreadable time, or paging out of range", body = ErrorBody),
     ))]
 pub async fn mine(
@@ -81,7 +80,6 @@ pub struct AdminActivityQuery {
             (String = "text/csv"),
         )),
         (status = 400, description = "Unreadable query", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 422, description = "Unknown action, unreadable time, or paging out of range", body = ErrorBody),
     ))]

@@ -7,7 +7,7 @@ use nubo_common::secret::Secret;
 use nubo_model::domain::group::GroupPermissions;
 use nubo_model::domain::user::UserFilter;
 use nubo_model::domain::user::UserStatus;
-use nubo_service::files::FileFilter;
+use nubo_service::tree::files::FileFilter;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -16,14 +16,14 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::guard::AdminRequired;
-use nubo_service::accounts::{self, UserView};
 use nubo_service::context::Context;
-use nubo_service::files::{self, AdminFileView};
-use nubo_service::groups::{self, GroupInput, GroupView};
-use nubo_service::site::SettingEntry;
-use nubo_service::summary::{self, SiteSummary};
-use nubo_service::users::UserDetail;
-use nubo_service::{Page, PageRequest, site, users};
+use nubo_service::identity::accounts::{self, UserView};
+use nubo_service::identity::groups::{self, GroupInput, GroupView};
+use nubo_service::ops::summary::{self, SiteSummary};
+use nubo_service::ops::user_detail::{self, UserDetail};
+use nubo_service::settings::site::SettingEntry;
+use nubo_service::tree::files::{self, AdminFileView};
+use nubo_service::{Page, PageRequest, identity::users, settings::site};
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -46,7 +46,6 @@ pub struct UserListQuery {
     responses(
         (status = 200, description = "One page of users", body = Page<UserView>),
         (status = 400, description = "Unreadable query", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 422, description = "Paging out of range", body = ErrorBody),
     ))]
@@ -81,8 +80,6 @@ pub struct CreateUserRequest {
 #[utoipa::path(post, path = "/admin/user", tag = "admin", security(("bearer" = [])), request_body = CreateUserRequest,
     responses(
         (status = 201, description = "Created", body = UserView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 409, description = "E-mail taken", body = ErrorBody),
         (status = 422, description = "Invalid field", body = ErrorBody),
@@ -112,7 +109,6 @@ pub async fn create_user(
     responses(
         (status = 200, description = "The user", body = UserDetail),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such user", body = ErrorBody),
     ))]
@@ -121,7 +117,7 @@ pub async fn get_user(
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<UserDetail>> {
-    Ok(Json(users::detail(&state, id).await?))
+    Ok(Json(user_detail::detail(&state, id).await?))
 }
 
 /// Changes to a user; absent fields stay as they are.
@@ -142,8 +138,6 @@ pub struct UpdateUserRequest {
     request_body = UpdateUserRequest,
     responses(
         (status = 200, description = "The changed user", body = UserView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such user", body = ErrorBody),
         (status = 409, description = "Administrators cannot ban themselves, or no active administrator would be left", body = ErrorBody),
@@ -169,7 +163,6 @@ pub async fn update_user(
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such user", body = ErrorBody),
         (status = 409, description = "Administrators cannot delete themselves", body = ErrorBody),
@@ -187,7 +180,6 @@ pub async fn delete_user(
 #[utoipa::path(post, path = "/admin/user/{id}/calibrate", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 200, description = "The user with the recomputed storage", body = UserView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such user", body = ErrorBody),
     ))]
@@ -301,19 +293,16 @@ impl From<GroupReplacement> for GroupInput {
 #[utoipa::path(get, path = "/admin/group", tag = "admin", security(("bearer" = [])),
     responses(
         (status = 200, description = "All groups", body = Vec<GroupView>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
     ))]
 pub async fn list_groups(State(state): State<Context>, _admin: AdminRequired) -> ApiResult<Json<Vec<GroupView>>> {
-    Ok(Json(groups::list(state.db()).await?))
+    Ok(Json(groups::list(&state).await?))
 }
 
 /// Create a group.
 #[utoipa::path(post, path = "/admin/group", tag = "admin", security(("bearer" = [])), request_body = GroupRequest,
     responses(
         (status = 201, description = "Created", body = GroupView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 409, description = "Name taken", body = ErrorBody),
         (status = 422, description = "Invalid field or unknown policy", body = ErrorBody),
@@ -323,7 +312,7 @@ pub async fn create_group(
     AdminRequired(admin): AdminRequired,
     ApiJson(request): ApiJson<GroupRequest>,
 ) -> ApiResult<(StatusCode, Json<GroupView>)> {
-    Ok((StatusCode::CREATED, Json(groups::create(state.db(), admin.sub, request.into()).await?)))
+    Ok((StatusCode::CREATED, Json(groups::create(&state, admin.sub, request.into()).await?)))
 }
 
 /// One group.
@@ -331,7 +320,6 @@ pub async fn create_group(
     responses(
         (status = 200, description = "The group", body = GroupView),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such group", body = ErrorBody),
     ))]
@@ -340,7 +328,7 @@ pub async fn get_group(
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<GroupView>> {
-    Ok(Json(groups::get(state.db(), id).await?))
+    Ok(Json(groups::get(&state, id).await?))
 }
 
 /// Replace a group's settings (`is_admin` included: there is no default). Refused when it would
@@ -349,8 +337,6 @@ pub async fn get_group(
     request_body = GroupReplacement,
     responses(
         (status = 200, description = "Updated", body = GroupView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such group", body = ErrorBody),
         (status = 409, description = "Name taken, or no active administrator would be left", body = ErrorBody),
@@ -370,7 +356,6 @@ pub async fn update_group(
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such group", body = ErrorBody),
         (status = 409, description = "The group still has members", body = ErrorBody),
@@ -380,7 +365,7 @@ pub async fn delete_group(
     AdminRequired(admin): AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<StatusCode> {
-    groups::delete(state.db(), admin.sub, id).await?;
+    groups::delete(&state, admin.sub, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -389,14 +374,13 @@ pub async fn delete_group(
 #[utoipa::path(get, path = "/admin/settings", tag = "admin", security(("bearer" = [])),
     responses(
         (status = 200, description = "Setting name to value (as stored text); secrets (`mail_smtp_password`) are never listed", body = std::collections::HashMap<String, String>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
     ))]
 pub async fn get_settings(
     State(state): State<Context>,
     _admin: AdminRequired,
 ) -> ApiResult<Json<std::collections::HashMap<&'static str, String>>> {
-    Ok(Json(site::listed_settings(state.db()).await?))
+    Ok(Json(site::listed_settings(&state).await?))
 }
 
 /// Every known setting described for forms: its name, group (`SettingsType`), type, allowed
@@ -404,14 +388,13 @@ pub async fn get_settings(
 #[utoipa::path(get, path = "/admin/settings/catalog", tag = "admin", security(("bearer" = [])),
     responses(
         (status = 200, description = "Every setting in form order, grouped by category", body = Vec<SettingEntry>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
     ))]
 pub async fn settings_catalog(
     State(state): State<Context>,
     _admin: AdminRequired,
 ) -> ApiResult<Json<Vec<SettingEntry>>> {
-    Ok(Json(site::catalog(state.db()).await?))
+    Ok(Json(site::catalog(&state).await?))
 }
 
 /// Change settings: an object of setting name to value (string, boolean or list as the
@@ -420,8 +403,6 @@ pub async fn settings_catalog(
     request_body = Object,
     responses(
         (status = 204, description = "Saved"),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 422, description = "Unknown setting or invalid value; `field` names it", body = ErrorBody),
@@ -462,7 +443,6 @@ pub struct FileListQuery {
     responses(
         (status = 200, description = "One page of files", body = Page<AdminFileView>),
         (status = 400, description = "Unreadable query", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 422, description = "Paging or a size out of range", body = ErrorBody),
     ))]
@@ -479,7 +459,7 @@ pub async fn list_files(
         min_size: query.min_size,
         max_size: query.max_size,
     };
-    Ok(Json(files::admin_files(state.db(), &filter, page).await?))
+    Ok(Json(files::admin_files(&state, &filter, page).await?))
 }
 
 /// Which objects an administrator deletes, and how.
@@ -498,8 +478,6 @@ pub struct AdminDeleteRequest {
 #[utoipa::path(delete, path = "/admin/file", tag = "admin", security(("bearer" = [])), request_body = AdminDeleteRequest,
     responses(
         (status = 204, description = "Deleted"),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator, or a root folder", body = ErrorBody),
         (status = 404, description = "No such object, or it is in the trash", body = ErrorBody),
         (status = 409, description = "An upload into a folder is in progress", body = ErrorBody),
@@ -521,7 +499,6 @@ pub async fn delete_files(
 #[utoipa::path(get, path = "/admin/summary", tag = "admin", security(("bearer" = [])),
     responses(
         (status = 200, description = "The summary", body = SiteSummary),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
     ))]
 pub async fn summary(State(state): State<Context>, _admin: AdminRequired) -> ApiResult<Json<SiteSummary>> {

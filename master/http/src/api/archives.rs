@@ -1,5 +1,5 @@
 //! Archives at `/file/archive`: a single-use token for a ZIP of the caller's files and folders,
-//! and the streamed ZIP itself; thin handlers over `service::archives` (a share's visitors ask
+//! and the streamed ZIP itself; thin handlers over `service::content::archives` (a share's visitors ask
 //! for a token at `/share/{code}/archive`, in `shares`).
 
 use axum::Json;
@@ -17,7 +17,7 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath};
 use crate::guard::AuthRequired;
-use nubo_service::archives::{self, ArchiveTokenView};
+use nubo_service::content::archives::{self, ArchiveTokenView};
 use nubo_service::context::Context;
 
 /// The caller's files and folders to put in one archive.
@@ -35,8 +35,6 @@ pub struct ArchiveRequest {
 #[utoipa::path(post, path = "/file/archive", tag = "files", security(("bearer" = [])), request_body = ArchiveRequest,
     responses(
         (status = 200, description = "Token and URL", body = ArchiveTokenView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "An id that is not a live object of the caller (`object.not_found`)", body = ErrorBody),
         (status = 422, description = "No ids, or more than 1000", body = ErrorBody),
     ))]

@@ -13,10 +13,10 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath, content_length};
 use crate::guard::AuthRequired;
-use nubo_service::avatars::{self, AvatarAnswer};
 use nubo_service::context::Context;
 use nubo_service::error::{ErrorKind, ServiceError};
 use nubo_service::error_codes as codes;
+use nubo_service::identity::avatars::{self, AvatarAnswer};
 
 /// Upload an avatar: the body is the image file itself (PNG, JPEG, WebP or GIF, at most
 /// 2 MiB, at most 8192 px a side). It is re-encoded as the centre square, at most 256 px, in
@@ -26,7 +26,6 @@ use nubo_service::error_codes as codes;
     request_body(content = Vec<u8>, content_type = "image/*", description = "The image file"),
     responses(
         (status = 204, description = "Avatar stored"),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Account not active", body = ErrorBody),
         (status = 413, description = "Over 2 MiB (`user.avatar_too_large`)", body = ErrorBody),
         (status = 415, description = "Not a PNG, JPEG, WebP or GIF image (`user.avatar_not_image`)", body = ErrorBody),
@@ -63,8 +62,6 @@ pub struct AvatarSourceRequest {
     request_body = AvatarSourceRequest,
     responses(
         (status = 204, description = "The avatar service is in use"),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Account not active", body = ErrorBody),
         (status = 422, description = "Unknown source", body = ErrorBody),
     ))]
@@ -82,7 +79,6 @@ pub async fn use_avatar_service(
 #[utoipa::path(delete, path = "/user/settings/avatar", tag = "user", security(("bearer" = [])),
     responses(
         (status = 204, description = "No avatar"),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Account not active", body = ErrorBody),
     ))]
 pub async fn reset_avatar(State(state): State<Context>, caller: AuthRequired) -> ApiResult<StatusCode> {

@@ -130,4 +130,38 @@ mod operation_id_tests {
             "repeated handler names get their path's words"
         );
     }
+
+    /// The document gets its common errors from `common_errors`; an annotation that writes one of
+    /// them again word for word only hides a change to the shared wording.
+    #[test]
+    fn no_annotation_repeats_a_common_error_word_for_word() {
+        let repeats = [
+            r#"(status = 401, description = "Token missing, invalid or expired", body = ErrorBody),"#,
+            r#"(status = 400, description = "Malformed request", body = ErrorBody),"#,
+        ];
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut pending = vec![root];
+        let mut found = Vec::new();
+        let mut files = 0;
+        while let Some(dir) = pending.pop() {
+            for entry in std::fs::read_dir(&dir).expect("read the source folder").flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    pending.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs")
+                    && path.file_stem().is_none_or(|s| s != "contract")
+                {
+                    files += 1;
+                    let text = std::fs::read_to_string(&path).expect("read a source file");
+                    for (n, line) in text.lines().enumerate() {
+                        if repeats.contains(&line.trim()) {
+                            found.push(format!("{}:{}", path.display(), n + 1));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(files > 20, "the scan found the handlers ({files} files)");
+        assert!(found.is_empty(), "annotations repeat a common error (contract.rs adds it): {found:?}");
+    }
 }

@@ -1,4 +1,4 @@
-//! `GET /events`: the caller's tree changes as Server-Sent Events, thin over `service::events`.
+//! `GET /events`: the caller's tree changes as Server-Sent Events, thin over `service::tree::events`.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -16,7 +16,7 @@ use crate::extract::ApiQuery;
 use crate::guard::StreamAuth;
 use nubo_service::context::Context;
 use nubo_service::error::ServiceError;
-use nubo_service::events::{self, ChangeEvent, StreamEvent};
+use nubo_service::tree::events::{self, ChangeEvent, StreamEvent};
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -51,7 +51,6 @@ pub struct EventsQuery {
 #[utoipa::path(get, path = "/events", tag = "files", security(("bearer" = [])), params(EventsQuery),
     responses(
         (status = 200, description = "The event stream", content_type = "text/event-stream", body = StreamEvent),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 409, description = "The cursor is beyond the newest of this server (a restored backup)", body = ErrorBody),
         (status = 410, description = "The cursor is older than the events kept", body = ErrorBody),
         (status = 422, description = "A negative cursor", body = ErrorBody),

@@ -12,10 +12,10 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::guard::AuthRequired;
-use nubo_service::access::{self, Reach};
 use nubo_service::context::Context;
-use nubo_service::files::{self, DirectoryView, ObjectDetail, ObjectView, TreePage};
-use nubo_service::tasks::{self, TaskView};
+use nubo_service::tasks::queue::{self, TaskView};
+use nubo_service::tree::access::{self, Reach};
+use nubo_service::tree::files::{self, DirectoryView, ObjectDetail, ObjectView, TreePage};
 use nubo_service::{Page, PageRequest};
 
 #[derive(Debug, Clone, Copy, Deserialize, ToSchema, Default)]
@@ -52,7 +52,7 @@ async fn list(state: &Context, caller: &AuthRequired, path: &str, query: ListQue
         OrderBy::CreatedAt => ListOrder::CreatedAt,
         OrderBy::UpdatedAt => ListOrder::UpdatedAt,
     };
-    Ok(Json(files::list_directory(state.db(), caller.claims.sub, path, order, query.desc, page).await?))
+    Ok(Json(files::list_directory(state, caller.claims.sub, path, order, query.desc, page).await?))
 }
 
 /// List the caller's root folder.
@@ -60,7 +60,6 @@ async fn list(state: &Context, caller: &AuthRequired, path: &str, query: ListQue
     responses(
         (status = 200, description = "The folder and one page of its children, folders first", body = DirectoryView),
         (status = 400, description = "Unreadable query", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 422, description = "Paging out of range", body = ErrorBody),
     ))]
 pub async fn list_root(
@@ -77,7 +76,6 @@ pub async fn list_root(
     responses(
         (status = 200, description = "The folder and one page of its children, folders first", body = DirectoryView),
         (status = 400, description = "Unreadable query", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such folder", body = ErrorBody),
         (status = 409, description = "The path names a file", body = ErrorBody),
         (status = 422, description = "Invalid path or paging", body = ErrorBody),
@@ -102,8 +100,6 @@ pub struct CreateFolderRequest {
 #[utoipa::path(post, path = "/directory", tag = "files", security(("bearer" = [])), request_body = CreateFolderRequest,
     responses(
         (status = 201, description = "Created", body = ObjectView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such parent folder", body = ErrorBody),
         (status = 409, description = "Name taken, or the parent is a file", body = ErrorBody),
         (status = 422, description = "Invalid name", body = ErrorBody),
@@ -113,8 +109,8 @@ pub async fn create_folder(
     caller: AuthRequired,
     ApiJson(request): ApiJson<CreateFolderRequest>,
 ) -> ApiResult<(StatusCode, Json<ObjectView>)> {
-    let parent = access::writable(state.db(), caller.claims.sub, request.parent_id, Reach::Folder).await?;
-    let folder = files::create_folder(state.db(), &parent, &request.name).await?;
+    let parent = access::writable(&state, caller.claims.sub, request.parent_id, Reach::Folder).await?;
+    let folder = files::create_folder(&state, &parent, &request.name).await?;
     Ok((StatusCode::CREATED, Json(folder)))
 }
 
@@ -123,7 +119,6 @@ pub async fn create_folder(
     responses(
         (status = 200, description = "The object", body = ObjectView),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such object (or not the caller's)", body = ErrorBody),
     ))]
 pub async fn get(
@@ -131,8 +126,8 @@ pub async fn get(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<ObjectView>> {
-    let object = access::readable(state.db(), caller.claims.sub, id, Reach::Any).await?;
-    Ok(Json(files::get(state.db(), &object).await?))
+    let object = access::readable(&state, caller.claims.sub, id, Reach::Any).await?;
+    Ok(Json(files::get(&state, &object).await?))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -146,8 +141,6 @@ pub struct RenameRequest {
     request_body = RenameRequest,
     responses(
         (status = 200, description = "Renamed", body = ObjectView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "The root cannot be renamed", body = ErrorBody),
         (status = 404, description = "No such object", body = ErrorBody),
         (status = 409, description = "Name taken", body = ErrorBody),
@@ -159,8 +152,8 @@ pub async fn rename(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<RenameRequest>,
 ) -> ApiResult<Json<ObjectView>> {
-    let object = access::writable(state.db(), caller.claims.sub, id, Reach::Live).await?;
-    Ok(Json(files::rename(state.db(), &object, &request.name).await?))
+    let object = access::writable(&state, caller.claims.sub, id, Reach::Live).await?;
+    Ok(Json(files::rename(&state, &object, &request.name).await?))
 }
 
 /// Size, counts, policy and hash of an object.
@@ -168,7 +161,6 @@ pub async fn rename(
     responses(
         (status = 200, description = "Details", body = ObjectDetail),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such object", body = ErrorBody),
     ))]
 pub async fn detail(
@@ -176,8 +168,8 @@ pub async fn detail(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<ObjectDetail>> {
-    let object = access::readable(state.db(), caller.claims.sub, id, Reach::Any).await?;
-    Ok(Json(files::detail(state.db(), &object).await?))
+    let object = access::readable(&state, caller.claims.sub, id, Reach::Any).await?;
+    Ok(Json(files::detail(&state, &object).await?))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -202,7 +194,6 @@ pub struct TreeQuery {
     responses(
         (status = 200, description = "A page of the tree", body = TreePage),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such folder", body = ErrorBody),
         (status = 422, description = "Not a folder, a bad `after` or `limit`", body = ErrorBody),
     ))]
@@ -212,7 +203,7 @@ pub async fn tree(
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<TreeQuery>,
 ) -> ApiResult<Json<TreePage>> {
-    let folder = access::readable(state.db(), caller.claims.sub, id, Reach::Live).await?;
+    let folder = access::readable(&state, caller.claims.sub, id, Reach::Live).await?;
     Ok(Json(files::tree(&state, &folder, query.after.as_deref(), query.limit).await?))
 }
 
@@ -230,8 +221,6 @@ pub struct TransferRequest {
 #[utoipa::path(patch, path = "/object", tag = "files", security(("bearer" = [])), request_body = TransferRequest,
     responses(
         (status = 204, description = "Moved"),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "The root cannot be moved", body = ErrorBody),
         (status = 404, description = "A source or the destination does not exist", body = ErrorBody),
         (status = 409, description = "Cycle, name taken, or the destination is a file", body = ErrorBody),
@@ -242,7 +231,7 @@ pub async fn move_objects(
     caller: AuthRequired,
     ApiJson(request): ApiJson<TransferRequest>,
 ) -> ApiResult<StatusCode> {
-    files::move_objects(state.db(), caller.claims.sub, &request.src_ids, request.dst_id).await?;
+    files::move_objects(&state, caller.claims.sub, &request.src_ids, request.dst_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -250,8 +239,6 @@ pub async fn move_objects(
 #[utoipa::path(post, path = "/object/copies", tag = "files", security(("bearer" = [])), request_body = TransferRequest,
     responses(
         (status = 201, description = "The copies", body = Vec<ObjectView>),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "A source or the destination does not exist", body = ErrorBody),
         (status = 409, description = "Cycle or name taken", body = ErrorBody),
         (status = 507, description = "Quota exceeded", body = ErrorBody),
@@ -261,7 +248,7 @@ pub async fn copy_objects(
     caller: AuthRequired,
     ApiJson(request): ApiJson<TransferRequest>,
 ) -> ApiResult<(StatusCode, Json<Vec<ObjectView>>)> {
-    let copies = files::copy_objects(state.db(), caller.claims.sub, &request.src_ids, request.dst_id).await?;
+    let copies = files::copy_objects(&state, caller.claims.sub, &request.src_ids, request.dst_id).await?;
     Ok((StatusCode::CREATED, Json(copies)))
 }
 
@@ -301,8 +288,6 @@ pub struct TrashRequest {
 #[utoipa::path(delete, path = "/object", tag = "files", security(("bearer" = [])), request_body = TrashRequest,
     responses(
         (status = 204, description = "In the trash"),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such object", body = ErrorBody),
         (status = 409, description = "A precondition does not hold: nothing was trashed", body = ErrorBody),
     ))]
@@ -315,7 +300,7 @@ pub async fn trash(
         unchanged_since: request.unchanged_since,
         blake3: request.expect.into_iter().map(|e| (e.id, e.blake3)).collect(),
     };
-    files::trash_if(state.db(), caller.claims.sub, &request.ids, &precondition).await?;
+    files::trash_if(&state, caller.claims.sub, &request.ids, &precondition).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -332,7 +317,6 @@ pub struct PageQuery {
 #[utoipa::path(get, path = "/trash", tag = "files", security(("bearer" = [])), params(PageQuery),
     responses(
         (status = 200, description = "Trashed objects", body = Page<ObjectView>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 422, description = "Paging out of range", body = ErrorBody),
     ))]
 pub async fn list_trash(
@@ -341,14 +325,13 @@ pub async fn list_trash(
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> ApiResult<Json<Page<ObjectView>>> {
     let page = PageRequest::parse(query.offset, query.limit)?;
-    Ok(Json(files::list_trash(state.db(), caller.claims.sub, page).await?))
+    Ok(Json(files::list_trash(&state, caller.claims.sub, page).await?))
 }
 
 /// Restore objects from the trash to where they were.
 #[utoipa::path(patch, path = "/trash/restore", tag = "files", security(("bearer" = [])), request_body = IdsRequest,
     responses(
         (status = 204, description = "Restored"),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "Not in the trash", body = ErrorBody),
         (status = 409, description = "Name taken, or its folder is in the trash", body = ErrorBody),
     ))]
@@ -357,7 +340,7 @@ pub async fn restore(
     caller: AuthRequired,
     ApiJson(request): ApiJson<IdsRequest>,
 ) -> ApiResult<StatusCode> {
-    files::restore(state.db(), caller.claims.sub, &request.ids).await?;
+    files::restore(&state, caller.claims.sub, &request.ids).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -365,7 +348,6 @@ pub async fn restore(
 #[utoipa::path(delete, path = "/trash", tag = "files", security(("bearer" = [])), request_body = IdsRequest,
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "Not in the trash", body = ErrorBody),
         (status = 409, description = "An upload into the folder is in progress", body = ErrorBody),
     ))]
@@ -391,8 +373,6 @@ pub struct ChangePolicyRequest {
     request_body = ChangePolicyRequest,
     responses(
         (status = 202, description = "Migration queued", body = TaskView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "The caller's group may not use the target policy", body = ErrorBody),
         (status = 404, description = "No such object", body = ErrorBody),
     ))]
@@ -402,8 +382,8 @@ pub async fn change_policy(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<ChangePolicyRequest>,
 ) -> ApiResult<(StatusCode, Json<TaskView>)> {
-    let object = access::writable(state.db(), caller.claims.sub, id, Reach::Live).await?;
+    let object = access::writable(&state, caller.claims.sub, id, Reach::Live).await?;
     let group_id = caller.user.group_id();
-    let task = tasks::create_migration(&state, caller.claims.sub, group_id, &object, request.policy_id).await?;
+    let task = queue::create_migration(&state, caller.claims.sub, group_id, &object, request.policy_id).await?;
     Ok((StatusCode::ACCEPTED, Json(task)))
 }

@@ -1,7 +1,7 @@
 //! Mailed links and mail settings: asking for a magic sign-in link (`/user/magic_link`; the
 //! token itself signs in at `POST /user/session`), the password reset (`/user/password_reset`),
 //! the address verification (`/user/verify_email`) and the administrators' test mail
-//! (`/admin/settings/mail/test`). Thin handlers over `service::mail_links` and `service::mail`.
+//! (`/admin/settings/mail/test`). Thin handlers over `service::identity::mail_links` and `service::settings::mail`.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -15,7 +15,7 @@ use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ClientAddress};
 use crate::guard::AdminRequired;
 use nubo_service::context::Context;
-use nubo_service::{mail, mail_links};
+use nubo_service::{identity::mail_links, settings::mail};
 
 /// Asking for a mail with a link.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -68,7 +68,6 @@ pub struct TestMailRequest {
 #[utoipa::path(post, path = "/user/magic_link", tag = "user", request_body = MailLinkRequest,
     responses(
         (status = 204, description = "Mailed when the address has an active account"),
-        (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 403, description = "Magic links are not enabled (`auth.provider_disabled`), or a wrong captcha answer (`captcha.invalid`)", body = ErrorBody),
         (status = 422, description = "Not an e-mail address, or no captcha answer (`captcha.required`)", body = ErrorBody),
         (status = 429, description = "Too many requests from this address or for this recipient", body = ErrorBody),
@@ -88,7 +87,6 @@ pub async fn request_magic_link(
 #[utoipa::path(post, path = "/user/password_reset", tag = "user", request_body = MailLinkRequest,
     responses(
         (status = 204, description = "Mailed when the address has an active account with a password"),
-        (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 403, description = "E-mail and password sign-in is not enabled (`auth.provider_disabled`), or a wrong captcha answer (`captcha.invalid`)", body = ErrorBody),
         (status = 422, description = "Not an e-mail address, or no captcha answer (`captcha.required`)", body = ErrorBody),
         (status = 429, description = "Too many requests from this address or for this recipient", body = ErrorBody),
@@ -108,7 +106,6 @@ pub async fn request_password_reset(
 #[utoipa::path(patch, path = "/user/password_reset", tag = "user", request_body = PasswordResetRequest,
     responses(
         (status = 204, description = "Password changed"),
-        (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 401, description = "Token unknown or expired (`auth.reset_token_invalid`)", body = ErrorBody),
         (status = 409, description = "Token already used (`auth.reset_token_used`)", body = ErrorBody),
         (status = 422, description = "Password too short or too long", body = ErrorBody),
@@ -128,7 +125,6 @@ pub async fn reset_password(
 #[utoipa::path(post, path = "/user/verify_email", tag = "user", request_body = VerifyEmailRequest,
     responses(
         (status = 204, description = "Verified; the account can sign in"),
-        (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 401, description = "Token unknown or expired (`auth.verify_token_invalid`)", body = ErrorBody),
         (status = 409, description = "Token already used (`auth.verify_token_used`)", body = ErrorBody),
         (status = 422, description = "Invalid field", body = ErrorBody),
@@ -149,8 +145,6 @@ pub async fn verify_email(
     request_body = TestMailRequest,
     responses(
         (status = 204, description = "The SMTP server accepted the mail"),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 422, description = "`to` is not an e-mail address", body = ErrorBody),
         (status = 502, description = "The SMTP server could not be reached or refused the mail (`mail.send_failed`)", body = ErrorBody),

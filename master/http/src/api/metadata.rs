@@ -11,15 +11,14 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath};
 use crate::guard::AuthRequired;
-use nubo_service::access::{self, Reach};
 use nubo_service::context::Context;
-use nubo_service::metadata::{self, MetadataChange, MetadataEntry, PropertyInput, PropertyView};
+use nubo_service::tree::access::{self, Reach};
+use nubo_service::tree::metadata::{self, MetadataChange, MetadataEntry, PropertyInput, PropertyView};
 
 /// An object's metadata, by namespace and name.
 #[utoipa::path(get, path = "/object/{id}/metadata", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 200, description = "Entries", body = Vec<MetadataEntry>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such object", body = ErrorBody),
     ))]
 pub async fn get(
@@ -27,8 +26,8 @@ pub async fn get(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<Vec<MetadataEntry>>> {
-    let object = access::readable(state.db(), caller.claims.sub, id, Reach::Any).await?;
-    Ok(Json(metadata::get(state.db(), &object).await?))
+    let object = access::readable(&state, caller.claims.sub, id, Reach::Any).await?;
+    Ok(Json(metadata::get(&state, &object).await?))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -43,8 +42,6 @@ pub struct MetadataPatch {
     request_body = MetadataPatch,
     responses(
         (status = 200, description = "The entries after the change", body = Vec<MetadataEntry>),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Read-only namespace", body = ErrorBody),
         (status = 404, description = "No such object", body = ErrorBody),
         (status = 422, description = "Invalid name, value or namespace", body = ErrorBody),
@@ -55,26 +52,23 @@ pub async fn patch(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<MetadataPatch>,
 ) -> ApiResult<Json<Vec<MetadataEntry>>> {
-    let object = access::writable(state.db(), caller.claims.sub, id, Reach::Live).await?;
-    Ok(Json(metadata::patch(state.db(), &object, &request.changes).await?))
+    let object = access::writable(&state, caller.claims.sub, id, Reach::Live).await?;
+    Ok(Json(metadata::patch(&state, &object, &request.changes).await?))
 }
 
 /// The caller's custom property definitions.
 #[utoipa::path(get, path = "/object/custom_property", tag = "files", security(("bearer" = [])),
     responses(
         (status = 200, description = "Definitions", body = Vec<PropertyView>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
     ))]
 pub async fn list_properties(State(state): State<Context>, caller: AuthRequired) -> ApiResult<Json<Vec<PropertyView>>> {
-    Ok(Json(metadata::list_properties(state.db(), caller.claims.sub).await?))
+    Ok(Json(metadata::list_properties(&state, caller.claims.sub).await?))
 }
 
 /// Define a custom property (type text, number, boolean, select or date; options; default).
 #[utoipa::path(post, path = "/object/custom_property", tag = "files", security(("bearer" = [])), request_body = PropertyInput,
     responses(
         (status = 201, description = "Created", body = PropertyView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 409, description = "Name taken", body = ErrorBody),
         (status = 422, description = "Invalid definition", body = ErrorBody),
     ))]
@@ -83,7 +77,7 @@ pub async fn create_property(
     caller: AuthRequired,
     ApiJson(input): ApiJson<PropertyInput>,
 ) -> ApiResult<(StatusCode, Json<PropertyView>)> {
-    Ok((StatusCode::CREATED, Json(metadata::create_property(state.db(), caller.claims.sub, input).await?)))
+    Ok((StatusCode::CREATED, Json(metadata::create_property(&state, caller.claims.sub, input).await?)))
 }
 
 /// Change a custom property definition.
@@ -91,8 +85,6 @@ pub async fn create_property(
     params(("id" = Uuid, Path)), request_body = PropertyInput,
     responses(
         (status = 200, description = "Updated", body = PropertyView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such property", body = ErrorBody),
         (status = 409, description = "Name taken", body = ErrorBody),
         (status = 422, description = "Invalid definition", body = ErrorBody),
@@ -103,7 +95,7 @@ pub async fn update_property(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(input): ApiJson<PropertyInput>,
 ) -> ApiResult<Json<PropertyView>> {
-    Ok(Json(metadata::update_property(state.db(), caller.claims.sub, id, input).await?))
+    Ok(Json(metadata::update_property(&state, caller.claims.sub, id, input).await?))
 }
 
 /// Delete a custom property definition.
@@ -111,7 +103,6 @@ pub async fn update_property(
     params(("id" = Uuid, Path)),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such property", body = ErrorBody),
     ))]
 pub async fn delete_property(
@@ -119,6 +110,6 @@ pub async fn delete_property(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<StatusCode> {
-    metadata::delete_property(state.db(), caller.claims.sub, id).await?;
+    metadata::delete_property(&state, caller.claims.sub, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -64,7 +64,7 @@ No text input may hold a NUL character: a JSON string or key answers 422 `reques
     paths(files::list_path, shares::browse),
     // ChangeEvent is the JSON in the `data` of `GET /events`' change events, which the stream's
     // schema (the SSE envelope) names only as text.
-    components(schemas(ErrorBody, nubo_service::events::ChangeEvent)),
+    components(schemas(ErrorBody, nubo_service::tree::events::ChangeEvent)),
     modifiers(&SecuritySchemes),
     tags(
         (name = "site", description = "Public facts about this instance"),

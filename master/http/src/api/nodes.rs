@@ -13,7 +13,7 @@ use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath};
 use crate::guard::AdminRequired;
 use nubo_service::context::Context;
-use nubo_service::nodes::{self, NodeCheck, NodeInput, NodeView};
+use nubo_service::storage::nodes::{self, NodeCheck, NodeInput, NodeView};
 
 /// A node as written. `key` is the secret shared with the node (at least 32 bytes); it is never
 /// returned, and leaving it out on update keeps the stored one.
@@ -44,19 +44,16 @@ impl From<NodeRequest> for NodeInput {
 #[utoipa::path(get, path = "/admin/node", tag = "admin", security(("bearer" = [])),
     responses(
         (status = 200, description = "Nodes", body = Vec<NodeView>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
     ))]
 pub async fn list(State(state): State<Context>, _admin: AdminRequired) -> ApiResult<Json<Vec<NodeView>>> {
-    Ok(Json(nodes::list(state.db()).await?))
+    Ok(Json(nodes::list(&state).await?))
 }
 
 /// Add a storage node.
 #[utoipa::path(post, path = "/admin/node", tag = "admin", security(("bearer" = [])), request_body = NodeRequest,
     responses(
         (status = 201, description = "Added", body = NodeView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 409, description = "Name taken", body = ErrorBody),
         (status = 422, description = "Invalid name, URL or key", body = ErrorBody),
@@ -66,14 +63,13 @@ pub async fn create(
     _admin: AdminRequired,
     ApiJson(request): ApiJson<NodeRequest>,
 ) -> ApiResult<(StatusCode, Json<NodeView>)> {
-    Ok((StatusCode::CREATED, Json(nodes::create(state.db(), request.into()).await?)))
+    Ok((StatusCode::CREATED, Json(nodes::create(&state, request.into()).await?)))
 }
 
 /// One node.
 #[utoipa::path(get, path = "/admin/node/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 200, description = "The node", body = NodeView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such node", body = ErrorBody),
     ))]
@@ -82,7 +78,7 @@ pub async fn get(
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<NodeView>> {
-    Ok(Json(nodes::get(state.db(), id).await?))
+    Ok(Json(nodes::get(&state, id).await?))
 }
 
 /// Change a node (disable it with `enabled: false`).
@@ -90,7 +86,6 @@ pub async fn get(
     request_body = NodeRequest,
     responses(
         (status = 200, description = "Updated", body = NodeView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such node", body = ErrorBody),
         (status = 409, description = "Name taken", body = ErrorBody),
@@ -102,14 +97,13 @@ pub async fn update(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<NodeRequest>,
 ) -> ApiResult<Json<NodeView>> {
-    Ok(Json(nodes::update(state.db(), id, request.into()).await?))
+    Ok(Json(nodes::update(&state, id, request.into()).await?))
 }
 
 /// Remove a node; refused while storage policies keep files on it.
 #[utoipa::path(delete, path = "/admin/node/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 204, description = "Removed"),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such node", body = ErrorBody),
         (status = 409, description = "Policies use the node", body = ErrorBody),
@@ -119,7 +113,7 @@ pub async fn delete(
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<StatusCode> {
-    nodes::delete(state.db(), id).await?;
+    nodes::delete(&state, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -127,7 +121,6 @@ pub async fn delete(
 #[utoipa::path(post, path = "/admin/node/{id}/test", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 200, description = "The node answered", body = NodeCheck),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such node", body = ErrorBody),
         (status = 502, description = "The node refused (wrong key, incompatible version) or answered nonsense", body = ErrorBody),
@@ -138,5 +131,5 @@ pub async fn test(
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<NodeCheck>> {
-    Ok(Json(nodes::check(state.db(), id).await?))
+    Ok(Json(nodes::check(&state, id).await?))
 }

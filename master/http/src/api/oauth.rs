@@ -1,6 +1,6 @@
 //! OAuth sign-in and linked accounts: the browser navigations `/user/oauth/{provider}` (to the
 //! provider) and its `/callback` (back from it), and the caller's identities at
-//! `/user/settings/identities`. Thin handlers over `service::identities`.
+//! `/user/settings/identities`. Thin handlers over `service::identity::identities`.
 
 use axum::Json;
 use axum::extract::State;
@@ -14,8 +14,8 @@ use crate::error::ErrorBody;
 use crate::extract::{ApiPath, ApiQuery, ClientAddress};
 use crate::guard::JwtRequired;
 use nubo_service::context::Context;
-use nubo_service::identities::{self, Callback, IdentityView};
-use nubo_service::sign_in;
+use nubo_service::identity::identities::{self, Callback, IdentityView};
+use nubo_service::identity::sign_in;
 
 /// A 302 the browser follows; never cached, it carries single-use values.
 fn found(location: &str) -> Response {
@@ -109,7 +109,6 @@ pub async fn callback(
     params(("provider" = String, Path, description = "`github`, `qq` or `oidc` (OpenID Connect)")),
     responses(
         (status = 200, description = "Navigate to `url`", body = LinkStart),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "The provider is not enabled (`auth.provider_disabled`), or the account is not active", body = ErrorBody),
         (status = 404, description = "No such provider (`auth.oauth_provider_unknown`)", body = ErrorBody),
         (status = 503, description = "The provider is not configured (`auth.oauth_not_configured`)", body = ErrorBody),
@@ -127,7 +126,6 @@ pub async fn link(
 #[utoipa::path(get, path = "/user/settings/identities", tag = "user", security(("bearer" = [])),
     responses(
         (status = 200, description = "The identities", body = Vec<IdentityView>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
     ))]
 pub async fn list(
     State(state): State<Context>,
@@ -142,7 +140,6 @@ pub async fn list(
     params(("provider" = String, Path, description = "`github`, `qq` or `oidc` (OpenID Connect)")),
     responses(
         (status = 204, description = "Unlinked"),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such provider (`auth.oauth_provider_unknown`), or none linked (`auth.identity_not_found`)", body = ErrorBody),
         (status = 409, description = "The account's last way to sign in (`auth.last_sign_in_method`)", body = ErrorBody),
     ))]

@@ -1,7 +1,7 @@
 //! Passkeys: the registration ceremony at `/user/authn/registration`, sign-in options at
 //! `/user/authn/options` (the assertion itself goes to `POST /user/session` with provider
 //! `passkey`), and the caller's passkeys at `/user/settings/authn(s)`. Thin handlers over
-//! `service::passkeys`.
+//! `service::identity::passkeys`.
 
 use axum::Json;
 use axum::extract::State;
@@ -14,10 +14,10 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath, ClientAddress};
 use crate::guard::JwtRequired;
-use nubo_service::auth::providers::passkey::Ceremony;
 use nubo_service::context::Context;
-use nubo_service::passkeys::{self, PasskeyView};
-use nubo_service::sign_in;
+use nubo_service::identity::passkeys::{self, PasskeyView};
+use nubo_service::identity::providers::passkey::Ceremony;
+use nubo_service::identity::sign_in;
 
 /// A started WebAuthn ceremony.
 #[derive(Debug, Serialize, ToSchema)]
@@ -63,7 +63,6 @@ pub struct PasskeyChanges {
 #[utoipa::path(post, path = "/user/authn/registration", tag = "user", security(("bearer" = [])),
     responses(
         (status = 200, description = "Options for `navigator.credentials.create`", body = CeremonyView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Passkeys are not enabled (`auth.provider_disabled`), or the account is not active", body = ErrorBody),
         (status = 503, description = "The site URL cannot be a relying party (`auth.passkey_site_url`)", body = ErrorBody),
     ))]
@@ -80,7 +79,6 @@ pub async fn start_registration(
     request_body = FinishRegistration,
     responses(
         (status = 201, description = "Registered", body = PasskeyView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 401, description = "Token invalid, challenge unknown or used (`auth.passkey_challenge_invalid`), or the answer did not verify (`auth.passkey_rejected`)", body = ErrorBody),
         (status = 403, description = "Passkeys are not enabled", body = ErrorBody),
         (status = 409, description = "Already registered (`auth.passkey_exists`)", body = ErrorBody),
@@ -126,7 +124,6 @@ pub async fn sign_in_options(
 #[utoipa::path(get, path = "/user/settings/authns", tag = "user", security(("bearer" = [])),
     responses(
         (status = 200, description = "The passkeys", body = Vec<PasskeyView>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
     ))]
 pub async fn list(State(state): State<Context>, JwtRequired(claims): JwtRequired) -> ApiResult<Json<Vec<PasskeyView>>> {
     Ok(Json(passkeys::list(&state, claims.sub).await?))
@@ -137,8 +134,6 @@ pub async fn list(State(state): State<Context>, JwtRequired(claims): JwtRequired
     params(("id" = Uuid, Path)), request_body = PasskeyChanges,
     responses(
         (status = 200, description = "Renamed", body = PasskeyView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such passkey of the caller (`auth.passkey_not_found`)", body = ErrorBody),
         (status = 422, description = "Invalid name", body = ErrorBody),
     ))]
@@ -158,7 +153,6 @@ pub async fn rename(
     responses(
         (status = 204, description = "Removed"),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such passkey of the caller (`auth.passkey_not_found`)", body = ErrorBody),
         (status = 409, description = "The account's last way to sign in (`auth.last_sign_in_method`)", body = ErrorBody),
     ))]

@@ -13,16 +13,15 @@ use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath};
 use crate::guard::{AdminRequired, AuthRequired};
 use nubo_service::context::Context;
-use nubo_service::policies::{self, PolicyInput, PolicySummary, PolicyView};
+use nubo_service::storage::policies::{self, PolicyInput, PolicySummary, PolicyView};
 
 /// The storage policies the caller's group may use, in order (the first is the default).
 #[utoipa::path(get, path = "/user/settings/policies", tag = "user", security(("bearer" = [])),
     responses(
         (status = 200, description = "Policies", body = Vec<PolicySummary>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
     ))]
 pub async fn mine(State(state): State<Context>, caller: AuthRequired) -> ApiResult<Json<Vec<PolicySummary>>> {
-    Ok(Json(policies::of_group(state.db(), caller.user.group_id()).await?))
+    Ok(Json(policies::of_group(&state, caller.user.group_id()).await?))
 }
 
 /// A policy as written. `options` is `LocalOptions` (`{root, durable}`) or `S3Options` (`{endpoint,
@@ -79,19 +78,16 @@ impl From<PolicyRequest> for PolicyInput {
 #[utoipa::path(get, path = "/admin/policy", tag = "admin", security(("bearer" = [])),
     responses(
         (status = 200, description = "Policies", body = Vec<PolicyView>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
     ))]
 pub async fn list(State(state): State<Context>, _admin: AdminRequired) -> ApiResult<Json<Vec<PolicyView>>> {
-    Ok(Json(policies::list(state.db()).await?))
+    Ok(Json(policies::list(&state).await?))
 }
 
 /// Create a policy.
 #[utoipa::path(post, path = "/admin/policy", tag = "admin", security(("bearer" = [])), request_body = PolicyRequest,
     responses(
         (status = 201, description = "Created", body = PolicyView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 409, description = "Name taken", body = ErrorBody),
         (status = 422, description = "Invalid field", body = ErrorBody),
@@ -101,14 +97,13 @@ pub async fn create(
     AdminRequired(admin): AdminRequired,
     ApiJson(request): ApiJson<PolicyRequest>,
 ) -> ApiResult<(StatusCode, Json<PolicyView>)> {
-    Ok((StatusCode::CREATED, Json(policies::create(state.db(), admin.sub, request.into()).await?)))
+    Ok((StatusCode::CREATED, Json(policies::create(&state, admin.sub, request.into()).await?)))
 }
 
 /// One policy.
 #[utoipa::path(get, path = "/admin/policy/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 200, description = "The policy", body = PolicyView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such policy", body = ErrorBody),
     ))]
@@ -117,7 +112,7 @@ pub async fn get(
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<PolicyView>> {
-    Ok(Json(policies::view(&policies::find(state.db(), id).await?)?))
+    Ok(Json(policies::view(&policies::find(&state, id).await?)?))
 }
 
 /// Replace a policy's settings.
@@ -125,8 +120,6 @@ pub async fn get(
     request_body = PolicyRequest,
     responses(
         (status = 200, description = "Updated", body = PolicyView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such policy", body = ErrorBody),
         (status = 409, description = "Name taken, or type change of a policy in use", body = ErrorBody),
@@ -138,14 +131,13 @@ pub async fn update(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<PolicyRequest>,
 ) -> ApiResult<Json<PolicyView>> {
-    Ok(Json(policies::update(state.db(), admin.sub, id, request.into()).await?))
+    Ok(Json(policies::update(&state, admin.sub, id, request.into()).await?))
 }
 
 /// Delete a policy no group, file or upload uses.
 #[utoipa::path(delete, path = "/admin/policy/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such policy", body = ErrorBody),
         (status = 409, description = "In use", body = ErrorBody),
@@ -155,7 +147,7 @@ pub async fn delete(
     AdminRequired(admin): AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<StatusCode> {
-    policies::delete(state.db(), admin.sub, id).await?;
+    policies::delete(&state, admin.sub, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -163,7 +155,6 @@ pub async fn delete(
 #[utoipa::path(post, path = "/admin/policy/{id}/test", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 204, description = "The storage works"),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such policy", body = ErrorBody),
         (status = 502, description = "The storage answered with an error", body = ErrorBody),

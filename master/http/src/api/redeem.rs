@@ -13,8 +13,8 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, ClientAddress};
 use crate::guard::{AdminRequired, AuthRequired};
+use nubo_service::capacity::redeem::{self, BatchRequest, BatchView, CodeKind, CodeView, RedeemedView};
 use nubo_service::context::Context;
-use nubo_service::redeem::{self, BatchRequest, BatchView, CodeKind, CodeView, RedeemedView};
 use nubo_service::{Page, PageRequest};
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -38,8 +38,6 @@ impl CaptchaAnswer for RedeemRequest {
 #[utoipa::path(post, path = "/user/redeem", tag = "user", security(("bearer" = [])), request_body = RedeemRequest,
     responses(
         (status = 200, description = "What the code gave", body = RedeemedView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Account not active, or a wrong captcha answer (`captcha.invalid`)", body = ErrorBody),
         (status = 404, description = "No such code, or disabled or expired (`redeem.invalid_code`)", body = ErrorBody),
         (status = 409, description = "Used up (`redeem.used_up`), redeemed before by the caller (`redeem.already_used`), or a group code that does not apply now (`redeem.not_applicable`)", body = ErrorBody),
@@ -74,7 +72,6 @@ pub struct CodeListQuery {
     responses(
         (status = 200, description = "One page of codes", body = Page<CodeView>),
         (status = 400, description = "Unreadable query", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 422, description = "Paging out of range", body = ErrorBody),
     ))]
@@ -97,8 +94,6 @@ pub async fn list(
             (BatchView = "application/json"),
             (String = "text/csv"),
         )),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 422, description = "Invalid field", body = ErrorBody),
     ))]
@@ -141,8 +136,6 @@ pub struct UpdateCodeRequest {
     params(("id" = Uuid, Path)), request_body = UpdateCodeRequest,
     responses(
         (status = 200, description = "The code", body = CodeView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such code", body = ErrorBody),
     ))]
@@ -161,7 +154,6 @@ pub async fn update(
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such code", body = ErrorBody),
     ))]

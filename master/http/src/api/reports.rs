@@ -1,11 +1,11 @@
 //! Reports of shares: a visitor's `POST /share/{code}/report` (captcha scene `report`) and the
-//! administrators' `/admin/report` list and decisions. Thin handlers over `service::reports`.
+//! administrators' `/admin/report` list and decisions. Thin handlers over `service::sharing::reports`.
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use nubo_model::domain::report::{ReportAction, ReportReason, ReportStatus};
-use nubo_service::reports::ReportFilter;
+use nubo_service::sharing::reports::ReportFilter;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -16,7 +16,7 @@ use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, ClientAddress};
 use crate::guard::{AdminRequired, MaybeSignedIn};
 use nubo_service::context::Context;
-use nubo_service::reports::{self, NewReportInput, ReportView};
+use nubo_service::sharing::reports::{self, NewReportInput, ReportView};
 use nubo_service::{Page, PageRequest};
 
 /// A visitor's report of a share.
@@ -42,7 +42,6 @@ impl CaptchaAnswer for ReportRequest {
     request_body = ReportRequest,
     responses(
         (status = 204, description = "Reported"),
-        (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 401, description = "An access token was sent and is invalid", body = ErrorBody),
         (status = 403, description = "A wrong captcha answer (`captcha.invalid`)", body = ErrorBody),
         (status = 404, description = "No such share, or one visitors cannot open", body = ErrorBody),
@@ -88,7 +87,6 @@ pub struct ReportListQuery {
     responses(
         (status = 200, description = "One page of reports", body = Page<ReportView>),
         (status = 400, description = "Unreadable query", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 422, description = "Paging out of range", body = ErrorBody),
     ))]
@@ -121,8 +119,6 @@ pub struct ReportDecision {
     params(("id" = Uuid, Path)), request_body = ReportDecision,
     responses(
         (status = 200, description = "The handled report", body = ReportView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such report", body = ErrorBody),
         (status = 409, description = "Already handled, the share or owner is gone, or the owner is the acting administrator", body = ErrorBody),

@@ -1,4 +1,4 @@
-//! `GET /search`: a thin handler over `service::search`.
+//! `GET /search`: a thin handler over `service::tree::search`.
 
 use axum::Json;
 use axum::extract::State;
@@ -12,8 +12,8 @@ use crate::error::ErrorBody;
 use crate::extract::ApiQuery;
 use crate::guard::AuthRequired;
 use nubo_service::context::Context;
-use nubo_service::files::ObjectView;
-use nubo_service::search::{self, SearchQuery};
+use nubo_service::tree::files::ObjectView;
+use nubo_service::tree::search::{self, SearchQuery};
 use nubo_service::{Page, PageRequest};
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -45,7 +45,6 @@ pub struct SearchParams {
     responses(
         (status = 200, description = "One page of matching objects", body = Page<ObjectView>),
         (status = 400, description = "Malformed parameter (a tag or folder id that is not a UUID, an unknown type)", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such tag (`tag.not_found`) or folder (`object.not_found`) of the caller", body = ErrorBody),
         (status = 409, description = "`under` names a file (`object.not_a_folder`)", body = ErrorBody),
         (status = 422, description = "Text longer than 255 characters, or paging out of range", body = ErrorBody),

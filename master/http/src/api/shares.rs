@@ -1,11 +1,11 @@
 //! Shares at `/share`: the owner's routes (bearer token), the visitor's (no account needed) and
-//! the administrator's at `/admin/share`, thin handlers over `service::shares`. A visitor's
+//! the administrator's at `/admin/share`, thin handlers over `service::sharing::shares`. A visitor's
 //! archive token (`/share/{code}/archive`) is used at `/file/archive/{token}`, in `archives`.
 
 use axum::Json;
 use axum::extract::{OriginalUri, State};
 use axum::http::StatusCode;
-use nubo_service::shares::ShareFilter;
+use nubo_service::sharing::shares::ShareFilter;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -16,13 +16,13 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::guard::{AdminRequired, AuthRequired};
-use nubo_service::archives::ArchiveTokenView;
+use nubo_service::content::archives::{self, ArchiveTokenView};
+use nubo_service::content::downloads::{self, DownloadTokenView};
 use nubo_service::context::Context;
-use nubo_service::downloads::DownloadTokenView;
-use nubo_service::files::ObjectView;
-use nubo_service::shares::{
+use nubo_service::sharing::shares::{
     self, AdminShareView, NewShare, PublicShareView, SaveShare, ShareChanges, ShareView, SharedFolderView,
 };
+use nubo_service::tree::files::ObjectView;
 use nubo_service::{Page, PageRequest};
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -37,8 +37,6 @@ pub struct PasswordQuery {
 #[utoipa::path(post, path = "/share", tag = "shares", security(("bearer" = [])), request_body = NewShare,
     responses(
         (status = 201, description = "The share", body = ShareView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "The group may not create shares (`share.not_allowed`)", body = ErrorBody),
         (status = 404, description = "No such object of the caller, or it is in the trash", body = ErrorBody),
         (status = 422, description = "Invalid password, expiry or limit", body = ErrorBody),
@@ -56,7 +54,6 @@ pub async fn create(
 #[utoipa::path(get, path = "/share", tag = "shares", security(("bearer" = [])), params(PageQuery),
     responses(
         (status = 200, description = "One page of shares", body = Page<ShareView>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 422, description = "Paging out of range", body = ErrorBody),
     ))]
 pub async fn list(
@@ -108,8 +105,6 @@ pub async fn public_view(
     params(("code" = String, Path)), request_body = ShareChanges,
     responses(
         (status = 200, description = "The changed share", body = ShareView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such share of the caller", body = ErrorBody),
         (status = 422, description = "Invalid password, expiry or limit", body = ErrorBody),
     ))]
@@ -127,7 +122,6 @@ pub async fn update(
     params(("code" = String, Path)),
     responses(
         (status = 204, description = "Ended"),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such share of the caller", body = ErrorBody),
     ))]
 pub async fn delete(
@@ -210,7 +204,7 @@ pub async fn download(
     visitor: ShareVisitor,
 ) -> ApiResult<Json<DownloadTokenView>> {
     let visitor = visitor.visitor();
-    Ok(Json(shares::download_token(&state, &code, &visitor, object_id).await?))
+    Ok(Json(downloads::share_download_token(&state, &code, &visitor, object_id).await?))
 }
 
 /// What a visitor puts in an archive of a share.
@@ -233,7 +227,6 @@ pub struct ShareArchiveRequest {
     request_body = ShareArchiveRequest,
     responses(
         (status = 200, description = "The token", body = ArchiveTokenView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 401, description = "Password-protected and no valid grant (`share.password_required`)", body = ErrorBody),
         (status = 404, description = "No such share, or an object not in it", body = ErrorBody),
         (status = 410, description = "Expired or out of downloads", body = ErrorBody),
@@ -246,7 +239,7 @@ pub async fn archive(
     ApiJson(request): ApiJson<ShareArchiveRequest>,
 ) -> ApiResult<Json<ArchiveTokenView>> {
     let visitor = visitor.visitor();
-    Ok(Json(shares::archive_token(&state, &code, &visitor, request.ids.as_deref()).await?))
+    Ok(Json(archives::share_archive_token(&state, &code, &visitor, request.ids.as_deref()).await?))
 }
 
 /// Save what the caller chooses of a share (default: all of it) into one of their folders: the
@@ -259,7 +252,6 @@ pub async fn archive(
     request_body = SaveShare,
     responses(
         (status = 200, description = "The copies, one per chosen object", body = Vec<ObjectView>),
-        (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 401, description = "Token missing or invalid, or the share's grant (`share.password_required`)", body = ErrorBody),
         (status = 403, description = "The group may not save shares (`share.save_not_allowed`)", body = ErrorBody),
         (status = 404, description = "No such share, an object not in it, or no such folder of the caller", body = ErrorBody),
@@ -300,7 +292,6 @@ pub struct AdminShareQuery {
     responses(
         (status = 200, description = "One page of shares", body = Page<AdminShareView>),
         (status = 400, description = "Unreadable query", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 422, description = "Paging out of range", body = ErrorBody),
     ))]
@@ -323,7 +314,6 @@ pub async fn admin_list(
     params(("code" = String, Path)),
     responses(
         (status = 204, description = "Ended"),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such share", body = ErrorBody),
     ))]

@@ -13,7 +13,7 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiQuery, ClientAddress};
 use nubo_service::context::Context;
-use nubo_service::{captcha, health, sign_in, site};
+use nubo_service::{identity::captcha, identity::sign_in, ops::health, settings::site};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PingResponse {
@@ -115,8 +115,8 @@ pub struct SceneCaptchaView {
         (status = 500, description = "Internal error", body = ErrorBody),
     ))]
 pub async fn config(State(state): State<Context>) -> ApiResult<Json<SiteConfigResponse>> {
-    let config = site::site_config(state.db()).await?;
-    let settings = site::effective_settings(state.db()).await?;
+    let config = site::site_config(&state).await?;
+    let settings = site::effective_settings(&state).await?;
     let captcha = captcha::scenes(&settings)
         .into_iter()
         .map(|(scene, c)| (scene, SceneCaptchaView { provider: c.provider, site_key: c.site_key }))

@@ -11,15 +11,14 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::guard::{AdminRequired, AuthRequired};
+use nubo_service::capacity::storage_packs::{self, GrantRequest, PackView};
 use nubo_service::context::Context;
-use nubo_service::storage_packs::{self, GrantRequest, PackView};
 use nubo_service::{Page, PageRequest};
 
 /// The caller's storage packs, active and past (expired, revoked, scheduled), newest first.
 #[utoipa::path(get, path = "/user/storage_packs", tag = "user", security(("bearer" = [])),
     responses(
         (status = 200, description = "The caller's packs", body = Vec<PackView>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Account not active", body = ErrorBody),
     ))]
 pub async fn mine(State(state): State<Context>, caller: AuthRequired) -> ApiResult<Json<Vec<PackView>>> {
@@ -44,7 +43,6 @@ pub struct PackListQuery {
     responses(
         (status = 200, description = "One page of packs", body = Page<PackView>),
         (status = 400, description = "Unreadable query", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 422, description = "Paging out of range", body = ErrorBody),
     ))]
@@ -82,8 +80,6 @@ pub struct GrantPackRequest {
     request_body = GrantPackRequest,
     responses(
         (status = 201, description = "Granted", body = PackView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 422, description = "Invalid field (unknown user, size, times)", body = ErrorBody),
     ))]
@@ -110,7 +106,6 @@ pub async fn grant(
     responses(
         (status = 204, description = "Revoked"),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such pack", body = ErrorBody),
     ))]

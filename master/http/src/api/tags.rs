@@ -1,4 +1,4 @@
-//! The caller's tags at `/tag`: thin handlers over `service::tags`.
+//! The caller's tags at `/tag`: thin handlers over `service::tree::tags`.
 
 use axum::Json;
 use axum::extract::State;
@@ -11,14 +11,13 @@ use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::guard::AuthRequired;
 use nubo_service::context::Context;
-use nubo_service::tags::{self, NewTag, TagChanges, TagView, TaggedObjectView};
+use nubo_service::tree::tags::{self, NewTag, TagChanges, TagView, TaggedObjectView};
 use nubo_service::{Page, PageRequest};
 
 /// The caller's tags, by name.
 #[utoipa::path(get, path = "/tag", tag = "tags", security(("bearer" = [])),
     responses(
         (status = 200, description = "The tags", body = Vec<TagView>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
     ))]
 pub async fn list(State(state): State<Context>, caller: AuthRequired) -> ApiResult<Json<Vec<TagView>>> {
     Ok(Json(tags::list(&state, caller.claims.sub).await?))
@@ -31,8 +30,6 @@ pub async fn list(State(state): State<Context>, caller: AuthRequired) -> ApiResu
 #[utoipa::path(post, path = "/tag", tag = "tags", security(("bearer" = [])), request_body = NewTag,
     responses(
         (status = 201, description = "The tag", body = TagView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 409, description = "Name taken (`tag.name_taken`)", body = ErrorBody),
         (status = 422, description = "Invalid name, colour or rule", body = ErrorBody),
     ))]
@@ -49,7 +46,6 @@ pub async fn create(
     responses(
         (status = 200, description = "The tag", body = TagView),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such tag of the caller", body = ErrorBody),
     ))]
 pub async fn get(
@@ -65,8 +61,6 @@ pub async fn get(
     request_body = TagChanges,
     responses(
         (status = 200, description = "The tag", body = TagView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such tag of the caller", body = ErrorBody),
         (status = 409, description = "Name taken", body = ErrorBody),
         (status = 422, description = "Invalid name, colour or rule", body = ErrorBody),
@@ -85,7 +79,6 @@ pub async fn update(
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such tag of the caller", body = ErrorBody),
     ))]
 pub async fn delete(
@@ -104,7 +97,6 @@ pub async fn delete(
     responses(
         (status = 200, description = "One page of objects", body = Page<TaggedObjectView>),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such tag of the caller", body = ErrorBody),
         (status = 422, description = "Paging out of range", body = ErrorBody),
     ))]
@@ -123,8 +115,6 @@ pub async fn objects(
     params(("id" = Uuid, Path)), request_body = IdsRequest,
     responses(
         (status = 204, description = "Attached"),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such tag or object of the caller", body = ErrorBody),
         (status = 409, description = "An automatic tag (`tag.automatic`)", body = ErrorBody),
         (status = 422, description = "No ids", body = ErrorBody),
@@ -144,8 +134,6 @@ pub async fn attach(
     params(("id" = Uuid, Path)), request_body = IdsRequest,
     responses(
         (status = 204, description = "Detached"),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such tag or object of the caller", body = ErrorBody),
         (status = 409, description = "An automatic tag (`tag.automatic`)", body = ErrorBody),
         (status = 422, description = "No ids", body = ErrorBody),

@@ -13,9 +13,9 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::guard::{AdminRequired, AuthRequired};
+use nubo_service::content::import::{self, ImportRequest};
 use nubo_service::context::Context;
-use nubo_service::import::{self, ImportRequest};
-use nubo_service::tasks::{self, TaskView};
+use nubo_service::tasks::queue::{self, TaskView};
 use nubo_service::{Page, PageRequest};
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -36,7 +36,6 @@ pub struct TaskQuery {
     responses(
         (status = 200, description = "Tasks", body = Page<TaskView>),
         (status = 400, description = "Unreadable query", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 422, description = "Paging out of range", body = ErrorBody),
     ))]
 pub async fn list(
@@ -45,14 +44,13 @@ pub async fn list(
     ApiQuery(query): ApiQuery<TaskQuery>,
 ) -> ApiResult<Json<Page<TaskView>>> {
     let page = PageRequest::parse(query.offset, query.limit)?;
-    Ok(Json(tasks::list(state.db(), Some(caller.claims.sub), query.status, query.kind, page).await?))
+    Ok(Json(queue::list(&state, Some(caller.claims.sub), query.status, query.kind, page).await?))
 }
 
 /// One of the caller's tasks, with status and type as enumerations, progress, error and props.
 #[utoipa::path(get, path = "/task/{id}", tag = "tasks", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 200, description = "The task", body = TaskView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such task", body = ErrorBody),
     ))]
 pub async fn get(
@@ -60,7 +58,7 @@ pub async fn get(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<TaskView>> {
-    Ok(Json(tasks::get(state.db(), Some(caller.claims.sub), id).await?))
+    Ok(Json(queue::get(&state, Some(caller.claims.sub), id).await?))
 }
 
 /// Cancel a task: a queued one at once, a running one at its next safe point (what it already
@@ -68,7 +66,6 @@ pub async fn get(
 #[utoipa::path(delete, path = "/task/{id}", tag = "tasks", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 200, description = "The task after the request", body = TaskView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such task", body = ErrorBody),
         (status = 409, description = "The task has already ended", body = ErrorBody),
     ))]
@@ -77,14 +74,13 @@ pub async fn cancel(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<TaskView>> {
-    Ok(Json(tasks::cancel(state.db(), Some(caller.claims.sub), id).await?))
+    Ok(Json(queue::cancel(&state, Some(caller.claims.sub), id).await?))
 }
 
 /// Everyone's tasks, filtered by status and type.
 #[utoipa::path(get, path = "/admin/task", tag = "admin", security(("bearer" = [])), params(TaskQuery),
     responses(
         (status = 200, description = "Tasks", body = Page<TaskView>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 422, description = "Paging out of range", body = ErrorBody),
     ))]
@@ -94,14 +90,13 @@ pub async fn admin_list(
     ApiQuery(query): ApiQuery<TaskQuery>,
 ) -> ApiResult<Json<Page<TaskView>>> {
     let page = PageRequest::parse(query.offset, query.limit)?;
-    Ok(Json(tasks::list(state.db(), None, query.status, query.kind, page).await?))
+    Ok(Json(queue::list(&state, None, query.status, query.kind, page).await?))
 }
 
 /// Any task.
 #[utoipa::path(get, path = "/admin/task/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 200, description = "The task", body = TaskView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such task", body = ErrorBody),
     ))]
@@ -110,14 +105,13 @@ pub async fn admin_get(
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<TaskView>> {
-    Ok(Json(tasks::get(state.db(), None, id).await?))
+    Ok(Json(queue::get(&state, None, id).await?))
 }
 
 /// Cancel any task.
 #[utoipa::path(delete, path = "/admin/task/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 200, description = "The task after the request", body = TaskView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such task", body = ErrorBody),
         (status = 409, description = "The task has already ended", body = ErrorBody),
@@ -127,7 +121,7 @@ pub async fn admin_cancel(
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<TaskView>> {
-    Ok(Json(tasks::cancel(state.db(), None, id).await?))
+    Ok(Json(queue::cancel(&state, None, id).await?))
 }
 
 /// Where the files of an import are.
@@ -163,8 +157,6 @@ pub struct ImportBody {
 #[utoipa::path(post, path = "/admin/import", tag = "admin", security(("bearer" = [])), request_body = ImportBody,
     responses(
         (status = 202, description = "Import queued", body = TaskView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such policy or user", body = ErrorBody),
         (status = 409, description = "A file of the user is where the destination folder should be", body = ErrorBody),

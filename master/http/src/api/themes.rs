@@ -13,7 +13,7 @@ use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath};
 use crate::guard::AdminRequired;
 use nubo_service::context::Context;
-use nubo_service::themes::{self, ThemePresetView};
+use nubo_service::settings::themes::{self, ThemePresetView};
 
 /// Public list of theme presets.
 #[utoipa::path(get, path = "/site/themes", tag = "site",
@@ -22,7 +22,7 @@ use nubo_service::themes::{self, ThemePresetView};
         (status = 500, description = "Internal error", body = ErrorBody),
     ))]
 pub async fn public_list(State(state): State<Context>) -> ApiResult<Json<Vec<ThemePresetView>>> {
-    Ok(Json(themes::list(state.db()).await?))
+    Ok(Json(themes::list(&state).await?))
 }
 
 /// A preset as written: a unique name and seven colours (17 chromatic hues, 5 neutral tones).
@@ -38,11 +38,10 @@ pub struct ThemePresetRequest {
 #[utoipa::path(get, path = "/admin/theme", tag = "admin", security(("bearer" = [])),
     responses(
         (status = 200, description = "All presets", body = Vec<ThemePresetView>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
     ))]
 pub async fn list(State(state): State<Context>, _admin: AdminRequired) -> ApiResult<Json<Vec<ThemePresetView>>> {
-    Ok(Json(themes::list(state.db()).await?))
+    Ok(Json(themes::list(&state).await?))
 }
 
 /// Create a preset.
@@ -50,8 +49,6 @@ pub async fn list(State(state): State<Context>, _admin: AdminRequired) -> ApiRes
     request_body = ThemePresetRequest,
     responses(
         (status = 201, description = "Created", body = ThemePresetView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 409, description = "Name taken", body = ErrorBody),
         (status = 422, description = "Invalid name or colour", body = ErrorBody),
@@ -61,7 +58,7 @@ pub async fn create(
     _admin: AdminRequired,
     ApiJson(request): ApiJson<ThemePresetRequest>,
 ) -> ApiResult<(StatusCode, Json<ThemePresetView>)> {
-    Ok((StatusCode::CREATED, Json(themes::create(state.db(), &request.name, request.colors).await?)))
+    Ok((StatusCode::CREATED, Json(themes::create(&state, &request.name, request.colors).await?)))
 }
 
 /// One preset.
@@ -70,7 +67,6 @@ pub async fn create(
     responses(
         (status = 200, description = "The preset", body = ThemePresetView),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such preset", body = ErrorBody),
     ))]
@@ -79,7 +75,7 @@ pub async fn get(
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<ThemePresetView>> {
-    Ok(Json(themes::get(state.db(), id).await?))
+    Ok(Json(themes::get(&state, id).await?))
 }
 
 /// Replace a preset's name and colours.
@@ -87,8 +83,6 @@ pub async fn get(
     params(("id" = Uuid, Path)), request_body = ThemePresetRequest,
     responses(
         (status = 200, description = "Updated", body = ThemePresetView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such preset", body = ErrorBody),
         (status = 409, description = "Name taken", body = ErrorBody),
@@ -100,7 +94,7 @@ pub async fn update(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(request): ApiJson<ThemePresetRequest>,
 ) -> ApiResult<Json<ThemePresetView>> {
-    Ok(Json(themes::update(state.db(), id, &request.name, request.colors).await?))
+    Ok(Json(themes::update(&state, id, &request.name, request.colors).await?))
 }
 
 /// Delete a preset; users who chose it keep their colour snapshot.
@@ -109,7 +103,6 @@ pub async fn update(
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such preset", body = ErrorBody),
     ))]
@@ -118,7 +111,7 @@ pub async fn delete(
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<StatusCode> {
-    themes::delete(state.db(), id).await?;
+    themes::delete(&state, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -128,7 +121,6 @@ pub async fn delete(
     responses(
         (status = 200, description = "The new default", body = ThemePresetView),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such preset", body = ErrorBody),
     ))]
@@ -137,5 +129,5 @@ pub async fn set_default(
     _admin: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<ThemePresetView>> {
-    Ok(Json(themes::set_default(state.db(), id).await?))
+    Ok(Json(themes::set_default(&state, id).await?))
 }

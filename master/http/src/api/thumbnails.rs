@@ -12,10 +12,10 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::guard::AuthRequired;
-use nubo_service::access::{self, Reach};
+use nubo_service::content::thumbnails::{self, ThumbnailAnswer};
 use nubo_service::context::Context;
 use nubo_service::error::ServiceError;
-use nubo_service::thumbnails::{self, ThumbnailAnswer};
+use nubo_service::tree::access::{self, Reach};
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -62,7 +62,6 @@ pub struct ThumbnailPending {
             headers(("Retry-After" = u64))),
         (status = 304, description = "The copy named by `If-None-Match` is current"),
         (status = 400, description = "Malformed id or size", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such object", body = ErrorBody),
         (status = 422, description = "No thumbnail: `thumbnail.size_unsupported`, `thumbnail.not_image`, \
             `thumbnail.too_many_pixels`, `thumbnail.too_large`, `thumbnail.timeout`, `thumbnail.failed`",
@@ -76,7 +75,7 @@ pub async fn thumbnail(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let side = thumbnails::parse_side(query.size)?;
-    let file = access::readable(state.db(), caller.claims.sub, id, Reach::Any).await?;
+    let file = access::readable(&state, caller.claims.sub, id, Reach::Any).await?;
     let if_none_match = headers.get(header::IF_NONE_MATCH).and_then(|value| value.to_str().ok());
     let cache = (header::CACHE_CONTROL, HeaderValue::from_static(thumbnails::CACHE_CONTROL));
     Ok(match thumbnails::serve(&state, &file, side, if_none_match).await? {

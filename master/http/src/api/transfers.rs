@@ -17,14 +17,14 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, body_stream, content_length};
 use crate::guard::AuthRequired;
-use nubo_service::access::{self, Reach};
+use nubo_service::content::downloads::{self, DownloadTokenView, SourceLinkView};
+use nubo_service::content::external::{self, NewExternalDownload};
+use nubo_service::content::uploads::{self, NewUpload, SessionView};
+use nubo_service::content::writes;
 use nubo_service::context::Context;
-use nubo_service::downloads::{self, DownloadTokenView, SourceLinkView};
-use nubo_service::external::{self, NewExternalDownload};
-use nubo_service::files::ObjectView;
-use nubo_service::tasks::TaskView;
-use nubo_service::uploads::{self, NewUpload, SessionView};
-use nubo_service::writes;
+use nubo_service::tasks::queue::TaskView;
+use nubo_service::tree::access::{self, Reach};
+use nubo_service::tree::files::ObjectView;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -63,8 +63,6 @@ pub struct CreateUploadRequest {
 #[utoipa::path(post, path = "/file/upload", tag = "files", security(("bearer" = [])), request_body = CreateUploadRequest,
     responses(
         (status = 201, description = "Session created, or the file made at once from content held (`object` set)", body = SessionView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Policy not allowed", body = ErrorBody),
         (status = 404, description = "No such folder", body = ErrorBody),
         (status = 409, description = "Name taken; or the file no longer has the content `replaces_blake3` names", body = ErrorBody),
@@ -94,7 +92,6 @@ pub async fn create_upload(
 #[utoipa::path(get, path = "/file/upload/{id}", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 200, description = "The session", body = SessionView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
     ))]
 pub async fn upload_status(
@@ -114,7 +111,6 @@ pub async fn upload_status(
     responses(
         (status = 200, description = "Chunk stored (and the upload completed when it was the last)", body = SessionView),
         (status = 400, description = "Wrong chunk length, or the body broke off", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "At completion: the group may no longer use the session's policy", body = ErrorBody),
         (status = 404, description = "No such or expired session", body = ErrorBody),
         (status = 409, description = "Session being completed or cancelled; or the name was taken meanwhile, or the replaced file changed (`replaces_blake3`)", body = ErrorBody),
@@ -139,7 +135,6 @@ pub async fn put_chunk(
 #[utoipa::path(post, path = "/file/upload/{id}/complete", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 200, description = "Completed", body = SessionView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "The group may no longer use the session's policy", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
         (status = 409, description = "Chunks missing, or already being completed; or the replaced file changed (`replaces_blake3`)", body = ErrorBody),
@@ -158,7 +153,6 @@ pub async fn complete_upload(
 #[utoipa::path(delete, path = "/file/upload/{id}", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 204, description = "Cancelled"),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
         (status = 409, description = "Already being completed", body = ErrorBody),
     ))]
@@ -176,7 +170,6 @@ pub async fn abort_upload(
     params(("id" = Uuid, Path, description = "The file's id")),
     responses(
         (status = 200, description = "Token and URL", body = DownloadTokenView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such file", body = ErrorBody),
         (status = 409, description = "The object is a folder", body = ErrorBody),
     ))]
@@ -185,7 +178,7 @@ pub async fn create_download(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<DownloadTokenView>> {
-    let file = access::readable(state.db(), caller.claims.sub, id, Reach::Live).await?;
+    let file = access::readable(&state, caller.claims.sub, id, Reach::Live).await?;
     Ok(Json(downloads::create_download_token(&state, &file).await?))
 }
 
@@ -234,7 +227,6 @@ pub struct ContentQuery {
     responses(
         (status = 200, description = "The file with its new size", body = ObjectView),
         (status = 400, description = "The body broke off", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such file", body = ErrorBody),
         (status = 409, description = "The object is a folder, or another write changed or removed the file while the body arrived (`object.changed`)", body = ErrorBody),
         (status = 413, description = "Larger than the policy's max_size", body = ErrorBody),
@@ -274,7 +266,6 @@ pub struct NewContentQuery {
     responses(
         (status = 201, description = "The new file", body = ObjectView),
         (status = 400, description = "The body broke off", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "The group may not use any policy", body = ErrorBody),
         (status = 404, description = "No such folder", body = ErrorBody),
         (status = 409, description = "The name is taken in the folder, or the parent is a file", body = ErrorBody),
@@ -301,7 +292,6 @@ pub async fn create_content(
 #[utoipa::path(post, path = "/file/source/{id}", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 200, description = "The link", body = SourceLinkView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such file", body = ErrorBody),
         (status = 409, description = "The object is a folder", body = ErrorBody),
     ))]
@@ -310,7 +300,7 @@ pub async fn create_source(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<SourceLinkView>> {
-    let file = access::writable(state.db(), caller.claims.sub, id, Reach::Live).await?;
+    let file = access::writable(&state, caller.claims.sub, id, Reach::Live).await?;
     Ok(Json(downloads::create_source_link(&state, &file).await?))
 }
 
@@ -318,7 +308,6 @@ pub async fn create_source(
 #[utoipa::path(get, path = "/file/source/{id}", tag = "files", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 200, description = "The link", body = SourceLinkView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such file or no link", body = ErrorBody),
     ))]
 pub async fn get_source(
@@ -326,7 +315,7 @@ pub async fn get_source(
     caller: AuthRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<SourceLinkView>> {
-    let file = access::readable(state.db(), caller.claims.sub, id, Reach::Any).await?;
+    let file = access::readable(&state, caller.claims.sub, id, Reach::Any).await?;
     Ok(Json(downloads::source_link(&state, &file).await?))
 }
 
@@ -398,8 +387,6 @@ pub struct ExternalDownloadRequest {
     request_body = ExternalDownloadRequest,
     responses(
         (status = 202, description = "Task queued", body = TaskView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such folder", body = ErrorBody),
         (status = 422, description = "Invalid URL, or no node-backed policy (on that node)", body = ErrorBody),
     ))]

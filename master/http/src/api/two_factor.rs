@@ -1,5 +1,5 @@
 //! `/user/settings/2fa`: setting up, enabling and disabling the caller's two-factor sign-in
-//! (TOTP codes and recovery codes). Thin handlers over `service::two_factor`; the code at
+//! (TOTP codes and recovery codes). Thin handlers over `service::identity::two_factor`; the code at
 //! sign-in goes to `POST /user/session` as `two_fa_code`.
 
 use axum::Json;
@@ -13,7 +13,7 @@ use crate::error::ErrorBody;
 use crate::extract::ApiJson;
 use crate::guard::AuthRequired;
 use nubo_service::context::Context;
-use nubo_service::two_factor::{self, RecoveryCodes, TwoFactorSetup};
+use nubo_service::identity::two_factor::{self, RecoveryCodes, TwoFactorSetup};
 
 /// A code proving the second factor.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -31,7 +31,6 @@ pub struct TwoFactorCode {
 #[utoipa::path(get, path = "/user/settings/2fa", tag = "user", security(("bearer" = [])),
     responses(
         (status = 200, description = "A secret to add to an authenticator app", body = TwoFactorSetup),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Account not active", body = ErrorBody),
         (status = 409, description = "Two-factor sign-in is already on (`user.two_factor_enabled`)", body = ErrorBody),
     ))]
@@ -46,8 +45,6 @@ pub async fn start_setup(State(state): State<Context>, caller: AuthRequired) -> 
     request_body = TwoFactorCode,
     responses(
         (status = 200, description = "Enabled; the recovery codes", body = RecoveryCodes),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Wrong or already used code (`user.two_factor_wrong_code`), or account not active", body = ErrorBody),
         (status = 409, description = "Already on (`user.two_factor_enabled`), or no setup pending (`user.two_factor_no_setup`)", body = ErrorBody),
         (status = 422, description = "Invalid body", body = ErrorBody),
@@ -67,8 +64,6 @@ pub async fn enable(
     request_body = TwoFactorCode,
     responses(
         (status = 204, description = "Disabled"),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Wrong or already used code (`user.two_factor_wrong_code`), or account not active", body = ErrorBody),
         (status = 409, description = "Two-factor sign-in is not on (`user.two_factor_not_enabled`)", body = ErrorBody),
         (status = 422, description = "Invalid body", body = ErrorBody),

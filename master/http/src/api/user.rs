@@ -17,15 +17,15 @@ use crate::error::ErrorBody;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath, ClientAddress};
 use crate::guard::{AuthRequired, JwtRequired, bearer_token};
-use nubo_service::accounts::{
-    self, EffectiveTheme, SettingOption, SettingValue, ThemeChoice, UserSettingsView, UserView,
-};
-use nubo_service::auth::token::GroupClaims;
+use nubo_service::capacity::storage_packs;
 use nubo_service::context::Context;
+use nubo_service::credentials::token::GroupClaims;
 use nubo_service::error::{ErrorKind, ServiceError};
 use nubo_service::error_codes as codes;
-use nubo_service::sign_in::{self, LoginAttempt, LoginView, TokenPair};
-use nubo_service::storage_packs;
+use nubo_service::identity::accounts::{
+    self, EffectiveTheme, SettingOption, SettingValue, ThemeChoice, UserSettingsView, UserView,
+};
+use nubo_service::identity::sign_in::{self, LoginAttempt, LoginView, TokenPair};
 
 /// Registration request. `identifier` is the e-mail address and `credential` the password.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -53,7 +53,6 @@ impl CaptchaAnswer for RegisterRequest {
 #[utoipa::path(post, path = "/user", tag = "user", request_body = RegisterRequest,
     responses(
         (status = 201, description = "Account created", body = UserView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 403, description = "Registration closed or provider disabled, or a wrong captcha answer (`captcha.invalid`)", body = ErrorBody),
         (status = 409, description = "E-mail address taken", body = ErrorBody),
         (status = 422, description = "Invalid e-mail or password, or no captcha answer (`captcha.required`)", body = ErrorBody),
@@ -125,7 +124,6 @@ impl CaptchaAnswer for LoginRequest {
 #[utoipa::path(post, path = "/user/session", tag = "user", request_body = LoginRequest,
     responses(
         (status = 200, description = "Signed in", body = LoginView),
-        (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 401, description = "Wrong e-mail or password (`auth.invalid_credentials`), a passkey refused, a wrong or already used two-factor code (`auth.two_factor_invalid`), a magic-link token unknown or expired (`auth.magic_link_invalid`), or an OAuth ticket unknown or used (`auth.oauth_ticket_invalid`)", body = ErrorBody),
         (status = 403, description = "Provider disabled, or account not active, or a wrong captcha answer (`captcha.invalid`)", body = ErrorBody),
         (status = 409, description = "Magic-link token already used (`auth.magic_link_used`)", body = ErrorBody),
@@ -198,7 +196,6 @@ pub struct SessionView {
 #[utoipa::path(get, path = "/user/session", tag = "user", security(("bearer" = [])),
     responses(
         (status = 200, description = "Token facts", body = SessionView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Account banned", body = ErrorBody),
     ))]
 pub async fn session(JwtRequired(claims): JwtRequired) -> Json<SessionView> {
@@ -217,7 +214,6 @@ pub async fn session(JwtRequired(claims): JwtRequired) -> Json<SessionView> {
 #[utoipa::path(get, path = "/user/storage", tag = "user", security(("bearer" = [])),
     responses(
         (status = 200, description = "Storage", body = StorageView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Account not active", body = ErrorBody),
     ))]
 pub async fn storage(State(state): State<Context>, caller: AuthRequired) -> ApiResult<Json<StorageView>> {
@@ -251,7 +247,6 @@ pub struct StorageView {
 #[utoipa::path(get, path = "/user/me", tag = "user", security(("bearer" = [])),
     responses(
         (status = 200, description = "Profile", body = UserView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Account not active", body = ErrorBody),
     ))]
 pub async fn me(State(state): State<Context>, caller: AuthRequired) -> ApiResult<Json<UserView>> {
@@ -262,11 +257,10 @@ pub async fn me(State(state): State<Context>, caller: AuthRequired) -> ApiResult
 #[utoipa::path(get, path = "/user/settings", tag = "user", security(("bearer" = [])),
     responses(
         (status = 200, description = "Settings", body = UserSettingsView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Account not active", body = ErrorBody),
     ))]
 pub async fn settings(State(state): State<Context>, caller: AuthRequired) -> ApiResult<Json<UserSettingsView>> {
-    Ok(Json(accounts::settings(state.db(), caller.user.row()).await?))
+    Ok(Json(accounts::settings(&state, caller.user.row()).await?))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -284,8 +278,6 @@ pub struct ChangePasswordRequest {
     request_body = ChangePasswordRequest,
     responses(
         (status = 204, description = "Password changed"),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Current password wrong, or account not active", body = ErrorBody),
         (status = 422, description = "New password too short or long", body = ErrorBody),
     ))]
@@ -316,8 +308,6 @@ pub struct UserSettingUpdateRequest {
     request_body = UserSettingUpdateRequest,
     responses(
         (status = 204, description = "Setting changed"),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Account not active", body = ErrorBody),
         (status = 422, description = "Unknown option or invalid value; `field` names it", body = ErrorBody),
     ))]
@@ -333,7 +323,7 @@ pub async fn update_setting(
         SettingOption::Language => request.language.map(SettingValue::Text),
         SettingOption::Timezone => request.timezone.map(SettingValue::Timezone),
     };
-    accounts::update_setting(state.db(), caller.claims.sub, option, value).await?;
+    accounts::update_setting(&state, caller.claims.sub, option, value).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -352,8 +342,6 @@ pub struct SetThemeRequest {
     request_body = SetThemeRequest,
     responses(
         (status = 200, description = "The effective theme", body = EffectiveTheme),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such preset", body = ErrorBody),
         (status = 422, description = "Both or an unknown colour given", body = ErrorBody),
     ))]
@@ -376,7 +364,7 @@ pub async fn set_theme(
             .into());
         }
     };
-    Ok(Json(accounts::set_theme(state.db(), caller.claims.sub, choice).await?))
+    Ok(Json(accounts::set_theme(&state, caller.claims.sub, choice).await?))
 }
 
 /// The spec's user-scope `PATCH /theme`, same as `PATCH /user/settings/theme`.
@@ -384,8 +372,6 @@ pub async fn set_theme(
     request_body = SetThemeRequest,
     responses(
         (status = 200, description = "The effective theme", body = EffectiveTheme),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such preset", body = ErrorBody),
         (status = 422, description = "Both or an unknown colour given", body = ErrorBody),
     ))]

@@ -1,4 +1,4 @@
-//! `/object/{id}/versions`: a file's earlier contents, thin handlers over `service::versions`.
+//! `/object/{id}/versions`: a file's earlier contents, thin handlers over `service::content::versions`.
 
 use axum::Json;
 use axum::extract::State;
@@ -9,10 +9,10 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::ApiPath;
 use crate::guard::AuthRequired;
+use nubo_service::content::downloads::DownloadTokenView;
+use nubo_service::content::versions::{self, VersionView};
 use nubo_service::context::Context;
-use nubo_service::downloads::DownloadTokenView;
-use nubo_service::files::ObjectView;
-use nubo_service::versions::{self, VersionView};
+use nubo_service::tree::files::ObjectView;
 
 /// The earlier contents of a file, newest first. Each replacement of the content (`PATCH
 /// /file/content`, WebDAV `PUT`, WOPI `PutFile`, an upload with `overwrite`) keeps the previous
@@ -24,7 +24,6 @@ use nubo_service::versions::{self, VersionView};
     params(("id" = Uuid, Path, description = "The file")),
     responses(
         (status = 200, description = "The versions", body = Vec<VersionView>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such file", body = ErrorBody),
         (status = 409, description = "The object is a folder", body = ErrorBody),
     ))]
@@ -41,7 +40,6 @@ pub async fn list(
     params(("id" = Uuid, Path, description = "The file"), ("vid" = String, Path, description = "The version")),
     responses(
         (status = 200, description = "Token and URL", body = DownloadTokenView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such file or version", body = ErrorBody),
     ))]
 pub async fn download(
@@ -58,7 +56,6 @@ pub async fn download(
     params(("id" = Uuid, Path, description = "The file"), ("vid" = String, Path, description = "The version")),
     responses(
         (status = 200, description = "The file with the restored content", body = ObjectView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such file (or it is in the trash) or version", body = ErrorBody),
         (status = 409, description = "Another write changed the file meanwhile (`object.changed`)", body = ErrorBody),
     ))]
@@ -75,7 +72,6 @@ pub async fn restore(
     params(("id" = Uuid, Path, description = "The file"), ("vid" = String, Path, description = "The version")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such file or version", body = ErrorBody),
     ))]
 pub async fn delete(

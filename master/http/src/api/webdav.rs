@@ -1,4 +1,4 @@
-//! The caller's WebDAV accounts at `/webdav/accounts`: thin handlers over `service::dav_accounts`.
+//! The caller's WebDAV accounts at `/webdav/accounts`: thin handlers over `service::identity::dav_accounts`.
 
 use axum::Json;
 use axum::extract::State;
@@ -10,7 +10,7 @@ use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath};
 use crate::guard::AuthRequired;
 use nubo_service::context::Context;
-use nubo_service::dav_accounts::{
+use nubo_service::identity::dav_accounts::{
     self, NewWebdavAccount, WebdavAccountChanges, WebdavAccountCreated, WebdavAccountView,
 };
 
@@ -18,7 +18,6 @@ use nubo_service::dav_accounts::{
 #[utoipa::path(get, path = "/webdav/accounts", tag = "webdav", security(("bearer" = [])),
     responses(
         (status = 200, description = "The accounts, by name", body = Vec<WebdavAccountView>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
     ))]
 pub async fn list(State(state): State<Context>, caller: AuthRequired) -> ApiResult<Json<Vec<WebdavAccountView>>> {
     Ok(Json(dav_accounts::list(&state, caller.claims.sub).await?))
@@ -30,8 +29,6 @@ pub async fn list(State(state): State<Context>, caller: AuthRequired) -> ApiResu
     request_body = NewWebdavAccount,
     responses(
         (status = 201, description = "Created", body = WebdavAccountCreated),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "The group may not use WebDAV (`webdav.not_allowed`)", body = ErrorBody),
         (status = 409, description = "Name taken (`webdav.name_taken`)", body = ErrorBody),
         (status = 422, description = "Invalid name, password or root", body = ErrorBody),
@@ -51,7 +48,6 @@ pub async fn create(
     responses(
         (status = 200, description = "The account", body = WebdavAccountView),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such account of the caller", body = ErrorBody),
     ))]
 pub async fn get(
@@ -68,8 +64,6 @@ pub async fn get(
     params(("id" = Uuid, Path)), request_body = WebdavAccountChanges,
     responses(
         (status = 200, description = "Updated; `password` present when generated", body = WebdavAccountCreated),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such account of the caller", body = ErrorBody),
         (status = 409, description = "Name taken", body = ErrorBody),
         (status = 422, description = "Invalid name, password or root", body = ErrorBody),
@@ -89,7 +83,6 @@ pub async fn update(
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such account of the caller", body = ErrorBody),
     ))]
 pub async fn delete(

@@ -1,6 +1,6 @@
 //! WOPI: opening a session (`POST /api/v1/file/{id}/wopi_session`) and the WOPI host at
 //! `/wopi/files/{id}` and `/wopi/files/{id}/contents` (absolute, where WOPI clients expect it),
-//! thin handlers over `service::wopi`. The host speaks WOPI's dialect: the access token in the
+//! thin handlers over `service::office::wopi`. The host speaks WOPI's dialect: the access token in the
 //! `access_token` query parameter, operations chosen by `X-WOPI-Override`, answers in WOPI's
 //! headers (`X-WOPI-Lock`, `X-WOPI-ItemVersion`, ...) and status codes. Error answers still carry
 //! the uniform JSON body, which WOPI clients ignore: the headers are what they read.
@@ -25,12 +25,12 @@ use crate::guard::{AdminRequired, AuthRequired, JwtRequired};
 use nubo_service::context::Context;
 use nubo_service::error::{ErrorKind, ServiceError, ServiceResult};
 use nubo_service::error_codes as codes;
-use nubo_service::site;
-use nubo_service::viewers::{self, Viewers};
-use nubo_service::wopi::{
+use nubo_service::office::viewers::{self, Viewers};
+use nubo_service::office::wopi::{
     self, CheckFileInfo, RelativeFile, RelativeTarget, WopiAccess, WopiMode, WopiRefusal, WopiRequest, WopiSession,
 };
-use nubo_service::wopi_apps::{self, Proof, WopiAppInput, WopiAppView};
+use nubo_service::office::wopi_apps::{self, Proof, WopiAppInput, WopiAppView};
+use nubo_service::settings::site;
 
 const OVERRIDE: &str = "x-wopi-override";
 const LOCK: &str = "x-wopi-lock";
@@ -81,7 +81,6 @@ pub struct ViewersQuery {
         (status = 200, description = "The viewers, built-in first", body = Viewers,
             headers(("ETag" = String, description = "Changes when the answer may change"))),
         (status = 304, description = "Unchanged since the `If-None-Match` ETag"),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 422, description = "Not a file extension", body = ErrorBody),
     ))]
 pub async fn viewers(
@@ -106,7 +105,7 @@ pub async fn viewers(
 /// Where WOPI clients reach this master: the `site_url` setting, else the address the request
 /// came to.
 async fn site_base(state: &Context, headers: &HeaderMap) -> ServiceResult<String> {
-    let base = site::link_base(state.db()).await?;
+    let base = site::link_base(state).await?;
     if !base.is_empty() {
         return Ok(base);
     }
@@ -123,7 +122,6 @@ async fn site_base(state: &Context, headers: &HeaderMap) -> ServiceResult<String
     request_body = WopiSessionRequest,
     responses(
         (status = 200, description = "The session", body = WopiSession),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 404, description = "No such file, or no such WOPI application", body = ErrorBody),
         (status = 409, description = "The object is a folder, or the application has no action for its extension", body = ErrorBody),
     ))]
@@ -403,11 +401,10 @@ async fn put_relative(
 #[utoipa::path(get, path = "/admin/wopi", tag = "admin", security(("bearer" = [])),
     responses(
         (status = 200, description = "The applications, by name", body = Vec<WopiAppView>),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
     ))]
 pub async fn admin_list(State(state): State<Context>, _: AdminRequired) -> ApiResult<Json<Vec<WopiAppView>>> {
-    Ok(Json(wopi_apps::list(state.db()).await?))
+    Ok(Json(wopi_apps::list(&state).await?))
 }
 
 /// Add a WOPI application (Collabora Online, OnlyOffice, Microsoft 365 for the web) by its
@@ -418,7 +415,6 @@ pub async fn admin_list(State(state): State<Context>, _: AdminRequired) -> ApiRe
     request_body = WopiAppInput,
     responses(
         (status = 201, description = "Added (see `error` for the discovery)", body = WopiAppView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 409, description = "The name is taken", body = ErrorBody),
         (status = 422, description = "Invalid name or URL", body = ErrorBody),
@@ -435,7 +431,6 @@ pub async fn admin_create(
 #[utoipa::path(get, path = "/admin/wopi/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 200, description = "The application", body = WopiAppView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such application", body = ErrorBody),
     ))]
@@ -444,7 +439,7 @@ pub async fn admin_get(
     _: AdminRequired,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<WopiAppView>> {
-    Ok(Json(wopi_apps::get(state.db(), id).await?))
+    Ok(Json(wopi_apps::get(&state, id).await?))
 }
 
 /// Change a WOPI application (all fields); its discovery is fetched again.
@@ -452,7 +447,6 @@ pub async fn admin_get(
     request_body = WopiAppInput,
     responses(
         (status = 200, description = "Changed (see `error` for the discovery)", body = WopiAppView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such application", body = ErrorBody),
         (status = 409, description = "The name is taken", body = ErrorBody),
@@ -472,7 +466,6 @@ pub async fn admin_update(
 #[utoipa::path(delete, path = "/admin/wopi/{id}", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 204, description = "Removed"),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such application", body = ErrorBody),
     ))]
@@ -489,7 +482,6 @@ pub async fn admin_delete(
 #[utoipa::path(post, path = "/admin/wopi/{id}/refresh", tag = "admin", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses(
         (status = 200, description = "Fetched (see `error`)", body = WopiAppView),
-        (status = 401, description = "Token missing, invalid or expired", body = ErrorBody),
         (status = 403, description = "Not an administrator", body = ErrorBody),
         (status = 404, description = "No such application", body = ErrorBody),
     ))]

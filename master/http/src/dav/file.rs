@@ -13,10 +13,10 @@ use nubo_common::storage::{BlobStore, ByteRange, ByteStream, StorageKey};
 use uuid::Uuid;
 
 use super::fs::{Meta, fs_error};
+use nubo_service::content::downloads;
+use nubo_service::content::writes::Write;
 use nubo_service::context::Context;
-use nubo_service::downloads;
-use nubo_service::files::PathEntry;
-use nubo_service::writes::Write;
+use nubo_service::tree::files::PathEntry;
 
 /// A file opened for reading.
 pub struct ReadFile {

@@ -21,14 +21,14 @@ use uuid::Uuid;
 
 use super::file::{ReadFile, WriteFile};
 use super::segments;
-use nubo_service::access::{self, Reach};
+use nubo_service::content::writes;
 use nubo_service::context::Context;
-use nubo_service::dav_accounts::DavPrincipal;
 use nubo_service::error::{ErrorKind, ServiceError};
 use nubo_service::error_codes as codes;
-use nubo_service::files::{self, PathEntry};
-use nubo_service::metadata::{self, DavProperty};
-use nubo_service::writes;
+use nubo_service::identity::dav_accounts::DavPrincipal;
+use nubo_service::tree::access::{self, Reach};
+use nubo_service::tree::files::{self, PathEntry};
+use nubo_service::tree::metadata::{self, DavProperty};
 
 /// Maps a service refusal to the filesystem vocabulary dav-server turns into status codes.
 pub fn fs_error(error: ServiceError) -> FsError {
@@ -205,7 +205,7 @@ impl NuboFs {
         if !base.is_folder {
             return Err(FsError::NotFound);
         }
-        let found = files::walk_below(self.ctx.db(), self.user(), &base, &names[known..]).await.map_err(fs_error)?;
+        let found = files::walk_below(&self.ctx, self.user(), &base, &names[known..]).await.map_err(fs_error)?;
         self.remember_walk(names, known, found).ok_or(FsError::NotFound)
     }
 
@@ -296,12 +296,12 @@ impl NuboFs {
 
     /// The live children of `folder` and the dead properties of those that have some.
     async fn listing(&self, folder: &PathEntry) -> FsResult<(Vec<PathEntry>, HashMap<Uuid, Vec<DavProperty>>)> {
-        let db = self.ctx.db();
+        let ctx = &self.ctx;
         // Both at once, on two of the read pool's connections (two snapshots, as one after the
         // other would be).
         tokio::try_join!(
-            files::live_children(db, self.user(), folder),
-            metadata::dav_properties_of_children(db, self.user(), folder),
+            files::live_children(ctx, self.user(), folder),
+            metadata::dav_properties_of_children(ctx, self.user(), folder),
         )
         .map_err(fs_error)
     }
@@ -334,7 +334,7 @@ impl NuboFs {
         if let Some(props) = self.remembered().props.get(&entry.id) {
             return Ok(props.clone());
         }
-        metadata::dav_properties(self.ctx.db(), self.user(), entry).await.map_err(fs_error)
+        metadata::dav_properties(&self.ctx, self.user(), entry).await.map_err(fs_error)
     }
 }
 
@@ -410,9 +410,8 @@ impl DavFileSystem for NuboFs {
         async move {
             self.writable()?;
             let (parent, name) = self.parent_and_name(path).await?;
-            let parent =
-                access::writable(self.ctx.db(), self.user(), parent.id, Reach::Folder).await.map_err(fs_error)?;
-            files::create_folder(self.ctx.db(), &parent, &name).await.map_err(fs_error)?;
+            let parent = access::writable(&self.ctx, self.user(), parent.id, Reach::Folder).await.map_err(fs_error)?;
+            files::create_folder(&self.ctx, &parent, &name).await.map_err(fs_error)?;
             self.forget();
             Ok(())
         }
@@ -431,7 +430,7 @@ impl DavFileSystem for NuboFs {
             if entry.id == self.root.id {
                 return Err(FsError::Forbidden);
             }
-            files::trash(self.ctx.db(), self.user(), &[entry.id]).await.map_err(fs_error)?;
+            files::trash(&self.ctx, self.user(), &[entry.id]).await.map_err(fs_error)?;
             self.forget();
             Ok(())
         }
@@ -446,7 +445,7 @@ impl DavFileSystem for NuboFs {
                 return Err(FsError::Forbidden);
             }
             let (parent, name) = self.parent_and_name(to).await?;
-            files::relocate(self.ctx.db(), self.user(), source.id, parent.id, &name).await.map_err(fs_error)?;
+            files::relocate(&self.ctx, self.user(), source.id, parent.id, &name).await.map_err(fs_error)?;
             self.forget();
             Ok(())
         }
@@ -458,7 +457,7 @@ impl DavFileSystem for NuboFs {
             self.writable()?;
             let source = self.entry(from).await?;
             let (parent, name) = self.parent_and_name(to).await?;
-            files::copy_as(self.ctx.db(), self.user(), source.id, parent.id, &name).await.map_err(fs_error)?;
+            files::copy_as(&self.ctx, self.user(), source.id, parent.id, &name).await.map_err(fs_error)?;
             self.forget();
             Ok(())
         }
@@ -494,8 +493,8 @@ impl DavFileSystem for NuboFs {
                 changes.push((prop_key(&prop), value));
                 answer.push((StatusCode::OK, DavProp { xml: None, ..prop }));
             }
-            let object = access::writable(self.ctx.db(), self.user(), entry.id, Reach::Live).await.map_err(fs_error)?;
-            metadata::patch_dav_properties(self.ctx.db(), &object, &changes).await.map_err(fs_error)?;
+            let object = access::writable(&self.ctx, self.user(), entry.id, Reach::Live).await.map_err(fs_error)?;
+            metadata::patch_dav_properties(&self.ctx, &object, &changes).await.map_err(fs_error)?;
             self.forget();
             Ok(answer)
         }
@@ -533,7 +532,7 @@ impl DavFileSystem for NuboFs {
     /// RFC 4331: the user's usage (trash included) and capacity, whatever the account's root.
     fn get_quota(&'_ self) -> FsFuture<'_, (u64, Option<u64>)> {
         async move {
-            let (used, capacity) = files::storage_usage(self.ctx.db(), self.user()).await.map_err(fs_error)?;
+            let (used, capacity) = files::storage_usage(&self.ctx, self.user()).await.map_err(fs_error)?;
             Ok((used.max(0) as u64, Some(capacity.max(0) as u64)))
         }
         .boxed()

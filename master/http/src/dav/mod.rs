@@ -29,10 +29,10 @@ use crate::content_safety;
 use crate::error::ErrorResponse;
 use crate::error::{error_response, mark_rendered};
 use nubo_service::context::Context;
-use nubo_service::dav_accounts::{self, DavPrincipal};
 use nubo_service::error::{ErrorKind, ServiceError, ServiceResult};
 use nubo_service::error_codes as codes;
-use nubo_service::{files, writes};
+use nubo_service::identity::dav_accounts::{self, DavPrincipal};
+use nubo_service::{content::writes, tree::files};
 
 /// Where the endpoint is mounted.
 pub const PREFIX: &str = "/dav";
@@ -216,7 +216,7 @@ async fn open_filesystem(
 ) -> Result<fs::NuboFs, Response> {
     let below = segments(request_path);
     let names: Vec<&str> = root_segments.iter().map(String::as_str).chain(below.iter().copied()).collect();
-    let mut walked = files::walk_from_root(state.db(), principal.user_id, &names)
+    let mut walked = files::walk_from_root(state, principal.user_id, &names)
         .await
         .map_err(ErrorResponse::into_response)?
         .into_iter()
@@ -227,7 +227,7 @@ async fn open_filesystem(
         Some(root) => root,
         // No root folder yet (a new user), or the account's root is gone: the plain look-up
         // creates the one and reports the other.
-        None => files::folder_entry(state.db(), principal.user_id, &principal.root).await.map_err(|error| {
+        None => files::folder_entry(state, principal.user_id, &principal.root).await.map_err(|error| {
             if error.kind == ErrorKind::NotFound {
                 ServiceError::not_found(codes::WEBDAV_ROOT_MISSING, "the account's root folder no longer exists")
                     .into_response()

@@ -17,7 +17,7 @@ use quick_xml::Writer;
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 
 use super::fs::{Meta, NuboFs};
-use nubo_service::files::PathEntry;
+use nubo_service::tree::files::PathEntry;
 
 const DAV_NS: &str = "DAV:";
 /// Entries written per piece of the answer.

@@ -1,6 +1,7 @@
 //! The database: connection pools for SQLite or PostgreSQL behind one `Any` code path, the
 //! migrations of both backends, and (in the submodules) every SQL statement of the master.
-//! Business rules live in `service`, not here.
+//! Statements enforce what the schema and one statement can (a quota check in the same UPDATE,
+//! a unique name); every rule that reads several facts lives in `nubo-service`.
 //!
 //! SQLite allows one writer at a time. Rather than letting concurrent transactions race for the
 //! write lock (and fail with "database is locked" when a reader tries to upgrade), every write

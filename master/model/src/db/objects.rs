@@ -71,7 +71,7 @@ pub async fn root_of(db: &Db, owner_id: UserId) -> Result<Option<ObjectRow>, DbE
         .await?)
 }
 
-/// Any object by id, whoever owns it: `service::access` decides whether the caller may have it.
+/// Any object by id, whoever owns it: `service::tree::access` decides whether the caller may have it.
 pub async fn find_by_id(db: &Db, id: ObjectId) -> Result<Option<ObjectRow>, DbError> {
     // Every access check reads this: on SQLite on the calling thread ([`Db::read_row`]).
     db.read_row(&format!("SELECT {COLUMNS} FROM objects WHERE id = $1"), &[Arg::Text(&id.to_string())], decode_object)

@@ -241,7 +241,7 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
     oauth("oidc_scopes", SettingKind::Text, "openid email profile"),
     oauth("oidc_group_claim", SettingKind::Text, ""),
     oauth("oidc_group_map", SettingKind::GroupMap, ""),
-    // Captcha (`service::captcha`): each scene's provider, and the sites' keys at the providers.
+    // Captcha (`service::identity::captcha`): each scene's provider, and the sites' keys at the providers.
     captcha("captcha_register", CAPTCHA_CHOICE, "none"),
     captcha("captcha_login", CAPTCHA_CHOICE, "none"),
     captcha("captcha_magic_link", CAPTCHA_CHOICE, "none"),

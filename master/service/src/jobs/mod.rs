@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
-use crate::{downloads, maintenance, redeem, storage_packs, uploads};
+use crate::{capacity::redeem, capacity::storage_packs, content::downloads, content::uploads, ops::maintenance};
 
 /// How often packs are marked expired and temporary groups ended: a user returns to their
 /// group within a minute of the end.
@@ -103,7 +103,7 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
         Box::pin(async move { Ok(maintenance::collect_blobs(&s, now_ms(), maintenance::BLOB_GRACE).await?) })
     }));
     handles.push(every("thumbnail-sweep", hourly, |s| {
-        Box::pin(async move { Ok(crate::thumbnails::sweep(&s, now_ms()).await?) })
+        Box::pin(async move { Ok(crate::content::thumbnails::sweep(&s, now_ms()).await?) })
     }));
     handles.push(every("trash-purge", hourly, |s| {
         Box::pin(async move { Ok(maintenance::purge_expired_trash(&s, now_ms()).await?) })
@@ -112,7 +112,7 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
     handles.push(every("node-health-check", node_check_every, |s| {
         // Status changes are logged by the check itself; a healthy fleet stays quiet.
         Box::pin(async move {
-            crate::nodes::check_all(s.db()).await?;
+            crate::storage::nodes::check_all(&s).await?;
             Ok(0)
         })
     }));
@@ -132,23 +132,25 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
     handles.push(every("summary-fold", Duration::from_secs(60), |s| {
         // Routine and quiet, like the download counts: folding keeps the summary's reads short.
         Box::pin(async move {
-            crate::summary::fold(&s).await?;
+            crate::ops::summary::fold(&s).await?;
             Ok(0)
         })
     }));
     handles.push(every("wopi-discovery-refresh", hourly, |s| {
         // Each application is fetched again once its discovery is older than REFRESH_EVERY (a
         // failure is recorded on the application, for the administrator to read).
-        Box::pin(async move { Ok(crate::wopi_apps::refresh_due(&s).await?) })
+        Box::pin(async move { Ok(crate::office::wopi_apps::refresh_due(&s).await?) })
     }));
-    handles.push(every("events-prune", hourly, |s| Box::pin(async move { Ok(crate::events::prune_now(&s).await?) })));
+    handles.push(every("events-prune", hourly, |s| {
+        Box::pin(async move { Ok(crate::tree::events::prune_now(&s).await?) })
+    }));
     handles.push(every("version-prune", hourly, |s| {
         // Versions beyond their group's count or age; their bytes go back to their owners.
-        Box::pin(async move { Ok(crate::versions::prune(&s, now_ms()).await?) })
+        Box::pin(async move { Ok(crate::content::versions::prune(&s, now_ms()).await?) })
     }));
     handles.push(every("activity-prune", hourly, |s| {
         // Deletes in batches, so a long backlog never holds the write lock for long.
-        Box::pin(async move { Ok(crate::activity::prune(&s, now_ms()).await?) })
+        Box::pin(async move { prune_activity(&s, now_ms()).await })
     }));
     handles.push(every("refresh-token-cleanup", hourly, |s| {
         Box::pin(async move { Ok(maintenance::clean_refresh_tokens(&s, now_ms()).await? as usize) })
@@ -157,3 +159,11 @@ pub fn start(state: &Context, shutdown: &CancellationToken) -> Vec<JoinHandle<()
 }
 
 type BoxedJob = std::pin::Pin<Box<dyn Future<Output = anyhow::Result<usize>> + Send>>;
+
+/// Deletes the activity rows older than the `activity_retention_days` setting (90 while unset
+/// or unreadable) as of `now`; answers how many.
+pub async fn prune_activity(ctx: &Context, now: nubo_model::domain::time::Millis) -> anyhow::Result<usize> {
+    let settings = crate::settings::site::effective_settings(ctx).await?;
+    let days = settings.get(crate::audit::activity::RETENTION_SETTING).and_then(|days| days.parse().ok()).unwrap_or(90);
+    Ok(crate::audit::activity::prune(ctx, now, days).await?)
+}

@@ -14,9 +14,10 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::content::migration;
 use crate::context::Context;
-use crate::migration::{self, Checkpoint, TaskFailure};
-use crate::{external, import, thumbnails};
+use crate::tasks::run::{Checkpoint, TaskFailure};
+use crate::{content::external, content::import, content::thumbnails};
 
 /// Timing of the queue.
 #[derive(Debug, Clone, Copy)]
