@@ -1,5 +1,6 @@
 //! `/user/settings`: every option, nulls, bounds, unknown options, and the password route.
 
+use nubo_model::db;
 use nubo_tests::{TestApp, error_body, on_every_backend};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -9,7 +10,9 @@ on_every_backend!(
     null_or_missing_values_are_refused_naming_the_field,
     timezone_outside_minus_12_to_14_is_refused,
     unknown_option_is_refused,
-    password_route_is_not_an_option
+    password_route_is_not_an_option,
+    a_generated_password_is_reported_until_its_owner_chooses_another,
+    the_first_administrator_gets_a_generated_password_marked_as_such
 );
 
 async fn patch(app: &TestApp, token: &str, option: &str, body: Value) -> reqwest::Response {
@@ -77,4 +80,48 @@ async fn password_route_is_not_an_option(app: TestApp) {
     let body = error_body(response, 422).await;
     assert_eq!(body["code"], "request.invalid_body", "the password route wants old and new password");
     assert!(body["message"].as_str().unwrap().contains("old_password"), "{body}");
+}
+
+async fn password_generated(app: &TestApp, token: &str) -> Value {
+    let response = app.call(Method::GET, "/user/settings", Some(token), None).await;
+    assert_eq!(response.status(), 200);
+    response.json::<Value>().await.unwrap()["password_generated"].clone()
+}
+
+async fn a_generated_password_is_reported_until_its_owner_chooses_another(app: TestApp) {
+    let user = app.register("gen@example.com", "gen-password-1").await;
+    assert_eq!(password_generated(&app, &user.access).await, json!(false), "a chosen password");
+    let id = user.user_id.parse::<uuid::Uuid>().unwrap().into();
+    db::users::mark_credential_generated(app.context().db(), id, "email_password").await.unwrap();
+    assert_eq!(password_generated(&app, &user.access).await, json!(true));
+
+    // A refused change keeps the mark; a done one clears it.
+    let wrong = json!({"old_password": "not-the-password", "new_password": "gen-password-2"});
+    let refused = app.call(Method::PATCH, "/user/settings/password", Some(&user.access), Some(wrong)).await;
+    assert_eq!(error_body(refused, 403).await["code"], "user.wrong_password");
+    assert_eq!(password_generated(&app, &user.access).await, json!(true));
+    let change = json!({"old_password": "gen-password-1", "new_password": "gen-password-2"});
+    let changed = app.call(Method::PATCH, "/user/settings/password", Some(&user.access), Some(change)).await;
+    assert_eq!(changed.status(), 204);
+    let again = app.login("gen@example.com", "gen-password-2").await;
+    assert_eq!(password_generated(&app, &again.access).await, json!(false));
+}
+
+async fn the_first_administrator_gets_a_generated_password_marked_as_such(app: TestApp) {
+    // The harness configures the first administrator's password: it is not marked.
+    let admin = app.login_admin().await;
+    assert_eq!(password_generated(&app, &admin.access).await, json!(false));
+
+    // A master with none configured generates one (printed once in its log) and marks it.
+    let Some(fresh) = TestApp::spawn_configured(app.backend, |config| config.admin_password = None).await else {
+        return;
+    };
+    let db = fresh.context().db();
+    let (_, users) = db::users::list(db, &Default::default(), 0, 10).await.unwrap();
+    let [first] = users.as_slice() else { panic!("one user, the first administrator: {}", users.len()) };
+    assert!(db::users::credential_generated(db, first.id, "email_password").await.unwrap());
+    db::users::set_credential(db, first.id, "email_password", "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHQ$aGFzaA")
+        .await
+        .unwrap();
+    assert!(!db::users::credential_generated(db, first.id, "email_password").await.unwrap(), "a set one is chosen");
 }

@@ -107,6 +107,12 @@ async fn browser_journeys_pass_in_chromium(app: TestApp) {
     let node = nubo_tests::cluster::TestNode::start(&app, &admin, false).await;
     // The OAuth journey's provider: a real OAuth 2.0 server process.
     let oauth = nubo_tests::oauth::OAuthServer::start().await.expect("web/node_modules is there");
+    // The generated-password journey's account: its password marked as the server's, as the
+    // first administrator's is when none is configured.
+    let (generated_email, generated_password) = ("generated@example.com", "a-generated-password");
+    let generated = app.register(generated_email, generated_password).await;
+    let generated_id = generated.user_id.parse::<uuid::Uuid>().unwrap().into();
+    nubo_model::db::users::mark_credential_generated(app.context().db(), generated_id, "email_password").await.unwrap();
     let mut command = Command::new("node");
     command
         .arg(web.join("e2e/journeys.mjs"))
@@ -115,7 +121,9 @@ async fn browser_journeys_pass_in_chromium(app: TestApp) {
         .args(["--base", &app.base_url])
         .env("NUBO_CHROMIUM", &chromium)
         .env("NUBO_E2E_ADMIN_EMAIL", nubo_tests::ADMIN_EMAIL)
-        .env("NUBO_E2E_ADMIN_PASSWORD", nubo_tests::ADMIN_PASSWORD);
+        .env("NUBO_E2E_ADMIN_PASSWORD", nubo_tests::ADMIN_PASSWORD)
+        .env("NUBO_E2E_GENERATED_EMAIL", generated_email)
+        .env("NUBO_E2E_GENERATED_PASSWORD", generated_password);
     // The magic-link journey reads the mail this SMTP sink receives (skipped without one).
     let sink = SmtpSink::start();
     if let Some(sink) = &sink {

@@ -4651,6 +4651,11 @@ export interface components {
         UserSettingsView: {
             language: string;
             nickname: string;
+            /**
+             * @description The password is the one the server generated at its first start (printed once in its
+             *     log) and has not been changed since: the web app asks to change it.
+             */
+            password_generated: boolean;
             theme: components["schemas"]["EffectiveTheme"];
             /** Format: int32 */
             timezone: number;
@@ -5012,7 +5017,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5164,7 +5169,7 @@ export interface operations {
                     "application/json": components["schemas"]["GroupView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5329,7 +5334,7 @@ export interface operations {
                     "application/json": components["schemas"]["GroupView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5508,7 +5513,7 @@ export interface operations {
                     "application/json": components["schemas"]["TaskView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5660,7 +5665,7 @@ export interface operations {
                     "application/json": components["schemas"]["NodeView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6136,7 +6141,7 @@ export interface operations {
                     "application/json": components["schemas"]["PolicyView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6301,7 +6306,7 @@ export interface operations {
                     "application/json": components["schemas"]["PolicyView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6636,7 +6641,7 @@ export interface operations {
                     "text/csv": string;
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6790,7 +6795,7 @@ export interface operations {
                     "application/json": components["schemas"]["CodeView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6962,7 +6967,7 @@ export interface operations {
                     "application/json": components["schemas"]["ReportView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7114,7 +7119,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7246,7 +7251,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7562,7 +7567,7 @@ export interface operations {
                     "application/json": components["schemas"]["PackView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8021,7 +8026,7 @@ export interface operations {
                     "application/json": components["schemas"]["ThemePresetView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8186,7 +8191,7 @@ export interface operations {
                     "application/json": components["schemas"]["ThemePresetView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8498,7 +8503,7 @@ export interface operations {
                     "application/json": components["schemas"]["UserView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8737,7 +8742,7 @@ export interface operations {
                     "application/json": components["schemas"]["UserView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9433,7 +9438,7 @@ export interface operations {
                     "application/json": components["schemas"]["ObjectView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9737,7 +9742,7 @@ export interface operations {
                     "application/json": components["schemas"]["ArchiveTokenView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10385,7 +10390,7 @@ export interface operations {
                     "application/json": components["schemas"]["TaskView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10697,7 +10702,7 @@ export interface operations {
                     "application/json": components["schemas"]["UploadSessionView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11346,7 +11351,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11449,7 +11454,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11554,7 +11559,7 @@ export interface operations {
                     "application/json": components["schemas"]["ObjectView"][];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11715,7 +11720,7 @@ export interface operations {
                     "application/json": components["schemas"]["PropertyView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11878,7 +11883,7 @@ export interface operations {
                     "application/json": components["schemas"]["PropertyView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12052,7 +12057,7 @@ export interface operations {
                     "application/json": components["schemas"]["ObjectView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12293,7 +12298,7 @@ export interface operations {
                     "application/json": components["schemas"]["MetadataEntry"][];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12391,7 +12396,7 @@ export interface operations {
                     "application/json": components["schemas"]["TaskView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13160,7 +13165,7 @@ export interface operations {
                     "application/json": components["schemas"]["ShareView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13436,7 +13441,7 @@ export interface operations {
                     "application/json": components["schemas"]["ShareView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13537,7 +13542,7 @@ export interface operations {
                     "application/json": components["schemas"]["ArchiveTokenView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13897,7 +13902,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14025,7 +14030,7 @@ export interface operations {
                     "application/json": components["schemas"]["ObjectView"][];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14379,7 +14384,7 @@ export interface operations {
                     "application/json": components["schemas"]["TagView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14609,7 +14614,7 @@ export interface operations {
                     "application/json": components["schemas"]["TagView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14793,7 +14798,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14898,7 +14903,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -15216,7 +15221,7 @@ export interface operations {
                     "application/json": components["schemas"]["EffectiveTheme"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -15586,7 +15591,7 @@ export interface operations {
                     "application/json": components["schemas"]["UserView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -15822,7 +15827,7 @@ export interface operations {
                     "application/json": components["schemas"]["PasskeyView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16049,7 +16054,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16329,7 +16334,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16423,7 +16428,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16519,7 +16524,7 @@ export interface operations {
                     "application/json": components["schemas"]["RedeemedView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16689,7 +16694,7 @@ export interface operations {
                     "application/json": components["schemas"]["LoginView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16998,7 +17003,7 @@ export interface operations {
                     "application/json": components["schemas"]["RecoveryCodes"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17101,7 +17106,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17282,7 +17287,7 @@ export interface operations {
                     "application/json": components["schemas"]["PasskeyView"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17500,7 +17505,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17829,7 +17834,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17963,7 +17968,7 @@ export interface operations {
                     "application/json": components["schemas"]["EffectiveTheme"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -18060,7 +18065,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -18239,7 +18244,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -18382,7 +18387,7 @@ export interface operations {
                     "application/json": components["schemas"]["WebdavAccountCreated"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -18612,7 +18617,7 @@ export interface operations {
                     "application/json": components["schemas"]["WebdavAccountCreated"];
                 };
             };
-            /** @description Malformed request */
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
