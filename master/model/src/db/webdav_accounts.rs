@@ -32,7 +32,7 @@ pub struct LoginRow {
     pub account: WebdavAccountRow,
     pub user_status: UserStatus,
     pub group_id: GroupId,
-    /// The owner's and their group's claims versions (see `auth::revocation`).
+    /// The owner's and their group's claims versions (see `credentials::revocation`).
     pub user_version: Millis,
     pub group_version: Millis,
 }

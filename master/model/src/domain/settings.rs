@@ -217,7 +217,7 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
     KnownSetting { name: "mail_smtp_password", category: SettingsType::Mail, kind: SettingKind::Secret, default: "" },
     // The sender, `address` or `Name <address>`.
     KnownSetting { name: "mail_from", category: SettingsType::Mail, kind: SettingKind::Mailbox, default: "" },
-    // OAuth providers (`auth::providers::oauth`): the site's credentials at the provider, and the
+    // OAuth providers (`identity::providers::oauth`): the site's credentials at the provider, and the
     // provider's endpoints (the public ones by default; tests point them at a local server).
     oauth("github_client_id", SettingKind::Text, ""),
     oauth("github_client_secret", SettingKind::Secret, ""),
@@ -229,7 +229,7 @@ pub const KNOWN_SETTINGS: &[KnownSetting] = &[
     oauth("qq_authorize_url", SettingKind::Url, "https://graph.qq.com/oauth2.0/authorize"),
     oauth("qq_token_url", SettingKind::Url, "https://graph.qq.com/oauth2.0/token"),
     oauth("qq_api_url", SettingKind::Url, "https://graph.qq.com"),
-    // OpenID Connect (`auth::providers::oidc`): the sign-in button's label, the issuer (its
+    // OpenID Connect (`identity::providers::oidc`): the sign-in button's label, the issuer (its
     // discovery document is `{issuer}/.well-known/openid-configuration`), whether the issuer may
     // be on a private address (the SSRF guard refuses those otherwise), the site's credentials,
     // the scopes asked for, and the optional mapping of a claim's values to groups.

@@ -44,7 +44,7 @@ pub struct GroupClaims {
     pub max_storage: i64,
     pub permissions: GroupPermissions,
     /// When the group's claims last changed (milliseconds; 0: never). A token whose version is
-    /// older than the group's current one is revoked (see `auth::revocation`).
+    /// older than the group's current one is revoked (see `credentials::revocation`).
     #[serde(default)]
     pub version: i64,
 }

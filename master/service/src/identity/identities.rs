@@ -1,7 +1,7 @@
 //! The ways a user signs in (`auth_identities`) and the OAuth use cases around them: starting
 //! an OAuth sign-in or link, the provider's callback (link, sign in, or register, and for
 //! OpenID Connect the group its group claim maps to), listing the caller's identities and
-//! unlinking one. The protocol itself is `auth::providers::oauth`'s (and `oidc`'s).
+//! unlinking one. The protocol itself is `identity::providers::oauth`'s (and `oidc`'s).
 
 use nubo_model::db::identities::{IdentityRow, NewOAuthIdentity};
 use nubo_model::db::users::NewUser;

@@ -1,4 +1,4 @@
-//! Use cases that mail a link carrying a single-use token (`auth::mailed_token`): the magic
+//! Use cases that mail a link carrying a single-use token (`identity::mailed_token`): the magic
 //! sign-in link, the password reset (asking for it, then choosing the new password) and the
 //! verification of a new account's address. Asking answers the same whether or not the address
 //! has an account, and the mail leaves in the background, so neither the answer nor its timing

@@ -1,6 +1,6 @@
 //! The caller's passkeys: registering one (both ceremony steps), listing, renaming and
 //! removing them, and the options that begin a passkey sign-in. The ceremonies themselves are
-//! the passkey provider's (`auth::providers::passkey`).
+//! the passkey provider's (`identity::providers::passkey`).
 
 use nubo_model::db::passkeys::PasskeyRow;
 use nubo_model::db::{self, DbError};

@@ -1,5 +1,5 @@
 //! The magic-link provider: the token from a mailed sign-in link identifies its user, once.
-//! Mailing the link is `service::identity::mail_links`; the token's storage is `auth::mailed_token`.
+//! Mailing the link is `service::identity::mail_links`; the token's storage is `identity::mailed_token`.
 
 use nubo_model::domain::ids::UserId;
 

@@ -3,7 +3,7 @@
 //! APIs) and `qq` (a messaging kind: token endpoint with `fmt=json`, then its OpenID endpoint
 //! for openid/unionid and `get_user_info` for the nickname), and the generic OpenID Connect
 //! provider `oidc` (endpoints from the issuer's discovery, a `nonce` kept with the state, and
-//! the person read from the checked ID token: `auth::providers::oidc`). The flow's state waits in the
+//! the person read from the checked ID token: `identity::providers::oidc`). The flow's state waits in the
 //! `KvStore` for ten minutes and one use; a finished flow leaves a sign-in ticket there (hashed,
 //! two minutes, one use) that `POST /user/session` exchanges for tokens, so no token ever
 //! travels in a URL. Linking and registering are `service::identity::identities`'.
