@@ -49,7 +49,10 @@ export const journeys = [
       const root = page.getByRole("list", { name: "Contents of My files" });
       await root.getByRole("checkbox", { name: "Select Move source" }).click();
       await page.keyboard.press("Control+a");
-      const count = Number((await page.getByRole("status").first().textContent()).match(/\d+/)[0]);
+      // The count line is empty while the listing reloads (a change event from the new folders
+      // can start one): read it once it holds a number.
+      const counted = page.getByRole("status").filter({ hasText: /\d/ }).first();
+      const count = Number((await counted.textContent()).match(/\d+/)[0]);
       await page.getByRole("toolbar", { name: "Selected items" }).getByText(`${count} selected`).waitFor();
       await page.keyboard.press("Escape");
       await page.getByRole("toolbar", { name: "Selected items" }).waitFor({ state: "detached" });
