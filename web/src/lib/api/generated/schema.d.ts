@@ -2925,7 +2925,7 @@ export interface components {
             /**
              * Format: int64
              * @description When the group's claims last changed (milliseconds; 0: never). A token whose version is
-             *     older than the group's current one is revoked (see `auth::revocation`).
+             *     older than the group's current one is revoked (see `credentials::revocation`).
              */
             version?: number;
         };
