@@ -9,15 +9,13 @@ use nubo_common::storage::StorageKey;
 use nubo_common::thumbnail::{self, Refusal, RenderError};
 use nubo_model::db::blobs::BlobRow;
 use nubo_model::db::policies::PolicyRow;
-use nubo_model::db::tasks::TaskRow;
 use nubo_model::db::{self, thumbnails as rows};
-use nubo_model::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
+use nubo_model::domain::task::{TaskProgress, TaskProps, TaskType};
 use nubo_model::domain::time::{Millis, now_ms};
 use nubo_model::storage::node::NodeBlobStore;
 use nubo_protocol::client::CallError;
 use nubo_protocol::methods::ThumbnailRenderParams;
 use nubo_protocol::rpc::ErrorCode;
-use uuid::Uuid;
 
 use crate::context::Context;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
@@ -146,24 +144,7 @@ async fn start(ctx: &Context, blob: &BlobRow, blake3: &str, side: u32) -> Servic
         side: Some(side),
         ..TaskProps::default()
     };
-    let task = TaskRow {
-        id: Uuid::new_v4().to_string(),
-        kind: TaskType::Thumbnail,
-        status: TaskStatus::Queued,
-        owner_id: None,
-        props,
-        progress: TaskProgress::default(),
-        error: None,
-        attempts: 0,
-        max_attempts: queue::MAX_ATTEMPTS,
-        run_after: now,
-        lease_owner: None,
-        lease_until: None,
-        cancel_requested: false,
-        created_at: now,
-        updated_at: now,
-        finished_at: None,
-    };
+    let task = queue::new_row(TaskType::Thumbnail, None, props, now);
     if rows::start(ctx.db(), blake3, i64::from(side), &task, now).await? {
         tracing::debug!(task = %task.id, %blake3, side, "thumbnail queued");
     }

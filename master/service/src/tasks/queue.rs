@@ -5,7 +5,7 @@ use nubo_model::db::tasks::{TaskFilter, TaskRow};
 use nubo_model::db::{self, Db};
 use nubo_model::domain::ids::{GroupId, UserId};
 use nubo_model::domain::task::{TaskProgress, TaskProps, TaskStatus, TaskType};
-use nubo_model::domain::time::{now_ms, to_rfc3339};
+use nubo_model::domain::time::{Millis, now_ms, to_rfc3339};
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -84,13 +84,19 @@ pub async fn create_migration(
 }
 
 pub async fn enqueue(db: &Db, kind: TaskType, owner: Option<Uuid>, props: &TaskProps) -> ServiceResult<TaskView> {
-    let now = now_ms();
-    let row = TaskRow {
+    let row = new_row(kind, owner, props.clone(), now_ms());
+    db::tasks::insert(db, &row).await?;
+    view(&row)
+}
+
+/// A task of `kind` queued at `now`, to run at once, not yet tried.
+pub fn new_row(kind: TaskType, owner: Option<Uuid>, props: TaskProps, now: Millis) -> TaskRow {
+    TaskRow {
         id: Uuid::new_v4().to_string(),
         kind,
         status: TaskStatus::Queued,
         owner_id: owner.map(UserId::from),
-        props: props.clone(),
+        props,
         progress: TaskProgress::default(),
         error: None,
         attempts: 0,
@@ -102,9 +108,7 @@ pub async fn enqueue(db: &Db, kind: TaskType, owner: Option<Uuid>, props: &TaskP
         created_at: now,
         updated_at: now,
         finished_at: None,
-    };
-    db::tasks::insert(db, &row).await?;
-    view(&row)
+    }
 }
 
 async fn load(db: &Db, owner: Option<Uuid>, id: Uuid) -> ServiceResult<TaskRow> {
