@@ -7,6 +7,7 @@ on_every_backend!(
     ping_reports_the_version,
     site_config_enables_email_password_by_default,
     site_config_reflects_stored_settings,
+    settings_are_parsed_once_per_settings_version,
     openapi_document_is_3_1_and_lists_every_route_with_errors
 );
 
@@ -35,6 +36,27 @@ async fn site_config_reflects_stored_settings(app: TestApp) {
     let body: Value = app.get("/site/config").await.json().await.unwrap();
     assert_eq!(body["tos_url"], "https://example.com/tos");
     assert_eq!(body["auth_methods"], serde_json::json!(["email_password", "passkey"]));
+}
+
+/// The typed settings are reused while the settings version stands, and parsed again (with the
+/// new values) once a write draws a new one.
+async fn settings_are_parsed_once_per_settings_version(app: TestApp) {
+    use nubo_service::settings::site;
+    use std::sync::Arc;
+    let ctx = app.context();
+    let first = site::current(ctx).await.unwrap();
+    let version = site::settings_version(ctx).await.unwrap();
+    assert!(Arc::ptr_eq(&first, &site::current(ctx).await.unwrap()), "no write: the parsed value is reused");
+    let mut values = serde_json::Map::new();
+    values.insert("events_retention_days".into(), 30.into());
+    site::update_settings(ctx.db(), &values).await.unwrap();
+    assert_ne!(site::settings_version(ctx).await.unwrap(), version, "a write draws a new version");
+    let after = site::current(ctx).await.unwrap();
+    assert!(!Arc::ptr_eq(&first, &after));
+    assert_eq!((first.events_retention_days, after.events_retention_days), (7, 30));
+    // A change of something built with the settings (a WOPI application) draws one too.
+    site::settings_changed(ctx).await.unwrap();
+    assert!(!Arc::ptr_eq(&after, &site::current(ctx).await.unwrap()));
 }
 
 async fn openapi_document_is_3_1_and_lists_every_route_with_errors(app: TestApp) {

@@ -115,20 +115,19 @@ pub struct SceneCaptchaView {
         (status = 500, description = "Internal error", body = ErrorBody),
     ))]
 pub async fn config(State(state): State<Context>) -> ApiResult<Json<SiteConfigResponse>> {
-    let config = site::site_config(&state).await?;
-    let settings = site::effective_settings(&state).await?;
-    let captcha = captcha::scenes(&settings)
+    let settings = site::current(&state).await?;
+    let captcha = captcha::scenes(&settings.captcha)
         .into_iter()
         .map(|(scene, c)| (scene, SceneCaptchaView { provider: c.provider, site_key: c.site_key }))
         .collect();
     Ok(Json(SiteConfigResponse {
-        site_name: config.site_name,
-        footer_code: config.footer_code,
-        tos_url: config.tos_url,
-        privacy_url: config.privacy_url,
-        auth_methods: config.auth_methods,
-        register_enabled: config.register_enabled,
-        oidc_display_name: settings.get("oidc_display_name").cloned().unwrap_or_default(),
+        site_name: settings.site_name.clone(),
+        footer_code: settings.footer_code.clone(),
+        tos_url: settings.tos_url.clone(),
+        privacy_url: settings.privacy_url.clone(),
+        auth_methods: settings.auth_methods.clone(),
+        register_enabled: settings.register_enabled,
+        oidc_display_name: settings.oidc.display_name.clone(),
         captcha,
     }))
 }

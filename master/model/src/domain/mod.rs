@@ -10,6 +10,7 @@ pub mod object;
 pub mod policy;
 pub mod report;
 pub mod settings;
+pub mod site_settings;
 pub mod task;
 pub mod theme;
 pub mod time;

@@ -312,9 +312,6 @@ fn csv_cell(text: &str) -> String {
 /// write lock for long.
 const PRUNE_BATCH: i64 = 1_000;
 
-/// The setting that says how long rows are kept.
-pub const RETENTION_SETTING: &str = "activity_retention_days";
-
 /// Deletes rows older than `days` (at least one) as of `now`, in batches; answers how many.
 pub async fn prune(ctx: &Context, now: Millis, days: i64) -> ServiceResult<usize> {
     let before = now - days.max(1) * 86_400_000;

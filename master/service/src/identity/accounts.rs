@@ -190,7 +190,7 @@ pub async fn register(
     password: &Secret,
     nickname: Option<&str>,
 ) -> ServiceResult<UserView> {
-    let config = site::site_config(ctx).await?;
+    let config = site::current(ctx).await?;
     site::require_enabled_method(&config, provider)?;
     if provider != AuthMethod::EmailPassword {
         return Err(ServiceError::new(

@@ -214,8 +214,7 @@ pub fn gravatar_url(template: &str, email: &str, side: u32) -> String {
 /// The origin of the public avatar service (`https://www.gravatar.com`), which the app's pages
 /// must allow images from: an avatar it serves is a redirect there.
 pub async fn service_origin(ctx: &Context) -> ServiceResult<Option<String>> {
-    let template = site::effective_settings(ctx).await?.remove("avatar_gravatar_url").unwrap_or_default();
-    let origin = reqwest::Url::parse(&template)
+    let origin = reqwest::Url::parse(&site::current(ctx).await?.avatar_gravatar_url)
         .ok()
         .filter(|url| matches!(url.scheme(), "http" | "https"))
         .map(|url| url.origin().ascii_serialization());
@@ -242,8 +241,8 @@ pub async fn serve(ctx: &Context, id: UserId, side: u32, if_none_match: Option<&
             Ok(AvatarAnswer::Image { png, etag })
         }
         Some(SOURCE_GRAVATAR) => {
-            let template = site::effective_settings(ctx).await?.remove("avatar_gravatar_url").unwrap_or_default();
-            Ok(AvatarAnswer::Redirect(gravatar_url(&template, &user.email, side)))
+            let template = &site::current(ctx).await?.avatar_gravatar_url;
+            Ok(AvatarAnswer::Redirect(gravatar_url(template, &user.email, side)))
         }
         _ => Err(not_found()),
     }

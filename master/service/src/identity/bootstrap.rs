@@ -88,8 +88,7 @@ pub async fn seed(db: &Db) -> ServiceResult<()> {
 /// The group registrations join: the one named by the setting, else the seeded users' group.
 pub async fn registration_group(ctx: &Context) -> ServiceResult<GroupId> {
     let db = ctx.db();
-    let settings = site::effective_settings(ctx).await?;
-    if let Some(id) = settings.get(REGISTRATION_GROUP_SETTING).and_then(|id| id.parse::<GroupId>().ok())
+    if let Some(id) = site::current(ctx).await?.register_default_group
         && db::groups::find(db, id).await?.is_some()
     {
         return Ok(id);

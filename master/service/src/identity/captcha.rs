@@ -3,13 +3,13 @@
 //! server-side check of reCAPTCHA and Turnstile answers against their siteverify URLs.
 //! Handlers never call [`verify`] themselves: `http::captcha` does, before they run.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use base64::Engine;
 use nubo_model::domain::captcha::{CaptchaProvider, CaptchaScene};
+use nubo_model::domain::site_settings::{CaptchaKeys, CaptchaSettings};
 use serde::Deserialize;
 
 use crate::context::Context;
@@ -35,31 +35,23 @@ pub struct SceneCaptcha {
     pub site_key: Option<String>,
 }
 
-/// The scenes that ask for a captcha, from the effective settings.
-pub fn scenes(settings: &HashMap<&'static str, String>) -> Vec<(CaptchaScene, SceneCaptcha)> {
-    CaptchaScene::ALL
-        .into_iter()
-        .filter_map(|scene| {
-            let provider = provider_in(settings, scene);
-            let site_key = match provider {
-                CaptchaProvider::None => return None,
-                CaptchaProvider::Builtin => None,
-                CaptchaProvider::Recaptcha => settings.get("captcha_recaptcha_site_key").cloned(),
-                CaptchaProvider::Turnstile => settings.get("captcha_turnstile_site_key").cloned(),
-            };
-            Some((scene, SceneCaptcha { provider, site_key }))
+/// The scenes that ask for a captcha, from the site's captcha settings.
+pub fn scenes(settings: &CaptchaSettings) -> Vec<(CaptchaScene, SceneCaptcha)> {
+    settings
+        .scenes
+        .iter()
+        .filter(|(_, provider)| *provider != CaptchaProvider::None)
+        .map(|&(scene, provider)| {
+            let site_key = settings.keys(provider).map(|keys| keys.site_key.clone());
+            (scene, SceneCaptcha { provider, site_key })
         })
         .collect()
 }
 
-fn provider_in(settings: &HashMap<&'static str, String>, scene: CaptchaScene) -> CaptchaProvider {
-    settings.get(scene.setting()).map_or(CaptchaProvider::None, |value| CaptchaProvider::parse(value))
-}
-
 /// The third-party providers some scene uses: the app's pages must load their scripts.
 pub async fn page_providers(ctx: &Context) -> ServiceResult<Vec<CaptchaProvider>> {
-    let settings = site::effective_settings(ctx).await?;
-    let mut providers: Vec<_> = scenes(&settings).into_iter().map(|(_, captcha)| captcha.provider).collect();
+    let settings = site::current(ctx).await?;
+    let mut providers: Vec<_> = scenes(&settings.captcha).into_iter().map(|(_, captcha)| captcha.provider).collect();
     providers.dedup();
     providers.retain(|p| !p.page_sources().is_empty());
     providers.sort_by_key(|p| *p as u8);
@@ -91,8 +83,7 @@ fn answer_matches(stored: &str, scene: CaptchaScene, answer: &str) -> bool {
 
 /// Makes a built-in image for `scene`; refused when the scene's captcha is not the built-in one.
 pub async fn challenge(ctx: &Context, scene: CaptchaScene) -> ServiceResult<Challenge> {
-    let settings = site::effective_settings(ctx).await?;
-    if provider_in(&settings, scene) != CaptchaProvider::Builtin {
+    if site::current(ctx).await?.captcha.provider(scene) != CaptchaProvider::Builtin {
         return Err(ServiceError::new(
             ErrorKind::NotFound,
             codes::CAPTCHA_NOT_BUILTIN,
@@ -125,8 +116,8 @@ fn draw() -> ServiceResult<(String, Vec<u8>)> {
 /// Checks the captcha a request carries for `scene`; `Ok` when the scene asks for none.
 /// The built-in answer is `{id}:{text}`; reCAPTCHA and Turnstile answers are their widget's token.
 pub async fn verify(ctx: &Context, scene: CaptchaScene, answer: Option<&str>, address: IpAddr) -> ServiceResult<()> {
-    let settings = site::effective_settings(ctx).await?;
-    let provider = provider_in(&settings, scene);
+    let settings = site::current(ctx).await?;
+    let provider = settings.captcha.provider(scene);
     if provider == CaptchaProvider::None {
         return Ok(());
     }
@@ -141,13 +132,8 @@ pub async fn verify(ctx: &Context, scene: CaptchaScene, answer: Option<&str>, ad
     let passed = match provider {
         CaptchaProvider::None => true,
         CaptchaProvider::Builtin => verify_builtin(ctx, scene, answer).await?,
-        CaptchaProvider::Recaptcha | CaptchaProvider::Turnstile => {
-            let name = if provider == CaptchaProvider::Recaptcha { "recaptcha" } else { "turnstile" };
-            let setting = |what: &str| settings.get(format!("captcha_{name}_{what}").as_str()).cloned();
-            let secret = setting("secret").unwrap_or_default();
-            let url = setting("verify_url").unwrap_or_default();
-            siteverify(name, &url, &secret, answer, address).await?
-        }
+        CaptchaProvider::Recaptcha => siteverify("recaptcha", &settings.captcha.recaptcha, answer, address).await?,
+        CaptchaProvider::Turnstile => siteverify("turnstile", &settings.captcha.turnstile, answer, address).await?,
     };
     if passed {
         Ok(())
@@ -176,7 +162,8 @@ struct SiteverifyAnswer {
 
 /// Asks the provider whether `response` is a solved challenge; unreachable, failing or
 /// unconfigured providers are 502 so the form's user learns it is not their answer.
-async fn siteverify(name: &str, url: &str, secret: &str, response: &str, address: IpAddr) -> ServiceResult<bool> {
+async fn siteverify(name: &str, keys: &CaptchaKeys, response: &str, address: IpAddr) -> ServiceResult<bool> {
+    let (url, secret) = (keys.verify_url.as_str(), keys.secret.as_str());
     let unavailable = |detail: String| {
         tracing::warn!(provider = name, %detail, "captcha provider unavailable");
         ServiceError::new(

@@ -6,7 +6,7 @@
 use nubo_model::db::identities::{IdentityRow, NewOAuthIdentity};
 use nubo_model::db::users::NewUser;
 use nubo_model::db::{self, DbError};
-use nubo_model::domain::ids::{GroupId, UserId};
+use nubo_model::domain::ids::UserId;
 use nubo_model::domain::time::{now_ms, to_rfc3339};
 use nubo_model::domain::user::{Email, UserStatus};
 use serde::Serialize;
@@ -48,7 +48,7 @@ pub async fn list(ctx: &Context, caller: Uuid) -> ServiceResult<Vec<IdentityView
 /// The provider named in a path, enabled in `auth_methods` and configured.
 async fn usable(ctx: &Context, provider: &str) -> ServiceResult<oauth::ProviderSettings> {
     let provider = Provider::parse(provider)?;
-    site::require_enabled_method(&site::site_config(ctx).await?, provider.method())?;
+    site::require_method(ctx, provider.method()).await?;
     oauth::settings(ctx, provider).await
 }
 
@@ -121,7 +121,7 @@ enum Finished {
 }
 
 async fn finish(ctx: &Context, provider: Provider, flow: &Flow, answer: &Callback<'_>) -> ServiceResult<Finished> {
-    site::require_enabled_method(&site::site_config(ctx).await?, provider.method())?;
+    site::require_method(ctx, provider.method()).await?;
     let settings = oauth::settings(ctx, provider).await?;
     if let Some(error) = answer.error {
         return Err(oauth::exchange_failed(provider, format_args!("the callback carries error={error}")));
@@ -151,12 +151,10 @@ async fn apply_group_map(ctx: &Context, oidc: &OidcSettings, user_id: UserId, va
         return Ok(());
     }
     let Some(user) = db::users::find(ctx.db(), user_id).await? else { return Ok(()) };
-    let mapped = oidc.group_map.iter().find(|(value, _)| values.contains(value)).map(|(_, g)| GroupId::from(*g));
+    let mapped = oidc.group_map.iter().find(|(value, _)| values.contains(value)).map(|(_, g)| *g);
     let target = match mapped {
         Some(group) => group,
-        None if oidc.group_map.iter().any(|(_, g)| GroupId::from(*g) == user.group_id) => {
-            bootstrap::registration_group(ctx).await?
-        }
+        None if oidc.group_map.iter().any(|(_, g)| *g == user.group_id) => bootstrap::registration_group(ctx).await?,
         None => return Ok(()),
     };
     if target == user.group_id {
@@ -212,7 +210,7 @@ async fn sign_in(ctx: &Context, provider: Provider, profile: &Profile) -> Servic
         db::identities::record_use(ctx.db(), provider.name(), &profile.identifier, &profile.display, now_ms()).await?;
         return Ok(user_id);
     }
-    if !site::site_config(ctx).await?.register_enabled {
+    if !site::current(ctx).await?.register_enabled {
         return Err(ServiceError::new(
             ErrorKind::Forbidden,
             codes::USER_REGISTRATION_CLOSED,

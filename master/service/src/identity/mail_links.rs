@@ -52,7 +52,7 @@ async fn mail_link(ctx: &Context, user: &UserRow, purpose: Purpose, page: &str) 
     };
     let token = mailed_token::issue(ctx.store(), purpose, user.id).await?;
     let link = format!("{}{page}?token={token}", site::link_base(ctx).await?);
-    let site_name = site::site_config(ctx).await?.site_name;
+    let site_name = site::current(ctx).await?.site_name.clone();
     let lifetime = purpose.lifetime().as_secs();
     let template = match purpose {
         Purpose::MagicLink => Template::MagicLink,
@@ -85,7 +85,7 @@ async fn mail_link(ctx: &Context, user: &UserRow, purpose: Purpose, page: &str) 
 /// Mails a sign-in link to the address, when an active account has it. Only while
 /// `magic_link` is in `auth_methods`.
 pub async fn request_magic_link(ctx: &Context, email: &str, address: IpAddr) -> ServiceResult<()> {
-    site::require_enabled_method(&site::site_config(ctx).await?, AuthMethod::MagicLink)?;
+    site::require_method(ctx, AuthMethod::MagicLink).await?;
     let email = recipient(ctx, email, address).await?;
     if let Some(user) = active_user(ctx, &email).await? {
         mail_link(ctx, &user, Purpose::MagicLink, MAGIC_LINK_PAGE).await?;
@@ -96,7 +96,7 @@ pub async fn request_magic_link(ctx: &Context, email: &str, address: IpAddr) -> 
 /// Mails a password reset link to the address, when an active account signs in with it and a
 /// password. Only while `email_password` is in `auth_methods`.
 pub async fn request_password_reset(ctx: &Context, email: &str, address: IpAddr) -> ServiceResult<()> {
-    site::require_enabled_method(&site::site_config(ctx).await?, AuthMethod::EmailPassword)?;
+    site::require_method(ctx, AuthMethod::EmailPassword).await?;
     let email = recipient(ctx, email, address).await?;
     let Some(user) = active_user(ctx, &email).await? else { return Ok(()) };
     if db::users::credential_of(ctx.db(), user.id, EMAIL_PASSWORD).await?.is_some() {

@@ -55,7 +55,7 @@ fn parse_name(name: &str) -> ServiceResult<String> {
 
 /// Passkeys are offered, registered and accepted only while the site enables them.
 async fn require_enabled(ctx: &Context) -> ServiceResult<()> {
-    site::require_enabled_method(&site::site_config(ctx).await?, AuthMethod::Passkey)
+    site::require_method(ctx, AuthMethod::Passkey).await
 }
 
 pub async fn list(ctx: &Context, caller: Uuid) -> ServiceResult<Vec<PasskeyView>> {

@@ -193,7 +193,7 @@ async fn sign_in_activity(
 }
 
 async fn sign_in(ctx: &Context, attempt: LoginAttempt<'_>) -> ServiceResult<LoginView> {
-    let config = site::site_config(ctx).await?;
+    let config = site::current(ctx).await?;
     site::require_enabled_method(&config, attempt.provider)?;
     limit_address(ctx, "login", attempt.address).await?;
     let user_id = match attempt.provider {

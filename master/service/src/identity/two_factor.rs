@@ -97,8 +97,7 @@ pub async fn start_setup(ctx: &Context, user: &UserRow) -> ServiceResult<TwoFact
     if user.two_factor_key.is_some() {
         return Err(already_enabled());
     }
-    let issuer = site::effective_settings(ctx).await?.remove("site_name").unwrap_or_default();
-    let enrolment = second_factor::enrol(&issuer, &user.email)?;
+    let enrolment = second_factor::enrol(&site::current(ctx).await?.site_name, &user.email)?;
     ctx.store().set(&pending_key(user.id), &enrolment.secret, Some(SETUP_LIFETIME)).await?;
     Ok(TwoFactorSetup { secret: enrolment.secret, uri: enrolment.uri })
 }

@@ -163,7 +163,6 @@ type BoxedJob = std::pin::Pin<Box<dyn Future<Output = anyhow::Result<usize>> + S
 /// Deletes the activity rows older than the `activity_retention_days` setting (90 while unset
 /// or unreadable) as of `now`; answers how many.
 pub async fn prune_activity(ctx: &Context, now: nubo_model::domain::time::Millis) -> anyhow::Result<usize> {
-    let settings = crate::settings::site::effective_settings(ctx).await?;
-    let days = settings.get(crate::audit::activity::RETENTION_SETTING).and_then(|days| days.parse().ok()).unwrap_or(90);
-    Ok(crate::audit::activity::prune(ctx, now, days).await?)
+    let days = crate::settings::site::current(ctx).await?.activity_retention_days;
+    Ok(crate::audit::activity::prune(ctx, now, days.into()).await?)
 }

@@ -94,8 +94,7 @@ pub async fn registry(ctx: &Context) -> ServiceResult<Arc<Registry>> {
     if let Some(registry) = ctx.settings_memo().get::<Registry>().filter(|r| r.version == version) {
         return Ok(registry);
     }
-    let settings = site::effective_settings(ctx).await?;
-    let builtin = stored_viewers(settings.get("viewers").map(String::as_str).unwrap_or_default());
+    let builtin = stored_viewers(&site::current(ctx).await?.viewers);
     let mut apps = Vec::new();
     let mut wopi_origins = BTreeSet::new();
     for row in db::wopi_apps::list(ctx.db()).await? {
@@ -104,8 +103,7 @@ pub async fn registry(ctx: &Context) -> ServiceResult<Arc<Registry>> {
         apps.push(WopiEntry { id: view.id, name: view.name, extensions: view.extensions });
     }
     let registry = Arc::new(Registry { version, builtin, apps, wopi_origins: wopi_origins.into_iter().collect() });
-    ctx.settings_memo().put(registry.clone());
-    Ok(registry)
+    Ok(ctx.settings_memo().put(registry, |kept, new| kept.version == new.version))
 }
 
 /// `ext` lower case without a leading dot: 1 to 16 letters and digits.

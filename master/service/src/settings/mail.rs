@@ -4,13 +4,13 @@
 //! administrators' test mail. Who gets which mail is decided by the use cases that send it
 //! (`service::identity::mail_links`), not here.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use lettre::message::{Mailbox, MultiPart};
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use nubo_model::db::{self};
+use nubo_model::domain::site_settings::{MailSettings, TlsMode};
 use uuid::Uuid;
 
 use crate::context::Context;
@@ -20,46 +20,6 @@ use crate::settings::site;
 
 /// How long one SMTP exchange may take before the send fails.
 const SMTP_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// How the connection to the SMTP server is secured (`mail_smtp_tls`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TlsMode {
-    /// Plain text: only for a relay on a trusted network (or a test sink).
-    None,
-    /// Plain connection upgraded with STARTTLS, which the server must offer (port 587).
-    Starttls,
-    /// TLS from the first byte (port 465).
-    Tls,
-}
-
-/// The `MAIL` settings, read when a mail is sent.
-#[derive(Debug, Clone)]
-pub struct MailSettings {
-    pub host: String,
-    pub port: u16,
-    pub tls: TlsMode,
-    pub user: String,
-    pub password: String,
-    pub from: String,
-}
-
-impl MailSettings {
-    fn from_map(settings: &mut HashMap<&'static str, String>) -> Self {
-        let mut take = |name: &str| settings.remove(name).unwrap_or_default();
-        Self {
-            host: take("mail_smtp_host").trim().to_owned(),
-            port: take("mail_smtp_port").parse().unwrap_or(587),
-            tls: match take("mail_smtp_tls").as_str() {
-                "none" => TlsMode::None,
-                "tls" => TlsMode::Tls,
-                _ => TlsMode::Starttls,
-            },
-            user: take("mail_smtp_user"),
-            password: take("mail_smtp_password"),
-            from: take("mail_from").trim().to_owned(),
-        }
-    }
-}
 
 fn not_configured(what: &str) -> ServiceError {
     ServiceError::new(
@@ -86,8 +46,7 @@ pub struct Mailer {
 impl Mailer {
     /// The mailer the current settings describe; refused while no SMTP host or sender is set.
     pub async fn from_settings(ctx: &Context) -> ServiceResult<Self> {
-        let settings = MailSettings::from_map(&mut site::effective_settings(ctx).await?);
-        Self::new(&settings)
+        Self::new(&site::current(ctx).await?.mail)
     }
 
     pub fn new(settings: &MailSettings) -> ServiceResult<Self> {
@@ -253,7 +212,7 @@ pub fn recipient(to: &str) -> ServiceResult<Mailbox> {
 pub async fn send_test(ctx: &Context, admin: Uuid, to: &str) -> ServiceResult<()> {
     let to = recipient(to)?;
     let language = db::users::find(ctx.db(), admin.into()).await?.map(|u| Language::for_tag(&u.language));
-    let site_name = site::site_config(ctx).await?.site_name;
+    let site_name = site::current(ctx).await?.site_name.clone();
     let mail = render(Template::Test, language.unwrap_or(Language::En), &[("site_name", &site_name)]);
     Mailer::from_settings(ctx).await?.send(to, mail).await
 }

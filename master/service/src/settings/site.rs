@@ -1,6 +1,8 @@
-//! Site-wide information: version, the public site configuration, and writing site settings.
+//! Site-wide information: the settings as one typed value (read once per settings version),
+//! the public site configuration, the administrators' listing, and writing site settings.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use nubo_model::db::{self, Db};
 use nubo_model::domain::activity::{Action, TargetKind};
@@ -8,6 +10,7 @@ use nubo_model::domain::ids::GroupId;
 use nubo_model::domain::settings::{
     AuthMethod, KNOWN_SETTINGS, SettingKind, SettingsType, known_setting, parse_group_map, validate_setting_value,
 };
+use nubo_model::domain::site_settings::SiteSettings;
 use nubo_model::domain::time::now_ms;
 
 use crate::audit::activity::{self, Activity};
@@ -15,24 +18,32 @@ use crate::context::Context;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 
-/// The public configuration clients need before anyone signs in.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SiteConfig {
-    pub site_name: String,
-    pub footer_code: String,
-    pub tos_url: String,
-    pub privacy_url: String,
-    pub auth_methods: Vec<AuthMethod>,
-    pub register_enabled: bool,
-    /// New accounts start `INACTIVE` and are mailed a verification link.
-    pub register_email_verification: bool,
+/// The settings at the current version: the ones parsed last while the version is the same,
+/// else parsed again from the database. Every settings write draws a new version in the same
+/// transaction, so a change on one master is read by every other at its next request.
+pub async fn current(ctx: &Context) -> ServiceResult<Arc<SiteSettings>> {
+    let version = settings_version(ctx).await?;
+    if let Some(parsed) = ctx.settings_memo().get::<Parsed>().filter(|parsed| parsed.version == version) {
+        return Ok(parsed.settings.clone());
+    }
+    let stored: HashMap<String, String> =
+        db::settings::all(ctx.db()).await?.into_iter().map(|row| (row.name, row.value)).collect();
+    let settings =
+        Arc::new(SiteSettings::from_stored(&stored).map_err(|why| ServiceError::internal(anyhow::anyhow!(why)))?);
+    let parsed = Arc::new(Parsed { version, settings });
+    Ok(ctx.settings_memo().put(parsed, |kept, new| kept.version == new.version).settings.clone())
 }
 
-/// Every known setting with its stored value, or its default when none is stored.
-pub async fn effective_settings(ctx: &Context) -> ServiceResult<HashMap<&'static str, String>> {
-    let db = ctx.db();
+/// The settings parsed at one version.
+struct Parsed {
+    version: String,
+    settings: Arc<SiteSettings>,
+}
+
+/// Every known setting with its stored text, or its default when none is stored.
+async fn effective_settings(ctx: &Context) -> ServiceResult<HashMap<&'static str, String>> {
     let stored: HashMap<String, String> =
-        db::settings::all(db).await?.into_iter().map(|row| (row.name, row.value)).collect();
+        db::settings::all(ctx.db()).await?.into_iter().map(|row| (row.name, row.value)).collect();
     Ok(KNOWN_SETTINGS
         .iter()
         .map(|s| (s.name, stored.get(s.name).cloned().unwrap_or_else(|| s.default.to_owned())))
@@ -106,28 +117,17 @@ pub async fn catalog(ctx: &Context) -> ServiceResult<Vec<SettingEntry>> {
 /// What links the service hands out (shares, mailed links) start with: the `site_url` setting
 /// without a trailing slash; empty, so links are site paths, when it is not set.
 pub async fn link_base(ctx: &Context) -> ServiceResult<String> {
-    let site = effective_settings(ctx).await?.remove("site_url").unwrap_or_default();
-    Ok(site.trim_end_matches('/').to_owned())
+    Ok(current(ctx).await?.site_url.trim_end_matches('/').to_owned())
 }
 
-pub async fn site_config(ctx: &Context) -> ServiceResult<SiteConfig> {
-    let mut settings = effective_settings(ctx).await?;
-    let mut take = |name: &str| settings.remove(name).unwrap_or_default();
-    let auth_methods = serde_json::from_str(&take("auth_methods"))
-        .map_err(|e| ServiceError::internal(anyhow::anyhow!("stored auth_methods is not valid: {e}")))?;
-    Ok(SiteConfig {
-        site_name: take("site_name"),
-        footer_code: take("footer_code"),
-        tos_url: take("tos_url"),
-        privacy_url: take("privacy_url"),
-        register_enabled: take("register_enabled") == "true",
-        register_email_verification: take("register_email_verification") == "true",
-        auth_methods,
-    })
+/// Refuses a sign-in provider the site has not enabled in `auth_methods` (the current settings).
+pub async fn require_method(ctx: &Context, method: AuthMethod) -> ServiceResult<()> {
+    let settings = current(ctx).await?;
+    require_enabled_method(&settings, method)
 }
 
 /// Refuses a sign-in provider the site has not enabled in `auth_methods`.
-pub fn require_enabled_method(config: &SiteConfig, method: AuthMethod) -> ServiceResult<()> {
+pub fn require_enabled_method(config: &SiteSettings, method: AuthMethod) -> ServiceResult<()> {
     if config.auth_methods.contains(&method) {
         Ok(())
     } else {
@@ -140,32 +140,21 @@ pub fn require_enabled_method(config: &SiteConfig, method: AuthMethod) -> Servic
     }
 }
 
-/// Where the settings version lives: a word that changes whenever settings or the WOPI
-/// applications change, so every master knows when what it built from them is stale.
-const SETTINGS_VERSION: &str = "settings:version";
-/// The version is kept this long without a change; after that a new one is drawn (a rebuild).
-const SETTINGS_VERSION_LIFETIME: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
-
-/// The current settings version (drawn now when there is none).
+/// The current settings version (`initial` until settings were first written).
 pub async fn settings_version(ctx: &Context) -> ServiceResult<String> {
-    if let Some(version) = ctx.store().get(SETTINGS_VERSION).await? {
-        return Ok(version);
-    }
-    let drawn = uuid::Uuid::new_v4().simple().to_string();
-    // Two masters may draw at once: the first one's word stands.
-    ctx.store().set_if_absent(SETTINGS_VERSION, &drawn, SETTINGS_VERSION_LIFETIME).await?;
-    Ok(ctx.store().get(SETTINGS_VERSION).await?.unwrap_or(drawn))
+    Ok(db::settings::version(ctx.db()).await?.unwrap_or_else(|| "initial".to_owned()))
+}
+
+fn new_version() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
 }
 
 /// Gives the settings a new version: what was built from the old one is rebuilt on next use.
 pub async fn settings_changed(ctx: &Context) -> ServiceResult<()> {
-    let drawn = uuid::Uuid::new_v4().simple().to_string();
-    ctx.store().set(SETTINGS_VERSION, &drawn, Some(SETTINGS_VERSION_LIFETIME)).await?;
-    Ok(())
+    Ok(db::settings::set_version(ctx.db(), &new_version(), now_ms()).await?)
 }
 
-/// [`update_settings`] by administrator `actor` (recorded with the names, never the values),
-/// then a new settings version.
+/// [`update_settings`] by administrator `actor`, recorded with the names (never the values).
 pub async fn save_settings(
     ctx: &Context,
     actor: uuid::Uuid,
@@ -175,10 +164,11 @@ pub async fn save_settings(
     let names: Vec<&str> = values.keys().map(String::as_str).collect();
     let changed = Activity::by(actor, Action::AdminSettingsUpdate).on(TargetKind::Settings, "site", None);
     activity::record(ctx.db(), changed.with("names", names)).await;
-    settings_changed(ctx).await
+    Ok(())
 }
 
-/// Validates and stores several settings at once; all are written or none.
+/// Validates and stores several settings at once, with a new settings version; all are written
+/// or none.
 pub async fn update_settings(db: &Db, values: &serde_json::Map<String, serde_json::Value>) -> ServiceResult<()> {
     if values.is_empty() {
         return Err(ServiceError::new(ErrorKind::Validation, codes::SETTINGS_EMPTY, "no settings given"));
@@ -209,6 +199,6 @@ pub async fn update_settings(db: &Db, values: &serde_json::Map<String, serde_jso
         }
         rows.push((setting.name, setting.category.as_str(), text));
     }
-    db::settings::upsert_many(db, &rows, now_ms()).await?;
+    db::settings::upsert_many(db, &rows, &new_version(), now_ms()).await?;
     Ok(())
 }

@@ -430,9 +430,8 @@ pub async fn prune(ctx: &Context, now: Millis, keep: Duration) -> ServiceResult<
 
 /// How long events are kept: the `events_retention_days` setting.
 pub async fn retention(ctx: &Context) -> ServiceResult<Duration> {
-    let settings = crate::settings::site::effective_settings(ctx).await?;
-    let days = settings.get("events_retention_days").and_then(|d| d.parse::<u64>().ok()).unwrap_or(7).max(1);
-    Ok(Duration::from_secs(days * 86_400))
+    let days = crate::settings::site::current(ctx).await?.events_retention_days.max(1);
+    Ok(Duration::from_secs(u64::from(days) * 86_400))
 }
 
 /// Runs [`prune`] with the configured retention at the current time.

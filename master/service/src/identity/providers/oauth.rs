@@ -12,8 +12,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use base64::Engine;
-use nubo_model::domain::ids::UserId;
+use nubo_model::domain::ids::{GroupId, UserId};
 use nubo_model::domain::settings::AuthMethod;
+use nubo_model::domain::site_settings::{OAuthClient, OidcClient};
 use reqwest::Url;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -95,7 +96,7 @@ pub struct OidcSettings {
     /// The claim whose values `group_map` maps (`oidc_group_claim`); empty: no mapping.
     pub group_claim: String,
     /// `oidc_group_map`, in order: a claim value and the group it puts a user in.
-    pub group_map: Vec<(String, Uuid)>,
+    pub group_map: Vec<(String, GroupId)>,
 }
 
 /// A provider's settings, checked to be usable.
@@ -125,14 +126,14 @@ fn not_configured(what: &str) -> ServiceError {
 /// The provider's settings; 503 `auth.oauth_not_configured` while it lacks a client id, its
 /// endpoints, or the site its callback URL is built on.
 pub async fn settings(ctx: &Context, provider: Provider) -> ServiceResult<ProviderSettings> {
-    if provider == Provider::Oidc {
-        return oidc_settings(ctx).await;
-    }
-    let mut all = site::effective_settings(ctx).await?;
-    let mut take = |what: &str| all.remove(format!("{}_{what}", provider.name()).as_str()).unwrap_or_default();
-    let (client_id, client_secret) = (take("client_id"), take("client_secret"));
-    let (authorize_url, token_url, api_url) = (take("authorize_url"), take("token_url"), take("api_url"));
-    let site_url = all.remove("site_url").unwrap_or_default();
+    let settings = site::current(ctx).await?;
+    let client = match provider {
+        Provider::Github => &settings.github,
+        Provider::Qq => &settings.qq,
+        Provider::Oidc => return oidc_settings(ctx).await,
+    };
+    let OAuthClient { client_id, client_secret, authorize_url, token_url, api_url } = client.clone();
+    let site_url = &settings.site_url;
     if client_id.is_empty() {
         return Err(not_configured("no client id"));
     }
@@ -162,11 +163,10 @@ pub async fn settings(ctx: &Context, provider: Provider) -> ServiceResult<Provid
 /// `auth.oauth_not_configured` without a client id, an issuer or `site_url`, 502
 /// `auth.oidc_discovery_failed` when the discovery cannot be had.
 async fn oidc_settings(ctx: &Context) -> ServiceResult<ProviderSettings> {
-    let mut all = site::effective_settings(ctx).await?;
-    let mut take = |name: &str| all.remove(name).unwrap_or_default();
-    let (client_id, client_secret, issuer) = (take("oidc_client_id"), take("oidc_client_secret"), take("oidc_issuer"));
-    let (internal, scopes) = (take("oidc_internal") == "true", take("oidc_scopes"));
-    let (group_claim, group_map, site_url) = (take("oidc_group_claim"), take("oidc_group_map"), take("site_url"));
+    let settings = site::current(ctx).await?;
+    let OidcClient { issuer, internal, client_id, client_secret, scopes, group_claim, group_map, .. } =
+        settings.oidc.clone();
+    let site_url = &settings.site_url;
     if client_id.is_empty() {
         return Err(not_configured("no client id"));
     }
@@ -176,8 +176,6 @@ async fn oidc_settings(ctx: &Context) -> ServiceResult<ProviderSettings> {
     if !site_url.starts_with("http") {
         return Err(not_configured("the site_url setting is empty"));
     }
-    // Stored values were checked when written; a map that no longer parses maps nothing.
-    let group_map = nubo_model::domain::settings::parse_group_map(&group_map).unwrap_or_default();
     let discovery = oidc::discover(&issuer, internal).await?;
     // `openid` makes it an OpenID Connect request; the rest is the administrator's choice.
     let mut scope: Vec<&str> = scopes.split_whitespace().collect();
@@ -195,7 +193,7 @@ async fn oidc_settings(ctx: &Context) -> ServiceResult<ProviderSettings> {
         api_url: String::new(),
         redirect_uri,
         scope: scope.join(" "),
-        oidc: Some(OidcSettings { discovery, internal, group_claim: group_claim.trim().to_owned(), group_map }),
+        oidc: Some(OidcSettings { discovery, internal, group_claim, group_map }),
     })
 }
 

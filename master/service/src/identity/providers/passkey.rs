@@ -60,16 +60,15 @@ fn site_url_unusable(why: &str) -> ServiceError {
 /// The relying party the site URL describes. Built per ceremony: a changed site URL applies at
 /// once (and orphans the passkeys registered under the old host, see docs/src/admin/sign-in.md).
 async fn relying_party(ctx: &Context) -> ServiceResult<Webauthn> {
-    let mut settings = site::effective_settings(ctx).await?;
-    let site_url = settings.remove("site_url").unwrap_or_default();
-    if site_url.is_empty() {
+    let settings = site::current(ctx).await?;
+    if settings.site_url.is_empty() {
         return Err(site_url_unusable("it is empty"));
     }
-    let origin = Url::parse(&site_url).map_err(|_| site_url_unusable("it is not a URL"))?;
+    let origin = Url::parse(&settings.site_url).map_err(|_| site_url_unusable("it is not a URL"))?;
     let rp_id = origin.domain().ok_or_else(|| site_url_unusable("its host must be a domain name"))?.to_owned();
-    let rp_name = settings.remove("site_name").unwrap_or_default();
+    let rp_name = &settings.site_name;
     WebauthnBuilder::new(&rp_id, &origin)
-        .and_then(|builder| builder.rp_name(if rp_name.is_empty() { "Nubo" } else { &rp_name }).build())
+        .and_then(|builder| builder.rp_name(if rp_name.is_empty() { "Nubo" } else { rp_name }).build())
         .map_err(|_| site_url_unusable("browsers accept https addresses, or http on localhost"))
 }
 
