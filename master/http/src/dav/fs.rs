@@ -15,6 +15,7 @@ use dav_server::fs::{
     ReadDirMeta,
 };
 use futures_util::FutureExt;
+use nubo_model::domain::ids::UserId;
 use nubo_model::domain::time::Millis;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -172,7 +173,7 @@ impl NuboFs {
         Self { ctx, principal: Arc::new(principal), root: Arc::new(root), remembered: Arc::default() }
     }
 
-    fn user(&self) -> Uuid {
+    fn user(&self) -> UserId {
         self.principal.user_id
     }
 

@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 use nubo_common::storage::ByteStream;
 use nubo_model::db::objects::ObjectRow;
 use nubo_model::db::{self};
-use nubo_model::domain::ids::ObjectId;
+use nubo_model::domain::ids::{ObjectId, UserId};
 use nubo_model::domain::object::ObjectKind;
 use nubo_model::domain::time::{Millis, now_ms, to_rfc3339};
 use serde::{Deserialize, Serialize};
@@ -67,7 +67,7 @@ struct Ticket {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum TicketGrant {
-    Owner(Uuid),
+    Owner(UserId),
     Share(Uuid),
 }
 
@@ -97,7 +97,7 @@ pub fn selection(ids: &[Uuid]) -> ServiceResult<Vec<Uuid>> {
 
 /// A single-use token for an archive of `caller`'s live objects `ids` (any one missing,
 /// foreign or in the trash answers 404, as everywhere).
-pub async fn owner_token(ctx: &Context, caller: Uuid, ids: &[Uuid]) -> ServiceResult<ArchiveTokenView> {
+pub async fn owner_token(ctx: &Context, caller: UserId, ids: &[Uuid]) -> ServiceResult<ArchiveTokenView> {
     let ids = selection(ids)?;
     let mut chosen = Vec::with_capacity(ids.len());
     for id in ids {

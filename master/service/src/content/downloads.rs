@@ -4,7 +4,7 @@
 
 use nubo_model::db::objects::ObjectRow;
 use nubo_model::db::{self};
-use nubo_model::domain::ids::ObjectId;
+use nubo_model::domain::ids::{ObjectId, UserId};
 use nubo_model::domain::time::{Millis, now_ms, to_rfc3339};
 
 use crate::context::Context;
@@ -79,7 +79,7 @@ fn download_token(ctx: &Context, file: &Readable, ver: Option<String>) -> Servic
     let exp = now + DOWNLOAD_TOKEN_LIFETIME.as_secs() as i64;
     let (sub, shr) = match file.grant() {
         Grant::Owner(owner) => (owner, None),
-        Grant::Share(share) => (file.row().owner_id.into(), Some(share)),
+        Grant::Share(share) => (file.row().owner_id, Some(share)),
     };
     let claims = DownloadClaims {
         sub,
@@ -276,7 +276,7 @@ pub(crate) async fn open_live_file(ctx: &Context, id: ObjectId) -> ServiceResult
 /// Opens a file `caller` found by a path walk (WebDAV) for reading through the master: always a
 /// stream, never a redirect. One statement checks the file is still live and reads its blob
 /// and policy; anything else (trashed since, a folder, gone) is not found.
-pub async fn open_entry(ctx: &Context, caller: Uuid, entry: &PathEntry) -> ServiceResult<Download> {
+pub async fn open_entry(ctx: &Context, caller: UserId, entry: &PathEntry) -> ServiceResult<Download> {
     access::entry_readable(caller, entry)?;
     let content = db::objects::live_file_content(ctx.db(), entry.id.into()).await?.ok_or_else(files::not_found)?;
     serve_content(ctx, content, false).await

@@ -8,7 +8,7 @@ use nubo_common::storage::{BlobStore, StorageKey};
 use nubo_model::db::blobs::BlobRow;
 use nubo_model::db::objects::ObjectRow;
 use nubo_model::db::{self, DbError};
-use nubo_model::domain::ids::PolicyId;
+use nubo_model::domain::ids::{PolicyId, UserId};
 use nubo_model::domain::naming::{self, NamingContext};
 use nubo_model::domain::task::{TaskProgress, TaskProps};
 use nubo_model::domain::time::now_ms;
@@ -22,7 +22,7 @@ use crate::{storage::policies, tree::files};
 /// Runs a migration to the end, or until the checkpoint says stop.
 pub async fn run(
     ctx: &Context,
-    owner: Option<Uuid>,
+    owner: Option<UserId>,
     props: &TaskProps,
     control: &mut dyn Checkpoint,
 ) -> Result<TaskProgress, TaskFailure> {

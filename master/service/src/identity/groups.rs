@@ -5,7 +5,7 @@ use nubo_model::db::groups::{GroupRow, GroupValues};
 use nubo_model::db::{self, Db, DbError};
 use nubo_model::domain::activity::{Action, TargetKind};
 use nubo_model::domain::group::GroupPermissions;
-use nubo_model::domain::ids::{GroupId, PolicyId};
+use nubo_model::domain::ids::{GroupId, PolicyId, UserId};
 use nubo_model::domain::time::now_ms;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -136,7 +136,7 @@ fn name_taken(e: DbError, name: &str) -> ServiceError {
     }
 }
 
-pub async fn create(ctx: &Context, actor: Uuid, input: GroupInput) -> ServiceResult<GroupView> {
+pub async fn create(ctx: &Context, actor: UserId, input: GroupInput) -> ServiceResult<GroupView> {
     let db = ctx.db();
     let (name, policy_ids) = validate(db, &input).await?;
     let id = GroupId::random();
@@ -159,7 +159,7 @@ pub async fn create(ctx: &Context, actor: Uuid, input: GroupInput) -> ServiceRes
 /// capacity, permissions) makes every member's tokens stale at once, on every master: they
 /// refresh to get the new claims. Taking the admin flag from the group of the last active
 /// administrators is refused (409 `group.last_administrator`).
-pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, input: GroupInput) -> ServiceResult<GroupView> {
+pub async fn update(ctx: &Context, actor: UserId, id: Uuid, input: GroupInput) -> ServiceResult<GroupView> {
     let db = ctx.db();
     let (name, policy_ids) = validate(db, &input).await?;
     let key = GroupId::from(id);
@@ -198,7 +198,7 @@ pub async fn permissions(db: &Db, group_id: GroupId) -> ServiceResult<GroupPermi
     Ok(group.permissions)
 }
 
-pub async fn delete(ctx: &Context, actor: Uuid, id: Uuid) -> ServiceResult<()> {
+pub async fn delete(ctx: &Context, actor: UserId, id: Uuid) -> ServiceResult<()> {
     let db = ctx.db();
     let key = GroupId::from(id);
     let Some(group) = db::groups::find(db, key).await? else { return Err(not_found()) };

@@ -10,7 +10,7 @@ use nubo_common::storage::ByteStream;
 use nubo_model::db;
 use nubo_model::db::objects::ObjectRow;
 use nubo_model::db::users::UserRow;
-use nubo_model::domain::ids::ObjectId;
+use nubo_model::domain::ids::{ObjectId, UserId};
 use nubo_model::domain::object::ObjectName;
 use nubo_model::domain::time::{now_ms, to_rfc3339};
 use serde::{Deserialize, Serialize};
@@ -66,7 +66,7 @@ pub struct WopiSession {
 /// master at.
 pub async fn open_session(
     ctx: &Context,
-    caller: Uuid,
+    caller: UserId,
     (file_id, mode): (Uuid, WopiMode),
     app: Option<Uuid>,
     base: &str,
@@ -100,7 +100,7 @@ fn issue_token(ctx: &Context, user: &UserRow, file: ObjectId, edit: bool, app: O
     let now = now_ms() / 1000;
     let exp = now + TOKEN_LIFETIME.as_secs() as i64;
     let claims = WopiClaims {
-        sub: user.id.into(),
+        sub: user.id,
         jti: Uuid::new_v4(),
         obj: file.into(),
         edit,

@@ -88,7 +88,7 @@ pub async fn purge_expired_trash(ctx: &Context, now: Millis) -> ServiceResult<us
     let mut purged = 0;
     for (owner, id) in expired {
         let ids = [id.into()];
-        match files::purge_as(ctx, owner.into(), &ids, None).await {
+        match files::purge_as(ctx, owner, &ids, None).await {
             Ok(()) => purged += 1,
             // An upload into the folder is still running: try again next time.
             Err(err) => tracing::info!(object = %id, error = %err, "trash purge postponed"),

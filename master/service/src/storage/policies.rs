@@ -4,7 +4,7 @@
 use nubo_model::db::policies::{PolicyRow, PolicyValues};
 use nubo_model::db::{self, Db, DbError};
 use nubo_model::domain::activity::{Action, TargetKind};
-use nubo_model::domain::ids::GroupId;
+use nubo_model::domain::ids::{GroupId, UserId};
 use nubo_model::domain::ids::{NodeId, PolicyId};
 use nubo_model::domain::naming;
 use nubo_model::domain::policy::{
@@ -210,7 +210,7 @@ pub async fn list(ctx: &Context) -> ServiceResult<Vec<PolicyView>> {
     db::policies::list(db).await?.iter().map(view).collect()
 }
 
-pub async fn create(ctx: &Context, actor: Uuid, input: PolicyInput) -> ServiceResult<PolicyView> {
+pub async fn create(ctx: &Context, actor: UserId, input: PolicyInput) -> ServiceResult<PolicyView> {
     let db = ctx.db();
     let checked = validate(&input, None)?;
     check_node(db, &checked).await?;
@@ -221,7 +221,7 @@ pub async fn create(ctx: &Context, actor: Uuid, input: PolicyInput) -> ServiceRe
     view(&find(ctx, id.into()).await?)
 }
 
-pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, input: PolicyInput) -> ServiceResult<PolicyView> {
+pub async fn update(ctx: &Context, actor: UserId, id: Uuid, input: PolicyInput) -> ServiceResult<PolicyView> {
     let db = ctx.db();
     let previous = find(ctx, id).await?;
     let checked = validate(&input, Some(&previous))?;
@@ -243,7 +243,7 @@ pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, input: PolicyInput) ->
     view(&find(ctx, id).await?)
 }
 
-pub async fn delete(ctx: &Context, actor: Uuid, id: Uuid) -> ServiceResult<()> {
+pub async fn delete(ctx: &Context, actor: UserId, id: Uuid) -> ServiceResult<()> {
     let db = ctx.db();
     let policy = find(ctx, id).await?;
     if db::policies::usage(db, policy.id).await? > 0 {
