@@ -5,7 +5,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use nubo_common::secret::Secret;
 use nubo_model::domain::group::GroupPermissions;
-use nubo_model::domain::ids::UserId;
+use nubo_model::domain::ids::{GroupId, UserId};
 use nubo_model::domain::user::UserFilter;
 use nubo_model::domain::user::UserStatus;
 use nubo_service::tree::files::FileFilter;
@@ -97,7 +97,7 @@ pub async fn create_user(
         &request.email,
         &request.password,
         request.nickname.as_deref(),
-        request.group_id,
+        request.group_id.into(),
         status,
     )
     .await?;
@@ -327,7 +327,7 @@ pub async fn create_group(
 pub async fn get_group(
     State(state): State<Context>,
     _admin: AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<GroupId>,
 ) -> ApiResult<Json<GroupView>> {
     Ok(Json(groups::get(&state, id).await?))
 }
@@ -346,7 +346,7 @@ pub async fn get_group(
 pub async fn update_group(
     State(state): State<Context>,
     AdminRequired(admin): AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<GroupId>,
     ApiJson(request): ApiJson<GroupReplacement>,
 ) -> ApiResult<Json<GroupView>> {
     Ok(Json(groups::update(&state, admin.sub, id, request.into()).await?))
@@ -364,7 +364,7 @@ pub async fn update_group(
 pub async fn delete_group(
     State(state): State<Context>,
     AdminRequired(admin): AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<GroupId>,
 ) -> ApiResult<StatusCode> {
     groups::delete(&state, admin.sub, id).await?;
     Ok(StatusCode::NO_CONTENT)

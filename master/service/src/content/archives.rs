@@ -101,7 +101,7 @@ pub async fn owner_token(ctx: &Context, caller: UserId, ids: &[Uuid]) -> Service
     let ids = selection(ids)?;
     let mut chosen = Vec::with_capacity(ids.len());
     for id in ids {
-        chosen.push(access::readable(ctx, caller, id, Reach::Live).await?);
+        chosen.push(access::readable(ctx, caller, id.into(), Reach::Live).await?);
     }
     issue(ctx, &chosen).await
 }
@@ -163,7 +163,7 @@ pub async fn open(ctx: &Context, token: &str, consume: bool) -> ServiceResult<Ar
             accounts::load_active_user(ctx, owner).await?;
             let mut chosen = Vec::with_capacity(ticket.ids.len());
             for id in &ticket.ids {
-                chosen.push(access::readable(ctx, owner, *id, Reach::Live).await?);
+                chosen.push(access::readable(ctx, owner, (*id).into(), Reach::Live).await?);
             }
             chosen
         }
@@ -334,7 +334,7 @@ pub async fn share_archive_token(
     let ids = selection(object_ids.unwrap_or(&whole))?;
     let mut chosen = Vec::with_capacity(ids.len());
     for id in ids {
-        chosen.push(shares::reach(&share, ctx, id).await?);
+        chosen.push(shares::reach(&share, ctx, id.into()).await?);
     }
     issue(ctx, &chosen).await
 }

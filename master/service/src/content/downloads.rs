@@ -81,16 +81,8 @@ fn download_token(ctx: &Context, file: &Readable, ver: Option<String>) -> Servic
         Grant::Owner(owner) => (owner, None),
         Grant::Share(share) => (file.row().owner_id, Some(share)),
     };
-    let claims = DownloadClaims {
-        sub,
-        jti: Uuid::new_v4(),
-        obj: file.id().into(),
-        shr,
-        ver,
-        iat: now,
-        exp,
-        typ: TokenType::Download,
-    };
+    let claims =
+        DownloadClaims { sub, jti: Uuid::new_v4(), obj: file.id(), shr, ver, iat: now, exp, typ: TokenType::Download };
     let token = ctx.tokens().sign(&claims);
     Ok(DownloadTokenView { url: (ctx.links().download)(&token), access_token: token, expires: to_rfc3339(exp * 1000) })
 }
@@ -238,12 +230,11 @@ pub async fn source_link(ctx: &Context, file: &Readable) -> ServiceResult<Source
 /// Opens a file through its public source link: the link is the grant, and anyone holding the
 /// URL may read. The name in the URL must be the file's name; a trashed file, or one whose
 /// owner is not active, is not served.
-pub async fn open_source(ctx: &Context, object_id: Uuid, name: &str) -> ServiceResult<Download> {
+pub async fn open_source(ctx: &Context, object_id: ObjectId, name: &str) -> ServiceResult<Download> {
     let missing = || ServiceError::not_found(codes::SOURCE_NOT_FOUND, "no such source link");
-    let id = ObjectId::from(object_id);
-    let content = db::objects::source_file_content(ctx.db(), id, name).await?.ok_or_else(missing)?;
+    let content = db::objects::source_file_content(ctx.db(), object_id, name).await?.ok_or_else(missing)?;
     let download = serve_content(ctx, content, true).await?;
-    ctx.source_downloads().add(id);
+    ctx.source_downloads().add(object_id);
     Ok(download)
 }
 
@@ -287,7 +278,7 @@ pub async fn share_download_token(
     ctx: &Context,
     code: &str,
     visitor: &shares::Visitor<'_>,
-    object_id: Uuid,
+    object_id: ObjectId,
 ) -> ServiceResult<DownloadTokenView> {
     let share = shares::opened(ctx, code, visitor).await?;
     let file = shares::reach(&share, ctx, object_id).await?;

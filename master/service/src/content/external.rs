@@ -92,7 +92,7 @@ pub async fn create(
         ));
     }
     let url = check_url(&request.url)?;
-    access::writable(ctx, owner, request.parent_id, Reach::Folder).await?;
+    access::writable(ctx, owner, request.parent_id.into(), Reach::Folder).await?;
     let policy = choose_policy(ctx, group_id, request.node_id).await?;
     let props = TaskProps {
         url: Some(url),
@@ -296,7 +296,7 @@ pub async fn complete(ctx: &Context, node_id: NodeId, report: &ExternalDownloadC
     if task.cancel_requested {
         return refuse("cancelled".to_owned()).await;
     }
-    let Ok(folder) = access::writable(ctx, owner, parent, Reach::Folder).await else {
+    let Ok(folder) = access::writable(ctx, owner, parent.into(), Reach::Folder).await else {
         return refuse("the destination folder is gone".to_owned()).await;
     };
     let wanted = report
@@ -307,7 +307,7 @@ pub async fn complete(ctx: &Context, node_id: NodeId, report: &ExternalDownloadC
     let name = free_name(ctx, folder.row().id, &wanted).await?;
     let size = report.size.min(i64::MAX as u64) as i64;
     let capacity = db::users::capacity(ctx.db(), owner, now_ms()).await?;
-    let store = policies::store(ctx, &policies::find(ctx, fetch.policy_id.into()).await?).await?;
+    let store = policies::store(ctx, &policies::find(ctx, fetch.policy_id).await?).await?;
     let key = StorageKey::parse(&fetch.storage_key)?;
     let hold = Hold::Fetch { task_id: report.task_id.clone() };
     // The node hashed the fetched bytes whole as it stored them (one stream, `put_stream`).

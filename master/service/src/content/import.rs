@@ -18,7 +18,7 @@ use nubo_model::db::objects::ObjectRow;
 use nubo_model::db::policies::PolicyRow;
 use nubo_model::db::{self};
 use nubo_model::domain::activity::{Action, TargetKind};
-use nubo_model::domain::ids::{ObjectId, UserId};
+use nubo_model::domain::ids::{ObjectId, PolicyId, UserId};
 use nubo_model::domain::object::{ObjectName, parse_path};
 use nubo_model::domain::task::{ImportProgress, TaskProgress, TaskProps, TaskType};
 use nubo_model::domain::time::now_ms;
@@ -44,7 +44,7 @@ const REPLACED_AREA: &str = ".nubo-replaced";
 /// What `POST /admin/import` asks for.
 #[derive(Debug, Clone)]
 pub struct ImportRequest {
-    pub policy_id: Uuid,
+    pub policy_id: PolicyId,
     /// The folder of the policy's storage to import (empty: all of it).
     pub path_or_prefix: String,
     pub user_id: UserId,
@@ -84,7 +84,7 @@ pub async fn start(ctx: &Context, admin: UserId, request: ImportRequest) -> Serv
     // From now on the collector takes bytes no file knows in this folder for files waiting.
     db::imports::remember_source(db, policy.id, &prefix, now_ms()).await?;
     let props = TaskProps {
-        source_policy_id: Some(request.policy_id),
+        source_policy_id: Some(request.policy_id.as_uuid()),
         path_or_prefix: Some(prefix),
         user_id: Some(request.user_id.as_uuid()),
         dst_path: Some(request.dst_path),
@@ -122,7 +122,7 @@ async fn folder_in(ctx: &Context, owner: UserId, parent: ObjectId, name: &Object
                 ));
             }
             None => {
-                let writable = access::writable(ctx, owner, parent.into(), Reach::Folder).await?;
+                let writable = access::writable(ctx, owner, parent, Reach::Folder).await?;
                 match files::create_folder(ctx, &writable, name.as_str()).await {
                     Ok(created) => return Ok(created.id.into()),
                     // Made meanwhile by someone else: look again.
@@ -232,10 +232,10 @@ pub async fn run(
     let user = UserId::from(props.user_id.ok_or_else(|| missing("user"))?);
     let destination = props.parent_id.ok_or_else(|| missing("destination"))?;
     let actor = actor.unwrap_or(user);
-    let policy = policies::find(ctx, policy_id)
+    let policy = policies::find(ctx, policy_id.into())
         .await
         .map_err(|_| TaskFailure::Permanent("the source policy no longer exists".to_owned()))?;
-    access::writable(ctx, user, destination, Reach::Folder)
+    access::writable(ctx, user, destination.into(), Reach::Folder)
         .await
         .map_err(|_| TaskFailure::Permanent("the destination folder no longer exists".to_owned()))?;
     let source = source_folder(props.path_or_prefix.as_deref().unwrap_or_default())?;

@@ -30,10 +30,10 @@ pub async fn run(
     let object_id = props.object_id.ok_or_else(|| missing("object"))?;
     let target_id = props.target_policy_id.ok_or_else(|| missing("target policy"))?;
     let owner = owner.ok_or_else(|| missing("owner"))?;
-    let object = access::writable(ctx, owner, object_id, Reach::Live)
+    let object = access::writable(ctx, owner, object_id.into(), Reach::Live)
         .await
         .map_err(|_| TaskFailure::Permanent("the object no longer exists".to_owned()))?;
-    let target = policies::find(ctx, target_id)
+    let target = policies::find(ctx, target_id.into())
         .await
         .map_err(|_| TaskFailure::Permanent("the target policy no longer exists".to_owned()))?;
 
@@ -85,7 +85,7 @@ async fn migrate_file(ctx: &Context, file: &ObjectRow, target: &db::policies::Po
 
     // Journal the new blob first (no references yet): if we stop before the switch, the
     // collector finds the row and removes the bytes.
-    let source_policy = policies::find(ctx, old.policy_id.into()).await?;
+    let source_policy = policies::find(ctx, old.policy_id).await?;
     let source = policies::store(ctx, &source_policy).await?;
     let destination = policies::store(ctx, target).await?;
     let owner = current.owner_id.into();

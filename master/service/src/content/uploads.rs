@@ -165,7 +165,7 @@ async fn refusal_on_completion(
 /// concurrent sessions can never exceed the quota together.
 pub async fn create(ctx: &Context, owner: UserId, group_id: GroupId, request: NewUpload) -> ServiceResult<SessionView> {
     let db = ctx.db();
-    let parent = access::writable(ctx, owner, request.parent_id, Reach::Folder).await?;
+    let parent = access::writable(ctx, owner, request.parent_id.into(), Reach::Folder).await?;
     let name = ObjectName::parse(&request.file_name).map_err(|why| ServiceError::validation("file_name", why))?;
     if request.file_size < 0 {
         return Err(ServiceError::validation("file_size", "file_size must be 0 or more bytes"));
@@ -322,8 +322,8 @@ fn direct_only() -> ServiceError {
     )
 }
 
-async fn load(ctx: &Context, owner: UserId, id: Uuid) -> ServiceResult<SessionRow> {
-    db::uploads::find_owned(ctx.db(), owner, id.into()).await?.ok_or_else(session_not_found)
+async fn load(ctx: &Context, owner: UserId, id: UploadId) -> ServiceResult<SessionRow> {
+    db::uploads::find_owned(ctx.db(), owner, id).await?.ok_or_else(session_not_found)
 }
 
 fn being_completed() -> ServiceError {
@@ -345,7 +345,7 @@ fn check_open(session: &SessionRow) -> ServiceResult<()> {
     Ok(())
 }
 
-pub async fn status(ctx: &Context, owner: UserId, id: Uuid) -> ServiceResult<SessionView> {
+pub async fn status(ctx: &Context, owner: UserId, id: UploadId) -> ServiceResult<SessionView> {
     let session = load(ctx, owner, id).await?;
     let uploaded = db::uploads::chunks(ctx.db(), session.id).await?.iter().map(|c| c.chunk_index).collect();
     let current = view(&session, uploaded, None)?;
@@ -353,7 +353,7 @@ pub async fn status(ctx: &Context, owner: UserId, id: Uuid) -> ServiceResult<Ses
         return Ok(current);
     }
     // Resuming a direct upload: a fresh look at the node's store (and a credential) for it.
-    let policy = policies::find(ctx, session.policy_id.into()).await?;
+    let policy = policies::find(ctx, session.policy_id).await?;
     let store = policies::store(ctx, &policy).await?;
     with_direct(current, store.as_ref(), &session)
 }
@@ -363,7 +363,7 @@ pub async fn status(ctx: &Context, owner: UserId, id: Uuid) -> ServiceResult<Ses
 pub async fn put_chunk(
     ctx: &Context,
     owner: UserId,
-    id: Uuid,
+    id: UploadId,
     index: u32,
     content_length: Option<u64>,
     body: ByteStream,
@@ -397,7 +397,7 @@ pub async fn put_chunk(
         // claim whose lease ran out.
         return complete_session(ctx, session).await;
     }
-    let policy = policies::find(ctx, session.policy_id.into()).await?;
+    let policy = policies::find(ctx, session.policy_id).await?;
     let store = policies::store(ctx, &policy).await?;
     let lease = take_chunk_lease(ctx, session.id, index).await?;
     // The old receipt goes before any new byte is written: a receipt only ever describes bytes
@@ -464,7 +464,7 @@ async fn explain_failed_chunk(ctx: &Context, session: &SessionRow, error: Servic
 
 /// Explicitly finalises an upload whose chunks have all arrived (also retries a finalisation
 /// that failed half-way).
-pub async fn complete(ctx: &Context, owner: UserId, id: Uuid) -> ServiceResult<SessionView> {
+pub async fn complete(ctx: &Context, owner: UserId, id: UploadId) -> ServiceResult<SessionView> {
     let session = load(ctx, owner, id).await?;
     check_open(&session)?;
     if session.node_id.is_some() {
@@ -566,7 +566,7 @@ async fn finish(ctx: &Context, session: &SessionRow, claim: &Claim) -> ServiceRe
     let chaining_values: Vec<String> = chunks.iter().map(|c| c.chaining_value.clone()).collect();
     let content_hash = hash::combine(&chaining_values, upload.chunk_size, upload.size)
         .map_err(|e| ServiceError::internal(anyhow::anyhow!("combining chunk hashes: {e}")))?;
-    let policy = policies::find(ctx, session.policy_id.into()).await?;
+    let policy = policies::find(ctx, session.policy_id).await?;
     if let Some(refused) = refusal_on_completion(ctx, session, &policy).await? {
         drop_session(ctx, session, claim).await?;
         return Err(refused);
@@ -698,7 +698,7 @@ pub async fn complete_reported(
         ));
     };
     let recorded = under_lease(ctx, session.id, &claim, async {
-        let policy = policies::find(ctx, session.policy_id.into()).await?;
+        let policy = policies::find(ctx, session.policy_id).await?;
         let store = policies::store(ctx, &policy).await?;
         let staged = staged_blob(ctx, &session, &claim, store, report.blake3.as_str(), true)?;
         if report.size != session.declared_size as u64 {
@@ -742,7 +742,7 @@ async fn give_up_claim(ctx: &Context, session_id: UploadId, claim: &Claim) {
 
 /// Cancels a session: its reservation and its staged bytes are released. A session left
 /// `finishing` by a dead master can be cancelled once the claim's lease ran out.
-pub async fn abort(ctx: &Context, owner: UserId, id: Uuid) -> ServiceResult<()> {
+pub async fn abort(ctx: &Context, owner: UserId, id: UploadId) -> ServiceResult<()> {
     let session = load(ctx, owner, id).await?;
     let claim = take_claim(ctx, &session, Aborting, now_ms()).await?.ok_or_else(being_completed)?;
     drop_session(ctx, &session, &claim).await
@@ -753,7 +753,7 @@ async fn drop_session(ctx: &Context, session: &SessionRow, claim: &Claim) -> Ser
     if !ingest::end_session(ctx, session.id, &claim.token, session.owner_id, session.declared_size).await? {
         return Ok(());
     }
-    let policy = policies::find(ctx, session.policy_id.into()).await?;
+    let policy = policies::find(ctx, session.policy_id).await?;
     let store = policies::store(ctx, &policy).await?;
     if let Err(err) = store.abort_upload(&staged(session)?).await {
         tracing::warn!(session = %session.id, error = %err, "could not drop staged bytes; the collector will");

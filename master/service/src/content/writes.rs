@@ -16,7 +16,6 @@ use nubo_model::domain::object::ObjectName;
 use nubo_model::domain::time::{Millis, now_ms};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use uuid::Uuid;
 
 use crate::audit::activity::{self, Activity};
 use crate::content::downloads::expect_file;
@@ -39,7 +38,7 @@ const RESERVE_ABOVE: u64 = 1024 * 1024;
 pub async fn replace_content(
     ctx: &Context,
     owner: UserId,
-    object_id: Uuid,
+    object_id: ObjectId,
     content_length: Option<u64>,
     body: ByteStream,
 ) -> ServiceResult<ObjectView> {
@@ -63,7 +62,7 @@ pub async fn create_file(
     ctx: &Context,
     owner: UserId,
     group_id: GroupId,
-    (folder_id, name): (Uuid, &str),
+    (folder_id, name): (ObjectId, &str),
     declared: Option<u64>,
     body: ByteStream,
 ) -> ServiceResult<ObjectView> {
@@ -125,7 +124,7 @@ pub async fn claim_held_content(
 /// The policy a file's content is stored under.
 async fn policy_of(ctx: &Context, row: &ObjectRow) -> ServiceResult<PolicyRow> {
     let policy_id = row.policy_id.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("file without policy")))?;
-    policies::find(ctx, policy_id.into()).await
+    policies::find(ctx, policy_id).await
 }
 
 /// A user's used bytes and capacity, and whether the group keeps replaced content as versions,

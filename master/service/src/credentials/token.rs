@@ -8,7 +8,7 @@ use jsonwebtoken::errors::ErrorKind as JwtErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, encode};
 use nubo_common::secret::Secret;
 use nubo_model::domain::group::GroupPermissions;
-use nubo_model::domain::ids::UserId;
+use nubo_model::domain::ids::{ObjectId, UserId};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -86,7 +86,7 @@ pub struct DownloadClaims {
     pub sub: UserId,
     pub jti: Uuid,
     /// The object to serve.
-    pub obj: Uuid,
+    pub obj: ObjectId,
     /// The share the object is reached through, when the downloader is a share's visitor
     /// (`sub` is then the object's owner).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,7 +118,7 @@ pub struct ShareGrantClaims {
 pub struct WopiClaims {
     pub sub: UserId,
     pub jti: Uuid,
-    pub obj: Uuid,
+    pub obj: ObjectId,
     pub edit: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app: Option<Uuid>,

@@ -163,13 +163,12 @@ pub async fn create_user(
     email: &str,
     password: &Secret,
     nickname: Option<&str>,
-    group_id: Uuid,
+    group_id: GroupId,
     status: UserStatus,
 ) -> ServiceResult<UserView> {
     let db = ctx.db();
     let email = Email::parse(email).map_err(|why| ServiceError::validation("email", why))?;
     let nickname = nickname.map(parse_nickname).transpose()?.unwrap_or_else(|| nickname_from(&email));
-    let group_id = GroupId::from(group_id);
     if db::groups::find(db, group_id).await?.is_none() {
         return Err(ServiceError::validation("group_id", "no such group"));
     }

@@ -70,7 +70,7 @@ async fn collect_unreferenced_rows(ctx: &Context, now: Millis, grace: Duration) 
             return Ok(collected);
         }
         for blob in &blobs {
-            let policy = policies::find(ctx, blob.policy_id.into()).await?;
+            let policy = policies::find(ctx, blob.policy_id).await?;
             let store = policies::store(ctx, &policy).await?;
             store.delete(&StorageKey::parse(&blob.storage_key)?).await?;
             let mut conn = ctx.db().writer().acquire().await.map_err(db::DbError::from)?;

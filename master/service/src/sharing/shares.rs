@@ -12,7 +12,7 @@ use nubo_model::db::objects::ListingRow;
 use nubo_model::db::shares::{NewShare as NewShareRow, ShareSettings, ShareWithObject};
 use nubo_model::db::{self, DbError};
 use nubo_model::domain::activity::{Action, TargetKind};
-use nubo_model::domain::ids::UserId;
+use nubo_model::domain::ids::{ObjectId, UserId};
 use nubo_model::domain::object::ObjectKind;
 use nubo_model::domain::time::{Millis, from_rfc3339, now_ms, to_rfc3339};
 use nubo_model::domain::user::UserStatus;
@@ -296,7 +296,7 @@ pub async fn create(
     if !groups::permissions(ctx.db(), group_id).await?.share {
         return Err(not_allowed());
     }
-    let object = access::readable(ctx, caller, input.object_id, Reach::Live).await?;
+    let object = access::readable(ctx, caller, input.object_id.into(), Reach::Live).await?;
     let expires_at = parse_expiry(input.expires_at.as_deref())?;
     let max_downloads = check_limit(input.max_downloads)?;
     let password_hash = hash_share_password(input.password.as_deref()).await?;
@@ -420,7 +420,7 @@ pub async fn save(
     let row = &share.share;
     let ids = input.object_ids.unwrap_or_else(|| vec![row.object_id.into()]);
     let from = CopySource::Share { share_id: row.id, owner: row.owner_id, root: row.object_id };
-    files::copy_from_share(ctx.db(), caller, from, &ids, input.dst_id).await
+    files::copy_from_share(ctx.db(), caller, from, &ids, input.dst_id.into()).await
 }
 
 /// A share as an administrator sees it: the owner's view and who owns it.
@@ -638,7 +638,7 @@ pub async fn browse(
 }
 
 /// Object `object_id` when it is share `share`'s object or below it.
-pub(crate) async fn reach(share: &ShareWithObject, ctx: &Context, object_id: Uuid) -> ServiceResult<Readable> {
+pub(crate) async fn reach(share: &ShareWithObject, ctx: &Context, object_id: ObjectId) -> ServiceResult<Readable> {
     let row = &share.share;
     access::readable_in_share(ctx.db(), row.id, (row.owner_id, row.object_id), object_id).await
 }
@@ -648,10 +648,10 @@ pub(crate) async fn reach(share: &ShareWithObject, ctx: &Context, object_id: Uui
 pub async fn readable_for_download(
     ctx: &Context,
     share_id: Uuid,
-    object_id: Uuid,
+    object_id: ObjectId,
     count: bool,
 ) -> ServiceResult<Readable> {
-    let mut served = served(ctx, share_id, &[object_id], count).await?;
+    let mut served = served(ctx, share_id, &[object_id.into()], count).await?;
     served.pop().ok_or_else(access::not_found)
 }
 
@@ -674,7 +674,7 @@ async fn served(ctx: &Context, share_id: Uuid, object_ids: &[Uuid], count: bool)
     open_for_visitors(&share, now)?;
     let mut objects = Vec::with_capacity(object_ids.len());
     for id in object_ids {
-        objects.push(reach(&share, ctx, *id).await?);
+        objects.push(reach(&share, ctx, (*id).into()).await?);
     }
     if count && !db::shares::count_download(ctx.db(), share_id, now).await? {
         return Err(used_up());

@@ -119,15 +119,15 @@ fn admit(caller: UserId, row: Option<ObjectRow>, need: Need, reach: Reach) -> Se
 }
 
 /// Object `id` for reading by `caller`, in the state `reach` asks for.
-pub async fn readable(ctx: &Context, caller: UserId, id: Uuid, reach: Reach) -> ServiceResult<Readable> {
+pub async fn readable(ctx: &Context, caller: UserId, id: ObjectId, reach: Reach) -> ServiceResult<Readable> {
     let db = ctx.db();
-    admit(caller, db::objects::find_by_id(db, id.into()).await?, Need::Read, reach)
+    admit(caller, db::objects::find_by_id(db, id).await?, Need::Read, reach)
 }
 
 /// Object `id` for changing by `caller`, in the state `reach` asks for.
-pub async fn writable(ctx: &Context, caller: UserId, id: Uuid, reach: Reach) -> ServiceResult<Writable> {
+pub async fn writable(ctx: &Context, caller: UserId, id: ObjectId, reach: Reach) -> ServiceResult<Writable> {
     let db = ctx.db();
-    admit(caller, db::objects::find_by_id(db, id.into()).await?, Need::Write, reach).map(Writable)
+    admit(caller, db::objects::find_by_id(db, id).await?, Need::Write, reach).map(Writable)
 }
 
 /// Object `id` for reading through share `share_id`, which opens `root` of `owner`: only `root`
@@ -136,9 +136,9 @@ pub async fn readable_in_share(
     db: &Db,
     share_id: Uuid,
     (owner, root): (UserId, ObjectId),
-    id: Uuid,
+    id: ObjectId,
 ) -> ServiceResult<Readable> {
-    let row = shared_row(db::objects::find_by_id(db, id.into()).await?, owner)?;
+    let row = shared_row(db::objects::find_by_id(db, id).await?, owner)?;
     if row.id != root && !db::objects::is_within(db, row.id, root).await? {
         return Err(not_found());
     }

@@ -382,8 +382,8 @@ async fn detachable_in(conn: &mut Conn, caller: UserId, id: ObjectId) -> Service
 }
 
 /// A live folder `caller` may put objects in, read inside a transaction.
-async fn destination_in(conn: &mut Conn, caller: UserId, dst: Uuid) -> ServiceResult<ObjectRow> {
-    let row = access::writable_in(conn, caller, dst.into(), Reach::Live).await?.into_row();
+async fn destination_in(conn: &mut Conn, caller: UserId, dst: ObjectId) -> ServiceResult<ObjectRow> {
+    let row = access::writable_in(conn, caller, dst, Reach::Live).await?.into_row();
     if !row.is_folder() {
         return Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the destination is a file, not a folder"));
     }
@@ -392,7 +392,7 @@ async fn destination_in(conn: &mut Conn, caller: UserId, dst: Uuid) -> ServiceRe
 
 /// Moves objects into `dst`: all of them or none. Moving a folder into itself or below itself
 /// is refused, and so is a name that is taken in the destination.
-pub async fn move_objects(ctx: &Context, caller: UserId, src_ids: &[Uuid], dst: Uuid) -> ServiceResult<()> {
+pub async fn move_objects(ctx: &Context, caller: UserId, src_ids: &[Uuid], dst: ObjectId) -> ServiceResult<()> {
     let db = ctx.db();
     let sources = unique(src_ids)?;
     let mut tx = db.begin().await?;
@@ -428,7 +428,7 @@ pub async fn copy_objects(
     ctx: &Context,
     caller: UserId,
     src_ids: &[Uuid],
-    dst: Uuid,
+    dst: ObjectId,
 ) -> ServiceResult<Vec<ObjectView>> {
     let db = ctx.db();
     let sources = unique(src_ids)?;
@@ -455,7 +455,7 @@ pub async fn copy_from_share(
     caller: UserId,
     from: CopySource,
     src_ids: &[Uuid],
-    dst: Uuid,
+    dst: ObjectId,
 ) -> ServiceResult<Vec<ObjectView>> {
     let sources: Vec<(ObjectId, Option<ObjectName>)> =
         unique(src_ids).map_err(|e| e.with_field("object_ids"))?.into_iter().map(|id| (id, None)).collect();
@@ -464,10 +464,16 @@ pub async fn copy_from_share(
 
 /// Copies one object into `dst` under a new name (a WebDAV `COPY`); otherwise as
 /// [`copy_objects`].
-pub async fn copy_as(ctx: &Context, caller: UserId, id: Uuid, dst: Uuid, name: &str) -> ServiceResult<ObjectView> {
+pub async fn copy_as(
+    ctx: &Context,
+    caller: UserId,
+    id: ObjectId,
+    dst: ObjectId,
+    name: &str,
+) -> ServiceResult<ObjectView> {
     let db = ctx.db();
     let name = parse_name(name)?;
-    let mut views = copy_trees(db, caller, &[(id.into(), Some(name))], dst, CopySource::Own).await?;
+    let mut views = copy_trees(db, caller, &[(id, Some(name))], dst, CopySource::Own).await?;
     views.pop().ok_or_else(not_found)
 }
 
@@ -476,7 +482,7 @@ async fn copy_trees(
     db: &Db,
     caller: UserId,
     sources: &[(ObjectId, Option<ObjectName>)],
-    dst: Uuid,
+    dst: ObjectId,
     from: CopySource,
 ) -> ServiceResult<Vec<ObjectView>> {
     let capacity = db::users::capacity(db, caller, now_ms()).await?;
@@ -553,12 +559,12 @@ async fn copy_trees(
 
 /// Moves one object into `dst` under a new name in one step (a WebDAV `MOVE`); a folder cannot
 /// move below itself, and the name must be free there.
-pub async fn relocate(ctx: &Context, caller: UserId, id: Uuid, dst: Uuid, name: &str) -> ServiceResult<()> {
+pub async fn relocate(ctx: &Context, caller: UserId, id: ObjectId, dst: ObjectId, name: &str) -> ServiceResult<()> {
     let db = ctx.db();
     let name = parse_name(name)?;
     let mut tx = db.begin().await?;
     let destination = destination_in(&mut tx, caller, dst).await?;
-    let row = detachable_in(&mut tx, caller, id.into()).await?;
+    let row = detachable_in(&mut tx, caller, id).await?;
     let ancestors = db::objects::ancestor_ids(&mut tx, destination.id).await?;
     if ancestors.contains(&row.id) {
         return Err(ServiceError::conflict(

@@ -48,7 +48,7 @@ pub async fn search(
     }
     filter.kind = query.kind;
     if let Some(folder) = query.under {
-        filter.under = Some(access::readable(ctx, caller, folder, Reach::Folder).await?.id());
+        filter.under = Some(access::readable(ctx, caller, folder.into(), Reach::Folder).await?.id());
     }
     let (rows, count) = db::objects::search(ctx.db(), caller, &filter, (page.offset, page.limit)).await?;
     let ids: Vec<_> = rows.iter().map(|row| row.id).collect();

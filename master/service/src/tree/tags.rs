@@ -291,7 +291,7 @@ async fn manual_and_objects(ctx: &Context, caller: UserId, id: Uuid, ids: &[Uuid
     }
     let mut objects = Vec::with_capacity(ids.len());
     for &object in ids {
-        objects.push(access::readable(ctx, caller, object, Reach::Any).await?.id());
+        objects.push(access::readable(ctx, caller, object.into(), Reach::Any).await?.id());
     }
     Ok(objects)
 }
