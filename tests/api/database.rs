@@ -170,7 +170,7 @@ async fn a_new_file_is_one_transaction_that_charges_shares_content_or_refuses(ap
     let db = app.context().db();
     let admin = app.login_admin().await;
     let owner: nubo_model::domain::ids::UserId = admin.user_id.parse().unwrap();
-    let root = nubo_service::tree::files::folder_entry(app.context(), owner.as_uuid(), "/").await.unwrap();
+    let root = nubo_service::tree::files::folder_entry(app.context(), owner, "/").await.unwrap();
     let root_id = nubo_model::domain::ids::ObjectId::from(root.id);
     let (policy,): (nubo_model::domain::ids::PolicyId,) =
         sqlx::query_as("SELECT id FROM policies ORDER BY id LIMIT 1").fetch_one(db.reader()).await.unwrap();

@@ -904,7 +904,7 @@ async fn stage_without_finishing(
         .unwrap()
         .expect("the session");
     let staged: nubo_common::storage::StagedUpload = serde_json::from_str(&session.driver_state).unwrap();
-    let policy = nubo_service::storage::policies::find(app.context(), session.policy_id.into()).await.unwrap();
+    let policy = nubo_service::storage::policies::find(app.context(), session.policy_id).await.unwrap();
     let store = nubo_service::storage::policies::store(app.context(), &policy).await.unwrap();
     let mut receipts = Vec::new();
     for (index, piece) in bytes.chunks(session.chunk_size as usize).enumerate() {

@@ -13,6 +13,7 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::ApiQuery;
 use crate::guard::{AdminRequired, JwtRequired};
+use nubo_model::domain::ids::UserId;
 use nubo_service::audit::activity::{self, ActivityQuery, ActivityView};
 use nubo_service::context::Context;
 use nubo_service::{Page, PageRequest};
@@ -96,7 +97,7 @@ pub async fn admin_list(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|accept| accept.split(',').any(|t| t.trim().starts_with("text/csv")));
     if wants_csv {
-        let csv = activity::csv(&state, query.user_id, &filter, query.offset.unwrap_or(0)).await?;
+        let csv = activity::csv(&state, query.user_id.map(UserId::from), &filter, query.offset.unwrap_or(0)).await?;
         let headers = [
             (header::CONTENT_TYPE, HeaderValue::from_static("text/csv; charset=utf-8")),
             (header::CONTENT_DISPOSITION, HeaderValue::from_static("attachment; filename=\"activity.csv\"")),
@@ -105,5 +106,5 @@ pub async fn admin_list(
         return Ok((StatusCode::OK, headers, csv).into_response());
     }
     let page = PageRequest::parse(query.offset, query.limit)?;
-    Ok(Json(activity::list(&state, query.user_id, &filter, page).await?).into_response())
+    Ok(Json(activity::list(&state, query.user_id.map(UserId::from), &filter, page).await?).into_response())
 }

@@ -5,6 +5,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use nubo_common::secret::Secret;
 use nubo_model::domain::group::GroupPermissions;
+use nubo_model::domain::ids::{GroupId, UserId};
 use nubo_model::domain::user::UserFilter;
 use nubo_model::domain::user::UserStatus;
 use nubo_service::tree::files::FileFilter;
@@ -96,7 +97,7 @@ pub async fn create_user(
         &request.email,
         &request.password,
         request.nickname.as_deref(),
-        request.group_id,
+        request.group_id.into(),
         status,
     )
     .await?;
@@ -115,7 +116,7 @@ pub async fn create_user(
 pub async fn get_user(
     State(state): State<Context>,
     _admin: AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<UserId>,
 ) -> ApiResult<Json<UserDetail>> {
     Ok(Json(user_detail::detail(&state, id).await?))
 }
@@ -146,7 +147,7 @@ pub struct UpdateUserRequest {
 pub async fn update_user(
     State(state): State<Context>,
     AdminRequired(admin): AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<UserId>,
     ApiJson(request): ApiJson<UpdateUserRequest>,
 ) -> ApiResult<Json<UserView>> {
     let update = users::UserUpdate {
@@ -170,7 +171,7 @@ pub async fn update_user(
 pub async fn delete_user(
     State(state): State<Context>,
     AdminRequired(admin): AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<UserId>,
 ) -> ApiResult<StatusCode> {
     users::delete(&state, admin.sub, id).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -186,7 +187,7 @@ pub async fn delete_user(
 pub async fn calibrate_user(
     State(state): State<Context>,
     _admin: AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<UserId>,
 ) -> ApiResult<Json<UserView>> {
     Ok(Json(users::calibrate(&state, id).await?))
 }
@@ -326,7 +327,7 @@ pub async fn create_group(
 pub async fn get_group(
     State(state): State<Context>,
     _admin: AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<GroupId>,
 ) -> ApiResult<Json<GroupView>> {
     Ok(Json(groups::get(&state, id).await?))
 }
@@ -345,7 +346,7 @@ pub async fn get_group(
 pub async fn update_group(
     State(state): State<Context>,
     AdminRequired(admin): AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<GroupId>,
     ApiJson(request): ApiJson<GroupReplacement>,
 ) -> ApiResult<Json<GroupView>> {
     Ok(Json(groups::update(&state, admin.sub, id, request.into()).await?))
@@ -363,7 +364,7 @@ pub async fn update_group(
 pub async fn delete_group(
     State(state): State<Context>,
     AdminRequired(admin): AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<GroupId>,
 ) -> ApiResult<StatusCode> {
     groups::delete(&state, admin.sub, id).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -412,7 +413,7 @@ pub async fn update_settings(
     AdminRequired(admin): AdminRequired,
     ApiJson(values): ApiJson<serde_json::Map<String, serde_json::Value>>,
 ) -> ApiResult<StatusCode> {
-    site::save_settings(&state, admin.sub, &values).await?;
+    site::save_settings(&state, admin.sub.as_uuid(), &values).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -38,7 +38,7 @@ pub async fn upload_avatar(
     body: Body,
 ) -> ApiResult<StatusCode> {
     let bytes = avatars::read_limited(content_length(&headers), body.into_data_stream()).await?;
-    avatars::upload(&state, caller.claims.sub.into(), bytes).await?;
+    avatars::upload(&state, caller.claims.sub, bytes).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -71,7 +71,7 @@ pub async fn use_avatar_service(
     ApiJson(request): ApiJson<AvatarSourceRequest>,
 ) -> ApiResult<StatusCode> {
     let AvatarSource::Gravatar = request.source;
-    avatars::set_source(&state, caller.claims.sub.into(), Some(avatars::SOURCE_GRAVATAR)).await?;
+    avatars::set_source(&state, caller.claims.sub, Some(avatars::SOURCE_GRAVATAR)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -82,7 +82,7 @@ pub async fn use_avatar_service(
         (status = 403, description = "Account not active", body = ErrorBody),
     ))]
 pub async fn reset_avatar(State(state): State<Context>, caller: AuthRequired) -> ApiResult<StatusCode> {
-    avatars::set_source(&state, caller.claims.sub.into(), None).await?;
+    avatars::set_source(&state, caller.claims.sub, None).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use nubo_model::domain::ids::ObjectId;
 use nubo_model::domain::object::ListOrder;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
@@ -109,7 +110,7 @@ pub async fn create_folder(
     caller: AuthRequired,
     ApiJson(request): ApiJson<CreateFolderRequest>,
 ) -> ApiResult<(StatusCode, Json<ObjectView>)> {
-    let parent = access::writable(&state, caller.claims.sub, request.parent_id, Reach::Folder).await?;
+    let parent = access::writable(&state, caller.claims.sub, request.parent_id.into(), Reach::Folder).await?;
     let folder = files::create_folder(&state, &parent, &request.name).await?;
     Ok((StatusCode::CREATED, Json(folder)))
 }
@@ -124,7 +125,7 @@ pub async fn create_folder(
 pub async fn get(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
 ) -> ApiResult<Json<ObjectView>> {
     let object = access::readable(&state, caller.claims.sub, id, Reach::Any).await?;
     Ok(Json(files::get(&state, &object).await?))
@@ -149,7 +150,7 @@ pub struct RenameRequest {
 pub async fn rename(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
     ApiJson(request): ApiJson<RenameRequest>,
 ) -> ApiResult<Json<ObjectView>> {
     let object = access::writable(&state, caller.claims.sub, id, Reach::Live).await?;
@@ -166,7 +167,7 @@ pub async fn rename(
 pub async fn detail(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
 ) -> ApiResult<Json<ObjectDetail>> {
     let object = access::readable(&state, caller.claims.sub, id, Reach::Any).await?;
     Ok(Json(files::detail(&state, &object).await?))
@@ -200,7 +201,7 @@ pub struct TreeQuery {
 pub async fn tree(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
     ApiQuery(query): ApiQuery<TreeQuery>,
 ) -> ApiResult<Json<TreePage>> {
     let folder = access::readable(&state, caller.claims.sub, id, Reach::Live).await?;
@@ -231,7 +232,7 @@ pub async fn move_objects(
     caller: AuthRequired,
     ApiJson(request): ApiJson<TransferRequest>,
 ) -> ApiResult<StatusCode> {
-    files::move_objects(&state, caller.claims.sub, &request.src_ids, request.dst_id).await?;
+    files::move_objects(&state, caller.claims.sub, &request.src_ids, request.dst_id.into()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -248,7 +249,7 @@ pub async fn copy_objects(
     caller: AuthRequired,
     ApiJson(request): ApiJson<TransferRequest>,
 ) -> ApiResult<(StatusCode, Json<Vec<ObjectView>>)> {
-    let copies = files::copy_objects(&state, caller.claims.sub, &request.src_ids, request.dst_id).await?;
+    let copies = files::copy_objects(&state, caller.claims.sub, &request.src_ids, request.dst_id.into()).await?;
     Ok((StatusCode::CREATED, Json(copies)))
 }
 
@@ -379,7 +380,7 @@ pub struct ChangePolicyRequest {
 pub async fn change_policy(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
     ApiJson(request): ApiJson<ChangePolicyRequest>,
 ) -> ApiResult<(StatusCode, Json<TaskView>)> {
     let object = access::writable(&state, caller.claims.sub, id, Reach::Live).await?;

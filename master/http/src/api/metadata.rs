@@ -11,6 +11,7 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath};
 use crate::guard::AuthRequired;
+use nubo_model::domain::ids::ObjectId;
 use nubo_service::context::Context;
 use nubo_service::tree::access::{self, Reach};
 use nubo_service::tree::metadata::{self, MetadataChange, MetadataEntry, PropertyInput, PropertyView};
@@ -24,7 +25,7 @@ use nubo_service::tree::metadata::{self, MetadataChange, MetadataEntry, Property
 pub async fn get(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
 ) -> ApiResult<Json<Vec<MetadataEntry>>> {
     let object = access::readable(&state, caller.claims.sub, id, Reach::Any).await?;
     Ok(Json(metadata::get(&state, &object).await?))
@@ -49,7 +50,7 @@ pub struct MetadataPatch {
 pub async fn patch(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
     ApiJson(request): ApiJson<MetadataPatch>,
 ) -> ApiResult<Json<Vec<MetadataEntry>>> {
     let object = access::writable(&state, caller.claims.sub, id, Reach::Live).await?;

@@ -6,12 +6,12 @@ use axum::http::StatusCode;
 use nubo_common::secret::Secret;
 use serde::Deserialize;
 use utoipa::ToSchema;
-use uuid::Uuid;
 
 use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath};
 use crate::guard::AdminRequired;
+use nubo_model::domain::ids::NodeId;
 use nubo_service::context::Context;
 use nubo_service::storage::nodes::{self, NodeCheck, NodeInput, NodeView};
 
@@ -76,7 +76,7 @@ pub async fn create(
 pub async fn get(
     State(state): State<Context>,
     _admin: AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<NodeId>,
 ) -> ApiResult<Json<NodeView>> {
     Ok(Json(nodes::get(&state, id).await?))
 }
@@ -94,7 +94,7 @@ pub async fn get(
 pub async fn update(
     State(state): State<Context>,
     _admin: AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<NodeId>,
     ApiJson(request): ApiJson<NodeRequest>,
 ) -> ApiResult<Json<NodeView>> {
     Ok(Json(nodes::update(&state, id, request.into()).await?))
@@ -111,7 +111,7 @@ pub async fn update(
 pub async fn delete(
     State(state): State<Context>,
     _admin: AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<NodeId>,
 ) -> ApiResult<StatusCode> {
     nodes::delete(&state, id).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -129,7 +129,7 @@ pub async fn delete(
 pub async fn test(
     State(state): State<Context>,
     _admin: AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<NodeId>,
 ) -> ApiResult<Json<NodeCheck>> {
     Ok(Json(nodes::check(&state, id).await?))
 }

@@ -3,10 +3,10 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use nubo_model::domain::ids::PolicyId;
 use nubo_model::domain::policy::PolicyType;
 use serde::Deserialize;
 use utoipa::ToSchema;
-use uuid::Uuid;
 
 use crate::error::ApiResult;
 use crate::error::ErrorBody;
@@ -110,7 +110,7 @@ pub async fn create(
 pub async fn get(
     State(state): State<Context>,
     _admin: AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<PolicyId>,
 ) -> ApiResult<Json<PolicyView>> {
     Ok(Json(policies::view(&policies::find(&state, id).await?)?))
 }
@@ -128,7 +128,7 @@ pub async fn get(
 pub async fn update(
     State(state): State<Context>,
     AdminRequired(admin): AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<PolicyId>,
     ApiJson(request): ApiJson<PolicyRequest>,
 ) -> ApiResult<Json<PolicyView>> {
     Ok(Json(policies::update(&state, admin.sub, id, request.into()).await?))
@@ -145,7 +145,7 @@ pub async fn update(
 pub async fn delete(
     State(state): State<Context>,
     AdminRequired(admin): AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<PolicyId>,
 ) -> ApiResult<StatusCode> {
     policies::delete(&state, admin.sub, id).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -163,7 +163,7 @@ pub async fn delete(
 pub async fn test(
     State(state): State<Context>,
     _admin: AdminRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<PolicyId>,
 ) -> ApiResult<StatusCode> {
     policies::test(&state, id).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -204,7 +204,7 @@ pub async fn download(
     visitor: ShareVisitor,
 ) -> ApiResult<Json<DownloadTokenView>> {
     let visitor = visitor.visitor();
-    Ok(Json(downloads::share_download_token(&state, &code, &visitor, object_id).await?))
+    Ok(Json(downloads::share_download_token(&state, &code, &visitor, object_id.into()).await?))
 }
 
 /// What a visitor puts in an archive of a share.

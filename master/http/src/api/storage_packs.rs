@@ -11,6 +11,7 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::guard::{AdminRequired, AuthRequired};
+use nubo_model::domain::ids::UserId;
 use nubo_service::capacity::storage_packs::{self, GrantRequest, PackView};
 use nubo_service::context::Context;
 use nubo_service::{Page, PageRequest};
@@ -52,7 +53,7 @@ pub async fn list(
     ApiQuery(query): ApiQuery<PackListQuery>,
 ) -> ApiResult<Json<Page<PackView>>> {
     let page = PageRequest::parse(query.offset, query.limit)?;
-    Ok(Json(storage_packs::list(&state, query.user_id, query.active, page).await?))
+    Ok(Json(storage_packs::list(&state, query.user_id.map(UserId::from), query.active, page).await?))
 }
 
 /// A pack to grant. It starts at `starts_at` (default: now) and ends at `expires_at`, or

@@ -168,9 +168,9 @@ pub async fn admin_import(
     ApiJson(body): ApiJson<ImportBody>,
 ) -> ApiResult<(StatusCode, Json<TaskView>)> {
     let request = ImportRequest {
-        policy_id: body.source.policy_id,
+        policy_id: body.source.policy_id.into(),
         path_or_prefix: body.source.path_or_prefix,
-        user_id: body.user_id,
+        user_id: body.user_id.into(),
         dst_path: body.dst_path,
     };
     Ok((StatusCode::ACCEPTED, Json(import::start(&state, admin.0.sub, request).await?)))

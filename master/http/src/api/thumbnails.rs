@@ -6,12 +6,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
-use uuid::Uuid;
 
 use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::guard::AuthRequired;
+use nubo_model::domain::ids::ObjectId;
 use nubo_service::content::thumbnails::{self, ThumbnailAnswer};
 use nubo_service::context::Context;
 use nubo_service::error::ServiceError;
@@ -70,7 +70,7 @@ pub struct ThumbnailPending {
 pub async fn thumbnail(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
     ApiQuery(query): ApiQuery<ThumbnailQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {

@@ -17,6 +17,7 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, body_stream, content_length};
 use crate::guard::AuthRequired;
+use nubo_model::domain::ids::{ObjectId, UploadId};
 use nubo_service::content::downloads::{self, DownloadTokenView, SourceLinkView};
 use nubo_service::content::external::{self, NewExternalDownload};
 use nubo_service::content::uploads::{self, NewUpload, SessionView};
@@ -97,7 +98,7 @@ pub async fn create_upload(
 pub async fn upload_status(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<UploadId>,
 ) -> ApiResult<Json<SessionView>> {
     Ok(Json(uploads::status(&state, caller.claims.sub, id).await?))
 }
@@ -122,7 +123,7 @@ pub async fn upload_status(
 pub async fn put_chunk(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath((id, index)): ApiPath<(Uuid, u32)>,
+    ApiPath((id, index)): ApiPath<(UploadId, u32)>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<SessionView>> {
@@ -144,7 +145,7 @@ pub async fn put_chunk(
 pub async fn complete_upload(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<UploadId>,
 ) -> ApiResult<Json<SessionView>> {
     Ok(Json(uploads::complete(&state, caller.claims.sub, id).await?))
 }
@@ -159,7 +160,7 @@ pub async fn complete_upload(
 pub async fn abort_upload(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<UploadId>,
 ) -> ApiResult<StatusCode> {
     uploads::abort(&state, caller.claims.sub, id).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -176,7 +177,7 @@ pub async fn abort_upload(
 pub async fn create_download(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
 ) -> ApiResult<Json<DownloadTokenView>> {
     let file = access::readable(&state, caller.claims.sub, id, Reach::Live).await?;
     Ok(Json(downloads::create_download_token(&state, &file).await?))
@@ -239,9 +240,14 @@ pub async fn replace_content(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<ObjectView>> {
-    let object =
-        writes::replace_content(&state, caller.claims.sub, query.id, content_length(&headers), body_stream(body))
-            .await?;
+    let object = writes::replace_content(
+        &state,
+        caller.claims.sub,
+        query.id.into(),
+        content_length(&headers),
+        body_stream(body),
+    )
+    .await?;
     Ok(Json(object))
 }
 
@@ -280,7 +286,7 @@ pub async fn create_content(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<(StatusCode, Json<ObjectView>)> {
-    let target = (query.parent_id, query.name.as_str());
+    let target = (query.parent_id.into(), query.name.as_str());
     let group = caller.user.group_id();
     let created =
         writes::create_file(&state, caller.claims.sub, group, target, content_length(&headers), body_stream(body))
@@ -298,7 +304,7 @@ pub async fn create_content(
 pub async fn create_source(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
 ) -> ApiResult<Json<SourceLinkView>> {
     let file = access::writable(&state, caller.claims.sub, id, Reach::Live).await?;
     Ok(Json(downloads::create_source_link(&state, &file).await?))
@@ -313,7 +319,7 @@ pub async fn create_source(
 pub async fn get_source(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
 ) -> ApiResult<Json<SourceLinkView>> {
     let file = access::readable(&state, caller.claims.sub, id, Reach::Any).await?;
     Ok(Json(downloads::source_link(&state, &file).await?))
@@ -333,7 +339,7 @@ pub async fn get_source(
     ))]
 pub async fn serve_source(
     State(state): State<Context>,
-    ApiPath((id, name)): ApiPath<(Uuid, String)>,
+    ApiPath((id, name)): ApiPath<(ObjectId, String)>,
     method: Method,
     headers: HeaderMap,
 ) -> ApiResult<Response> {

@@ -200,7 +200,7 @@ pub struct SessionView {
     ))]
 pub async fn session(JwtRequired(claims): JwtRequired) -> Json<SessionView> {
     Json(SessionView {
-        user_id: claims.sub,
+        user_id: claims.sub.into(),
         group: claims.group,
         issued_at: to_rfc3339(claims.iat * 1000),
         expires_at: to_rfc3339(claims.exp * 1000),

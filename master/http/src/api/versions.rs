@@ -3,12 +3,12 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use uuid::Uuid;
 
 use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::ApiPath;
 use crate::guard::AuthRequired;
+use nubo_model::domain::ids::ObjectId;
 use nubo_service::content::downloads::DownloadTokenView;
 use nubo_service::content::versions::{self, VersionView};
 use nubo_service::context::Context;
@@ -30,7 +30,7 @@ use nubo_service::tree::files::ObjectView;
 pub async fn list(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
 ) -> ApiResult<Json<Vec<VersionView>>> {
     Ok(Json(versions::list(&state, caller.claims.sub, id).await?))
 }
@@ -45,7 +45,7 @@ pub async fn list(
 pub async fn download(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath((id, version)): ApiPath<(Uuid, String)>,
+    ApiPath((id, version)): ApiPath<(ObjectId, String)>,
 ) -> ApiResult<Json<DownloadTokenView>> {
     Ok(Json(versions::download(&state, caller.claims.sub, id, &version).await?))
 }
@@ -62,7 +62,7 @@ pub async fn download(
 pub async fn restore(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath((id, version)): ApiPath<(Uuid, String)>,
+    ApiPath((id, version)): ApiPath<(ObjectId, String)>,
 ) -> ApiResult<Json<ObjectView>> {
     Ok(Json(versions::restore(&state, caller.claims.sub, id, &version).await?))
 }
@@ -77,7 +77,7 @@ pub async fn restore(
 pub async fn delete(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath((id, version)): ApiPath<(Uuid, String)>,
+    ApiPath((id, version)): ApiPath<(ObjectId, String)>,
 ) -> ApiResult<StatusCode> {
     versions::delete(&state, caller.claims.sub, id, &version).await?;
     Ok(StatusCode::NO_CONTENT)

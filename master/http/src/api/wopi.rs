@@ -22,6 +22,7 @@ use crate::error::ErrorResponse;
 use crate::error::{ErrorBody, error_response};
 use crate::extract::{ApiJson, ApiPath, ApiQuery, body_stream, content_length};
 use crate::guard::{AdminRequired, AuthRequired, JwtRequired};
+use nubo_model::domain::ids::ObjectId;
 use nubo_service::context::Context;
 use nubo_service::error::{ErrorKind, ServiceError, ServiceResult};
 use nubo_service::error_codes as codes;
@@ -128,7 +129,7 @@ async fn site_base(state: &Context, headers: &HeaderMap) -> ServiceResult<String
 pub async fn open_session(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
     headers: HeaderMap,
     ApiJson(request): ApiJson<WopiSessionRequest>,
 ) -> ApiResult<Json<WopiSession>> {
@@ -149,7 +150,7 @@ pub struct WopiQuery {
 /// rebuilt from the site address and the request's path and query.
 async fn authorise(
     state: &Context,
-    id: Uuid,
+    id: ObjectId,
     query: &WopiQuery,
     headers: &HeaderMap,
     uri: &Uri,
@@ -227,7 +228,7 @@ fn ok(version: Option<&str>) -> Response {
     ))]
 pub async fn check_file_info(
     State(state): State<Context>,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
     ApiQuery(query): ApiQuery<WopiQuery>,
     headers: HeaderMap,
     uri: Uri,
@@ -248,7 +249,7 @@ pub async fn check_file_info(
     ))]
 pub async fn get_file(
     State(state): State<Context>,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
     ApiQuery(query): ApiQuery<WopiQuery>,
     headers: HeaderMap,
     uri: Uri,
@@ -286,7 +287,7 @@ pub async fn get_file(
     ))]
 pub async fn put_file(
     State(state): State<Context>,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
     ApiQuery(query): ApiQuery<WopiQuery>,
     headers: HeaderMap,
     uri: Uri,
@@ -327,7 +328,7 @@ pub async fn put_file(
     ))]
 pub async fn file_operation(
     State(state): State<Context>,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<ObjectId>,
     ApiQuery(query): ApiQuery<WopiQuery>,
     headers: HeaderMap,
     uri: Uri,

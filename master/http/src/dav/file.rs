@@ -10,9 +10,9 @@ use bytes::{Buf, Bytes};
 use dav_server::fs::{DavFile, DavMetaData, FsError, FsFuture};
 use futures_util::{FutureExt, StreamExt};
 use nubo_common::storage::{BlobStore, ByteRange, ByteStream, StorageKey};
-use uuid::Uuid;
 
 use super::fs::{Meta, fs_error};
+use nubo_model::domain::ids::UserId;
 use nubo_service::content::downloads;
 use nubo_service::content::writes::Write;
 use nubo_service::context::Context;
@@ -38,7 +38,7 @@ impl std::fmt::Debug for ReadFile {
 }
 
 impl ReadFile {
-    pub async fn open(ctx: &Context, user: Uuid, entry: &PathEntry) -> Result<Self, FsError> {
+    pub async fn open(ctx: &Context, user: UserId, entry: &PathEntry) -> Result<Self, FsError> {
         let download = downloads::open_entry(ctx, user, entry).await.map_err(fs_error)?;
         let mut meta = Meta::of(entry);
         meta.size = download.size;

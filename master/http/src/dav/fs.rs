@@ -15,6 +15,7 @@ use dav_server::fs::{
     ReadDirMeta,
 };
 use futures_util::FutureExt;
+use nubo_model::domain::ids::UserId;
 use nubo_model::domain::time::Millis;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -172,7 +173,7 @@ impl NuboFs {
         Self { ctx, principal: Arc::new(principal), root: Arc::new(root), remembered: Arc::default() }
     }
 
-    fn user(&self) -> Uuid {
+    fn user(&self) -> UserId {
         self.principal.user_id
     }
 
@@ -410,7 +411,8 @@ impl DavFileSystem for NuboFs {
         async move {
             self.writable()?;
             let (parent, name) = self.parent_and_name(path).await?;
-            let parent = access::writable(&self.ctx, self.user(), parent.id, Reach::Folder).await.map_err(fs_error)?;
+            let parent =
+                access::writable(&self.ctx, self.user(), parent.id.into(), Reach::Folder).await.map_err(fs_error)?;
             files::create_folder(&self.ctx, &parent, &name).await.map_err(fs_error)?;
             self.forget();
             Ok(())
@@ -445,7 +447,9 @@ impl DavFileSystem for NuboFs {
                 return Err(FsError::Forbidden);
             }
             let (parent, name) = self.parent_and_name(to).await?;
-            files::relocate(&self.ctx, self.user(), source.id, parent.id, &name).await.map_err(fs_error)?;
+            files::relocate(&self.ctx, self.user(), source.id.into(), parent.id.into(), &name)
+                .await
+                .map_err(fs_error)?;
             self.forget();
             Ok(())
         }
@@ -457,7 +461,9 @@ impl DavFileSystem for NuboFs {
             self.writable()?;
             let source = self.entry(from).await?;
             let (parent, name) = self.parent_and_name(to).await?;
-            files::copy_as(&self.ctx, self.user(), source.id, parent.id, &name).await.map_err(fs_error)?;
+            files::copy_as(&self.ctx, self.user(), source.id.into(), parent.id.into(), &name)
+                .await
+                .map_err(fs_error)?;
             self.forget();
             Ok(())
         }
@@ -493,7 +499,8 @@ impl DavFileSystem for NuboFs {
                 changes.push((prop_key(&prop), value));
                 answer.push((StatusCode::OK, DavProp { xml: None, ..prop }));
             }
-            let object = access::writable(&self.ctx, self.user(), entry.id, Reach::Live).await.map_err(fs_error)?;
+            let object =
+                access::writable(&self.ctx, self.user(), entry.id.into(), Reach::Live).await.map_err(fs_error)?;
             metadata::patch_dav_properties(&self.ctx, &object, &changes).await.map_err(fs_error)?;
             self.forget();
             Ok(answer)

@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 use dav_server::davpath::DavPath;
 use dav_server::ls::{DavLock, DavLockSystem, LsFuture};
 use futures_util::FutureExt;
+use nubo_model::domain::ids::UserId;
 use nubo_model::kv::{KvStore, StoreError};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -113,7 +114,7 @@ impl Refusal {
 #[derive(Clone)]
 pub struct KvLocks {
     store: Arc<dyn KvStore>,
-    user: Uuid,
+    user: UserId,
     root: Vec<String>,
     /// Paths (from the user's root) whose folder gains or loses a member in this request: a
     /// depth-0 lock on that folder must be held too (RFC 4918 7.4).
@@ -159,7 +160,7 @@ impl Loaded {
 }
 
 impl KvLocks {
-    pub fn new(store: Arc<dyn KvStore>, user: Uuid, root: Vec<String>, member_changes: &[&DavPath]) -> Self {
+    pub fn new(store: Arc<dyn KvStore>, user: UserId, root: Vec<String>, member_changes: &[&DavPath]) -> Self {
         let mut locks = Self { store, user, root, member_changes: Arc::default(), refusal: Arc::default() };
         locks.member_changes = Arc::new(member_changes.iter().map(|path| locks.segments(path)).collect());
         locks

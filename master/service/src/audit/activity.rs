@@ -16,6 +16,7 @@ use nubo_model::db::activity::{ActivityFilter, ActivityRow};
 use nubo_model::db::ingest::Step;
 use nubo_model::db::{self, Conn, Db};
 use nubo_model::domain::activity::{Action, TargetKind};
+use nubo_model::domain::ids::UserId;
 use nubo_model::domain::time::{Millis, from_rfc3339, now_ms, to_rfc3339};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -50,7 +51,7 @@ pub const MAX_DETAIL_IDS: usize = 20;
 #[derive(Debug, Clone)]
 pub struct Activity {
     action: Action,
-    actor: Option<Uuid>,
+    actor: Option<UserId>,
     target: Option<(TargetKind, Option<String>, Option<String>)>,
     address: Option<IpAddr>,
     detail: serde_json::Map<String, serde_json::Value>,
@@ -58,12 +59,12 @@ pub struct Activity {
 
 impl Activity {
     /// `action` by the user `actor` (`None`: no signed-in user, or a job).
-    pub fn new(action: Action, actor: Option<Uuid>) -> Self {
+    pub fn new(action: Action, actor: Option<UserId>) -> Self {
         Self { action, actor, target: None, address: current_address(), detail: serde_json::Map::new() }
     }
 
     /// `action` by signed-in user `actor`.
-    pub fn by(actor: Uuid, action: Action) -> Self {
+    pub fn by(actor: UserId, action: Action) -> Self {
         Self::new(action, Some(actor))
     }
 
@@ -75,7 +76,7 @@ impl Activity {
 
     /// Objects acted on together (a trash of several): the first is the target, and `detail`
     /// has how many and (up to [`MAX_DETAIL_IDS`]) their ids; `owner` when it is not the actor.
-    pub fn on_objects<'a>(mut self, owner: Uuid, objects: impl IntoIterator<Item = (Uuid, &'a str)>) -> Self {
+    pub fn on_objects<'a>(mut self, owner: UserId, objects: impl IntoIterator<Item = (Uuid, &'a str)>) -> Self {
         let objects: Vec<(Uuid, &str)> = objects.into_iter().collect();
         if let Some((id, name)) = objects.first() {
             self = self.on(TargetKind::Object, id, Some(name));
@@ -212,7 +213,7 @@ pub struct ActivityQuery<'a> {
 }
 
 impl ActivityQuery<'_> {
-    fn filter(&self, actor: Option<Uuid>) -> ServiceResult<ActivityFilter> {
+    fn filter(&self, actor: Option<UserId>) -> ServiceResult<ActivityFilter> {
         let action = match self.action.filter(|text| !text.is_empty()) {
             Some(text) => Some(
                 Action::parse(text)
@@ -240,7 +241,7 @@ impl ActivityQuery<'_> {
 /// One page of `caller`'s own actions, newest first.
 pub async fn list_mine(
     ctx: &Context,
-    caller: Uuid,
+    caller: UserId,
     query: &ActivityQuery<'_>,
     page: PageRequest,
 ) -> ServiceResult<Page<ActivityView>> {
@@ -251,7 +252,7 @@ pub async fn list_mine(
 /// One page of everyone's actions (or `user`'s), newest first (`admin_required`).
 pub async fn list(
     ctx: &Context,
-    user: Option<Uuid>,
+    user: Option<UserId>,
     query: &ActivityQuery<'_>,
     page: PageRequest,
 ) -> ServiceResult<Page<ActivityView>> {
@@ -269,7 +270,7 @@ pub const MAX_CSV_ROWS: i64 = 10_000;
 
 /// The actions matching the filters as CSV, newest first, at most [`MAX_CSV_ROWS`] from
 /// `offset` (`admin_required`).
-pub async fn csv(ctx: &Context, user: Option<Uuid>, query: &ActivityQuery<'_>, offset: i64) -> ServiceResult<String> {
+pub async fn csv(ctx: &Context, user: Option<UserId>, query: &ActivityQuery<'_>, offset: i64) -> ServiceResult<String> {
     let page = PageRequest::parse(Some(offset), None)?;
     let filter = query.filter(user)?;
     let (rows, _) = db::activity::page_filtered(ctx.db(), &filter, page.offset, MAX_CSV_ROWS).await?;
@@ -344,7 +345,7 @@ mod tests {
     fn a_row_takes_the_request_address_and_cuts_long_names() {
         let address: IpAddr = "203.0.113.7".parse().unwrap();
         let row = tokio_test_scope(address, || {
-            Activity::by(Uuid::nil(), Action::ShareCreate)
+            Activity::by(UserId::from(Uuid::nil()), Action::ShareCreate)
                 .on(TargetKind::Share, "abc", Some(&"x".repeat(1000)))
                 .with("n", 3)
                 .into_row(5)

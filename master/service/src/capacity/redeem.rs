@@ -225,7 +225,7 @@ fn view(row: &CodeRow) -> CodeView {
 }
 
 /// Generates a batch of codes; each is shown once, in the answer.
-pub async fn create_batch(ctx: &Context, admin: Uuid, request: BatchRequest) -> ServiceResult<BatchView> {
+pub async fn create_batch(ctx: &Context, admin: UserId, request: BatchRequest) -> ServiceResult<BatchView> {
     if !(1..=MAX_BATCH).contains(&request.count) {
         return Err(ServiceError::validation("count", format!("count must be from 1 to {MAX_BATCH}")));
     }
@@ -294,7 +294,7 @@ pub async fn create_batch(ctx: &Context, admin: Uuid, request: BatchRequest) -> 
         duration,
         uses_per_code: request.uses_per_code,
         expires_at,
-        created_by: admin,
+        created_by: admin.as_uuid(),
     };
     db::redeem::insert_batch(ctx.db(), &batch, &rows, now).await?;
     Ok(BatchView {
@@ -372,7 +372,7 @@ fn not_applicable(message: &'static str) -> ServiceError {
 }
 
 /// Redeems `code` for `user`, from `address`.
-pub async fn redeem(ctx: &Context, user: Uuid, code: &str, address: IpAddr) -> ServiceResult<RedeemedView> {
+pub async fn redeem(ctx: &Context, user: UserId, code: &str, address: IpAddr) -> ServiceResult<RedeemedView> {
     let config = ctx.config();
     let budget = [
         (format!("rate:redeem:user:{user}"), config.redeem_failures_per_user),
@@ -396,9 +396,8 @@ pub async fn redeem(ctx: &Context, user: Uuid, code: &str, address: IpAddr) -> S
     };
     // A real code was guessed right: its charge comes back, whatever happens next.
     sign_in::refund_guess(ctx, &budget).await?;
-    let user_id = UserId::from(user);
     let mut tx = ctx.db().begin().await?;
-    if !db::redeem::record_use(&mut tx, row.id, user_id, now).await? {
+    if !db::redeem::record_use(&mut tx, row.id, user, now).await? {
         return Err(ServiceError::conflict(codes::REDEEM_ALREADY_USED, "you have redeemed this code already"));
     }
     if !db::redeem::take_use(&mut tx, row.id, now).await? {
@@ -412,7 +411,7 @@ pub async fn redeem(ctx: &Context, user: Uuid, code: &str, address: IpAddr) -> S
         (CodeKind::StoragePack, Some(size), _) => {
             let name = if row.name.is_empty() { "Redeemed code".to_owned() } else { row.name.clone() };
             let grant = PackGrant {
-                user_id,
+                user_id: user,
                 name,
                 size,
                 starts_at: now,
@@ -429,11 +428,11 @@ pub async fn redeem(ctx: &Context, user: Uuid, code: &str, address: IpAddr) -> S
             }
         }
         (CodeKind::Group, _, Some(group_id)) => {
-            let (current, temporary) = db::redeem::group_standing(&mut tx, user_id).await?;
+            let (current, temporary) = db::redeem::group_standing(&mut tx, user).await?;
             let (ends_at, previous, version) = match temporary {
                 Some(held) if held.group_id == group_id => {
                     let new_end = held.ends_at.max(now) + duration_ms;
-                    if !db::redeem::extend_temporary(&mut tx, user_id, group_id, held.ends_at, new_end).await? {
+                    if !db::redeem::extend_temporary(&mut tx, user, group_id, held.ends_at, new_end).await? {
                         return Err(not_applicable("your group changed meanwhile: try again"));
                     }
                     (new_end, held.previous_group_id, None)
@@ -447,7 +446,7 @@ pub async fn redeem(ctx: &Context, user: Uuid, code: &str, address: IpAddr) -> S
                 None => {
                     let ends_at = now + duration_ms;
                     let held = TemporaryGroupRow {
-                        user_id,
+                        user_id: user,
                         group_id,
                         previous_group_id: Some(current),
                         starts_at: now,
@@ -455,7 +454,7 @@ pub async fn redeem(ctx: &Context, user: Uuid, code: &str, address: IpAddr) -> S
                         redeem_code_id: Some(row.id.to_string()),
                     };
                     db::redeem::insert_temporary(&mut tx, &held).await?;
-                    let version = db::redeem::move_user(&mut tx, user_id, (current, group_id), now)
+                    let version = db::redeem::move_user(&mut tx, user, (current, group_id), now)
                         .await?
                         .ok_or_else(|| not_applicable("your group changed meanwhile: try again"))?;
                     (ends_at, Some(current), Some(version))
@@ -480,8 +479,8 @@ pub async fn redeem(ctx: &Context, user: Uuid, code: &str, address: IpAddr) -> S
 }
 
 /// The caller's temporary group, if one is in force.
-pub async fn temporary_group_of(ctx: &Context, user: Uuid) -> ServiceResult<Option<TemporaryGroupView>> {
-    let Some(held) = db::redeem::temporary_group_of(ctx.db(), user.into()).await? else { return Ok(None) };
+pub async fn temporary_group_of(ctx: &Context, user: UserId) -> ServiceResult<Option<TemporaryGroupView>> {
+    let Some(held) = db::redeem::temporary_group_of(ctx.db(), user).await? else { return Ok(None) };
     let group_name = db::groups::find(ctx.db(), held.group_id).await?.map(|g| g.name).unwrap_or_default();
     Ok(Some(TemporaryGroupView {
         group_id: held.group_id.into(),
@@ -517,7 +516,7 @@ pub async fn end_temporary_groups(ctx: &Context, now: Millis) -> ServiceResult<u
             tx.commit().await.map_err(DbError::from)?;
             ended += 1;
             if let Some(version) = version {
-                revocation::user_claims_changed(ctx.store(), held.user_id.into(), version).await?;
+                revocation::user_claims_changed(ctx.store(), held.user_id, version).await?;
             }
         }
         if !progressed {

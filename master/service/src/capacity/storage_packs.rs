@@ -84,9 +84,9 @@ fn not_found() -> ServiceError {
 }
 
 /// A user's packs, active and past, newest first (their own list, and the admin user detail).
-pub async fn list_mine(ctx: &Context, user: Uuid) -> ServiceResult<Vec<PackView>> {
+pub async fn list_mine(ctx: &Context, user: UserId) -> ServiceResult<Vec<PackView>> {
     let now = now_ms();
-    Ok(db::storage_packs::list_of(ctx.db(), user.into()).await?.iter().map(|row| view(row, now)).collect())
+    Ok(db::storage_packs::list_of(ctx.db(), user).await?.iter().map(|row| view(row, now)).collect())
 }
 
 /// The caller's storage: used bytes, the group's quota and the active packs' bytes.
@@ -103,20 +103,20 @@ impl StorageFigures {
     }
 }
 
-pub async fn storage_of(ctx: &Context, user: Uuid) -> ServiceResult<StorageFigures> {
-    let (used, group, packs) = db::users::usage_parts(ctx.db(), user.into(), now_ms()).await?;
+pub async fn storage_of(ctx: &Context, user: UserId) -> ServiceResult<StorageFigures> {
+    let (used, group, packs) = db::users::usage_parts(ctx.db(), user, now_ms()).await?;
     Ok(StorageFigures { used, group, packs })
 }
 
 /// Administrators' list of packs.
 pub async fn list(
     ctx: &Context,
-    user_id: Option<Uuid>,
+    user_id: Option<UserId>,
     active: Option<bool>,
     page: PageRequest,
 ) -> ServiceResult<Page<PackView>> {
     let now = now_ms();
-    let filter = PackFilter { user_id: user_id.map(UserId::from), active, now };
+    let filter = PackFilter { user_id, active, now };
     let (count, rows) = db::storage_packs::list(ctx.db(), &filter, page.offset, page.limit).await?;
     Ok(Page { count, items: rows.iter().map(|row| view(row, now)).collect() })
 }
@@ -170,7 +170,7 @@ fn parse_time(field: &str, text: &str) -> ServiceResult<Millis> {
 }
 
 /// Grants a pack to a user (an administrator's grant).
-pub async fn grant(ctx: &Context, admin: Uuid, request: GrantRequest) -> ServiceResult<PackView> {
+pub async fn grant(ctx: &Context, admin: UserId, request: GrantRequest) -> ServiceResult<PackView> {
     let name = check_name_and_size(&request.name, request.size)?;
     let now = now_ms();
     let starts_at = request.starts_at.as_deref().map(|t| parse_time("starts_at", t)).transpose()?.unwrap_or(now);
@@ -194,7 +194,7 @@ pub async fn grant(ctx: &Context, admin: Uuid, request: GrantRequest) -> Service
         size: request.size,
         starts_at,
         expires_at,
-        granted_by: Some(admin),
+        granted_by: Some(admin.as_uuid()),
         redeem_code_id: None,
     };
     let mut conn = ctx.db().writer().acquire().await.map_err(DbError::from)?;
@@ -230,11 +230,11 @@ pub async fn get(ctx: &Context, id: Uuid) -> ServiceResult<PackView> {
 
 /// Revokes a pack: it stops counting at once (the next write sees the smaller capacity).
 /// Revoking a revoked pack changes nothing.
-pub async fn revoke(ctx: &Context, admin: Uuid, id: Uuid) -> ServiceResult<()> {
+pub async fn revoke(ctx: &Context, admin: UserId, id: Uuid) -> ServiceResult<()> {
     if db::storage_packs::find(ctx.db(), id).await?.is_none() {
         return Err(not_found());
     }
-    db::storage_packs::revoke(ctx.db(), id, admin, now_ms()).await?;
+    db::storage_packs::revoke(ctx.db(), id, admin.as_uuid(), now_ms()).await?;
     Ok(())
 }
 

@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 use nubo_common::storage::ByteStream;
 use nubo_model::db::objects::ObjectRow;
 use nubo_model::db::{self};
-use nubo_model::domain::ids::ObjectId;
+use nubo_model::domain::ids::{ObjectId, UserId};
 use nubo_model::domain::object::ObjectKind;
 use nubo_model::domain::time::{Millis, now_ms, to_rfc3339};
 use serde::{Deserialize, Serialize};
@@ -67,7 +67,7 @@ struct Ticket {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum TicketGrant {
-    Owner(Uuid),
+    Owner(UserId),
     Share(Uuid),
 }
 
@@ -97,11 +97,11 @@ pub fn selection(ids: &[Uuid]) -> ServiceResult<Vec<Uuid>> {
 
 /// A single-use token for an archive of `caller`'s live objects `ids` (any one missing,
 /// foreign or in the trash answers 404, as everywhere).
-pub async fn owner_token(ctx: &Context, caller: Uuid, ids: &[Uuid]) -> ServiceResult<ArchiveTokenView> {
+pub async fn owner_token(ctx: &Context, caller: UserId, ids: &[Uuid]) -> ServiceResult<ArchiveTokenView> {
     let ids = selection(ids)?;
     let mut chosen = Vec::with_capacity(ids.len());
     for id in ids {
-        chosen.push(access::readable(ctx, caller, id, Reach::Live).await?);
+        chosen.push(access::readable(ctx, caller, id.into(), Reach::Live).await?);
     }
     issue(ctx, &chosen).await
 }
@@ -163,7 +163,7 @@ pub async fn open(ctx: &Context, token: &str, consume: bool) -> ServiceResult<Ar
             accounts::load_active_user(ctx, owner).await?;
             let mut chosen = Vec::with_capacity(ticket.ids.len());
             for id in &ticket.ids {
-                chosen.push(access::readable(ctx, owner, *id, Reach::Live).await?);
+                chosen.push(access::readable(ctx, owner, (*id).into(), Reach::Live).await?);
             }
             chosen
         }
@@ -334,7 +334,7 @@ pub async fn share_archive_token(
     let ids = selection(object_ids.unwrap_or(&whole))?;
     let mut chosen = Vec::with_capacity(ids.len());
     for id in ids {
-        chosen.push(shares::reach(&share, ctx, id).await?);
+        chosen.push(shares::reach(&share, ctx, id.into()).await?);
     }
     issue(ctx, &chosen).await
 }

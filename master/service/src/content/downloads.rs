@@ -4,7 +4,7 @@
 
 use nubo_model::db::objects::ObjectRow;
 use nubo_model::db::{self};
-use nubo_model::domain::ids::ObjectId;
+use nubo_model::domain::ids::{ObjectId, UserId};
 use nubo_model::domain::time::{Millis, now_ms, to_rfc3339};
 
 use crate::context::Context;
@@ -79,18 +79,10 @@ fn download_token(ctx: &Context, file: &Readable, ver: Option<String>) -> Servic
     let exp = now + DOWNLOAD_TOKEN_LIFETIME.as_secs() as i64;
     let (sub, shr) = match file.grant() {
         Grant::Owner(owner) => (owner, None),
-        Grant::Share(share) => (file.row().owner_id.into(), Some(share)),
+        Grant::Share(share) => (file.row().owner_id, Some(share)),
     };
-    let claims = DownloadClaims {
-        sub,
-        jti: Uuid::new_v4(),
-        obj: file.id().into(),
-        shr,
-        ver,
-        iat: now,
-        exp,
-        typ: TokenType::Download,
-    };
+    let claims =
+        DownloadClaims { sub, jti: Uuid::new_v4(), obj: file.id(), shr, ver, iat: now, exp, typ: TokenType::Download };
     let token = ctx.tokens().sign(&claims);
     Ok(DownloadTokenView { url: (ctx.links().download)(&token), access_token: token, expires: to_rfc3339(exp * 1000) })
 }
@@ -238,12 +230,11 @@ pub async fn source_link(ctx: &Context, file: &Readable) -> ServiceResult<Source
 /// Opens a file through its public source link: the link is the grant, and anyone holding the
 /// URL may read. The name in the URL must be the file's name; a trashed file, or one whose
 /// owner is not active, is not served.
-pub async fn open_source(ctx: &Context, object_id: Uuid, name: &str) -> ServiceResult<Download> {
+pub async fn open_source(ctx: &Context, object_id: ObjectId, name: &str) -> ServiceResult<Download> {
     let missing = || ServiceError::not_found(codes::SOURCE_NOT_FOUND, "no such source link");
-    let id = ObjectId::from(object_id);
-    let content = db::objects::source_file_content(ctx.db(), id, name).await?.ok_or_else(missing)?;
+    let content = db::objects::source_file_content(ctx.db(), object_id, name).await?.ok_or_else(missing)?;
     let download = serve_content(ctx, content, true).await?;
-    ctx.source_downloads().add(id);
+    ctx.source_downloads().add(object_id);
     Ok(download)
 }
 
@@ -276,7 +267,7 @@ pub(crate) async fn open_live_file(ctx: &Context, id: ObjectId) -> ServiceResult
 /// Opens a file `caller` found by a path walk (WebDAV) for reading through the master: always a
 /// stream, never a redirect. One statement checks the file is still live and reads its blob
 /// and policy; anything else (trashed since, a folder, gone) is not found.
-pub async fn open_entry(ctx: &Context, caller: Uuid, entry: &PathEntry) -> ServiceResult<Download> {
+pub async fn open_entry(ctx: &Context, caller: UserId, entry: &PathEntry) -> ServiceResult<Download> {
     access::entry_readable(caller, entry)?;
     let content = db::objects::live_file_content(ctx.db(), entry.id.into()).await?.ok_or_else(files::not_found)?;
     serve_content(ctx, content, false).await
@@ -287,7 +278,7 @@ pub async fn share_download_token(
     ctx: &Context,
     code: &str,
     visitor: &shares::Visitor<'_>,
-    object_id: Uuid,
+    object_id: ObjectId,
 ) -> ServiceResult<DownloadTokenView> {
     let share = shares::opened(ctx, code, visitor).await?;
     let file = shares::reach(&share, ctx, object_id).await?;

@@ -10,7 +10,7 @@ use nubo_common::storage::StorageKey;
 use nubo_model::db;
 use nubo_model::db::node_reports::{self as reports, COMPLETED, ExternalDownloadRow, FAILED, RUNNING};
 use nubo_model::db::policies::PolicyRow;
-use nubo_model::domain::ids::{GroupId, NodeId, ObjectId};
+use nubo_model::domain::ids::{GroupId, NodeId, ObjectId, UserId};
 use nubo_model::domain::naming::{self, NamingContext};
 use nubo_model::domain::object::ObjectName;
 use nubo_model::domain::task::{TaskProgress, TaskProps, TaskType};
@@ -80,7 +80,7 @@ async fn choose_policy(ctx: &Context, group_id: GroupId, node: Option<Uuid>) -> 
 /// Queues the fetch as a task after checking the URL's form, the folder and the policy.
 pub async fn create(
     ctx: &Context,
-    owner: Uuid,
+    owner: UserId,
     group_id: GroupId,
     request: NewExternalDownload,
 ) -> ServiceResult<TaskView> {
@@ -92,7 +92,7 @@ pub async fn create(
         ));
     }
     let url = check_url(&request.url)?;
-    access::writable(ctx, owner, request.parent_id, Reach::Folder).await?;
+    access::writable(ctx, owner, request.parent_id.into(), Reach::Folder).await?;
     let policy = choose_policy(ctx, group_id, request.node_id).await?;
     let props = TaskProps {
         url: Some(url),
@@ -123,7 +123,7 @@ fn transient(err: impl std::fmt::Display) -> TaskFailure {
 pub async fn run(
     ctx: &Context,
     task_id: &str,
-    owner: Option<Uuid>,
+    owner: Option<UserId>,
     props: &TaskProps,
     control: &mut dyn Checkpoint,
 ) -> Result<TaskProgress, TaskFailure> {
@@ -147,10 +147,8 @@ pub async fn run(
 
     // The most the file may be: the policy's limit and what is left of the owner's quota now
     // (the quota is settled again, atomically, when the file is created).
-    let user = db::users::find(ctx.db(), owner.into())
-        .await
-        .map_err(transient)?
-        .ok_or_else(|| permanent("the owner was deleted"))?;
+    let user =
+        db::users::find(ctx.db(), owner).await.map_err(transient)?.ok_or_else(|| permanent("the owner was deleted"))?;
     let capacity = db::users::capacity(ctx.db(), user.id, now_ms()).await.map_err(transient)?;
     let free = capacity.saturating_sub(user.storage).max(0) as u64;
     let max_size = if policy.max_size > 0 { free.min(policy.max_size as u64) } else { free };
@@ -158,8 +156,11 @@ pub async fn run(
         return Err(permanent("your storage quota is used up"));
     }
 
-    let context =
-        NamingContext { user_id: owner, original_name: &name_from_url(&url), now: time::OffsetDateTime::now_utc() };
+    let context = NamingContext {
+        user_id: owner.as_uuid(),
+        original_name: &name_from_url(&url),
+        now: time::OffsetDateTime::now_utc(),
+    };
     let key = StorageKey::parse(&naming::storage_key(&policy.dir_name_rule, &policy.file_name_rule, &context))
         .map_err(|e| TaskFailure::Permanent(e.to_string()))?;
     let row = ExternalDownloadRow {
@@ -295,7 +296,7 @@ pub async fn complete(ctx: &Context, node_id: NodeId, report: &ExternalDownloadC
     if task.cancel_requested {
         return refuse("cancelled".to_owned()).await;
     }
-    let Ok(folder) = access::writable(ctx, owner.as_uuid(), parent, Reach::Folder).await else {
+    let Ok(folder) = access::writable(ctx, owner, parent.into(), Reach::Folder).await else {
         return refuse("the destination folder is gone".to_owned()).await;
     };
     let wanted = report
@@ -306,7 +307,7 @@ pub async fn complete(ctx: &Context, node_id: NodeId, report: &ExternalDownloadC
     let name = free_name(ctx, folder.row().id, &wanted).await?;
     let size = report.size.min(i64::MAX as u64) as i64;
     let capacity = db::users::capacity(ctx.db(), owner, now_ms()).await?;
-    let store = policies::store(ctx, &policies::find(ctx, fetch.policy_id.into()).await?).await?;
+    let store = policies::store(ctx, &policies::find(ctx, fetch.policy_id).await?).await?;
     let key = StorageKey::parse(&fetch.storage_key)?;
     let hold = Hold::Fetch { task_id: report.task_id.clone() };
     // The node hashed the fetched bytes whole as it stored them (one stream, `put_stream`).

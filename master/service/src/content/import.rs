@@ -18,7 +18,7 @@ use nubo_model::db::objects::ObjectRow;
 use nubo_model::db::policies::PolicyRow;
 use nubo_model::db::{self};
 use nubo_model::domain::activity::{Action, TargetKind};
-use nubo_model::domain::ids::{ObjectId, UserId};
+use nubo_model::domain::ids::{ObjectId, PolicyId, UserId};
 use nubo_model::domain::object::{ObjectName, parse_path};
 use nubo_model::domain::task::{ImportProgress, TaskProgress, TaskProps, TaskType};
 use nubo_model::domain::time::now_ms;
@@ -44,10 +44,10 @@ const REPLACED_AREA: &str = ".nubo-replaced";
 /// What `POST /admin/import` asks for.
 #[derive(Debug, Clone)]
 pub struct ImportRequest {
-    pub policy_id: Uuid,
+    pub policy_id: PolicyId,
     /// The folder of the policy's storage to import (empty: all of it).
     pub path_or_prefix: String,
-    pub user_id: Uuid,
+    pub user_id: UserId,
     /// The folder of the user's tree the files appear in, made with its parents when missing.
     pub dst_path: String,
 }
@@ -57,7 +57,7 @@ pub struct ImportRequest {
 /// (`..`), or a destination that is not an absolute path; 409 when a file of the user stands
 /// where the destination (or a folder on the way) should be. The destination folder is made
 /// now, so the task finds it.
-pub async fn start(ctx: &Context, admin: Uuid, request: ImportRequest) -> ServiceResult<TaskView> {
+pub async fn start(ctx: &Context, admin: UserId, request: ImportRequest) -> ServiceResult<TaskView> {
     let db = ctx.db();
     let policy = policies::find(ctx, request.policy_id).await?;
     if policy.node_id.is_some() {
@@ -72,7 +72,7 @@ pub async fn start(ctx: &Context, admin: Uuid, request: ImportRequest) -> Servic
         return Err(ServiceError::validation("dst_path", "an absolute path in the user's tree, such as /imported"));
     }
     let names = parse_path(&request.dst_path).map_err(|why| ServiceError::validation("dst_path", why))?;
-    if db::users::find(db, request.user_id.into()).await?.is_none() {
+    if db::users::find(db, request.user_id).await?.is_none() {
         return Err(ServiceError::not_found(codes::USER_NOT_FOUND, "no such user"));
     }
     let root = files::ensure_root(db, request.user_id).await?;
@@ -84,9 +84,9 @@ pub async fn start(ctx: &Context, admin: Uuid, request: ImportRequest) -> Servic
     // From now on the collector takes bytes no file knows in this folder for files waiting.
     db::imports::remember_source(db, policy.id, &prefix, now_ms()).await?;
     let props = TaskProps {
-        source_policy_id: Some(request.policy_id),
+        source_policy_id: Some(request.policy_id.as_uuid()),
         path_or_prefix: Some(prefix),
-        user_id: Some(request.user_id),
+        user_id: Some(request.user_id.as_uuid()),
         dst_path: Some(request.dst_path),
         parent_id: Some(folder.into()),
         ..TaskProps::default()
@@ -110,7 +110,7 @@ fn source_folder(raw: &str) -> ServiceResult<Option<StorageKey>> {
 }
 
 /// The owner's live folder `name` in `parent`, made when missing; 409 when a file has the name.
-async fn folder_in(ctx: &Context, owner: Uuid, parent: ObjectId, name: &ObjectName) -> ServiceResult<ObjectId> {
+async fn folder_in(ctx: &Context, owner: UserId, parent: ObjectId, name: &ObjectName) -> ServiceResult<ObjectId> {
     let db = ctx.db();
     for _ in 0..2 {
         match db::objects::child_by_name(db, parent, name.as_str()).await? {
@@ -122,7 +122,7 @@ async fn folder_in(ctx: &Context, owner: Uuid, parent: ObjectId, name: &ObjectNa
                 ));
             }
             None => {
-                let writable = access::writable(ctx, owner, parent.into(), Reach::Folder).await?;
+                let writable = access::writable(ctx, owner, parent, Reach::Folder).await?;
                 match files::create_folder(ctx, &writable, name.as_str()).await {
                     Ok(created) => return Ok(created.id.into()),
                     // Made meanwhile by someone else: look again.
@@ -196,8 +196,8 @@ impl Reader {
 /// One run of an import: what it records with, and what it did so far.
 struct Job<'a> {
     ctx: &'a Context,
-    actor: Uuid,
-    user: Uuid,
+    actor: UserId,
+    user: UserId,
     policy: &'a PolicyRow,
     store: Arc<dyn BlobStore>,
     capacity: i64,
@@ -223,24 +223,24 @@ enum Outcome {
 /// none after).
 pub async fn run(
     ctx: &Context,
-    actor: Option<Uuid>,
+    actor: Option<UserId>,
     props: &TaskProps,
     control: &mut dyn Checkpoint,
 ) -> Result<TaskProgress, TaskFailure> {
     let missing = |what: &str| TaskFailure::Permanent(format!("the task has no {what}"));
     let policy_id = props.source_policy_id.ok_or_else(|| missing("source policy"))?;
-    let user = props.user_id.ok_or_else(|| missing("user"))?;
+    let user = UserId::from(props.user_id.ok_or_else(|| missing("user"))?);
     let destination = props.parent_id.ok_or_else(|| missing("destination"))?;
     let actor = actor.unwrap_or(user);
-    let policy = policies::find(ctx, policy_id)
+    let policy = policies::find(ctx, policy_id.into())
         .await
         .map_err(|_| TaskFailure::Permanent("the source policy no longer exists".to_owned()))?;
-    access::writable(ctx, user, destination, Reach::Folder)
+    access::writable(ctx, user, destination.into(), Reach::Folder)
         .await
         .map_err(|_| TaskFailure::Permanent("the destination folder no longer exists".to_owned()))?;
     let source = source_folder(props.path_or_prefix.as_deref().unwrap_or_default())?;
     let store = policies::store(ctx, &policy).await?;
-    let (_, capacity, _) = db::users::write_usage(ctx.db(), user.into(), now_ms()).await?;
+    let (_, capacity, _) = db::users::write_usage(ctx.db(), user, now_ms()).await?;
     let prefix = source.as_ref().map_or_else(String::new, |key| format!("{key}/"));
     let reader = Arc::new(Reader { ctx: ctx.clone(), policy: policy.clone(), store: store.clone(), prefix });
     let mut job = Job {
@@ -319,7 +319,7 @@ impl Job<'_> {
         let previous = match &ledger {
             Some(entry) => db::objects::find_by_id(db, entry.object_id)
                 .await?
-                .filter(|row| row.trashed_at.is_none() && !row.is_folder() && row.owner_id == UserId::from(self.user)),
+                .filter(|row| row.trashed_at.is_none() && !row.is_folder() && row.owner_id == self.user),
             None => None,
         };
         let parent = match &previous {
@@ -378,13 +378,13 @@ impl Job<'_> {
             Some(row) => {
                 let charge = Charge { amount: size - row.size, capacity: self.capacity };
                 let tombstone = format!("{REPLACED_AREA}/{}", Uuid::new_v4().simple());
-                Plan::replace(self.user.into(), row, charge, false)
+                Plan::replace(self.user, row, charge, false)
                     .with_first_step(imports::detach_step(self.policy.id, key, tombstone))
                     .with_step(|id| activity::step(written(true).on(TargetKind::Object, id, Some(&row.name))))
             }
             None => {
                 let charge = Charge { amount: size, capacity: self.capacity };
-                Plan::new_file(self.user.into(), parent, name.as_str(), charge)
+                Plan::new_file(self.user, parent, name.as_str(), charge)
                     .with_step(|id| activity::step(written(false).on(TargetKind::Object, id, Some(name.as_str()))))
             }
         }

@@ -8,7 +8,7 @@ use nubo_common::storage::{BlobStore, StorageKey};
 use nubo_model::db::blobs::BlobRow;
 use nubo_model::db::objects::ObjectRow;
 use nubo_model::db::{self, DbError};
-use nubo_model::domain::ids::PolicyId;
+use nubo_model::domain::ids::{PolicyId, UserId};
 use nubo_model::domain::naming::{self, NamingContext};
 use nubo_model::domain::task::{TaskProgress, TaskProps};
 use nubo_model::domain::time::now_ms;
@@ -22,7 +22,7 @@ use crate::{storage::policies, tree::files};
 /// Runs a migration to the end, or until the checkpoint says stop.
 pub async fn run(
     ctx: &Context,
-    owner: Option<Uuid>,
+    owner: Option<UserId>,
     props: &TaskProps,
     control: &mut dyn Checkpoint,
 ) -> Result<TaskProgress, TaskFailure> {
@@ -30,10 +30,10 @@ pub async fn run(
     let object_id = props.object_id.ok_or_else(|| missing("object"))?;
     let target_id = props.target_policy_id.ok_or_else(|| missing("target policy"))?;
     let owner = owner.ok_or_else(|| missing("owner"))?;
-    let object = access::writable(ctx, owner, object_id, Reach::Live)
+    let object = access::writable(ctx, owner, object_id.into(), Reach::Live)
         .await
         .map_err(|_| TaskFailure::Permanent("the object no longer exists".to_owned()))?;
-    let target = policies::find(ctx, target_id)
+    let target = policies::find(ctx, target_id.into())
         .await
         .map_err(|_| TaskFailure::Permanent("the target policy no longer exists".to_owned()))?;
 
@@ -85,7 +85,7 @@ async fn migrate_file(ctx: &Context, file: &ObjectRow, target: &db::policies::Po
 
     // Journal the new blob first (no references yet): if we stop before the switch, the
     // collector finds the row and removes the bytes.
-    let source_policy = policies::find(ctx, old.policy_id.into()).await?;
+    let source_policy = policies::find(ctx, old.policy_id).await?;
     let source = policies::store(ctx, &source_policy).await?;
     let destination = policies::store(ctx, target).await?;
     let owner = current.owner_id.into();

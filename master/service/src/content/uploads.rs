@@ -163,9 +163,9 @@ async fn refusal_on_completion(
 /// Opens a session: checks the folder, the name, the policy and its size limit, and reserves
 /// the declared size against the quota in the same transaction as the session row, so
 /// concurrent sessions can never exceed the quota together.
-pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewUpload) -> ServiceResult<SessionView> {
+pub async fn create(ctx: &Context, owner: UserId, group_id: GroupId, request: NewUpload) -> ServiceResult<SessionView> {
     let db = ctx.db();
-    let parent = access::writable(ctx, owner, request.parent_id, Reach::Folder).await?;
+    let parent = access::writable(ctx, owner, request.parent_id.into(), Reach::Folder).await?;
     let name = ObjectName::parse(&request.file_name).map_err(|why| ServiceError::validation("file_name", why))?;
     if request.file_size < 0 {
         return Err(ServiceError::validation("file_size", "file_size must be 0 or more bytes"));
@@ -195,7 +195,7 @@ pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewU
     // The quota is looked at before anything is staged: a size it cannot take never reaches
     // storage (a local staging file of 16 TiB cannot even be created). The reservation below
     // settles it atomically.
-    let (used, capacity) = db::users::usage_and_capacity(db, owner.into(), now_ms()).await?;
+    let (used, capacity) = db::users::usage_and_capacity(db, owner, now_ms()).await?;
     if request.file_size > capacity.saturating_sub(used) {
         return Err(quota_exceeded());
     }
@@ -208,7 +208,8 @@ pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewU
         }
     }
     let store = policies::store(ctx, &policy).await?;
-    let context = NamingContext { user_id: owner, original_name: name.as_str(), now: time::OffsetDateTime::now_utc() };
+    let context =
+        NamingContext { user_id: owner.as_uuid(), original_name: name.as_str(), now: time::OffsetDateTime::now_utc() };
     let key = StorageKey::parse(&naming::storage_key(&policy.dir_name_rule, &policy.file_name_rule, &context))?;
     let upload = match store.begin_upload(&key, request.file_size as u64, policy.chunk_size as u64).await {
         Ok(upload) => upload,
@@ -221,7 +222,7 @@ pub async fn create(ctx: &Context, owner: Uuid, group_id: GroupId, request: NewU
     let now = now_ms();
     let session = SessionRow {
         id: UploadId::random(),
-        owner_id: UserId::from(owner),
+        owner_id: owner,
         parent_id: parent.row().id,
         file_name: name.to_string(),
         policy_id: policy.id,
@@ -321,8 +322,8 @@ fn direct_only() -> ServiceError {
     )
 }
 
-async fn load(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<SessionRow> {
-    db::uploads::find_owned(ctx.db(), owner.into(), id.into()).await?.ok_or_else(session_not_found)
+async fn load(ctx: &Context, owner: UserId, id: UploadId) -> ServiceResult<SessionRow> {
+    db::uploads::find_owned(ctx.db(), owner, id).await?.ok_or_else(session_not_found)
 }
 
 fn being_completed() -> ServiceError {
@@ -344,7 +345,7 @@ fn check_open(session: &SessionRow) -> ServiceResult<()> {
     Ok(())
 }
 
-pub async fn status(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<SessionView> {
+pub async fn status(ctx: &Context, owner: UserId, id: UploadId) -> ServiceResult<SessionView> {
     let session = load(ctx, owner, id).await?;
     let uploaded = db::uploads::chunks(ctx.db(), session.id).await?.iter().map(|c| c.chunk_index).collect();
     let current = view(&session, uploaded, None)?;
@@ -352,7 +353,7 @@ pub async fn status(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<Sessi
         return Ok(current);
     }
     // Resuming a direct upload: a fresh look at the node's store (and a credential) for it.
-    let policy = policies::find(ctx, session.policy_id.into()).await?;
+    let policy = policies::find(ctx, session.policy_id).await?;
     let store = policies::store(ctx, &policy).await?;
     with_direct(current, store.as_ref(), &session)
 }
@@ -361,8 +362,8 @@ pub async fn status(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<Sessi
 /// the last missing chunk, the upload is finalised and the answer carries the new object.
 pub async fn put_chunk(
     ctx: &Context,
-    owner: Uuid,
-    id: Uuid,
+    owner: UserId,
+    id: UploadId,
     index: u32,
     content_length: Option<u64>,
     body: ByteStream,
@@ -396,7 +397,7 @@ pub async fn put_chunk(
         // claim whose lease ran out.
         return complete_session(ctx, session).await;
     }
-    let policy = policies::find(ctx, session.policy_id.into()).await?;
+    let policy = policies::find(ctx, session.policy_id).await?;
     let store = policies::store(ctx, &policy).await?;
     let lease = take_chunk_lease(ctx, session.id, index).await?;
     // The old receipt goes before any new byte is written: a receipt only ever describes bytes
@@ -463,7 +464,7 @@ async fn explain_failed_chunk(ctx: &Context, session: &SessionRow, error: Servic
 
 /// Explicitly finalises an upload whose chunks have all arrived (also retries a finalisation
 /// that failed half-way).
-pub async fn complete(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<SessionView> {
+pub async fn complete(ctx: &Context, owner: UserId, id: UploadId) -> ServiceResult<SessionView> {
     let session = load(ctx, owner, id).await?;
     check_open(&session)?;
     if session.node_id.is_some() {
@@ -565,7 +566,7 @@ async fn finish(ctx: &Context, session: &SessionRow, claim: &Claim) -> ServiceRe
     let chaining_values: Vec<String> = chunks.iter().map(|c| c.chaining_value.clone()).collect();
     let content_hash = hash::combine(&chaining_values, upload.chunk_size, upload.size)
         .map_err(|e| ServiceError::internal(anyhow::anyhow!("combining chunk hashes: {e}")))?;
-    let policy = policies::find(ctx, session.policy_id.into()).await?;
+    let policy = policies::find(ctx, session.policy_id).await?;
     if let Some(refused) = refusal_on_completion(ctx, session, &policy).await? {
         drop_session(ctx, session, claim).await?;
         return Err(refused);
@@ -643,7 +644,7 @@ async fn record_upload(
         }
     };
     let mut plan = plan.with_step(|_| db::uploads::end_claimed_step(session.id, &claim.token));
-    let uploaded = Activity::by(session.owner_id.as_uuid(), Action::FileUpload).with("size", session.declared_size);
+    let uploaded = Activity::by(session.owner_id, Action::FileUpload).with("size", session.declared_size);
     // A node's report comes from the node, not from the client.
     let uploaded = if report.is_some() { uploaded.without_address() } else { uploaded };
     plan = plan
@@ -697,7 +698,7 @@ pub async fn complete_reported(
         ));
     };
     let recorded = under_lease(ctx, session.id, &claim, async {
-        let policy = policies::find(ctx, session.policy_id.into()).await?;
+        let policy = policies::find(ctx, session.policy_id).await?;
         let store = policies::store(ctx, &policy).await?;
         let staged = staged_blob(ctx, &session, &claim, store, report.blake3.as_str(), true)?;
         if report.size != session.declared_size as u64 {
@@ -741,7 +742,7 @@ async fn give_up_claim(ctx: &Context, session_id: UploadId, claim: &Claim) {
 
 /// Cancels a session: its reservation and its staged bytes are released. A session left
 /// `finishing` by a dead master can be cancelled once the claim's lease ran out.
-pub async fn abort(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<()> {
+pub async fn abort(ctx: &Context, owner: UserId, id: UploadId) -> ServiceResult<()> {
     let session = load(ctx, owner, id).await?;
     let claim = take_claim(ctx, &session, Aborting, now_ms()).await?.ok_or_else(being_completed)?;
     drop_session(ctx, &session, &claim).await
@@ -752,7 +753,7 @@ async fn drop_session(ctx: &Context, session: &SessionRow, claim: &Claim) -> Ser
     if !ingest::end_session(ctx, session.id, &claim.token, session.owner_id, session.declared_size).await? {
         return Ok(());
     }
-    let policy = policies::find(ctx, session.policy_id.into()).await?;
+    let policy = policies::find(ctx, session.policy_id).await?;
     let store = policies::store(ctx, &policy).await?;
     if let Err(err) = store.abort_upload(&staged(session)?).await {
         tracing::warn!(session = %session.id, error = %err, "could not drop staged bytes; the collector will");

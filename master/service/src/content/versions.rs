@@ -5,10 +5,10 @@
 //! contents share one blob, and their bytes count in the owner's used storage.
 
 use nubo_model::db::{self, DbError};
+use nubo_model::domain::ids::{ObjectId, UserId};
 use nubo_model::domain::time::{Millis, now_ms, to_rfc3339};
 use serde::Serialize;
 use utoipa::ToSchema;
-use uuid::Uuid;
 
 use crate::content::downloads::{self, DownloadTokenView, expect_file};
 use crate::context::Context;
@@ -48,14 +48,19 @@ pub fn not_found() -> ServiceError {
 }
 
 /// The versions of the caller's file `object_id` (also in the trash), newest first.
-pub async fn list(ctx: &Context, caller: Uuid, object_id: Uuid) -> ServiceResult<Vec<VersionView>> {
+pub async fn list(ctx: &Context, caller: UserId, object_id: ObjectId) -> ServiceResult<Vec<VersionView>> {
     let file = access::readable(ctx, caller, object_id, Reach::Any).await?;
     expect_file(file.row())?;
     Ok(db::versions::list(ctx.db(), file.row().id).await?.into_iter().map(view).collect())
 }
 
 /// A single-use download token for version `version` of the caller's live file.
-pub async fn download(ctx: &Context, caller: Uuid, object_id: Uuid, version: &str) -> ServiceResult<DownloadTokenView> {
+pub async fn download(
+    ctx: &Context,
+    caller: UserId,
+    object_id: ObjectId,
+    version: &str,
+) -> ServiceResult<DownloadTokenView> {
     let file = access::readable(ctx, caller, object_id, Reach::Live).await?;
     expect_file(file.row())?;
     db::versions::find(ctx.db(), file.row().id, version).await?.ok_or_else(not_found)?;
@@ -65,7 +70,7 @@ pub async fn download(ctx: &Context, caller: Uuid, object_id: Uuid, version: &st
 /// Makes version `version` the file's content again; the current content becomes a version in
 /// the same transaction. The used storage does not change (both contents stay counted). Of a
 /// restore and another write that overlap, the second to finish answers 409 `object.changed`.
-pub async fn restore(ctx: &Context, caller: Uuid, object_id: Uuid, version: &str) -> ServiceResult<ObjectView> {
+pub async fn restore(ctx: &Context, caller: UserId, object_id: ObjectId, version: &str) -> ServiceResult<ObjectView> {
     let file = access::writable(ctx, caller, object_id, Reach::Live).await?;
     let row = file.row();
     expect_file(row)?;
@@ -91,7 +96,7 @@ pub async fn restore(ctx: &Context, caller: Uuid, object_id: Uuid, version: &str
 
 /// Deletes version `version` of the caller's file: its bytes no longer count, and its blob is
 /// deleted when this was its last reference.
-pub async fn delete(ctx: &Context, caller: Uuid, object_id: Uuid, version: &str) -> ServiceResult<()> {
+pub async fn delete(ctx: &Context, caller: UserId, object_id: ObjectId, version: &str) -> ServiceResult<()> {
     let file = access::writable(ctx, caller, object_id, Reach::Any).await?;
     expect_file(file.row())?;
     let mut tx = ctx.db().begin().await?;

@@ -16,7 +16,6 @@ use nubo_model::domain::object::ObjectName;
 use nubo_model::domain::time::{Millis, now_ms};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use uuid::Uuid;
 
 use crate::audit::activity::{self, Activity};
 use crate::content::downloads::expect_file;
@@ -38,8 +37,8 @@ const RESERVE_ABOVE: u64 = 1024 * 1024;
 /// is complete the old one stays in place and readable.
 pub async fn replace_content(
     ctx: &Context,
-    owner: Uuid,
-    object_id: Uuid,
+    owner: UserId,
+    object_id: ObjectId,
     content_length: Option<u64>,
     body: ByteStream,
 ) -> ServiceResult<ObjectView> {
@@ -61,9 +60,9 @@ pub async fn replace_content(
 /// sessions.
 pub async fn create_file(
     ctx: &Context,
-    owner: Uuid,
+    owner: UserId,
     group_id: GroupId,
-    (folder_id, name): (Uuid, &str),
+    (folder_id, name): (ObjectId, &str),
     declared: Option<u64>,
     body: ByteStream,
 ) -> ServiceResult<ObjectView> {
@@ -98,22 +97,22 @@ pub async fn create_file(
 /// went meanwhile, or the charge does not fit: the caller then has the bytes sent.
 pub async fn claim_held_content(
     ctx: &Context,
-    owner: Uuid,
+    owner: UserId,
     (parent, name): (ObjectId, &ObjectName),
     replaced: Option<&ObjectRow>,
     policy: &PolicyRow,
     (size, blake3): (i64, &str),
 ) -> ServiceResult<Option<ObjectView>> {
     let db = ctx.db();
-    if !db::blobs::owner_holds_content(db, owner.into(), policy.id, blake3, size).await? {
+    if !db::blobs::owner_holds_content(db, owner, policy.id, blake3, size).await? {
         return Ok(None);
     }
     let usage = Usage::of(db, owner).await?;
     let growth = size - replaced.map_or(0, |row| usage.freed_by_replacing(row.size));
     let charge = Charge { amount: growth, capacity: usage.capacity };
     let plan = match replaced {
-        Some(row) => recorded(Plan::replace(owner.into(), row, charge, usage.keeps_versions), owner, &row.name, true),
-        None => recorded(Plan::new_file(owner.into(), parent, name.as_str(), charge), owner, name.as_str(), false),
+        Some(row) => recorded(Plan::replace(owner, row, charge, usage.keeps_versions), owner, &row.name, true),
+        None => recorded(Plan::new_file(owner, parent, name.as_str(), charge), owner, name.as_str(), false),
     };
     let Some(file) = ingest::commit_held(ctx, policy.id, (size, blake3), plan).await? else {
         return Ok(None);
@@ -125,7 +124,7 @@ pub async fn claim_held_content(
 /// The policy a file's content is stored under.
 async fn policy_of(ctx: &Context, row: &ObjectRow) -> ServiceResult<PolicyRow> {
     let policy_id = row.policy_id.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("file without policy")))?;
-    policies::find(ctx, policy_id.into()).await
+    policies::find(ctx, policy_id).await
 }
 
 /// A user's used bytes and capacity, and whether the group keeps replaced content as versions,
@@ -138,8 +137,8 @@ struct Usage {
 }
 
 impl Usage {
-    async fn of(db: &db::Db, owner: Uuid) -> ServiceResult<Self> {
-        let (used, capacity, keeps_versions) = db::users::write_usage(db, owner.into(), now_ms()).await?;
+    async fn of(db: &db::Db, owner: UserId) -> ServiceResult<Self> {
+        let (used, capacity, keeps_versions) = db::users::write_usage(db, owner, now_ms()).await?;
         Ok(Self { used, capacity, keeps_versions })
     }
 
@@ -161,9 +160,9 @@ pub struct NewFileFacts {
 
 /// Reads the [`NewFileFacts`] of `owner` in group `group_id`, in one query. A caller that will
 /// plan a write can read them while it looks up the folder (see [`Presence::KnownAbsent`]).
-pub async fn new_file_facts(ctx: &Context, owner: Uuid, group_id: GroupId) -> ServiceResult<NewFileFacts> {
+pub async fn new_file_facts(ctx: &Context, owner: UserId, group_id: GroupId) -> ServiceResult<NewFileFacts> {
     let (used, capacity, keeps_versions, policy) =
-        db::users::usage_capacity_and_policy(ctx.db(), owner.into(), group_id, now_ms()).await?;
+        db::users::usage_capacity_and_policy(ctx.db(), owner, group_id, now_ms()).await?;
     let policy = Box::new(policy.ok_or_else(policies::not_allowed)?);
     Ok(NewFileFacts { usage: Usage { used, capacity, keeps_versions }, policy })
 }
@@ -174,7 +173,7 @@ pub async fn new_file_facts(ctx: &Context, owner: Uuid, group_id: GroupId) -> Se
 /// content.
 async fn replace_row(
     ctx: &Context,
-    owner: Uuid,
+    owner: UserId,
     row: &ObjectRow,
     policy: &PolicyRow,
     usage: Usage,
@@ -185,13 +184,13 @@ async fn replace_row(
         stream_content(ctx, owner, policy, &row.name, row.size, usage, content_length, body).await?;
     let size = staged.size();
     let charge = Charge { amount: size - usage.freed_by_replacing(row.size) - reserved, capacity: usage.capacity };
-    let plan = recorded(Plan::replace(owner.into(), row, charge, usage.keeps_versions), owner, &row.name, true);
+    let plan = recorded(Plan::replace(owner, row, charge, usage.keeps_versions), owner, &row.name, true);
     let file = ingest::commit(ctx, staged, plan).await?.ok_or_else(no_bookkeeping)?;
     Ok((size, file.at))
 }
 
 /// `plan` recording its write in the activity log: one insert in the write's own commit.
-fn recorded(plan: Plan, owner: Uuid, name: &str, replaced: bool) -> Plan {
+fn recorded(plan: Plan, owner: UserId, name: &str, replaced: bool) -> Plan {
     let written = Activity::by(owner, Action::FileWrite).with("replaced", replaced);
     plan.with_step(|id| activity::step(written.on(TargetKind::Object, id, Some(name))))
 }
@@ -233,7 +232,7 @@ impl ByteLimit {
 /// A write of the file `name` in a folder, checked and ready to take its body (WebDAV `PUT`):
 /// a new file on the group's default policy, or new content for the existing file there.
 struct PlannedWrite {
-    owner: Uuid,
+    owner: UserId,
     /// The folder's id.
     parent: ObjectId,
     name: ObjectName,
@@ -259,7 +258,7 @@ pub enum Presence {
 /// up for the caller), a new file going to the policy of the caller's group; and what the
 /// caller already found out about the name.
 pub struct Target<'a> {
-    pub owner: Uuid,
+    pub owner: UserId,
     pub group_id: GroupId,
     pub folder: &'a files::PathEntry,
     pub name: &'a str,
@@ -364,18 +363,15 @@ impl PlannedWrite {
             return Ok(None);
         }
         let (blake3, size) = (hasher.finalize(), hasher.len() as i64);
-        if !db::blobs::holds_content(ctx.db(), self.policy.id, self.owner.into(), &blake3, size).await? {
+        if !db::blobs::holds_content(ctx.db(), self.policy.id, self.owner, &blake3, size).await? {
             return Ok(None);
         }
         let growth = size - self.existing.as_ref().map_or(0, |row| self.usage.freed_by_replacing(row.size));
         let charge = Charge { amount: growth, capacity: self.usage.capacity };
         let plan = match &self.existing {
-            Some(row) => recorded(
-                Plan::replace(self.owner.into(), row, charge, self.usage.keeps_versions),
-                self.owner,
-                &row.name,
-                true,
-            ),
+            Some(row) => {
+                recorded(Plan::replace(self.owner, row, charge, self.usage.keeps_versions), self.owner, &row.name, true)
+            }
             None => self.new_file(charge),
         };
         // `None`: the blob went (or the charge does not fit) since the look-up: store the bytes.
@@ -388,7 +384,7 @@ impl PlannedWrite {
     /// The plan of the new file this write creates.
     fn new_file(&self, charge: Charge) -> Plan {
         recorded(
-            Plan::new_file(self.owner.into(), self.parent, self.name.as_str(), charge),
+            Plan::new_file(self.owner, self.parent, self.name.as_str(), charge),
             self.owner,
             self.name.as_str(),
             false,
@@ -413,7 +409,7 @@ impl PlannedWrite {
 #[allow(clippy::too_many_arguments)] // one write's facts, each used once; a struct would only rename them
 async fn stream_content(
     ctx: &Context,
-    owner: Uuid,
+    owner: UserId,
     policy: &PolicyRow,
     name: &str,
     current_size: i64,
@@ -425,7 +421,6 @@ async fn stream_content(
     if let Some(length) = content_length {
         check_max_size(policy.max_size, length as i64)?;
     }
-    let owner_id = UserId::from(owner);
     let capacity = usage.capacity;
     let mut reserved = 0_i64;
     if let Some(length) = content_length {
@@ -434,7 +429,7 @@ async fn stream_content(
         // conditional statement, so the quota holds either way, and a statement is saved.
         if growth > 0 && length > RESERVE_ABOVE {
             let mut conn = db.writer().acquire().await.map_err(DbError::from)?;
-            if !db::users::reserve_storage(&mut conn, owner_id, growth, capacity).await? {
+            if !db::users::reserve_storage(&mut conn, owner, growth, capacity).await? {
                 return Err(quota_exceeded());
             }
             reserved = growth;
@@ -442,7 +437,8 @@ async fn stream_content(
     }
     let prepared = async {
         let store = policies::store(ctx, policy).await?;
-        let context = NamingContext { user_id: owner, original_name: name, now: time::OffsetDateTime::now_utc() };
+        let context =
+            NamingContext { user_id: owner.as_uuid(), original_name: name, now: time::OffsetDateTime::now_utc() };
         let key = StorageKey::parse(&naming::storage_key(&policy.dir_name_rule, &policy.file_name_rule, &context))?;
         Ok::<_, ServiceError>((store, key))
     }
@@ -450,14 +446,14 @@ async fn stream_content(
     let (store, key) = match prepared {
         Ok(prepared) => prepared,
         Err(err) => {
-            ingest::give_back(ctx, owner_id, reserved).await;
+            ingest::give_back(ctx, owner, reserved).await;
             return Err(err);
         }
     };
     let limit = ByteLimit::of(policy, usage, current_size);
     // From here on the guard gives the reservation back and removes the bytes unless they are
     // committed, also when this request is cancelled while they arrive.
-    let staged = StagedBlob::new(ctx, store, key, policy.id, Hold::Reservation { owner_id, bytes: reserved });
+    let staged = StagedBlob::new(ctx, store, key, policy.id, Hold::Reservation { owner_id: owner, bytes: reserved });
     match staged.store().put_stream(staged.key(), body, Some(limit.bytes())).await {
         Ok(outcome) => Ok((staged.holding(outcome.size as i64, &outcome.blake3).hashed_whole(), reserved)),
         Err(err) => {

@@ -23,7 +23,6 @@ use nubo_model::db::{self, Db};
 use nubo_model::domain::ids::UserId;
 use nubo_model::domain::time::now_ms;
 use nubo_model::kv::{KvStore, StoreError};
-use uuid::Uuid;
 
 use crate::credentials::token::{ACCESS_TOKEN_LIFETIME, JwtPayload};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
@@ -32,11 +31,11 @@ use crate::error_codes as codes;
 /// Longer than any access token lives, with a margin for clock skew between masters.
 const ENTRY_LIFETIME: Duration = Duration::from_secs(ACCESS_TOKEN_LIFETIME.as_secs() + 120);
 
-fn ban_key(user: Uuid) -> String {
+fn ban_key(user: UserId) -> String {
     format!("user-ban:{user}")
 }
 
-fn user_version_key(user: Uuid) -> String {
+fn user_version_key(user: UserId) -> String {
     format!("user-claims:{user}")
 }
 
@@ -79,7 +78,7 @@ impl Standing {
 }
 
 /// The user's ban and the user's and the group's claims versions, in one round trip.
-pub async fn standing(store: &dyn KvStore, user: Uuid, group: impl Display) -> ServiceResult<Standing> {
+pub async fn standing(store: &dyn KvStore, user: UserId, group: impl Display) -> ServiceResult<Standing> {
     let keys = [ban_key(user), user_version_key(user), group_version_key(group)];
     let values = store.get_many(&keys).await?;
     let number = |i: usize| values.get(i).and_then(|v| v.as_deref()).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
@@ -93,26 +92,26 @@ pub async fn standing(store: &dyn KvStore, user: Uuid, group: impl Display) -> S
 }
 
 /// Refuses every token of the user at once.
-pub async fn ban(store: &dyn KvStore, user: Uuid) -> ServiceResult<()> {
+pub async fn ban(store: &dyn KvStore, user: UserId) -> ServiceResult<()> {
     store.set(&ban_key(user), "1", Some(ENTRY_LIFETIME)).await?;
     Ok(())
 }
 
 /// Refuses every token of a user being deleted at once, as [`ban`] does, but answered as the
 /// deletion it is (401 `auth.user_not_found`, as a guard that reads the database would say).
-pub async fn deleted(store: &dyn KvStore, user: Uuid) -> ServiceResult<()> {
+pub async fn deleted(store: &dyn KvStore, user: UserId) -> ServiceResult<()> {
     store.set(&ban_key(user), DELETED, Some(ENTRY_LIFETIME)).await?;
     Ok(())
 }
 
 /// Whether the user is banned (or deleted) right now (for credentials checked without a token: WebDAV).
-pub async fn is_banned(store: &dyn KvStore, user: Uuid) -> ServiceResult<bool> {
+pub async fn is_banned(store: &dyn KvStore, user: UserId) -> ServiceResult<bool> {
     Ok(store.get(&ban_key(user)).await?.is_some())
 }
 
 /// Lifts a ban: tokens issued before it work again until they expire, unless a change of
 /// privileges made them stale meanwhile (that entry is kept).
-pub async fn unban(store: &dyn KvStore, user: Uuid) -> ServiceResult<()> {
+pub async fn unban(store: &dyn KvStore, user: UserId) -> ServiceResult<()> {
     store.delete(&ban_key(user)).await?;
     Ok(())
 }
@@ -128,7 +127,7 @@ async fn raise_version(store: &dyn KvStore, key: &str, version: i64) -> ServiceR
 
 /// Refuses the user's access tokens issued before the move to another group recorded as
 /// `version` (they must refresh to get the claims of the new group).
-pub async fn user_claims_changed(store: &dyn KvStore, user: Uuid, version: i64) -> ServiceResult<()> {
+pub async fn user_claims_changed(store: &dyn KvStore, user: UserId, version: i64) -> ServiceResult<()> {
     raise_version(store, &user_version_key(user), version).await
 }
 
@@ -165,7 +164,7 @@ pub async fn end_sessions(db: &Db, store: &dyn KvStore, user: UserId) -> Service
     let now = now_ms();
     db::refresh_tokens::revoke_user(db, user, now).await?;
     let version = db::users::raise_claims_version(db, user, now).await?;
-    user_claims_changed(store, user.as_uuid(), version).await
+    user_claims_changed(store, user, version).await
 }
 
 /// Re-creates the entries of bans and privilege changes made within an access-token lifetime,
@@ -174,11 +173,11 @@ pub async fn restore(db: &Db, store: &dyn KvStore) -> ServiceResult<usize> {
     let since = now_ms() - ENTRY_LIFETIME.as_millis() as i64;
     let banned = db::users::inactive_changed_since(db, since).await?;
     for id in &banned {
-        ban(store, id.as_uuid()).await?;
+        ban(store, *id).await?;
     }
     let users = db::users::claims_changed_since(db, since).await?;
     for (id, at) in &users {
-        user_claims_changed(store, id.as_uuid(), *at).await?;
+        user_claims_changed(store, *id, *at).await?;
     }
     let groups = db::groups::claims_changed_since(db, since).await?;
     for (id, at) in &groups {

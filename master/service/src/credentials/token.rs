@@ -8,6 +8,7 @@ use jsonwebtoken::errors::ErrorKind as JwtErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, encode};
 use nubo_common::secret::Secret;
 use nubo_model::domain::group::GroupPermissions;
+use nubo_model::domain::ids::{ObjectId, UserId};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -54,7 +55,7 @@ pub struct GroupClaims {
 #[serde(rename = "JWTPayload")]
 pub struct JwtPayload {
     /// The user's id.
-    pub sub: Uuid,
+    pub sub: UserId,
     /// This token's id.
     pub jti: Uuid,
     /// Issued at, seconds since the epoch.
@@ -71,7 +72,7 @@ pub struct JwtPayload {
 /// Claims of a refresh token; `jti` names its row, `fam` the chain it belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RefreshClaims {
-    pub sub: Uuid,
+    pub sub: UserId,
     pub jti: Uuid,
     pub fam: Uuid,
     pub iat: i64,
@@ -82,10 +83,10 @@ pub struct RefreshClaims {
 /// Claims of a single-use download token: which object, for whom.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DownloadClaims {
-    pub sub: Uuid,
+    pub sub: UserId,
     pub jti: Uuid,
     /// The object to serve.
-    pub obj: Uuid,
+    pub obj: ObjectId,
     /// The share the object is reached through, when the downloader is a share's visitor
     /// (`sub` is then the object's owner).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,9 +116,9 @@ pub struct ShareGrantClaims {
 /// banning the user or deleting the file revokes it at once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WopiClaims {
-    pub sub: Uuid,
+    pub sub: UserId,
     pub jti: Uuid,
-    pub obj: Uuid,
+    pub obj: ObjectId,
     pub edit: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app: Option<Uuid>,
@@ -239,7 +240,7 @@ mod tests {
 
     fn access(iat: i64, exp: i64) -> JwtPayload {
         JwtPayload {
-            sub: Uuid::new_v4(),
+            sub: UserId::random(),
             jti: Uuid::new_v4(),
             iat,
             exp,
@@ -285,7 +286,7 @@ mod tests {
     #[test]
     fn a_refresh_token_is_not_an_access_token_and_back() {
         let refresh = RefreshClaims {
-            sub: Uuid::new_v4(),
+            sub: UserId::random(),
             jti: Uuid::new_v4(),
             fam: Uuid::new_v4(),
             iat: now(),

@@ -83,9 +83,9 @@ impl ActiveUser {
 }
 
 /// The user behind a token, refused unless `ACTIVE`.
-pub async fn load_active_user(ctx: &Context, id: Uuid) -> ServiceResult<ActiveUser> {
+pub async fn load_active_user(ctx: &Context, id: UserId) -> ServiceResult<ActiveUser> {
     let db = ctx.db();
-    let user = db::users::find(db, id.into()).await?.ok_or_else(ServiceError::user_not_found)?;
+    let user = db::users::find(db, id).await?.ok_or_else(ServiceError::user_not_found)?;
     if user.status != UserStatus::Active {
         return Err(ServiceError::user_inactive());
     }
@@ -159,17 +159,16 @@ pub async fn create_admin(db: &Db, email: &str, password: &Secret) -> ServiceRes
 /// Creates a user in a given group (administrators' API; `actor` is the administrator).
 pub async fn create_user(
     ctx: &Context,
-    actor: Uuid,
+    actor: UserId,
     email: &str,
     password: &Secret,
     nickname: Option<&str>,
-    group_id: Uuid,
+    group_id: GroupId,
     status: UserStatus,
 ) -> ServiceResult<UserView> {
     let db = ctx.db();
     let email = Email::parse(email).map_err(|why| ServiceError::validation("email", why))?;
     let nickname = nickname.map(parse_nickname).transpose()?.unwrap_or_else(|| nickname_from(&email));
-    let group_id = GroupId::from(group_id);
     if db::groups::find(db, group_id).await?.is_none() {
         return Err(ServiceError::validation("group_id", "no such group"));
     }
@@ -214,7 +213,7 @@ pub async fn register(
     let id = insert_password_user(ctx.db(), &email, &nickname, password, group_id, status)
         .await
         .map_err(|e| if e.field.as_deref() == Some("password") { e.with_field("credential") } else { e })?;
-    let registered = Activity::by(id.as_uuid(), Action::Register).on(TargetKind::User, id, Some(email.as_str()));
+    let registered = Activity::by(id, Action::Register).on(TargetKind::User, id, Some(email.as_str()));
     activity::record(ctx.db(), registered).await;
     let row =
         db::users::find(ctx.db(), id).await?.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("user vanished")))?;
@@ -258,7 +257,7 @@ pub enum SettingValue {
 /// Sets one of the caller's settings; values are validated per option.
 pub async fn update_setting(
     ctx: &Context,
-    user_id: Uuid,
+    user_id: UserId,
     option: SettingOption,
     value: Option<SettingValue>,
 ) -> ServiceResult<()> {
@@ -270,24 +269,23 @@ pub async fn update_setting(
     };
     let value =
         value.ok_or_else(|| ServiceError::validation(field, format!("{field} is required and may not be null")))?;
-    let id = UserId::from(user_id);
     let now = now_ms();
     match (option, value) {
         (SettingOption::Nickname, SettingValue::Text(text)) => {
-            db::users::set_profile_text(db, id, ProfileField::Nickname, &parse_nickname(&text)?, now).await?;
+            db::users::set_profile_text(db, user_id, ProfileField::Nickname, &parse_nickname(&text)?, now).await?;
         }
         (SettingOption::Language, SettingValue::Text(text)) => {
             let valid = (2..=35).contains(&text.len()) && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
             if !valid {
                 return Err(ServiceError::validation("language", "language must be a language tag such as en-US"));
             }
-            db::users::set_profile_text(db, id, ProfileField::Language, &text, now).await?;
+            db::users::set_profile_text(db, user_id, ProfileField::Language, &text, now).await?;
         }
         (SettingOption::Timezone, SettingValue::Timezone(hours)) => {
             if !(-12..=14).contains(&hours) {
                 return Err(ServiceError::validation("timezone", "timezone must be an integer from -12 to 14"));
             }
-            db::users::set_timezone(db, id, hours as i32, now).await?;
+            db::users::set_timezone(db, user_id, hours as i32, now).await?;
         }
         _ => return Err(ServiceError::validation(field, format!("{field} has the wrong type"))),
     }
@@ -301,10 +299,9 @@ pub async fn update_setting(
 
 /// Changes the caller's password after checking the current one, and signs out every session
 /// (all refresh tokens are revoked; access and WOPI tokens issued before are refused).
-pub async fn change_password(ctx: &Context, user_id: Uuid, old: &Secret, new: &Secret) -> ServiceResult<()> {
+pub async fn change_password(ctx: &Context, user_id: UserId, old: &Secret, new: &Secret) -> ServiceResult<()> {
     let db = ctx.db();
-    let id = UserId::from(user_id);
-    let stored = db::users::credential_of(db, id, EMAIL_PASSWORD).await?.ok_or_else(|| {
+    let stored = db::users::credential_of(db, user_id, EMAIL_PASSWORD).await?.ok_or_else(|| {
         ServiceError::new(ErrorKind::Conflict, codes::USER_NO_PASSWORD, "this account signs in without a password")
     })?;
     if !verify_password(old, &stored).await {
@@ -316,8 +313,8 @@ pub async fn change_password(ctx: &Context, user_id: Uuid, old: &Secret, new: &S
         .with_field("old_password"));
     }
     let hash = hash_password(new).await.map_err(|e| password_error("new_password", e))?;
-    db::users::set_credential(db, id, EMAIL_PASSWORD, &hash).await?;
-    revocation::end_sessions(db, ctx.store(), id).await?;
+    db::users::set_credential(db, user_id, EMAIL_PASSWORD, &hash).await?;
+    revocation::end_sessions(db, ctx.store(), user_id).await?;
     activity::record(db, Activity::by(user_id, Action::PasswordChange).on(TargetKind::User, user_id, None)).await;
     Ok(())
 }
@@ -398,14 +395,14 @@ pub enum ThemeChoice {
 
 /// Stores the caller's theme as a snapshot of colours (a later change of the preset does not
 /// change it) and answers the effective theme.
-pub async fn set_theme(ctx: &Context, user_id: Uuid, choice: ThemeChoice) -> ServiceResult<EffectiveTheme> {
+pub async fn set_theme(ctx: &Context, user_id: UserId, choice: ThemeChoice) -> ServiceResult<EffectiveTheme> {
     let db = ctx.db();
     let colors = match choice {
         ThemeChoice::Preset(preset) => Some(themes::get(ctx, preset).await?.colors),
         ThemeChoice::Colors(colors) => Some(colors),
         ThemeChoice::Reset => None,
     };
-    db::users::set_colors(db, user_id.into(), colors.as_ref().map(ThemeColors::as_columns), now_ms()).await?;
+    db::users::set_colors(db, user_id, colors.as_ref().map(ThemeColors::as_columns), now_ms()).await?;
     let user = load_active_user(ctx, user_id).await?;
     effective_theme(db, user.row()).await
 }

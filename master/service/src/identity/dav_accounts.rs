@@ -13,7 +13,7 @@ use std::time::Duration;
 use nubo_common::secret::Secret;
 use nubo_model::db::webdav_accounts::WebdavAccountRow;
 use nubo_model::db::{self, DbError};
-use nubo_model::domain::ids::GroupId;
+use nubo_model::domain::ids::{GroupId, UserId};
 use nubo_model::domain::object::parse_path;
 use nubo_model::domain::time::{now_ms, to_rfc3339};
 use nubo_model::domain::user::{Email, UserStatus};
@@ -91,7 +91,7 @@ pub struct WebdavAccountChanges {
 /// Who a `/dav` request acts for, once its credentials checked out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DavPrincipal {
-    pub user_id: Uuid,
+    pub user_id: UserId,
     pub group_id: GroupId,
     pub account_id: Uuid,
     pub root: String,
@@ -139,7 +139,7 @@ fn parse_name(raw: &str) -> ServiceResult<String> {
 }
 
 /// The canonical form of a root path, which must name a live folder of the owner.
-async fn parse_root(ctx: &Context, owner: Uuid, raw: &str) -> ServiceResult<String> {
+async fn parse_root(ctx: &Context, owner: UserId, raw: &str) -> ServiceResult<String> {
     let names = parse_path(raw).map_err(|why| ServiceError::validation("root", why))?;
     let canonical = format!("/{}", names.iter().map(|n| n.as_str()).collect::<Vec<_>>().join("/"));
     let folder = files::resolve_path(ctx.db(), owner, &canonical).await.map_err(|e| match e.kind {
@@ -170,22 +170,22 @@ fn on_name_clash(err: DbError) -> ServiceError {
     }
 }
 
-pub async fn list(ctx: &Context, owner: Uuid) -> ServiceResult<Vec<WebdavAccountView>> {
-    db::webdav_accounts::list_of(ctx.db(), owner.into()).await?.iter().map(view).collect()
+pub async fn list(ctx: &Context, owner: UserId) -> ServiceResult<Vec<WebdavAccountView>> {
+    db::webdav_accounts::list_of(ctx.db(), owner).await?.iter().map(view).collect()
 }
 
-pub async fn get(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<WebdavAccountView> {
+pub async fn get(ctx: &Context, owner: UserId, id: Uuid) -> ServiceResult<WebdavAccountView> {
     view(&load(ctx, owner, id).await?)
 }
 
-async fn load(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<WebdavAccountRow> {
-    db::webdav_accounts::find_owned(ctx.db(), owner.into(), id).await?.ok_or_else(not_found)
+async fn load(ctx: &Context, owner: UserId, id: Uuid) -> ServiceResult<WebdavAccountRow> {
+    db::webdav_accounts::find_owned(ctx.db(), owner, id).await?.ok_or_else(not_found)
 }
 
 /// Creates an account; the owner's group must allow WebDAV.
 pub async fn create(
     ctx: &Context,
-    owner: Uuid,
+    owner: UserId,
     group_id: GroupId,
     input: NewWebdavAccount,
 ) -> ServiceResult<WebdavAccountCreated> {
@@ -205,7 +205,7 @@ pub async fn create(
     let now = now_ms();
     let row = WebdavAccountRow {
         id: Uuid::new_v4(),
-        owner_id: owner.into(),
+        owner_id: owner,
         name,
         password_hash: hash(&password).await?,
         root_path: root,
@@ -220,7 +220,7 @@ pub async fn create(
 /// Changes an account; a cached sign-in of it is forgotten at once.
 pub async fn update(
     ctx: &Context,
-    owner: Uuid,
+    owner: UserId,
     id: Uuid,
     changes: WebdavAccountChanges,
 ) -> ServiceResult<WebdavAccountCreated> {
@@ -254,9 +254,9 @@ pub async fn update(
     Ok(WebdavAccountCreated { account: view(&row)?, password: shown })
 }
 
-pub async fn delete(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<()> {
+pub async fn delete(ctx: &Context, owner: UserId, id: Uuid) -> ServiceResult<()> {
     let row = load(ctx, owner, id).await?;
-    if !db::webdav_accounts::delete(ctx.db(), owner.into(), row.id).await? {
+    if !db::webdav_accounts::delete(ctx.db(), owner, row.id).await? {
         return Err(not_found());
     }
     forget(ctx, owner, &row.name).await
@@ -267,8 +267,8 @@ fn cache_key(email: &str, name: &str) -> String {
 }
 
 /// Drops the cached sign-in of the owner's account `name`.
-async fn forget(ctx: &Context, owner: Uuid, name: &str) -> ServiceResult<()> {
-    if let Some(user) = db::users::find(ctx.db(), owner.into()).await? {
+async fn forget(ctx: &Context, owner: UserId, name: &str) -> ServiceResult<()> {
+    if let Some(user) = db::users::find(ctx.db(), owner).await? {
         ctx.store().delete(&cache_key(&user.email, name)).await?;
     }
     Ok(())
@@ -346,7 +346,7 @@ pub async fn authenticate(ctx: &Context, username: &str, password: &Secret) -> S
         }
         return Err(invalid_credentials());
     };
-    let user_id = login.account.owner_id.as_uuid();
+    let user_id = login.account.owner_id;
     if login.user_status != UserStatus::Active || revocation::is_banned(ctx.store(), user_id).await? {
         return Err(ServiceError::user_inactive());
     }

@@ -5,7 +5,7 @@ use nubo_model::db::groups::{GroupRow, GroupValues};
 use nubo_model::db::{self, Db, DbError};
 use nubo_model::domain::activity::{Action, TargetKind};
 use nubo_model::domain::group::GroupPermissions;
-use nubo_model::domain::ids::{GroupId, PolicyId};
+use nubo_model::domain::ids::{GroupId, PolicyId, UserId};
 use nubo_model::domain::time::now_ms;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -86,11 +86,10 @@ pub async fn list(ctx: &Context) -> ServiceResult<Vec<GroupView>> {
     Ok(views)
 }
 
-pub async fn get(ctx: &Context, id: Uuid) -> ServiceResult<GroupView> {
+pub async fn get(ctx: &Context, id: GroupId) -> ServiceResult<GroupView> {
     let db = ctx.db();
-    let key = GroupId::from(id);
-    let row = db::groups::find(db, key).await?.ok_or_else(not_found)?;
-    let members = db::groups::member_count(db, key).await?;
+    let row = db::groups::find(db, id).await?.ok_or_else(not_found)?;
+    let members = db::groups::member_count(db, id).await?;
     view(db, row, members).await
 }
 
@@ -136,7 +135,7 @@ fn name_taken(e: DbError, name: &str) -> ServiceError {
     }
 }
 
-pub async fn create(ctx: &Context, actor: Uuid, input: GroupInput) -> ServiceResult<GroupView> {
+pub async fn create(ctx: &Context, actor: UserId, input: GroupInput) -> ServiceResult<GroupView> {
     let db = ctx.db();
     let (name, policy_ids) = validate(db, &input).await?;
     let id = GroupId::random();
@@ -152,18 +151,17 @@ pub async fn create(ctx: &Context, actor: Uuid, input: GroupInput) -> ServiceRes
     db::groups::insert_all(db, &[(id, values)], now_ms()).await.map_err(|e| name_taken(e, &name))?;
     db::groups::set_policies(db, id, &policy_ids).await?;
     activity::record(db, Activity::by(actor, Action::AdminGroupCreate).on(TargetKind::Group, id, Some(&name))).await;
-    get(ctx, id.into()).await
+    get(ctx, id).await
 }
 
 /// Replaces a group's settings. A change to what access tokens snapshot (name, admin flag,
 /// capacity, permissions) makes every member's tokens stale at once, on every master: they
 /// refresh to get the new claims. Taking the admin flag from the group of the last active
 /// administrators is refused (409 `group.last_administrator`).
-pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, input: GroupInput) -> ServiceResult<GroupView> {
+pub async fn update(ctx: &Context, actor: UserId, id: GroupId, input: GroupInput) -> ServiceResult<GroupView> {
     let db = ctx.db();
     let (name, policy_ids) = validate(db, &input).await?;
-    let key = GroupId::from(id);
-    let current = db::groups::find(db, key).await?.ok_or_else(not_found)?;
+    let current = db::groups::find(db, id).await?.ok_or_else(not_found)?;
     let claims_changed = current.name != name
         || current.is_admin != input.is_admin
         || current.max_storage != input.max_storage
@@ -180,14 +178,14 @@ pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, input: GroupInput) -> 
     let now = now_ms();
     // Strictly newer than the last version, even for two changes within one millisecond.
     let version = claims_changed.then(|| now.max(current.claims_changed_at + 1));
-    if !db::groups::update(db, key, &values, version, now).await.map_err(|e| name_taken(e, &name))? {
+    if !db::groups::update(db, id, &values, version, now).await.map_err(|e| name_taken(e, &name))? {
         // The group was found above: what refused the change is the last-administrator rule.
         return Err(last_administrator());
     }
     if let Some(version) = version {
         revocation::group_claims_changed(ctx.store(), id, version).await?;
     }
-    db::groups::set_policies(db, key, &policy_ids).await?;
+    db::groups::set_policies(db, id, &policy_ids).await?;
     activity::record(db, Activity::by(actor, Action::AdminGroupUpdate).on(TargetKind::Group, id, Some(&name))).await;
     get(ctx, id).await
 }
@@ -198,18 +196,17 @@ pub async fn permissions(db: &Db, group_id: GroupId) -> ServiceResult<GroupPermi
     Ok(group.permissions)
 }
 
-pub async fn delete(ctx: &Context, actor: Uuid, id: Uuid) -> ServiceResult<()> {
+pub async fn delete(ctx: &Context, actor: UserId, id: GroupId) -> ServiceResult<()> {
     let db = ctx.db();
-    let key = GroupId::from(id);
-    let Some(group) = db::groups::find(db, key).await? else { return Err(not_found()) };
-    let members = db::groups::member_count(db, key).await?;
+    let Some(group) = db::groups::find(db, id).await? else { return Err(not_found()) };
+    let members = db::groups::member_count(db, id).await?;
     if members > 0 {
         return Err(ServiceError::conflict(
             codes::GROUP_HAS_USERS,
             format!("the group still has {members} member(s): move them to another group first"),
         ));
     }
-    match db::groups::delete(db, key).await {
+    match db::groups::delete(db, id).await {
         Ok(_) => {
             let deleted = Activity::by(actor, Action::AdminGroupDelete).on(TargetKind::Group, id, Some(&group.name));
             activity::record(db, deleted).await;

@@ -11,7 +11,6 @@ use nubo_model::domain::time::{now_ms, to_rfc3339};
 use nubo_model::domain::user::{Email, UserStatus};
 use serde::Serialize;
 use utoipa::ToSchema;
-use uuid::Uuid;
 
 use crate::context::Context;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
@@ -41,8 +40,8 @@ fn view(row: IdentityRow) -> IdentityView {
     }
 }
 
-pub async fn list(ctx: &Context, caller: Uuid) -> ServiceResult<Vec<IdentityView>> {
-    Ok(db::identities::list_of(ctx.db(), UserId::from(caller)).await?.into_iter().map(view).collect())
+pub async fn list(ctx: &Context, caller: UserId) -> ServiceResult<Vec<IdentityView>> {
+    Ok(db::identities::list_of(ctx.db(), caller).await?.into_iter().map(view).collect())
 }
 
 /// The provider named in a path, enabled in `auth_methods` and configured.
@@ -59,16 +58,16 @@ pub async fn start_sign_in(ctx: &Context, provider: &str) -> ServiceResult<Strin
 }
 
 /// Starts linking a provider to the caller's account: the authorize URL to navigate to.
-pub async fn start_link(ctx: &Context, caller: Uuid, provider: &str) -> ServiceResult<String> {
+pub async fn start_link(ctx: &Context, caller: UserId, provider: &str) -> ServiceResult<String> {
     let settings = usable(ctx, provider).await?;
     let user = accounts::load_active_user(ctx, caller).await?;
     oauth::begin(ctx, &settings, Some(user.row().id.as_uuid())).await
 }
 
 /// Unlinks the caller's identity at an OAuth provider, unless it is their last way to sign in.
-pub async fn unlink(ctx: &Context, caller: Uuid, provider: &str) -> ServiceResult<()> {
+pub async fn unlink(ctx: &Context, caller: UserId, provider: &str) -> ServiceResult<()> {
     let provider = Provider::parse(provider)?;
-    match db::identities::unlink_unless_last(ctx.db(), UserId::from(caller), provider.name()).await? {
+    match db::identities::unlink_unless_last(ctx.db(), caller, provider.name()).await? {
         None => Err(ServiceError::not_found(codes::AUTH_IDENTITY_NOT_FOUND, "no identity of this provider is linked")),
         Some(false) => Err(ServiceError::conflict(
             codes::AUTH_LAST_SIGN_IN_METHOD,
@@ -166,7 +165,7 @@ async fn apply_group_map(ctx: &Context, oidc: &OidcSettings, user_id: UserId, va
         return Ok(());
     }
     let update = UserUpdate { group_id: Some(target.as_uuid()), ..UserUpdate::default() };
-    users::update(ctx, user_id.as_uuid(), user_id.as_uuid(), update).await?;
+    users::update(ctx, user_id, user_id, update).await?;
     tracing::info!(user = %user_id, group = %target, "moved by the OpenID Connect group map");
     Ok(())
 }
@@ -180,7 +179,7 @@ fn linked_elsewhere() -> ServiceError {
 
 /// Links the profile's identity to `user_id`; linking it again is a no-op.
 async fn link(ctx: &Context, provider: Provider, user_id: UserId, profile: &Profile) -> ServiceResult<()> {
-    accounts::load_active_user(ctx, user_id.as_uuid()).await?;
+    accounts::load_active_user(ctx, user_id).await?;
     let now = now_ms();
     let identity =
         NewOAuthIdentity { provider: provider.name(), identifier: &profile.identifier, display: &profile.display };

@@ -131,7 +131,7 @@ pub async fn verify_email(ctx: &Context, token: &str, address: IpAddr) -> Servic
     let user_id = mailed_token::redeem(ctx.store(), Purpose::VerifyEmail, token).await?;
     if db::users::activate_inactive(ctx.db(), user_id, now_ms()).await? {
         // Start-up restores bans for every non-active account; this one is welcome now.
-        revocation::unban(ctx.store(), user_id.as_uuid()).await?;
+        revocation::unban(ctx.store(), user_id).await?;
     }
     Ok(())
 }

@@ -58,12 +58,12 @@ async fn require_enabled(ctx: &Context) -> ServiceResult<()> {
     site::require_method(ctx, AuthMethod::Passkey).await
 }
 
-pub async fn list(ctx: &Context, caller: Uuid) -> ServiceResult<Vec<PasskeyView>> {
-    Ok(db::passkeys::list_of(ctx.db(), UserId::from(caller)).await?.iter().map(view).collect())
+pub async fn list(ctx: &Context, caller: UserId) -> ServiceResult<Vec<PasskeyView>> {
+    Ok(db::passkeys::list_of(ctx.db(), caller).await?.iter().map(view).collect())
 }
 
 /// Begins registering a passkey for the caller.
-pub async fn start_registration(ctx: &Context, caller: Uuid) -> ServiceResult<Ceremony> {
+pub async fn start_registration(ctx: &Context, caller: UserId) -> ServiceResult<Ceremony> {
     require_enabled(ctx).await?;
     let user = accounts::load_active_user(ctx, caller).await?;
     let existing = db::passkeys::list_of(ctx.db(), user.row().id).await?;
@@ -74,18 +74,17 @@ pub async fn start_registration(ctx: &Context, caller: Uuid) -> ServiceResult<Ce
 /// sign-in identity.
 pub async fn finish_registration(
     ctx: &Context,
-    caller: Uuid,
+    caller: UserId,
     challenge_token: &str,
     name: Option<&str>,
     credential: serde_json::Value,
 ) -> ServiceResult<PasskeyView> {
     require_enabled(ctx).await?;
     let name = name.map(parse_name).transpose()?.unwrap_or_else(|| DEFAULT_NAME.to_owned());
-    let user_id = UserId::from(caller);
-    let registered = passkey::finish_registration(ctx, user_id, challenge_token, credential).await?;
+    let registered = passkey::finish_registration(ctx, caller, challenge_token, credential).await?;
     let row = PasskeyRow {
         id: Uuid::new_v4(),
-        user_id,
+        user_id: caller,
         credential_id: registered.credential_id,
         name,
         passkey: registered.passkey,
@@ -102,19 +101,18 @@ pub async fn finish_registration(
     Ok(view(&row))
 }
 
-pub async fn rename(ctx: &Context, caller: Uuid, id: Uuid, name: &str) -> ServiceResult<PasskeyView> {
+pub async fn rename(ctx: &Context, caller: UserId, id: Uuid, name: &str) -> ServiceResult<PasskeyView> {
     let name = parse_name(name)?;
-    let user_id = UserId::from(caller);
-    if !db::passkeys::rename(ctx.db(), user_id, id, &name).await? {
+    if !db::passkeys::rename(ctx.db(), caller, id, &name).await? {
         return Err(not_found());
     }
-    let row = db::passkeys::find_owned(ctx.db(), user_id, id).await?.ok_or_else(not_found)?;
+    let row = db::passkeys::find_owned(ctx.db(), caller, id).await?.ok_or_else(not_found)?;
     Ok(view(&row))
 }
 
 /// Removes a passkey, unless it is the account's last way to sign in.
-pub async fn delete(ctx: &Context, caller: Uuid, id: Uuid) -> ServiceResult<()> {
-    match db::passkeys::delete_unless_last(ctx.db(), UserId::from(caller), id).await? {
+pub async fn delete(ctx: &Context, caller: UserId, id: Uuid) -> ServiceResult<()> {
+    match db::passkeys::delete_unless_last(ctx.db(), caller, id).await? {
         None => Err(not_found()),
         Some(false) => Err(ServiceError::conflict(
             codes::AUTH_LAST_SIGN_IN_METHOD,

@@ -164,7 +164,7 @@ async fn sign_in_activity(
     let provider = serde_json::to_value(attempt.provider).unwrap_or_default();
     match outcome {
         Ok(view) => Some(
-            Activity::by(view.user.id, Action::SignIn)
+            Activity::by(UserId::from(view.user.id), Action::SignIn)
                 .on(TargetKind::User, view.user.id, Some(&view.user.email))
                 .from(attempt.address)
                 .with("provider", provider),
@@ -180,7 +180,7 @@ async fn sign_in_activity(
                 Some(email) => db::users::find_by_email(ctx.db(), email.as_str()).await.ok().flatten(),
                 None => None,
             };
-            let actor = account.as_ref().map(|user| user.id.as_uuid());
+            let actor = account.as_ref().map(|user| user.id);
             let mut failed = Activity::new(Action::SignInFailed, actor).from(attempt.address);
             failed = match (actor, &email) {
                 (Some(id), Some(email)) => failed.on(TargetKind::User, id, Some(email.as_str())),
@@ -277,7 +277,7 @@ async fn group_claims(ctx: &Context, user: &UserRow) -> ServiceResult<GroupClaim
 
 /// Issues an access token and a refresh token in `family`, recording the refresh token.
 async fn issue(ctx: &Context, user: &UserRow, family: Uuid) -> ServiceResult<TokenPair> {
-    let user_id = user.id.as_uuid();
+    let user_id = user.id;
     let now_ms = now_ms();
     let now = now_ms / 1000;
     let access_exp = now + ACCESS_TOKEN_LIFETIME.as_secs() as i64;

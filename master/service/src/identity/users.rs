@@ -34,8 +34,8 @@ pub async fn list(ctx: &Context, filter: &UserFilter, page: PageRequest) -> Serv
     Ok(Page { count, items })
 }
 
-pub async fn get(ctx: &Context, id: Uuid) -> ServiceResult<UserView> {
-    let row = db::users::find(ctx.db(), id.into()).await?.ok_or_else(not_found)?;
+pub async fn get(ctx: &Context, id: UserId) -> ServiceResult<UserView> {
+    let row = db::users::find(ctx.db(), id).await?.ok_or_else(not_found)?;
     accounts::user_view(ctx, &row).await
 }
 
@@ -48,9 +48,8 @@ pub struct UserUpdate {
     pub password: Option<Secret>,
 }
 
-pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, update: UserUpdate) -> ServiceResult<UserView> {
-    let key = UserId::from(id);
-    let current = db::users::find(ctx.db(), key).await?.ok_or_else(not_found)?;
+pub async fn update(ctx: &Context, actor: UserId, id: UserId, update: UserUpdate) -> ServiceResult<UserView> {
+    let current = db::users::find(ctx.db(), id).await?.ok_or_else(not_found)?;
     if actor == id && update.status.is_some_and(|s| s != UserStatus::Active) {
         return Err(ServiceError::conflict(codes::USER_CANNOT_BAN_SELF, "administrators cannot deactivate themselves"));
     }
@@ -73,25 +72,25 @@ pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, update: UserUpdate) ->
     let moved = group_id.is_some_and(|g| g != current.group_id);
     let claims_version = moved.then(|| now.max(current.claims_changed_at + 1));
     let changes = UserChanges { nickname: nickname.as_deref(), group_id, status: update.status, claims_version };
-    if !db::users::update(ctx.db(), key, &changes, now).await? {
+    if !db::users::update(ctx.db(), id, &changes, now).await? {
         return Err(groups::last_administrator());
     }
     if let Some(hash) = password_hash {
-        db::users::set_credential(ctx.db(), key, EMAIL_PASSWORD, &hash).await?;
-        revocation::end_sessions(ctx.db(), ctx.store(), key).await?;
+        db::users::set_credential(ctx.db(), id, EMAIL_PASSWORD, &hash).await?;
+        revocation::end_sessions(ctx.db(), ctx.store(), id).await?;
     }
     // Each effect has its own entry, so lifting a ban never revives claims a move made stale.
     if let Some(version) = claims_version {
         // The administrator's choice stands: a temporary group from a code does not move the
         // user back when it ends.
-        db::redeem::forget_temporary(ctx.db(), key).await?;
+        db::redeem::forget_temporary(ctx.db(), id).await?;
         revocation::user_claims_changed(ctx.store(), id, version).await?;
     }
     match update.status {
         Some(UserStatus::Active) if current.status != UserStatus::Active => revocation::unban(ctx.store(), id).await?,
         Some(status) if status != UserStatus::Active => {
             revocation::ban(ctx.store(), id).await?;
-            db::refresh_tokens::revoke_user(ctx.db(), key, now).await?;
+            db::refresh_tokens::revoke_user(ctx.db(), id, now).await?;
         }
         _ => {}
     }
@@ -101,7 +100,7 @@ pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, update: UserUpdate) ->
 
 /// What the activity log keeps of an administrator's change to `user`: a ban as `admin.ban`,
 /// anything else as `admin.user_update` with the names of the fields (never a password).
-fn update_activity(actor: Uuid, user: &UserRow, update: &UserUpdate) -> Activity {
+fn update_activity(actor: UserId, user: &UserRow, update: &UserUpdate) -> Activity {
     let banned = update.status.is_some_and(|status| status != UserStatus::Active) && user.status == UserStatus::Active;
     let action = if banned { Action::AdminBan } else { Action::AdminUserUpdate };
     let fields: Vec<&str> = [
@@ -120,7 +119,7 @@ fn update_activity(actor: Uuid, user: &UserRow, update: &UserUpdate) -> Activity
     entry
 }
 
-pub async fn delete(ctx: &Context, actor: Uuid, id: Uuid) -> ServiceResult<()> {
+pub async fn delete(ctx: &Context, actor: UserId, id: UserId) -> ServiceResult<()> {
     if actor == id {
         return Err(ServiceError::new(
             ErrorKind::Conflict,
@@ -128,11 +127,11 @@ pub async fn delete(ctx: &Context, actor: Uuid, id: Uuid) -> ServiceResult<()> {
             "administrators cannot delete themselves",
         ));
     }
-    let Some(user) = db::users::find(ctx.db(), id.into()).await? else { return Err(not_found()) };
+    let Some(user) = db::users::find(ctx.db(), id).await? else { return Err(not_found()) };
     // Refuse the user's tokens first, so nothing slips through while the files go.
     revocation::deleted(ctx.store(), id).await?;
     crate::tree::files::delete_everything_of(ctx, id).await?;
-    db::users::delete(ctx.db(), id.into()).await?;
+    db::users::delete(ctx.db(), id).await?;
     activity::record(
         ctx.db(),
         Activity::by(actor, Action::AdminUserDelete).on(TargetKind::User, id, Some(&user.email)),
@@ -143,12 +142,11 @@ pub async fn delete(ctx: &Context, actor: Uuid, id: Uuid) -> ServiceResult<()> {
 
 /// Recomputes a user's used storage from their files and open upload sessions, repairing any
 /// drift. Answers the user with the corrected figure.
-pub async fn calibrate(ctx: &Context, id: Uuid) -> ServiceResult<UserView> {
-    db::users::find(ctx.db(), id.into()).await?.ok_or_else(not_found)?;
-    let key = id.into();
-    let used = db::objects::owned_bytes(ctx.db(), key).await?
-        + db::versions::owned_bytes(ctx.db(), key).await?
-        + db::uploads::reserved_bytes(ctx.db(), key).await?;
-    db::users::set_storage(ctx.db(), key, used).await?;
+pub async fn calibrate(ctx: &Context, id: UserId) -> ServiceResult<UserView> {
+    db::users::find(ctx.db(), id).await?.ok_or_else(not_found)?;
+    let used = db::objects::owned_bytes(ctx.db(), id).await?
+        + db::versions::owned_bytes(ctx.db(), id).await?
+        + db::uploads::reserved_bytes(ctx.db(), id).await?;
+    db::users::set_storage(ctx.db(), id, used).await?;
     get(ctx, id).await
 }

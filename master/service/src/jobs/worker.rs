@@ -12,7 +12,6 @@ use nubo_model::domain::task::{TaskProgress, TaskStatus, TaskType};
 use nubo_model::domain::time::now_ms;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 use crate::content::migration;
 use crate::context::Context;
@@ -144,7 +143,7 @@ async fn run_task(state: &Context, worker: &str, timing: WorkerTiming, task: Tas
 }
 
 async fn execute(state: &Context, task: &TaskRow, control: &mut Control) -> Result<TaskProgress, TaskFailure> {
-    let owner = task.owner_id.map(Uuid::from);
+    let owner = task.owner_id;
     match task.kind {
         TaskType::PolicyMigrate => migration::run(state, owner, &task.props, control).await,
         TaskType::ExternalDownload => external::run(state, &task.id, owner, &task.props, control).await,

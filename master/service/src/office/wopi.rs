@@ -10,7 +10,7 @@ use nubo_common::storage::ByteStream;
 use nubo_model::db;
 use nubo_model::db::objects::ObjectRow;
 use nubo_model::db::users::UserRow;
-use nubo_model::domain::ids::ObjectId;
+use nubo_model::domain::ids::{ObjectId, UserId};
 use nubo_model::domain::object::ObjectName;
 use nubo_model::domain::time::{now_ms, to_rfc3339};
 use serde::{Deserialize, Serialize};
@@ -66,8 +66,8 @@ pub struct WopiSession {
 /// master at.
 pub async fn open_session(
     ctx: &Context,
-    caller: Uuid,
-    (file_id, mode): (Uuid, WopiMode),
+    caller: UserId,
+    (file_id, mode): (ObjectId, WopiMode),
     app: Option<Uuid>,
     base: &str,
 ) -> ServiceResult<WopiSession> {
@@ -100,9 +100,9 @@ fn issue_token(ctx: &Context, user: &UserRow, file: ObjectId, edit: bool, app: O
     let now = now_ms() / 1000;
     let exp = now + TOKEN_LIFETIME.as_secs() as i64;
     let claims = WopiClaims {
-        sub: user.id.into(),
+        sub: user.id,
         jti: Uuid::new_v4(),
-        obj: file.into(),
+        obj: file,
         edit,
         app,
         iat: now,
@@ -137,7 +137,7 @@ pub struct WopiRequest<'a> {
 /// trashed) and reachable by that user with the token's mode, and a session opened with an
 /// application needs that application's proof. A refusal of the token is 401 (WOPI's "invalid
 /// access token"); a file gone is 404; a proof refused is 500, as the WOPI specification says.
-pub async fn authorise(ctx: &Context, request: &WopiRequest<'_>, file_id: Uuid) -> ServiceResult<WopiAccess> {
+pub async fn authorise(ctx: &Context, request: &WopiRequest<'_>, file_id: ObjectId) -> ServiceResult<WopiAccess> {
     let claims = ctx.tokens().verify_wopi(request.token).map_err(token_error)?;
     if let Some(app) = claims.app {
         wopi_apps::check_request(ctx, app, request.proof, request.token, request.url).await?;
@@ -424,7 +424,7 @@ pub async fn put_file(
 ) -> WopiResult<String> {
     access.require_edit()?;
     check_lock(ctx, access.id(), lock, access.file.row().size == 0).await?;
-    writes::replace_content(ctx, access.claims.sub, access.id().into(), declared, body).await?;
+    writes::replace_content(ctx, access.claims.sub, access.id(), declared, body).await?;
     let row = db::objects::find_by_id(ctx.db(), access.id()).await?.ok_or_else(access::not_found)?;
     Ok(version_of(&row))
 }
@@ -467,12 +467,12 @@ pub async fn put_relative(
             let wanted = if suggested.starts_with('.') { format!("{}{suggested}", stem(&row.name)) } else { suggested };
             let name = ObjectName::parse(&wanted).map_err(|why| WopiRefusal::InvalidName(why.to_string()))?;
             let name = free_name(ctx, parent, name.as_str()).await?;
-            writes::create_file(ctx, owner, group, (parent.into(), &name), declared, body).await?
+            writes::create_file(ctx, owner, group, (parent, &name), declared, body).await?
         }
         RelativeTarget::Exact { name, overwrite } => {
             let name = ObjectName::parse(&name).map_err(|why| WopiRefusal::InvalidName(why.to_string()))?;
             match db::objects::child_by_name(ctx.db(), parent, name.as_str()).await? {
-                None => writes::create_file(ctx, owner, group, (parent.into(), name.as_str()), declared, body)
+                None => writes::create_file(ctx, owner, group, (parent, name.as_str()), declared, body)
                     .await
                     .map_err(|err| taken_or(err, name.as_str()))?,
                 Some(existing) => {
@@ -481,7 +481,7 @@ pub async fn put_relative(
                         let valid = free_name(ctx, parent, name.as_str()).await?;
                         return Err(WopiRefusal::TargetExists { valid, lock });
                     }
-                    writes::replace_content(ctx, owner, existing.id.into(), declared, body).await?
+                    writes::replace_content(ctx, owner, existing.id, declared, body).await?
                 }
             }
         }
@@ -520,7 +520,7 @@ pub async fn rename(ctx: &Context, access: &WopiAccess, lock: Option<&str>, requ
     access.require_edit()?;
     check_lock(ctx, access.id(), lock, true).await?;
     let name = format!("{requested}{}", extension(&access.file.row().name));
-    let file = access::writable(ctx, access.claims.sub, access.id().into(), Reach::Live).await?;
+    let file = access::writable(ctx, access.claims.sub, access.id(), Reach::Live).await?;
     match files::rename(ctx, &file, &name).await {
         Ok(_) => Ok(requested.to_owned()),
         Err(err) if err.code == codes::OBJECT_NAME_TAKEN => {

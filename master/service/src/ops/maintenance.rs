@@ -70,7 +70,7 @@ async fn collect_unreferenced_rows(ctx: &Context, now: Millis, grace: Duration) 
             return Ok(collected);
         }
         for blob in &blobs {
-            let policy = policies::find(ctx, blob.policy_id.into()).await?;
+            let policy = policies::find(ctx, blob.policy_id).await?;
             let store = policies::store(ctx, &policy).await?;
             store.delete(&StorageKey::parse(&blob.storage_key)?).await?;
             let mut conn = ctx.db().writer().acquire().await.map_err(db::DbError::from)?;
@@ -88,7 +88,7 @@ pub async fn purge_expired_trash(ctx: &Context, now: Millis) -> ServiceResult<us
     let mut purged = 0;
     for (owner, id) in expired {
         let ids = [id.into()];
-        match files::purge_as(ctx, owner.into(), &ids, None).await {
+        match files::purge_as(ctx, owner, &ids, None).await {
             Ok(()) => purged += 1,
             // An upload into the folder is still running: try again next time.
             Err(err) => tracing::info!(object = %id, error = %err, "trash purge postponed"),

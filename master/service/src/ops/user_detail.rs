@@ -6,7 +6,6 @@ use nubo_model::domain::ids::UserId;
 use nubo_model::domain::time::now_ms;
 use serde::Serialize;
 use utoipa::ToSchema;
-use uuid::Uuid;
 
 use crate::capacity::storage_packs::{self, PackView};
 use crate::context::Context;
@@ -48,15 +47,14 @@ pub struct OwnedCounts {
     pub shares: i64,
 }
 
-pub async fn detail(ctx: &Context, id: Uuid) -> ServiceResult<UserDetail> {
+pub async fn detail(ctx: &Context, id: UserId) -> ServiceResult<UserDetail> {
     let db = ctx.db();
-    let key = UserId::from(id);
-    let row = db::users::find(db, key).await?.ok_or_else(users::not_found)?;
+    let row = db::users::find(db, id).await?.ok_or_else(users::not_found)?;
     let user = accounts::user_view(ctx, &row).await?;
-    let (used, capacity) = db::users::usage_and_capacity(db, key, now_ms()).await?;
+    let (used, capacity) = db::users::usage_and_capacity(db, id, now_ms()).await?;
     let identities = identities::list(ctx, id).await?;
-    let passkeys = db::passkeys::list_of(db, key).await?.len() as i64;
-    let (files, folders, shares) = db::summary::user_counts(db, key).await?;
+    let passkeys = db::passkeys::list_of(db, id).await?.len() as i64;
+    let (files, folders, shares) = db::summary::user_counts(db, id).await?;
     let packs = storage_packs::list_mine(ctx, id).await?;
     Ok(UserDetail {
         user,

@@ -162,7 +162,7 @@ pub async fn save_settings(
 ) -> ServiceResult<()> {
     update_settings(ctx.db(), values).await?;
     let names: Vec<&str> = values.keys().map(String::as_str).collect();
-    let changed = Activity::by(actor, Action::AdminSettingsUpdate).on(TargetKind::Settings, "site", None);
+    let changed = Activity::by(actor.into(), Action::AdminSettingsUpdate).on(TargetKind::Settings, "site", None);
     activity::record(ctx.db(), changed.with("names", names)).await;
     Ok(())
 }

@@ -97,7 +97,7 @@ pub struct NewReportInput<'a> {
     pub reason: ReportReason,
     pub description: Option<&'a str>,
     /// The signed-in reporter, if the request carried an access token.
-    pub reporter: Option<Uuid>,
+    pub reporter: Option<UserId>,
     pub address: IpAddr,
 }
 
@@ -127,7 +127,7 @@ pub async fn submit(ctx: &Context, code: &str, input: NewReportInput<'_>) -> Ser
             share_code: &share.share.code,
             owner_id: share.share.owner_id,
             object_name: &share.object_name,
-            reporter_id: input.reporter.map(UserId::from),
+            reporter_id: input.reporter,
             reason: input.reason,
             description,
             created_at: now_ms(),
@@ -146,7 +146,7 @@ pub async fn list(ctx: &Context, filter: &ReportFilter<'_>, page: PageRequest) -
 /// Acts on open report `id` as administrator `admin`: `BanOwner` bans the share's owner first
 /// (at once, through the same path as `PATCH /admin/user/{id}`), then the decision is recorded.
 /// A report already handled answers 409, whoever handled it.
-pub async fn act(ctx: &Context, admin: Uuid, id: Uuid, action: ReportAction) -> ServiceResult<ReportView> {
+pub async fn act(ctx: &Context, admin: UserId, id: Uuid, action: ReportAction) -> ServiceResult<ReportView> {
     let report = db::reports::find(ctx.db(), id).await?.ok_or_else(not_found)?;
     if report.action.is_some() {
         return Err(already_handled());
@@ -166,11 +166,11 @@ pub async fn act(ctx: &Context, admin: Uuid, id: Uuid, action: ReportAction) -> 
                 )
             })?;
             let ban = UserUpdate { status: Some(UserStatus::Banned), ..UserUpdate::default() };
-            users::update(ctx, admin, owner.into(), ban).await?;
+            users::update(ctx, admin, owner, ban).await?;
         }
         ReportAction::Dismiss | ReportAction::RemoveShare => {}
     }
-    if !db::reports::record_action(ctx.db(), id, action, admin.into(), now_ms()).await? {
+    if !db::reports::record_action(ctx.db(), id, action, admin, now_ms()).await? {
         return Err(already_handled());
     }
     let decided = Activity::by(admin, Action::AdminReportDecision).on(TargetKind::Report, id, Some(&report.share_code));

@@ -12,7 +12,7 @@ use nubo_model::db::objects::ListingRow;
 use nubo_model::db::shares::{NewShare as NewShareRow, ShareSettings, ShareWithObject};
 use nubo_model::db::{self, DbError};
 use nubo_model::domain::activity::{Action, TargetKind};
-use nubo_model::domain::ids::UserId;
+use nubo_model::domain::ids::{ObjectId, UserId};
 use nubo_model::domain::object::ObjectKind;
 use nubo_model::domain::time::{Millis, from_rfc3339, now_ms, to_rfc3339};
 use nubo_model::domain::user::UserStatus;
@@ -289,14 +289,14 @@ fn view(share: &ShareWithObject, url: String, now: Millis) -> ShareView {
 /// trash; the caller's group must allow shares.
 pub async fn create(
     ctx: &Context,
-    caller: Uuid,
+    caller: UserId,
     group_id: nubo_model::domain::ids::GroupId,
     input: NewShare,
 ) -> ServiceResult<ShareView> {
     if !groups::permissions(ctx.db(), group_id).await?.share {
         return Err(not_allowed());
     }
-    let object = access::readable(ctx, caller, input.object_id, Reach::Live).await?;
+    let object = access::readable(ctx, caller, input.object_id.into(), Reach::Live).await?;
     let expires_at = parse_expiry(input.expires_at.as_deref())?;
     let max_downloads = check_limit(input.max_downloads)?;
     let password_hash = hash_share_password(input.password.as_deref()).await?;
@@ -307,7 +307,7 @@ pub async fn create(
         let row = NewShareRow {
             id,
             code: &code,
-            owner_id: UserId::from(caller),
+            owner_id: caller,
             object_id: object.id(),
             password_hash: password_hash.as_deref(),
             expires_at,
@@ -330,22 +330,19 @@ pub async fn create(
 }
 
 /// The caller's share `code` (404 for anyone else's).
-async fn find_owned(ctx: &Context, caller: Uuid, code: &str) -> ServiceResult<ShareWithObject> {
-    db::shares::find_by_code(ctx.db(), code)
-        .await?
-        .filter(|share| Uuid::from(share.share.owner_id) == caller)
-        .ok_or_else(not_found)
+async fn find_owned(ctx: &Context, caller: UserId, code: &str) -> ServiceResult<ShareWithObject> {
+    db::shares::find_by_code(ctx.db(), code).await?.filter(|share| share.share.owner_id == caller).ok_or_else(not_found)
 }
 
 /// The caller's share `code` as its owner sees it.
-pub async fn owned(ctx: &Context, caller: Uuid, code: &str) -> ServiceResult<ShareView> {
+pub async fn owned(ctx: &Context, caller: UserId, code: &str) -> ServiceResult<ShareView> {
     let share = find_owned(ctx, caller, code).await?;
     Ok(view(&share, share_url(&site_base(ctx).await?, &share.share.code), now_ms()))
 }
 
 /// One page of the caller's shares, newest first.
-pub async fn list(ctx: &Context, caller: Uuid, page: PageRequest) -> ServiceResult<Page<ShareView>> {
-    let mine = db::shares::ShareFilter { owner_id: Some(caller.into()), ..Default::default() };
+pub async fn list(ctx: &Context, caller: UserId, page: PageRequest) -> ServiceResult<Page<ShareView>> {
+    let mine = db::shares::ShareFilter { owner_id: Some(caller), ..Default::default() };
     let (rows, count) = db::shares::page_filtered(ctx.db(), &mine, page.offset, page.limit).await?;
     let (base, now) = (site_base(ctx).await?, now_ms());
     let items = rows.iter().map(|share| view(share, share_url(&base, &share.share.code), now)).collect();
@@ -353,7 +350,7 @@ pub async fn list(ctx: &Context, caller: Uuid, page: PageRequest) -> ServiceResu
 }
 
 /// Changes the caller's share `code`; a new password ends the grants of the old one.
-pub async fn update(ctx: &Context, caller: Uuid, code: &str, changes: ShareChanges) -> ServiceResult<ShareView> {
+pub async fn update(ctx: &Context, caller: UserId, code: &str, changes: ShareChanges) -> ServiceResult<ShareView> {
     let share = find_owned(ctx, caller, code).await?;
     let row = &share.share;
     let password_hash = match changes.password {
@@ -382,7 +379,7 @@ pub async fn update(ctx: &Context, caller: Uuid, code: &str, changes: ShareChang
 }
 
 /// Ends the caller's share `code`.
-pub async fn delete(ctx: &Context, caller: Uuid, code: &str) -> ServiceResult<()> {
+pub async fn delete(ctx: &Context, caller: UserId, code: &str) -> ServiceResult<()> {
     let share = find_owned(ctx, caller, code).await?;
     if !db::shares::delete(ctx.db(), share.share.id).await? {
         return Err(not_found());
@@ -407,7 +404,7 @@ pub struct SaveShare {
 /// caller's group needs the `share_save` permission.
 pub async fn save(
     ctx: &Context,
-    (caller, group_id): (Uuid, nubo_model::domain::ids::GroupId),
+    (caller, group_id): (UserId, nubo_model::domain::ids::GroupId),
     code: &str,
     visitor: &Visitor<'_>,
     input: SaveShare,
@@ -422,8 +419,8 @@ pub async fn save(
     let share = opened(ctx, code, visitor).await?;
     let row = &share.share;
     let ids = input.object_ids.unwrap_or_else(|| vec![row.object_id.into()]);
-    let from = CopySource::Share { share_id: row.id, owner: row.owner_id.into(), root: row.object_id };
-    files::copy_from_share(ctx.db(), caller, from, &ids, input.dst_id).await
+    let from = CopySource::Share { share_id: row.id, owner: row.owner_id, root: row.object_id };
+    files::copy_from_share(ctx.db(), caller, from, &ids, input.dst_id.into()).await
 }
 
 /// A share as an administrator sees it: the owner's view and who owns it.
@@ -455,7 +452,7 @@ pub async fn admin_list(
 }
 
 /// Ends any user's share `code` (`admin_required`).
-pub async fn admin_delete(ctx: &Context, actor: Uuid, code: &str) -> ServiceResult<()> {
+pub async fn admin_delete(ctx: &Context, actor: UserId, code: &str) -> ServiceResult<()> {
     let share = db::shares::find_by_code(ctx.db(), code).await?.ok_or_else(not_found)?;
     if !db::shares::delete(ctx.db(), share.share.id).await? {
         return Err(not_found());
@@ -641,9 +638,9 @@ pub async fn browse(
 }
 
 /// Object `object_id` when it is share `share`'s object or below it.
-pub(crate) async fn reach(share: &ShareWithObject, ctx: &Context, object_id: Uuid) -> ServiceResult<Readable> {
+pub(crate) async fn reach(share: &ShareWithObject, ctx: &Context, object_id: ObjectId) -> ServiceResult<Readable> {
     let row = &share.share;
-    access::readable_in_share(ctx.db(), row.id, (row.owner_id.into(), row.object_id), object_id).await
+    access::readable_in_share(ctx.db(), row.id, (row.owner_id, row.object_id), object_id).await
 }
 
 /// The file a share's download token names, when the share still serves it; with `count`
@@ -651,10 +648,10 @@ pub(crate) async fn reach(share: &ShareWithObject, ctx: &Context, object_id: Uui
 pub async fn readable_for_download(
     ctx: &Context,
     share_id: Uuid,
-    object_id: Uuid,
+    object_id: ObjectId,
     count: bool,
 ) -> ServiceResult<Readable> {
-    let mut served = served(ctx, share_id, &[object_id], count).await?;
+    let mut served = served(ctx, share_id, &[object_id.into()], count).await?;
     served.pop().ok_or_else(access::not_found)
 }
 
@@ -677,7 +674,7 @@ async fn served(ctx: &Context, share_id: Uuid, object_ids: &[Uuid], count: bool)
     open_for_visitors(&share, now)?;
     let mut objects = Vec::with_capacity(object_ids.len());
     for id in object_ids {
-        objects.push(reach(&share, ctx, *id).await?);
+        objects.push(reach(&share, ctx, (*id).into()).await?);
     }
     if count && !db::shares::count_download(ctx.db(), share_id, now).await? {
         return Err(used_up());

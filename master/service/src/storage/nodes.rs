@@ -103,9 +103,9 @@ pub async fn list(ctx: &Context) -> ServiceResult<Vec<NodeView>> {
     db::nodes::list(db).await?.iter().map(view).collect()
 }
 
-pub async fn get(ctx: &Context, id: Uuid) -> ServiceResult<NodeView> {
+pub async fn get(ctx: &Context, id: NodeId) -> ServiceResult<NodeView> {
     let db = ctx.db();
-    view(&db::nodes::find(db, id.into()).await?.ok_or_else(not_found)?)
+    view(&db::nodes::find(db, id).await?.ok_or_else(not_found)?)
 }
 
 pub async fn create(ctx: &Context, input: NodeInput) -> ServiceResult<NodeView> {
@@ -130,10 +130,10 @@ pub async fn create(ctx: &Context, input: NodeInput) -> ServiceResult<NodeView> 
     view(&row)
 }
 
-pub async fn update(ctx: &Context, id: Uuid, input: NodeInput) -> ServiceResult<NodeView> {
+pub async fn update(ctx: &Context, id: NodeId, input: NodeInput) -> ServiceResult<NodeView> {
     let db = ctx.db();
     let (name, base_url) = validate(&input)?;
-    let current = db::nodes::find(db, id.into()).await?.ok_or_else(not_found)?;
+    let current = db::nodes::find(db, id).await?.ok_or_else(not_found)?;
     let row = NodeRow {
         name,
         base_url,
@@ -147,22 +147,21 @@ pub async fn update(ctx: &Context, id: Uuid, input: NodeInput) -> ServiceResult<
 }
 
 /// Deletes a node no policy uses.
-pub async fn delete(ctx: &Context, id: Uuid) -> ServiceResult<()> {
+pub async fn delete(ctx: &Context, id: NodeId) -> ServiceResult<()> {
     let db = ctx.db();
-    let key = NodeId::from(id);
-    db::nodes::find(db, key).await?.ok_or_else(not_found)?;
-    if db::nodes::policies_using(db, key).await? > 0 {
+    db::nodes::find(db, id).await?.ok_or_else(not_found)?;
+    if db::nodes::policies_using(db, id).await? > 0 {
         return Err(ServiceError::conflict(codes::NODE_IN_USE, "storage policies keep their files on this node"));
     }
-    db::nodes::delete(db, key).await?;
+    db::nodes::delete(db, id).await?;
     Ok(())
 }
 
 /// Sends the node a signed `ping` and records the outcome (online with its free space, or
 /// offline). A node that cannot be reached answers 503; one that refuses or answers nonsense 502.
-pub async fn check(ctx: &Context, id: Uuid) -> ServiceResult<NodeCheck> {
+pub async fn check(ctx: &Context, id: NodeId) -> ServiceResult<NodeCheck> {
     let db = ctx.db();
-    let node = db::nodes::find(db, id.into()).await?.ok_or_else(not_found)?;
+    let node = db::nodes::find(db, id).await?.ok_or_else(not_found)?;
     match ping(&node).await {
         Ok(result) => {
             let capabilities = serde_json::to_value(&result.capabilities).unwrap_or_else(|_| serde_json::json!([]));
@@ -205,7 +204,7 @@ async fn ping(node: &NodeRow) -> ServiceResult<PingResult> {
 pub async fn check_all(ctx: &Context) -> ServiceResult<usize> {
     let mut online = 0;
     for node in db::nodes::list(ctx.db()).await?.into_iter().filter(|n| n.enabled) {
-        if check(ctx, node.id.into()).await.is_ok() {
+        if check(ctx, node.id).await.is_ok() {
             online += 1;
         }
     }

@@ -4,7 +4,7 @@
 use nubo_model::db::policies::{PolicyRow, PolicyValues};
 use nubo_model::db::{self, Db, DbError};
 use nubo_model::domain::activity::{Action, TargetKind};
-use nubo_model::domain::ids::GroupId;
+use nubo_model::domain::ids::{GroupId, UserId};
 use nubo_model::domain::ids::{NodeId, PolicyId};
 use nubo_model::domain::naming;
 use nubo_model::domain::policy::{
@@ -109,9 +109,9 @@ pub fn summary(row: &PolicyRow) -> ServiceResult<PolicySummary> {
     })
 }
 
-pub async fn find(ctx: &Context, id: Uuid) -> ServiceResult<PolicyRow> {
+pub async fn find(ctx: &Context, id: PolicyId) -> ServiceResult<PolicyRow> {
     let db = ctx.db();
-    db::policies::find(db, id.into()).await?.ok_or_else(not_found)
+    db::policies::find(db, id).await?.ok_or_else(not_found)
 }
 
 /// A checked policy input in its stored form.
@@ -210,7 +210,7 @@ pub async fn list(ctx: &Context) -> ServiceResult<Vec<PolicyView>> {
     db::policies::list(db).await?.iter().map(view).collect()
 }
 
-pub async fn create(ctx: &Context, actor: Uuid, input: PolicyInput) -> ServiceResult<PolicyView> {
+pub async fn create(ctx: &Context, actor: UserId, input: PolicyInput) -> ServiceResult<PolicyView> {
     let db = ctx.db();
     let checked = validate(&input, None)?;
     check_node(db, &checked).await?;
@@ -218,10 +218,10 @@ pub async fn create(ctx: &Context, actor: Uuid, input: PolicyInput) -> ServiceRe
     db::policies::insert(db, id, &checked.values(&input), now_ms()).await.map_err(|e| name_taken(e, &checked.name))?;
     let created = Activity::by(actor, Action::AdminPolicyCreate).on(TargetKind::Policy, id, Some(&checked.name));
     activity::record(db, created).await;
-    view(&find(ctx, id.into()).await?)
+    view(&find(ctx, id).await?)
 }
 
-pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, input: PolicyInput) -> ServiceResult<PolicyView> {
+pub async fn update(ctx: &Context, actor: UserId, id: PolicyId, input: PolicyInput) -> ServiceResult<PolicyView> {
     let db = ctx.db();
     let previous = find(ctx, id).await?;
     let checked = validate(&input, Some(&previous))?;
@@ -243,7 +243,7 @@ pub async fn update(ctx: &Context, actor: Uuid, id: Uuid, input: PolicyInput) ->
     view(&find(ctx, id).await?)
 }
 
-pub async fn delete(ctx: &Context, actor: Uuid, id: Uuid) -> ServiceResult<()> {
+pub async fn delete(ctx: &Context, actor: UserId, id: PolicyId) -> ServiceResult<()> {
     let db = ctx.db();
     let policy = find(ctx, id).await?;
     if db::policies::usage(db, policy.id).await? > 0 {
@@ -256,7 +256,7 @@ pub async fn delete(ctx: &Context, actor: Uuid, id: Uuid) -> ServiceResult<()> {
 }
 
 /// Writes, reads back and deletes a probe blob with the policy's store.
-pub async fn test(ctx: &Context, id: Uuid) -> ServiceResult<()> {
+pub async fn test(ctx: &Context, id: PolicyId) -> ServiceResult<()> {
     let policy = find(ctx, id).await?;
     let store = match policy.node_id {
         Some(_) => store(ctx, &policy).await?,

@@ -69,7 +69,7 @@ pub fn view(row: &TaskRow) -> ServiceResult<TaskView> {
 /// group may use the target policy (403 and no task otherwise).
 pub async fn create_migration(
     ctx: &Context,
-    caller: Uuid,
+    caller: UserId,
     group_id: GroupId,
     object: &Writable,
     policy_id: Uuid,
@@ -83,19 +83,19 @@ pub async fn create_migration(
     enqueue(ctx.db(), TaskType::PolicyMigrate, Some(caller), &props).await
 }
 
-pub async fn enqueue(db: &Db, kind: TaskType, owner: Option<Uuid>, props: &TaskProps) -> ServiceResult<TaskView> {
+pub async fn enqueue(db: &Db, kind: TaskType, owner: Option<UserId>, props: &TaskProps) -> ServiceResult<TaskView> {
     let row = new_row(kind, owner, props.clone(), now_ms());
     db::tasks::insert(db, &row).await?;
     view(&row)
 }
 
 /// A task of `kind` queued at `now`, to run at once, not yet tried.
-pub fn new_row(kind: TaskType, owner: Option<Uuid>, props: TaskProps, now: Millis) -> TaskRow {
+pub fn new_row(kind: TaskType, owner: Option<UserId>, props: TaskProps, now: Millis) -> TaskRow {
     TaskRow {
         id: Uuid::new_v4().to_string(),
         kind,
         status: TaskStatus::Queued,
-        owner_id: owner.map(UserId::from),
+        owner_id: owner,
         props,
         progress: TaskProgress::default(),
         error: None,
@@ -111,10 +111,10 @@ pub fn new_row(kind: TaskType, owner: Option<Uuid>, props: TaskProps, now: Milli
     }
 }
 
-async fn load(db: &Db, owner: Option<Uuid>, id: Uuid) -> ServiceResult<TaskRow> {
+async fn load(db: &Db, owner: Option<UserId>, id: Uuid) -> ServiceResult<TaskRow> {
     let row = db::tasks::find(db, &id.to_string()).await?.ok_or_else(not_found)?;
     match owner {
-        Some(owner) if row.owner_id != Some(owner.into()) => Err(not_found()),
+        Some(owner) if row.owner_id != Some(owner) => Err(not_found()),
         _ => Ok(row),
     }
 }
@@ -122,26 +122,26 @@ async fn load(db: &Db, owner: Option<Uuid>, id: Uuid) -> ServiceResult<TaskRow> 
 /// Tasks of `owner` (or everyone's for administrators, `None`), filtered, newest first.
 pub async fn list(
     ctx: &Context,
-    owner: Option<Uuid>,
+    owner: Option<UserId>,
     status: Option<TaskStatus>,
     kind: Option<TaskType>,
     page: PageRequest,
 ) -> ServiceResult<Page<TaskView>> {
     let db = ctx.db();
-    let filter = TaskFilter { owner_id: owner.map(UserId::from), status, kind };
+    let filter = TaskFilter { owner_id: owner, status, kind };
     let (count, rows) = db::tasks::list(db, &filter, page.offset, page.limit).await?;
     Ok(Page { count, items: rows.iter().map(view).collect::<ServiceResult<_>>()? })
 }
 
 /// One task of `owner` (any task for administrators, `None`).
-pub async fn get(ctx: &Context, owner: Option<Uuid>, id: Uuid) -> ServiceResult<TaskView> {
+pub async fn get(ctx: &Context, owner: Option<UserId>, id: Uuid) -> ServiceResult<TaskView> {
     let db = ctx.db();
     view(&load(db, owner, id).await?)
 }
 
 /// Cancels a task: a queued one at once; a running one stops at the worker's next safe point
 /// (what it already changed stays consistent). A task that has ended answers 409.
-pub async fn cancel(ctx: &Context, owner: Option<Uuid>, id: Uuid) -> ServiceResult<TaskView> {
+pub async fn cancel(ctx: &Context, owner: Option<UserId>, id: Uuid) -> ServiceResult<TaskView> {
     let db = ctx.db();
     let row = load(db, owner, id).await?;
     if db::tasks::cancel(db, &row.id, now_ms()).await?.is_none() {

@@ -7,7 +7,7 @@
 use crate::context::Context;
 use nubo_model::db::objects::ObjectRow;
 use nubo_model::db::{self, Conn, Db};
-use nubo_model::domain::ids::ObjectId;
+use nubo_model::domain::ids::{ObjectId, UserId};
 use uuid::Uuid;
 
 use crate::error::{ServiceError, ServiceResult};
@@ -19,7 +19,7 @@ use crate::tree::files::PathEntry;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Grant {
     /// The caller (this user) owns the object.
-    Owner(Uuid),
+    Owner(UserId),
     /// A visitor reaches the object through this share (reading only): the shared object or
     /// something below it. The share's own state (expiry, password, limits) is
     /// `service::sharing::shares`' to check before asking.
@@ -92,16 +92,16 @@ pub fn not_found() -> ServiceError {
 
 /// The one place that decides whether `caller` may `need` an object of `owner`, and through
 /// which grant; `None` refuses.
-fn grant(caller: Uuid, owner: Uuid, need: Need) -> Option<Grant> {
+fn grant(caller: UserId, owner: UserId, need: Need) -> Option<Grant> {
     match need {
         Need::Read | Need::Write => (owner == caller).then_some(Grant::Owner(caller)),
     }
 }
 
 /// `row` (as read by id) for `caller`, if the grant and the state allow `need`.
-fn admit(caller: Uuid, row: Option<ObjectRow>, need: Need, reach: Reach) -> ServiceResult<Readable> {
+fn admit(caller: UserId, row: Option<ObjectRow>, need: Need, reach: Reach) -> ServiceResult<Readable> {
     let row = row.ok_or_else(not_found)?;
-    let grant = grant(caller, row.owner_id.into(), need).ok_or_else(not_found)?;
+    let grant = grant(caller, row.owner_id, need).ok_or_else(not_found)?;
     match reach {
         Reach::Any => {}
         Reach::Live | Reach::Folder if row.trashed_at.is_some() => return Err(not_found()),
@@ -119,15 +119,15 @@ fn admit(caller: Uuid, row: Option<ObjectRow>, need: Need, reach: Reach) -> Serv
 }
 
 /// Object `id` for reading by `caller`, in the state `reach` asks for.
-pub async fn readable(ctx: &Context, caller: Uuid, id: Uuid, reach: Reach) -> ServiceResult<Readable> {
+pub async fn readable(ctx: &Context, caller: UserId, id: ObjectId, reach: Reach) -> ServiceResult<Readable> {
     let db = ctx.db();
-    admit(caller, db::objects::find_by_id(db, id.into()).await?, Need::Read, reach)
+    admit(caller, db::objects::find_by_id(db, id).await?, Need::Read, reach)
 }
 
 /// Object `id` for changing by `caller`, in the state `reach` asks for.
-pub async fn writable(ctx: &Context, caller: Uuid, id: Uuid, reach: Reach) -> ServiceResult<Writable> {
+pub async fn writable(ctx: &Context, caller: UserId, id: ObjectId, reach: Reach) -> ServiceResult<Writable> {
     let db = ctx.db();
-    admit(caller, db::objects::find_by_id(db, id.into()).await?, Need::Write, reach).map(Writable)
+    admit(caller, db::objects::find_by_id(db, id).await?, Need::Write, reach).map(Writable)
 }
 
 /// Object `id` for reading through share `share_id`, which opens `root` of `owner`: only `root`
@@ -135,10 +135,10 @@ pub async fn writable(ctx: &Context, caller: Uuid, id: Uuid, reach: Reach) -> Se
 pub async fn readable_in_share(
     db: &Db,
     share_id: Uuid,
-    (owner, root): (Uuid, ObjectId),
-    id: Uuid,
+    (owner, root): (UserId, ObjectId),
+    id: ObjectId,
 ) -> ServiceResult<Readable> {
-    let row = shared_row(db::objects::find_by_id(db, id.into()).await?, owner)?;
+    let row = shared_row(db::objects::find_by_id(db, id).await?, owner)?;
     if row.id != root && !db::objects::is_within(db, row.id, root).await? {
         return Err(not_found());
     }
@@ -149,7 +149,7 @@ pub async fn readable_in_share(
 pub async fn readable_in_share_in(
     conn: &mut Conn,
     share_id: Uuid,
-    (owner, root): (Uuid, ObjectId),
+    (owner, root): (UserId, ObjectId),
     id: ObjectId,
 ) -> ServiceResult<Readable> {
     let row = shared_row(db::objects::find_by_id_in(conn, id).await?, owner)?;
@@ -160,18 +160,18 @@ pub async fn readable_in_share_in(
 }
 
 /// `row` when it is `owner`'s and not in the trash: what a share of theirs may show.
-fn shared_row(row: Option<ObjectRow>, owner: Uuid) -> ServiceResult<ObjectRow> {
-    row.filter(|row| Uuid::from(row.owner_id) == owner && row.trashed_at.is_none()).ok_or_else(not_found)
+fn shared_row(row: Option<ObjectRow>, owner: UserId) -> ServiceResult<ObjectRow> {
+    row.filter(|row| row.owner_id == owner && row.trashed_at.is_none()).ok_or_else(not_found)
 }
 
 /// As [`writable`], read inside the caller's transaction so the answer holds until it commits.
-pub async fn writable_in(conn: &mut Conn, caller: Uuid, id: ObjectId, reach: Reach) -> ServiceResult<Writable> {
+pub async fn writable_in(conn: &mut Conn, caller: UserId, id: ObjectId, reach: Reach) -> ServiceResult<Writable> {
     admit(caller, db::objects::find_by_id_in(conn, id).await?, Need::Write, reach).map(Writable)
 }
 
 /// The id of `entry` (found by a path walk) when `caller` may read it and it is a folder: the
 /// walk continues from it without reading it again.
-pub(crate) fn entry_folder(caller: Uuid, entry: &PathEntry) -> ServiceResult<ObjectId> {
+pub(crate) fn entry_folder(caller: UserId, entry: &PathEntry) -> ServiceResult<ObjectId> {
     entry_readable(caller, entry)?;
     if !entry.is_folder {
         return Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the object is a file, not a folder"));
@@ -180,7 +180,7 @@ pub(crate) fn entry_folder(caller: Uuid, entry: &PathEntry) -> ServiceResult<Obj
 }
 
 /// Checks that `caller` may read `entry` (found by a path walk), without reading it again.
-pub(crate) fn entry_readable(caller: Uuid, entry: &PathEntry) -> ServiceResult<()> {
+pub(crate) fn entry_readable(caller: UserId, entry: &PathEntry) -> ServiceResult<()> {
     match entry.grant() {
         Grant::Owner(owner) => grant(caller, owner, Need::Read).map(|_| ()).ok_or_else(not_found),
         Grant::Share(_) => Err(not_found()),
@@ -193,10 +193,10 @@ mod tests {
 
     use super::*;
 
-    fn row_of(owner: Uuid) -> ObjectRow {
+    fn row_of(owner: UserId) -> ObjectRow {
         ObjectRow {
             id: ObjectId::random(),
-            owner_id: owner.into(),
+            owner_id: owner,
             parent_id: None,
             name: "a".to_owned(),
             kind: ObjectKind::File,
@@ -212,22 +212,22 @@ mod tests {
 
     #[test]
     fn the_owner_gets_a_handle_through_the_owner_grant() {
-        let owner = Uuid::new_v4();
+        let owner = UserId::random();
         let handle = admit(owner, Some(row_of(owner)), Need::Write, Reach::Live).unwrap();
         assert_eq!(handle.grant(), Grant::Owner(owner));
     }
 
     #[test]
     fn a_stranger_s_object_is_answered_as_missing() {
-        let stranger = Uuid::new_v4();
-        let refusal = admit(stranger, Some(row_of(Uuid::new_v4())), Need::Read, Reach::Any).unwrap_err();
+        let stranger = UserId::random();
+        let refusal = admit(stranger, Some(row_of(UserId::random())), Need::Read, Reach::Any).unwrap_err();
         let missing = admit(stranger, None, Need::Read, Reach::Any).unwrap_err();
         assert_eq!((refusal.kind, refusal.code), (missing.kind, missing.code));
     }
 
     #[test]
     fn a_trashed_object_is_missing_unless_any_state_will_do() {
-        let owner = Uuid::new_v4();
+        let owner = UserId::random();
         let trashed = ObjectRow { trashed_at: Some(1), ..row_of(owner) };
         assert!(admit(owner, Some(trashed.clone()), Need::Read, Reach::Any).is_ok());
         let refusal = admit(owner, Some(trashed), Need::Read, Reach::Live).unwrap_err();

@@ -318,11 +318,11 @@ pub async fn subscribe(ctx: &Context, claims: &JwtPayload, since: Option<i64>) -
     let places = ctx.config().max_event_streams_per_user;
     let place = match places {
         0 => None,
-        places => Some(take_stream_place(ctx.shared_store(), claims.sub, places).await?),
+        places => Some(take_stream_place(ctx.shared_store(), claims.sub.as_uuid(), places).await?),
     };
     Ok(Subscription {
         ctx: ctx.clone(),
-        owner: claims.sub.into(),
+        owner: claims.sub,
         cursor,
         live,
         catching_up: true,

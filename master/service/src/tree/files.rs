@@ -106,14 +106,13 @@ pub async fn view_of(db: &Db, row: &ObjectRow) -> ServiceResult<ObjectView> {
 }
 
 /// The owner's root folder, created on first use.
-pub async fn ensure_root(db: &Db, owner: Uuid) -> ServiceResult<ObjectRow> {
-    let owner_id = UserId::from(owner);
-    if let Some(root) = db::objects::root_of(db, owner_id).await? {
+pub async fn ensure_root(db: &Db, owner: UserId) -> ServiceResult<ObjectRow> {
+    if let Some(root) = db::objects::root_of(db, owner).await? {
         return Ok(root);
     }
     let root = NewObject {
         id: new_id().into(),
-        owner_id,
+        owner_id: owner,
         parent_id: None,
         name: "",
         kind: ObjectKind::Folder,
@@ -129,11 +128,11 @@ pub async fn ensure_root(db: &Db, owner: Uuid) -> ServiceResult<ObjectRow> {
         Err(e) => return Err(e.into()),
     }
     drop(conn);
-    db::objects::root_of(db, owner_id).await?.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("root vanished")))
+    db::objects::root_of(db, owner).await?.ok_or_else(|| ServiceError::internal(anyhow::anyhow!("root vanished")))
 }
 
 /// The object at `path` below the owner's root.
-pub async fn resolve_path(db: &Db, owner: Uuid, path: &str) -> ServiceResult<ObjectRow> {
+pub async fn resolve_path(db: &Db, owner: UserId, path: &str) -> ServiceResult<ObjectRow> {
     let names = parse_path(path).map_err(|why| ServiceError::validation("path", why))?;
     let mut current = ensure_root(db, owner).await?;
     for name in names {
@@ -155,7 +154,7 @@ pub struct DirectoryView {
 
 pub async fn list_directory(
     ctx: &Context,
-    owner: Uuid,
+    owner: UserId,
     path: &str,
     order: ListOrder,
     descending: bool,
@@ -186,8 +185,8 @@ pub async fn list_directory(
         })
         .collect::<Vec<_>>();
     let mut folder = view(&folder, folder_path);
-    tags::fill_tags(db, owner.into(), std::slice::from_mut(&mut folder)).await?;
-    tags::fill_tags(db, owner.into(), &mut items).await?;
+    tags::fill_tags(db, owner, std::slice::from_mut(&mut folder)).await?;
+    tags::fill_tags(db, owner, &mut items).await?;
     Ok(DirectoryView { folder, count, items })
 }
 
@@ -207,8 +206,7 @@ pub async fn create_folder(ctx: &Context, parent: &Writable, name: &str) -> Serv
         physical_file_id: None,
         size: 0,
     };
-    let created =
-        Activity::by(parent.owner_id.as_uuid(), Action::FolderCreate).on(TargetKind::Object, id, Some(name.as_str()));
+    let created = Activity::by(parent.owner_id, Action::FolderCreate).on(TargetKind::Object, id, Some(name.as_str()));
     let mut tx = db.begin().await?;
     db::objects::insert(&mut tx, &folder, now_ms()).await.map_err(on_name_clash)?;
     activity::record_in(&mut tx, created).await;
@@ -352,7 +350,7 @@ pub async fn rename(ctx: &Context, object: &Writable, name: &str) -> ServiceResu
     }
     let name = parse_name(name)?;
     let row = object.row();
-    let renamed = Activity::by(row.owner_id.as_uuid(), Action::ObjectRename)
+    let renamed = Activity::by(row.owner_id, Action::ObjectRename)
         .on(TargetKind::Object, row.id, Some(name.as_str()))
         .with("from", &row.name);
     let mut tx = db.begin().await?;
@@ -371,7 +369,7 @@ fn unique(ids: &[Uuid]) -> ServiceResult<Vec<ObjectId>> {
 }
 
 /// A live, non-root object `caller` may change, read inside a transaction.
-async fn detachable_in(conn: &mut Conn, caller: Uuid, id: ObjectId) -> ServiceResult<ObjectRow> {
+async fn detachable_in(conn: &mut Conn, caller: UserId, id: ObjectId) -> ServiceResult<ObjectRow> {
     let row = access::writable_in(conn, caller, id, Reach::Live).await?.into_row();
     if row.parent_id.is_none() {
         return Err(ServiceError::new(
@@ -384,8 +382,8 @@ async fn detachable_in(conn: &mut Conn, caller: Uuid, id: ObjectId) -> ServiceRe
 }
 
 /// A live folder `caller` may put objects in, read inside a transaction.
-async fn destination_in(conn: &mut Conn, caller: Uuid, dst: Uuid) -> ServiceResult<ObjectRow> {
-    let row = access::writable_in(conn, caller, dst.into(), Reach::Live).await?.into_row();
+async fn destination_in(conn: &mut Conn, caller: UserId, dst: ObjectId) -> ServiceResult<ObjectRow> {
+    let row = access::writable_in(conn, caller, dst, Reach::Live).await?.into_row();
     if !row.is_folder() {
         return Err(ServiceError::conflict(codes::OBJECT_NOT_A_FOLDER, "the destination is a file, not a folder"));
     }
@@ -394,7 +392,7 @@ async fn destination_in(conn: &mut Conn, caller: Uuid, dst: Uuid) -> ServiceResu
 
 /// Moves objects into `dst`: all of them or none. Moving a folder into itself or below itself
 /// is refused, and so is a name that is taken in the destination.
-pub async fn move_objects(ctx: &Context, caller: Uuid, src_ids: &[Uuid], dst: Uuid) -> ServiceResult<()> {
+pub async fn move_objects(ctx: &Context, caller: UserId, src_ids: &[Uuid], dst: ObjectId) -> ServiceResult<()> {
     let db = ctx.db();
     let sources = unique(src_ids)?;
     let mut tx = db.begin().await?;
@@ -426,7 +424,12 @@ pub async fn move_objects(ctx: &Context, caller: Uuid, src_ids: &[Uuid], dst: Uu
 /// Copies objects (folders with everything inside) into `dst`. Copies share the blobs of their
 /// originals (reference counts go up, no bytes are copied) but count against the quota with
 /// their logical size.
-pub async fn copy_objects(ctx: &Context, caller: Uuid, src_ids: &[Uuid], dst: Uuid) -> ServiceResult<Vec<ObjectView>> {
+pub async fn copy_objects(
+    ctx: &Context,
+    caller: UserId,
+    src_ids: &[Uuid],
+    dst: ObjectId,
+) -> ServiceResult<Vec<ObjectView>> {
     let db = ctx.db();
     let sources = unique(src_ids)?;
     let sources: Vec<(ObjectId, Option<ObjectName>)> = sources.into_iter().map(|id| (id, None)).collect();
@@ -440,7 +443,7 @@ pub enum CopySource {
     Own,
     /// A share the caller visits: the share, its owner and its shared object. Each source must
     /// be reachable through it ([`access::readable_in_share_in`]).
-    Share { share_id: Uuid, owner: Uuid, root: ObjectId },
+    Share { share_id: Uuid, owner: UserId, root: ObjectId },
 }
 
 /// Copies objects of a share into the caller's folder `dst` ("save to my drive"): as
@@ -449,10 +452,10 @@ pub enum CopySource {
 /// keep the storage policy their blobs are in.
 pub async fn copy_from_share(
     db: &Db,
-    caller: Uuid,
+    caller: UserId,
     from: CopySource,
     src_ids: &[Uuid],
-    dst: Uuid,
+    dst: ObjectId,
 ) -> ServiceResult<Vec<ObjectView>> {
     let sources: Vec<(ObjectId, Option<ObjectName>)> =
         unique(src_ids).map_err(|e| e.with_field("object_ids"))?.into_iter().map(|id| (id, None)).collect();
@@ -461,23 +464,28 @@ pub async fn copy_from_share(
 
 /// Copies one object into `dst` under a new name (a WebDAV `COPY`); otherwise as
 /// [`copy_objects`].
-pub async fn copy_as(ctx: &Context, caller: Uuid, id: Uuid, dst: Uuid, name: &str) -> ServiceResult<ObjectView> {
+pub async fn copy_as(
+    ctx: &Context,
+    caller: UserId,
+    id: ObjectId,
+    dst: ObjectId,
+    name: &str,
+) -> ServiceResult<ObjectView> {
     let db = ctx.db();
     let name = parse_name(name)?;
-    let mut views = copy_trees(db, caller, &[(id.into(), Some(name))], dst, CopySource::Own).await?;
+    let mut views = copy_trees(db, caller, &[(id, Some(name))], dst, CopySource::Own).await?;
     views.pop().ok_or_else(not_found)
 }
 
 /// The copies belong to the caller, and count against the caller's quota.
 async fn copy_trees(
     db: &Db,
-    caller: Uuid,
+    caller: UserId,
     sources: &[(ObjectId, Option<ObjectName>)],
-    dst: Uuid,
+    dst: ObjectId,
     from: CopySource,
 ) -> ServiceResult<Vec<ObjectView>> {
-    let owner_id = UserId::from(caller);
-    let capacity = db::users::capacity(db, owner_id, now_ms()).await?;
+    let capacity = db::users::capacity(db, caller, now_ms()).await?;
     let mut tx = db.begin().await?;
     let destination = destination_in(&mut tx, caller, dst).await?;
     let ancestors: HashSet<ObjectId> = db::objects::ancestor_ids(&mut tx, destination.id).await?.into_iter().collect();
@@ -513,7 +521,7 @@ async fn copy_trees(
             let copy_id = ObjectId::from(new_id());
             let copy = NewObject {
                 id: copy_id,
-                owner_id,
+                owner_id: caller,
                 parent_id: Some(parent),
                 name,
                 kind: row.kind,
@@ -536,7 +544,7 @@ async fn copy_trees(
     for (blob, count) in &refs {
         db::blobs::add_refs(&mut tx, blob, *count).await?;
     }
-    if bytes > 0 && !db::users::reserve_storage(&mut tx, owner_id, bytes, capacity).await? {
+    if bytes > 0 && !db::users::reserve_storage(&mut tx, caller, bytes, capacity).await? {
         return Err(quota_exceeded());
     }
     activity::record_in(&mut tx, relocation(Action::ObjectCopy, caller, &originals, &destination)).await;
@@ -551,12 +559,12 @@ async fn copy_trees(
 
 /// Moves one object into `dst` under a new name in one step (a WebDAV `MOVE`); a folder cannot
 /// move below itself, and the name must be free there.
-pub async fn relocate(ctx: &Context, caller: Uuid, id: Uuid, dst: Uuid, name: &str) -> ServiceResult<()> {
+pub async fn relocate(ctx: &Context, caller: UserId, id: ObjectId, dst: ObjectId, name: &str) -> ServiceResult<()> {
     let db = ctx.db();
     let name = parse_name(name)?;
     let mut tx = db.begin().await?;
     let destination = destination_in(&mut tx, caller, dst).await?;
-    let row = detachable_in(&mut tx, caller, id.into()).await?;
+    let row = detachable_in(&mut tx, caller, id).await?;
     let ancestors = db::objects::ancestor_ids(&mut tx, destination.id).await?;
     if ancestors.contains(&row.id) {
         return Err(ServiceError::conflict(
@@ -588,16 +596,16 @@ pub struct PathEntry {
 }
 
 impl PathEntry {
-    fn of(owner: Uuid, row: &ObjectRow) -> Self {
+    fn of(owner: UserId, row: &ObjectRow) -> Self {
         Self::listed(owner, row.id, &row.name, row.kind, row.size, row.created_at, row.updated_at)
     }
 
-    fn of_listing(owner: Uuid, row: &ListingRow) -> Self {
+    fn of_listing(owner: UserId, row: &ListingRow) -> Self {
         Self::listed(owner, row.id, &row.name, row.kind, row.size, row.created_at, row.updated_at)
     }
 
     fn listed(
-        owner: Uuid,
+        owner: UserId,
         id: ObjectId,
         name: &str,
         kind: ObjectKind,
@@ -612,7 +620,7 @@ impl PathEntry {
 
     /// The entry with new content written by this service: new size and times.
     pub(crate) fn with_content(
-        owner: Uuid,
+        owner: UserId,
         id: Uuid,
         name: &str,
         size: i64,
@@ -630,7 +638,7 @@ impl PathEntry {
 }
 
 /// The live folder at `path` below the owner's root (the root when `path` is `/`).
-pub async fn folder_entry(ctx: &Context, owner: Uuid, path: &str) -> ServiceResult<PathEntry> {
+pub async fn folder_entry(ctx: &Context, owner: UserId, path: &str) -> ServiceResult<PathEntry> {
     let db = ctx.db();
     let row = resolve_path(db, owner, path).await?;
     if row.trashed_at.is_some() || !row.is_folder() {
@@ -642,7 +650,12 @@ pub async fn folder_entry(ctx: &Context, owner: Uuid, path: &str) -> ServiceResu
 /// The live objects at `names` below `base`, one per name, in order, as far as they exist: a
 /// shorter answer than `names` means the next name is missing (or its parent is a file). `base`
 /// must be the owner's and live when it was read: its children are the owner's too.
-pub async fn walk_below(ctx: &Context, owner: Uuid, base: &PathEntry, names: &[&str]) -> ServiceResult<Vec<PathEntry>> {
+pub async fn walk_below(
+    ctx: &Context,
+    owner: UserId,
+    base: &PathEntry,
+    names: &[&str],
+) -> ServiceResult<Vec<PathEntry>> {
     let db = ctx.db();
     let base = access::entry_folder(owner, base)?;
     let rows = db::objects::walk(db, db::objects::WalkStart::Below(base), names).await?;
@@ -652,15 +665,15 @@ pub async fn walk_below(ctx: &Context, owner: Uuid, base: &PathEntry, names: &[&
 /// The owner's root folder and then the live objects at `names` below it, as far as they exist
 /// (as [`walk_below`]), in one statement for paths of ordinary depth. Empty when the owner has
 /// no root folder yet ([`folder_entry`] creates it).
-pub async fn walk_from_root(ctx: &Context, owner: Uuid, names: &[&str]) -> ServiceResult<Vec<PathEntry>> {
+pub async fn walk_from_root(ctx: &Context, owner: UserId, names: &[&str]) -> ServiceResult<Vec<PathEntry>> {
     let db = ctx.db();
-    let rows = db::objects::walk(db, db::objects::WalkStart::RootOf(owner.into()), names).await?;
+    let rows = db::objects::walk(db, db::objects::WalkStart::RootOf(owner), names).await?;
     Ok(rows.iter().map(|row| PathEntry::of_listing(owner, row)).collect())
 }
 
 /// Every live child of the owner's folder `folder`, folders first, by name: one query, for
 /// clients that list whole folders (WebDAV `PROPFIND`).
-pub async fn live_children(ctx: &Context, owner: Uuid, folder: &PathEntry) -> ServiceResult<Vec<PathEntry>> {
+pub async fn live_children(ctx: &Context, owner: UserId, folder: &PathEntry) -> ServiceResult<Vec<PathEntry>> {
     let db = ctx.db();
     let folder = access::entry_folder(owner, folder)?;
     let rows = db::objects::all_live_children(db, folder).await?;
@@ -668,9 +681,9 @@ pub async fn live_children(ctx: &Context, owner: Uuid, folder: &PathEntry) -> Se
 }
 
 /// The owner's used bytes (trash included) and capacity (group quota plus active packs).
-pub async fn storage_usage(ctx: &Context, owner: Uuid) -> ServiceResult<(i64, i64)> {
+pub async fn storage_usage(ctx: &Context, owner: UserId) -> ServiceResult<(i64, i64)> {
     let db = ctx.db();
-    Ok(db::users::usage_and_capacity(db, owner.into(), now_ms()).await?)
+    Ok(db::users::usage_and_capacity(db, owner, now_ms()).await?)
 }
 
 pub fn quota_exceeded() -> ServiceError {
@@ -679,7 +692,7 @@ pub fn quota_exceeded() -> ServiceError {
 
 /// Puts objects (and what is inside folders) in the trash; they keep counting against the quota
 /// until deleted for good.
-pub async fn trash(ctx: &Context, caller: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
+pub async fn trash(ctx: &Context, caller: UserId, ids: &[Uuid]) -> ServiceResult<()> {
     let db = ctx.db();
     trash_as(db, caller, ids, &TrashPrecondition::default(), Some(caller)).await
 }
@@ -698,7 +711,7 @@ pub struct TrashPrecondition {
 /// nothing is trashed.
 pub async fn trash_if(
     ctx: &Context,
-    caller: Uuid,
+    caller: UserId,
     ids: &[Uuid],
     precondition: &TrashPrecondition,
 ) -> ServiceResult<()> {
@@ -720,10 +733,10 @@ fn changed_since_planned(id: ObjectId, what: &str) -> ServiceError {
 /// [`trash`] of `caller`'s objects by `actor` (an administrator), as the activity log records it.
 async fn trash_as(
     db: &Db,
-    caller: Uuid,
+    caller: UserId,
     ids: &[Uuid],
     precondition: &TrashPrecondition,
-    actor: Option<Uuid>,
+    actor: Option<UserId>,
 ) -> ServiceResult<()> {
     let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
     let mut tx = db.begin().await?;
@@ -752,9 +765,9 @@ async fn trash_as(
     Ok(())
 }
 
-pub async fn list_trash(ctx: &Context, owner: Uuid, page: PageRequest) -> ServiceResult<Page<ObjectView>> {
+pub async fn list_trash(ctx: &Context, owner: UserId, page: PageRequest) -> ServiceResult<Page<ObjectView>> {
     let db = ctx.db();
-    let (count, rows) = db::objects::trash_roots(db, owner.into(), page.offset, page.limit).await?;
+    let (count, rows) = db::objects::trash_roots(db, owner, page.offset, page.limit).await?;
     let mut items = Vec::with_capacity(rows.len());
     for row in &rows {
         items.push(view_of(db, row).await?);
@@ -764,7 +777,7 @@ pub async fn list_trash(ctx: &Context, owner: Uuid, page: PageRequest) -> Servic
 
 /// Takes objects out of the trash, back where they were. Refused when the name is taken there
 /// by now, or the folder they were in is itself in the trash.
-pub async fn restore(ctx: &Context, caller: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
+pub async fn restore(ctx: &Context, caller: UserId, ids: &[Uuid]) -> ServiceResult<()> {
     let db = ctx.db();
     let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
     let mut tx = db.begin().await?;
@@ -788,12 +801,12 @@ pub async fn restore(ctx: &Context, caller: Uuid, ids: &[Uuid]) -> ServiceResult
 
 /// Deletes trashed objects for good: their quota is released and each blob whose last
 /// reference goes is deleted from storage after the change commits.
-pub async fn purge(ctx: &Context, caller: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
+pub async fn purge(ctx: &Context, caller: UserId, ids: &[Uuid]) -> ServiceResult<()> {
     purge_as(ctx, caller, ids, Some(caller)).await
 }
 
 /// [`purge`] of `caller`'s objects by `actor` (an administrator; `None`: the trash's expiry).
-pub async fn purge_as(ctx: &Context, caller: Uuid, ids: &[Uuid], actor: Option<Uuid>) -> ServiceResult<()> {
+pub async fn purge_as(ctx: &Context, caller: UserId, ids: &[Uuid], actor: Option<UserId>) -> ServiceResult<()> {
     let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
     let mut tx = ctx.db().begin().await?;
     let mut roots = Vec::new();
@@ -801,7 +814,7 @@ pub async fn purge_as(ctx: &Context, caller: Uuid, ids: &[Uuid], actor: Option<U
         roots.push(access::writable_in(&mut tx, caller, id, Reach::TrashRoot).await?.into_row());
     }
     // The space goes back to the caller: today every object a caller may delete is the caller's.
-    let orphans = delete_trees(&mut tx, caller.into(), &roots).await?;
+    let orphans = delete_trees(&mut tx, caller, &roots).await?;
     activity::record_in(&mut tx, acted_on(Action::ObjectDelete, caller, actor, &roots)).await;
     tx.commit().await.map_err(DbError::from)?;
     release_blobs(ctx, &orphans).await;
@@ -810,11 +823,11 @@ pub async fn purge_as(ctx: &Context, caller: Uuid, ids: &[Uuid], actor: Option<U
 
 /// The activity of `action` on `owner`'s objects `roots` by `actor`.
 /// The activity of objects moved or copied by their owner `caller` into `destination`.
-fn relocation(action: Action, caller: Uuid, roots: &[ObjectRow], destination: &ObjectRow) -> Activity {
+fn relocation(action: Action, caller: UserId, roots: &[ObjectRow], destination: &ObjectRow) -> Activity {
     acted_on(action, caller, Some(caller), roots).with("to", destination.id)
 }
 
-fn acted_on(action: Action, owner: Uuid, actor: Option<Uuid>, roots: &[ObjectRow]) -> Activity {
+fn acted_on(action: Action, owner: UserId, actor: Option<UserId>, roots: &[ObjectRow]) -> Activity {
     Activity::new(action, actor).on_objects(owner, roots.iter().map(|row| (row.id.as_uuid(), row.name.as_str())))
 }
 
@@ -864,9 +877,9 @@ pub async fn admin_files(
 /// Puts any users' objects in their owners' trash, or with `purge` deletes them for good
 /// (`admin_required`). Every id must name an object not in the trash and not a root, checked
 /// before anything changes.
-pub async fn admin_delete(ctx: &Context, actor: Uuid, ids: &[Uuid], purge: bool) -> ServiceResult<()> {
+pub async fn admin_delete(ctx: &Context, actor: UserId, ids: &[Uuid], purge: bool) -> ServiceResult<()> {
     let ids = unique(ids).map_err(|e| e.with_field("ids"))?;
-    let mut by_owner: std::collections::BTreeMap<Uuid, Vec<Uuid>> = std::collections::BTreeMap::new();
+    let mut by_owner: std::collections::BTreeMap<UserId, Vec<Uuid>> = std::collections::BTreeMap::new();
     for &id in &ids {
         let row = db::objects::find_by_id(ctx.db(), id).await?.filter(|row| row.trashed_at.is_none());
         let row = row.ok_or_else(not_found)?;
@@ -877,7 +890,7 @@ pub async fn admin_delete(ctx: &Context, actor: Uuid, ids: &[Uuid], purge: bool)
                 "the root folder cannot be moved, copied or deleted",
             ));
         }
-        by_owner.entry(row.owner_id.into()).or_default().push(id.into());
+        by_owner.entry(row.owner_id).or_default().push(id.into());
     }
     for (owner, ids) in by_owner {
         trash_as(ctx.db(), owner, &ids, &TrashPrecondition::default(), Some(actor)).await?;
@@ -889,10 +902,10 @@ pub async fn admin_delete(ctx: &Context, actor: Uuid, ids: &[Uuid], purge: bool)
 }
 
 /// Deletes everything a user owns (before the user is deleted), releasing blobs.
-pub async fn delete_everything_of(ctx: &Context, owner: Uuid) -> ServiceResult<()> {
-    let Some(root) = db::objects::root_of(ctx.db(), owner.into()).await? else { return Ok(()) };
+pub async fn delete_everything_of(ctx: &Context, owner: UserId) -> ServiceResult<()> {
+    let Some(root) = db::objects::root_of(ctx.db(), owner).await? else { return Ok(()) };
     let mut tx = ctx.db().begin().await?;
-    let orphans = delete_trees(&mut tx, owner.into(), &[root]).await?;
+    let orphans = delete_trees(&mut tx, owner, &[root]).await?;
     tx.commit().await.map_err(DbError::from)?;
     release_blobs(ctx, &orphans).await;
     Ok(())

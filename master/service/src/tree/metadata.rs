@@ -6,6 +6,7 @@
 use crate::context::Context;
 use nubo_model::db::properties::PropertyRow;
 use nubo_model::db::{self, DbError};
+use nubo_model::domain::ids::UserId;
 use nubo_model::domain::time::now_ms;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -104,7 +105,11 @@ pub async fn patch(ctx: &Context, object: &Writable, changes: &[MetadataChange])
 pub type DavProperty = (String, String);
 
 /// The dead WebDAV properties of an object `caller` found by a path walk.
-pub async fn dav_properties(ctx: &Context, caller: Uuid, entry: &files::PathEntry) -> ServiceResult<Vec<DavProperty>> {
+pub async fn dav_properties(
+    ctx: &Context,
+    caller: UserId,
+    entry: &files::PathEntry,
+) -> ServiceResult<Vec<DavProperty>> {
     let db = ctx.db();
     access::entry_readable(caller, entry)?;
     Ok(db::objects::metadata(db, entry.id.into())
@@ -119,7 +124,7 @@ pub async fn dav_properties(ctx: &Context, caller: Uuid, entry: &files::PathEntr
 /// listings).
 pub async fn dav_properties_of_children(
     ctx: &Context,
-    owner: Uuid,
+    owner: UserId,
     folder: &files::PathEntry,
 ) -> ServiceResult<std::collections::HashMap<Uuid, Vec<DavProperty>>> {
     let db = ctx.db();
@@ -274,17 +279,17 @@ fn property_name_taken(err: DbError) -> ServiceError {
     }
 }
 
-pub async fn list_properties(ctx: &Context, owner: Uuid) -> ServiceResult<Vec<PropertyView>> {
+pub async fn list_properties(ctx: &Context, owner: UserId) -> ServiceResult<Vec<PropertyView>> {
     let db = ctx.db();
-    db::properties::list(db, owner.into()).await?.iter().map(property_view).collect()
+    db::properties::list(db, owner).await?.iter().map(property_view).collect()
 }
 
-pub async fn create_property(ctx: &Context, owner: Uuid, input: PropertyInput) -> ServiceResult<PropertyView> {
+pub async fn create_property(ctx: &Context, owner: UserId, input: PropertyInput) -> ServiceResult<PropertyView> {
     let db = ctx.db();
     let name = validate_property(&input)?;
     let row = PropertyRow {
         id: Uuid::new_v4(),
-        owner_id: owner.into(),
+        owner_id: owner,
         name,
         kind: input.kind.as_str().to_owned(),
         options: serde_json::to_string(&input.options).map_err(ServiceError::internal)?,
@@ -297,13 +302,13 @@ pub async fn create_property(ctx: &Context, owner: Uuid, input: PropertyInput) -
 
 pub async fn update_property(
     ctx: &Context,
-    owner: Uuid,
+    owner: UserId,
     id: Uuid,
     input: PropertyInput,
 ) -> ServiceResult<PropertyView> {
     let db = ctx.db();
     let name = validate_property(&input)?;
-    let existing = db::properties::find_owned(db, owner.into(), id).await?.ok_or_else(property_not_found)?;
+    let existing = db::properties::find_owned(db, owner, id).await?.ok_or_else(property_not_found)?;
     let row = PropertyRow {
         name,
         kind: input.kind.as_str().to_owned(),
@@ -315,7 +320,7 @@ pub async fn update_property(
     property_view(&row)
 }
 
-pub async fn delete_property(ctx: &Context, owner: Uuid, id: Uuid) -> ServiceResult<()> {
+pub async fn delete_property(ctx: &Context, owner: UserId, id: Uuid) -> ServiceResult<()> {
     let db = ctx.db();
-    if db::properties::delete(db, owner.into(), id).await? { Ok(()) } else { Err(property_not_found()) }
+    if db::properties::delete(db, owner, id).await? { Ok(()) } else { Err(property_not_found()) }
 }

@@ -32,7 +32,7 @@ pub struct SearchQuery {
 /// each with its path and tags, and how many match in all.
 pub async fn search(
     ctx: &Context,
-    caller: Uuid,
+    caller: UserId,
     query: SearchQuery,
     page: PageRequest,
 ) -> ServiceResult<Page<ObjectView>> {
@@ -48,10 +48,9 @@ pub async fn search(
     }
     filter.kind = query.kind;
     if let Some(folder) = query.under {
-        filter.under = Some(access::readable(ctx, caller, folder, Reach::Folder).await?.id());
+        filter.under = Some(access::readable(ctx, caller, folder.into(), Reach::Folder).await?.id());
     }
-    let owner = UserId::from(caller);
-    let (rows, count) = db::objects::search(ctx.db(), owner, &filter, (page.offset, page.limit)).await?;
+    let (rows, count) = db::objects::search(ctx.db(), caller, &filter, (page.offset, page.limit)).await?;
     let ids: Vec<_> = rows.iter().map(|row| row.id).collect();
     let mut paths: std::collections::HashMap<_, _> =
         db::objects::paths_names(ctx.db(), &ids).await?.into_iter().collect();
@@ -62,6 +61,6 @@ pub async fn search(
             files::view(row, files::path_from_names(&names))
         })
         .collect();
-    tags::fill_tags(ctx.db(), owner, &mut items).await?;
+    tags::fill_tags(ctx.db(), caller, &mut items).await?;
     Ok(Page { count, items })
 }

@@ -244,26 +244,26 @@ fn on_name_clash(err: DbError) -> ServiceError {
     }
 }
 
-async fn owned(ctx: &Context, caller: Uuid, id: Uuid) -> ServiceResult<TagRow> {
-    db::tags::find_owned(ctx.db(), caller.into(), id).await?.ok_or_else(not_found)
+async fn owned(ctx: &Context, caller: UserId, id: Uuid) -> ServiceResult<TagRow> {
+    db::tags::find_owned(ctx.db(), caller, id).await?.ok_or_else(not_found)
 }
 
-pub async fn list(ctx: &Context, caller: Uuid) -> ServiceResult<Vec<TagView>> {
-    Ok(db::tags::list_of(ctx.db(), caller.into()).await?.into_iter().map(view).collect())
+pub async fn list(ctx: &Context, caller: UserId) -> ServiceResult<Vec<TagView>> {
+    Ok(db::tags::list_of(ctx.db(), caller).await?.into_iter().map(view).collect())
 }
 
-pub async fn get(ctx: &Context, caller: Uuid, id: Uuid) -> ServiceResult<TagView> {
+pub async fn get(ctx: &Context, caller: UserId, id: Uuid) -> ServiceResult<TagView> {
     Ok(view(owned(ctx, caller, id).await?))
 }
 
-pub async fn create(ctx: &Context, caller: Uuid, input: NewTag) -> ServiceResult<TagView> {
+pub async fn create(ctx: &Context, caller: UserId, input: NewTag) -> ServiceResult<TagView> {
     let fields = fields(&input.name, input.color.as_deref(), input.kind, input.rule.as_deref())?;
     let id = Uuid::new_v4();
-    db::tags::insert(ctx.db(), id, UserId::from(caller), &fields, now_ms()).await.map_err(on_name_clash)?;
+    db::tags::insert(ctx.db(), id, caller, &fields, now_ms()).await.map_err(on_name_clash)?;
     get(ctx, caller, id).await
 }
 
-pub async fn update(ctx: &Context, caller: Uuid, id: Uuid, changes: TagChanges) -> ServiceResult<TagView> {
+pub async fn update(ctx: &Context, caller: UserId, id: Uuid, changes: TagChanges) -> ServiceResult<TagView> {
     let current = view(owned(ctx, caller, id).await?);
     let name = changes.name.unwrap_or(current.name);
     let color = changes.color.or(current.color);
@@ -274,14 +274,14 @@ pub async fn update(ctx: &Context, caller: Uuid, id: Uuid, changes: TagChanges) 
     get(ctx, caller, id).await
 }
 
-pub async fn delete(ctx: &Context, caller: Uuid, id: Uuid) -> ServiceResult<()> {
+pub async fn delete(ctx: &Context, caller: UserId, id: Uuid) -> ServiceResult<()> {
     owned(ctx, caller, id).await?;
     db::tags::delete(ctx.db(), id).await?;
     Ok(())
 }
 
 /// The manual tag `id` of the caller, and `ids` as the caller's objects (each must be theirs).
-async fn manual_and_objects(ctx: &Context, caller: Uuid, id: Uuid, ids: &[Uuid]) -> ServiceResult<Vec<ObjectId>> {
+async fn manual_and_objects(ctx: &Context, caller: UserId, id: Uuid, ids: &[Uuid]) -> ServiceResult<Vec<ObjectId>> {
     let tag = view(owned(ctx, caller, id).await?);
     if tag.kind == TagType::Automatic {
         return Err(ServiceError::conflict(codes::TAG_AUTOMATIC, "an automatic tag follows its rule"));
@@ -291,19 +291,19 @@ async fn manual_and_objects(ctx: &Context, caller: Uuid, id: Uuid, ids: &[Uuid])
     }
     let mut objects = Vec::with_capacity(ids.len());
     for &object in ids {
-        objects.push(access::readable(ctx, caller, object, Reach::Any).await?.id());
+        objects.push(access::readable(ctx, caller, object.into(), Reach::Any).await?.id());
     }
     Ok(objects)
 }
 
 /// Attaches manual tag `id` to the caller's objects `ids`.
-pub async fn attach(ctx: &Context, caller: Uuid, id: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
+pub async fn attach(ctx: &Context, caller: UserId, id: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
     let objects = manual_and_objects(ctx, caller, id, ids).await?;
     Ok(db::tags::attach(ctx.db(), id, &objects).await?)
 }
 
 /// Detaches manual tag `id` from the caller's objects `ids`.
-pub async fn detach(ctx: &Context, caller: Uuid, id: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
+pub async fn detach(ctx: &Context, caller: UserId, id: Uuid, ids: &[Uuid]) -> ServiceResult<()> {
     let objects = manual_and_objects(ctx, caller, id, ids).await?;
     Ok(db::tags::detach(ctx.db(), id, &objects).await?)
 }
@@ -311,7 +311,7 @@ pub async fn detach(ctx: &Context, caller: Uuid, id: Uuid, ids: &[Uuid]) -> Serv
 /// One page of the caller's objects (not in the trash) carrying tag `id`, by name.
 pub async fn objects(
     ctx: &Context,
-    caller: Uuid,
+    caller: UserId,
     id: Uuid,
     page: PageRequest,
 ) -> ServiceResult<Page<TaggedObjectView>> {
@@ -319,7 +319,7 @@ pub async fn objects(
     let (rows, count) = match (tag.kind, tag.rule.as_deref()) {
         (TagType::Automatic, Some(rule)) => {
             let patterns: Vec<String> = globs(rule)?.into_iter().map(like_of).collect();
-            db::tags::matching_page(ctx.db(), caller.into(), &patterns, page.offset, page.limit).await?
+            db::tags::matching_page(ctx.db(), caller, &patterns, page.offset, page.limit).await?
         }
         _ => db::tags::linked_page(ctx.db(), id, page.offset, page.limit).await?,
     };
@@ -327,7 +327,7 @@ pub async fn objects(
 }
 
 /// What a search for objects carrying the caller's tag `id` looks for.
-pub(crate) async fn search_filter(ctx: &Context, caller: Uuid, id: Uuid) -> ServiceResult<db::objects::SearchFilter> {
+pub(crate) async fn search_filter(ctx: &Context, caller: UserId, id: Uuid) -> ServiceResult<db::objects::SearchFilter> {
     let tag = view(owned(ctx, caller, id).await?);
     let mut filter = db::objects::SearchFilter::default();
     match (tag.kind, tag.rule.as_deref()) {
