@@ -1,6 +1,8 @@
 // A phone (390×844, touch): no page scrolls sideways; the sections sit in a bar along the
 // bottom; a file uploaded from the floating button is listed with its whole name, size and date
-// beneath; the row's one "⋯" menu renames it. Every control it touches is at least 44 px.
+// beneath while the upload panel shows as a sheet; the row's one "⋯" menu renames it; a long
+// press selects it and the selection moves into a folder. Every control it touches is at least
+// 44 px, and the window's title names what is shown.
 import { email, password, shot, expectPath, watch, signIn, TIMEOUT } from "../lib.mjs";
 
 const PHONE = { viewport: { width: 390, height: 844 }, hasTouch: true, isMobile: true, deviceScaleFactor: 2 };
@@ -23,6 +25,17 @@ async function titled(page, start) {
   await page.waitForFunction((start) => document.title.startsWith(start), start, { timeout: TIMEOUT }).catch(async () => {
     throw new Error(`the window is titled ${JSON.stringify(await page.title())}, not ${JSON.stringify(start)}…`);
   });
+}
+
+/** Holds a finger on `locator` for 0.7 s (touch events, as a phone sends them). */
+async function longPress(page, locator) {
+  const box = await locator.boundingBox();
+  const point = { x: box.x + box.width / 2, y: box.y + box.height / 2 };
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Input.dispatchTouchEvent", { type: "touchStart", touchPoints: [point] });
+  await new Promise((r) => setTimeout(r, 700));
+  await cdp.send("Input.dispatchTouchEvent", { type: "touchEnd", touchPoints: [] });
+  await cdp.detach();
 }
 
 async function atLeast44(locator, what) {
@@ -58,8 +71,11 @@ async function onAPhone(_page, run) {
     const row = page.getByRole("listitem").filter({ hasText: name });
     await row.waitFor();
     await row.getByText(/^8 B · /).waitFor();
+    // The upload panel is a sheet above the bar, in view without scrolling.
+    const sheet = await page.getByRole("region", { name: "Uploads" }).boundingBox();
+    if (!sheet || sheet.y < 0 || sheet.y + sheet.height > bar.y + 1) throw new Error(`the upload panel is at ${JSON.stringify(sheet)}`);
     // The whole name shows (wrapped, not cut).
-    const clipped = await row.getByRole("button", { name: `Download ${name}` }).evaluate(
+    const clipped = await row.getByRole("link", { name: `Open ${name}` }).evaluate(
       (e) => e.scrollHeight > e.clientHeight + 1 || e.scrollWidth > e.clientWidth + 1,
     );
     if (clipped) throw new Error("the file's name is cut off in its row");
@@ -78,6 +94,26 @@ async function onAPhone(_page, run) {
     await field.fill(renamed);
     await field.press("Enter");
     await page.getByRole("listitem").filter({ hasText: renamed }).waitFor();
+
+    // A finger held on the row selects it; the selection moves through the folder picker.
+    const target = `Phone target ${Date.now()}`;
+    await page.getByRole("button", { name: "New folder" }).click();
+    await page.getByRole("dialog").getByRole("textbox").fill(target);
+    await page.getByRole("dialog").getByRole("button", { name: "New folder" }).click();
+    await page.getByRole("link", { name: target }).waitFor();
+    await longPress(page, page.getByRole("listitem").filter({ hasText: renamed }).getByRole("link"));
+    const tools = page.getByRole("toolbar", { name: "Selected items" });
+    await tools.getByText("1 selected").waitFor();
+    if (!/\/files$/.test(new URL(page.url()).pathname)) throw new Error("the long press opened the file");
+    await atLeast44(tools.getByRole("button", { name: "Move…" }), "the Move button");
+    await tools.getByRole("button", { name: "Move…" }).click();
+    const picker = page.getByRole("dialog");
+    await picker.getByRole("button", { name: `Open ${target}` }).click();
+    await picker.getByRole("button", { name: "Move here" }).click();
+    await page.getByRole("listitem").filter({ hasText: renamed }).waitFor({ state: "detached" });
+    await page.getByRole("link", { name: target }).click();
+    await page.getByRole("listitem").filter({ hasText: renamed }).waitFor();
+    await page.getByRole("navigation", { name: "Folder path" }).getByRole("link", { name: "My files" }).click();
 
     // The window's title names what is shown (the folder, the section), then the site.
     await titled(page, "My files · ");
@@ -115,5 +151,5 @@ async function onAPhone(_page, run) {
 }
 
 export const journeys = [
-  ["on a phone nothing scrolls sideways, uploads start from a floating button, and a row's menu renames", onAPhone],
+  ["on a phone nothing scrolls sideways, uploads start from a floating button, a row's menu renames, a long press selects", onAPhone],
 ];
