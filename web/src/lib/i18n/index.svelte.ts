@@ -60,6 +60,15 @@ type Leaves<T, P extends string = ""> = {
 }[keyof T & string];
 export type MessageKey = Leaves<Messages>;
 
+/**
+ * What to show for an API error: the translation of its stable code (for an invalid field, of
+ * the field's rule when there is one), else the server's own text.
+ */
+export function describeError(code: string, field: string | null | undefined, fallback: string): string {
+  const find = (key: string) => lookup(CATALOGS[current], key, undefined) ?? lookup(en, key, undefined);
+  return (code === "request.invalid_field" && field ? find(`error_fields.${field}`) : undefined) ?? find(`errors.${code}`) ?? fallback;
+}
+
 export function t(key: MessageKey, params?: Record<string, string | number>): string {
   const count = params?.count;
   const s = lookup(CATALOGS[current], key, count) ?? lookup(en, key, count) ?? key;
