@@ -1,6 +1,7 @@
-// Words: in the Chinese UI a refused action says why in Chinese (the error's stable code
-// translated, not the server's English text), counts take the language's plural forms, and the
-// password rule shows before the form is sent.
+// Words and appearance: in the Chinese UI a refused action says why in Chinese (the error's
+// stable code translated, not the server's English text), counts take the language's plural
+// forms, and the password rule shows before the form is sent; the header's light/dark/auto
+// switch wins over the system's scheme and is kept across a reload.
 import { readFileSync } from "node:fs";
 import { base, email, password, expectPath, watch, signIn, TIMEOUT } from "../lib.mjs";
 
@@ -49,4 +50,39 @@ async function words(_page, run) {
   }
 }
 
-export const journeys = [["in Chinese a refused action says why in Chinese, and the password rule shows first", words]];
+/** The page's background, as the sum of its red, green and blue (0 black to 765 white). */
+const brightness = (page) =>
+  page.evaluate(() => getComputedStyle(document.body).backgroundColor.match(/\d+/g).slice(0, 3).reduce((a, b) => a + Number(b), 0));
+
+async function appearance(_page, run) {
+  for (const [system, choice, dark] of [
+    ["light", en.app.scheme_dark, true],
+    ["dark", en.app.scheme_light, false],
+  ]) {
+    const context = await run.browser.newContext({ locale: "en-US", colorScheme: system, viewport: { width: 1280, height: 800 } });
+    try {
+      const page = await context.newPage();
+      page.setDefaultTimeout(TIMEOUT);
+      watch(page);
+      await signIn(page, { email, password });
+      const before = await brightness(page);
+      if (dark === before < 200) throw new Error(`the ${system} system scheme shows a background of ${before}`);
+      await page.getByLabel(en.app.scheme).selectOption({ label: choice });
+      const after = await brightness(page);
+      if (dark !== after < 200) throw new Error(`choosing ${choice} on a ${system} system shows a background of ${after}`);
+      // The choice stays with the browser.
+      await page.reload();
+      await page.getByLabel(en.app.scheme).waitFor();
+      if (dark !== (await brightness(page)) < 200) throw new Error(`${choice} was not kept across a reload`);
+      await page.getByLabel(en.app.scheme).selectOption({ label: en.app.scheme_auto });
+      if ((await brightness(page)) !== before) throw new Error("Auto does not follow the system again");
+    } finally {
+      await context.close();
+    }
+  }
+}
+
+export const journeys = [
+  ["in Chinese a refused action says why in Chinese, and the password rule shows first", words],
+  ["the appearance switch chooses dark or light over the system's, and Auto follows it again", appearance],
+];
