@@ -1,7 +1,8 @@
 // A phone (390×844, touch): no page scrolls sideways; the sections sit in a bar along the
 // bottom; a file uploaded from the floating button is listed with its whole name, size and date
 // beneath while the upload panel shows as a sheet; the row's one "⋯" menu renames it; a long
-// press selects it and the selection moves into a folder. Every control it touches is at least
+// press selects it and the selection moves into a folder; a rename to a taken name keeps the
+// typed text and offers to keep both. Every control it touches is at least
 // 44 px, and the window's title names what is shown.
 import { email, password, shot, expectPath, watch, signIn, TIMEOUT } from "../lib.mjs";
 
@@ -102,6 +103,24 @@ async function onAPhone(_page, run) {
     await field.fill(renamed);
     await field.press("Enter");
     await page.getByRole("listitem").filter({ hasText: renamed }).waitFor();
+
+    // Renaming another file to the taken name keeps the dialog and the text, and offers to keep both.
+    const second = `Second ${Date.now()}.txt`;
+    const again = page.waitForEvent("filechooser");
+    await upload.click();
+    await (await again).setFiles({ name: second, mimeType: "text/plain", buffer: Buffer.from("second\n") });
+    const secondRow = page.getByRole("listitem").filter({ hasText: second });
+    await secondRow.waitFor();
+    await secondRow.getByRole("button", { name: `Actions for ${second}` }).click();
+    await page.getByRole("menuitem", { name: "Rename" }).click();
+    await field.fill(renamed);
+    await field.press("Enter");
+    await page.getByRole("dialog").getByRole("alert").filter({ hasText: "Something with this name is already here" }).waitFor();
+    if ((await field.inputValue()) !== renamed) throw new Error("the typed name was lost on the conflict");
+    const both = renamed.replace(/\.txt$/, " (1).txt");
+    await page.getByRole("dialog").getByRole("button", { name: `Keep both: name it “${both}”` }).click();
+    await page.getByRole("listitem").filter({ hasText: both }).waitFor();
+    if (await page.getByRole("dialog").isVisible()) throw new Error("the dialog stayed open after keeping both");
 
     // A finger held on the row selects it; the selection moves through the folder picker.
     const target = `Phone target ${Date.now()}`;
