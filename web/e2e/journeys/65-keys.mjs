@@ -1,11 +1,11 @@
 // Keys: Backspace and Alt+↑ open the folder above, ? lists every shortcut, and the window's
 // title follows the folder.
-import { expectPath, TIMEOUT } from "../lib.mjs";
+import { base, expectPath, TIMEOUT } from "../lib.mjs";
 
 async function keys(page) {
   const dialog = page.getByRole("dialog");
   const outer = `Keys ${Date.now()}`;
-  await page.getByRole("navigation", { name: "Folder path" }).getByRole("link", { name: "My files" }).click();
+  await page.goto(base + "/files");
   await expectPath(page, /^\/files$/);
   await page.getByRole("button", { name: "New folder" }).click();
   await dialog.getByRole("textbox").fill(outer);
