@@ -10,6 +10,7 @@ use std::process::Command;
 const INPUTS: &[&str] = &[
     "src",
     "public",
+    "scripts",
     "index.html",
     "package.json",
     "package-lock.json",

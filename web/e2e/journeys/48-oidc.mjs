@@ -46,12 +46,20 @@ export const journeys = [
           await expectPath(page, /^\/files$/);
           await page.goto(base + "/admin/settings");
           const oauthGroup = page.getByRole("group", { name: "OAuth providers" });
+          await oauthGroup.waitFor();
+          // Every setting, sign-in method and choice has a human name, never its raw key.
+          const raw = await page.evaluate(() =>
+            [...document.querySelectorAll("main label, main legend, main option")]
+              .map((e) => e.textContent.trim())
+              .filter((text) => /^[a-z]+(_[a-z]+)+$/.test(text) || ["oidc", "qq", "github", "none", "builtin"].includes(text)),
+          );
+          if (raw.length) throw new Error(`the site settings show raw keys: ${raw.join(", ")}`);
           await oauthGroup.getByLabel("OpenID Connect button label").fill("Company SSO");
           await oauthGroup.getByLabel("OpenID Connect issuer URL").fill(oauth);
           await oauthGroup.getByLabel("The OpenID Connect issuer is on a private network").check();
           await oauthGroup.getByLabel("OpenID Connect client ID").fill("nubo-journey-oidc");
           await oauthGroup.getByLabel("OpenID Connect client secret").fill("mock-secret");
-          await page.getByRole("group", { name: "Sign-in methods" }).getByLabel("oidc", { exact: true }).check();
+          await page.getByRole("group", { name: "Sign-in methods" }).getByLabel("OpenID Connect", { exact: true }).check();
           await shot(page, "admin-settings-oidc");
           // The site settings' own form (the mail settings have another).
           await page.locator("form", { has: oauthGroup }).getByRole("button", { name: "Save" }).click();

@@ -40,7 +40,7 @@ export const journeys = [
         await page.getByLabel("Days a version is kept (0: no limit)").fill("0");
         await page.getByRole("button", { name: "Create" }).click();
         const group = page.getByRole("row").filter({ hasText: `Journey group ${suffix}` });
-        await group.getByRole("cell", { name: "2.5 GB" }).waitFor();
+        await group.getByRole("cell", { name: "2.5 GiB" }).waitFor();
         const made = (await adminApi(run, "GET", "/admin/group")).find((g) => g.name === `Journey group ${suffix}`);
         if (made?.version_max_count !== 5 || made?.version_max_days !== 0) {
           throw new Error(`the group keeps versions ${made?.version_max_count} / ${made?.version_max_days} days`);
@@ -59,7 +59,7 @@ export const journeys = [
         await page.getByLabel("Largest file (MiB, 0 for no limit)").fill("100");
         await page.getByRole("button", { name: "Create" }).click();
         const policy = page.getByRole("row").filter({ hasText: `Journey policy ${suffix}` });
-        await policy.getByRole("cell", { name: "100 MB" }).waitFor();
+        await policy.getByRole("cell", { name: "100 MiB" }).waitFor();
         await shot(page, "admin-policies");
 
         for (const [tab, path] of [["Storage nodes", "nodes"], ["Tasks", "tasks"], ["Shares", "shares"], ["Files", "files"], ["Site settings", "settings"]]) {

@@ -53,11 +53,11 @@ export const journeys = [
         const before = await capacity(page);
         await section.getByLabel("Code", { exact: true }).fill(code.toLowerCase().replaceAll("-", " "));
         await section.getByRole("button", { name: "Redeem" }).click();
-        await section.getByText(/Redeemed: 2\.0 GB more storage until/).waitFor();
+        await section.getByText(/Redeemed: 2\.0 GiB more storage until/).waitFor();
         await section.getByRole("cell", { name: label }).waitFor();
         const after = await capacity(page);
         if (after - before !== 2 * 1024 ** 3) throw new Error(`capacity went from ${before} to ${after}`);
-        await section.getByText(/ 2\.0 GB from storage packs/).waitFor();
+        await section.getByText(/ 2\.0 GiB from storage packs/).waitFor();
         await shot(page, "settings-storage");
 
         // The administrator sees the pack and the used code.

@@ -110,6 +110,24 @@ export const journeys = [
       await page.getByRole("status").filter({ hasText: "Saved." }).waitFor();
       const stored = await content(page, ids[names.text]);
       if (stored !== "first line\nsecond line") throw new Error(`saved content is ${JSON.stringify(stored)}`);
+      // Unsaved changes are not thrown away: leaving asks, and "stay" keeps them.
+      await editor.fill("first line\nsecond line\nthird line");
+      const asked = [];
+      const answer = (choice) => (dialog) => {
+        asked.push(dialog.message());
+        return choice ? dialog.accept() : dialog.dismiss();
+      };
+      let handler = answer(false);
+      page.once("dialog", handler);
+      await page.getByRole("link", { name: "← Back to the folder" }).click();
+      if (!asked.length) throw new Error("leaving with unsaved changes did not ask");
+      if (!new URL(page.url()).pathname.startsWith("/open/")) throw new Error("the editor was left although the person stayed");
+      if ((await editor.inputValue()) !== "first line\nsecond line\nthird line") throw new Error("staying lost the edits");
+      handler = answer(true);
+      page.once("dialog", handler);
+      await page.getByRole("link", { name: "← Back to the folder" }).click();
+      await expectPath(page, /^\/files$/);
+      if (asked.length !== 2 || !/unsaved changes/.test(asked[0])) throw new Error(`asked ${JSON.stringify(asked)}`);
 
       // Markdown: rendered (and sanitised), or shown as text when asked.
       await page.goto(`${base}/open/${ids[names.md]}`);

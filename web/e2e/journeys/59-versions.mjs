@@ -123,7 +123,7 @@ export const journeys = [
       const usedBefore = await used();
       await props.getByRole("button", { name: "Versions", exact: true }).click();
       const single = page.getByRole("dialog", { name: `Versions of ${kept}` });
-      await single.getByRole("cell", { name: "2.9 KB", exact: true }).waitFor();
+      await single.getByRole("cell", { name: "2.9 KiB", exact: true }).waitFor();
       await single.getByRole("button", { name: /^Delete the version of / }).click();
       await page.getByRole("dialog", { name: /^Delete the version of / }).getByRole("button", { name: "Delete", exact: true }).click();
       await single.getByText("No earlier versions of this file.").waitFor();

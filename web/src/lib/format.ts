@@ -1,7 +1,8 @@
 //! Formatting of sizes and dates for display, in the current language.
 import { i18n } from "./i18n/index.svelte";
 
-const UNITS = ["B", "KB", "MB", "GB", "TB", "PB"];
+/** Binary multiples, so named (IEC): 1 KiB is 1,024 bytes, as the computation is. */
+const UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
 
 export function formatBytes(n: number): string {
   let v = n;

@@ -80,9 +80,16 @@ export function filesHref(path: string[]): string {
 class Router {
   url = $state(new URL(location.href));
   route = $derived(match(this.url.pathname));
+  /** Asked before a link or the back button leaves the page: each answers whether to go (an
+   * editor with unsaved changes asks the person). */
+  readonly guards = new Set<() => boolean>();
 
   constructor() {
-    window.addEventListener("popstate", () => (this.url = new URL(location.href)));
+    window.addEventListener("popstate", () => {
+      // The address has already changed: put it back when a guard keeps the person here.
+      if (!this.mayLeave()) return history.pushState(null, "", this.url.href);
+      this.url = new URL(location.href);
+    });
     // Same-origin <a> clicks stay in the app (unless modified, targeted or a download).
     document.addEventListener("click", (e) => {
       if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
@@ -91,8 +98,13 @@ class Router {
       const to = new URL(a.href, location.href);
       if (to.origin !== location.origin || to.pathname.startsWith("/api/")) return;
       e.preventDefault();
-      this.navigate(to.pathname + to.search + to.hash);
+      if (this.mayLeave()) this.navigate(to.pathname + to.search + to.hash);
     });
+  }
+
+  /** Whether every guard lets the person leave the page now. */
+  mayLeave(): boolean {
+    return [...this.guards].every((guard) => guard());
   }
 
   navigate(to: string, replace = false): void {

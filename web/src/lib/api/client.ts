@@ -4,12 +4,18 @@
 import createClient, { type Middleware } from "openapi-fetch";
 import type { components, paths } from "./generated/schema";
 import { session } from "../session.svelte";
+import { describeError } from "../i18n/index.svelte";
 
 export type Schemas = components["schemas"];
 export type ObjectView = Schemas["ObjectView"];
 
-/** An API failure: the server's stable `code`, its user-safe `message` and the field it is about. */
+/**
+ * An API failure: the server's stable `code`, the field it is about, and as `message` what to
+ * tell the person: the code's translation in the app's language, else the server's own text
+ * (kept as `serverMessage`).
+ */
 export class ApiError extends Error {
+  readonly serverMessage: string;
   constructor(
     readonly status: number,
     readonly code: string,
@@ -17,7 +23,8 @@ export class ApiError extends Error {
     readonly field?: string | null,
     readonly requestId?: string,
   ) {
-    super(message);
+    super(describeError(code, field, message));
+    this.serverMessage = message;
     this.name = "ApiError";
   }
 }

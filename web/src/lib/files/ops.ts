@@ -65,6 +65,21 @@ export function move(ids: string[], dst: string): Promise<unknown> {
 export function copy(ids: string[], dst: string): Promise<unknown> {
   return api(() => client.POST("/api/v1/object/copies", { body: { src_ids: ids, dst_id: dst } }));
 }
+/**
+ * The first of `name`, "name (1)", "name (2)", ... (before the extension: "notes (1).md") that
+ * none of `taken` holds, as peers name a copy kept beside the original.
+ */
+export function freeName(name: string, taken: Iterable<string>): string {
+  const used = new Set(taken);
+  if (!used.has(name)) return name;
+  const dot = name.lastIndexOf(".");
+  const [stem, ext] = dot > 0 ? [name.slice(0, dot), name.slice(dot)] : [name, ""];
+  for (let n = 1; ; n++) {
+    const candidate = `${stem} (${n})${ext}`;
+    if (!used.has(candidate)) return candidate;
+  }
+}
+
 export function rename(id: string, name: string): Promise<unknown> {
   return api(() => client.PATCH("/api/v1/object/{id}", { params: { path: { id } }, body: { name } }));
 }
