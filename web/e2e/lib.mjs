@@ -68,6 +68,21 @@ export async function adminApi(run, method, apiPath, body) {
   return res.status === 204 ? null : res.json();
 }
 
+/** Runs `body(page)` on a page of a new browser context (`options`: locale, viewport, touch...)
+ * signed in as `who` (default: the run's user), watched like the run's page; closes it after. */
+export async function signedInPage(run, options, body, who = { email, password }) {
+  const context = await run.browser.newContext({ locale: "en-US", viewport: { width: 1280, height: 800 }, ...options });
+  try {
+    const page = await context.newPage();
+    page.setDefaultTimeout(TIMEOUT);
+    watch(page);
+    await signIn(page, who);
+    await body(page, context);
+  } finally {
+    await context.close();
+  }
+}
+
 /** Signs in on the sign-in page of `site` (default: the run's base) and waits for the files. */
 export async function signIn(page, who, site = base) {
   await page.goto(site + "/login");

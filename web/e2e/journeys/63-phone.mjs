@@ -4,7 +4,7 @@
 // press selects it and the selection moves into a folder; a rename to a taken name keeps the
 // typed text and offers to keep both. Every control it touches is at least
 // 44 px, and the window's title names what is shown.
-import { email, password, shot, expectPath, watch, signIn, TIMEOUT } from "../lib.mjs";
+import { shot, expectPath, signIn, signedInPage, TIMEOUT } from "../lib.mjs";
 
 const PHONE = { viewport: { width: 390, height: 844 }, hasTouch: true, isMobile: true, deviceScaleFactor: 2 };
 
@@ -48,12 +48,7 @@ async function atLeast44(locator, what) {
 }
 
 async function onAPhone(_page, run) {
-  const context = await run.browser.newContext({ locale: "en-US", ...PHONE });
-  try {
-    const page = await context.newPage();
-    page.setDefaultTimeout(TIMEOUT);
-    watch(page);
-    await signIn(page, { email, password });
+  await signedInPage(run, PHONE, async (page) => {
 
     // The sections are a bar along the bottom edge, every one a thumb-sized target.
     const sections = page.getByRole("navigation", { name: "Main" });
@@ -173,9 +168,7 @@ async function onAPhone(_page, run) {
         await fitsTheScreen(page, `the administration's ${area}`);
       }
     }
-  } finally {
-    await context.close();
-  }
+  });
 }
 
 export const journeys = [

@@ -2,7 +2,7 @@
 // load at their size, a share target), the service worker registers and controls the page, it
 // keeps only the app shell (no API answer, no file), an offline start shows the offline page,
 // and a file shared from another app to the share target lands in the file browser.
-import { base, email, password, watch, signIn, TIMEOUT } from "../lib.mjs";
+import { base, signedInPage, TIMEOUT } from "../lib.mjs";
 
 async function manifestIsValid(page) {
   const href = await page.locator('link[rel="manifest"]').getAttribute("href");
@@ -33,12 +33,7 @@ async function manifestIsValid(page) {
 }
 
 async function installable(_page, run) {
-  const context = await run.browser.newContext({ locale: "en-US", viewport: { width: 1280, height: 800 } });
-  try {
-    const page = await context.newPage();
-    page.setDefaultTimeout(TIMEOUT);
-    watch(page);
-    await signIn(page, { email, password });
+  await signedInPage(run, {}, async (page, context) => {
     await manifestIsValid(page);
 
     // The service worker registers; after a reload it controls the page.
@@ -77,9 +72,7 @@ async function installable(_page, run) {
     await page.goto(base + "/trash").catch(() => undefined);
     await page.getByRole("heading", { name: "You are offline" }).waitFor();
     await context.setOffline(false);
-  } finally {
-    await context.close();
-  }
+  });
 }
 
 export const journeys = [["the app is installable, works as a share target and starts offline", installable]];
