@@ -3,7 +3,7 @@
 // forms, and the password rule shows before the form is sent; the header's light/dark/auto
 // switch wins over the system's scheme and is kept across a reload.
 import { readFileSync } from "node:fs";
-import { base, expectPath, signedInPage } from "../lib.mjs";
+import { base, expectPath, expected, signedInPage } from "../lib.mjs";
 
 const catalog = (name) => JSON.parse(readFileSync(new URL(`../../src/lib/i18n/${name}.json`, import.meta.url), "utf8"));
 const en = catalog("en");
@@ -36,6 +36,7 @@ async function words(_page, run) {
     const alert = page.getByRole("alert").filter({ hasText: zh.errors.object.name_taken });
     await alert.waitFor();
     if ((await alert.textContent()).includes("exists in the folder")) throw new Error("the server's English text is shown");
+    expected("status of 409");
 
     // The password rule is on the form before it is sent.
     await page.goto(base + "/settings");
