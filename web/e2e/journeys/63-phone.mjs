@@ -4,7 +4,7 @@
 // press selects it and the selection moves into a folder; a rename to a taken name keeps the
 // typed text and offers to keep both. Every control it touches is at least
 // 44 px, and the window's title names what is shown.
-import { email, password, shot, expectPath, watch, signIn, TIMEOUT } from "../lib.mjs";
+import { shot, expectPath, expected, signIn, signedInPage, TIMEOUT } from "../lib.mjs";
 
 const PHONE = { viewport: { width: 390, height: 844 }, hasTouch: true, isMobile: true, deviceScaleFactor: 2 };
 
@@ -13,8 +13,10 @@ async function fitsTheScreen(page, where) {
   await page.waitForLoadState("networkidle");
   const { scroll, client, wide } = await page.evaluate(() => {
     const root = document.documentElement;
+    const out = (e) => e.getBoundingClientRect().right > root.clientWidth + 1;
+    // The innermost ones: an element sticking out whose children all fit is the cause.
     const wide = [...document.querySelectorAll("body *")]
-      .filter((e) => e.getBoundingClientRect().right > root.clientWidth + 1)
+      .filter((e) => out(e) && ![...e.children].some(out))
       .slice(0, 4)
       .map((e) => `${e.tagName.toLowerCase()}.${[...e.classList].join(".")}`);
     return { scroll: root.scrollWidth, client: root.clientWidth, wide };
@@ -48,12 +50,7 @@ async function atLeast44(locator, what) {
 }
 
 async function onAPhone(_page, run) {
-  const context = await run.browser.newContext({ locale: "en-US", ...PHONE });
-  try {
-    const page = await context.newPage();
-    page.setDefaultTimeout(TIMEOUT);
-    watch(page);
-    await signIn(page, { email, password });
+  await signedInPage(run, PHONE, async (page) => {
 
     // The sections are a bar along the bottom edge, every one a thumb-sized target.
     const sections = page.getByRole("navigation", { name: "Main" });
@@ -117,6 +114,7 @@ async function onAPhone(_page, run) {
     await field.press("Enter");
     await page.getByRole("dialog").getByRole("alert").filter({ hasText: "Something with this name is already here" }).waitFor();
     if ((await field.inputValue()) !== renamed) throw new Error("the typed name was lost on the conflict");
+    expected("status of 409");
     const both = renamed.replace(/\.txt$/, " (1).txt");
     await page.getByRole("dialog").getByRole("button", { name: `Keep both: name it “${both}”` }).click();
     await page.getByRole("listitem").filter({ hasText: both }).waitFor();
@@ -173,9 +171,7 @@ async function onAPhone(_page, run) {
         await fitsTheScreen(page, `the administration's ${area}`);
       }
     }
-  } finally {
-    await context.close();
-  }
+  });
 }
 
 export const journeys = [

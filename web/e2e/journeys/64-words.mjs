@@ -3,19 +3,14 @@
 // forms, and the password rule shows before the form is sent; the header's light/dark/auto
 // switch wins over the system's scheme and is kept across a reload.
 import { readFileSync } from "node:fs";
-import { base, email, password, expectPath, watch, signIn, TIMEOUT } from "../lib.mjs";
+import { base, expectPath, expected, signedInPage } from "../lib.mjs";
 
 const catalog = (name) => JSON.parse(readFileSync(new URL(`../../src/lib/i18n/${name}.json`, import.meta.url), "utf8"));
 const en = catalog("en");
 const zh = catalog("zh-CN");
 
 async function words(_page, run) {
-  const context = await run.browser.newContext({ locale: "en-US", viewport: { width: 1280, height: 800 } });
-  try {
-    const page = await context.newPage();
-    page.setDefaultTimeout(TIMEOUT);
-    watch(page);
-    await signIn(page, { email, password });
+  await signedInPage(run, {}, async (page) => {
     const dialog = page.getByRole("dialog");
     const name = `Taken ${Date.now()}`;
     await page.getByRole("button", { name: en.files.new_folder }).click();
@@ -41,13 +36,12 @@ async function words(_page, run) {
     const alert = page.getByRole("alert").filter({ hasText: zh.errors.object.name_taken });
     await alert.waitFor();
     if ((await alert.textContent()).includes("exists in the folder")) throw new Error("the server's English text is shown");
+    expected("status of 409");
 
     // The password rule is on the form before it is sent.
     await page.goto(base + "/settings");
     await page.getByText(zh.auth.password_rule).first().waitFor();
-  } finally {
-    await context.close();
-  }
+  });
 }
 
 /** The page's background, as the sum of its red, green and blue (0 black to 765 white). */
@@ -59,12 +53,7 @@ async function appearance(_page, run) {
     ["light", en.app.scheme_dark, true],
     ["dark", en.app.scheme_light, false],
   ]) {
-    const context = await run.browser.newContext({ locale: "en-US", colorScheme: system, viewport: { width: 1280, height: 800 } });
-    try {
-      const page = await context.newPage();
-      page.setDefaultTimeout(TIMEOUT);
-      watch(page);
-      await signIn(page, { email, password });
+    await signedInPage(run, { colorScheme: system }, async (page) => {
       const before = await brightness(page);
       if (dark === before < 200) throw new Error(`the ${system} system scheme shows a background of ${before}`);
       await page.getByLabel(en.app.scheme).selectOption({ label: choice });
@@ -76,9 +65,7 @@ async function appearance(_page, run) {
       if (dark !== (await brightness(page)) < 200) throw new Error(`${choice} was not kept across a reload`);
       await page.getByLabel(en.app.scheme).selectOption({ label: en.app.scheme_auto });
       if ((await brightness(page)) !== before) throw new Error("Auto does not follow the system again");
-    } finally {
-      await context.close();
-    }
+    });
   }
 }
 

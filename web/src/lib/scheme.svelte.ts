@@ -1,4 +1,4 @@
-//! Light or dark: `auto` follows the system (app.css's prefers-color-scheme), `light` and `dark`
+//! Light or dark: `auto` follows the system (app.css's light-dark() under `color-scheme: light dark`), `light` and `dark`
 //! are the person's choice, kept in this browser and set as `data-scheme` on <html>.
 export type Scheme = "auto" | "light" | "dark";
 export const SCHEMES: Scheme[] = ["auto", "light", "dark"];

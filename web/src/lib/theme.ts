@@ -1,6 +1,6 @@
 //! Applies a theme (one hue per role, one neutral tone) as CSS variables on <html>, through the
 //! CSSOM (allowed by the CSP, unlike style attributes). Each role gets a light-mode and a
-//! dark-mode shade; app.css picks one with prefers-color-scheme. A role whose colour is missing
+//! dark-mode shade; app.css picks one with light-dark() by the page's color-scheme. A role whose colour is missing
 //! or unknown falls back to the site's default preset, then to the built-in default.
 import type { components } from "./api/generated/schema";
 
