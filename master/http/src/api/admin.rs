@@ -413,7 +413,7 @@ pub async fn update_settings(
     AdminRequired(admin): AdminRequired,
     ApiJson(values): ApiJson<serde_json::Map<String, serde_json::Value>>,
 ) -> ApiResult<StatusCode> {
-    site::save_settings(&state, admin.sub.as_uuid(), &values).await?;
+    site::save_settings(&state, admin.sub, &values).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

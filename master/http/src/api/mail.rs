@@ -155,6 +155,6 @@ pub async fn send_test(
     admin: AdminRequired,
     ApiJson(request): ApiJson<TestMailRequest>,
 ) -> ApiResult<StatusCode> {
-    mail::send_test(&state, admin.0.sub.as_uuid(), &request.to).await?;
+    mail::send_test(&state, admin.0.sub, &request.to).await?;
     Ok(StatusCode::NO_CONTENT)
 }

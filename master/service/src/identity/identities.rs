@@ -61,7 +61,7 @@ pub async fn start_sign_in(ctx: &Context, provider: &str) -> ServiceResult<Strin
 pub async fn start_link(ctx: &Context, caller: UserId, provider: &str) -> ServiceResult<String> {
     let settings = usable(ctx, provider).await?;
     let user = accounts::load_active_user(ctx, caller).await?;
-    oauth::begin(ctx, &settings, Some(user.row().id.as_uuid())).await
+    oauth::begin(ctx, &settings, Some(user.row().id)).await
 }
 
 /// Unlinks the caller's identity at an OAuth provider, unless it is their last way to sign in.
@@ -129,7 +129,7 @@ async fn finish(ctx: &Context, provider: Provider, flow: &Flow, answer: &Callbac
     let tokens = oauth::exchange(&settings, flow, code).await?;
     let profile = oauth::profile(&settings, flow, &tokens).await?;
     match flow.link_user {
-        Some(user) => link(ctx, provider, UserId::from(user), &profile).await.map(|()| Finished::Linked),
+        Some(user) => link(ctx, provider, user, &profile).await.map(|()| Finished::Linked),
         None => {
             let user_id = sign_in(ctx, provider, &profile).await?;
             if let Some(oidc) = &settings.oidc {

@@ -10,8 +10,8 @@ use lettre::message::{Mailbox, MultiPart};
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use nubo_model::db::{self};
+use nubo_model::domain::ids::UserId;
 use nubo_model::domain::site_settings::{MailSettings, TlsMode};
-use uuid::Uuid;
 
 use crate::context::Context;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
@@ -209,9 +209,9 @@ pub fn recipient(to: &str) -> ServiceResult<Mailbox> {
 
 /// Sends the test mail to `to` now, in the administrator's language, so the answer tells
 /// whether the settings work.
-pub async fn send_test(ctx: &Context, admin: Uuid, to: &str) -> ServiceResult<()> {
+pub async fn send_test(ctx: &Context, admin: UserId, to: &str) -> ServiceResult<()> {
     let to = recipient(to)?;
-    let language = db::users::find(ctx.db(), admin.into()).await?.map(|u| Language::for_tag(&u.language));
+    let language = db::users::find(ctx.db(), admin).await?.map(|u| Language::for_tag(&u.language));
     let site_name = site::current(ctx).await?.site_name.clone();
     let mail = render(Template::Test, language.unwrap_or(Language::En), &[("site_name", &site_name)]);
     Mailer::from_settings(ctx).await?.send(to, mail).await

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use nubo_model::db::{self, Db};
 use nubo_model::domain::activity::{Action, TargetKind};
-use nubo_model::domain::ids::GroupId;
+use nubo_model::domain::ids::{GroupId, UserId};
 use nubo_model::domain::settings::{
     AuthMethod, KNOWN_SETTINGS, SettingKind, SettingsType, known_setting, parse_group_map, validate_setting_value,
 };
@@ -26,8 +26,7 @@ pub async fn current(ctx: &Context) -> ServiceResult<Arc<SiteSettings>> {
     if let Some(parsed) = ctx.settings_memo().get::<Parsed>().filter(|parsed| parsed.version == version) {
         return Ok(parsed.settings.clone());
     }
-    let stored: HashMap<String, String> =
-        db::settings::all(ctx.db()).await?.into_iter().map(|row| (row.name, row.value)).collect();
+    let stored = stored_rows(ctx).await?;
     let settings =
         Arc::new(SiteSettings::from_stored(&stored).map_err(|why| ServiceError::internal(anyhow::anyhow!(why)))?);
     let parsed = Arc::new(Parsed { version, settings });
@@ -40,10 +39,14 @@ struct Parsed {
     settings: Arc<SiteSettings>,
 }
 
+/// The stored settings' texts by name.
+async fn stored_rows(ctx: &Context) -> ServiceResult<HashMap<String, String>> {
+    Ok(db::settings::all(ctx.db()).await?.into_iter().map(|row| (row.name, row.value)).collect())
+}
+
 /// Every known setting with its stored text, or its default when none is stored.
 async fn effective_settings(ctx: &Context) -> ServiceResult<HashMap<&'static str, String>> {
-    let stored: HashMap<String, String> =
-        db::settings::all(ctx.db()).await?.into_iter().map(|row| (row.name, row.value)).collect();
+    let stored = stored_rows(ctx).await?;
     Ok(KNOWN_SETTINGS
         .iter()
         .map(|s| (s.name, stored.get(s.name).cloned().unwrap_or_else(|| s.default.to_owned())))
@@ -157,12 +160,12 @@ pub async fn settings_changed(ctx: &Context) -> ServiceResult<()> {
 /// [`update_settings`] by administrator `actor`, recorded with the names (never the values).
 pub async fn save_settings(
     ctx: &Context,
-    actor: uuid::Uuid,
+    actor: UserId,
     values: &serde_json::Map<String, serde_json::Value>,
 ) -> ServiceResult<()> {
     update_settings(ctx.db(), values).await?;
     let names: Vec<&str> = values.keys().map(String::as_str).collect();
-    let changed = Activity::by(actor.into(), Action::AdminSettingsUpdate).on(TargetKind::Settings, "site", None);
+    let changed = Activity::by(actor, Action::AdminSettingsUpdate).on(TargetKind::Settings, "site", None);
     activity::record(ctx.db(), changed.with("names", names)).await;
     Ok(())
 }

@@ -19,7 +19,6 @@ use reqwest::Url;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use uuid::Uuid;
 
 use crate::context::Context;
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
@@ -213,7 +212,7 @@ pub struct Flow {
     /// The PKCE code verifier (43 base64url characters).
     verifier: String,
     /// The signed-in user who asked to link the provider; `None` for a sign-in.
-    pub link_user: Option<Uuid>,
+    pub link_user: Option<UserId>,
     /// The OpenID Connect `nonce` sent with the authorization request; its ID token must carry
     /// it. Taken with the state, so it serves once.
     #[serde(default)]
@@ -225,7 +224,7 @@ fn flow_key(provider: Provider, state: &str) -> String {
 }
 
 /// Starts a flow: remembers its state and verifier, and answers the provider's authorize URL.
-pub async fn begin(ctx: &Context, settings: &ProviderSettings, link_user: Option<Uuid>) -> ServiceResult<String> {
+pub async fn begin(ctx: &Context, settings: &ProviderSettings, link_user: Option<UserId>) -> ServiceResult<String> {
     let state = random_token();
     let nonce = settings.oidc.is_some().then(random_token);
     let flow = Flow { provider: settings.provider, verifier: random_token(), link_user, nonce };
@@ -496,7 +495,7 @@ async fn qq_profile(settings: &ProviderSettings, access_token: &str) -> ServiceR
 #[derive(Debug, Serialize, Deserialize)]
 struct Ticket {
     provider: Provider,
-    user_id: Uuid,
+    user_id: UserId,
 }
 
 fn ticket_key(ticket: &str) -> String {
@@ -510,8 +509,7 @@ fn ticket_key(ticket: &str) -> String {
 /// Leaves a ticket that signs `user_id` in once through `provider`; answers the ticket.
 pub async fn issue_ticket(ctx: &Context, provider: Provider, user_id: UserId) -> ServiceResult<String> {
     let ticket = random_token();
-    let text =
-        serde_json::to_string(&Ticket { provider, user_id: user_id.as_uuid() }).map_err(ServiceError::internal)?;
+    let text = serde_json::to_string(&Ticket { provider, user_id }).map_err(ServiceError::internal)?;
     ctx.store().set(&ticket_key(&ticket), &text, Some(TICKET_LIFETIME)).await?;
     Ok(ticket)
 }
@@ -536,7 +534,7 @@ async fn ticket_user(ctx: &Context, provider: Provider, ticket: &str, take: bool
     if stored.provider != provider {
         return Err(ticket_invalid());
     }
-    Ok(UserId::from(stored.user_id))
+    Ok(stored.user_id)
 }
 
 /// The user a ticket signs in (the `login` arm of the OAuth providers); [`use_up_ticket`]
