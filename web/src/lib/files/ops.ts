@@ -1,5 +1,5 @@
 //! The file browser's calls to the API: listing a folder (every page, in the chosen order),
-//! trash, move, copy, single downloads, ZIP archives of a selection and a file's versions. Components call these
+//! trash (and its undo), move, copy, single downloads, ZIP archives of a selection and a file's versions. Components call these
 //! and show the thrown ApiError's message; nothing here touches the UI.
 import { api, client, type ObjectView, type Schemas } from "../api/client";
 
@@ -62,8 +62,27 @@ export function trash(ids: string[]): Promise<unknown> {
 export function move(ids: string[], dst: string): Promise<unknown> {
   return api(() => client.PATCH("/api/v1/object", { body: { src_ids: ids, dst_id: dst } }));
 }
-export function copy(ids: string[], dst: string): Promise<unknown> {
+export function copy(ids: string[], dst: string): Promise<ObjectView[]> {
   return api(() => client.POST("/api/v1/object/copies", { body: { src_ids: ids, dst_id: dst } }));
+}
+/** Takes objects out of the trash, back where they were (an Undo of `trash`). */
+export function restore(ids: string[]): Promise<unknown> {
+  return api(() => client.PATCH("/api/v1/trash/restore", { body: { ids } }));
+}
+/** Moves each object back into the folder it was in (an Undo of `move`). */
+export async function moveBack(list: readonly ObjectView[]): Promise<void> {
+  const by = new Map<string, string[]>();
+  for (const o of list) if (o.parent_id) by.set(o.parent_id, [...(by.get(o.parent_id) ?? []), o.id]);
+  for (const [parent, ids] of by) await move(ids, parent);
+}
+
+/** The folder at a path (parts; [] is the root). */
+export async function folderAt(path: string[]): Promise<ObjectView> {
+  const query = { limit: 1 };
+  const page = path.length
+    ? await api(() => client.GET("/api/v1/directory/{path}", { params: { path: { path: path.join("/") }, query } }))
+    : await api(() => client.GET("/api/v1/directory", { params: { query } }));
+  return page.folder;
 }
 /**
  * The first of `name`, "name (1)", "name (2)", ... (before the extension: "notes (1).md") that
