@@ -40,6 +40,11 @@ export class Selection {
     this.focus = -1;
   }
 
+  /** Exactly these ids (a rubber band's tiles); the anchor stays. */
+  replace(ids: ReadonlySet<string>): void {
+    if (ids.size !== this.ids.size || [...ids].some((id) => !this.ids.has(id))) this.ids = ids;
+  }
+
   all(items: readonly ObjectView[]): void {
     this.ids = new Set(items.map((o) => o.id));
   }
