@@ -119,7 +119,7 @@ export const journeys = [
     },
   ],
   [
-    "cancel an upload (its server session goes), and a name clash says so",
+    "cancel an upload (its server session goes), and a name clash says so and can keep both",
     async (page) => {
       await page.goto(base + "/files/Upload%20journey");
       await page.getByText("1 item", { exact: true }).waitFor();
@@ -151,9 +151,17 @@ export const journeys = [
       await queue.getByText("Done").first().waitFor();
       await page.getByRole("list", { name: "Contents of Upload journey" }).getByRole("checkbox", { name: "Select clash.txt" }).waitFor();
       await pick(page, "#upload-input", file);
-      await queue.getByRole("alert").filter({ hasText: "An item named “clash.txt” already exists in this folder." }).waitFor();
+      // A taken name is a conflict, not a failure: said so, with the choices it leaves.
+      const clash = queue.getByRole("listitem").filter({ has: page.getByRole("alert").filter({ hasText: "A file with this name exists in this folder." }) });
+      await clash.waitFor();
+      if (await clash.getByText(/Failed/).count()) throw new Error("the name conflict is labelled as a failure");
+      await clash.getByRole("button", { name: "Replace the existing clash.txt" }).waitFor();
       // The browser logs the refused request (409) as a console error: expected here, not a problem.
       expected("status of 409");
+      // Keep both: it is sent again under the first free name, beside the first one.
+      await clash.getByRole("button", { name: "Keep both: upload clash.txt under a new name" }).click();
+      await page.getByRole("list", { name: "Contents of Upload journey" }).getByRole("checkbox", { name: "Select clash (1).txt" }).waitFor();
+      await queue.getByRole("listitem").filter({ hasText: "clash (1).txt" }).getByText("Done").waitFor();
     },
   ],
 ];

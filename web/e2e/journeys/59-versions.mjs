@@ -145,7 +145,7 @@ export const journeys = [
       const text = "content from the upload";
       await pick(page, "#upload-input", { name, mimeType: "text/plain", buffer: Buffer.from(text) });
       const queue = page.getByRole("region", { name: "Uploads" });
-      await queue.getByRole("alert").filter({ hasText: `An item named “${name}” already exists in this folder.` }).waitFor();
+      await queue.getByRole("alert").filter({ hasText: "A file with this name exists in this folder." }).waitFor();
       await queue.getByRole("button", { name: `Replace the existing ${name}` }).click();
       await queue.getByText("Done").first().waitFor();
       const now = await content(page, id);

@@ -7,12 +7,14 @@
 //! localStorage (per user: session id, file identity, destination) so that after a reload they
 //! are listed, and resume when the same file (name, size, lastModified) is picked again. A file
 //! whose name is taken in its folder can be sent again to replace that file's content (the
-//! session is created anew with `overwrite`; the old content becomes a version).
+//! session is created anew with `overwrite`; the old content becomes a version), or to sit
+//! beside it under the first free name ("notes (1).md").
 import { api, ApiError, client, toApiError, type ObjectView, type Schemas } from "./api/client";
 import { session } from "./session.svelte";
 import { jwtClaims } from "./jwt";
 import { t } from "./i18n/index.svelte";
 import type { PickedFile } from "./files/picked";
+import { freeName } from "./files/ops";
 
 type UploadSession = Schemas["UploadSessionView"];
 /** `interrupted`: known from a previous page load; waits for its file to be picked again. */
@@ -41,6 +43,8 @@ export interface UploadItem {
   clash: boolean;
   /** Replace the content of the file of that name (asked for after a clash). */
   overwrite: boolean;
+  /** The name it is sent under when not its own (Keep both after a clash: "notes (1).md"). */
+  as: string | null;
   object: ObjectView | null;
 }
 
@@ -53,6 +57,7 @@ interface Stored {
   parentId: string | null;
   sessionId: string | null;
   loaded: number;
+  as?: string | null;
 }
 
 const PARALLEL_CHUNKS = 3;
@@ -205,6 +210,8 @@ class Uploads {
   #running = 0;
   #aborts = new Map<number, AbortController>();
   #folders = new Map<string, Promise<string>>();
+  /** The names a Keep both tried, per item. */
+  #tried = new Map<number, Set<string>>();
   #restoredFor: string | null = null;
 
   /** Everything not finished, over all files in the list. */
@@ -231,7 +238,7 @@ class Uploads {
     this.#restoredFor = key;
     for (const s of this.#stored()) {
       if (this.items.some((i) => identity(i) === identity(s))) continue;
-      this.items.push({ ...s, id: this.#next++, file: null, speed: 0, state: "interrupted", error: null, clash: false, overwrite: false, object: null });
+      this.items.push({ ...s, id: this.#next++, file: null, speed: 0, state: "interrupted", error: null, clash: false, overwrite: false, as: s.as ?? null, object: null });
     }
   }
 
@@ -265,6 +272,7 @@ class Uploads {
         error: null,
         clash: false,
         overwrite: false,
+        as: null,
         object: null,
       });
     }
@@ -303,6 +311,28 @@ class Uploads {
     this.#pump();
   }
 
+  /** Sends a file whose name was taken again, under the first free name beside that file. */
+  keepBoth(id: number): void {
+    const it = this.#item(id);
+    if (!it?.file || it.state !== "failed" || !it.clash) return;
+    if (it.sessionId) void this.#drop(it.sessionId);
+    it.sessionId = null;
+    it.loaded = 0;
+    it.as = this.#another(it);
+    it.clash = false;
+    it.error = null;
+    it.state = "queued";
+    this.#pump();
+  }
+
+  /** The next name to try for a file kept beside the one of its name. */
+  #another(it: UploadItem): string {
+    const tried = this.#tried.get(it.id) ?? new Set([it.name]);
+    if (it.as) tried.add(it.as);
+    this.#tried.set(it.id, tried);
+    return freeName(it.name, tried);
+  }
+
   /** Stops the upload and deletes its server-side session (releasing the reserved space). */
   async cancel(id: number): Promise<void> {
     const it = this.#item(id);
@@ -337,8 +367,8 @@ class Uploads {
   }
   #save(it: UploadItem): void {
     const rest = this.#stored().filter((s) => identity(s) !== identity(it));
-    const { name, size, lastModified, dir, target, parentId, sessionId, loaded } = it;
-    rest.push({ name, size, lastModified, dir, target, parentId, sessionId, loaded });
+    const { name, size, lastModified, dir, target, parentId, sessionId, loaded, as } = it;
+    rest.push({ name, size, lastModified, dir, target, parentId, sessionId, loaded, as });
     localStorage.setItem(storeKey(), JSON.stringify(rest));
   }
   #forget(it: UploadItem): void {
@@ -400,11 +430,23 @@ class Uploads {
       }
     }
     const parent_id = it.parentId!;
-    const s = await api(() =>
-      client.POST("/api/v1/file/upload", {
-        body: { file_name: it.name, file_size: it.size, parent_id, ...(it.overwrite ? { overwrite: true } : {}) },
-      }),
-    );
+    const open = () =>
+      api(() =>
+        client.POST("/api/v1/file/upload", {
+          body: { file_name: it.as ?? it.name, file_size: it.size, parent_id, ...(it.overwrite ? { overwrite: true } : {}) },
+        }),
+      );
+    let s: UploadSession;
+    for (let tries = 1; ; tries++) {
+      try {
+        s = await open();
+        break;
+      } catch (e) {
+        // Keeping both, and "notes (1).md" is taken too: the next free name.
+        if (!it.as || tries >= 50 || !(e instanceof ApiError && e.code === "object.name_taken")) throw e;
+        it.as = this.#another(it);
+      }
+    }
     it.sessionId = s.id;
     this.#save(it);
     return s;
