@@ -138,12 +138,12 @@ export const journeys = [
       await page.getByLabel(`Content of ${names.md}`).waitFor();
       if (!page.url().includes("with=text")) throw new Error(`the choice is not in the URL: ${page.url()}`);
 
-      // An image, from a single-use download URL.
+      // An image, from a single-use download URL, in the lightbox (68-lightbox follows it).
       await page.goto(`${base}/open/${ids[names.png]}`);
       const image = page.getByRole("img", { name: names.png });
       await image.waitFor();
       await page.waitForFunction((name) => document.querySelector(`img[alt="${name}"]`)?.naturalWidth === 1, names.png);
-      await page.getByRole("link", { name: "← Back to the folder" }).click();
+      await page.getByRole("link", { name: "Close the image viewer" }).click();
       await expectPath(page, /^\/files$/);
     },
   ],
