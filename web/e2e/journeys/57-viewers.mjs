@@ -193,7 +193,10 @@ export const journeys = [
         const plain = `plain-${Date.now().toString(36)}.md`;
         const md = await store(page, [[plain, "# Not rendered"]]);
         await page.goto(`${base}/open/${md[plain]}`);
-        const editor = page.getByLabel(`Content of ${plain}`);
+        // Markdown as text is code: highlighted to read, Edit for the editor.
+        await page.getByLabel(`Content of ${plain}`).locator(".hljs-section").waitFor();
+        await page.getByRole("button", { name: "Edit", exact: true }).click();
+        const editor = page.getByRole("textbox", { name: `Content of ${plain}` });
         await editor.waitFor();
         if ((await editor.inputValue()) !== "# Not rendered") throw new Error("the text viewer does not show the file");
         if (await page.getByRole("group", { name: "Open with" }).count()) throw new Error("Markdown is still offered");
