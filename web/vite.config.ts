@@ -7,9 +7,11 @@ import { svelte } from "@sveltejs/vite-plugin-svelte";
 
 const api = process.env.NUBO_DEV_API ?? "http://127.0.0.1:5299";
 const proxy = { "/api": { target: api, changeOrigin: false } };
+// The same as master's `APP_CSP` (master/http/src/web.rs): blob: frames are the PDF viewer.
 export const CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; " +
-  "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
+  "media-src 'self' blob:; font-src 'self'; connect-src 'self'; frame-src 'self' blob:; worker-src 'self'; " +
+  "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 export default defineConfig({
   plugins: [svelte()],

@@ -138,12 +138,12 @@ export const journeys = [
       await page.getByLabel(`Content of ${names.md}`).waitFor();
       if (!page.url().includes("with=text")) throw new Error(`the choice is not in the URL: ${page.url()}`);
 
-      // An image, from a single-use download URL.
+      // An image, from a single-use download URL, in the lightbox (68-lightbox follows it).
       await page.goto(`${base}/open/${ids[names.png]}`);
       const image = page.getByRole("img", { name: names.png });
       await image.waitFor();
       await page.waitForFunction((name) => document.querySelector(`img[alt="${name}"]`)?.naturalWidth === 1, names.png);
-      await page.getByRole("link", { name: "← Back to the folder" }).click();
+      await page.getByRole("link", { name: "Close the image viewer" }).click();
       await expectPath(page, /^\/files$/);
     },
   ],
@@ -193,7 +193,10 @@ export const journeys = [
         const plain = `plain-${Date.now().toString(36)}.md`;
         const md = await store(page, [[plain, "# Not rendered"]]);
         await page.goto(`${base}/open/${md[plain]}`);
-        const editor = page.getByLabel(`Content of ${plain}`);
+        // Markdown as text is code: highlighted to read, Edit for the editor.
+        await page.getByLabel(`Content of ${plain}`).locator(".hljs-section").waitFor();
+        await page.getByRole("button", { name: "Edit", exact: true }).click();
+        const editor = page.getByRole("textbox", { name: `Content of ${plain}` });
         await editor.waitFor();
         if ((await editor.inputValue()) !== "# Not rendered") throw new Error("the text viewer does not show the file");
         if (await page.getByRole("group", { name: "Open with" }).count()) throw new Error("Markdown is still offered");

@@ -1,10 +1,11 @@
 // Accessibility: axe-core scans the main pages (sign-in, files, my shares, settings, a share's
-// password prompt, its open view and report dialog, a file's versions dialog, administration) and fails on any "serious" or "critical"
+// password prompt, its open view and report dialog, a file's versions dialog, the image viewer,
+// highlighted code, administration) and fails on any "serious" or "critical"
 // violation. axe is injected as a script, so this journey's context bypasses the page's CSP
 // (only here: the other journeys keep it and report any violation of it).
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { base, email, password, expectPath, TIMEOUT } from "../lib.mjs";
+import { base, email, password, expectPath, png, TIMEOUT } from "../lib.mjs";
 
 const require = createRequire(import.meta.url);
 const axeSource = () => readFile(require.resolve("axe-core/axe.min.js"), "utf8");
@@ -79,6 +80,28 @@ export const journeys = [
         await page.getByRole("button", { name: "Versions", exact: true }).click();
         await page.getByRole("dialog", { name: /^Versions of / }).locator("tbody tr").first().waitFor();
         await scan(page, "versions dialog", source, found);
+        // The image viewer and highlighted code.
+        const picture = png(64, 48, (x) => [x * 4, 90, 160]).toString("base64");
+        const viewed = await page.evaluate(async (picture) => {
+          const { access_token } = JSON.parse(localStorage.getItem("nubo.session"));
+          const headers = { Authorization: `Bearer ${access_token}`, "Content-Type": "application/octet-stream" };
+          const root = await (await fetch("/api/v1/directory?limit=1", { headers })).json();
+          const ids = [];
+          for (const [name, body] of [
+            [`axe-${Date.now().toString(36)}.png`, Uint8Array.from(atob(picture), (c) => c.charCodeAt(0))],
+            [`axe-${Date.now().toString(36)}.py`, "def hello(name):\n    # Greets.\n    return f'hello {name}'\n"],
+          ]) {
+            const q = new URLSearchParams({ parent_id: root.folder.id, name });
+            ids.push((await (await fetch(`/api/v1/file/content?${q}`, { method: "POST", headers, body })).json()).id);
+          }
+          return ids;
+        }, picture);
+        await page.goto(`${base}/open/${viewed[0]}`);
+        await page.getByRole("dialog", { name: /^Image viewer: / }).getByRole("img").waitFor();
+        await scan(page, "image viewer", source, found);
+        await page.goto(`${base}/open/${viewed[1]}`);
+        await page.locator("pre.hljs .hljs-keyword").first().waitFor();
+        await scan(page, "code viewer", source, found);
         for (const [path, ready] of [
           ["/shares", () => page.getByRole("heading", { name: "My shares" })],
           ["/settings", () => page.getByRole("button", { name: "Save theme" })],

@@ -1,6 +1,7 @@
 //! What the viewer page needs from the API: the viewers of an extension (the browser's cache
 //! keeps them and revalidates with the server's ETag), a file's bytes through a single-use
-//! download URL, saving text back through `PATCH /file/content`, and WOPI sessions.
+//! download URL, saving text back through `PATCH /file/content`, WOPI sessions, and which code
+//! grammar an extension names.
 import { api, client, type ObjectView, type Schemas } from "./api/client";
 
 export type Viewer = Schemas["Viewer"];
@@ -10,6 +11,23 @@ export function extensionOf(name: string): string {
   const dot = name.lastIndexOf(".");
   return dot > 0 ? name.slice(dot + 1).toLowerCase() : "";
 }
+
+/** The highlight.js grammar for code files of extension `ext` (lib/highlight.ts has them all),
+ * or null for plain text. Here, not there, so the viewer knows without loading the highlighter. */
+export function grammarOf(ext: string): string | null {
+  return Object.hasOwn(BY_EXTENSION, ext) ? BY_EXTENSION[ext] : null;
+}
+
+const BY_EXTENSION: Record<string, string> = {
+  rs: "rust", ts: "typescript", tsx: "typescript", mts: "typescript", cts: "typescript",
+  js: "javascript", jsx: "javascript", mjs: "javascript", cjs: "javascript",
+  py: "python", go: "go", java: "java", kt: "kotlin", kts: "kotlin",
+  c: "c", h: "c", cpp: "cpp", cc: "cpp", cxx: "cpp", hpp: "cpp", hh: "cpp", cs: "csharp",
+  sh: "bash", bash: "bash", zsh: "bash", json: "json", yaml: "yaml", yml: "yaml",
+  toml: "ini", ini: "ini", conf: "ini", html: "xml", htm: "xml", xml: "xml", svg: "xml", svelte: "xml",
+  css: "css", scss: "scss", sql: "sql", md: "markdown", markdown: "markdown",
+  rb: "ruby", php: "php", lua: "lua", swift: "swift", diff: "diff", patch: "diff",
+};
 
 /** The ways to open files of `ext` (none for a name without an extension). */
 export async function viewersOf(ext: string): Promise<Viewer[]> {

@@ -35,6 +35,11 @@ export function thumbnailUrl(id: string, version: string, size: 256 | 1024 = 256
   return url;
 }
 
+/** The thumbnail `thumbnailUrl` was already asked for (a preload), without asking for one. */
+export function knownThumbnail(id: string, version: string, size: 256 | 1024 = 256): Promise<string | null> | null {
+  return loaded.get(`${id}@${version}/${size}`) ?? null;
+}
+
 function release(): void {
   while (loaded.size > KEEP) {
     const [oldest, url] = loaded.entries().next().value as [string, Promise<string | null>];
