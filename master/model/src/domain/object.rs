@@ -247,7 +247,7 @@ mod tests {
     #[test]
     fn numbered_names_keep_the_extension() {
         let numbered = |name: &str, n| ObjectName::parse(name).unwrap().numbered(n);
-        assert_eq!(numbered("notes.md", 1), "notes (1).md");
+        assert_eq!(numbered("Notes.md", 1), "Notes (1).md");
         assert_eq!(numbered("archive.tar.gz", 2), "archive.tar (2).gz");
         assert_eq!(numbered("README", 3), "README (3)");
         assert_eq!(numbered(".bashrc", 1), ".bashrc (1)");
