@@ -26,6 +26,8 @@ on_every_backend!(
     moving_a_folder_into_its_descendant_changes_nothing,
     a_batch_move_with_one_bad_id_changes_nothing,
     copies_share_blobs_and_count_against_the_quota,
+    a_copy_beside_its_original_takes_the_next_free_name,
+    unfinished_uploads_are_listed_with_their_reservation_and_can_be_cancelled,
     trash_restore_and_purge,
     listing_puts_folders_first_sorts_and_pages,
     names_are_validated_and_storage_keys_stay_inside_the_root,
@@ -378,13 +380,84 @@ async fn copies_share_blobs_and_count_against_the_quota(app: TestApp) {
     let full = app
         .call(Method::POST, "/object/copies", Some(&user.access), Some(json!({"src_ids": [folder], "dst_id": root})))
         .await;
-    assert_eq!(full.status(), 409, "name taken comes first");
+    assert_eq!(error_body(full, 507).await["code"], "storage.quota_exceeded", "a copy beside itself too");
+    assert!(!names_of(&app, &user, "").await.contains(&"docs (1)".to_owned()));
     let other = app.mkdir(&user, &root, "other").await;
     let full = app
         .call(Method::POST, "/object/copies", Some(&user.access), Some(json!({"src_ids": [folder], "dst_id": other})))
         .await;
     assert_eq!(error_body(full, 507).await["code"], "storage.quota_exceeded");
     assert!(names_of(&app, &user, "/other").await.is_empty());
+}
+
+async fn a_copy_beside_its_original_takes_the_next_free_name(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    let copy = |ids: Vec<String>, dst: String| {
+        let body = json!({"src_ids": ids, "dst_id": dst});
+        let request = app.call(Method::POST, "/object/copies", Some(&user.access), Some(body));
+        async move {
+            let response = request.await;
+            let status = response.status();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    let notes = app.upload(&user, &root, "notes.md", b"# notes").await["id"].as_str().unwrap().to_owned();
+    let folder = app.mkdir(&user, &root, "drafts").await;
+    app.upload(&user, &folder, "inside.txt", b"kept").await;
+    let (status, copies) = copy(vec![notes.clone()], root.clone()).await;
+    assert_eq!(status, 201);
+    assert_eq!(copies[0]["name"], "notes (1).md");
+    // Two at once, the folder with what it holds: each takes the next number free.
+    let (status, copies) = copy(vec![notes.clone(), folder.clone()], root.clone()).await;
+    assert_eq!(status, 201, "{copies}");
+    assert_eq!((copies[0]["name"].as_str(), copies[1]["name"].as_str()), (Some("notes (2).md"), Some("drafts (1)")));
+    assert_eq!(names_of(&app, &user, "/drafts (1)").await, vec!["inside.txt"]);
+    // A number freed is taken again.
+    let one = app.call(Method::GET, "/directory/notes%20(1).md", Some(&user.access), None).await;
+    assert_eq!(one.status(), 409, "a file, not a folder: it exists");
+    let listing: Value = app.call(Method::GET, "/directory", Some(&user.access), None).await.json().await.unwrap();
+    let first =
+        listing["items"].as_array().unwrap().iter().find(|o| o["name"] == "notes (1).md").unwrap()["id"].clone();
+    let trashed = app.call(Method::DELETE, "/object", Some(&user.access), Some(json!({"ids": [first]}))).await;
+    assert_eq!(trashed.status(), 204);
+    let (_, copies) = copy(vec![notes.clone()], root.clone()).await;
+    assert_eq!(copies[0]["name"], "notes (1).md");
+    // Elsewhere a taken name is still refused.
+    let other = app.mkdir(&user, &root, "other").await;
+    assert_eq!(copy(vec![notes.clone()], other.clone()).await.0, 201);
+    let (status, body) = copy(vec![notes], other).await;
+    assert_eq!((status.as_u16(), body["code"].as_str()), (409, Some("object.name_taken")));
+}
+
+async fn storage(app: &TestApp, user: &nubo_tests::Session) -> Value {
+    app.call(Method::GET, "/user/storage", Some(&user.access), None).await.json().await.unwrap()
+}
+
+async fn unfinished_uploads_are_listed_with_their_reservation_and_can_be_cancelled(app: TestApp) {
+    let (user, root) = setup(&app).await;
+    app.upload(&user, &root, "done.bin", &content(100, 1)).await;
+    let started = app.start_upload(&user, &root, "half.bin", 5000).await;
+    assert_eq!(started.status(), 201);
+    let session: Value = started.json().await.unwrap();
+    let figures = storage(&app, &user).await;
+    assert_eq!((figures["used"].as_i64(), figures["reserved"].as_i64()), (Some(5100), Some(5000)));
+    let pending: Value = app.call(Method::GET, "/file/upload", Some(&user.access), None).await.json().await.unwrap();
+    assert_eq!(pending["count"], 1);
+    let item = &pending["items"][0];
+    assert_eq!((item["id"].as_str(), item["file_name"].as_str()), (session["id"].as_str(), Some("half.bin")));
+    assert_eq!((item["file_size"].as_i64(), item["parent_id"].as_str()), (Some(5000), Some(root.as_str())));
+    assert_eq!(item["status"], "uploading");
+    let other = app.register("someone@example.com", "someone-password").await;
+    let theirs: Value = app.call(Method::GET, "/file/upload", Some(&other.access), None).await.json().await.unwrap();
+    assert_eq!(theirs["count"], 0, "each sees their own");
+
+    let id = session["id"].as_str().unwrap();
+    let cancelled = app.call(Method::DELETE, &format!("/file/upload/{id}"), Some(&user.access), None).await;
+    assert_eq!(cancelled.status(), 204);
+    let figures = storage(&app, &user).await;
+    assert_eq!((figures["used"].as_i64(), figures["reserved"].as_i64()), (Some(100), Some(0)));
+    let pending: Value = app.call(Method::GET, "/file/upload", Some(&user.access), None).await.json().await.unwrap();
+    assert_eq!(pending["count"], 0);
 }
 
 async fn trash_restore_and_purge(app: TestApp) {

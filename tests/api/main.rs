@@ -21,6 +21,7 @@ mod files;
 mod import;
 mod ingest;
 mod mail;
+mod media;
 mod metrics;
 mod names;
 mod nodes;

@@ -17,6 +17,7 @@ on_every_backend!(
     administrators_oversee_every_share,
     storage_shows_used_total_and_free,
     a_visitor_saves_a_share_into_their_files_sharing_its_blobs,
+    shared_objects_are_marked_and_their_links_found_by_object,
 );
 
 /// A user with a folder `album` holding `a.txt` and `inner/b.txt`, and a file `outside.txt`
@@ -555,4 +556,51 @@ async fn a_visitor_saves_a_share_into_their_files_sharing_its_blobs(app: TestApp
     assert_eq!(error_body(refused, 403).await["code"], "share.save_not_allowed");
     let anonymous = visit(&app, Method::POST, &path, &[]).await;
     assert_eq!(anonymous.status(), 401);
+}
+
+/// (name, `shared`) of each entry of folder `path`.
+async fn marked(app: &TestApp, owner: &Session, path: &str) -> Vec<(String, bool)> {
+    let listing: Value =
+        app.call(Method::GET, &format!("/directory{path}"), Some(&owner.access), None).await.json().await.unwrap();
+    let items = listing["items"].as_array().unwrap().iter();
+    items.map(|o| (o["name"].as_str().unwrap().to_owned(), o["shared"].as_bool().unwrap())).collect()
+}
+
+async fn shared_objects_are_marked_and_their_links_found_by_object(app: TestApp) {
+    let t = tree(&app, "quinn@example.com").await;
+    assert_eq!(marked(&app, &t.owner, "/album").await, vec![("inner".to_owned(), false), ("a.txt".to_owned(), false)]);
+    let first = share(&app, &t.owner, json!({"object_id": t.a})).await;
+    let second = share(&app, &t.owner, json!({"object_id": t.a, "max_downloads": 3})).await;
+    share(&app, &t.owner, json!({"object_id": t.outside})).await;
+    assert_eq!(marked(&app, &t.owner, "/album").await, vec![("inner".to_owned(), false), ("a.txt".to_owned(), true)]);
+    let object: Value =
+        app.call(Method::GET, &format!("/object/{}", t.a), Some(&t.owner.access), None).await.json().await.unwrap();
+    assert_eq!(object["shared"], true);
+
+    let of_a: Value = app
+        .call(Method::GET, &format!("/share?object_id={}", t.a), Some(&t.owner.access), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(of_a["count"], 2);
+    let codes: Vec<&str> = of_a["items"].as_array().unwrap().iter().map(|s| s["code"].as_str().unwrap()).collect();
+    assert_eq!(codes, vec![second["code"].as_str().unwrap(), first["code"].as_str().unwrap()], "newest first");
+    let all: Value = app.call(Method::GET, "/share", Some(&t.owner.access), None).await.json().await.unwrap();
+    assert_eq!(all["count"], 3);
+    // Another user's filter finds nothing of this owner's.
+    let other = app.register("rita@example.com", "rita-password").await;
+    let theirs: Value = app
+        .call(Method::GET, &format!("/share?object_id={}", t.a), Some(&other.access), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(theirs["count"], 0);
+
+    for code in [&first["code"], &second["code"]] {
+        let path = format!("/share/{}", code.as_str().unwrap());
+        assert_eq!(app.call(Method::DELETE, &path, Some(&t.owner.access), None).await.status(), 204);
+    }
+    assert_eq!(marked(&app, &t.owner, "/album").await, vec![("inner".to_owned(), false), ("a.txt".to_owned(), false)]);
 }

@@ -97,9 +97,13 @@ async fn browser_journeys_pass_in_chromium(app: TestApp) {
     }
     let chromium = std::env::var("NUBO_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
     let web = Path::new(env!("CARGO_MANIFEST_DIR")).join("../web");
-    let ready = Path::new(&chromium).exists() && web.join("node_modules/playwright-core").exists();
+    let ffmpeg = std::process::Command::new("ffmpeg").arg("-version").output().is_ok_and(|out| out.status.success());
+    let ready = Path::new(&chromium).exists() && web.join("node_modules/playwright-core").exists() && ffmpeg;
     if !ready {
-        assert!(!services_required(), "the journeys need {chromium} (apt-get install chromium) and web/node_modules");
+        assert!(
+            !services_required(),
+            "the journeys need {chromium} (apt-get install chromium), ffmpeg (the media journey's video) and web/node_modules"
+        );
         return;
     }
     // The direct-upload journey's storage node: a real nubo-slave, reporting to this master.

@@ -171,10 +171,11 @@ fn close_after(response: &mut Response, version: Version) {
 }
 
 /// Routes whose segment after the prefix is a bearer credential, with the word the log shows
-/// in its place: download, archive and signed blob tokens, and share codes (the API's visitor, owner and
+/// in its place: download, media, archive and signed blob tokens, and share codes (the API's visitor, owner and
 /// administrator routes, and the web app's share page), each of which lets its holder read.
 const CREDENTIAL_SEGMENTS: &[(&str, &str)] = &[
     ("/api/v1/file/download/", "token"),
+    ("/api/v1/file/media/", "token"),
     ("/api/v1/file/archive/", "token"),
     ("/api/v1/file/blob/", "token"),
     ("/api/v1/share/", "code"),

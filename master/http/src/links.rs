@@ -1,4 +1,4 @@
-//! Where this front end serves what the services hand out by URL (downloads, blobs, source
+//! Where this front end serves what the services hand out by URL (downloads, blobs, media, source
 //! links, archives, avatars, sign-in callbacks), and which of its routes carry file bytes: the
 //! [`FrontEnd`] every [`Context`](nubo_service::context::Context) is built with.
 
@@ -9,7 +9,7 @@ use nubo_service::context::{FrontEnd, Links};
 /// The JSON API's links and route classifier.
 pub const FRONT_END: FrontEnd = FrontEnd {
     classify: crate::metrics::classify_transfer,
-    links: Links { download, blob, source, archive, avatar, sign_in_callback },
+    links: Links { download, blob, media, source, archive, avatar, sign_in_callback },
 };
 
 fn download(token: &str) -> String {
@@ -18,6 +18,10 @@ fn download(token: &str) -> String {
 
 fn blob(token: &str) -> String {
     format!("/api/v1/file/blob/{token}")
+}
+
+fn media(token: &str) -> String {
+    format!("/api/v1/file/media/{token}")
 }
 
 fn source(object: ObjectId, name: &str) -> String {

@@ -27,6 +27,7 @@ pub fn classify_transfer(method: &Method, route: &str) -> Option<Transfer> {
                 || matches!(
                     route,
                     "/api/v1/file/download/{id}"
+                        | "/api/v1/file/media/{id}"
                         | "/api/v1/file/source/{id}/{name}"
                         | "/api/v1/file/blob/{token}"
                         | "/api/v1/file/archive/{token}"
@@ -82,6 +83,7 @@ mod tests {
         assert_eq!(classify_transfer(&Method::PUT, "/dav/{*path}"), Some(Transfer::Upload));
         assert_eq!(classify_transfer(&Method::GET, "/dav/{*path}"), Some(Transfer::Download));
         assert_eq!(classify_transfer(&Method::GET, "/api/v1/file/download/{id}"), Some(Transfer::Download));
+        assert_eq!(classify_transfer(&Method::GET, "/api/v1/file/media/{id}"), Some(Transfer::Download));
         assert_eq!(classify_transfer(&Method::POST, "/api/v1/file/download/{id}"), None, "creating a token");
         assert_eq!(classify_transfer(&Method::GET, "/api/v1/directory/{*path}"), None);
         assert_eq!(classify_transfer(&Method::from_bytes(b"PROPFIND").unwrap(), "/dav/{*path}"), None);

@@ -143,6 +143,7 @@ codes! {
 
     DOWNLOAD_TOKEN_USED = "download.token_used";
     DOWNLOAD_RANGE_NOT_SATISFIABLE = "download.range_not_satisfiable";
+    MEDIA_CONTENT_CHANGED = "media.content_changed";
 
     ARCHIVE_NOT_FOUND = "archive.not_found";
     ARCHIVE_TOKEN_USED = "archive.token_used";
@@ -194,6 +195,7 @@ codes! {
     SHARE_RATE_LIMITED = "share.rate_limited";
     SHARE_PATH_INVALID = "share.path_invalid";
     SHARE_SAVE_NOT_ALLOWED = "share.save_not_allowed";
+    SHARE_PREVIEW_NOT_ALLOWED = "share.preview_not_allowed";
 
     REPORT_NOT_FOUND = "report.not_found";
     REPORT_RATE_LIMITED = "report.rate_limited";

@@ -1,7 +1,7 @@
 //! What the viewer page needs from the API: the viewers of an extension (the browser's cache
 //! keeps them and revalidates with the server's ETag), a file's bytes through a single-use
-//! download URL, saving text back through `PATCH /file/content`, WOPI sessions, and which code
-//! grammar an extension names.
+//! download URL, a reusable media URL for players, saving text back through `PATCH
+//! /file/content`, WOPI sessions, and which code grammar an extension names.
 import { api, client, type ObjectView, type Schemas } from "./api/client";
 
 export type Viewer = Schemas["Viewer"];
@@ -39,6 +39,14 @@ export async function viewersOf(ext: string): Promise<Viewer[]> {
 /** A single-use URL of the file's bytes (for one <img>, <video> or fetch). */
 export async function contentUrl(o: ObjectView): Promise<string> {
   return (await api(() => client.POST("/api/v1/file/download/{id}", { params: { path: { id: o.id } } }))).url;
+}
+
+/**
+ * A reusable media URL of the file's content for a <video> or <audio> player: it serves every
+ * ranged request the player makes while it seeks, for a few hours.
+ */
+export async function mediaUrl(o: ObjectView): Promise<string> {
+  return (await api(() => client.POST("/api/v1/file/media/{id}", { params: { path: { id: o.id } } }))).url;
 }
 
 /** The file's bytes as a Blob of `type` (the PDF viewer frames it; text is read from it). */

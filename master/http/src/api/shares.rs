@@ -16,8 +16,10 @@ use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::guard::{AdminRequired, AuthRequired};
+use nubo_model::domain::ids::ObjectId;
 use nubo_service::content::archives::{self, ArchiveTokenView};
 use nubo_service::content::downloads::{self, DownloadTokenView};
+use nubo_service::content::media::{self, MediaUrlView};
 use nubo_service::context::Context;
 use nubo_service::sharing::shares::{
     self, AdminShareView, NewShare, PublicShareView, SaveShare, ShareChanges, ShareView, SharedFolderView,
@@ -50,8 +52,20 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(share)))
 }
 
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ShareListQuery {
+    #[param(minimum = 0)]
+    pub offset: Option<i64>,
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<i64>,
+    /// Only the shares of this object (the web app's share dialog reopens an existing link
+    /// instead of making another).
+    pub object_id: Option<Uuid>,
+}
+
 /// The caller's shares, newest first, with their counters and state.
-#[utoipa::path(get, path = "/share", tag = "shares", security(("bearer" = [])), params(PageQuery),
+#[utoipa::path(get, path = "/share", tag = "shares", security(("bearer" = [])), params(ShareListQuery),
     responses(
         (status = 200, description = "One page of shares", body = Page<ShareView>),
         (status = 422, description = "Paging out of range", body = ErrorBody),
@@ -59,10 +73,10 @@ pub async fn create(
 pub async fn list(
     State(state): State<Context>,
     caller: AuthRequired,
-    ApiQuery(query): ApiQuery<PageQuery>,
+    ApiQuery(query): ApiQuery<ShareListQuery>,
 ) -> ApiResult<Json<Page<ShareView>>> {
     let page = PageRequest::parse(query.offset, query.limit)?;
-    Ok(Json(shares::list(&state, caller.claims.sub, page).await?))
+    Ok(Json(shares::list(&state, caller.claims.sub, query.object_id.map(ObjectId::from), page).await?))
 }
 
 /// A share as visitors see it; no account needed. A password-protected share answers `locked`
@@ -205,6 +219,31 @@ pub async fn download(
 ) -> ApiResult<Json<DownloadTokenView>> {
     let visitor = visitor.visitor();
     Ok(Json(downloads::share_download_token(&state, &code, &visitor, object_id.into()).await?))
+}
+
+/// A media URL for a file of the share, for its visitor's player (as `POST /file/media/{id}`
+/// is for the owner): reusable for ranged reads for four hours. The share must allow previews
+/// (`allow_preview`); making the URL counts one download, within `max_downloads`. Deleting the
+/// share, its expiry, turning previews off or replacing the file's content end it.
+#[utoipa::path(post, path = "/share/{code}/media/{object_id}", tag = "shares",
+    params(("code" = String, Path), ("object_id" = Uuid, Path),
+        ("X-Share-Grant" = Option<String>, Header, description = "The share grant, for a password-protected share")),
+    responses(
+        (status = 200, description = "The media URL", body = MediaUrlView),
+        (status = 400, description = "Malformed object id", body = ErrorBody),
+        (status = 401, description = "Password-protected and no valid grant (`share.password_required`)", body = ErrorBody),
+        (status = 403, description = "The share does not allow previews (`share.preview_not_allowed`)", body = ErrorBody),
+        (status = 404, description = "No such share, or the object is not in it", body = ErrorBody),
+        (status = 409, description = "The object is a folder", body = ErrorBody),
+        (status = 410, description = "Expired or out of downloads", body = ErrorBody),
+    ))]
+pub async fn media(
+    State(state): State<Context>,
+    ApiPath((code, object_id)): ApiPath<(String, Uuid)>,
+    visitor: ShareVisitor,
+) -> ApiResult<Json<MediaUrlView>> {
+    let file = shares::preview_in(&state, &code, &visitor.visitor(), object_id.into()).await?;
+    Ok(Json(media::create(&state, &file).await?))
 }
 
 /// What a visitor puts in an archive of a share.

@@ -1,4 +1,5 @@
-//! `GET /object/{id}/thumbnail`: image thumbnails (made in the background, cached for good).
+//! `GET /object/{id}/thumbnail` and, for a share's visitor, `GET /share/{code}/thumbnail/{object_id}`:
+//! image thumbnails (made in the background, cached for good).
 
 use axum::Json;
 use axum::extract::State;
@@ -7,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::captcha::ShareVisitor;
 use crate::error::ApiResult;
 use crate::error::ErrorBody;
 use crate::extract::{ApiPath, ApiQuery};
@@ -15,7 +17,9 @@ use nubo_model::domain::ids::ObjectId;
 use nubo_service::content::thumbnails::{self, ThumbnailAnswer};
 use nubo_service::context::Context;
 use nubo_service::error::ServiceError;
-use nubo_service::tree::access::{self, Reach};
+use nubo_service::sharing::shares;
+use nubo_service::tree::access::{self, Reach, Readable};
+use uuid::Uuid;
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -52,7 +56,7 @@ pub struct ThumbnailPending {
 /// answers 422 with the reason, every time (it is recorded, not retried): decoding is bounded
 /// to 100 megapixels, 512 MiB and 8 s, so a decompression bomb costs nothing more. On a policy
 /// bound to a storage node, the node makes it and only the thumbnail crosses to the master.
-/// (Readers are the object's owner for now; shared files have no thumbnails yet.)
+/// A share's visitor asks `GET /share/{code}/thumbnail/{object_id}`.
 #[utoipa::path(get, path = "/object/{id}/thumbnail", tag = "files", security(("bearer" = [])),
     params(("id" = Uuid, Path), ThumbnailQuery),
     responses(
@@ -76,9 +80,47 @@ pub async fn thumbnail(
 ) -> ApiResult<Response> {
     let side = thumbnails::parse_side(query.size)?;
     let file = access::readable(&state, caller.claims.sub, id, Reach::Any).await?;
+    answer(&state, &file, side, &headers).await
+}
+
+/// The thumbnail of an image in a share, for its visitor, as `GET /object/{id}/thumbnail`
+/// answers the owner (202 while it is made, 304, 422 when it cannot have one), when the share
+/// allows previews (`allow_preview`; otherwise 403 `share.preview_not_allowed`). A
+/// password-protected share needs its grant in `X-Share-Grant`. Thumbnails do not count as
+/// downloads.
+#[utoipa::path(get, path = "/share/{code}/thumbnail/{object_id}", tag = "shares",
+    params(("code" = String, Path), ("object_id" = Uuid, Path), ThumbnailQuery,
+        ("X-Share-Grant" = Option<String>, Header, description = "The share grant, for a password-protected share")),
+    responses(
+        (status = 200, description = "The thumbnail", content_type = "image/jpeg", body = Vec<u8>,
+            headers(("ETag" = String), ("Cache-Control" = String))),
+        (status = 202, description = "Being made: ask again after `Retry-After` seconds", body = ThumbnailPending,
+            headers(("Retry-After" = u64))),
+        (status = 304, description = "The copy named by `If-None-Match` is current"),
+        (status = 400, description = "Malformed id or size", body = ErrorBody),
+        (status = 401, description = "Password-protected and no valid grant (`share.password_required`)", body = ErrorBody),
+        (status = 403, description = "The share does not allow previews (`share.preview_not_allowed`)", body = ErrorBody),
+        (status = 404, description = "No such share, or the object is not in it", body = ErrorBody),
+        (status = 410, description = "The share has expired", body = ErrorBody),
+        (status = 422, description = "No thumbnail (as for the owner)", body = ErrorBody),
+    ))]
+pub async fn share_thumbnail(
+    State(state): State<Context>,
+    ApiPath((code, object_id)): ApiPath<(String, Uuid)>,
+    ApiQuery(query): ApiQuery<ThumbnailQuery>,
+    visitor: ShareVisitor,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let side = thumbnails::parse_side(query.size)?;
+    let file = shares::preview_in(&state, &code, &visitor.visitor(), object_id.into()).await?;
+    answer(&state, &file, side, &headers).await
+}
+
+/// The answer for `file`'s thumbnail: the JPEG, 304, or 202 while it is made.
+async fn answer(state: &Context, file: &Readable, side: u32, headers: &HeaderMap) -> ApiResult<Response> {
     let if_none_match = headers.get(header::IF_NONE_MATCH).and_then(|value| value.to_str().ok());
     let cache = (header::CACHE_CONTROL, HeaderValue::from_static(thumbnails::CACHE_CONTROL));
-    Ok(match thumbnails::serve(&state, &file, side, if_none_match).await? {
+    Ok(match thumbnails::serve(state, file, side, if_none_match).await? {
         ThumbnailAnswer::Image { jpeg, etag } => {
             let etag = HeaderValue::try_from(etag).map_err(ServiceError::internal)?;
             let jpeg_type = (header::CONTENT_TYPE, HeaderValue::from_static(nubo_common::thumbnail::CONTENT_TYPE));

@@ -1,5 +1,5 @@
 //! Bytes in and out: upload sessions and chunks (`/file/upload`), download tokens
-//! (`/file/download`), content replacement (`/file/content`), source links (`/file/source`) and
+//! (`/file/download`), media URLs (`/file/media`), content replacement (`/file/content`), source links (`/file/source`) and
 //! external downloads (`/file/external_download`).
 //! Bodies stream as raw bytes, never multipart and never collected whole.
 
@@ -12,6 +12,7 @@ use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use super::files::PageQuery;
 use crate::download;
 use crate::error::ApiResult;
 use crate::error::ErrorBody;
@@ -20,12 +21,14 @@ use crate::guard::AuthRequired;
 use nubo_model::domain::ids::{ObjectId, UploadId};
 use nubo_service::content::downloads::{self, DownloadTokenView, SourceLinkView};
 use nubo_service::content::external::{self, NewExternalDownload};
-use nubo_service::content::uploads::{self, NewUpload, SessionView};
+use nubo_service::content::media::{self, MediaUrlView};
+use nubo_service::content::uploads::{self, NewUpload, PendingUploadView, SessionView};
 use nubo_service::content::writes;
 use nubo_service::context::Context;
 use nubo_service::tasks::queue::TaskView;
 use nubo_service::tree::access::{self, Reach};
 use nubo_service::tree::files::ObjectView;
+use nubo_service::{Page, PageRequest};
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -87,6 +90,23 @@ pub async fn create_upload(
     };
     let session = uploads::create(&state, caller.claims.sub, caller.user.group_id(), upload).await?;
     Ok((StatusCode::CREATED, Json(session)))
+}
+
+/// The caller's uploads that have not finished, newest first: each holds its `file_size` of
+/// the quota (`reserved` in `GET /user/storage`) until it completes, is cancelled (`DELETE
+/// /file/upload/{id}`) or expires 24 hours after it began.
+#[utoipa::path(get, path = "/file/upload", tag = "files", security(("bearer" = [])), params(PageQuery),
+    responses(
+        (status = 200, description = "One page of unfinished uploads", body = Page<PendingUploadView>),
+        (status = 422, description = "Paging out of range", body = ErrorBody),
+    ))]
+pub async fn list_uploads(
+    State(state): State<Context>,
+    caller: AuthRequired,
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> ApiResult<Json<Page<PendingUploadView>>> {
+    let page = PageRequest::parse(query.offset, query.limit)?;
+    Ok(Json(uploads::pending(&state, caller.claims.sub, page).await?))
 }
 
 /// Which chunks have arrived (to resume after a crash).
@@ -209,6 +229,54 @@ pub async fn download(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let file = downloads::open_download(&state, &token, method != Method::HEAD).await?;
+    download::serve(file, &method, &headers).await
+}
+
+/// A media URL for a file: signed, reusable for every ranged `GET` a player makes while it
+/// seeks, valid four hours, for the caller alone. It is a separate credential from the
+/// download token, which stays single-use. Each request through it is checked again: a ban,
+/// "sign out everywhere", the file trashed or its content replaced (410
+/// `media.content_changed`) end it at once.
+#[utoipa::path(post, path = "/file/media/{id}", tag = "files", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "The file's id")),
+    responses(
+        (status = 200, description = "The media URL", body = MediaUrlView),
+        (status = 404, description = "No such file", body = ErrorBody),
+        (status = 409, description = "The object is a folder", body = ErrorBody),
+    ))]
+pub async fn create_media(
+    State(state): State<Context>,
+    caller: AuthRequired,
+    ApiPath(id): ApiPath<ObjectId>,
+) -> ApiResult<Json<MediaUrlView>> {
+    let file = access::readable(&state, caller.claims.sub, id, Reach::Live).await?;
+    Ok(Json(media::create(&state, &file).await?))
+}
+
+/// Read a file through a media URL from `POST /file/media/{id}` or `POST
+/// /share/{code}/media/{object_id}`, as often as needed until it expires: one `Range` per
+/// request (206, 416), `HEAD`, `ETag`/`If-None-Match`, served like a download (the same
+/// `nosniff` and sandboxing CSP; a public policy answers 302 to its presigned or signed URL).
+#[utoipa::path(get, path = "/file/media/{id}", tag = "files",
+    params(("id" = String, Path, description = "The media URL's token")),
+    responses(
+        (status = 200, description = "The file", content_type = "application/octet-stream"),
+        (status = 206, description = "The requested range"),
+        (status = 302, description = "Redirect to the storage service"),
+        (status = 304, description = "Not modified"),
+        (status = 401, description = "Invalid, expired or revoked (`auth.token_revoked`)", body = ErrorBody),
+        (status = 403, description = "The share no longer allows previews", body = ErrorBody),
+        (status = 404, description = "The file is gone, or no longer in the share", body = ErrorBody),
+        (status = 410, description = "The content changed (`media.content_changed`), or the share expired", body = ErrorBody),
+        (status = 416, description = "Range not satisfiable", body = ErrorBody),
+    ))]
+pub async fn media(
+    State(state): State<Context>,
+    ApiPath(token): ApiPath<String>,
+    method: Method,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let file = media::open(&state, &token).await?;
     download::serve(file, &method, &headers).await
 }
 

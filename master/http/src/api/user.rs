@@ -207,7 +207,7 @@ pub async fn session(JwtRequired(claims): JwtRequired) -> Json<SessionView> {
     })
 }
 
-/// The caller's storage: `used` bytes (the trash included), `total` (the group's quota plus
+/// The caller's storage: `used` bytes (the trash and unfinished uploads' `reserved` bytes included), `total` (the group's quota plus
 /// active storage packs, also given apart as `group` and `packs`), `free` (never below 0) and
 /// `overrun` (how far usage exceeds capacity, after a pack ended: writes that add bytes answer
 /// 507 until it is 0; nothing is deleted).
@@ -221,6 +221,7 @@ pub async fn storage(State(state): State<Context>, caller: AuthRequired) -> ApiR
     let (used, total) = (figures.used, figures.total());
     Ok(Json(StorageView {
         used,
+        reserved: figures.reserved,
         total,
         free: (total - used).max(0),
         overrun: (used - total).max(0),
@@ -233,6 +234,9 @@ pub async fn storage(State(state): State<Context>, caller: AuthRequired) -> ApiR
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct StorageView {
     pub used: i64,
+    /// Of `used`, the bytes held for uploads that have not finished (`GET /file/upload` lists
+    /// them; cancelling one gives its bytes back).
+    pub reserved: i64,
     pub total: i64,
     pub free: i64,
     /// Bytes used beyond `total` (0 within the quota).

@@ -117,6 +117,12 @@ pub async fn child_by_name(db: &Db, parent_id: ObjectId, name: &str) -> Result<O
     db.read_row(&sql, &[Arg::Text(&parent_id.to_string()), Arg::Text(name)], decode_object).await
 }
 
+/// As [`child_by_name`], inside the caller's transaction.
+pub async fn child_by_name_in(conn: &mut Conn, parent_id: ObjectId, name: &str) -> Result<Option<ObjectRow>, DbError> {
+    let sql = format!("SELECT {COLUMNS} FROM objects WHERE parent_id = $1 AND name = $2 AND trashed_at IS NULL");
+    Ok(sqlx::query_as(&sql).bind(parent_id).bind(name).fetch_optional(conn).await?)
+}
+
 /// Every live child of `parent_id`, folders first, then by name (byte order) and id: a whole
 /// folder as one row (a JSON array built by the database), because a listing of many thousand
 /// entries costs far more as rows handed over one by one than as one value. Sorted here: an

@@ -100,6 +100,19 @@ pub async fn find_by_id(db: &Db, id: Uuid) -> Result<Option<ShareWithObject>, Db
         .await?)
 }
 
+/// Which of `ids` have at least one share link (the file list's "shared" marker).
+pub async fn shared_among(db: &Db, ids: &[ObjectId]) -> Result<Vec<ObjectId>, DbError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!("SELECT DISTINCT object_id FROM shares WHERE object_id IN ({})", super::placeholders(ids.len()));
+    let mut query = sqlx::query_scalar::<_, ObjectId>(&sql);
+    for id in ids {
+        query = query.bind(*id);
+    }
+    Ok(query.fetch_all(db.reader()).await?)
+}
+
 /// Which shares a list holds (an owner's, or an administrator's choice): every field set must
 /// match.
 #[derive(Debug, Default)]

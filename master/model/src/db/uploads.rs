@@ -231,6 +231,23 @@ pub async fn expired(db: &Db, now: Millis, stale_before: Millis, limit: i64) -> 
     .await?)
 }
 
+/// One page of `owner_id`'s sessions, newest first, and how many there are.
+pub async fn page_owned(db: &Db, owner_id: UserId, offset: i64, limit: i64) -> Result<(Vec<SessionRow>, i64), DbError> {
+    let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM upload_sessions WHERE owner_id = $1")
+        .bind(owner_id)
+        .fetch_one(db.reader())
+        .await?;
+    let rows = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM upload_sessions WHERE owner_id = $1 ORDER BY created_at DESC, id LIMIT $2 OFFSET $3"
+    ))
+    .bind(owner_id)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(db.reader())
+    .await?;
+    Ok((rows, count))
+}
+
 /// Bytes reserved by a user's open sessions.
 pub async fn reserved_bytes(db: &Db, owner_id: UserId) -> Result<i64, DbError> {
     let (n,): (Option<i64>,) =

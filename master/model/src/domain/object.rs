@@ -91,6 +91,26 @@ impl ObjectName {
         &self.0
     }
 
+    /// `stem (n).ext`: the name a copy or a second file of this name takes when this one is
+    /// taken (`notes.md` → `notes (1).md`; a name without extension, or a dotfile, gets the
+    /// number at its end).
+    pub fn numbered(&self, n: impl fmt::Display) -> String {
+        match self.0.rsplit_once('.') {
+            Some((stem, ext)) if !stem.is_empty() => format!("{stem} ({n}).{ext}"),
+            _ => format!("{} ({n})", self.0),
+        }
+    }
+
+    /// The names to try, in order, for an object that would be called this: itself, then
+    /// `stem (1).ext` up to `(999)` while they are valid names, then one with a random number
+    /// (so a free one is always found).
+    pub fn candidates(&self) -> impl Iterator<Item = ObjectName> + '_ {
+        let numbered = (1..=999_u32).map_while(|n| ObjectName::parse(&self.numbered(n)).ok());
+        let stem: String = self.0.chars().take(200).collect();
+        let random = ObjectName(format!("{stem} ({})", uuid::Uuid::new_v4().simple()));
+        std::iter::once(self.clone()).chain(numbered).chain(std::iter::once(random))
+    }
+
     /// The extension without the dot, lower-cased (`""` when none).
     pub fn extension(&self) -> String {
         match self.0.rsplit_once('.') {
@@ -222,6 +242,15 @@ mod tests {
         ] {
             assert!(ObjectName::parse(name).is_err(), "{name:?} accepted");
         }
+    }
+
+    #[test]
+    fn numbered_names_keep_the_extension() {
+        let numbered = |name: &str, n| ObjectName::parse(name).unwrap().numbered(n);
+        assert_eq!(numbered("Notes.md", 1), "Notes (1).md");
+        assert_eq!(numbered("archive.tar.gz", 2), "archive.tar (2).gz");
+        assert_eq!(numbered("README", 3), "README (3)");
+        assert_eq!(numbered(".bashrc", 1), ".bashrc (1)");
     }
 
     #[test]

@@ -93,6 +93,8 @@ pub async fn list_mine(ctx: &Context, user: UserId) -> ServiceResult<Vec<PackVie
 #[derive(Debug, Clone, Copy)]
 pub struct StorageFigures {
     pub used: i64,
+    /// Of `used`, what unfinished uploads hold.
+    pub reserved: i64,
     pub group: i64,
     pub packs: i64,
 }
@@ -105,7 +107,8 @@ impl StorageFigures {
 
 pub async fn storage_of(ctx: &Context, user: UserId) -> ServiceResult<StorageFigures> {
     let (used, group, packs) = db::users::usage_parts(ctx.db(), user, now_ms()).await?;
-    Ok(StorageFigures { used, group, packs })
+    let reserved = db::uploads::reserved_bytes(ctx.db(), user).await?;
+    Ok(StorageFigures { used, reserved, group, packs })
 }
 
 /// Administrators' list of packs.

@@ -132,6 +132,12 @@ async fn prepare(ctx: &Context, row: &ObjectRow) -> ServiceResult<Download> {
     open_row(ctx, row, true).await
 }
 
+/// The current content of `file`, its access checked by the caller: a stream, or on a public
+/// policy a redirect (as a download).
+pub(crate) async fn open_readable(ctx: &Context, file: &Readable) -> ServiceResult<Download> {
+    prepare(ctx, file.row()).await
+}
+
 /// The content of the file `file` streamed through the master, never a redirect (a WOPI
 /// client fetches it server to server and need not follow one).
 pub async fn open_streamed(ctx: &Context, file: &Readable) -> ServiceResult<Download> {

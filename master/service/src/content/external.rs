@@ -10,7 +10,7 @@ use nubo_common::storage::StorageKey;
 use nubo_model::db;
 use nubo_model::db::node_reports::{self as reports, COMPLETED, ExternalDownloadRow, FAILED, RUNNING};
 use nubo_model::db::policies::PolicyRow;
-use nubo_model::domain::ids::{GroupId, NodeId, ObjectId, UserId};
+use nubo_model::domain::ids::{GroupId, NodeId, UserId};
 use nubo_model::domain::naming::{self, NamingContext};
 use nubo_model::domain::object::ObjectName;
 use nubo_model::domain::task::{TaskProgress, TaskProps, TaskType};
@@ -31,6 +31,7 @@ use crate::error_codes as codes;
 use crate::tasks::queue::{self, TaskView};
 use crate::tasks::run::{Checkpoint, TaskFailure};
 use crate::tree::access::{self, Reach};
+use crate::tree::files;
 use crate::{identity::groups, storage::policies};
 
 /// Longest URL accepted.
@@ -301,10 +302,12 @@ pub async fn complete(ctx: &Context, node_id: NodeId, report: &ExternalDownloadC
     };
     let wanted = report
         .file_name
-        .clone()
-        .filter(|n| ObjectName::parse(n).is_ok())
-        .unwrap_or_else(|| props.url.as_deref().map_or_else(|| "download".to_owned(), name_from_url));
-    let name = free_name(ctx, folder.row().id, &wanted).await?;
+        .as_deref()
+        .and_then(|n| ObjectName::parse(n).ok())
+        .or_else(|| ObjectName::parse(&props.url.as_deref().map_or_else(|| "download".to_owned(), name_from_url)).ok())
+        .ok_or_else(|| ServiceError::internal(anyhow::anyhow!("no name for the fetched file")))?;
+    let name = files::free_name(ctx.db(), folder.row().id, &wanted).await?;
+    let name = name.as_str();
     let size = report.size.min(i64::MAX as u64) as i64;
     let capacity = db::users::capacity(ctx.db(), owner, now_ms()).await?;
     let store = policies::store(ctx, &policies::find(ctx, fetch.policy_id).await?).await?;
@@ -314,7 +317,7 @@ pub async fn complete(ctx: &Context, node_id: NodeId, report: &ExternalDownloadC
     let staged =
         StagedBlob::new(ctx, store, key, fetch.policy_id, hold).holding(size, report.blake3.as_str()).hashed_whole();
     let (task_id, now) = (report.task_id.as_str(), now_ms());
-    let plan = Plan::new_file(owner, folder.row().id, &name, Charge { amount: size, capacity })
+    let plan = Plan::new_file(owner, folder.row().id, name, Charge { amount: size, capacity })
         .with_step(|object_id| reports::complete_external_download_step(task_id, object_id, size, now));
     match ingest::commit(ctx, staged, plan).await {
         Ok(Some(file)) => Ok(!file.duplicate),
@@ -327,26 +330,6 @@ pub async fn complete(ctx: &Context, node_id: NodeId, report: &ExternalDownloadC
         Err(refused) if refused.kind != ErrorKind::Internal => Ok(false),
         Err(failed) => Err(failed),
     }
-}
-
-/// `wanted`, or `stem (n).ext` for the first `n` free in the folder.
-async fn free_name(ctx: &Context, folder_id: ObjectId, wanted: &str) -> ServiceResult<String> {
-    if db::objects::child_by_name(ctx.db(), folder_id, wanted).await?.is_none() {
-        return Ok(wanted.to_owned());
-    }
-    let (stem, ext) = match wanted.rsplit_once('.') {
-        Some((stem, ext)) if !stem.is_empty() => (stem, format!(".{ext}")),
-        _ => (wanted, String::new()),
-    };
-    for n in 1..1000 {
-        let candidate = format!("{stem} ({n}){ext}");
-        if ObjectName::parse(&candidate).is_ok()
-            && db::objects::child_by_name(ctx.db(), folder_id, &candidate).await?.is_none()
-        {
-            return Ok(candidate);
-        }
-    }
-    Ok(format!("{stem} ({}){ext}", Uuid::new_v4().simple()))
 }
 
 #[cfg(test)]

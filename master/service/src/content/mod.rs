@@ -1,4 +1,4 @@
-//! File content: the one ingest commit, uploads and writes, downloads and archives, versions,
+//! File content: the one ingest commit, uploads and writes, downloads, media URLs and archives, versions,
 //! thumbnails, external downloads, imports, policy migration and what the storage nodes report.
 
 pub mod archives;
@@ -6,6 +6,7 @@ pub mod downloads;
 pub mod external;
 pub mod import;
 pub mod ingest;
+pub mod media;
 pub mod migration;
 pub mod node_calls;
 pub mod thumbnails;

@@ -29,7 +29,7 @@ use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
 use crate::tree::access::{self, Reach};
 use crate::tree::files::{self, ObjectView, quota_exceeded};
-use crate::{content::writes, storage::policies};
+use crate::{Page, PageRequest, content::writes, storage::policies};
 
 /// How long a session may wait for its chunks (the interface leaves it open): a day.
 pub const SESSION_LIFETIME: Duration = Duration::from_secs(24 * 3600);
@@ -56,6 +56,39 @@ pub struct SessionView {
     /// nothing: `GET {url}` on the node tells which chunks it has.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub direct: Option<DirectUploadView>,
+}
+
+/// An upload that has not finished, as its owner's list of reservations shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PendingUploadView {
+    pub id: Uuid,
+    pub file_name: String,
+    /// Bytes reserved against the quota until it completes, is cancelled or expires.
+    pub file_size: i64,
+    /// The folder it will land in.
+    pub parent_id: Uuid,
+    /// `uploading`; `finishing` or `aborting` while a completion or a cancellation runs.
+    pub status: String,
+    pub created_at: String,
+    pub expires_at: String,
+}
+
+/// One page of `owner`'s unfinished uploads (each holding its size of the quota), newest first.
+pub async fn pending(ctx: &Context, owner: UserId, page: PageRequest) -> ServiceResult<Page<PendingUploadView>> {
+    let (rows, count) = db::uploads::page_owned(ctx.db(), owner, page.offset, page.limit).await?;
+    let items = rows
+        .iter()
+        .map(|session| PendingUploadView {
+            id: session.id.into(),
+            file_name: session.file_name.clone(),
+            file_size: session.declared_size,
+            parent_id: session.parent_id.into(),
+            status: session.status.as_str().to_owned(),
+            created_at: to_rfc3339(session.created_at),
+            expires_at: to_rfc3339(session.expires_at),
+        })
+        .collect();
+    Ok(Page { count, items })
 }
 
 /// Where a client sends the chunks of an upload to a storage node.

@@ -39,6 +39,8 @@ pub struct Links {
     pub download: fn(token: &str) -> String,
     /// A signed, reusable blob URL (the target of a download's redirect), by its token.
     pub blob: fn(token: &str) -> String,
+    /// A reusable media URL for players, by its token.
+    pub media: fn(token: &str) -> String,
     /// A file's permanent source link, by its id and (not yet encoded) name.
     pub source: fn(object: ObjectId, name: &str) -> String,
     /// A single-use archive, by its token.

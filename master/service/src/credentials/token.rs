@@ -32,6 +32,8 @@ pub enum TokenType {
     /// A signed URL of one stored blob, where a public local policy redirects downloads (see
     /// [`BlobClaims`]).
     Blob,
+    /// A reusable URL of one file's current content for media players (see [`MediaClaims`]).
+    Media,
 }
 
 /// The snapshot of the user's group taken when the token was issued.
@@ -147,6 +149,26 @@ pub struct BlobClaims {
     pub typ: TokenType,
 }
 
+/// Claims of a media URL: file `obj`'s content `blob` for user `sub` (or, with `shr`, for the
+/// visitors of that share; `sub` is then the owner), reusable until `exp` for every ranged
+/// request a player makes. Checked again on every request: the user still active, not banned
+/// and not signed out everywhere since `user_version`, the share still serving the file with
+/// previews allowed, the file still live with that content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaClaims {
+    pub sub: UserId,
+    pub obj: ObjectId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shr: Option<Uuid>,
+    /// The content (blob id) the URL serves: a replaced content ends it.
+    pub blob: String,
+    #[serde(default)]
+    pub user_version: i64,
+    pub iat: i64,
+    pub exp: i64,
+    pub typ: TokenType,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
     #[error("token expired")]
@@ -205,6 +227,11 @@ impl TokenKeys {
     pub fn verify_blob(&self, token: &str) -> Result<BlobClaims, TokenError> {
         let claims: BlobClaims = self.verify(token)?;
         if claims.typ == TokenType::Blob { Ok(claims) } else { Err(TokenError::Invalid) }
+    }
+
+    pub fn verify_media(&self, token: &str) -> Result<MediaClaims, TokenError> {
+        let claims: MediaClaims = self.verify(token)?;
+        if claims.typ == TokenType::Media { Ok(claims) } else { Err(TokenError::Invalid) }
     }
 
     pub fn verify_share_grant(&self, token: &str) -> Result<ShareGrantClaims, TokenError> {

@@ -466,8 +466,8 @@ pub async fn put_relative(
         RelativeTarget::Suggested(suggested) => {
             let wanted = if suggested.starts_with('.') { format!("{}{suggested}", stem(&row.name)) } else { suggested };
             let name = ObjectName::parse(&wanted).map_err(|why| WopiRefusal::InvalidName(why.to_string()))?;
-            let name = free_name(ctx, parent, name.as_str()).await?;
-            writes::create_file(ctx, owner, group, (parent, &name), declared, body).await?
+            let name = files::free_name(ctx.db(), parent, &name).await?;
+            writes::create_file(ctx, owner, group, (parent, name.as_str()), declared, body).await?
         }
         RelativeTarget::Exact { name, overwrite } => {
             let name = ObjectName::parse(&name).map_err(|why| WopiRefusal::InvalidName(why.to_string()))?;
@@ -478,7 +478,7 @@ pub async fn put_relative(
                 Some(existing) => {
                     let lock = ctx.store().get(&lock_key(existing.id)).await?;
                     if !overwrite || lock.is_some() || existing.is_folder() {
-                        let valid = free_name(ctx, parent, name.as_str()).await?;
+                        let valid = files::free_name(ctx.db(), parent, &name).await?.as_str().to_owned();
                         return Err(WopiRefusal::TargetExists { valid, lock });
                     }
                     writes::replace_content(ctx, owner, existing.id, declared, body).await?
@@ -498,20 +498,6 @@ fn taken_or(err: ServiceError, name: &str) -> WopiRefusal {
     } else {
         err.into()
     }
-}
-
-/// `name`, or `stem (n).ext` with the first `n` free in `parent`.
-async fn free_name(ctx: &Context, parent: ObjectId, name: &str) -> WopiResult<String> {
-    if db::objects::child_by_name(ctx.db(), parent, name).await?.is_none() {
-        return Ok(name.to_owned());
-    }
-    for n in 1..1000 {
-        let candidate = format!("{} ({n}){}", stem(name), extension(name));
-        if db::objects::child_by_name(ctx.db(), parent, &candidate).await?.is_none() {
-            return Ok(candidate);
-        }
-    }
-    Err(WopiRefusal::InvalidName("no free name is left for this file".to_owned()))
 }
 
 /// `RenameFile`: the file takes `requested` as its name, keeping its extension (WOPI sends

@@ -340,9 +340,14 @@ pub async fn owned(ctx: &Context, caller: UserId, code: &str) -> ServiceResult<S
     Ok(view(&share, share_url(&site_base(ctx).await?, &share.share.code), now_ms()))
 }
 
-/// One page of the caller's shares, newest first.
-pub async fn list(ctx: &Context, caller: UserId, page: PageRequest) -> ServiceResult<Page<ShareView>> {
-    let mine = db::shares::ShareFilter { owner_id: Some(caller), ..Default::default() };
+/// One page of the caller's shares, newest first; with `object`, only the shares of that object.
+pub async fn list(
+    ctx: &Context,
+    caller: UserId,
+    object: Option<ObjectId>,
+    page: PageRequest,
+) -> ServiceResult<Page<ShareView>> {
+    let mine = db::shares::ShareFilter { owner_id: Some(caller), object_id: object, ..Default::default() };
     let (rows, count) = db::shares::page_filtered(ctx.db(), &mine, page.offset, page.limit).await?;
     let (base, now) = (site_base(ctx).await?, now_ms());
     let items = rows.iter().map(|share| view(share, share_url(&base, &share.share.code), now)).collect();
@@ -655,6 +660,45 @@ pub async fn readable_for_download(
     served.pop().ok_or_else(access::not_found)
 }
 
+fn preview_not_allowed() -> ServiceError {
+    ServiceError::new(
+        ErrorKind::Forbidden,
+        codes::SHARE_PREVIEW_NOT_ALLOWED,
+        "the owner of this share does not allow previews: download the file instead",
+    )
+}
+
+/// Object `object_id` through share `share_id` for a preview (a thumbnail, a media URL), when
+/// the share still serves it and allows previews; with `count` one download is counted (a
+/// media URL is the whole content).
+pub(crate) async fn previewable(
+    ctx: &Context,
+    share_id: Uuid,
+    object_id: ObjectId,
+    count: bool,
+) -> ServiceResult<Readable> {
+    let share = db::shares::find_by_id(ctx.db(), share_id).await?.ok_or_else(not_found)?;
+    if !share.share.allow_preview {
+        return Err(preview_not_allowed());
+    }
+    served_by(ctx, &share, &[object_id.into()], count).await?.pop().ok_or_else(access::not_found)
+}
+
+/// Object `object_id` of share `code` for its visitor to preview (a thumbnail, a media URL):
+/// the share opened, allowing previews, and the object in it.
+pub async fn preview_in(
+    ctx: &Context,
+    code: &str,
+    visitor: &Visitor<'_>,
+    object_id: ObjectId,
+) -> ServiceResult<Readable> {
+    let share = opened(ctx, code, visitor).await?;
+    if !share.share.allow_preview {
+        return Err(preview_not_allowed());
+    }
+    reach(&share, ctx, object_id).await
+}
+
 /// The objects a share's archive token names, when the share still serves them all; with
 /// `count` the archive counts as one download, within the share's limit.
 pub async fn readable_for_archive(
@@ -670,11 +714,21 @@ pub async fn readable_for_archive(
 /// download is counted (refused past the limit).
 async fn served(ctx: &Context, share_id: Uuid, object_ids: &[Uuid], count: bool) -> ServiceResult<Vec<Readable>> {
     let share = db::shares::find_by_id(ctx.db(), share_id).await?.ok_or_else(not_found)?;
+    served_by(ctx, &share, object_ids, count).await
+}
+
+async fn served_by(
+    ctx: &Context,
+    share: &ShareWithObject,
+    object_ids: &[Uuid],
+    count: bool,
+) -> ServiceResult<Vec<Readable>> {
+    let share_id = share.share.id;
     let now = now_ms();
-    open_for_visitors(&share, now)?;
+    open_for_visitors(share, now)?;
     let mut objects = Vec::with_capacity(object_ids.len());
     for id in object_ids {
-        objects.push(reach(&share, ctx, (*id).into()).await?);
+        objects.push(reach(share, ctx, (*id).into()).await?);
     }
     if count && !db::shares::count_download(ctx.db(), share_id, now).await? {
         return Err(used_up());

@@ -50,6 +50,10 @@ pub struct ObjectView {
     /// the answers of changes (create, rename, move, copy, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tags: Option<Vec<TagBrief>>,
+    /// Whether its owner has made a share link of it (see `GET /share?object_id=`). Shown
+    /// where `tags` are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared: Option<bool>,
 }
 
 pub use access::not_found;
@@ -64,6 +68,28 @@ pub fn on_name_clash(err: DbError) -> ServiceError {
         ref e if e.is_unique_violation() => name_taken(),
         other => other.into(),
     }
+}
+
+/// `wanted`, or `stem (n).ext` for the first `n` free in `folder` ([`ObjectName::candidates`]):
+/// a copy into the folder it is in. Read inside the caller's transaction, so the name is
+/// checked where it will be inserted (a concurrent insert still meets the unique index).
+pub(crate) async fn free_name_in(conn: &mut Conn, folder: ObjectId, wanted: &ObjectName) -> ServiceResult<ObjectName> {
+    for candidate in wanted.candidates() {
+        if db::objects::child_by_name_in(conn, folder, candidate.as_str()).await?.is_none() {
+            return Ok(candidate);
+        }
+    }
+    Err(name_taken())
+}
+
+/// As [`free_name_in`], outside a transaction: a fetched download, a WOPI "save as".
+pub async fn free_name(db: &Db, folder: ObjectId, wanted: &ObjectName) -> ServiceResult<ObjectName> {
+    for candidate in wanted.candidates() {
+        if db::objects::child_by_name(db, folder, candidate.as_str()).await?.is_none() {
+            return Ok(candidate);
+        }
+    }
+    Err(name_taken())
 }
 
 fn parse_name(raw: &str) -> ServiceResult<ObjectName> {
@@ -84,6 +110,7 @@ pub fn view(row: &ObjectRow, path: String) -> ObjectView {
         created_at: to_rfc3339(row.created_at),
         updated_at: to_rfc3339(row.updated_at),
         tags: None,
+        shared: None,
     }
 }
 
@@ -182,11 +209,12 @@ pub async fn list_directory(
             created_at: to_rfc3339(row.created_at),
             updated_at: to_rfc3339(row.updated_at),
             tags: None,
+            shared: None,
         })
         .collect::<Vec<_>>();
     let mut folder = view(&folder, folder_path);
-    tags::fill_tags(db, owner, std::slice::from_mut(&mut folder)).await?;
-    tags::fill_tags(db, owner, &mut items).await?;
+    decorate(db, owner, std::slice::from_mut(&mut folder)).await?;
+    decorate(db, owner, &mut items).await?;
     Ok(DirectoryView { folder, count, items })
 }
 
@@ -215,11 +243,22 @@ pub async fn create_folder(ctx: &Context, parent: &Writable, name: &str) -> Serv
     view_of(db, &row).await
 }
 
+/// Fills what listings show beside the object itself: `owner`'s tags and whether it is shared.
+pub(crate) async fn decorate(db: &Db, owner: UserId, views: &mut [ObjectView]) -> ServiceResult<()> {
+    tags::fill_tags(db, owner, views).await?;
+    let ids: Vec<ObjectId> = views.iter().map(|view| view.id.into()).collect();
+    let shared: HashSet<ObjectId> = db::shares::shared_among(db, &ids).await?.into_iter().collect();
+    for view in views {
+        view.shared = Some(shared.contains(&ObjectId::from(view.id)));
+    }
+    Ok(())
+}
+
 /// The object as it was read for the handle, with its tags.
 pub async fn get(ctx: &Context, object: &Readable) -> ServiceResult<ObjectView> {
     let db = ctx.db();
     let mut view = view_of(db, object.row()).await?;
-    tags::fill_tags(db, object.row().owner_id, std::slice::from_mut(&mut view)).await?;
+    decorate(db, object.row().owner_id, std::slice::from_mut(&mut view)).await?;
     Ok(view)
 }
 
@@ -507,11 +546,21 @@ async fn copy_trees(
                 "a folder cannot be copied into itself or its descendants",
             ));
         }
+        // A copy into the folder it is in takes the next free "name (n)" instead of failing;
+        // elsewhere, or under an asked-for name, a taken name is refused.
+        let root_name = match new_name {
+            Some(name) => name.as_str().to_owned(),
+            None if root.parent_id == Some(destination.id) && matches!(from, CopySource::Own) => {
+                let own = ObjectName::parse(&root.name).map_err(|why| ServiceError::validation("name", why))?;
+                free_name_in(&mut tx, destination.id, &own).await?.as_str().to_owned()
+            }
+            None => root.name.clone(),
+        };
         let tree = db::objects::subtree(&mut tx, root.id).await?;
         let mut new_ids: HashMap<ObjectId, ObjectId> = HashMap::new();
         for row in tree.iter().filter(|r| r.trashed_at.is_none()) {
             let (parent, name) = if row.id == root.id {
-                (destination.id, new_name.as_ref().map_or(row.name.as_str(), ObjectName::as_str))
+                (destination.id, root_name.as_str())
             } else {
                 match row.parent_id.and_then(|p| new_ids.get(&p)) {
                     Some(parent) => (*parent, row.name.as_str()),

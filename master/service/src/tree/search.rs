@@ -61,6 +61,6 @@ pub async fn search(
             files::view(row, files::path_from_names(&names))
         })
         .collect();
-    tags::fill_tags(ctx.db(), caller, &mut items).await?;
+    files::decorate(ctx.db(), caller, &mut items).await?;
     Ok(Page { count, items })
 }

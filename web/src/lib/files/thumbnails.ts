@@ -2,9 +2,10 @@
 //! thumbnail is fetched with it and shown through a `blob:` URL (the CSP allows those). The
 //! server answers 202 while it makes one; we ask again after its `Retry-After`. Loaded URLs are
 //! kept per object version (the URL carries `updated_at`, so replaced content is fetched anew)
-//! and the oldest are released beyond a few hundred. At most four fetches run at a time.
-import type { ObjectView } from "../api/client";
+//! and the oldest are released beyond a few hundred. At most four fetches run at a time. A
+//! share's visitor gets the same through the share, with its grant instead of a token.
 import { session } from "../session.svelte";
+import { grants } from "../share/visitor";
 
 const IMAGE = /\.(png|jpe?g|jpe|jfif|gif|webp)$/i;
 const KEEP = 300;
@@ -16,7 +17,7 @@ let running = 0;
 const queue: (() => void)[] = [];
 
 /** Whether the server may have a thumbnail for this entry (its name names an image format). */
-export function mayHaveThumbnail(o: ObjectView): boolean {
+export function mayHaveThumbnail(o: { kind: string; name: string }): boolean {
   return o.kind === "file" && IMAGE.test(o.name);
 }
 
@@ -25,11 +26,25 @@ export function mayHaveThumbnail(o: ObjectView): boolean {
  * it has none (or it cannot be loaded).
  */
 export function thumbnailUrl(id: string, version: string, size: 256 | 1024 = 256): Promise<string | null> {
-  const key = `${id}@${version}/${size}`;
-  let url = loaded.get(key);
+  const path = `/api/v1/object/${id}/thumbnail?size=${size}&v=${encodeURIComponent(version)}`;
+  return cached(path, async (): Promise<Record<string, string>> => {
+    await session.ensureFresh();
+    const token = session.accessToken;
+    return token ? { Authorization: `Bearer ${token}` } : {};
+  });
+}
+
+/** As {@link thumbnailUrl}, for a visitor of share `code` (its grant, no session). */
+export function shareThumbnailUrl(code: string, id: string, version: string, size: 256 | 1024 = 256): Promise<string | null> {
+  const path = `/api/v1/share/${encodeURIComponent(code)}/thumbnail/${id}?size=${size}&v=${encodeURIComponent(version)}`;
+  return cached(path, async () => grants.headers(code));
+}
+
+function cached(path: string, headers: () => Promise<Record<string, string>>): Promise<string | null> {
+  let url = loaded.get(path);
   if (!url) {
-    url = fetchThumbnail(id, version, size);
-    loaded.set(key, url);
+    url = fetchThumbnail(path, headers);
+    loaded.set(path, url);
     release();
   }
   return url;
@@ -61,14 +76,11 @@ async function turn<T>(work: () => Promise<T>): Promise<T> {
 
 const pause = (seconds: number) => new Promise((done) => setTimeout(done, seconds * 1000));
 
-async function fetchThumbnail(id: string, version: string, size: number): Promise<string | null> {
-  const path = `/api/v1/object/${id}/thumbnail?size=${size}&v=${encodeURIComponent(version)}`;
+async function fetchThumbnail(path: string, headers: () => Promise<Record<string, string>>): Promise<string | null> {
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     const answer = await turn(async (): Promise<{ url: string | null } | { wait: number }> => {
-      await session.ensureFresh();
-      const token = session.accessToken;
       try {
-        const r = await fetch(path, { headers: token ? { Authorization: `Bearer ${token}` } : {} });
+        const r = await fetch(path, { headers: await headers() });
         if (r.status === 200) return { url: URL.createObjectURL(await r.blob()) };
         if (r.status === 202) return { wait: Math.min(10, Math.max(1, Number(r.headers.get("Retry-After")) || 1)) };
       } catch {

@@ -889,6 +889,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/file/media/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a file through a media URL from `POST /file/media/{id}` or `POST
+         *     /share/{code}/media/{object_id}`, as often as needed until it expires: one `Range` per
+         *     request (206, 416), `HEAD`, `ETag`/`If-None-Match`, served like a download (the same
+         *     `nosniff` and sandboxing CSP; a public policy answers 302 to its presigned or signed URL).
+         */
+        get: operations["file_media_media"];
+        put?: never;
+        /**
+         * A media URL for a file: signed, reusable for every ranged `GET` a player makes while it
+         *     seeks, valid four hours, for the caller alone. It is a separate credential from the
+         *     download token, which stays single-use. Each request through it is checked again: a ban,
+         *     "sign out everywhere", the file trashed or its content replaced (410
+         *     `media.content_changed`) end it at once.
+         */
+        post: operations["create_media"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/file/source/{id}": {
         parameters: {
             query?: never;
@@ -936,7 +965,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * The caller's uploads that have not finished, newest first: each holds its `file_size` of
+         *     the quota (`reserved` in `GET /user/storage`) until it completes, is cancelled (`DELETE
+         *     /file/upload/{id}`) or expires 24 hours after it began.
+         */
+        get: operations["list_uploads"];
         put?: never;
         /**
          * Start an upload. Checks the caller may use the policy (403), its `max_size` (413), the name
@@ -1225,7 +1259,7 @@ export interface paths {
          *     answers 422 with the reason, every time (it is recorded, not retried): decoding is bounded
          *     to 100 megapixels, 512 MiB and 8 s, so a decompression bomb costs nothing more. On a policy
          *     bound to a storage node, the node makes it and only the thumbnail crosses to the master.
-         *     (Readers are the object's owner for now; shared files have no thumbnails yet.)
+         *     A share's visitor asks `GET /share/{code}/thumbnail/{object_id}`.
          */
         get: operations["thumbnail"];
         put?: never;
@@ -1511,6 +1545,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/share/{code}/media/{object_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A media URL for a file of the share, for its visitor's player (as `POST /file/media/{id}`
+         *     is for the owner): reusable for ranged reads for four hours. The share must allow previews
+         *     (`allow_preview`); making the URL counts one download, within `max_downloads`. Deleting the
+         *     share, its expiry, turning previews off or replacing the file's content end it.
+         */
+        post: operations["share_media_media"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/share/{code}/report": {
         parameters: {
             query?: never;
@@ -1547,6 +1603,29 @@ export interface paths {
          *     stay in the storage policy their blobs are in. Needs the group permission `share_save`.
          */
         post: operations["save"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/share/{code}/thumbnail/{object_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The thumbnail of an image in a share, for its visitor, as `GET /object/{id}/thumbnail`
+         *     answers the owner (202 while it is made, 304, 422 when it cannot have one), when the share
+         *     allows previews (`allow_preview`; otherwise 403 `share.preview_not_allowed`). A
+         *     password-protected share needs its grant in `X-Share-Grant`. Thumbnails do not count as
+         *     downloads.
+         */
+        get: operations["share_thumbnail"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -2347,7 +2426,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The caller's storage: `used` bytes (the trash included), `total` (the group's quota plus
+         * The caller's storage: `used` bytes (the trash and unfinished uploads' `reserved` bytes included), `total` (the group's quota plus
          *     active storage packs, also given apart as `group` and `packs`), `free` (never below 0) and
          *     `overrun` (how far usage exceeds capacity, after a pack ended: writes that add bytes answer
          *     507 until it is 0; nothing is deleted).
@@ -3225,6 +3304,12 @@ export interface components {
             /** @description The account's e-mail address. */
             email: string;
         };
+        /** @description A media URL and when it ends. */
+        MediaUrlView: {
+            expires: string;
+            /** @description `GET` this (relative to the site) as often as needed, with `Range`, until `expires`. */
+            url: string;
+        };
         /** @description One change: set `value`, or remove the pair when `value` is null. */
         MetadataChange: {
             name: string;
@@ -3384,6 +3469,11 @@ export interface components {
             path: string;
             /** Format: uuid */
             policy_id?: string | null;
+            /**
+             * @description Whether its owner has made a share link of it (see `GET /share?object_id=`). Shown
+             *     where `tags` are.
+             */
+            shared?: boolean | null;
             /**
              * Format: int64
              * @description Bytes; 0 for folders.
@@ -3550,6 +3640,11 @@ export interface components {
                 /** Format: uuid */
                 policy_id?: string | null;
                 /**
+                 * @description Whether its owner has made a share link of it (see `GET /share?object_id=`). Shown
+                 *     where `tags` are.
+                 */
+                shared?: boolean | null;
+                /**
                  * Format: int64
                  * @description Bytes; 0 for folders.
                  */
@@ -3590,6 +3685,30 @@ export interface components {
                 user_email?: string | null;
                 /** Format: uuid */
                 user_id: string;
+            }[];
+        };
+        /** @description One page of a list and the total number of matching records. */
+        Page_PendingUploadView: {
+            /** Format: int64 */
+            count: number;
+            items: {
+                created_at: string;
+                expires_at: string;
+                file_name: string;
+                /**
+                 * Format: int64
+                 * @description Bytes reserved against the quota until it completes, is cancelled or expires.
+                 */
+                file_size: number;
+                /** Format: uuid */
+                id: string;
+                /**
+                 * Format: uuid
+                 * @description The folder it will land in.
+                 */
+                parent_id: string;
+                /** @description `uploading`; `finishing` or `aborting` while a completion or a cancellation runs. */
+                status: string;
             }[];
         };
         /** @description One page of a list and the total number of matching records. */
@@ -3762,6 +3881,26 @@ export interface components {
             password: string;
             /** @description The `token` of the mailed link (`/reset?token=...`). */
             token: string;
+        };
+        /** @description An upload that has not finished, as its owner's list of reservations shows it. */
+        PendingUploadView: {
+            created_at: string;
+            expires_at: string;
+            file_name: string;
+            /**
+             * Format: int64
+             * @description Bytes reserved against the quota until it completes, is cancelled or expires.
+             */
+            file_size: number;
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: uuid
+             * @description The folder it will land in.
+             */
+            parent_id: string;
+            /** @description `uploading`; `finishing` or `aborting` while a completion or a cancellation runs. */
+            status: string;
         };
         PingResponse: {
             /**
@@ -4255,6 +4394,12 @@ export interface components {
              * @description What active storage packs add.
              */
             packs: number;
+            /**
+             * Format: int64
+             * @description Of `used`, the bytes held for uploads that have not finished (`GET /file/upload` lists
+             *     them; cancelling one gives its bytes back).
+             */
+            reserved: number;
             /** Format: int64 */
             total: number;
             /** Format: int64 */
@@ -10464,6 +10609,190 @@ export interface operations {
             };
         };
     };
+    file_media_media: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The media URL's token */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": unknown;
+                };
+            };
+            /** @description The requested range */
+            206: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Redirect to the storage service */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not modified */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid, expired or revoked (`auth.token_revoked`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The share no longer allows previews */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The file is gone, or no longer in the share */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The content changed (`media.content_changed`), or the share expired */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Range not satisfiable */
+            416: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_media: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The file's id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The media URL */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MediaUrlView"];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Account banned or not active, or not allowed */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such file */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The object is a folder */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     get_source: {
         parameters: {
             query?: never;
@@ -10662,6 +10991,74 @@ export interface operations {
             };
             /** @description Range not satisfiable */
             416: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_uploads: {
+        parameters: {
+            query?: {
+                offset?: number;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of unfinished uploads */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_PendingUploadView"];
+                };
+            };
+            /** @description Malformed request: an unreadable path or query parameter, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Token missing, invalid or expired */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Account banned or not active, or not allowed */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Paging out of range */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -13080,6 +13477,11 @@ export interface operations {
             query?: {
                 offset?: number;
                 limit?: number;
+                /**
+                 * @description Only the shares of this object (the web app's share dialog reopens an existing link
+                 *     instead of making another).
+                 */
+                object_id?: string;
             };
             header?: never;
             path?: never;
@@ -13880,6 +14282,95 @@ export interface operations {
             };
         };
     };
+    share_media_media: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The share grant, for a password-protected share */
+                "X-Share-Grant"?: string | null;
+            };
+            path: {
+                code: string;
+                object_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The media URL */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MediaUrlView"];
+                };
+            };
+            /** @description Malformed object id */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Password-protected and no valid grant (`share.password_required`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The share does not allow previews (`share.preview_not_allowed`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such share, or the object is not in it */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The object is a folder */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Expired or out of downloads */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     report: {
         parameters: {
             query?: never;
@@ -14122,6 +14613,122 @@ export interface operations {
             };
             /** @description Quota exceeded */
             507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    share_thumbnail: {
+        parameters: {
+            query?: {
+                /** @description Longest side in pixels: 256 (grid tiles) or 1024 (previews). */
+                size?: number;
+                /**
+                 * @description Ignored by the server: clients put the object's `updated_at` here, so a file whose
+                 *     content was replaced gets a new URL (thumbnails are cached for a year).
+                 */
+                v?: string;
+            };
+            header?: {
+                /** @description The share grant, for a password-protected share */
+                "X-Share-Grant"?: string | null;
+            };
+            path: {
+                code: string;
+                object_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The thumbnail */
+            200: {
+                headers: {
+                    "Cache-Control"?: string;
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/jpeg": number[];
+                };
+            };
+            /** @description Being made: ask again after `Retry-After` seconds */
+            202: {
+                headers: {
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ThumbnailPending"];
+                };
+            };
+            /** @description The copy named by `If-None-Match` is current */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed id or size */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Password-protected and no valid grant (`share.password_required`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The share does not allow previews (`share.preview_not_allowed`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such share, or the object is not in it */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The share has expired */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No thumbnail (as for the owner) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (details only in the server log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
