@@ -251,6 +251,28 @@ async fn administrators_find_and_delete_any_users_files(app: TestApp) {
     assert_eq!(list("?name_contains=%25").await, Vec::<String>::new());
     let negative = app.call(Method::GET, "/admin/file?min_size=-1", Some(&admin.access), None).await;
     assert_eq!(error_body(negative, 422).await["field"], "min_size");
+    // Each file names its owner and where it lives.
+    let deep = app.mkdir(&bob, &bob_root, "archive").await;
+    let deeper = app.mkdir(&bob, &deep, "2026").await;
+    app.upload(&bob, &deeper, "q1.csv", b"a,b").await;
+    let page: Value =
+        app.call(Method::GET, "/admin/file?limit=100", Some(&admin.access), None).await.json().await.unwrap();
+    let seen: Vec<(String, String, String)> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let text = |key: &str| f[key].as_str().unwrap_or_default().to_owned();
+            (text("path"), text("owner_email"), text("owner_nickname"))
+        })
+        .collect();
+    let bob_nickname: Value = app.call(Method::GET, "/user/me", Some(&bob.access), None).await.json().await.unwrap();
+    let bob_nickname = bob_nickname["nickname"].as_str().unwrap().to_owned();
+    assert!(
+        seen.contains(&("/archive/2026/q1.csv".to_owned(), "bob@example.com".to_owned(), bob_nickname)),
+        "{seen:?}"
+    );
+    assert!(seen.iter().any(|(path, email, _)| path == "/notes.txt" && email == "ann@example.com"), "{seen:?}");
 
     // To the owner's trash, or for good; members may not.
     let refused = app.call(Method::DELETE, "/admin/file", Some(&bob.access), Some(json!({"ids": [id(&notes)]}))).await;
@@ -259,7 +281,7 @@ async fn administrators_find_and_delete_any_users_files(app: TestApp) {
     assert_eq!(app.call(Method::DELETE, "/admin/file", Some(&admin.access), Some(trashed)).await.status(), 204);
     let trash: Value = app.call(Method::GET, "/trash", Some(&ann.access), None).await.json().await.unwrap();
     assert_eq!(trash["items"][0]["name"], "notes.txt");
-    assert_eq!(app.storage_used(&bob).await, 3000, "the trash still counts");
+    assert_eq!(app.storage_used(&bob).await, 3003, "the trash still counts (and q1.csv)");
     let again = app.call(Method::DELETE, "/admin/file", Some(&admin.access), Some(json!({"ids": [id(&big)]}))).await;
     assert_eq!(error_body(again, 404).await["code"], "object.not_found");
     let purge = json!({"ids": [id(&report)], "purge": true});

@@ -1,6 +1,8 @@
 //! SQL of the object tree (`objects`), source links and object metadata. An object's path is
 //! derived from its parent chain with a recursive query, so moving a folder updates one row.
 
+use std::collections::HashMap;
+
 use super::{Arg, Conn, Db, DbError, Values, Where};
 use crate::domain::ids::{ObjectId, PolicyId, UserId};
 use crate::domain::object::{ListOrder, ObjectKind, search_key};
@@ -273,6 +275,32 @@ pub async fn path_names(db: &Db, id: ObjectId) -> Result<Vec<String>, DbError> {
     );
     let names = db.read_row(&sql, &[Arg::Text(&id.to_string())], |row| row.opt_text("names")).await?.flatten();
     Ok(names.map(|names| names.split('/').map(str::to_owned).collect()).unwrap_or_default())
+}
+
+/// The names of the chains of each of `ids`, root (empty) first, in one statement (a list of
+/// objects from many folders, such as the administrators' list of files).
+pub async fn path_names_of(db: &Db, ids: &[ObjectId]) -> Result<HashMap<ObjectId, Vec<String>>, DbError> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let sql = format!(
+        "WITH RECURSIVE chain(start, id, parent_id, name, depth) AS (
+             SELECT id, id, parent_id, name, 0 FROM objects WHERE id IN ({})
+             UNION ALL
+             SELECT c.start, o.id, o.parent_id, o.name, c.depth + 1 FROM objects o JOIN chain c ON o.id = c.parent_id
+         )
+         SELECT start, name FROM chain ORDER BY start, depth DESC",
+        super::placeholders(ids.len())
+    );
+    let mut query = sqlx::query_as::<_, (ObjectId, String)>(&sql);
+    for id in ids {
+        query = query.bind(*id);
+    }
+    let mut paths: HashMap<ObjectId, Vec<String>> = HashMap::new();
+    for (start, name) in query.fetch_all(db.reader()).await? {
+        paths.entry(start).or_default().push(name);
+    }
+    Ok(paths)
 }
 
 /// Ids of `id` and all its ancestors.

@@ -189,6 +189,19 @@ pub async fn find(db: &Db, id: UserId) -> Result<Option<UserRow>, DbError> {
 }
 
 /// The user with this e-mail address (stored lower-case, as `Email` spells it).
+/// `(id, email, nickname)` of each of `ids` that exists (lists that name owners).
+pub async fn names_of(db: &Db, ids: &[UserId]) -> Result<Vec<(UserId, String, String)>, DbError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!("SELECT id, email, nickname FROM users WHERE id IN ({})", super::placeholders(ids.len()));
+    let mut query = sqlx::query_as::<_, (UserId, String, String)>(&sql);
+    for id in ids {
+        query = query.bind(*id);
+    }
+    Ok(query.fetch_all(db.reader()).await?)
+}
+
 pub async fn find_by_email(db: &Db, email: &str) -> Result<Option<UserRow>, DbError> {
     db.read_row(&format!("SELECT {USER_COLUMNS} FROM users WHERE email = $1"), &[Arg::Text(email)], decode_user).await
 }

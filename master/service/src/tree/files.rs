@@ -886,6 +886,11 @@ pub struct AdminFileView {
     pub id: Uuid,
     pub name: String,
     pub owner_id: Uuid,
+    /// The owner's e-mail address and nickname (absent if the owner is gone).
+    pub owner_email: Option<String>,
+    pub owner_nickname: Option<String>,
+    /// Where it lives in its owner's tree, e.g. `/photos/2026/a.jpg`.
+    pub path: String,
     pub parent_id: Option<Uuid>,
     pub size: i64,
     pub policy_id: Option<Uuid>,
@@ -907,10 +912,23 @@ pub async fn admin_files(
         }
     }
     let (rows, count) = db::objects::files_page(db, filter, page.offset, page.limit).await?;
+    let mut owners: Vec<UserId> = rows.iter().map(|row| row.owner_id).collect();
+    owners.sort_unstable_by_key(|id| id.to_string());
+    owners.dedup();
+    let names: HashMap<UserId, (String, String)> = db::users::names_of(db, &owners)
+        .await?
+        .into_iter()
+        .map(|(id, email, nickname)| (id, (email, nickname)))
+        .collect();
+    let ids: Vec<ObjectId> = rows.iter().map(|row| row.id).collect();
+    let mut paths = db::objects::path_names_of(db, &ids).await?;
     let items = rows
         .into_iter()
         .map(|row| AdminFileView {
             id: row.id.into(),
+            owner_email: names.get(&row.owner_id).map(|(email, _)| email.clone()),
+            owner_nickname: names.get(&row.owner_id).map(|(_, nickname)| nickname.clone()),
+            path: path_from_names(&paths.remove(&row.id).unwrap_or_default()),
             name: row.name,
             owner_id: row.owner_id.into(),
             parent_id: row.parent_id.map(Into::into),

@@ -2635,10 +2635,15 @@ export interface components {
             /** Format: uuid */
             id: string;
             name: string;
+            /** @description The owner's e-mail address and nickname (absent if the owner is gone). */
+            owner_email?: string | null;
             /** Format: uuid */
             owner_id: string;
+            owner_nickname?: string | null;
             /** Format: uuid */
             parent_id?: string | null;
+            /** @description Where it lives in its owner's tree, e.g. `/photos/2026/a.jpg`. */
+            path: string;
             /** Format: uuid */
             policy_id?: string | null;
             /** Format: int64 */
@@ -3575,10 +3580,15 @@ export interface components {
                 /** Format: uuid */
                 id: string;
                 name: string;
+                /** @description The owner's e-mail address and nickname (absent if the owner is gone). */
+                owner_email?: string | null;
                 /** Format: uuid */
                 owner_id: string;
+                owner_nickname?: string | null;
                 /** Format: uuid */
                 parent_id?: string | null;
+                /** @description Where it lives in its owner's tree, e.g. `/photos/2026/a.jpg`. */
+                path: string;
                 /** Format: uuid */
                 policy_id?: string | null;
                 /** Format: int64 */
