@@ -48,6 +48,48 @@ export async function expectPath(page, re) {
   await page.waitForURL((u) => re.test(u.pathname), { timeout: TIMEOUT });
 }
 
+/** Makes folder `name` in the root and stores `files` ([name, Buffer]) in it through the API as
+ * the page's user; answers the ids by name. */
+export async function fillFolder(page, name, files) {
+  return page.evaluate(
+    async ([name, files]) => {
+      const { access_token } = JSON.parse(localStorage.getItem("nubo.session"));
+      const headers = { Authorization: `Bearer ${access_token}` };
+      const root = await (await fetch("/api/v1/directory?limit=1", { headers })).json();
+      const made = await fetch("/api/v1/directory", {
+        method: "POST",
+        headers: { ...headers, "Content-Type": "application/json" },
+        body: JSON.stringify({ parent_id: root.folder.id, name }),
+      });
+      if (!made.ok) throw new Error(`making the folder ${name} answered ${made.status}`);
+      const folder = await made.json();
+      const ids = {};
+      for (const [file, base64] of files) {
+        const body = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+        const q = new URLSearchParams({ parent_id: folder.id, name: file });
+        const res = await fetch(`/api/v1/file/content?${q}`, {
+          method: "POST",
+          headers: { ...headers, "Content-Type": "application/octet-stream" },
+          body,
+        });
+        if (!res.ok) throw new Error(`storing ${file} answered ${res.status}`);
+        ids[file] = (await res.json()).id;
+      }
+      return ids;
+    },
+    [name, files.map(([file, bytes]) => [file, Buffer.from(bytes).toString("base64")])],
+  );
+}
+
+/** Chooses `action` ("Open", "Rename", "Download", "Share", "Delete") in the "⋯" menu of the
+ * entry `name` listed in `scope` (the first such entry, or the last with `which`). */
+export async function rowAction(scope, name, action, which = "first") {
+  const button = scope.getByRole("button", { name: `Actions for ${name}`, exact: true });
+  await (which === "last" ? button.last() : button.first()).click();
+  const page = typeof scope.page === "function" ? scope.page() : scope;
+  await page.getByRole("menu", { name: `Actions for ${name}` }).getByRole("menuitem", { name: action, exact: true }).click();
+}
+
 /** Sets the files of an upload input once the app enables it (when it knows the folder). */
 export async function pick(page, selector, files) {
   await page.locator(`${selector}:not([disabled])`).waitFor({ state: "attached" });

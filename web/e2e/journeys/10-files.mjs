@@ -1,6 +1,6 @@
 // The file browser: folders, uploads, rename, delete; selection, the folder picker, the trash.
 import { readFileSync } from "node:fs";
-import { base, shot, expectPath, pick, TIMEOUT } from "../lib.mjs";
+import { base, shot, expectPath, pick, rowAction, TIMEOUT } from "../lib.mjs";
 
 export const journeys = [
   [
@@ -18,15 +18,15 @@ export const journeys = [
       const queue = page.getByRole("region", { name: "Uploads" });
       await queue.getByText("Done").waitFor({ timeout: TIMEOUT });
       const list = page.getByRole("list", { name: "Contents of Journey folder" });
-      await list.getByRole("button", { name: "Download hello.txt" }).first().waitFor();
+      await list.getByRole("button", { name: "Actions for hello.txt" }).first().waitFor();
       await page.getByText("1 item", { exact: true }).waitFor();
       await shot(page, "file-browser");
-      await list.getByRole("button", { name: "Rename hello.txt" }).click();
+      await rowAction(list, "hello.txt", "Rename");
       await dialog.getByRole("textbox").fill("renamed.txt");
       await dialog.getByRole("button", { name: "Rename" }).click();
-      await list.getByRole("button", { name: "Rename renamed.txt" }).waitFor();
-      if (await list.getByRole("button", { name: "Rename hello.txt" }).count()) throw new Error("old name still listed");
-      await list.getByRole("button", { name: "Delete renamed.txt" }).click();
+      await list.getByRole("button", { name: "Actions for renamed.txt" }).waitFor();
+      if (await list.getByRole("button", { name: "Actions for hello.txt" }).count()) throw new Error("old name still listed");
+      await rowAction(list, "renamed.txt", "Delete");
       await dialog.getByRole("button", { name: "Delete" }).click();
       await page.getByText("This folder is empty").waitFor();
       await page.getByRole("navigation", { name: "Folder path" }).getByRole("link", { name: "My files" }).click();
@@ -73,6 +73,13 @@ export const journeys = [
       await page.getByRole("button", { name: "Show properties" }).click();
       const props = page.getByRole("region", { name: "Properties" });
       await props.getByText("/Move source/moved.txt").waitFor();
+      // The panel holds what the row's one menu offers; the row has no row of icons.
+      const acts = props.getByRole("group", { name: "Actions for moved.txt" });
+      for (const action of ["Open", "Rename", "Download", "Share", "Delete", "Versions"]) {
+        await acts.getByRole("button", { name: action, exact: true }).waitFor();
+      }
+      const buttons = await list.getByRole("listitem").filter({ hasText: "moved.txt" }).getByRole("button").count();
+      if (buttons !== 1) throw new Error(`the row has ${buttons} buttons, not its one menu`);
       await list.getByRole("checkbox", { name: "Select moved.txt" }).check();
       const tools = page.getByRole("toolbar", { name: "Selected items" });
       await tools.getByText("1 selected").waitFor();

@@ -1,5 +1,5 @@
 // The trash: deleting for good asks first (Cancel keeps the entry), then the entry is gone.
-import { base, expectPath } from "../lib.mjs";
+import { base, expectPath, rowAction } from "../lib.mjs";
 
 export const journeys = [
   [
@@ -11,9 +11,9 @@ export const journeys = [
       await dialog.getByRole("textbox").fill("Purge me");
       await dialog.getByRole("button", { name: "New folder" }).click();
       const root = page.getByRole("list", { name: "Contents of My files" });
-      await root.getByRole("button", { name: "Delete Purge me" }).click();
+      await rowAction(root, "Purge me", "Delete");
       await dialog.getByRole("button", { name: "Delete" }).click();
-      await root.getByRole("button", { name: "Delete Purge me" }).waitFor({ state: "detached" });
+      await root.getByRole("button", { name: "Actions for Purge me" }).waitFor({ state: "detached" });
 
       await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Trash" }).click();
       await expectPath(page, /^\/trash$/);

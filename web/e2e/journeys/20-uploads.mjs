@@ -5,7 +5,7 @@ import { createHash } from "node:crypto";
 import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { base, shot, expectPath, pick, expected } from "../lib.mjs";
+import { base, shot, expectPath, pick, expected, rowAction } from "../lib.mjs";
 
 const SIZE = 50 * 1024 * 1024;
 const CHUNK_PATH = /\/api\/v1\/file\/upload\/[0-9a-f-]{36}\/\d+$/;
@@ -109,7 +109,7 @@ export const journeys = [
         const list = page.getByRole("list", { name: "Contents of data" });
         const [download] = await Promise.all([
           page.waitForEvent("download"),
-          list.getByRole("button", { name: "Download big.bin" }).last().click(),
+          rowAction(list, "big.bin", "Download", "last"),
         ]);
         const got = sha256(readFileSync(await download.path()));
         if (got !== want) throw new Error(`downloaded SHA-256 ${got} differs from the source ${want}`);

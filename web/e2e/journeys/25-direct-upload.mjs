@@ -4,7 +4,7 @@
 // none through the master, and the file downloads with the source's bytes.
 import { createHash, randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { adminApi, shot, signIn, watch, TIMEOUT } from "../lib.mjs";
+import { adminApi, rowAction, shot, signIn, watch, TIMEOUT } from "../lib.mjs";
 
 const MIB = 1024 * 1024;
 const sha256 = (b) => createHash("sha256").update(b).digest("hex");
@@ -53,7 +53,7 @@ export const journeys = [
         const list = page.getByRole("list", { name: "Contents of My files" });
         const [download] = await Promise.all([
           page.waitForEvent("download"),
-          list.getByRole("button", { name: "Download on-node.bin" }).last().click(),
+          rowAction(list, "on-node.bin", "Download", "last"),
         ]);
         const got = sha256(readFileSync(await download.path()));
         if (got !== sha256(source)) throw new Error("the downloaded file differs from the source");

@@ -2,7 +2,7 @@
 // anonymous browser, get the password wrong then right, download and compare the bytes; the
 // share is then listed under "My shares". Leaves `run.share` ({ link, password }) for later journeys.
 import { readFile } from "node:fs/promises";
-import { adminApi, base, shot, expectPath, signIn, watch, TIMEOUT } from "../lib.mjs";
+import { adminApi, base, shot, expectPath, rowAction, signIn, watch, TIMEOUT } from "../lib.mjs";
 
 export const journeys = [
   [
@@ -30,7 +30,7 @@ export const journeys = [
       );
       if (stored !== 201 && stored !== 200) throw new Error(`storing the file answered ${stored}`);
       await page.reload();
-      await page.getByRole("button", { name: `Share ${name}` }).first().click();
+      await rowAction(page, name, "Share");
 
       const dialog = page.getByRole("dialog", { name: `Share “${name}”` });
       const password = "open-sesame-4";

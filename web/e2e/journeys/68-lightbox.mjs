@@ -4,7 +4,7 @@
 // returns to the folder. On a phone a swipe goes to the next picture, a pinch zooms and the
 // controls are thumb-sized. A PDF's frame is titled by the file's name and so is the window; the
 // Rust file shows highlighted tokens, and the highlighter is fetched only when code is opened.
-import { base, shot, expectPath, signedInPage, png, TIMEOUT } from "../lib.mjs";
+import { base, shot, expectPath, fillFolder, signedInPage, png, TIMEOUT } from "../lib.mjs";
 
 const DESKTOP = { viewport: { width: 1440, height: 900 } };
 const PHONE = { viewport: { width: 390, height: 844 }, hasTouch: true, isMobile: true, deviceScaleFactor: 2 };
@@ -31,37 +31,6 @@ function pdf(text) {
   for (const at of offsets) out += `${String(at).padStart(10, "0")} 00000 n \n`;
   out += `trailer\n<< /Size ${objects.length + 1} /Root 1 0 R >>\nstartxref\n${xref}\n%%EOF\n`;
   return Buffer.from(out, "latin1");
-}
-
-/** Makes folder `name` in the root and stores `files` ([name, Buffer]) in it through the API as
- * the page's user; answers the ids by name. */
-async function fill(page, name, files) {
-  return page.evaluate(
-    async ([name, files]) => {
-      const { access_token } = JSON.parse(localStorage.getItem("nubo.session"));
-      const headers = { Authorization: `Bearer ${access_token}` };
-      const root = await (await fetch("/api/v1/directory?limit=1", { headers })).json();
-      const made = await fetch("/api/v1/directory", {
-        method: "POST",
-        headers: { ...headers, "Content-Type": "application/json" },
-        body: JSON.stringify({ parent_id: root.folder.id, name }),
-      });
-      const folder = await made.json();
-      const ids = {};
-      for (const [file, base64] of files) {
-        const body = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
-        const q = new URLSearchParams({ parent_id: folder.id, name: file });
-        const res = await fetch(`/api/v1/file/content?${q}`, {
-          method: "POST",
-          headers: { ...headers, "Content-Type": "application/octet-stream" },
-          body,
-        });
-        ids[file] = (await res.json()).id;
-      }
-      return ids;
-    },
-    [name, files.map(([file, bytes]) => [file, bytes.toString("base64")])],
-  );
 }
 
 /** The scale of the lightbox's image (its transform's), once the image has loaded. */
@@ -109,7 +78,7 @@ export const journeys = [
         const requests = [];
         page.on("request", (r) => requests.push(new URL(r.url()).pathname));
         const highlighter = () => requests.filter((p) => /^\/assets\/highlight-[\w-]+\.js$/.test(p));
-        ids = await fill(page, folder, files);
+        ids = await fillFolder(page, folder, files);
         await page.goto(`${base}/files/${folder}`);
         await page.getByRole("link", { name: `Open ${names[1]}` }).click();
         const box = page.getByRole("dialog", { name: `Image viewer: ${names[1]}` });

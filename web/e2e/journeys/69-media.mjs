@@ -8,7 +8,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { base, expectPath, png, shot, TIMEOUT } from "../lib.mjs";
+import { base, expectPath, fillFolder, png, rowAction, shot, TIMEOUT } from "../lib.mjs";
 
 /** An 8-second 320×240 WebM (VP8, with cues, so a player can seek), drawn by ffmpeg. */
 function webm() {
@@ -23,37 +23,6 @@ function webm() {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-}
-
-/** Stores `files` ({name: bytes}) in a new folder `folder` of the root through the page's session. */
-async function store(page, folder, files) {
-  return page.evaluate(
-    async ({ folder, files }) => {
-      const { access_token } = JSON.parse(localStorage.getItem("nubo.session"));
-      const headers = { Authorization: `Bearer ${access_token}` };
-      const root = await (await fetch("/api/v1/directory?limit=1", { headers })).json();
-      const made = await fetch("/api/v1/directory", {
-        method: "POST",
-        headers: { ...headers, "Content-Type": "application/json" },
-        body: JSON.stringify({ parent_id: root.folder.id, name: folder }),
-      });
-      if (!made.ok) throw new Error(`making the folder answered ${made.status}`);
-      const parent = (await made.json()).id;
-      const ids = {};
-      for (const [name, bytes] of Object.entries(files)) {
-        const q = new URLSearchParams({ parent_id: parent, name });
-        const r = await fetch(`/api/v1/file/content?${q}`, {
-          method: "POST",
-          headers: { ...headers, "Content-Type": "application/octet-stream" },
-          body: new Uint8Array(bytes),
-        });
-        if (!r.ok) throw new Error(`storing ${name} answered ${r.status}`);
-        ids[name] = (await r.json()).id;
-      }
-      return { parent, ids };
-    },
-    { folder, files: Object.fromEntries(Object.entries(files).map(([n, b]) => [n, [...b]])) },
-  );
 }
 
 /** Waits until every image in `scope` matching `selector` has decoded; answers their sizes. */
@@ -73,7 +42,7 @@ export const journeys = [
       const folder = `Media ${Date.now()}`;
       const beach = png(640, 400, (x, y) => [(x * 255) / 640, (y * 255) / 400, 90]);
       const hills = png(300, 500, (x, y) => [40, (x * 255) / 300, (y * 255) / 500]);
-      const { ids } = await store(page, folder, { "beach.png": beach, "hills.png": hills, "clip.webm": webm() });
+      const ids = await fillFolder(page, folder, [["beach.png", beach], ["hills.png", hills], ["clip.webm", webm()]]);
 
       // The owner's player: every ranged read goes through one reusable media URL.
       const ranged = [];
@@ -110,7 +79,7 @@ export const journeys = [
       // Share the folder; the list marks it; sharing again shows that link.
       await page.goto(`${base}/files`);
       const row = page.getByRole("listitem").filter({ has: page.getByRole("link", { name: folder, exact: true }) });
-      await row.getByRole("button", { name: `Share ${folder}` }).click();
+      await rowAction(row, folder, "Share");
       let dialog = page.getByRole("dialog", { name: `Share “${folder}”` });
       await dialog.getByRole("button", { name: "Create link" }).click();
       const link = await dialog.getByLabel("Link").inputValue();
@@ -119,7 +88,7 @@ export const journeys = [
       await row.getByTestId("shared-mark").waitFor();
       await page.reload();
       await row.getByTestId("shared-mark").waitFor();
-      await row.getByRole("button", { name: `Share ${folder}` }).click();
+      await rowAction(row, folder, "Share");
       dialog = page.getByRole("dialog", { name: `Share “${folder}”` });
       await dialog.getByText("This is shared already, with this link:").waitFor();
       const shown = await dialog.getByLabel("Link").inputValue();

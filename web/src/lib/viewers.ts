@@ -3,6 +3,7 @@
 //! download URL, a reusable media URL for players, saving text back through `PATCH
 //! /file/content`, WOPI sessions, and which code grammar an extension names.
 import { api, client, type ObjectView, type Schemas } from "./api/client";
+import { t } from "./i18n/index.svelte";
 
 export type Viewer = Schemas["Viewer"];
 
@@ -47,6 +48,14 @@ export async function contentUrl(o: ObjectView): Promise<string> {
  */
 export async function mediaUrl(o: ObjectView): Promise<string> {
   return (await api(() => client.POST("/api/v1/file/media/{id}", { params: { path: { id: o.id } } }))).url;
+}
+
+/** Why a <video> or <audio> stopped (its `error` event), in words that say what to do next. */
+export function playbackProblem(e: Event): string {
+  const code = (e.currentTarget as HTMLMediaElement).error?.code;
+  if (code === MediaError.MEDIA_ERR_SRC_NOT_SUPPORTED) return t("viewer.playback.unsupported");
+  if (code === MediaError.MEDIA_ERR_DECODE) return t("viewer.playback.decode");
+  return t("viewer.playback.network");
 }
 
 /** The file's bytes as a Blob of `type` (the PDF viewer frames it; text is read from it). */
