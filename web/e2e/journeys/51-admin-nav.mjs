@@ -108,6 +108,7 @@ async function onAWideScreen(run) {
     const catalog = await adminApi(run, "GET", "/admin/settings/catalog");
     const site = new Set(catalog.filter((e) => e.group === "BASIC").map((e) => e.name));
     await nav.getByRole("link", { name: "Site", exact: true }).click();
+    await page.getByLabel("Site name", { exact: true }).waitFor();
     const form = page.locator("form", { has: page.getByLabel("Site name", { exact: true }) });
     const ids = await form.locator("input, select").evaluateAll((fields) => fields.map((f) => f.id.replace(/^setting-/, "")));
     const strangers = ids.filter((name) => !site.has(name));
