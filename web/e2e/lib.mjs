@@ -90,6 +90,38 @@ export async function rowAction(scope, name, action, which = "first") {
   await page.getByRole("menu", { name: `Actions for ${name}` }).getByRole("menuitem", { name: action, exact: true }).click();
 }
 
+/** Fails when the page is wider than the screen, naming the widest elements that stick out. */
+export async function fitsTheScreen(page, where) {
+  await page.waitForLoadState("networkidle");
+  const { scroll, client, wide } = await page.evaluate(() => {
+    const root = document.documentElement;
+    const out = (e) => e.getBoundingClientRect().right > root.clientWidth + 1;
+    // The innermost ones: an element sticking out whose children all fit is the cause.
+    const wide = [...document.querySelectorAll("body *")]
+      .filter((e) => out(e) && ![...e.children].some(out))
+      .slice(0, 4)
+      .map((e) => `${e.tagName.toLowerCase()}.${[...e.classList].join(".")}`);
+    return { scroll: root.scrollWidth, client: root.clientWidth, wide };
+  });
+  if (scroll > client) throw new Error(`${where} is ${scroll} px wide on a ${client} px screen: ${wide.join(", ")}`);
+}
+
+/** Fails when `locator` is smaller than a thumb's 44×44 px; answers its box. */
+export async function atLeast44(locator, what) {
+  const box = await locator.boundingBox();
+  if (!box || box.width < 44 || box.height < 44) {
+    throw new Error(`${what} is ${box ? `${Math.round(box.width)}×${Math.round(box.height)}` : "not shown"}, under 44×44 px`);
+  }
+  return box;
+}
+
+/** Waits until the window's title starts with `start`. */
+export async function titled(page, start) {
+  await page.waitForFunction((start) => document.title.startsWith(start), start, { timeout: TIMEOUT }).catch(async () => {
+    throw new Error(`the window is titled ${JSON.stringify(await page.title())}, not ${JSON.stringify(start)}…`);
+  });
+}
+
 /** Sets the files of an upload input once the app enables it (when it knows the folder). */
 export async function pick(page, selector, files) {
   await page.locator(`${selector}:not([disabled])`).waitFor({ state: "attached" });

@@ -1,6 +1,6 @@
-// OpenID Connect: the administrator (fresh context) sets up the OpenID Connect provider in Site
-// settings (button label, issuer, private-network switch, client id and secret, the method in
-// Sign-in methods), pointing it at the real OpenID Connect issuer the harness started
+// OpenID Connect: the administrator (fresh context) sets up the OpenID Connect provider on the
+// site settings' OAuth providers page (button label, issuer, private-network switch, client id and
+// secret; then the method in Sign-in methods, on its own page), pointing it at the real OpenID Connect issuer the harness started
 // (oauth2-mock-server, `e2e/oauth-server.mjs`, named by NUBO_E2E_OAUTH_URL); a newcomer then
 // signs up with the button that carries that label (the browser goes to the issuer's authorize
 // endpoint, back through the callback, where the ID token is checked, and the ticket page),
@@ -44,25 +44,35 @@ export const journeys = [
           await page.getByLabel("Password", { exact: true }).fill(run.admin.password);
           await page.getByRole("button", { name: "Sign in" }).click();
           await expectPath(page, /^\/files$/);
-          await page.goto(base + "/admin/settings");
+          // Every setting, sign-in method and choice has a human name, never its raw key, on
+          // every page of the site settings.
+          for (const slug of ["site", "sign-in", "oauth", "captcha"]) {
+            await page.goto(`${base}/admin/settings/${slug}`);
+            await page.getByRole("button", { name: "Save" }).waitFor();
+            const raw = await page.evaluate(() =>
+              [...document.querySelectorAll("main label, main legend, main option")]
+                .map((e) => e.textContent.trim())
+                .filter((text) => /^[a-z]+(_[a-z]+)+$/.test(text) || ["oidc", "qq", "github", "none", "builtin"].includes(text)),
+            );
+            if (raw.length) throw new Error(`the site settings' ${slug} page shows raw keys: ${raw.join(", ")}`);
+          }
+          // The OAuth providers have a page of their own, saved alone.
+          const areas = page.getByRole("navigation", { name: "Administration areas" });
+          await areas.getByRole("link", { name: "OAuth providers", exact: true }).click();
           const oauthGroup = page.getByRole("group", { name: "OAuth providers" });
-          await oauthGroup.waitFor();
-          // Every setting, sign-in method and choice has a human name, never its raw key.
-          const raw = await page.evaluate(() =>
-            [...document.querySelectorAll("main label, main legend, main option")]
-              .map((e) => e.textContent.trim())
-              .filter((text) => /^[a-z]+(_[a-z]+)+$/.test(text) || ["oidc", "qq", "github", "none", "builtin"].includes(text)),
-          );
-          if (raw.length) throw new Error(`the site settings show raw keys: ${raw.join(", ")}`);
           await oauthGroup.getByLabel("OpenID Connect button label").fill("Company SSO");
           await oauthGroup.getByLabel("OpenID Connect issuer URL").fill(oauth);
           await oauthGroup.getByLabel("The OpenID Connect issuer is on a private network").check();
           await oauthGroup.getByLabel("OpenID Connect client ID").fill("nubo-journey-oidc");
           await oauthGroup.getByLabel("OpenID Connect client secret").fill("mock-secret");
-          await page.getByRole("group", { name: "Sign-in methods" }).getByLabel("OpenID Connect", { exact: true }).check();
           await shot(page, "admin-settings-oidc");
-          // The site settings' own form (the mail settings have another).
           await page.locator("form", { has: oauthGroup }).getByRole("button", { name: "Save" }).click();
+          await page.getByRole("status").filter({ hasText: "Settings saved." }).waitFor();
+          // Then the sign-in methods, on theirs.
+          await areas.getByRole("link", { name: "Sign-in and registration", exact: true }).click();
+          const methods = page.getByRole("group", { name: "Sign-in methods" });
+          await methods.getByLabel("OpenID Connect", { exact: true }).check();
+          await page.locator("form", { has: methods }).getByRole("button", { name: "Save" }).click();
           await page.getByRole("status").filter({ hasText: "Settings saved." }).waitFor();
         } finally {
           await admin.context.close();

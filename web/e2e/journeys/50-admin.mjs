@@ -20,17 +20,17 @@ export const journeys = [
         await expectPath(page, /^\/files$/);
         await page.getByRole("link", { name: "Administration" }).click();
         await expectPath(page, /^\/admin$/);
-        const tabs = page.getByRole("navigation", { name: "Administration areas" });
+        const areas = page.getByRole("navigation", { name: "Administration areas" });
         // The dashboard comes first; the run's user is listed under Users.
-        await page.getByRole("heading", { name: "Overview", level: 2 }).waitFor();
-        await tabs.getByRole("link", { name: "Users" }).click();
+        await page.getByRole("heading", { name: "Dashboard", level: 2 }).waitFor();
+        await areas.getByRole("link", { name: "Users" }).click();
         await expectPath(page, /^\/admin\/users$/);
         await page.getByLabel("Find users").fill(email);
         await page.getByRole("button", { name: "Search" }).click();
         await page.getByRole("cell", { name: email, exact: true }).waitFor();
 
         const suffix = Date.now().toString(36);
-        await tabs.getByRole("link", { name: "Groups" }).click();
+        await areas.getByRole("link", { name: "Groups" }).click();
         await expectPath(page, /^\/admin\/groups$/);
         await page.getByRole("button", { name: "New group" }).click();
         await page.getByLabel("Name", { exact: true }).fill(`Journey group ${suffix}`);
@@ -51,7 +51,7 @@ export const journeys = [
         if (kept !== "5") throw new Error(`the group form shows ${kept} versions kept`);
         await page.getByRole("button", { name: "Cancel" }).click();
 
-        await tabs.getByRole("link", { name: "Storage policies" }).click();
+        await areas.getByRole("link", { name: "Storage policies" }).click();
         await expectPath(page, /^\/admin\/policies$/);
         await page.getByRole("button", { name: "New local policy" }).click();
         await page.getByLabel("Name", { exact: true }).fill(`Journey policy ${suffix}`);
@@ -62,16 +62,18 @@ export const journeys = [
         await policy.getByRole("cell", { name: "100 MiB" }).waitFor();
         await shot(page, "admin-policies");
 
-        for (const [tab, path] of [["Storage nodes", "nodes"], ["Tasks", "tasks"], ["Shares", "shares"], ["Files", "files"], ["Site settings", "settings"]]) {
-          await tabs.getByRole("link", { name: tab }).click();
+        for (const [area, path] of [["Storage nodes", "nodes"], ["Tasks", "tasks"], ["Shares", "shares"], ["Files", "files"], ["Site settings", "settings"]]) {
+          await areas.getByRole("link", { name: area, exact: true }).click();
           await expectPath(page, new RegExp(`^/admin/${path}$`));
-          await page.getByRole("heading", { name: tab, level: 2 }).waitFor();
+          await page.getByRole("heading", { name: area, level: 2 }).waitFor();
         }
+        await areas.getByRole("link", { name: "Site", exact: true }).click();
+        await expectPath(page, /^\/admin\/settings\/site$/);
         await page.getByLabel("Site name").waitFor();
         if (await page.getByRole("alert").count()) throw new Error(`an error shows: ${await page.getByRole("alert").first().innerText()}`);
 
         // A theme preset: previewed while edited, made the site default, then removed again.
-        await tabs.getByRole("link", { name: "Themes" }).click();
+        await areas.getByRole("link", { name: "Themes" }).click();
         await expectPath(page, /^\/admin\/themes$/);
         await page.getByRole("button", { name: "New theme" }).click();
         await page.getByLabel("Name", { exact: true }).fill(`Journey theme ${suffix}`);

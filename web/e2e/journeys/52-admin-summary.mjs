@@ -67,7 +67,7 @@ export const journeys = [
         await expectPath(page, /^\/files$/);
         await page.getByRole("link", { name: "Administration" }).click();
         await expectPath(page, /^\/admin$/);
-        await page.getByRole("heading", { name: "Overview", level: 2 }).waitFor();
+        await page.getByRole("heading", { name: "Dashboard", level: 2 }).waitFor();
         for (const [figure, value] of Object.entries(expected)) {
           const shown = await page.locator(`dd[data-figure="${figure}"]`).getAttribute("data-value");
           if (Number(shown) !== value) throw new Error(`${figure}: the dashboard shows ${shown}, expected ${value}`);
@@ -84,8 +84,8 @@ export const journeys = [
         await shot(page, "admin-summary");
 
         // The uploader's detail, from the users list.
-        const tabs = page.getByRole("navigation", { name: "Administration areas" });
-        await tabs.getByRole("link", { name: "Users" }).click();
+        const areas = page.getByRole("navigation", { name: "Administration areas" });
+        await areas.getByRole("link", { name: "Users" }).click();
         await page.getByLabel("Find users").fill(people[0]);
         await page.getByRole("button", { name: "Search" }).click();
         await page.getByRole("link", { name: people[0] }).click();

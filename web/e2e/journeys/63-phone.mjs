@@ -4,31 +4,9 @@
 // press selects it and the selection moves into a folder; a rename to a taken name keeps the
 // typed text and offers to keep both. Every control it touches is at least
 // 44 px, and the window's title names what is shown.
-import { shot, expectPath, expected, signIn, signedInPage, TIMEOUT } from "../lib.mjs";
+import { shot, expectPath, expected, signIn, signedInPage, fitsTheScreen, atLeast44, titled } from "../lib.mjs";
 
 const PHONE = { viewport: { width: 390, height: 844 }, hasTouch: true, isMobile: true, deviceScaleFactor: 2 };
-
-/** Fails when the page is wider than the screen, naming the widest elements that stick out. */
-async function fitsTheScreen(page, where) {
-  await page.waitForLoadState("networkidle");
-  const { scroll, client, wide } = await page.evaluate(() => {
-    const root = document.documentElement;
-    const out = (e) => e.getBoundingClientRect().right > root.clientWidth + 1;
-    // The innermost ones: an element sticking out whose children all fit is the cause.
-    const wide = [...document.querySelectorAll("body *")]
-      .filter((e) => out(e) && ![...e.children].some(out))
-      .slice(0, 4)
-      .map((e) => `${e.tagName.toLowerCase()}.${[...e.classList].join(".")}`);
-    return { scroll: root.scrollWidth, client: root.clientWidth, wide };
-  });
-  if (scroll > client) throw new Error(`${where} is ${scroll} px wide on a ${client} px screen: ${wide.join(", ")}`);
-}
-
-async function titled(page, start) {
-  await page.waitForFunction((start) => document.title.startsWith(start), start, { timeout: TIMEOUT }).catch(async () => {
-    throw new Error(`the window is titled ${JSON.stringify(await page.title())}, not ${JSON.stringify(start)}…`);
-  });
-}
 
 /** Holds a finger on `locator` for 0.7 s (touch events, as a phone sends them). */
 async function longPress(page, locator) {
@@ -39,14 +17,6 @@ async function longPress(page, locator) {
   await new Promise((r) => setTimeout(r, 700));
   await cdp.send("Input.dispatchTouchEvent", { type: "touchEnd", touchPoints: [] });
   await cdp.detach();
-}
-
-async function atLeast44(locator, what) {
-  const box = await locator.boundingBox();
-  if (!box || box.width < 44 || box.height < 44) {
-    throw new Error(`${what} is ${box ? `${Math.round(box.width)}×${Math.round(box.height)}` : "not shown"}, under 44×44 px`);
-  }
-  return box;
 }
 
 async function onAPhone(_page, run) {
@@ -159,17 +129,10 @@ async function onAPhone(_page, run) {
       await page.getByRole("button", { name: "Sign out" }).click();
       await expectPath(page, /^\/login$/);
       await signIn(page, run.admin);
-      await sections.getByRole("link", { name: "Administration" }).click();
+      await sections.getByRole("link", { name: "Admin", exact: true }).click();
       await expectPath(page, /^\/admin$/);
       await fitsTheScreen(page, "the administration overview");
-      const areas = page.getByRole("navigation", { name: "Administration areas" });
-      const names = await areas.getByRole("link").allTextContents();
-      if (names.length < 10) throw new Error(`the administration lists ${names.length} areas`);
-      for (const area of names) {
-        await areas.getByRole("link", { name: area, exact: true }).click();
-        await page.waitForLoadState("networkidle");
-        await fitsTheScreen(page, `the administration's ${area}`);
-      }
+      // 51-admin-nav goes through every administration page on a phone.
     }
   });
 }

@@ -113,12 +113,20 @@ export const journeys = [
           ["/admin/themes", () => page.getByRole("button", { name: "New theme" })],
           ["/admin/viewers", () => page.getByRole("heading", { name: "Built-in viewers" })],
           ["/admin/activity", () => page.getByRole("button", { name: "Download CSV" })],
-          ["/admin/settings", () => page.getByLabel("Site name")],
+          ["/admin/settings", () => page.getByRole("link", { name: "OAuth providers" }).first()],
+          ["/admin/settings/site", () => page.getByLabel("Site name")],
+          ["/admin/settings/sign-in", () => page.getByRole("group", { name: "Sign-in methods" })],
+          ["/admin/settings/mail", () => page.getByLabel("SMTP host")],
         ]) {
           await page.goto(base + path);
           await ready().waitFor();
           await scan(page, path, source, found);
         }
+        // A phone: the administration's switcher stands in for its side list.
+        await page.setViewportSize({ width: 390, height: 844 });
+        await page.goto(base + "/admin/settings/oauth");
+        await page.getByLabel("Go to").waitFor();
+        await scan(page, "/admin/settings/oauth on a phone", source, found);
       } finally {
         await context.close();
       }

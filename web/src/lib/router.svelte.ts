@@ -13,7 +13,7 @@ export type Route =
   | { name: "share"; code: string }
   | { name: "shares" }
   | { name: "settings" }
-  | { name: "admin"; section: string; id?: string }
+  | { name: "admin"; section: string; id?: string; sub?: string }
   | { name: "not_found" };
 
 /** Pages that need a session; the others are public. */
@@ -66,6 +66,8 @@ export function match(pathname: string): Route {
       if (rest.length <= 1) return { name: "admin", section: rest[0] ?? "" };
       // `/admin/users/<id>`: one user's detail.
       if (rest.length === 2 && rest[0] === "users") return { name: "admin", section: "users", id: rest[1] };
+      // `/admin/settings/<page>`: one page of the site settings.
+      if (rest.length === 2 && rest[0] === "settings") return { name: "admin", section: "settings", sub: rest[1] };
       return { name: "not_found" };
     default:
       return { name: "not_found" };

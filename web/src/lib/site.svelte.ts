@@ -10,8 +10,9 @@ class Site {
   load(): Promise<void> {
     this.#loading ??= api(() => client.GET("/api/v1/site/config"))
       .then((c) => {
+        // The window's title follows through PageTitle, which every page has (setting
+        // `document.title` here would overwrite the page's name on a direct load).
         this.config = c;
-        document.title = c.site_name || "Nubo";
       })
       .catch((e: Error) => {
         this.error = e.message;
