@@ -421,9 +421,9 @@ async fn every_write_path_records_itself_once(app: TestApp) {
         Method::POST,
         "/object/copies",
         Some(&user.access),
-        Some(json!({"src_ids": [folder], "dst_id": root})),
+        Some(json!({"src_ids": [folder], "dst_id": folder})),
     );
-    assert_eq!(copied.await.status(), 409, "the copy's name is taken in the root");
+    assert_eq!(copied.await.status(), 409, "a folder cannot be copied into itself");
     let sub = app.mkdir(&user, &root, "Copies").await;
     let copied =
         app.call(Method::POST, "/object/copies", Some(&user.access), Some(json!({"src_ids": [folder], "dst_id": sub})));
