@@ -5,7 +5,7 @@
 // onto a breadcrumb it moves up; a folder dragged into itself is refused with a message; trash
 // then Undo brings a file back; a rubber band in the grid selects the tiles it touches (Shift
 // adds); a missing folder shows one state, not an error and "empty" at once.
-import { base, expectPath, expected, pick, signedInPage } from "../lib.mjs";
+import { base, expectPath, expected, pick, shot, signedInPage } from "../lib.mjs";
 
 async function gestures(_page, run) {
   await signedInPage(run, { viewport: { width: 1440, height: 900 } }, async (page) => {
@@ -52,6 +52,8 @@ async function gestures(_page, run) {
 
     // Right-click → Rename to a taken name: the text stays, keeping both is offered.
     await row("b.txt").click({ button: "right" });
+    await page.getByRole("menu", { name: "Actions for b.txt" }).waitFor();
+    await shot(page, "context-menu");
     await page.getByRole("menu", { name: "Actions for b.txt" }).getByRole("menuitem", { name: "Rename" }).click();
     const field = dialog.getByRole("textbox");
     await field.fill("a.txt");
