@@ -15,12 +15,13 @@
 //   - the drag: a 1280x800 desktop window (scroll bars shown) on /files/files-10000; once every
 //     page of the listing is in, the mouse takes the list's scroll bar thumb from the top to the
 //     bottom in `--steps` moves, one frame apart, while a PerformanceObserver records 'longtask'
-//     entries (installed before the app loads, so the load's tasks are counted apart).
+//     entries (installed before the app loads, so the load's tasks are counted apart). `--cpu 4`
+//     slows the CPU down 4x for the drag (DevTools' emulation, as Lighthouse's mobile preset).
 //
 // Usage (the app served with the production CSP, e.g. `npm run build && NUBO_DEV_API=http://127.0.0.1:5305
 // npx vite preview --port 4178`, or a master serving its build):
 //   node e2e/lighthouse.mjs --base http://127.0.0.1:4178 [--runs 3] [--only lighthouse|drag]
-//     [--pages files-5000,root,share] [--steps 120] [--state FILE] [--json FILE]
+//     [--pages files-5000,root,share] [--steps 120] [--cpu 1] [--state FILE] [--json FILE]
 // The state file (default /tmp/nubo-lighthouse-HOST-PORT.json) names the seeded user; delete it
 // to seed a new one. Chromium: $NUBO_CHROMIUM or /usr/bin/chromium. Exit 1 when a target is missed.
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -35,6 +36,7 @@ const RUNS = Number(arg("--runs", "3"));
 const ONLY = arg("--only", "all");
 const PAGES = arg("--pages", "files-5000,root,share").split(",");
 const STEPS = Number(arg("--steps", "120"));
+const CPU = Number(arg("--cpu", "1"));
 const LH_VERSION = JSON.parse(readFileSync(new URL("../node_modules/lighthouse/package.json", import.meta.url), "utf8")).version;
 const CHROMIUM = process.env.NUBO_CHROMIUM ?? "/usr/bin/chromium";
 const TARGETS = { performance: 0.9, accessibility: 1, "best-practices": 1, taskMs: 50 };
@@ -243,14 +245,18 @@ async function dragRun(state) {
     await page.getByText("10000 items").waitFor({ timeout: 120_000 });
     await page.waitForTimeout(300);
     const loadTasks = await page.evaluate(() => window.__longtasks.splice(0));
+    if (CPU > 1) await (await context.newCDPSession(page)).send("Emulation.setCPUThrottlingRate", { rate: CPU });
 
-    // The thumb starts at the top of the track, at the viewport's right edge.
+    // The thumb starts at the top of the track (below the arrow button), at the viewport's right edge.
     const box = await list.boundingBox();
-    const x = box.x + box.width - 6;
-    await page.mouse.move(x, box.y + 6);
+    const bar = await list.evaluate((v) => v.offsetWidth - v.clientWidth);
+    if (!bar) throw new Error("the list shows no scroll bar");
+    const x = box.x + box.width - bar / 2;
+    const [top, bottom] = [box.y + bar + 5, box.y + box.height - bar - 5];
+    await page.mouse.move(x, top);
     await page.mouse.down();
     for (let i = 1; i <= STEPS; i++) {
-      await page.mouse.move(x, box.y + 6 + ((box.height - 12) * i) / STEPS);
+      await page.mouse.move(x, top + ((bottom - top) * i) / STEPS);
       await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => r())));
     }
     await page.mouse.up();
@@ -285,7 +291,7 @@ async function dragAll(state) {
   const m = (k) => median(runs.map((r) => r[k]));
   const out = { loadTasks: m("loadTasks"), loadLongest: m("loadLongest"), dragTasks: m("dragTasks"), dragLongest: m("dragLongest") };
   console.log(
-    `drag medians of ${RUNS}: load ${out.loadTasks} long tasks, longest ${Math.round(out.loadLongest)} ms; ` +
+    `drag medians of ${RUNS}${CPU > 1 ? ` (CPU ${CPU}x slower)` : ""}: load ${out.loadTasks} long tasks, longest ${Math.round(out.loadLongest)} ms; ` +
       `drag ${out.dragTasks} long tasks, longest ${Math.round(out.dragLongest)} ms`,
   );
   return out;
