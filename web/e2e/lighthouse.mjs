@@ -6,7 +6,8 @@
 // Seeds a user of its own through the API (once; the state file keeps it for later runs) with a
 // folder of 5,000 files, one of 10,000 files and a shared folder of 20 files, then:
 //   - Lighthouse on /files/files-5000, on /files (the root) and on the share page /share/CODE
-//     (as a visitor), `--runs` times each, in a fresh Chromium profile per run (signed in by
+//     (as a visitor; `--pages` may add `root-admin`, the root of NUBO_E2E_ADMIN_EMAIL with
+//     NUBO_E2E_ADMIN_PASSWORD, a first administrator's), `--runs` times each, in a fresh Chromium profile per run (signed in by
 //     writing the session into localStorage first); prints each run and the medians of the
 //     performance score, TBT, LCP, CLS and the longest main-thread task (Lighthouse's simulated
 //     figure), the accessibility and best-practices scores and what failed in them; then
@@ -58,7 +59,8 @@ async function call(method, path, body, token, type = "application/json") {
 }
 
 const password = "lighthouse-password-1";
-const signIn = (email) => call("POST", "/user/session", { provider: "email_password", identifier: email, credential: password });
+const signIn = (email, secret = password) =>
+  call("POST", "/user/session", { provider: "email_password", identifier: email, credential: secret });
 
 /** A folder of `n` small files (each its own bytes), 32 created at a time. */
 async function filesFolder(token, parent, name, n) {
@@ -179,12 +181,16 @@ async function installability(url, session) {
 }
 
 async function lighthouseAll(state) {
-  const urls = { "files-5000": "/files/files-5000", root: "/files", share: `/share/${state.share}` };
+  const urls = { "files-5000": "/files/files-5000", root: "/files", "root-admin": "/files", share: `/share/${state.share}` };
+  // The first administrator's root, whose shell asks to change the generated password.
+  const admin = { email: process.env.NUBO_E2E_ADMIN_EMAIL, password: process.env.NUBO_E2E_ADMIN_PASSWORD };
+  const sessionFor = async (name) =>
+    name === "share" ? null : name === "root-admin" ? signIn(admin.email, admin.password) : signIn(state.email);
   const out = {};
   for (const name of PAGES) {
     const runs = [];
     for (let r = 0; r < RUNS; r++) {
-      const session = name === "share" ? null : await signIn(state.email);
+      const session = await sessionFor(name);
       const run = await lighthouseRun(base + urls[name], session);
       runs.push(run);
       console.log(
@@ -196,7 +202,7 @@ async function lighthouseAll(state) {
       );
     }
     const m = (k) => median(runs.map((r) => r[k]));
-    const errors = await installability(base + urls[name], name === "share" ? null : await signIn(state.email));
+    const errors = await installability(base + urls[name], await sessionFor(name));
     out[name] = {
       performance: m("performance"),
       tbt: m("tbt"),
