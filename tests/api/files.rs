@@ -30,6 +30,7 @@ on_every_backend!(
     unfinished_uploads_are_listed_with_their_reservation_and_can_be_cancelled,
     trash_restore_and_purge,
     listing_puts_folders_first_sorts_and_pages,
+    a_listing_is_gzipped_when_asked_and_its_errors_are_not,
     names_are_validated_and_storage_keys_stay_inside_the_root,
     other_users_ids_answer_404_everywhere,
     policy_permission_is_checked,
@@ -513,6 +514,30 @@ async fn listing_puts_folders_first_sorts_and_pages(app: TestApp) {
     assert_eq!(error_body(missing, 404).await["code"], "object.not_found");
     let file = app.call(Method::GET, "/directory/a.txt", Some(&user.access), None).await;
     assert_eq!(error_body(file, 409).await["code"], "object.not_a_folder");
+}
+
+async fn a_listing_is_gzipped_when_asked_and_its_errors_are_not(app: TestApp) {
+    use reqwest::header::{ACCEPT_ENCODING, CONTENT_ENCODING};
+    let (user, root) = setup(&app).await;
+    for i in 0..30 {
+        app.mkdir(&user, &root, &format!("folder-{i:02}")).await;
+    }
+    let get = |path: &str, encoding: &str| {
+        app.request(Method::GET, path).bearer_auth(&user.access).header(ACCEPT_ENCODING, encoding).send()
+    };
+    let plain = get("/directory", "identity").await.unwrap();
+    assert!(plain.headers().get(CONTENT_ENCODING).is_none());
+    let length = plain.bytes().await.unwrap().len();
+    assert!(length > 1024, "a listing of 30 folders is worth compressing ({length} bytes)");
+
+    let gzipped = get("/directory", "gzip").await.unwrap();
+    assert_eq!(gzipped.status(), 200);
+    assert_eq!(gzipped.headers()[CONTENT_ENCODING], "gzip");
+    assert!(gzipped.bytes().await.unwrap().len() < length / 3, "gzip makes the listing much smaller");
+
+    let missing = get("/directory/nope", "gzip").await.unwrap();
+    assert!(missing.headers().get(CONTENT_ENCODING).is_none(), "an error body is left as it is");
+    assert_eq!(error_body(missing, 404).await["code"], "object.not_found");
 }
 
 async fn download_tokens_work_once_and_serve_ranges(app: TestApp, kind: PolicyKind) {

@@ -18,15 +18,29 @@ export function formatBytes(n: number): string {
 // a virtualised list scrolling 14 new rows a frame cannot afford.
 const dateFormats = new Map<string, Intl.DateTimeFormat>();
 
+// And the strings made: format() itself was the app's costliest function of a scroll bar drag,
+// which makes every row anew each frame; forgotten wholesale past a size few folders reach.
+const formatted = new Map<string, string>();
+let formattedIn = "";
+
 export function formatDate(iso: string): string {
+  const locale = i18n.locale;
+  if (locale !== formattedIn || formatted.size > 50_000) {
+    formatted.clear();
+    formattedIn = locale;
+  }
+  const known = formatted.get(iso);
+  if (known !== undefined) return known;
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return iso;
-  let f = dateFormats.get(i18n.locale);
+  let f = dateFormats.get(locale);
   if (!f) {
-    f = new Intl.DateTimeFormat(i18n.locale, { dateStyle: "medium", timeStyle: "short" });
-    dateFormats.set(i18n.locale, f);
+    f = new Intl.DateTimeFormat(locale, { dateStyle: "medium", timeStyle: "short" });
+    dateFormats.set(locale, f);
   }
-  return f.format(d);
+  const text = f.format(d);
+  formatted.set(iso, text);
+  return text;
 }
 
 const preciseFormats = new Map<string, Intl.DateTimeFormat>();

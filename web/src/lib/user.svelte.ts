@@ -4,9 +4,32 @@ import { api, client, type Schemas } from "./api/client";
 import { i18n, pickLocale, type Locale } from "./i18n/index.svelte";
 import { applyTheme } from "./theme";
 
+/** Whether the last settings loaded in this browser said the password was generated. */
+const GENERATED_KEY = "nubo.password-generated";
+
 class User {
   me = $state<Schemas["UserView"] | null>(null);
   settings = $state<Schemas["UserSettingsView"] | null>(null);
+  #generated = $state(localStorage.getItem(GENERATED_KEY) === "1");
+
+  /**
+   * The shell asks to change a generated password: as the settings say, and until they load, as
+   * the last load said, so the request is there at first paint instead of pushing the page down
+   * when the settings arrive (a layout shift of 0.13 on a phone).
+   */
+  get passwordGenerated(): boolean {
+    return this.settings?.password_generated ?? this.#generated;
+  }
+  /** The password is one the user chose now. */
+  passwordChosen(): void {
+    if (this.settings) this.settings.password_generated = false;
+    this.#remember(false);
+  }
+  #remember(generated: boolean): void {
+    this.#generated = generated;
+    if (generated) localStorage.setItem(GENERATED_KEY, "1");
+    else localStorage.removeItem(GENERATED_KEY);
+  }
 
   async load(): Promise<void> {
     const [me, settings] = await Promise.all([
@@ -15,6 +38,7 @@ class User {
     ]);
     this.me = me;
     this.settings = settings;
+    this.#remember(settings.password_generated);
     if (!localStorage.getItem("nubo.lang")) i18n.locale = pickLocale(settings.language);
     applyTheme(settings.theme.colors);
   }
@@ -35,6 +59,7 @@ class User {
   clear(): void {
     this.me = null;
     this.settings = null;
+    this.#remember(false);
   }
 }
 

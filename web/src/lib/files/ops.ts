@@ -12,10 +12,13 @@ export interface Sort {
 }
 
 const PAGE = 1000;
+/** The first page of a listing is smaller: a screenful and then some, shown while the rest
+ * arrives (in Lighthouse's mobile run a first page of 1,000 put the first rows 0.3 s later). */
+const FIRST_PAGE = 200;
 
 /**
- * Lists a folder by path (every page, PAGE at a time), calling `progress` after each page so
- * the list fills in while the rest arrives. Stops early when `stale()` turns true.
+ * Lists a folder by path (every page: FIRST_PAGE, then PAGE at a time), calling `progress`
+ * after each page so the list fills in while the rest arrives. Stops early when `stale()` turns true.
  */
 export async function listFolder(
   path: string[],
@@ -26,7 +29,7 @@ export async function listFolder(
   let offset = 0;
   let acc: ObjectView[] = [];
   for (;;) {
-    const query = { offset, limit: PAGE, order: sort.key, desc: sort.desc };
+    const query = { offset, limit: offset ? PAGE : FIRST_PAGE, order: sort.key, desc: sort.desc };
     const page = path.length
       ? await api(() => client.GET("/api/v1/directory/{path}", { params: { path: { path: path.join("/") }, query } }))
       : await api(() => client.GET("/api/v1/directory", { params: { query } }));
