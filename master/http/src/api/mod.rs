@@ -305,7 +305,7 @@ fn long_running((schemas, paths, router): DocumentedRoute) -> DocumentedRoute {
 
 /// Marks a route that answers a page of a listing: gzip when the client accepts it. A page of
 /// 1,000 entries is about 330 KB of JSON and 30 KB compressed, which on a phone's connection is
-/// the difference between seconds and a fraction of one before a big folder shows (issue 54).
+/// the difference between seconds and a fraction of one before a big folder shows.
 /// Only listings, and only successful answers over 1 KiB: no answer carrying a token or a
 /// file's bytes, and no error body, which `error::uniform_errors` may replace whole.
 fn listing((schemas, paths, router): DocumentedRoute) -> DocumentedRoute {
