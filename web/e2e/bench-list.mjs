@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The 10,000-entry budget of the file browser (issue 34): seeds a folder of 10,000 entries
+// The 10,000-entry budget of the file browser: seeds a folder of 10,000 entries
 // through the API (a new user each run; `POST /directory` in parallel batches, the cheapest
 // create the API has), opens it in Debian's Chromium, scrolls the list from top to bottom with
 // the mouse wheel, and reports the time until the folder is listed (first rows, then all

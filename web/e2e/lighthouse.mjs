@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The web app's performance targets (issue 54): Lighthouse's mobile preset (simulated
+// The web app's performance targets: Lighthouse's mobile preset (simulated
 // throttling: a slow 4G network and a 4x slower CPU) on three pages, and the long tasks of
 // dragging the scroll bar through a folder of 10,000 entries.
 //
