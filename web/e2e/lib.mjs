@@ -81,6 +81,17 @@ export async function fillFolder(page, name, files) {
   );
 }
 
+/** The header's account menu (its button names the account: "Account: …"). */
+export function accountButton(page) {
+  return page.getByRole("button", { name: /^Account: / });
+}
+
+/** Signs out through the header's account menu. */
+export async function signOut(page) {
+  await accountButton(page).click();
+  await page.getByRole("menuitem", { name: "Sign out", exact: true }).click();
+}
+
 /** Chooses `action` ("Open", "Rename", "Download", "Share", "Delete") in the "⋯" menu of the
  * entry `name` listed in `scope` (the first such entry, or the last with `which`). */
 export async function rowAction(scope, name, action, which = "first") {

@@ -1,5 +1,5 @@
 // Accounts: register, sign in, stay signed in across a reload.
-import { base, email, password, shot, expectPath } from "../lib.mjs";
+import { base, email, password, shot, expectPath, accountButton } from "../lib.mjs";
 
 export const journeys = [
   [
@@ -26,7 +26,7 @@ export const journeys = [
       await page.getByText("0 items").waitFor();
       await page.reload();
       await expectPath(page, /^\/files$/);
-      await page.getByRole("button", { name: "Sign out" }).waitFor();
+      await accountButton(page).waitFor();
       await page.getByText("0 items").waitFor();
     },
   ],

@@ -4,7 +4,7 @@
 // sink is given.
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { base, email, shot, expectPath, TIMEOUT } from "../lib.mjs";
+import { base, email, shot, expectPath, TIMEOUT, accountButton, signOut } from "../lib.mjs";
 
 const mailDir = process.env.NUBO_E2E_MAIL_DIR;
 const smtpPort = process.env.NUBO_E2E_SMTP_PORT;
@@ -52,7 +52,7 @@ export const journeys = [
       });
       try {
         await page.goto(base + "/files");
-        await page.getByRole("button", { name: "Sign out" }).click();
+        await signOut(page);
         await expectPath(page, /^\/login$/);
         await page.reload(); // the site configuration (its sign-in methods) is read at start
         await page.getByLabel("E-mail").fill(email);
@@ -62,7 +62,7 @@ export const journeys = [
         const link = await mailedLink(email);
         await page.goto(base + link);
         await expectPath(page, /^\/files$/);
-        await page.getByRole("button", { name: "Sign out" }).waitFor();
+        await accountButton(page).waitFor();
         await page.getByRole("navigation", { name: "Folder path" }).getByText("My files").waitFor();
       } finally {
         await setSettings(run, { auth_methods: ["email_password"] });

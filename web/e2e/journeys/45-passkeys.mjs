@@ -2,7 +2,7 @@
 // IP address as a relying party), the run's user adds a passkey in Settings through Chromium's
 // virtual authenticator (DevTools `WebAuthn.addVirtualAuthenticator`), signs out, and signs back
 // in with the passkey alone, no e-mail address typed.
-import { adminApi, base, email, password, shot, expectPath, signIn, watch, TIMEOUT } from "../lib.mjs";
+import { adminApi, base, email, password, shot, expectPath, signIn, watch, TIMEOUT, signOut } from "../lib.mjs";
 
 const settings = (run, values) => adminApi(run, "PATCH", "/admin/settings", values);
 
@@ -43,7 +43,7 @@ export const journeys = [
         }
         await shot(page, "settings-passkeys");
 
-        await page.getByRole("button", { name: "Sign out" }).click();
+        await signOut(page);
         await expectPath(page, /^\/login$/);
         await page.getByRole("button", { name: "Sign in with a passkey" }).click();
         await expectPath(page, /^\/files$/);

@@ -2,7 +2,7 @@
 // computed here as an authenticator app would (RFC 6238: HMAC-SHA-1, six digits, 30 s), keep the
 // recovery codes, sign out, sign in through the code step, and turn it off again.
 import { createHmac } from "node:crypto";
-import { base, email, password, expected, shot, expectPath } from "../lib.mjs";
+import { base, email, password, expected, shot, expectPath, signOut } from "../lib.mjs";
 
 const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
 
@@ -60,7 +60,7 @@ export const journeys = [
       await page.getByRole("button", { name: "I have saved them" }).click();
       await page.getByRole("button", { name: "Turn off two-factor sign-in" }).waitFor();
 
-      await page.getByRole("button", { name: "Sign out" }).click();
+      await signOut(page);
       await expectPath(page, /^\/login$/);
       await page.getByLabel("E-mail").fill(email);
       await page.getByLabel("Password", { exact: true }).fill(password);

@@ -4,7 +4,7 @@
 // press selects it and the selection moves into a folder; a rename to a taken name keeps the
 // typed text and offers to keep both. Every control it touches is at least
 // 44 px, and the window's title names what is shown.
-import { shot, expectPath, expected, signIn, signedInPage, fitsTheScreen, atLeast44, titled } from "../lib.mjs";
+import { shot, expectPath, expected, signIn, signedInPage, fitsTheScreen, atLeast44, titled, signOut } from "../lib.mjs";
 
 const PHONE = { viewport: { width: 390, height: 844 }, hasTouch: true, isMobile: true, deviceScaleFactor: 2 };
 
@@ -126,7 +126,7 @@ async function onAPhone(_page, run) {
     await shot(page, "phone-settings");
 
     if (run.admin.email && run.admin.password) {
-      await page.getByRole("button", { name: "Sign out" }).click();
+      await signOut(page);
       await expectPath(page, /^\/login$/);
       await signIn(page, run.admin);
       await sections.getByRole("link", { name: "Admin", exact: true }).click();

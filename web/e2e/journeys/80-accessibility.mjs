@@ -5,7 +5,7 @@
 // (only here: the other journeys keep it and report any violation of it).
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { base, email, password, expectPath, png, TIMEOUT } from "../lib.mjs";
+import { base, email, password, expectPath, png, TIMEOUT, accountButton } from "../lib.mjs";
 
 const require = createRequire(import.meta.url);
 const axeSource = () => readFile(require.resolve("axe-core/axe.min.js"), "utf8");
@@ -64,7 +64,7 @@ export const journeys = [
         }
         const admin = run.admin.email ? run.admin : { email, password };
         await signIn(page, admin);
-        await page.getByRole("button", { name: "Sign out" }).waitFor();
+        await accountButton(page).waitFor();
         await scan(page, "files", source, found);
         // A file with one version, its viewer page and its versions dialog.
         const fileId = await page.evaluate(async () => {
