@@ -60,11 +60,11 @@ export const journeys = [
       await page.waitForFunction((el) => el.complete && el.naturalWidth > 0, await image.elementHandle());
       const size = await image.evaluate((el) => [el.naturalWidth, el.naturalHeight]);
       if (size[0] !== size[1] || size[0] > 256) throw new Error(`the avatar is ${size[0]}x${size[1]}, expected a square of at most 256 px`);
-      await page.getByRole("banner").getByTestId("avatar-image").waitFor();
+      await page.getByRole("banner").locator("[data-testid=avatar-image]:visible").waitFor();
       await shot(page, "settings-avatar");
       await profile.getByRole("button", { name: "Remove avatar" }).click();
       await profile.getByTestId("avatar-initials").waitFor();
-      await page.getByRole("banner").getByTestId("avatar-initials").waitFor();
+      await page.getByRole("banner").locator("[data-testid=avatar-initials]:visible").waitFor();
     },
   ],
 ];
