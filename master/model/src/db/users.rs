@@ -188,7 +188,6 @@ pub async fn find(db: &Db, id: UserId) -> Result<Option<UserRow>, DbError> {
         .await
 }
 
-/// The user with this e-mail address (stored lower-case, as `Email` spells it).
 /// `(id, email, nickname)` of each of `ids` that exists (lists that name owners).
 pub async fn names_of(db: &Db, ids: &[UserId]) -> Result<Vec<(UserId, String, String)>, DbError> {
     if ids.is_empty() {
@@ -202,6 +201,7 @@ pub async fn names_of(db: &Db, ids: &[UserId]) -> Result<Vec<(UserId, String, St
     Ok(query.fetch_all(db.reader()).await?)
 }
 
+/// The user with this e-mail address (stored lower-case, as `Email` spells it).
 pub async fn find_by_email(db: &Db, email: &str) -> Result<Option<UserRow>, DbError> {
     db.read_row(&format!("SELECT {USER_COLUMNS} FROM users WHERE email = $1"), &[Arg::Text(email)], decode_user).await
 }
