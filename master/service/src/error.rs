@@ -105,6 +105,12 @@ impl ServiceError {
         Self::new(ErrorKind::Unauthorized, codes::AUTH_USER_NOT_FOUND, "the token's user no longer exists")
     }
 
+    /// A credential issued before a change that ends it (a ban, a sign-out everywhere, new
+    /// privileges): 401, so the client asks for a new one.
+    pub fn token_revoked(message: &'static str) -> Self {
+        Self::new(ErrorKind::Unauthorized, codes::AUTH_TOKEN_REVOKED, message)
+    }
+
     /// The user is banned or not active: refused at every access level and at sign-in.
     pub fn user_inactive() -> Self {
         Self::new(ErrorKind::Forbidden, codes::AUTH_USER_INACTIVE, "this account is not active")

@@ -10,7 +10,6 @@ use utoipa::ToSchema;
 
 use crate::content::downloads::{self, Download, expect_file};
 use crate::context::Context;
-use crate::credentials::revocation;
 use crate::credentials::token::{MediaClaims, TokenType, token_error};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
@@ -27,10 +26,6 @@ pub struct MediaUrlView {
     /// `GET` this (relative to the site) as often as needed, with `Range`, until `expires`.
     pub url: String,
     pub expires: String,
-}
-
-fn revoked(message: &'static str) -> ServiceError {
-    ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_TOKEN_REVOKED, message)
 }
 
 fn content_changed() -> ServiceError {
@@ -71,13 +66,7 @@ pub async fn open(ctx: &Context, token: &str) -> ServiceResult<Download> {
     let file = match claims.shr {
         Some(share) => shares::previewable(ctx, share, claims.obj, false).await?,
         None => {
-            if revocation::is_banned(ctx.store(), claims.sub).await? {
-                return Err(revoked("the media URL's user is banned"));
-            }
-            let user = accounts::load_active_user(ctx, claims.sub).await?;
-            if claims.user_version < user.row().claims_changed_at {
-                return Err(revoked("the media URL was made before its user signed out everywhere"));
-            }
+            accounts::credential_holder(ctx, claims.sub, claims.user_version).await?;
             access::readable(ctx, claims.sub, claims.obj, Reach::Live).await?
         }
     };

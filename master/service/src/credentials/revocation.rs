@@ -148,11 +148,7 @@ pub async fn check(store: &dyn KvStore, claims: &JwtPayload) -> ServiceResult<()
         return Err(ServiceError::user_inactive());
     }
     if !standing.admits(claims.user_version, claims.group.version) {
-        return Err(ServiceError::new(
-            ErrorKind::Unauthorized,
-            codes::AUTH_TOKEN_REVOKED,
-            "token was revoked: refresh or sign in again",
-        ));
+        return Err(ServiceError::token_revoked("token was revoked: refresh or sign in again"));
     }
     Ok(())
 }

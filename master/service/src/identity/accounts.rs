@@ -92,6 +92,22 @@ pub async fn load_active_user(ctx: &Context, id: UserId) -> ServiceResult<Active
     Ok(ActiveUser(user))
 }
 
+/// The user a long-lived credential (a WOPI token, a media URL) was issued to, checked again
+/// at each use: not banned (401 `auth.token_revoked`), still `ACTIVE` (as
+/// [`load_active_user`]), and not signed out everywhere or moved to another group since
+/// `issued_version`, read from the database because such a credential outlives the store's
+/// revocation entries (401 `auth.token_revoked`).
+pub async fn credential_holder(ctx: &Context, id: UserId, issued_version: i64) -> ServiceResult<ActiveUser> {
+    if revocation::is_banned(ctx.store(), id).await? {
+        return Err(ServiceError::token_revoked("the credential's user is banned"));
+    }
+    let user = load_active_user(ctx, id).await?;
+    if issued_version < user.row().claims_changed_at {
+        return Err(ServiceError::token_revoked("the credential was issued before its user signed out everywhere"));
+    }
+    Ok(user)
+}
+
 pub(crate) fn password_error(field: &str, err: PasswordError) -> ServiceError {
     match err {
         PasswordError::Length => ServiceError::validation(field, err.to_string()),

@@ -19,7 +19,6 @@ use uuid::Uuid;
 
 use crate::content::downloads::{self, Download, expect_file};
 use crate::context::Context;
-use crate::credentials::revocation;
 use crate::credentials::token::{TokenType, WopiClaims, token_error};
 use crate::error::{ErrorKind, ServiceError, ServiceResult};
 use crate::error_codes as codes;
@@ -120,10 +119,6 @@ pub struct WopiAccess {
     pub file: Readable,
 }
 
-fn revoked(message: &'static str) -> ServiceError {
-    ServiceError::new(ErrorKind::Unauthorized, codes::AUTH_TOKEN_REVOKED, message)
-}
-
 /// A WOPI request as the host received it: the token, the URL the client called (for the
 /// proof) and its proof headers.
 pub struct WopiRequest<'a> {
@@ -149,18 +144,15 @@ pub async fn authorise(ctx: &Context, request: &WopiRequest<'_>, file_id: Object
             "this access token is for another file",
         ));
     }
-    if revocation::is_banned(ctx.store(), claims.sub).await? {
-        return Err(revoked("the token's user is banned"));
-    }
-    let user = accounts::load_active_user(ctx, claims.sub)
-        .await
-        .map_err(|_| revoked("the token's user is no longer active"))?;
-    // The user's claims version, as access tokens are checked against it (signed out
-    // everywhere, moved to another group), read from the database: it outlives the store's
-    // entries, and a WOPI token lives ten hours.
-    if claims.user_version < user.row().claims_changed_at {
-        return Err(revoked("the token was issued before its user signed out everywhere"));
-    }
+    // A WOPI client takes every refusal of its token as 401 (WOPI's "invalid access token"),
+    // an account no longer active included.
+    let user = accounts::credential_holder(ctx, claims.sub, claims.user_version).await.map_err(|err| {
+        if err.code == codes::AUTH_USER_INACTIVE || err.code == codes::AUTH_USER_NOT_FOUND {
+            ServiceError::token_revoked("the token's user is no longer active")
+        } else {
+            err
+        }
+    })?;
     let file = if claims.edit {
         access::writable(ctx, claims.sub, file_id, Reach::Live).await?.as_readable().clone()
     } else {
