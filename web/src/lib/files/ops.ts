@@ -29,10 +29,7 @@ export async function listFolder(
   let offset = 0;
   let acc: ObjectView[] = [];
   for (;;) {
-    const query = { offset, limit: offset ? PAGE : FIRST_PAGE, order: sort.key, desc: sort.desc };
-    const page = path.length
-      ? await api(() => client.GET("/api/v1/directory/{path}", { params: { path: { path: path.join("/") }, query } }))
-      : await api(() => client.GET("/api/v1/directory", { params: { query } }));
+    const page = await directoryPage(path, { offset, limit: offset ? PAGE : FIRST_PAGE, order: sort.key, desc: sort.desc });
     if (stale()) return;
     acc = acc.concat(page.items);
     progress(page.folder, acc, page.count);
@@ -81,11 +78,16 @@ export async function moveBack(list: readonly ObjectView[]): Promise<void> {
 
 /** The folder at a path (parts; [] is the root). */
 export async function folderAt(path: string[]): Promise<ObjectView> {
-  const query = { limit: 1 };
-  const page = path.length
-    ? await api(() => client.GET("/api/v1/directory/{path}", { params: { path: { path: path.join("/") }, query } }))
-    : await api(() => client.GET("/api/v1/directory", { params: { query } }));
-  return page.folder;
+  return (await directoryPage(path, { limit: 1 })).folder;
+}
+
+type DirectoryQuery = { offset?: number; limit?: number; order?: Sort["key"]; desc?: boolean };
+
+/** One page of the folder at a path (the root has its own route). */
+function directoryPage(path: string[], query: DirectoryQuery): Promise<Schemas["DirectoryView"]> {
+  return path.length
+    ? api(() => client.GET("/api/v1/directory/{path}", { params: { path: { path: path.join("/") }, query } }))
+    : api(() => client.GET("/api/v1/directory", { params: { query } }));
 }
 /**
  * The first of `name`, "name (1)", "name (2)", ... (before the extension: "notes (1).md") that
