@@ -912,9 +912,7 @@ pub async fn admin_files(
         }
     }
     let (rows, count) = db::objects::files_page(db, filter, page.offset, page.limit).await?;
-    let mut owners: Vec<UserId> = rows.iter().map(|row| row.owner_id).collect();
-    owners.sort_unstable_by_key(|id| id.to_string());
-    owners.dedup();
+    let owners: Vec<UserId> = rows.iter().map(|row| row.owner_id).collect::<HashSet<_>>().into_iter().collect();
     let names: HashMap<UserId, (String, String)> = db::users::names_of(db, &owners)
         .await?
         .into_iter()
